@@ -1,0 +1,64 @@
+"""Voltage zones and violation measures shared by the stock controllers.
+
+A *zone* is a list of buses; its bus-phases are the monitored ``"<bus>.<phase>"`` entries of the
+context whose bus is in the list (case-insensitive). All measures are in pu.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from openg2g.core.errors import ControllerError
+
+__all__ = [
+    "bus_of",
+    "zone_indices",
+    "undervoltage_pu",
+    "overvoltage_pu",
+    "violation_pu",
+    "worst_violation_pu",
+]
+
+
+def bus_of(bus_phase: str) -> str:
+    """The bus part of ``"<bus>.<phase>"`` (lower case)."""
+    return bus_phase.rsplit(".", 1)[0].lower()
+
+
+def zone_indices(bus_phases: Sequence[str], buses: Sequence[str] | None) -> np.ndarray:
+    """Indices into ``bus_phases`` of the zone's bus-phases; ``buses=None`` selects all.
+
+    :raises ControllerError: a listed bus has no monitored phase (the message lists valid buses).
+    """
+    if buses is None:
+        return np.arange(len(bus_phases))
+    wanted = [b.lower() for b in buses]
+    known = [bus_of(bp) for bp in bus_phases]
+    missing = [b for b in wanted if b not in known]
+    if missing:
+        valid = sorted(set(known))
+        raise ControllerError(f"buses {missing} are not monitored; valid buses: {valid}")
+    return np.array([i for i, b in enumerate(known) if b in wanted], dtype=int)
+
+
+def undervoltage_pu(v_pu: np.ndarray, v_min_pu: float) -> np.ndarray:
+    """Per bus-phase undervoltage ``max(v_min - v, 0)``."""
+    return np.maximum(v_min_pu - np.asarray(v_pu, dtype=float), 0.0)
+
+
+def overvoltage_pu(v_pu: np.ndarray, v_max_pu: float) -> np.ndarray:
+    """Per bus-phase overvoltage ``max(v - v_max, 0)``."""
+    return np.maximum(np.asarray(v_pu, dtype=float) - v_max_pu, 0.0)
+
+
+def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
+    """Per bus-phase distance outside ``[v_min, v_max]`` (0 inside)."""
+    return undervoltage_pu(v_pu, v_min_pu) + overvoltage_pu(v_pu, v_max_pu)
+
+
+def worst_violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> float:
+    """Largest distance outside ``[v_min, v_max]`` over the bus-phases (0 if none or empty)."""
+    v = np.asarray(v_pu, dtype=float)
+    return float(violation_pu(v, v_min_pu, v_max_pu).max()) if v.size else 0.0

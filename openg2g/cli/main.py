@@ -1,0 +1,50 @@
+"""The ``openg2g`` command: one sub-command per module in this package."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from openg2g import __version__
+from openg2g.core.errors import G2GError, ScenarioError
+
+__all__ = ["main", "build_parser"]
+
+# Each module has register(subparsers); modules another engineer has not landed yet are skipped.
+_COMMAND_MODULES = ("run", "validate", "compare", "powerflow", "feeders", "traces", "train", "evaluate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available sub-command."""
+    parser = argparse.ArgumentParser(prog="openg2g", description="Datacenter-grid co-simulation.")
+    parser.add_argument("--version", action="version", version=f"openg2g {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"openg2g.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"openg2g.cli.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse, dispatch, and turn platform errors into one clear message."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ScenarioError as exc:
+        for loc, msg in exc.problems:
+            print(f"error: {loc}: {msg}", file=sys.stderr)
+        return 2
+    except G2GError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

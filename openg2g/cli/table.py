@@ -1,0 +1,43 @@
+"""Plain-text and Markdown tables of run summaries (shared by ``run`` and ``compare``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["SUMMARY_COLUMNS", "format_table"]
+
+SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
+    ("violation_time_s", "viol. time (s)", "{:.1f}"),
+    ("v_min_pu", "Vmin (pu)", "{:.4f}"),
+    ("v_max_pu", "Vmax (pu)", "{:.4f}"),
+    ("mean_throughput_tok_s", "throughput (tok/s)", "{:,.0f}"),
+    ("itl_deadline_miss_fraction", "ITL misses (%)", "{:.2%}"),
+    ("n_batch_changes", "batch changes", "{:d}"),
+    ("energy_mwh", "energy (MWh)", "{:.3f}"),
+    ("wall_time_s", "wall (s)", "{:.1f}"),
+)
+"""(summary key, header, format) of the columns shown for each run."""
+
+
+def _cell(value: Any, fmt: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return fmt.format(value).replace("%", "") if fmt.endswith("%}") else fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
+    """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text."""
+    headers = ["run", *(h for _, h, _ in SUMMARY_COLUMNS)]
+    body = [[label, *(_cell(s.get(k), f) for k, _, f in SUMMARY_COLUMNS)] for label, s in rows]
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines)
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
+    fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body)])

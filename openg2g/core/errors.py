@@ -1,0 +1,57 @@
+"""The error hierarchy. Every error the platform raises on purpose derives from :class:`G2GError`.
+
+The CLI prints a :class:`G2GError` as one clear message (no traceback) and exits non-zero.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "G2GError",
+    "ScenarioError",
+    "TraceError",
+    "FeederError",
+    "CommandError",
+    "ControllerError",
+    "SimulationError",
+    "PowerFlowError",
+]
+
+
+class G2GError(Exception):
+    """Root of all openg2g errors."""
+
+
+class ScenarioError(G2GError):
+    """A scenario file is malformed or inconsistent.
+
+    :param problems: one ``(location, message)`` per problem, ``location`` being
+        ``"<file>: <dotted.field.path>"``.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = list(problems)
+        super().__init__("\n".join(f"{loc}: {msg}" for loc, msg in self.problems))
+
+
+class TraceError(G2GError):
+    """A power trace or trace library is missing, corrupt or implausible."""
+
+
+class FeederError(G2GError):
+    """A feeder is unknown, or a feeder file uses something the reader does not support."""
+
+
+class CommandError(G2GError):
+    """A command is malformed or outside the receiving component's limits."""
+
+
+class ControllerError(G2GError):
+    """A controller cannot be found, built, or returned something that is not a command."""
+
+
+class SimulationError(G2GError):
+    """A simulation cannot continue; the message names the time and the component."""
+
+
+class PowerFlowError(SimulationError):
+    """A grid power flow did not converge."""

@@ -1,0 +1,219 @@
+"""The three component interfaces the engine couples: datacenter, grid and controller.
+
+Components never import simpy: the engine calls ``step`` at each of the component's instants and
+routes commands to ``apply``. Time is in seconds (``t_s``) everywhere.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from openg2g.core.commands import Command
+from openg2g.core.state import DatacenterState, GridState, Observation
+
+__all__ = [
+    "ModelInfo",
+    "SiteInfo",
+    "RegulatorInfo",
+    "ControlContext",
+    "DatacenterBackend",
+    "GridBackend",
+    "Controller",
+]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Static facts about one model served at a site, for controllers to plan with.
+
+    The per-batch tuples are measured means per replica from the trace library, aligned with
+    ``batch_sizes`` (ascending).
+
+    :param model: model name.
+    :param gpus_per_replica: GPUs per replica (tensor parallel degree).
+    :param replicas: configured replica count.
+    :param batch_sizes: measured batch sizes, the only ones a controller may set.
+    :param power_w: mean GPU power per replica at each batch size (W).
+    :param itl_s: mean inter-token latency at each batch size (s).
+    :param throughput_tok_s: output throughput per replica at each batch size (tok/s).
+    :param itl_deadline_s: ITL deadline (s), ``None`` if none.
+    :param initial_batch_size: batch size at the start of the run.
+    """
+
+    model: str
+    gpus_per_replica: int
+    replicas: int
+    batch_sizes: tuple[int, ...]
+    power_w: tuple[float, ...]
+    itl_s: tuple[float, ...]
+    throughput_tok_s: tuple[float, ...]
+    itl_deadline_s: float | None
+    initial_batch_size: int
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """Static facts about one datacenter site.
+
+    :param site: site name.
+    :param bus: feeder bus it connects to (three-phase).
+    :param models: model name -> facts.
+    :param power_factor: facility power factor (lagging, 0-1].
+    :param pue: power usage effectiveness used for the non-GPU overhead.
+    """
+
+    site: str
+    bus: str
+    models: Mapping[str, ModelInfo]
+    power_factor: float
+    pue: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
+
+
+@dataclass(frozen=True)
+class RegulatorInfo:
+    """A regulator bank: name, regulated phases and tap step range."""
+
+    bank: str
+    phases: tuple[str, ...]
+    min_tap: int
+    max_tap: int
+    step_pu: float
+
+
+@dataclass(frozen=True)
+class ControlContext:
+    """Everything static a controller may know when a run starts.
+
+    :param sites: site name -> facts.
+    :param bus_phases: monitored bus-phases, in the order of ``GridState.v_pu``.
+    :param regulators: bank name -> facts.
+    :param v_min_pu: lower voltage limit (pu).
+    :param v_max_pu: upper voltage limit (pu).
+    :param dt_s: the controller's own period (s).
+    :param storages: battery names the controller may command.
+    """
+
+    sites: Mapping[str, SiteInfo]
+    bus_phases: tuple[str, ...]
+    regulators: Mapping[str, RegulatorInfo]
+    v_min_pu: float
+    v_max_pu: float
+    dt_s: float
+    storages: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sites", MappingProxyType(dict(self.sites)))
+        object.__setattr__(self, "regulators", MappingProxyType(dict(self.regulators)))
+
+
+class DatacenterBackend(ABC):
+    """A datacenter site: produces per-phase power and serving metrics each step.
+
+    Implementers set ``name`` and return :class:`SiteInfo` from :meth:`info`.
+    """
+
+    name: str
+
+    @abstractmethod
+    def info(self) -> SiteInfo:
+        """Static facts about the site."""
+
+    @abstractmethod
+    def reset(self, seed: int) -> None:
+        """Return to the initial state; all randomness is drawn from ``seed``."""
+
+    @abstractmethod
+    def step(self, t_s: float, dt_s: float) -> DatacenterState:
+        """Advance over ``(t_s - dt_s, t_s]`` and return the state at ``t_s``."""
+
+    @abstractmethod
+    def apply(self, command: Command, t_s: float) -> None:
+        """Carry out a datacenter command at ``t_s``.
+
+        :raises CommandError: the command is malformed or outside the site's limits.
+        """
+
+
+class GridBackend(ABC):
+    """A distribution feeder: solves the power flow for the datacenter loads it is given."""
+
+    @abstractmethod
+    def bus_phases(self) -> tuple[str, ...]:
+        """Monitored bus-phases ``"<bus>.<phase>"``, in the order of ``GridState.v_pu``."""
+
+    @abstractmethod
+    def regulators(self) -> Mapping[str, RegulatorInfo]:
+        """Regulator banks by name."""
+
+    @abstractmethod
+    def storages(self) -> tuple[str, ...]:
+        """Battery names."""
+
+    @abstractmethod
+    def reset(self, seed: int) -> None:
+        """Return to the initial state (taps, switches, scales, storage state of charge)."""
+
+    @abstractmethod
+    def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
+        """Solve the power flow at ``t_s`` with the given datacenter site loads.
+
+        :param loads: site name -> the datacenter state whose ``p_w``/``q_var`` to draw.
+        :param dt_s: time since the previous solve (s), for storage energy and regulator delays.
+        :raises PowerFlowError: the power flow did not converge (message names time and feeder).
+        """
+
+    def solve_batch(
+        self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
+    ) -> list[GridState]:
+        """Solve several steps during which only the loads change. Equals solving one by one.
+
+        Backends with a batch solver override this; the default loops over :meth:`solve`.
+        """
+        return [self.solve(t, load, dt_s) for t, load in zip(t_s, loads)]
+
+    def can_batch(self) -> bool:
+        """True when steps are independent given loads (no automatic controls with memory)."""
+        return False
+
+    @abstractmethod
+    def apply(self, command: Command, t_s: float) -> None:
+        """Carry out a grid command at ``t_s``.
+
+        :raises CommandError: unknown element or value outside its limits.
+        """
+
+    @abstractmethod
+    def voltage_sensitivity(self, bus: str) -> np.ndarray:
+        """dV/dP of each monitored bus-phase w.r.t. per-phase active power at ``bus`` (pu/W).
+
+        Shape ``(len(bus_phases()), 3)``; reactive power is assumed to move with P at the
+        attached site's power factor. Valid at the last solved operating point and taps.
+        """
+
+
+class Controller(ABC):
+    """A control policy: reads an observation, returns commands.
+
+    Subclasses implement :meth:`step`; :meth:`reset` receives the static context at the start of
+    each run. A controller never touches backends: everything it knows arrives in the context
+    and the observation, everything it does leaves as commands.
+    """
+
+    name: str = "controller"
+
+    def reset(self, context: ControlContext, seed: int) -> None:
+        """Prepare for a run; the default stores the context as ``self.context``."""
+        self.context = context
+
+    @abstractmethod
+    def step(self, observation: Observation) -> list[Command]:
+        """Return the commands to send at this control step (possibly none)."""
+

@@ -1,0 +1,383 @@
+"""Build the trace library from the public ML.ENERGY data, and import raw power logs into a library.
+
+``openg2g traces build --source DATA --out traces`` calls :func:`build_library`:
+
+1. For each row of ``mlenergy-h100-traces/traces_summary.csv`` read the (model, GPUs, max_num_seqs)
+   power timeline (``relative_time_s, power_total_W``), check it (:func:`check_power`) and resample
+   it onto a 0.1 s grid starting at 0 s by linear interpolation (:func:`resample`); store float32.
+2. Attach the two-component lognormal ITL mixture of ``latency_fits.csv`` for (model, max_num_seqs)
+   and derive its mean, median and p99 per-token ITL and E[1/ITL].
+3. Attach the ML.ENERGY Leaderboard H100 entry of the same model, num_gpus and max_num_seqs
+   (``mlenergy-leaderboard/<repo>__lm-arena-chat.json``, model files in :data:`LEADERBOARD_FILES`):
+   output throughput, avg_power_watts, median/p99 ITL, avg_batch_size, avg_output_len. When the
+   leaderboard holds two entries for one configuration (repeated runs), the one whose
+   avg_power_watts is closest to the trace mean is used. Configurations without an entry get
+   throughput ``batch * E[1/ITL]`` from the ITL fit (``throughput_source = "itl_fit"``).
+
+:func:`import_trace` reads a raw log (``tsv``: the benchmark's raw timeline format;
+``nvidia-smi``: ``nvidia-smi --query-gpu=timestamp,power.draw --format=csv``), checks and resamples
+it the same way and adds it to a library folder (creating it if needed).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from openg2g.core.errors import TraceError
+from openg2g.datacenter.library import (
+    FORMAT,
+    INDEX_FILE,
+    POWER_FILE,
+    ItlMixture,
+    LibraryIndex,
+    TraceConfig,
+    power_key,
+)
+
+__all__ = [
+    "DT_S",
+    "MIN_W_PER_GPU",
+    "MAX_W_PER_GPU",
+    "LEADERBOARD_FILES",
+    "build_library",
+    "check_power",
+    "resample",
+    "read_tsv",
+    "read_nvidia_smi",
+    "import_trace",
+    "write_library",
+]
+
+DT_S = 0.1
+"""Sample period of every library trace (s)."""
+
+MIN_W_PER_GPU = 20.0
+"""Lowest plausible board power of one H100-class GPU (W): below idle (~60-70 W) means a bad reading."""
+
+MAX_W_PER_GPU = 1200.0
+"""Highest plausible board power of one GPU (W): above any current board limit (H100 SXM 700 W, B200 1000 W)."""
+
+LEADERBOARD_FILES: dict[str, str] = {
+    "Llama-3.1-8B": "meta-llama__Llama-3.1-8B-Instruct__lm-arena-chat.json",
+    "Llama-3.1-70B": "meta-llama__Llama-3.1-70B-Instruct__lm-arena-chat.json",
+    "Llama-3.1-405B": "meta-llama__Llama-3.1-405B-Instruct-FP8__lm-arena-chat.json",
+    "Qwen3-30B-A3B": "Qwen__Qwen3-30B-A3B-Instruct-2507__lm-arena-chat.json",
+    "Qwen3-235B-A22B": "Qwen__Qwen3-235B-A22B-Instruct-2507__lm-arena-chat.json",
+}
+"""Trace model label -> leaderboard file of the same checkpoint (405B traces were run in FP8)."""
+
+_DESCRIPTION = (
+    "Per-replica GPU power of LLM inference (vLLM, H100 SXM, lm-arena-chat) from the ML.ENERGY "
+    "Benchmark v3 and Leaderboard (Apache-2.0); see PROVENANCE.md."
+)
+
+
+def check_power(t_s: np.ndarray, power_w: np.ndarray, gpus: int, file: str, first_row: int = 2) -> None:
+    """Refuse a power timeline that is not a plausible measurement.
+
+    :param t_s: sample times (s).
+    :param power_w: summed power of ``gpus`` GPUs at each time (W).
+    :param gpus: GPUs the samples sum over.
+    :param file: file name for messages.
+    :param first_row: file row number of sample 0 (1-based, header counted), for messages.
+    :raises TraceError: naming the file and row of the first bad sample.
+    """
+    if t_s.size < 2:
+        raise TraceError(f"{file}: needs at least 2 samples, got {t_s.size}")
+    for name, arr in (("time", t_s), ("power", power_w)):
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise TraceError(f"{file}: row {first_row + bad[0]}: {name} is not a finite number")
+    back = np.flatnonzero(np.diff(t_s) <= 0)
+    if back.size:
+        i = back[0] + 1
+        raise TraceError(f"{file}: row {first_row + i}: time {t_s[i]} s does not increase (previous {t_s[i - 1]} s)")
+    per_gpu = power_w / gpus
+    bad = np.flatnonzero((per_gpu < MIN_W_PER_GPU) | (per_gpu > MAX_W_PER_GPU))
+    if bad.size:
+        i = bad[0]
+        raise TraceError(
+            f"{file}: row {first_row + i}: {power_w[i]:.1f} W over {gpus} GPUs is {per_gpu[i]:.1f} W per GPU, "
+            f"outside the plausible {MIN_W_PER_GPU:.0f}-{MAX_W_PER_GPU:.0f} W"
+        )
+
+
+def resample(t_s: np.ndarray, power_w: np.ndarray, dt_s: float = DT_S) -> np.ndarray:
+    """Linear interpolation of a timeline onto ``0, dt_s, 2 dt_s, ...`` relative to its first sample.
+
+    :return: float32 power (W), covering the span of ``t_s``.
+    """
+    rel = t_s - t_s[0]
+    n = int(math.floor(rel[-1] / dt_s + 1e-9)) + 1
+    grid = np.arange(n) * dt_s
+    return np.interp(grid, rel, power_w).astype(np.float32)
+
+
+def _source_csv(path: Path, gpus: int) -> np.ndarray:
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader)
+            if header[:2] != ["relative_time_s", "power_total_W"]:
+                raise TraceError(f"{path}: expected header relative_time_s,power_total_W, got {header}")
+            rows = [(float(r[0]), float(r[1])) for r in reader]
+    except (OSError, ValueError, IndexError, StopIteration) as exc:
+        raise TraceError(f"{path}: unreadable power timeline: {exc}") from None
+    arr = np.array(rows, dtype=np.float64)
+    check_power(arr[:, 0], arr[:, 1], gpus, str(path))
+    return resample(arr[:, 0], arr[:, 1])
+
+
+def _leaderboard(source: Path) -> dict[tuple[str, int, int], list[dict]]:
+    out: dict[tuple[str, int, int], list[dict]] = {}
+    for model, name in LEADERBOARD_FILES.items():
+        path = source / "mlenergy-leaderboard" / name
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise TraceError(f"{path}: unreadable leaderboard file: {exc}") from None
+        for c in data["configurations"]:
+            if c["gpu_model"] == "H100":
+                out.setdefault((model, int(c["num_gpus"]), int(c["max_num_seqs"])), []).append(c)
+    return out
+
+
+def _mixture(row: dict[str, str]) -> ItlMixture:
+    return ItlMixture(
+        loc_s=float(row["itl_mix_loc"]),
+        weight=(float(row["itl_mix_pi_steady"]), float(row["itl_mix_pi_stall"])),
+        sigma=(float(row["itl_mix_sigma_steady"]), float(row["itl_mix_sigma_stall"])),
+        scale_s=(float(row["itl_mix_scale_steady"]), float(row["itl_mix_scale_stall"])),
+    )
+
+
+def build_library(source: Path, out: Path) -> list[TraceConfig]:
+    """Build the library folder ``out`` from the ML.ENERGY data folder ``source``.
+
+    :param source: folder holding ``mlenergy-h100-traces/`` and ``mlenergy-leaderboard/``.
+    :param out: library folder to write (``index.json``, ``power.npz``); created if needed.
+    :return: the configurations written.
+    :raises TraceError: a source file is missing, malformed or implausible.
+    """
+    traces_dir = source / "mlenergy-h100-traces"
+    summary = traces_dir / "traces_summary.csv"
+    fits_file = traces_dir / "latency_fits.csv"
+    try:
+        with summary.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        with fits_file.open(newline="") as fh:
+            fits = {(r["model_label"], int(r["max_num_seqs"])): r for r in csv.DictReader(fh)}
+    except OSError as exc:
+        raise TraceError(f"cannot read the ML.ENERGY trace index: {exc}") from None
+    board = _leaderboard(source)
+    configs: list[TraceConfig] = []
+    arrays: dict[str, np.ndarray] = {}
+    for row in rows:
+        model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
+        rel = row["trace_file"]
+        power = _source_csv(traces_dir / rel, gpus)
+        mean_w = float(power.astype(np.float64).mean())
+        fit = fits.get((model, batch))
+        if fit is None:
+            raise TraceError(f"{fits_file}: no ITL fit for {model} at max_num_seqs {batch}")
+        mix = _mixture(fit)
+        entries = board.get((model, gpus, batch), [])
+        entry = min(entries, key=lambda c: abs(c["avg_power_watts"] - mean_w)) if entries else None
+        if entry is not None:
+            throughput, t_src = float(entry["output_throughput_tokens_per_sec"]), "leaderboard"
+            running = float(entry["avg_batch_size"])
+        else:
+            throughput, t_src, running = batch * mix.mean_inverse_per_s(), "itl_fit", float(batch)
+        cfg = TraceConfig(
+            model=model,
+            gpus=gpus,
+            batch=batch,
+            samples=power.size,
+            duration_s=round(power.size * DT_S, 6),
+            mean_power_w=mean_w,
+            source=f"mlenergy-h100-traces/{rel}",
+            itl=mix,
+            mean_itl_s=mix.mean_s(),
+            median_itl_s=mix.quantile_s(0.5),
+            p99_itl_s=mix.quantile_s(0.99),
+            throughput_tok_s=throughput,
+            throughput_source=t_src,
+            running_seqs=running,
+            avg_output_len_tokens=float(entry["avg_output_len"]) if entry else None,
+            leaderboard_avg_power_w=float(entry["avg_power_watts"]) if entry else None,
+            leaderboard_median_itl_s=float(entry["median_itl_ms"]) / 1e3 if entry else None,
+            leaderboard_p99_itl_s=float(entry["p99_itl_ms"]) / 1e3 if entry else None,
+        )
+        configs.append(cfg)
+        arrays[cfg.key] = power
+    write_library(out, configs, arrays)
+    return configs
+
+
+def write_library(out: Path, configs: Sequence[TraceConfig], arrays: dict[str, np.ndarray]) -> None:
+    """Write ``index.json`` and ``power.npz`` (float32, compressed) into folder ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(configs, key=lambda c: (c.model, c.gpus, c.batch))
+    index = LibraryIndex(format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered))
+    (out / INDEX_FILE).write_text(json.dumps(index.model_dump(mode="json"), indent=1) + "\n")
+    np.savez_compressed(out / POWER_FILE, **{c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
+
+
+def read_tsv(path: Path, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Read a raw benchmark timeline (tab-separated, header ``timestamp relative_time_s power_total_W
+    max_num_seqs num_gpus ...``); every row's num_gpus and max_num_seqs must equal ``gpus``/``batch``.
+
+    :return: times (s) and summed power (W), checked by :func:`check_power`.
+    :raises TraceError: naming the file and row of the first problem.
+    """
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: unreadable: {exc}") from None
+    if not lines:
+        raise TraceError(f"{path}: empty file")
+    header = lines[0].split("\t")
+    need = ("relative_time_s", "power_total_W")
+    if any(h not in header for h in need):
+        raise TraceError(f"{path}: row 1: header must contain {list(need)}, got {header}")
+    col = {h: i for i, h in enumerate(header)}
+    t, p = [], []
+    for row_no, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        try:
+            t.append(float(cells[col["relative_time_s"]]))
+            p.append(float(cells[col["power_total_W"]]))
+            for name, expected in (("num_gpus", gpus), ("max_num_seqs", batch)):
+                if name in col and int(float(cells[col[name]])) != expected:
+                    raise TraceError(f"{path}: row {row_no}: {name} is {cells[col[name]]}, but --{_flag(name)} {expected}")
+        except (ValueError, IndexError):
+            raise TraceError(f"{path}: row {row_no}: cannot read numbers from {line[:80]!r}") from None
+    t_s, p_w = np.array(t), np.array(p)
+    check_power(t_s, p_w, gpus, str(path))
+    return t_s, p_w
+
+
+def _flag(column: str) -> str:
+    return {"num_gpus": "gpus", "max_num_seqs": "batch"}[column]
+
+
+def _parse_time(text: str) -> float:
+    for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return datetime.strptime(text, fmt).timestamp()
+        except ValueError:
+            continue
+    return float(text)
+
+
+def read_nvidia_smi(path: Path, gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """Read an ``nvidia-smi --query-gpu=timestamp,power.draw --format=csv`` log.
+
+    nvidia-smi writes one line per GPU per query, all with the query's timestamp; lines with the
+    same timestamp are summed, and each timestamp must have exactly ``gpus`` lines.
+
+    :return: times (s, from the first timestamp) and summed power (W), checked.
+    :raises TraceError: naming the file and row of the first problem.
+    """
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: unreadable: {exc}") from None
+    groups: list[tuple[float, int, list[float]]] = []  # (time, first row, per-GPU watts)
+    last_text = None
+    for row_no, line in enumerate(lines, start=1):
+        if not line.strip() or line.lower().startswith("timestamp"):
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 2:
+            raise TraceError(f"{path}: row {row_no}: expected 'timestamp, power.draw', got {line[:80]!r}")
+        try:
+            watts = float(cells[1].removesuffix("W").strip())
+            if cells[0] != last_text:
+                groups.append((_parse_time(cells[0]), row_no, []))
+                last_text = cells[0]
+        except ValueError:
+            raise TraceError(f"{path}: row {row_no}: cannot read timestamp or watts from {line[:80]!r}") from None
+        groups[-1][2].append(watts)
+    if not groups:
+        raise TraceError(f"{path}: no samples")
+    for _, row_no, watts in groups:
+        if len(watts) != gpus:
+            raise TraceError(f"{path}: row {row_no}: timestamp has {len(watts)} GPU readings, but --gpus {gpus}")
+    t_s = np.array([g[0] for g in groups])
+    p_w = np.array([sum(g[2]) for g in groups])
+    first_rows = np.array([g[1] for g in groups])
+    try:
+        check_power(t_s, p_w, gpus, str(path), first_row=0)
+    except TraceError as exc:
+        # Map the sample index back to the file row of that timestamp's first line.
+        msg = str(exc)
+        if ": row " in msg:
+            head, rest = msg.split(": row ", 1)
+            idx_text, tail = rest.split(":", 1)
+            raise TraceError(f"{head}: row {first_rows[int(idx_text)]}:{tail}") from None
+        raise
+    return t_s - t_s[0], p_w
+
+
+def import_trace(
+    file: Path,
+    library: Path,
+    model: str,
+    gpus: int,
+    batch: int,
+    fmt: Literal["tsv", "nvidia-smi"] = "tsv",
+) -> TraceConfig:
+    """Check, resample to 0.1 s and add one raw power log to the library folder ``library``.
+
+    An existing configuration with the same (model, gpus, batch) has its power replaced and keeps
+    its latency and throughput metadata; a new one has none (its ITL and throughput are unknown).
+
+    :raises TraceError: unreadable or implausible log, or an unreadable existing library.
+    """
+    if gpus <= 0 or batch <= 0:
+        raise TraceError(f"--gpus and --batch must be positive, got {gpus} and {batch}")
+    if fmt == "tsv":
+        t_s, p_w = read_tsv(file, gpus, batch)
+    elif fmt == "nvidia-smi":
+        t_s, p_w = read_nvidia_smi(file, gpus)
+    else:
+        raise TraceError(f"unknown format {fmt!r}; valid: ['tsv', 'nvidia-smi']")
+    power = resample(t_s, p_w)
+    if power.size < 2:
+        raise TraceError(f"{file}: spans {t_s[-1] - t_s[0]:.3f} s, shorter than two {DT_S} s samples")
+    configs: dict[str, TraceConfig] = {}
+    arrays: dict[str, np.ndarray] = {}
+    if (library / INDEX_FILE).exists():
+        from openg2g.datacenter.library import TraceLibrary
+
+        lib = TraceLibrary.load(library)
+        for c in lib.configs():
+            configs[c.key] = c
+            arrays[c.key] = lib.power(c.model, c.gpus, c.batch)
+    key = power_key(model, gpus, batch)
+    fields = {
+        "model": model,
+        "gpus": gpus,
+        "batch": batch,
+        "samples": power.size,
+        "duration_s": round(power.size * DT_S, 6),
+        "mean_power_w": float(power.astype(np.float64).mean()),
+        "source": file.name,
+    }
+    old = configs.get(key)
+    cfg = old.model_copy(update=fields) if old is not None else TraceConfig(**fields)
+    configs[key] = cfg
+    arrays[key] = power
+    write_library(library, list(configs.values()), arrays)
+    return cfg

@@ -1,0 +1,257 @@
+"""The trace library: measured per-replica GPU power timelines plus per-configuration metadata.
+
+On disk a library is a folder with two files (format ``openg2g-traces/1``):
+
+- ``index.json``: :class:`LibraryIndex`, the sample period and one :class:`TraceConfig` per
+  (model, GPUs per replica, batch size) with its mean power, inter-token-latency (ITL) mixture,
+  throughput and provenance;
+- ``power.npz``: one compressed float32 array per configuration (key
+  :func:`power_key`), the summed board power of the replica's GPUs (W) every ``dt_s`` seconds.
+
+The bundled library (``traces/`` at the repository top level) is built by
+``openg2g traces build`` (:mod:`openg2g.datacenter.build`); ``traces/PROVENANCE.md`` records
+its sources and transformation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from scipy.special import ndtr
+
+from openg2g.core.errors import TraceError
+from openg2g.core.paths import bundled_dir
+
+__all__ = [
+    "FORMAT",
+    "INDEX_FILE",
+    "POWER_FILE",
+    "ItlMixture",
+    "TraceConfig",
+    "LibraryIndex",
+    "TraceLibrary",
+    "power_key",
+]
+
+FORMAT = "openg2g-traces/1"
+INDEX_FILE = "index.json"
+POWER_FILE = "power.npz"
+
+# Gauss-Hermite nodes for expectations over a standard normal (probabilists' weights).
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(64)
+_GH_W = _GH_W / _GH_W.sum()
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ItlMixture(_Frozen):
+    """Two-component shifted lognormal mixture of per-token inter-token latency (ITL).
+
+    A sample is ``loc_s + scale_s[k] * exp(sigma[k] * z)`` with ``z ~ N(0, 1)`` and component
+    ``k`` drawn with probability ``weight[k]``; component 0 is the steady decode mode, 1 the
+    stall tail. Fitted per (model, batch) by the ML.ENERGY Benchmark (``latency_fits.csv``).
+    """
+
+    loc_s: float = Field(ge=0, description="Shift (s).")
+    weight: tuple[float, float] = Field(description="Component weights (steady, stall), sum 1.")
+    sigma: tuple[float, float] = Field(description="Log standard deviations (steady, stall).")
+    scale_s: tuple[float, float] = Field(description="Lognormal scales exp(mu) (steady, stall) (s).")
+
+    @model_validator(mode="after")
+    def _check(self) -> ItlMixture:
+        if abs(sum(self.weight) - 1.0) > 1e-6 or min(self.weight) < 0:
+            raise ValueError(f"weights must be >= 0 and sum to 1, got {self.weight}")
+        if min(self.sigma) <= 0 or min(self.scale_s) <= 0:
+            raise ValueError(f"sigma and scale_s must be > 0, got {self.sigma}, {self.scale_s}")
+        return self
+
+    def cdf(self, itl_s: np.ndarray | float) -> np.ndarray:
+        """P(ITL <= itl_s) for one token."""
+        x = np.asarray(itl_s, dtype=np.float64) - self.loc_s
+        out = np.zeros_like(x)
+        pos = x > 0
+        logx = np.log(x[pos])
+        for w, s, c in zip(self.weight, self.sigma, self.scale_s):
+            out[pos] += w * ndtr((logx - math.log(c)) / s)
+        return out
+
+    def mean_s(self) -> float:
+        """Mean ITL per token (s)."""
+        return self.loc_s + sum(w * c * math.exp(s * s / 2) for w, s, c in zip(self.weight, self.sigma, self.scale_s))
+
+    def mean_inverse_per_s(self) -> float:
+        """E[1 / ITL] (1/s): tokens per second of one sequence, averaged over per-step samples."""
+        return float(
+            sum(
+                w * np.dot(_GH_W, 1.0 / (self.loc_s + c * np.exp(s * _GH_X)))
+                for w, s, c in zip(self.weight, self.sigma, self.scale_s)
+            )
+        )
+
+    def quantile_s(self, q: float) -> float:
+        """The ``q``-quantile of the per-token ITL (s), by bisection on :meth:`cdf`."""
+        lo, hi = self.loc_s, self.loc_s + max(self.scale_s) * math.exp(8 * max(self.sigma))
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if self.cdf(mid) < q:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    def sample_s(self, u: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """ITL samples (s) from uniforms ``u`` (component choice) and standard normals ``z``."""
+        stall = u < self.weight[1]
+        scale = np.where(stall, self.scale_s[1], self.scale_s[0])
+        sigma = np.where(stall, self.sigma[1], self.sigma[0])
+        return self.loc_s + scale * np.exp(sigma * z)
+
+
+class TraceConfig(_Frozen):
+    """Metadata of one (model, GPUs per replica, batch size) power trace.
+
+    Latency fields are ``None`` for traces imported without latency measurements.
+    """
+
+    model: str
+    gpus: int = Field(gt=0, description="GPUs per replica (tensor/expert parallel degree).")
+    batch: int = Field(gt=0, description="Batch size: vLLM max_num_seqs.")
+    samples: int = Field(gt=1, description="Number of power samples.")
+    duration_s: float = Field(gt=0, description="Trace duration (s).")
+    mean_power_w: float = Field(gt=0, description="Mean summed GPU power of one replica over the trace (W).")
+    source: str = Field(description="Source file the trace was derived from.")
+    itl: ItlMixture | None = Field(None, description="Per-token ITL mixture (s).")
+    mean_itl_s: float | None = Field(None, description="Mean per-token ITL of the mixture (s).")
+    median_itl_s: float | None = Field(None, description="Median per-token ITL of the mixture (s).")
+    p99_itl_s: float | None = Field(None, description="99th-percentile per-token ITL of the mixture (s).")
+    throughput_tok_s: float | None = Field(None, description="Output tokens per second of one replica.")
+    throughput_source: Literal["leaderboard", "itl_fit", "none"] = Field(
+        "none", description="leaderboard: measured H100 entry; itl_fit: batch * E[1/ITL] (no leaderboard entry)."
+    )
+    running_seqs: float | None = Field(None, description="Mean running sequences (leaderboard avg_batch_size, else batch).")
+    avg_output_len_tokens: float | None = Field(None, description="Mean output length per request (tokens).")
+    leaderboard_avg_power_w: float | None = Field(None, description="Leaderboard H100 avg_power_watts (W).")
+    leaderboard_median_itl_s: float | None = Field(None, description="Leaderboard median ITL (s).")
+    leaderboard_p99_itl_s: float | None = Field(None, description="Leaderboard p99 ITL (s).")
+
+    @property
+    def key(self) -> str:
+        """The configuration's array name in ``power.npz``."""
+        return power_key(self.model, self.gpus, self.batch)
+
+
+class LibraryIndex(_Frozen):
+    """Contents of ``index.json``."""
+
+    format: Literal["openg2g-traces/1"] = FORMAT
+    dt_s: float = Field(gt=0, description="Sample period of every trace (s).")
+    description: str = ""
+    configs: list[TraceConfig]
+
+    @model_validator(mode="after")
+    def _unique(self) -> LibraryIndex:
+        keys = [c.key for c in self.configs]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"configuration listed twice: {dup}")
+        return self
+
+
+def power_key(model: str, gpus: int, batch: int) -> str:
+    """Array name of a configuration in ``power.npz``."""
+    return f"{model}__g{gpus}__b{batch}"
+
+
+class TraceLibrary:
+    """Read-only access to a trace library folder. Build one with :meth:`load`.
+
+    :param index: parsed ``index.json``.
+    :param power_w: configuration key -> read-only float64 array of replica power (W).
+    :param path: folder it was read from.
+    """
+
+    def __init__(self, index: LibraryIndex, power_w: dict[str, np.ndarray], path: Path):
+        self.index = index
+        self.path = path
+        self.dt_s: float = index.dt_s
+        self._configs = {(c.model, c.gpus, c.batch): c for c in index.configs}
+        self._power_w = power_w
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> TraceLibrary:
+        """Read a library folder; ``None`` reads the bundled one.
+
+        :raises TraceError: missing files, malformed index, or arrays inconsistent with it.
+        """
+        folder = Path(path) if path is not None else bundled_dir("traces")
+        index_file, power_file = folder / INDEX_FILE, folder / POWER_FILE
+        for f in (index_file, power_file):
+            if not f.is_file():
+                raise TraceError(f"{f}: trace library file not found")
+        try:
+            index = LibraryIndex.model_validate(json.loads(index_file.read_text()))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise TraceError(f"{index_file}: malformed trace index: {exc}") from None
+        power: dict[str, np.ndarray] = {}
+        try:
+            with np.load(power_file) as npz:
+                for c in index.configs:
+                    if c.key not in npz.files:
+                        raise TraceError(f"{power_file}: no array {c.key!r} listed in {index_file.name}")
+                    arr = np.asarray(npz[c.key], dtype=np.float64)
+                    if arr.ndim != 1 or arr.size != c.samples or not np.all(np.isfinite(arr)):
+                        raise TraceError(
+                            f"{power_file}: array {c.key!r} has shape {arr.shape}, expected ({c.samples},) finite values"
+                        )
+                    arr.flags.writeable = False
+                    power[c.key] = arr
+        except (OSError, ValueError) as exc:
+            raise TraceError(f"{power_file}: unreadable trace arrays: {exc}") from None
+        return cls(index, power, folder)
+
+    def models(self) -> list[str]:
+        """Model names, sorted."""
+        return sorted({m for m, _, _ in self._configs})
+
+    def gpus(self, model: str) -> tuple[int, ...]:
+        """Measured GPUs-per-replica counts of ``model``, ascending (empty if unknown)."""
+        return tuple(sorted({g for m, g, _ in self._configs if m == model}))
+
+    def batch_sizes(self, model: str, gpus: int) -> tuple[int, ...]:
+        """Measured batch sizes of ``model`` on ``gpus`` GPUs per replica, ascending."""
+        return tuple(sorted(b for m, g, b in self._configs if m == model and g == gpus))
+
+    def configs(self) -> list[TraceConfig]:
+        """All configurations, sorted by model, GPUs and batch size."""
+        return [self._configs[k] for k in sorted(self._configs)]
+
+    def config(self, model: str, gpus: int, batch: int) -> TraceConfig:
+        """Metadata of one configuration.
+
+        :raises TraceError: not in the library (the message lists what is).
+        """
+        try:
+            return self._configs[(model, gpus, batch)]
+        except KeyError:
+            raise TraceError(self._missing(model, gpus, batch)) from None
+
+    def power(self, model: str, gpus: int, batch: int) -> np.ndarray:
+        """Read-only replica power (W, summed over its GPUs), one sample every :attr:`dt_s` s."""
+        return self._power_w[self.config(model, gpus, batch).key]
+
+    def _missing(self, model: str, gpus: int, batch: int) -> str:
+        if model not in self.models():
+            return f"unknown model {model!r}; the library at {self.path} has {self.models()}"
+        if gpus not in self.gpus(model):
+            return f"{model} was not measured on {gpus} GPUs per replica; measured: {list(self.gpus(model))}"
+        return (
+            f"{model} on {gpus} GPUs was not measured at batch size {batch}; "
+            f"measured: {list(self.batch_sizes(model, gpus))}"
+        )

@@ -1,0 +1,42 @@
+"""Exact simulation time: integer ticks of one base period, so long runs never drift.
+
+simpy's clock counts ticks (integers). The tick is the greatest common divisor of every period,
+delay and event time in the scenario, all exact rationals; ``t_s = ticks * tick_s`` is computed
+from integers each time, never accumulated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+
+__all__ = ["Clock", "fraction_gcd"]
+
+
+def fraction_gcd(values: Iterable[Fraction]) -> Fraction:
+    """Largest rational ``g`` such that every value is a whole multiple of ``g`` (zeros ignored)."""
+    nonzero = [Fraction(v) for v in values if v != 0]
+    if not nonzero:
+        raise ValueError("need at least one non-zero time")
+    denominator = math.lcm(*(v.denominator for v in nonzero))
+    numerator = math.gcd(*(v.numerator * (denominator // v.denominator) for v in nonzero))
+    return Fraction(numerator, denominator)
+
+
+class Clock:
+    """Conversion between seconds and integer ticks of ``tick_s``."""
+
+    def __init__(self, times_s: Iterable[Fraction]):
+        self.tick_s: Fraction = fraction_gcd(times_s)
+
+    def ticks(self, t_s: Fraction) -> int:
+        """Whole number of ticks in ``t_s``; raises if ``t_s`` is not on the tick grid."""
+        n = Fraction(t_s) / self.tick_s
+        if n.denominator != 1:
+            raise ValueError(f"{t_s} s is not a whole number of {self.tick_s} s ticks")
+        return int(n)
+
+    def seconds(self, ticks: int) -> float:
+        """Time in seconds of a tick count, rounded once from the exact rational."""
+        return float(ticks * self.tick_s)

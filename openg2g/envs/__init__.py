@@ -1,0 +1,1 @@
+"""openg2g.envs"""

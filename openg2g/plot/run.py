@@ -1,0 +1,114 @@
+"""Plots of one run, drawn from its output tables (never from simulator objects).
+
+Each function takes tidy tables (as written to the run directory) and returns a matplotlib
+figure; :func:`plot_run` writes the standard set of PNGs next to the tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+__all__ = [
+    "read_table",
+    "plot_dc_power",
+    "plot_voltage_envelope",
+    "plot_batch_sizes",
+    "plot_latency",
+    "plot_run",
+]
+
+_STYLE = {"figure.figsize": (9, 4), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
+_PHASE_COLORS = {"a": "#1f77b4", "b": "#ff7f0e", "c": "#2ca02c"}
+
+
+def read_table(out_dir: Path, name: str) -> pd.DataFrame:
+    """Read one output table (a directory of parquet parts); empty frame if it has no rows."""
+    path = Path(out_dir) / name
+    if not path.is_dir() or not any(path.glob("part-*.parquet")):
+        return pd.DataFrame()
+    return pd.read_parquet(path)
+
+
+def plot_dc_power(datacenter: pd.DataFrame) -> Figure:
+    """Facility power per phase (MW) for each site over time."""
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        for site, df in datacenter.groupby("site", observed=True):
+            for ph, color in _PHASE_COLORS.items():
+                ax.plot(df["t_s"], df[f"p_{ph}_w"] / 1e6, color=color, lw=0.8, label=f"{site} phase {ph}")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("active power (MW)")
+        ax.set_title("Datacenter power per phase")
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+    return fig
+
+
+def plot_voltage_envelope(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> Figure:
+    """Lowest, highest and mean bus-phase voltage over time, with the limits."""
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        ax.fill_between(grid["t_s"], grid["v_min_pu"], grid["v_max_pu"], color="#9ecae1", alpha=0.5, label="min-max")
+        ax.plot(grid["t_s"], grid["v_min_pu"], color="#08519c", lw=0.8, label="lowest bus-phase")
+        ax.plot(grid["t_s"], grid["v_max_pu"], color="#3182bd", lw=0.8, label="highest bus-phase")
+        ax.axhline(v_min_pu, color="#d62728", ls="--", lw=1, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
+        ax.axhline(v_max_pu, color="#d62728", ls="--", lw=1)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("voltage (pu)")
+        ax.set_title("Voltage envelope")
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+    return fig
+
+
+def _per_model(models: pd.DataFrame, column: str, ylabel: str, title: str, log2: bool = False) -> Figure:
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        for (site, model), df in models.groupby(["site", "model"], observed=True):
+            ax.plot(df["t_s"], df[column], lw=0.8, label=f"{site}/{model}")
+        if log2:
+            ax.set_yscale("log", base=2)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(loc="best", fontsize=7)
+        fig.tight_layout()
+    return fig
+
+
+def plot_batch_sizes(models: pd.DataFrame) -> Figure:
+    """Batch size of each model over time (log2 axis)."""
+    return _per_model(models, "batch_size", "batch size (max_num_seqs)", "Batch size per model", log2=True)
+
+
+def plot_latency(models: pd.DataFrame) -> Figure:
+    """Mean inter-token latency of each model over time (ms)."""
+    frame = models.assign(itl_ms=models["itl_s"] * 1e3)
+    return _per_model(frame, "itl_ms", "inter-token latency (ms)", "Inter-token latency per model")
+
+
+def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
+    """Write ``dc_power.png``, ``voltage_envelope.png``, ``batch_sizes.png``, ``latency.png``."""
+    out_dir = Path(out_dir)
+    datacenter, grid, models = (read_table(out_dir, n) for n in ("datacenter", "grid", "models"))
+    figures: dict[str, Figure] = {}
+    if not datacenter.empty:
+        figures["dc_power.png"] = plot_dc_power(datacenter)
+    if not grid.empty:
+        figures["voltage_envelope.png"] = plot_voltage_envelope(grid, v_min_pu, v_max_pu)
+    if not models.empty:
+        figures["batch_sizes.png"] = plot_batch_sizes(models)
+        figures["latency.png"] = plot_latency(models)
+    written = []
+    for name, fig in figures.items():
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(out_dir / name)
+    return written

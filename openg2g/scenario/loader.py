@@ -1,0 +1,216 @@
+"""Read a scenario file, apply ``--set`` overrides, validate it completely before anything runs.
+
+Validation has two layers: the pydantic schema (types, ranges, unknown keys) and the checks that
+need the world the scenario points at (feeder buses and regulators, trace library models and
+batch sizes, controller classes and their parameters, event commands). Every problem is reported
+at once, each as ``<file>: <field.path>: <reason>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError, create_model
+
+from openg2g.core.commands import COMMANDS, Command, ShiftReplicas, is_datacenter_command
+from openg2g.core.errors import ControllerError, G2GError, ScenarioError
+from openg2g.core.paths import bundled_dir
+from openg2g.scenario.schema import Scenario, _Model
+
+__all__ = ["LoadedScenario", "load_scenario", "resolve_scenario_path", "build_event_command", "apply_override"]
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    """A validated scenario and where it came from.
+
+    :param scenario: the validated model.
+    :param path: the file it was read from.
+    :param base_dir: directory that relative paths in the file are resolved against.
+    :param sha256: hash of the validated scenario (after overrides), recorded in outputs.
+    """
+
+    scenario: Scenario
+    path: Path
+    base_dir: Path
+    sha256: str
+
+
+def resolve_scenario_path(name_or_path: str | Path) -> Path:
+    """A scenario path as given, or the name of a bundled scenario (``ieee13_ofo``)."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    if path.suffix == "" and len(path.parts) == 1:
+        bundled = bundled_dir("scenarios") / f"{path.name}.yaml"
+        if bundled.exists():
+            return bundled
+    raise ScenarioError([(str(name_or_path), "no such scenario file (nor a bundled scenario of that name)")])
+
+
+def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
+    """Apply one ``dotted.key=value`` override in place; the value is read as YAML.
+
+    List items are addressed by index (``datacenters.0.bus=675``).
+    """
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key:
+        raise ScenarioError([(source, f"--set {assignment!r}: expected dotted.key=value")])
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    parts = key.split(".")
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ScenarioError([(source, f"--set {key}: {where} is not an index of a list of {len(node)}")])
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ScenarioError([(source, f"--set {key}: {'.'.join(parts[:i])} is a value, not a section")])
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError([(str(path), f"cannot read: {exc.strerror}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ScenarioError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError([(str(path), "a scenario file must be a mapping of sections (name, grid, ...)")])
+    return data
+
+
+_EVENT_MODELS: dict[str, type[_Model]] = {}
+
+
+def _event_model(name: str) -> type[_Model]:
+    """A strict pydantic model mirroring a command dataclass, so events are validated field by field."""
+    if name not in _EVENT_MODELS:
+        cls = COMMANDS[name]
+        fields = {
+            f.name: (f.type, ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
+        }
+        _EVENT_MODELS[name] = create_model(f"{cls.__name__}Event", __base__=_Model, __module__=cls.__module__, **fields)
+    return _EVENT_MODELS[name]
+
+
+def build_event_command(name: str, fields: dict[str, Any]) -> Command:
+    """Build a command from its scenario name and fields.
+
+    :raises ValidationError: a field is missing, unknown or of the wrong type.
+    :raises KeyError: no command has that name.
+    """
+    model = _event_model(name).model_validate(fields)
+    values = model.model_dump()
+    return COMMANDS[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    sites = {s.name for s in scenario.datacenters}
+    for i, event in enumerate(scenario.events):
+        where = f"events.{i}"
+        if event.command not in COMMANDS:
+            problems.append((f"{where}.command", f"unknown command {event.command!r}; valid: {', '.join(COMMANDS)}"))
+            continue
+        if event.t_s > scenario.duration_s:
+            problems.append((f"{where}.t_s", f"{float(event.t_s)} s is after the end of the run ({float(scenario.duration_s)} s)"))
+        try:
+            command = build_event_command(event.command, event.fields())
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append((f"{where}.{_loc(err['loc'])}", err["msg"]))
+            continue
+        if is_datacenter_command(command):
+            targets = [command.site] + ([command.to_site] if isinstance(command, ShiftReplicas) else [])
+            for target in targets:
+                if target not in sites:
+                    problems.append((f"{where}.site", f"no datacenter site named {target!r}; sites: {sorted(sites)}"))
+    return problems
+
+
+def _check_controllers(scenario: Scenario, base_dir: Path) -> list[tuple[str, str]]:
+    from openg2g.control.registry import build_controller
+
+    problems: list[tuple[str, str]] = []
+    for i, spec in enumerate(scenario.controllers):
+        try:
+            build_controller(spec, base_dir)
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append((f"controllers.{i}.params.{_loc(err['loc'])}", f"{spec.kind}: {err['msg']}"))
+        except ControllerError as exc:
+            problems.append((f"controllers.{i}.kind", str(exc)))
+        if spec.period_s is not None and spec.period_s % scenario.periods.grid_s:
+            problems.append(
+                (f"controllers.{i}.period_s", f"{spec.period_s} s is not a whole multiple of periods.grid_s ({scenario.periods.grid_s})")
+            )
+    return problems
+
+
+def _check_components(scenario: Scenario, base_dir: Path) -> list[tuple[str, str]]:
+    from openg2g.datacenter import validate_site
+    from openg2g.datacenter.library import TraceLibrary
+    from openg2g.grid import validate_grid
+
+    problems = list(validate_grid(scenario.grid, scenario.datacenters))
+    for i, site in enumerate(scenario.datacenters):
+        try:
+            library = TraceLibrary.load(None if site.traces == "bundled" else base_dir / site.traces)
+        except G2GError as exc:
+            problems.append((f"datacenters.{i}.traces", str(exc)))
+            continue
+        problems.extend(validate_site(site, library, i))
+    return problems
+
+
+def _scenario_hash(scenario: Scenario) -> str:
+    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> LoadedScenario:
+    """Read, override and fully validate a scenario file.
+
+    :param name_or_path: path of a YAML scenario, or a bundled scenario's name.
+    :param overrides: ``dotted.key=value`` assignments applied before validation.
+    :raises ScenarioError: with every problem found, each naming file, field path and reason.
+    """
+    path = resolve_scenario_path(name_or_path)
+    data = _read_yaml(path)
+    for assignment in overrides:
+        apply_override(data, assignment, str(path))
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError([(f"{path}: {_loc(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+    base_dir = path.resolve().parent
+    problems = _check_events(scenario) + _check_controllers(scenario, base_dir) + _check_components(scenario, base_dir)
+    if problems:
+        raise ScenarioError([(f"{path}: {loc}", msg) for loc, msg in problems])
+    return LoadedScenario(scenario=scenario, path=path, base_dir=base_dir, sha256=_scenario_hash(scenario))

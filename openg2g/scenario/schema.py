@@ -1,0 +1,321 @@
+"""The scenario file format: frozen pydantic models, unknown keys rejected, units in field names.
+
+A scenario file is YAML whose top level is :class:`Scenario`. :mod:`openg2g.scenario.loader`
+parses it and adds the checks that need the feeder and the trace library (buses, models, batch
+sizes). ``openg2g docs schema`` prints this reference as Markdown.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "Seconds",
+    "parse_seconds",
+    "Periods",
+    "RegulatorSpec",
+    "PVSpec",
+    "StorageSpec",
+    "ExtraLoadSpec",
+    "GridSpec",
+    "ModelSpec",
+    "TrainingSpec",
+    "SiteSpec",
+    "ControllerSpec",
+    "EventSpec",
+    "OutputSpec",
+    "Scenario",
+]
+
+
+def parse_seconds(value: Any) -> Fraction:
+    """Read a time in seconds as an exact rational: ``1``, ``0.1``, ``"1/10"`` all work.
+
+    Floats are read through their shortest decimal form, so ``0.1`` is exactly 1/10.
+    """
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("expected a number of seconds, got a boolean")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return Fraction(repr(value))
+    if isinstance(value, str):
+        try:
+            return Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"{value!r} is not a number of seconds (write e.g. 0.1 or 1/10)") from None
+    raise ValueError(f"expected a number of seconds, got {type(value).__name__}")
+
+
+Seconds = Annotated[
+    Fraction,
+    BeforeValidator(parse_seconds),
+    PlainSerializer(lambda f: str(f), return_type=str),
+]
+"""An exact rational number of seconds."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class Periods(_Model):
+    """How often each component runs (exact rationals, seconds).
+
+    The grid period must be a whole multiple of the datacenter period and the control period a
+    whole multiple of the grid period, so that every grid solve sees complete datacenter samples.
+    """
+
+    datacenter_s: Seconds = Field(Fraction(1, 10), description="Datacenter sampling period (s).")
+    grid_s: Seconds = Field(Fraction(1, 10), description="Grid power-flow period (s).")
+    control_s: Seconds = Field(Fraction(1), description="Default controller period (s).")
+
+    @field_validator("datacenter_s", "grid_s", "control_s")
+    @classmethod
+    def _positive(cls, v: Fraction) -> Fraction:
+        if v <= 0:
+            raise ValueError(f"must be > 0 s, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _nested(self) -> Periods:
+        if self.grid_s % self.datacenter_s:
+            raise ValueError(
+                f"grid_s ({self.grid_s}) must be a whole multiple of datacenter_s ({self.datacenter_s})"
+            )
+        if self.control_s % self.grid_s:
+            raise ValueError(f"control_s ({self.control_s}) must be a whole multiple of grid_s ({self.grid_s})")
+        return self
+
+
+class RegulatorSpec(_Model):
+    """Initial setting of one regulator bank."""
+
+    taps: list[int] | None = Field(None, description="Per-phase tap steps; None keeps the feeder file's.")
+    mode: Literal["fixed", "auto"] = Field("fixed", description="fixed taps, or the bank's own band control.")
+    band_v: float | None = Field(None, gt=0, description="Auto mode: bandwidth override (V on the 120 V base).")
+    vreg_v: float | None = Field(None, gt=0, description="Auto mode: set point override (V on the 120 V base).")
+    delay_s: float = Field(15.0, ge=0, description="Auto mode: time outside the band before a tap move (s).")
+
+
+class PVSpec(_Model):
+    """A PV plant: a three-phase (or single-phase) generator following a profile."""
+
+    name: str
+    bus: str
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    kw: float = Field(gt=0, description="Rated AC output over all phases (kW).")
+    power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
+    profile: str | None = Field(
+        None, description="CSV with columns t_s, scale (0-1), relative to the scenario file; None = constant."
+    )
+    scale: float = Field(1.0, ge=0, description="Initial output as a fraction of kw when no profile is given.")
+
+
+class StorageSpec(_Model):
+    """A battery: P/Q setpoints from controllers, state of charge tracked by the grid backend."""
+
+    name: str
+    bus: str
+    kw: float = Field(gt=0, description="Power rating (kW), charge and discharge.")
+    kwh: float = Field(gt=0, description="Energy capacity (kWh).")
+    soc0: float = Field(0.5, ge=0, le=1, description="Initial state of charge (fraction).")
+    soc_min: float = Field(0.1, ge=0, le=1)
+    soc_max: float = Field(0.9, ge=0, le=1)
+    efficiency: float = Field(0.95, gt=0, le=1, description="One-way efficiency.")
+
+    @model_validator(mode="after")
+    def _soc(self) -> StorageSpec:
+        if not self.soc_min <= self.soc0 <= self.soc_max:
+            raise ValueError(f"need soc_min <= soc0 <= soc_max, got {self.soc_min}, {self.soc0}, {self.soc_max}")
+        return self
+
+
+class ExtraLoadSpec(_Model):
+    """An additional load with an optional time profile."""
+
+    name: str
+    bus: str
+    kw_per_phase: float = Field(ge=0)
+    power_factor: float = Field(0.95, gt=0, le=1)
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    profile: str | None = Field(None, description="CSV with columns t_s, scale; None = constant.")
+
+
+class GridSpec(_Model):
+    """The feeder and its options."""
+
+    feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
+    solver: Literal["pgm", "pandapower"] = Field(
+        "pgm", description="pgm: power-grid-model, exact phase-frame (default); pandapower: runpp_3ph reference."
+    )
+    load_aggregation: Literal["mean", "last"] = Field(
+        "mean", description="What a grid solve draws from the datacenter samples since the last solve."
+    )
+    batch: bool = Field(True, description="Solve the steps between control actions in one batch call when possible.")
+    v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
+    v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
+    monitored_buses: list[str] | None = Field(None, description="Buses whose phases count for limits; None = all load buses.")
+    regulators: dict[str, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
+    capacitors: dict[str, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
+    load_scale: float = Field(1.0, ge=0, description="Multiplier on the feeder's own loads.")
+    pv: list[PVSpec] = Field(default_factory=list)
+    storage: list[StorageSpec] = Field(default_factory=list)
+    extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)
+    on_nonconvergence: Literal["stop", "flag"] = Field(
+        "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
+    )
+
+    @model_validator(mode="after")
+    def _limits(self) -> GridSpec:
+        if not self.v_min_pu < self.v_max_pu:
+            raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
+        return self
+
+
+class ModelSpec(_Model):
+    """One model served at a site."""
+
+    model: str = Field(description="Model name in the trace library (openg2g traces list).")
+    gpus_per_replica: int = Field(gt=0, description="GPUs per replica; must match a measured configuration.")
+    replicas: int = Field(ge=0, description="Replica count at the start.")
+    batch_size: int = Field(gt=0, description="Initial batch size (a measured max_num_seqs).")
+    batch_sizes: list[int] | None = Field(None, description="Batch sizes controllers may set; None = all measured.")
+    itl_deadline_s: float | None = Field(None, gt=0, description="Inter-token latency deadline (s).")
+
+
+class TrainingSpec(_Model):
+    """A training job: a parameterized load model (not a measured trace), see openg2g.datacenter.training."""
+
+    gpus: int = Field(gt=0)
+    start_s: float = Field(ge=0)
+    end_s: float = Field(gt=0)
+    compute_power_w_per_gpu: float = Field(650.0, gt=0, description="Per-GPU power in compute phases (W).")
+    comm_power_w_per_gpu: float = Field(250.0, gt=0, description="Per-GPU power in communication phases (W).")
+    iteration_s: float = Field(2.0, gt=0, description="Training iteration period (s).")
+    compute_fraction: float = Field(0.8, gt=0, le=1, description="Fraction of an iteration in compute.")
+    ramp_s: float = Field(10.0, ge=0, description="Start-up and shut-down ramp (s).")
+
+    @model_validator(mode="after")
+    def _window(self) -> TrainingSpec:
+        if self.end_s <= self.start_s:
+            raise ValueError(f"end_s ({self.end_s}) must be after start_s ({self.start_s})")
+        return self
+
+
+class SiteSpec(_Model):
+    """A datacenter site on one three-phase bus."""
+
+    name: str
+    bus: str = Field(description="Feeder bus; it must have phases a, b and c.")
+    traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
+    power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
+    pue: float = Field(1.0, ge=1, description="Power usage effectiveness: facility power / IT power.")
+    base_load_kw_per_phase: float = Field(0.0, ge=0, description="Constant non-GPU load per phase (kW).")
+    gpu_capacity: int | None = Field(None, gt=0, description="GPUs installed; None = exactly those the models use.")
+    models: list[ModelSpec] = Field(min_length=1)
+    training: TrainingSpec | None = None
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> SiteSpec:
+        names = [m.model for m in self.models]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"model listed twice at site {self.name!r}: {sorted(dup)}")
+        return self
+
+
+class ControllerSpec(_Model):
+    """One controller. Several run each control step in the order listed."""
+
+    kind: str = Field(description="Stock controller name (see controllers/) or 'path/to/file.py:ClassName'.")
+    name: str | None = Field(None, description="Label in outputs; defaults to kind.")
+    period_s: Seconds | None = Field(None, description="Own period (s); default periods.control_s.")
+    delay_s: Seconds = Field(Fraction(0), description="Communication delay before its commands take effect (s).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Validated by the controller's own Config.")
+
+    @field_validator("delay_s")
+    @classmethod
+    def _delay(cls, v: Fraction) -> Fraction:
+        if v < 0:
+            raise ValueError(f"must be >= 0 s, got {v}")
+        return v
+
+
+class EventSpec(_Model):
+    """A command fired at a fixed time, e.g. ``{t_s: 1500, command: set_taps, bank: reg1, taps: [16, 6, 17]}``.
+
+    ``command`` is a command name (see openg2g.core.commands.COMMANDS); the other keys are that
+    command's fields.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    t_s: Seconds
+    command: str
+
+    @field_validator("t_s")
+    @classmethod
+    def _time(cls, v: Fraction) -> Fraction:
+        if v < 0:
+            raise ValueError(f"must be >= 0 s, got {v}")
+        return v
+
+    def fields(self) -> dict[str, Any]:
+        """The command's own fields (everything but ``t_s`` and ``command``)."""
+        return dict(self.model_extra or {})
+
+
+class OutputSpec(_Model):
+    """What a run writes."""
+
+    voltages: Literal["all", "envelope"] = Field(
+        "all", description="all: every bus-phase at every grid step; envelope: min/max/mean only."
+    )
+    plots: bool = Field(True, description="Write PNG plots at the end of the run.")
+    flush_every_s: float = Field(60.0, gt=0, description="Simulated seconds between writes of output parts.")
+
+
+class Scenario(_Model):
+    """A complete co-simulation: feeder, datacenters, controllers, events, timing and outputs."""
+
+    name: str
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    duration_s: Seconds
+    periods: Periods = Field(default_factory=Periods)
+    grid: GridSpec
+    datacenters: list[SiteSpec] = Field(default_factory=list)
+    controllers: list[ControllerSpec] = Field(default_factory=list)
+    events: list[EventSpec] = Field(default_factory=list)
+    outputs: OutputSpec = Field(default_factory=OutputSpec)
+
+    @field_validator("duration_s")
+    @classmethod
+    def _duration(cls, v: Fraction) -> Fraction:
+        if v <= 0:
+            raise ValueError(f"must be > 0 s, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.duration_s % self.periods.grid_s:
+            raise ValueError(f"duration_s ({self.duration_s}) must be a whole multiple of periods.grid_s ({self.periods.grid_s})")
+        names = [s.name for s in self.datacenters]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"datacenter site names must be unique, repeated: {sorted(dup)}")
+        return self
