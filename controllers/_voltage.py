@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from openg2g.core.errors import ControllerError
+from openg2g.core.state import Observation
 
 __all__ = [
     "bus_of",
@@ -19,6 +20,7 @@ __all__ = [
     "overvoltage_pu",
     "violation_pu",
     "worst_violation_pu",
+    "SensitivityCache",
 ]
 
 
@@ -62,3 +64,28 @@ def worst_violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> fl
     """Largest distance outside ``[v_min, v_max]`` over the bus-phases (0 if none or empty)."""
     v = np.asarray(v_pu, dtype=float)
     return float(violation_pu(v, v_min_pu, v_max_pu).max()) if v.size else 0.0
+
+
+class SensitivityCache:
+    """Zone rows of ``observation.voltage_sensitivity(site)``, refreshed every ``every_steps`` steps.
+
+    :param zone: bus-phase indices to keep (see :func:`zone_indices`).
+    :param every_steps: refresh period in control steps (1 = every step).
+    """
+
+    def __init__(self, zone: np.ndarray, every_steps: int = 1) -> None:
+        if every_steps < 1:
+            raise ValueError(f"every_steps must be >= 1, got {every_steps}")
+        self.zone = zone
+        self.every_steps = every_steps
+        self._cache: dict[str, tuple[int, np.ndarray]] = {}
+
+    def get(self, observation: Observation, site: str, step: int) -> np.ndarray:
+        """The ``(len(zone), 3)`` sensitivity of the zone to the site's per-phase power (pu/W)."""
+        cached = self._cache.get(site)
+        due = step % self.every_steps == 0
+        if cached is None or (due and cached[0] != step):
+            h = np.asarray(observation.voltage_sensitivity(site), dtype=float)[self.zone]
+            self._cache[site] = (step, h)
+            return h
+        return cached[1]

@@ -13,7 +13,18 @@ from openg2g.core.errors import G2GError, ScenarioError
 __all__ = ["main", "build_parser"]
 
 # Each module has register(subparsers); modules another engineer has not landed yet are skipped.
-_COMMAND_MODULES = ("run", "validate", "compare", "powerflow", "feeders", "traces", "train", "evaluate")
+_COMMAND_MODULES = (
+    "run",
+    "validate",
+    "compare",
+    "powerflow",
+    "feeders",
+    "traces",
+    "train",
+    "evaluate",
+    "sweep",
+    "study",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

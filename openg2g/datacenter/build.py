@@ -12,7 +12,10 @@
    output throughput, avg_power_watts, median/p99 ITL, avg_batch_size, avg_output_len. When the
    leaderboard holds two entries for one configuration (repeated runs), the one whose
    avg_power_watts is closest to the trace mean is used. Configurations without an entry get
-   throughput ``batch * E[1/ITL]`` from the ITL fit (``throughput_source = "itl_fit"``).
+   throughput ``k * batch * E[1/ITL]`` from their own ITL fit (``throughput_source = "itl_fit"``),
+   where ``k = throughput / (avg_batch_size * E[1/ITL])`` of the largest leaderboard-measured
+   batch of the same model and GPUs (k < 1: time spent in prefill and scheduling); their mean
+   output length is taken from that same entry.
 
 :func:`import_trace` reads a raw log (``tsv``: the benchmark's raw timeline format;
 ``nvidia-smi``: ``nvidia-smi --query-gpu=timestamp,power.draw --format=csv``), checks and resamples
@@ -180,6 +183,8 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
     board = _leaderboard(source)
     configs: list[TraceConfig] = []
     arrays: dict[str, np.ndarray] = {}
+    efficiency: dict[tuple[str, int], tuple[int, float, float]] = {}  # (model, gpus) -> (batch, k, output len)
+    pending: list[tuple[dict, ItlMixture, np.ndarray]] = []
     for row in rows:
         model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
         rel = row["trace_file"]
@@ -191,35 +196,60 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
         mix = _mixture(fit)
         entries = board.get((model, gpus, batch), [])
         entry = min(entries, key=lambda c: abs(c["avg_power_watts"] - mean_w)) if entries else None
-        if entry is not None:
-            throughput, t_src = float(entry["output_throughput_tokens_per_sec"]), "leaderboard"
-            running = float(entry["avg_batch_size"])
-        else:
-            throughput, t_src, running = batch * mix.mean_inverse_per_s(), "itl_fit", float(batch)
-        cfg = TraceConfig(
-            model=model,
-            gpus=gpus,
-            batch=batch,
-            samples=power.size,
-            duration_s=round(power.size * DT_S, 6),
-            mean_power_w=mean_w,
-            source=f"mlenergy-h100-traces/{rel}",
-            itl=mix,
-            mean_itl_s=mix.mean_s(),
-            median_itl_s=mix.quantile_s(0.5),
-            p99_itl_s=mix.quantile_s(0.99),
-            throughput_tok_s=throughput,
-            throughput_source=t_src,
-            running_seqs=running,
-            avg_output_len_tokens=float(entry["avg_output_len"]) if entry else None,
-            leaderboard_avg_power_w=float(entry["avg_power_watts"]) if entry else None,
-            leaderboard_median_itl_s=float(entry["median_itl_ms"]) / 1e3 if entry else None,
-            leaderboard_p99_itl_s=float(entry["p99_itl_ms"]) / 1e3 if entry else None,
+        if entry is None:
+            pending.append((row, mix, power))
+            continue
+        throughput, running = float(entry["output_throughput_tokens_per_sec"]), float(entry["avg_batch_size"])
+        k = throughput / (running * mix.mean_inverse_per_s())
+        if batch > efficiency.get((model, gpus), (0, 0.0, 0.0))[0]:
+            efficiency[(model, gpus)] = (batch, k, float(entry["avg_output_len"]))
+        configs.append(
+            _config(row, power, mix, entry, throughput, "leaderboard", running, float(entry["avg_output_len"]))
         )
-        configs.append(cfg)
-        arrays[cfg.key] = power
+        arrays[configs[-1].key] = power
+    for row, mix, power in pending:
+        model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
+        if (model, gpus) not in efficiency:
+            raise TraceError(f"no leaderboard H100 entry at all for {model} on {gpus} GPUs")
+        _, k, output_len = efficiency[(model, gpus)]
+        throughput = k * batch * mix.mean_inverse_per_s()
+        configs.append(_config(row, power, mix, None, throughput, "itl_fit", float(batch), output_len))
+        arrays[configs[-1].key] = power
     write_library(out, configs, arrays)
     return configs
+
+
+def _config(
+    row: dict[str, str],
+    power: np.ndarray,
+    mix: ItlMixture,
+    entry: dict | None,
+    throughput: float,
+    t_src: Literal["leaderboard", "itl_fit"],
+    running: float,
+    output_len: float,
+) -> TraceConfig:
+    model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
+    return TraceConfig(
+        model=model,
+        gpus=gpus,
+        batch=batch,
+        samples=power.size,
+        duration_s=round(power.size * DT_S, 6),
+        mean_power_w=float(power.astype(np.float64).mean()),
+        source=f"mlenergy-h100-traces/{row['trace_file']}",
+        itl=mix,
+        mean_itl_s=mix.mean_s(),
+        median_itl_s=mix.quantile_s(0.5),
+        p99_itl_s=mix.quantile_s(0.99),
+        throughput_tok_s=throughput,
+        throughput_source=t_src,
+        running_seqs=running,
+        avg_output_len_tokens=output_len,
+        leaderboard_avg_power_w=float(entry["avg_power_watts"]) if entry else None,
+        leaderboard_median_itl_s=float(entry["median_itl_ms"]) / 1e3 if entry else None,
+        leaderboard_p99_itl_s=float(entry["p99_itl_ms"]) / 1e3 if entry else None,
+    )
 
 
 def write_library(out: Path, configs: Sequence[TraceConfig], arrays: dict[str, np.ndarray]) -> None:

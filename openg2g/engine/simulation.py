@@ -56,6 +56,7 @@ class Phase:
     GRID = 40
     CONTROL = 50
     FLUSH = 90
+    END = 100
 
 
 class _Wake(Event):
@@ -200,6 +201,7 @@ class Simulation:
         if self.outputs is not None:
             self.env.process(self._flush_process())
         self._started = True
+        self._ran = False
 
     # ----------------------------------------------------------------------------- processes
     @property
@@ -394,7 +396,10 @@ class Simulation:
         if target < self.env.now:
             raise SimulationError(f"cannot run back to {t_s} s from {self.t_s} s")
         self._stop_ticks = target
-        self.env.run(until=target + 1)
+        if target > self.env.now or not self._ran:
+            # a wake-up after every phase of the target instant: the run ends with `now == target`
+            self.env.run(until=_Wake(self.env, target - self.env.now, Phase.END))
+            self._ran = True
         self._flush_grid()
 
     @property

@@ -1,0 +1,76 @@
+"""Engine speed: overhead per step with trivial components, and a full bundled run split by component.
+
+Usage: python bench/bench_engine.py [--scenario ieee13_ofo] [--duration-s 3600]
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from openg2g.engine.simulation import Simulation, build_components
+from openg2g.scenario.loader import load_scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the analytic toys live with the tests
+from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded  # noqa: E402
+
+
+def _timed(obj, method: str, bucket: dict, key: str) -> None:
+    """Wrap obj.method so its wall time accumulates in bucket[key]."""
+    inner = getattr(obj, method)
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            bucket[key] += time.perf_counter() - t0
+
+    setattr(obj, method, wrapper)
+
+
+def engine_overhead(duration_s: int) -> None:
+    log: list = []
+    loaded = make_loaded(duration_s=duration_s, outputs={"plots": False})
+    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
+    t0 = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - t0
+    steps = duration_s * 10
+    print(f"engine with trivial components: {steps} DC + {steps} grid steps in {wall:.2f} s "
+          f"= {wall / steps * 1e6:.1f} us per (DC + grid) step")
+
+
+def full_run(name: str, duration_s: int, out_dir: str | None) -> None:
+    loaded = load_scenario(name, [f"duration_s={duration_s}"])
+    sites, grid, controllers = build_components(loaded)
+    bucket: dict[str, float] = defaultdict(float)
+    for site in sites:
+        _timed(site, "step", bucket, "datacenter step")
+    _timed(grid, "solve", bucket, "grid solve")
+    _timed(grid, "solve_batch", bucket, "grid solve_batch")
+    for c in controllers:
+        _timed(c, "step", bucket, f"controller {c.name}")
+    sim = Simulation(loaded, Path(out_dir) if out_dir else None, components=(sites, grid, controllers))
+    t0 = time.perf_counter()
+    summary = sim.run()
+    wall = time.perf_counter() - t0
+    print(f"{name}: {duration_s} simulated s in {wall:.1f} s wall (outputs {'on' if out_dir else 'off'})")
+    for key, seconds in sorted(bucket.items(), key=lambda kv: -kv[1]):
+        print(f"  {key:<28s} {seconds:8.2f} s")
+    print(f"  {'engine + recording':<28s} {wall - sum(bucket.values()):8.2f} s")
+    print(f"  violation integral {summary['violation_integral_pu_s']:.4f} pu.s")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scenario", default="ieee13_ofo")
+    parser.add_argument("--duration-s", type=int, default=3600)
+    parser.add_argument("--out", default=None, help="write outputs here (default: no outputs)")
+    args = parser.parse_args()
+    engine_overhead(600)
+    full_run(args.scenario, args.duration_s, args.out)

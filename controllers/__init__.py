@@ -1,0 +1,42 @@
+"""Stock controllers, by the name a scenario file uses in ``controllers[].kind``.
+
+Each class subclasses :class:`openg2g.core.protocols.Controller`, has a pydantic ``Config`` (frozen,
+unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
+"""
+
+from __future__ import annotations
+
+from openg2g.core.protocols import Controller
+
+from controllers.load_shift import LoadShiftController
+from controllers.mpc import MPCController
+from controllers.noop import NoopController
+from controllers.ofo import OFOController
+from controllers.pid import PIDController
+from controllers.rule_based import RuleBasedController
+from controllers.storage_droop import StorageDroopController
+from controllers.tap_schedule import TapScheduleController
+
+__all__ = [
+    "STOCK",
+    "NoopController",
+    "RuleBasedController",
+    "PIDController",
+    "OFOController",
+    "MPCController",
+    "TapScheduleController",
+    "StorageDroopController",
+    "LoadShiftController",
+]
+
+STOCK: dict[str, type[Controller]] = {
+    "noop": NoopController,
+    "rule_based": RuleBasedController,
+    "pid": PIDController,
+    "ofo": OFOController,
+    "mpc": MPCController,
+    "tap_schedule": TapScheduleController,
+    "storage_droop": StorageDroopController,
+    "load_shift": LoadShiftController,
+}
+"""Scenario name -> controller class."""

@@ -1,0 +1,174 @@
+r"""Online feedback optimization (OFO) of batch sizes: a primal-dual gradient loop on the real grid.
+
+Decision variables: ``x_i = log2(batch size)`` of every model ``i`` at the controlled sites, kept
+continuous between steps and projected to the measured batch sizes when sent. The controller
+approximately solves, by feedback::
+
+    max  sum_i w_T T_i(x_i) / T_i(x_i^max)                     (relative throughput per model)
+    s.t. v_min <= v_j(x) <= v_max     for each monitored bus-phase j of the zone
+         l_i(x_i) <= d_i              for each model with an ITL deadline d_i
+
+Update equations, at control step k with measured voltages v_j, measured mean ITL l_i and active
+replicas n_i (``[.]_+ = max(., 0)``)::
+
+    lam_j^- <- [lam_j^- + rho_v (v_min - v_j)]_+                 undervoltage duals
+    lam_j^+ <- [lam_j^+ + rho_v (v_j - v_max)]_+                 overvoltage duals
+    mu_i    <- [mu_i + rho_l (l_i / d_i - 1)]_+                  latency duals (normalized)
+
+    dv/dx_i = H_s e_s * pue_s * n_i * P_i'(x_i)                  pu per unit log2 batch
+    g_i     = - w_T T_i'(x_i) / T_i(x_i^max)                     throughput value
+              + k_v (lam^+ - lam^-)^T dv/dx_i                    voltage price
+              + mu_i l_i'(x_i) / d_i                             latency price
+              + gamma (x_i - x_i^prev)                           switching damping
+    x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i - rho_x g_i)
+    b_i     =  measured batch size nearest 2^x_i (log2 distance)
+
+``H_s`` is ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of
+per-phase active power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i``
+the logistic fits of per-replica GPU power, ITL and throughput against ``log2(batch)``
+(:mod:`controllers.curves`). A :class:`SetBatchSize` is sent only when ``b_i`` changes.
+
+Tuning on ieee13 (``scenarios/ieee13_ofo.yaml``): ``rho_v = 1``, ``k_v`` such that one step of a
+0.01 pu violation moves the batch of the largest models by about half a log2 step; ``w_T`` small
+enough that the throughput pull cannot hold a violation (the voltage price grows without bound
+while a violation lasts, the throughput value does not).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.state import Observation
+
+from controllers._base import ControllerConfig
+from controllers._sites import active_replicas, phase_share, resolve_sites
+from controllers._voltage import SensitivityCache, zone_indices
+from controllers.curves import ModelCurves, project_batch
+
+__all__ = ["OFOController"]
+
+
+class OFOController(Controller):
+    """Primal-dual online feedback optimization of per-model batch sizes."""
+
+    name = "ofo"
+
+    class Config(ControllerConfig):
+        """Parameters of :class:`OFOController` (symbols as in the module docstring)."""
+
+        sites: list[str] | None = Field(None, description="Sites to control; None = all.")
+        buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
+        primal_step: float = Field(0.1, gt=0, description="rho_x: primal step (log2 batch per unit gradient).")
+        voltage_dual_step: float = Field(1.0, ge=0, description="rho_v: voltage dual step (1 per pu).")
+        latency_dual_step: float = Field(1.0, ge=0, description="rho_l: latency dual step (per unit ITL/deadline).")
+        voltage_weight_per_pu2: float = Field(
+            2.0e4, ge=0, description="k_v: scale of the voltage price in the primal gradient (1/pu^2)."
+        )
+        throughput_weight: float = Field(0.05, ge=0, description="w_T: value of relative throughput per log2 step.")
+        switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
+        v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
+        v_max_pu: float | None = Field(None, gt=0, description="Upper limit to enforce (pu); None = the scenario's.")
+        batch_ceiling: Literal["measured_max", "initial"] = Field(
+            "measured_max", description="Largest batch OFO may choose: the largest measured, or the initial one."
+        )
+        sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or self.Config()
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def reset(self, context: ControlContext, seed: int) -> None:
+        super().reset(context, seed)
+        cfg = self.config
+        self._sites = resolve_sites(context, cfg.sites, controller=self.name)
+        self._zone = zone_indices(context.bus_phases, cfg.buses)
+        self._keys: list[tuple[str, str]] = [(s, m) for s in self._sites for m in context.sites[s].models]
+        self.curves: dict[tuple[str, str], ModelCurves] = {
+            (s, m): ModelCurves.from_model_info(context.sites[s].models[m]) for s, m in self._keys
+        }
+        self.x: dict[tuple[str, str], float] = {}
+        self._x_hi: dict[tuple[str, str], float] = {}
+        self._sent: dict[tuple[str, str], int] = {}
+        for key in self._keys:
+            info = context.sites[key[0]].models[key[1]]
+            c = self.curves[key]
+            self._x_hi[key] = math.log2(info.initial_batch_size) if cfg.batch_ceiling == "initial" else c.x_max
+            self.x[key] = min(max(math.log2(info.initial_batch_size), c.x_min), self._x_hi[key])
+            self._sent[key] = info.initial_batch_size
+        self._x_prev = dict(self.x)
+        self.lam_under = np.zeros(self._zone.size)
+        self.lam_over = np.zeros(self._zone.size)
+        self.mu: dict[tuple[str, str], float] = {key: 0.0 for key in self._keys}
+        self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
+        self._steps = 0
+
+    # -- the three updates -------------------------------------------------------------------
+
+    def update_duals(self, observation: Observation) -> None:
+        """Projected dual ascent on the voltage and latency constraints (first three equations)."""
+        cfg = self.config
+        v = np.asarray(observation.grid.v_pu, dtype=float)[self._zone]
+        v_min = observation.v_min_pu if cfg.v_min_pu is None else cfg.v_min_pu
+        v_max = observation.v_max_pu if cfg.v_max_pu is None else cfg.v_max_pu
+        self.lam_under = np.maximum(self.lam_under + cfg.voltage_dual_step * (v_min - v), 0.0)
+        self.lam_over = np.maximum(self.lam_over + cfg.voltage_dual_step * (v - v_max), 0.0)
+        for site, model in self._keys:
+            info = self.context.sites[site].models[model]
+            dc = observation.datacenters.get(site)
+            state = dc.models.get(model) if dc is not None else None
+            if info.itl_deadline_s is None or state is None or state.replicas <= 0 or not math.isfinite(state.itl_s):
+                continue
+            ratio = state.itl_s / info.itl_deadline_s
+            self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * (ratio - 1.0), 0.0)
+
+    def voltage_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
+        """``dv/dx_i`` over the zone (pu per unit log2 batch) at the present ``x_i``."""
+        info = self.context.sites[site].models[model]
+        dc = observation.datacenters.get(site)
+        n = active_replicas(dc, model, info.replicas)
+        dp_dx_w = self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
+        return self._sensitivity(observation, site) @ phase_share(dc) * dp_dx_w
+
+    def gradient(self, observation: Observation, site: str, model: str) -> float:
+        """``g_i``: gradient of the Lagrangian with respect to ``x_i`` (per unit log2 batch)."""
+        cfg = self.config
+        key = (site, model)
+        info = self.context.sites[site].models[model]
+        c = self.curves[key]
+        x = self.x[key]
+        t_ref = float(c.throughput_tok_s.value(c.x_max))
+        g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_ref if t_ref > 0 else 0.0
+        eta = self.lam_over - self.lam_under
+        if np.any(eta != 0.0):
+            g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))
+        if info.itl_deadline_s is not None:
+            g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s
+        g += cfg.switching_weight * (x - self._x_prev[key])
+        return g
+
+    def _sensitivity(self, observation: Observation, site: str) -> np.ndarray:
+        return self._sens.get(observation, site, self._steps)
+
+    def step(self, observation: Observation) -> list[Command]:
+        self.update_duals(observation)
+        grads = {key: self.gradient(observation, *key) for key in self._keys}
+        out: list[Command] = []
+        for key, g in grads.items():
+            site, model = key
+            info = self.context.sites[site].models[model]
+            x_new = min(max(self.x[key] - self.config.primal_step * g, self.curves[key].x_min), self._x_hi[key])
+            self._x_prev[key] = self.x[key]
+            self.x[key] = x_new
+            b = project_batch(x_new, info.batch_sizes)
+            if b != self._sent[key]:
+                self._sent[key] = b
+                out.append(SetBatchSize(site=site, model=model, batch_size=b))
+        self._steps += 1
+        return out

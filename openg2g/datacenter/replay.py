@@ -1,0 +1,527 @@
+"""Trace-replay datacenter: every inference replica replays a measured power timeline.
+
+Model of one site (all numbers per step of length ``dt_s``):
+
+**Layout and phases.** GPUs sit in servers of :data:`GPUS_PER_SERVER` = 8. Each model's replica
+slots are packed in order onto consecutive servers (a 1-GPU model puts 8 replicas on a server, an
+8-GPU model one), models one after another in the order of the site spec, then the training job's
+servers. Server ``s`` (counted over the whole site from 0) is wired to phase ``"abc"[s % 3]``: the
+three phases carry (nearly) equal numbers of servers. Replicas beyond the configured count (added
+by :class:`SetReplicas`, :class:`ShiftReplicas`) continue the same pattern; replicas are started
+and stopped from the end of each model's list.
+
+**Replica power.** Replica ``r`` of a model at batch size ``b`` draws ``P_b[(k + o_r) mod L_b]`` where
+``P_b`` is the library timeline (W per replica, 0.1 s samples, ``L_b`` samples), ``k`` the sample
+index of the simulation time and ``o_r`` an offset drawn uniformly from the seed, so replicas are
+desynchronized. For looping, each timeline is made periodic by a linear cross-fade over its last
+:data:`LOOP_FADE_S` seconds into its start (:func:`loop_trace`): no jump at the seam and the mean
+is kept to within a fraction of a percent. A step longer than 0.1 s averages the samples it covers.
+
+**Batch-size change.** Every replica of the model moves from its old timeline to the new one with
+the weight of the new timeline rising as ``1 - exp(-(t - t_cmd) / tau)``: power, ITL and token rate
+are blends of both configurations with these weights. ``tau`` is :data:`FILL_TAU_S` = 1 s when the
+batch grows (queued requests are admitted within a few decode iterations) and, when it shrinks,
+half the mean request duration at the old batch (``avg_output_len * mean_ITL / 2``, the mean
+residual time of the requests that must drain; 3-10 s for the bundled models). Commands during a
+transition decay all previous weights with the new ``tau``, so power is continuous.
+
+**Latency and throughput.** Each step, for up to :data:`ITL_SAMPLES` replicas per model, one ITL is
+drawn from the configuration's measured lognormal mixture (``loc + scale*exp(sigma*N(0,1))``,
+component by weight). A replica's tokens in the step are ``c * dt / ITL`` with ``c`` the
+configuration's effective concurrency, anchored so that the expected tokens per second equal the
+leaderboard's measured output throughput at that (model, GPUs, batch):
+``c = throughput_tok_s / E[1/ITL]``. The model's ITL is the token-weighted mean over sampled
+replicas; its throughput ``replicas * mean(c / ITL)``. The deadline-miss fraction is computed
+analytically, not sampled: the fraction of tokens over the deadline is ``1 - F(deadline / s)``
+with ``F`` the mixture CDF and ``s`` the power-cap slowdown, blended by token share in transitions.
+
+**Power cap (a documented model, not a measurement: the ML.ENERGY data holds no capped runs).**
+A per-GPU cap ``cap`` clips each replica sample to ``gpus * cap``. Speed follows
+``ITL_capped = ITL * max(1, P_mean / (gpus * cap)) ** alpha`` with ``P_mean`` the configuration's
+mean power and :data:`CAP_ALPHA` = 0.4: memory-bound decode loses far less speed than power
+(industry reports for H100 inference: a 14 % cap cut costs 5-8 % throughput, i.e. alpha 0.35-0.5).
+Throughput falls by the same factor. Caps must lie in the H100 SXM settable range 200-700 W.
+
+**Replica ramps.** :class:`SetReplicas`, :class:`SetInferenceScale` and :class:`ShiftReplicas` move
+the active replica count linearly from its present value to the target over ``ramp_s``; a
+fractional count runs the last replica at that fraction of its power.
+
+**Facility.** Per phase ``p = pue * (GPU power of inference + training on that phase) + base``
+with ``base = base_load_kw_per_phase * 1000``; the site spec's default PUE is 1.0 (GPU power only).
+Typical values: 1.1 for hyperscale facilities (Google fleet, 2023), 1.58 industry average (Uptime
+Institute Global Data Center Survey 2023). Reactive power ``q = p * tan(acos(pf))`` per phase.
+Training GPUs (:mod:`openg2g.datacenter.training`, a parameterized model) are reserved for the
+whole run in capacity checks. :class:`SetSiteOnline` ``(False)`` makes the site draw nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from openg2g.core.commands import (
+    Command,
+    SetBatchSize,
+    SetInferenceScale,
+    SetPowerCap,
+    SetReplicas,
+    SetSiteOnline,
+    ShiftReplicas,
+)
+from openg2g.core.errors import CommandError, TraceError
+from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
+from openg2g.core.state import DatacenterState, ModelState
+from openg2g.datacenter.library import TraceConfig, TraceLibrary
+from openg2g.datacenter.training import training_power_w
+
+if TYPE_CHECKING:  # the scenario package imports this one; avoid the cycle at runtime
+    from openg2g.scenario.schema import SiteSpec, TrainingSpec
+
+__all__ = [
+    "GPUS_PER_SERVER",
+    "LOOP_FADE_S",
+    "FILL_TAU_S",
+    "CAP_ALPHA",
+    "CAP_MIN_W",
+    "CAP_MAX_W",
+    "ITL_SAMPLES",
+    "loop_trace",
+    "ReplayDatacenter",
+]
+
+GPUS_PER_SERVER = 8
+LOOP_FADE_S = 5.0
+"""Cross-fade window that closes each trace into a loop (s); at most a quarter of the trace."""
+FILL_TAU_S = 1.0
+"""Time constant of a batch-size increase (s)."""
+CAP_ALPHA = 0.4
+"""Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
+CAP_MIN_W = 200.0
+"""Lowest settable H100 SXM power limit (W)."""
+CAP_MAX_W = 700.0
+"""Highest settable H100 SXM power limit (W)."""
+ITL_SAMPLES = 256
+"""Replicas per model whose ITL is sampled each step (all of them when fewer)."""
+_WEIGHT_FLOOR = 1e-4
+
+
+def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
+    """Make a timeline periodic: drop its last ``fade_samples`` and cross-fade them into its start.
+
+    ``y[i] = a_i x[i] + (1 - a_i) x[N - W + i]`` for ``i < W`` with ``a_i = (i + 0.5) / W``, and
+    ``y[i] = x[i]`` after; ``y`` has ``N - W`` samples and ``y[-1] = x[N-W-1]`` is followed by
+    ``y[0] ~ x[N-W]``, the sample that followed it in the measurement.
+    """
+    x = np.asarray(power_w, dtype=np.float64)
+    w = int(fade_samples)
+    if w <= 0:
+        return x.copy()
+    n = x.size
+    a = (np.arange(w) + 0.5) / w
+    y = x[: n - w].copy()
+    y[:w] = a * x[:w] + (1 - a) * x[n - w :]
+    return y
+
+
+@dataclass
+class _Config:
+    """One batch size of one model, prepared for replay."""
+
+    meta: TraceConfig
+    doubled_w: np.ndarray  # looped trace twice over, so index o + k never needs a modulo
+    length: int
+    mean_w: float
+    concurrency: float  # c: tokens per second of a replica = c / ITL
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
+
+
+@dataclass
+class _Model:
+    """Runtime state of one served model."""
+
+    name: str
+    gpus: int
+    configured: int
+    batch_sizes: tuple[int, ...]
+    initial_batch: int
+    deadline_s: float | None
+    slots: int
+    phase: np.ndarray
+    configs: dict[int, _Config]
+    raw_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    weights: dict[int, float] = field(default_factory=dict)  # batch -> weight at weights_t_s
+    weights_t_s: float = 0.0
+    tau_s: float = 1.0
+    batch: int = 0
+    ramp: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # (a0, a1, t0, t1)
+    cap_w_per_gpu: float | None = None
+
+    def active(self, t_s: float) -> float:
+        a0, a1, t0, t1 = self.ramp
+        if t_s >= t1:
+            return a1
+        if t_s <= t0:
+            return a0
+        return a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)
+
+    def target(self) -> float:
+        return self.ramp[1]
+
+    def set_target(self, t_s: float, replicas: float, ramp_s: float) -> None:
+        self.ramp = (self.active(t_s), float(replicas), t_s, t_s + max(ramp_s, 0.0))
+
+    def weights_at(self, t_s: float) -> dict[int, float]:
+        decay = math.exp(-max(t_s - self.weights_t_s, 0.0) / self.tau_s)
+        out = {b: w * decay for b, w in self.weights.items() if b != self.batch}
+        out = {b: w for b, w in out.items() if w > _WEIGHT_FLOOR}
+        out[self.batch] = 1.0 - sum(out.values())
+        return out
+
+
+class ReplayDatacenter(DatacenterBackend):
+    """A datacenter site replaying measured per-replica power traces (see the module docstring).
+
+    Build it with :meth:`from_spec`.
+    """
+
+    def __init__(
+        self,
+        spec: SiteSpec,
+        library: TraceLibrary,
+        models: list[_Model],
+        training: TrainingSpec | None,
+        training_phase_share: np.ndarray,
+        capacity_gpus: int,
+    ):
+        self.name = spec.name
+        self.spec = spec
+        self.library = library
+        self.capacity_gpus = capacity_gpus
+        self._models = {m.name: m for m in models}
+        self._training = training
+        self._training_share = training_phase_share
+        self._q_per_p = math.tan(math.acos(spec.power_factor))
+        self._base_w = spec.base_load_kw_per_phase * 1000.0
+        self.energy_j = 0.0
+        self.reset(0)
+
+    @classmethod
+    def from_spec(cls, spec: SiteSpec, library: TraceLibrary) -> ReplayDatacenter:
+        """Build a site from its scenario spec and a trace library.
+
+        :raises TraceError: the spec names a configuration the library does not hold (run
+            :func:`openg2g.datacenter.validate_site` first for a full list of problems).
+        """
+        from openg2g.datacenter.validate import validate_site
+
+        problems = validate_site(spec, library, 0)
+        if problems:
+            raise TraceError(f"site {spec.name!r}: " + "; ".join(f"{loc}: {msg}" for loc, msg in problems))
+        training_gpus = spec.training.gpus if spec.training else 0
+        used = sum(m.replicas * m.gpus_per_replica for m in spec.models) + training_gpus
+        capacity = spec.gpu_capacity if spec.gpu_capacity is not None else used
+        fade = LOOP_FADE_S / library.dt_s
+        models: list[_Model] = []
+        server = 0
+        for ms in spec.models:
+            measured = library.batch_sizes(ms.model, ms.gpus_per_replica)
+            allowed = tuple(sorted(ms.batch_sizes)) if ms.batch_sizes is not None else measured
+            configs: dict[int, _Config] = {}
+            for b in allowed:
+                meta = library.config(ms.model, ms.gpus_per_replica, b)
+                looped = loop_trace(library.power(ms.model, ms.gpus_per_replica, b), int(min(fade, meta.samples // 4)))
+                inv = meta.itl.mean_inverse_per_s() if meta.itl is not None else float("nan")
+                tput = meta.throughput_tok_s if meta.throughput_tok_s is not None else float("nan")
+                configs[b] = _Config(
+                    meta=meta,
+                    doubled_w=np.concatenate([looped, looped]),
+                    length=looped.size,
+                    mean_w=float(looped.mean()),
+                    concurrency=tput / inv,
+                )
+            slots = max(ms.replicas, (capacity - training_gpus) // ms.gpus_per_replica)
+            j = np.arange(slots)
+            phase = ((server + (j * ms.gpus_per_replica) // GPUS_PER_SERVER) % 3).astype(np.intp)
+            server += -(-ms.replicas * ms.gpus_per_replica // GPUS_PER_SERVER)
+            models.append(
+                _Model(
+                    name=ms.model,
+                    gpus=ms.gpus_per_replica,
+                    configured=ms.replicas,
+                    batch_sizes=allowed,
+                    initial_batch=ms.batch_size,
+                    deadline_s=ms.itl_deadline_s,
+                    slots=slots,
+                    phase=phase,
+                    configs=configs,
+                )
+            )
+        share = np.zeros(3)
+        if spec.training is not None:
+            n_servers = -(-spec.training.gpus // GPUS_PER_SERVER)
+            share = np.bincount((server + np.arange(n_servers)) % 3, minlength=3) / n_servers
+        return cls(spec, library, models, spec.training, share, capacity)
+
+    # ------------------------------------------------------------------ protocol
+
+    def info(self) -> SiteInfo:
+        """Static facts: per-model measured means per allowed batch size."""
+        infos = {}
+        for m in self._models.values():
+            cfgs = [m.configs[b] for b in m.batch_sizes]
+            infos[m.name] = ModelInfo(
+                model=m.name,
+                gpus_per_replica=m.gpus,
+                replicas=m.configured,
+                batch_sizes=m.batch_sizes,
+                power_w=tuple(c.meta.mean_power_w for c in cfgs),
+                itl_s=tuple(c.meta.mean_itl_s if c.meta.mean_itl_s is not None else float("nan") for c in cfgs),
+                throughput_tok_s=tuple(
+                    c.meta.throughput_tok_s if c.meta.throughput_tok_s is not None else float("nan") for c in cfgs
+                ),
+                itl_deadline_s=m.deadline_s,
+                initial_batch_size=m.initial_batch,
+            )
+        return SiteInfo(site=self.name, bus=self.spec.bus, models=infos, power_factor=self.spec.power_factor, pue=self.spec.pue)
+
+    def reset(self, seed: int) -> None:
+        """Initial replicas, batch sizes and no caps; replica offsets and ITL draws from ``seed``."""
+        seqs = np.random.SeedSequence(seed).spawn(len(self._models) + 1)
+        self._rng = np.random.default_rng(seqs[-1])
+        for m, ss in zip(self._models.values(), seqs):
+            m.raw_offsets = np.random.default_rng(ss).integers(0, 2**40, size=m.slots, dtype=np.int64)
+            for c in m.configs.values():
+                c.offsets = m.raw_offsets % c.length
+            m.batch = m.initial_batch
+            m.weights = {m.batch: 1.0}
+            m.weights_t_s = 0.0
+            m.tau_s = FILL_TAU_S
+            m.ramp = (float(m.configured), float(m.configured), 0.0, 0.0)
+            m.cap_w_per_gpu = None
+        self._online = True
+        self.energy_j = 0.0
+
+    def step(self, t_s: float, dt_s: float) -> DatacenterState:
+        """Advance over ``(t_s - dt_s, t_s]``; power is the mean over the library samples it covers."""
+        dt_lib = self.library.dt_s
+        k_end = int(round(t_s / dt_lib))
+        n_sub = max(1, int(round(dt_s / dt_lib)))
+        sample_idx = np.arange(k_end - n_sub + 1, k_end + 1)
+        it_phase_w = np.zeros(3)
+        states: dict[str, ModelState] = {}
+        for m in self._models.values():
+            state, phase_w = self._step_model(m, t_s, dt_s, sample_idx)
+            states[m.name] = state
+            it_phase_w += phase_w
+        train_w = 0.0
+        if self._training is not None:
+            train_w = float(training_power_w(self._training, sample_idx * dt_lib).mean())
+            it_phase_w += train_w * self._training_share
+        if self._online:
+            p_w = self.spec.pue * it_phase_w + self._base_w
+        else:
+            p_w = np.zeros(3)
+            train_w = 0.0
+        self.energy_j += float(p_w.sum()) * dt_s
+        return DatacenterState(
+            site=self.name,
+            t_s=t_s,
+            p_w=p_w,
+            q_var=p_w * self._q_per_p,
+            models=states,
+            training_power_w=train_w,
+            online=self._online,
+        )
+
+    def _step_model(
+        self, m: _Model, t_s: float, dt_s: float, sample_idx: np.ndarray
+    ) -> tuple[ModelState, np.ndarray]:
+        replicas = m.active(t_s)
+        n_on = min(int(math.ceil(replicas - 1e-9)), m.slots)
+        weights = m.weights_at(t_s)
+        cap = m.cap_w_per_gpu
+        nan = float("nan")
+        if n_on <= 0 or not self._online:
+            off = ModelState(m.name, replicas if self._online else 0.0, m.batch, 0.0, nan, 0.0, m.deadline_s, 0.0, cap)
+            return off, np.zeros(3)
+        power = np.zeros(n_on)
+        for b, w in weights.items():
+            c = m.configs[b]
+            off_r = c.offsets[:n_on]
+            acc = np.zeros(n_on)
+            for k in sample_idx:
+                acc += c.doubled_w[off_r + int(k) % c.length]
+            if cap is not None:
+                acc = np.minimum(acc / len(sample_idx), m.gpus * cap) * len(sample_idx)
+            power += (w / len(sample_idx)) * acc
+        frac = replicas - (n_on - 1)
+        if frac < 1.0:
+            power[-1] *= frac
+        phase_w = np.bincount(m.phase[:n_on], weights=power, minlength=3)
+        itl_s, tput, miss = self._serving(m, weights, replicas, n_on)
+        state = ModelState(
+            model=m.name,
+            replicas=replicas,
+            batch_size=m.batch,
+            power_w=float(power.sum()),
+            itl_s=itl_s,
+            throughput_tok_s=tput,
+            itl_deadline_s=m.deadline_s,
+            deadline_miss_fraction=miss,
+            power_cap_w=cap,
+        )
+        return state, phase_w
+
+    def _slowdown(self, m: _Model, c: _Config) -> float:
+        if m.cap_w_per_gpu is None:
+            return 1.0
+        return max(1.0, c.mean_w / (m.gpus * m.cap_w_per_gpu)) ** CAP_ALPHA
+
+    def _serving(self, m: _Model, weights: dict[int, float], replicas: float, n_on: int) -> tuple[float, float, float]:
+        """Token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction of one step."""
+        n = min(n_on, ITL_SAMPLES)
+        u = self._rng.random(n)
+        z = self._rng.standard_normal(n)
+        itl = np.zeros(n)
+        conc = 0.0
+        rate_share: dict[int, float] = {}
+        for b, w in weights.items():
+            c = m.configs[b]
+            mix = c.meta.itl
+            if mix is None:
+                return float("nan"), float("nan"), 0.0
+            itl += w * mix.sample_s(u, z) * self._slowdown(m, c)
+            conc += w * c.concurrency
+            rate_share[b] = w * c.concurrency * mix.mean_inverse_per_s() / self._slowdown(m, c)
+        rate = conc / itl  # tokens per second of each sampled replica
+        itl_mean = float(np.sum(rate * itl) / np.sum(rate))
+        tput = replicas * float(rate.mean())
+        miss = 0.0
+        if m.deadline_s is not None:
+            total = sum(rate_share.values())
+            for b, share in rate_share.items():
+                c = m.configs[b]
+                assert c.meta.itl is not None
+                miss += share / total * float(1.0 - c.meta.itl.cdf(m.deadline_s / self._slowdown(m, c)))
+        return itl_mean, tput, miss
+
+    # ------------------------------------------------------------------ commands
+
+    def apply(self, command: Command, t_s: float) -> None:
+        """Carry out a datacenter command at ``t_s`` (see the module docstring for each effect).
+
+        :raises CommandError: wrong site, unknown model, unmeasured batch size, cap out of range,
+            negative counts, or a replica target beyond the site's GPU capacity.
+        """
+        if isinstance(command, ShiftReplicas):
+            self._shift(command, t_s)
+            return
+        site = getattr(command, "site", None)
+        if site != self.name:
+            raise CommandError(f"{type(command).__name__} for site {site!r} delivered to site {self.name!r}")
+        if isinstance(command, SetBatchSize):
+            m = self._model(command.model)
+            if command.batch_size not in m.batch_sizes:
+                raise CommandError(
+                    f"site {self.name!r}: batch size {command.batch_size} not available for {m.name}; "
+                    f"valid: {list(m.batch_sizes)}"
+                )
+            if command.batch_size != m.batch:
+                weights = m.weights_at(t_s)
+                tau = FILL_TAU_S if command.batch_size > m.batch else self._drain_tau_s(m.configs[m.batch])
+                m.weights, m.weights_t_s, m.tau_s = weights, t_s, tau
+                m.batch = command.batch_size
+        elif isinstance(command, SetPowerCap):
+            cap = command.cap_w_per_gpu
+            if cap is not None and not CAP_MIN_W <= cap <= CAP_MAX_W:
+                raise CommandError(
+                    f"site {self.name!r}: power cap {cap} W per GPU outside the H100 range {CAP_MIN_W:.0f}-{CAP_MAX_W:.0f} W"
+                )
+            targets = [self._model(command.model)] if command.model is not None else list(self._models.values())
+            for m in targets:
+                m.cap_w_per_gpu = cap
+        elif isinstance(command, SetReplicas):
+            m = self._model(command.model)
+            self._check_ramp(command.ramp_s)
+            if command.replicas < 0:
+                raise CommandError(f"site {self.name!r}: replicas must be >= 0, got {command.replicas}")
+            self._check_capacity({m.name: float(command.replicas)}, t_s)
+            m.set_target(t_s, command.replicas, command.ramp_s)
+        elif isinstance(command, SetInferenceScale):
+            self._check_ramp(command.ramp_s)
+            if not command.fraction >= 0:
+                raise CommandError(f"site {self.name!r}: inference scale must be >= 0, got {command.fraction}")
+            targets = {m.name: command.fraction * m.configured for m in self._models.values()}
+            self._check_capacity(targets, t_s)
+            for m in self._models.values():
+                m.set_target(t_s, targets[m.name], command.ramp_s)
+        elif isinstance(command, SetSiteOnline):
+            self._online = bool(command.online)
+        else:
+            raise CommandError(f"site {self.name!r} cannot carry out {type(command).__name__}")
+
+    def _shift(self, command: ShiftReplicas, t_s: float) -> None:
+        if command.site == command.to_site:
+            raise CommandError(f"shift_replicas: source and destination are both {command.site!r}")
+        if command.replicas < 0:
+            raise CommandError(f"shift_replicas: replicas must be >= 0, got {command.replicas}")
+        self._check_ramp(command.ramp_s)
+        if command.site == self.name:
+            m = self._model(command.model)
+            if m.target() < command.replicas:
+                raise CommandError(
+                    f"site {self.name!r}: cannot shift {command.replicas} replicas of {m.name}, "
+                    f"only {m.target():g} are (or are ramping to be) active"
+                )
+            m.set_target(t_s, m.target() - command.replicas, command.ramp_s)
+        elif command.to_site == self.name:
+            if command.model not in self._models:
+                raise CommandError(
+                    f"site {self.name!r} does not serve {command.model!r} and cannot receive its replicas; "
+                    f"it serves {sorted(self._models)}"
+                )
+            m = self._models[command.model]
+            self._check_capacity({m.name: m.target() + command.replicas}, t_s)
+            m.set_target(t_s, m.target() + command.replicas, command.ramp_s)
+        else:
+            raise CommandError(
+                f"shift_replicas from {command.site!r} to {command.to_site!r} delivered to site {self.name!r}"
+            )
+
+    def _model(self, name: str | None) -> _Model:
+        if name not in self._models:
+            raise CommandError(f"site {self.name!r} does not serve model {name!r}; it serves {sorted(self._models)}")
+        return self._models[name]
+
+    def _check_ramp(self, ramp_s: float) -> None:
+        if not ramp_s >= 0:
+            raise CommandError(f"site {self.name!r}: ramp_s must be >= 0, got {ramp_s}")
+
+    def _check_capacity(self, targets: dict[str, float], t_s: float) -> None:
+        """GPUs of every model at max(present, target) plus training must fit the capacity."""
+        training = self._training.gpus if self._training is not None else 0
+        need, parts = training, []
+        for m in self._models.values():
+            count = max(m.active(t_s), targets.get(m.name, m.target()), 0.0 if m.name in targets else m.target())
+            gpus = math.ceil(count - 1e-9) * m.gpus
+            need += gpus
+            parts.append(f"{m.name}: {gpus}")
+        if training:
+            parts.append(f"training: {training}")
+        if need > self.capacity_gpus:
+            raise CommandError(
+                f"site {self.name!r}: {need} GPUs needed ({', '.join(parts)}) exceed its capacity of {self.capacity_gpus}"
+            )
+
+    def _drain_tau_s(self, c: _Config) -> float:
+        meta = c.meta
+        if meta.avg_output_len_tokens is None or meta.mean_itl_s is None:
+            return FILL_TAU_S
+        return max(FILL_TAU_S, meta.avg_output_len_tokens * meta.mean_itl_s / 2)
+
+    def gpus_in_use(self, t_s: float) -> float:
+        """GPUs of the active inference replicas at ``t_s`` (training excluded)."""
+        return sum(m.active(t_s) * m.gpus for m in self._models.values())

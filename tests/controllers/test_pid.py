@@ -1,0 +1,99 @@
+"""PID: discrete law against closed-form responses, anti-windup, and the controller wrapper."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from controllers.pid import DiscretePID, PIDController
+from openg2g.core.commands import SetBatchSize, SetPowerCap
+
+from tests.controllers.conftest import make_context, make_observation, toy_model
+
+
+def _first_order_loop(pid: DiscretePID, tau_s: float, gain: float, r: float, dt_s: float, t_end_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Closed loop of ``pid`` with the plant ``tau dy/dt = -y + gain u`` (exact ZOH discretization)."""
+    a = math.exp(-dt_s / tau_s)
+    y = 0.0
+    ts, ys = [0.0], [0.0]
+    for k in range(int(round(t_end_s / dt_s))):
+        u = pid.update(r, y, dt_s)
+        y = a * y + (1.0 - a) * gain * u
+        ts.append((k + 1) * dt_s)
+        ys.append(y)
+    return np.array(ts), np.array(ys)
+
+
+def test_p_only_matches_discrete_closed_form():
+    tau, gain, kp, r, dt = 5.0, 2.0, 1.5, 1.0, 0.5
+    pid = DiscretePID(kp=kp, ki=0.0, kd=0.0, u_min=-1e9, u_max=1e9)
+    ts, ys = _first_order_loop(pid, tau, gain, r, dt, 20.0)
+    a = math.exp(-dt / tau)
+    rho = a - (1 - a) * gain * kp
+    y_ss = gain * kp * r / (1 + gain * kp)
+    expected = y_ss * (1 - rho ** np.arange(len(ts)))
+    np.testing.assert_allclose(ys, expected, atol=1e-12)
+
+
+def test_pi_with_pole_cancellation_matches_continuous_first_order_response():
+    # Ki = Kp / tau cancels the plant pole: closed loop y(t) = r (1 - exp(-K Kp t / tau))
+    tau, gain, kp, r, dt = 10.0, 2.0, 1.5, 0.8, 0.001
+    pid = DiscretePID(kp=kp, ki=kp / tau, kd=0.0, u_min=-1e9, u_max=1e9)
+    ts, ys = _first_order_loop(pid, tau, gain, r, dt, 20.0)
+    expected = r * (1 - np.exp(-gain * kp * ts / tau))
+    assert np.max(np.abs(ys - expected)) < 2e-3 * r
+    assert ys[-1] == pytest.approx(expected[-1], rel=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["back_calculation", "clamping"])
+def test_anti_windup_leaves_saturation_at_once(mode):
+    pid = DiscretePID(kp=0.1, ki=1.0, kd=0.0, u_min=0.0, u_max=1.0, anti_windup=mode)
+    for _ in range(1000):  # large positive error for a long time: output pinned at 1
+        assert pid.update(10.0, 0.0, 0.1) == 1.0
+    assert pid.integral <= 1.0 + 1e-9
+    u = pid.update(-10.0, 0.0, 0.1)  # error reverses: output must leave the limit at once
+    assert u < 1.0
+    # without anti-windup the integral would be ~1000 and u would stay at 1 for ~1000 steps
+
+
+def test_derivative_acts_on_measurement_not_setpoint():
+    pid = DiscretePID(kp=0.0, ki=0.0, kd=1.0, u_min=-10, u_max=10, u0=0.5)
+    assert pid.update(0.0, 1.0, 1.0) == 0.5
+    assert pid.update(5.0, 1.0, 1.0) == 0.5  # setpoint step: no kick
+    assert pid.update(5.0, 2.0, 1.0) == pytest.approx(0.5 - 1.0)  # measurement rises 1/s: D = -Kd dy/dt
+
+
+def test_voltage_below_setpoint_lowers_batch_sizes():
+    ctx = make_context([toy_model("m1"), toy_model("m2", initial_batch_size=64)])
+    ctrl = PIDController(PIDController.Config(setpoint=0.96, kp=5.0, ki_per_s=0.0, actuator="batch_size"))
+    ctrl.reset(ctx, 0)
+    cmds = ctrl.step(make_observation(ctx, 0.94))  # error -0.02 -> level drops by 0.1
+    assert cmds and all(isinstance(c, SetBatchSize) for c in cmds)
+    assert {c.model: c.batch_size for c in cmds}["m1"] < 128
+    assert all(c.batch_size in ctx.sites["dc1"].models[c.model].batch_sizes for c in cmds)
+
+
+def test_substation_power_above_setpoint_lowers_power_cap():
+    ctx = make_context()
+    cfg = PIDController.Config(
+        measurement="substation_power", setpoint=2.0e6, kp=1e-4, ki_per_s=1e-4, actuator="power_cap", output_max=700.0
+    )
+    ctrl = PIDController(cfg)
+    ctrl.reset(ctx, 0)
+    cmds = ctrl.step(make_observation(ctx, 1.0, p_sub_w=(1e6, 1e6, 1e6)))  # 3 MW: 1 MW too much
+    assert len(cmds) == 1 and isinstance(cmds[0], SetPowerCap)
+    assert cmds[0].site == "dc1" and 200.0 <= cmds[0].cap_w_per_gpu < 700.0
+
+
+def test_bad_params_name_the_field():
+    with pytest.raises(ValidationError, match="kp"):
+        PIDController.Config(setpoint=0.96, kp=-1.0)
+    with pytest.raises(ValidationError, match="gain_p"):
+        PIDController.Config(setpoint=0.96, kp=1.0, gain_p=2.0)
+    with pytest.raises(ValidationError, match="output"):
+        PIDController.Config(setpoint=0.96, kp=1.0, output_max=2.0)
+    with pytest.raises(ValidationError, match="measurement"):
+        PIDController.Config(setpoint=0.96, kp=1.0, measurement="frequency")

@@ -1,0 +1,197 @@
+"""Engine behaviour: order within an instant, exact periods, delays, events, batching, outputs."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from openg2g.core.commands import SetBatchSize, SetTaps
+from openg2g.core.errors import CommandError, ControllerError, SimulationError
+from openg2g.engine.clock import Clock, fraction_gcd
+from openg2g.engine.simulation import Simulation
+
+from tests.engine.toys import K_PU_PER_W, KilowattSite, ScriptedController, TwoBusGrid, make_loaded
+
+
+@pytest.fixture
+def log() -> list:
+    return []
+
+
+def _sim(log, out_dir=None, **overrides):
+    """A simulation of the toy scenario without controllers."""
+    return Simulation(make_loaded(**overrides), out_dir, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
+
+
+def test_fraction_gcd_and_clock_are_exact():
+    assert fraction_gcd([Fraction(1, 10), Fraction(1, 4), Fraction(3)]) == Fraction(1, 20)
+    clock = Clock([Fraction(1, 10), Fraction(1)])
+    assert clock.ticks(Fraction(86400)) == 864000
+    with pytest.raises(ValueError, match="not a whole number"):
+        clock.ticks(Fraction(1, 3))
+
+
+def test_order_within_one_instant(log):
+    event = {"t_s": 1, "command": "set_taps", "taps": [1, 1, 1], "bank": "reg1"}
+    ctrl = ScriptedController(log)
+    loaded = make_loaded(events=[event], controllers=[{"kind": "scripted"}])
+    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
+    sim.run()
+    at_one = [entry[0] for entry in log if entry[1] == pytest.approx(1.0)]
+    assert at_one == ["apply", "dc", "grid", "control"]
+
+
+def test_two_controllers_run_in_listed_order(log):
+    first, second = ScriptedController(log, name="first"), ScriptedController(log, name="second")
+    loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
+    Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])).run()
+    names = [e[2] for e in log if e[0] == "control"]
+    assert names == ["first", "second"] * 5
+
+
+def test_periods_exact_over_24_hours(log):
+    sim = _sim(log, duration_s=86400, periods={"datacenter_s": "1/3", "grid_s": 60, "control_s": 3600})
+    sim.run()
+    dc_times = [e[1] for e in log if e[0] == "dc"]
+    grid_times = [e[1] for e in log if e[0] == "grid"]
+    assert len(dc_times) == 86400 * 3
+    assert len(grid_times) == 1440
+    assert dc_times[-1] == 86400.0 and grid_times[-1] == 86400.0
+    # every sample lands on k/3 s exactly as float(Fraction(k, 3)): no accumulated drift
+    assert all(t == float(Fraction(k + 1, 3)) for k, t in enumerate(dc_times))
+
+
+def test_command_delay_takes_effect_later(log):
+    cmd = SetBatchSize(site="dc", model="toy", batch_size=4)
+    for delay, first_changed in ((0, 1.1), (Fraction(3, 10), 1.3)):
+        log.clear()
+        ctrl = ScriptedController(log, {1.0: [cmd]})
+        loaded = make_loaded(controllers=[{"kind": "scripted", "delay_s": str(delay)}])
+        site = KilowattSite("dc", log)
+        grid = TwoBusGrid(log)
+        Simulation(loaded, None, components=([site], grid, [ctrl])).run()
+        applied = [e for e in log if e[0] == "apply"]
+        assert applied and applied[0][1] == pytest.approx(float(delay) + 1.0)
+        loads = np.array(grid.seen_loads)[:, 0]
+        times = np.arange(1, len(loads) + 1) / 10
+        assert times[np.argmax(loads > 1000.0)] == pytest.approx(first_changed)
+
+
+def test_event_at_arbitrary_time(log):
+    event = {"t_s": 2.35, "command": "set_batch_size", "site": "dc", "model": "toy", "batch_size": 2}
+    grid = TwoBusGrid(log)
+    Simulation(make_loaded(events=[event]), None, components=([KilowattSite("dc", log)], grid, [])).run()
+    applied = [e for e in log if e[0] == "apply"]
+    assert applied[0][1] == pytest.approx(2.35)
+    loads = np.array(grid.seen_loads)[:, 0]
+    assert loads[22] == 1000.0 and loads[23] == 2000.0  # samples at 2.3 s and 2.4 s
+
+
+def test_grid_takes_mean_or_last_of_samples(log):
+    periods = {"datacenter_s": "1/10", "grid_s": 1, "control_s": 1}
+    for aggregation, expected in (("mean", 100.0 * 0.55), ("last", 100.0 * 1.0)):
+        grid = TwoBusGrid(log)
+        site = KilowattSite("dc", log, ramp_w_per_s=100.0)
+        loaded = make_loaded(periods=periods, grid={"feeder": "two-bus", "load_aggregation": aggregation})
+        Simulation(loaded, None, components=([site], grid, [])).run()
+        assert grid.seen_loads[0][0] == pytest.approx(expected)
+
+
+def test_batched_grid_equals_step_by_step(log, tmp_path):
+    voltages = []
+    for batch in (False, True):
+        ctrl = ScriptedController(log, {2.0: [SetTaps(bank="reg1", taps=(2, 2, 2))]})
+        out = tmp_path / f"batch{batch}"
+        loaded = make_loaded(controllers=[{"kind": "s"}], grid={"feeder": "two-bus", "batch": batch})
+        site = KilowattSite("dc", log, ramp_w_per_s=1000.0)
+        Simulation(loaded, out, components=([site], TwoBusGrid(log, batchable=True), [ctrl])).run()
+        voltages.append(pd.read_parquet(out / "grid_voltages"))
+    pd.testing.assert_frame_equal(voltages[0], voltages[1])
+
+
+def test_summary_metrics_by_hand(log, tmp_path):
+    # 1 kW per phase for 5 s; v = 1 - 1e-4 -> no violation; with tap -9: v = 1 - 0.05625 - 1e-4
+    event = {"t_s": 0, "command": "set_taps", "bank": "reg1", "taps": [-9, 0, 0]}
+    sim = _sim(log, tmp_path, events=[event])
+    summary = sim.run()
+    assert summary["energy_mwh"] == pytest.approx(3 * 1000.0 * 5 / 3.6e9)
+    v_low = 1 - 9 * 0.00625 - K_PU_PER_W * 1000
+    assert summary["v_min_pu"] == pytest.approx(v_low)
+    assert summary["violation_integral_pu_s"] == pytest.approx((0.95 - v_low) * 5)
+    assert summary["violation_time_s"] == pytest.approx(5.0)
+    assert summary["mean_throughput_tok_s"] == pytest.approx(100.0)
+    assert summary["itl_deadline_miss_fraction"] == 0.0
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["status"] == "complete" and written["sim_time_s"] == 5.0
+
+
+def test_same_scenario_same_outputs(log, tmp_path):
+    frames = []
+    for k in range(2):
+        ctrl = ScriptedController(log, {1.0: [SetBatchSize(site="dc", model="toy", batch_size=2)]})
+        out = tmp_path / str(k)
+        loaded = make_loaded(controllers=[{"kind": "s"}])
+        Simulation(loaded, out, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl])).run()
+        frames.append([pd.read_parquet(out / t) for t in ("datacenter", "models", "grid", "grid_voltages", "commands")])
+    for a, b in zip(*frames):
+        pd.testing.assert_frame_equal(a, b)
+
+
+class _Interrupt(ScriptedController):
+    def step(self, observation):
+        if observation.t_s >= 50:
+            raise KeyboardInterrupt
+        return super().step(observation)
+
+
+def test_interrupted_run_leaves_complete_files(log, tmp_path):
+    ctrl = _Interrupt(log)
+    loaded = make_loaded(duration_s=100, controllers=[{"kind": "s"}], outputs={"plots": False, "flush_every_s": 7})
+    sim = Simulation(loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
+    with pytest.raises(KeyboardInterrupt):
+        sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["sim_time_s"] == 50.0
+    grid = pd.read_parquet(tmp_path / "grid")
+    assert grid["t_s"].max() == 50.0 and len(grid) == 500
+    assert len(pd.read_parquet(tmp_path / "grid_voltages")) == 1500
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_controller_returning_garbage_is_named(log):
+    class Bad(ScriptedController):
+        def step(self, observation):
+            return ["set batch to 8"]
+
+    loaded = make_loaded(controllers=[{"kind": "bad"}])
+    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Bad(log, name="bad")]))
+    with pytest.raises(ControllerError, match="controller 'bad' returned 'set batch to 8'"):
+        sim.run()
+
+
+def test_rejected_command_stops_with_time_and_source(log):
+    class StrictGrid(TwoBusGrid):
+        def apply(self, command, t_s):
+            raise CommandError("tap 1 is above this bank's range")
+
+    ctrl = ScriptedController(log, {2.0: [SetTaps(bank="reg1", taps=(1, 1, 1))]}, name="tapper")
+    loaded = make_loaded(controllers=[{"kind": "s"}])
+    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], StrictGrid(log), [ctrl]))
+    with pytest.raises(SimulationError, match=r"t=2 s: .*from controller 'tapper' was rejected: tap 1 is above"):
+        sim.run()
+
+
+def test_external_driving_matches_sensitivity(log):
+    sim = _sim(log)
+    sim.run_until(1)
+    obs = sim.observation()
+    assert obs.t_s == 1.0
+    assert obs.voltage_sensitivity("dc")[0, 0] == -K_PU_PER_W
+    sim.send([SetBatchSize(site="dc", model="toy", batch_size=4)])
+    sim.run_until(2)
+    assert sim.observation().datacenters["dc"].p_w[0] == 4000.0

@@ -1,0 +1,148 @@
+"""Bad scenarios are refused before a run starts, each problem naming file, field path and reason."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from openg2g.cli.main import main
+from openg2g.core.errors import ScenarioError
+from openg2g.scenario.loader import apply_override, load_scenario
+
+BASE: dict[str, Any] = {
+    "name": "validation-base",
+    "seed": 1,
+    "duration_s": 10,
+    "periods": {"datacenter_s": "1/10", "grid_s": "1/10", "control_s": 1},
+    "grid": {"feeder": "ieee13", "regulators": {"reg1": {"taps": [10, 8, 11]}}},
+    "datacenters": [
+        {
+            "name": "dc1",
+            "bus": "671",
+            "base_load_kw_per_phase": 100,
+            "models": [
+                {"model": "Llama-3.1-8B", "gpus_per_replica": 1, "replicas": 100, "batch_size": 128, "itl_deadline_s": 0.08},
+                {"model": "Llama-3.1-70B", "gpus_per_replica": 4, "replicas": 20, "batch_size": 64},
+            ],
+        }
+    ],
+    "controllers": [{"kind": "noop"}],
+    "events": [{"t_s": 5, "command": "set_batch_size", "site": "dc1", "model": "Llama-3.1-8B", "batch_size": 64}],
+    "outputs": {"plots": False},
+}
+
+# (override applied to BASE, field path expected in the message, words expected in the reason)
+CASES: list[tuple[str, str, str]] = [
+    ("colour=blue", "colour", "Extra inputs are not permitted"),
+    ("grid.colour=blue", "grid.colour", "Extra inputs"),
+    ("duration_s=-5", "duration_s", "> 0"),
+    ("duration_s=ten", "duration_s", "not a number of seconds"),
+    ("duration_s=10.05", "duration_s", "whole multiple of periods.grid_s"),
+    ("periods.datacenter_s=0", "periods.datacenter_s", "> 0"),
+    ("periods.grid_s=0.15", "periods", "whole multiple of datacenter_s"),
+    ("periods.control_s=0.25", "periods", "whole multiple of grid_s"),
+    ("seed=-1", "seed", "greater than or equal to 0"),
+    ("grid.v_min_pu=1.06", "grid", "v_min_pu < v_max_pu"),
+    ("grid.solver=opendss", "grid.solver", "pgm"),
+    ("grid.load_aggregation=median", "grid.load_aggregation", "mean"),
+    ("grid.feeder=ieee9000", "grid.feeder", "ieee13"),
+    ("datacenters.0.bus=9999", "datacenters.0.bus", "9999"),
+    ("datacenters.0.bus=611", "datacenters.0.bus", "phase"),
+    ("datacenters.0.power_factor=1.2", "datacenters.0.power_factor", "less than or equal to 1"),
+    ("datacenters.0.pue=0.8", "datacenters.0.pue", "greater than or equal to 1"),
+    ("datacenters.0.models.0.replicas=-3", "datacenters.0.models.0.replicas", "greater than or equal to 0"),
+    ("datacenters.0.models.0.model=GPT-5", "datacenters.0.models.0.model", "Llama-3.1-8B"),
+    ("datacenters.0.models.0.batch_size=100", "datacenters.0.models.0.batch_size", "128"),
+    ("datacenters.0.models.0.batch_sizes=[8,100]", "datacenters.0.models.0.batch_sizes", "100"),
+    ("datacenters.0.models.0.gpus_per_replica=3", "datacenters.0.models.0.gpus_per_replica", "1"),
+    ("datacenters.0.models=[]", "datacenters.0.models", "at least 1"),
+    ("datacenters.0.gpu_capacity=50", "datacenters.0", "capacity"),
+    ("datacenters.0.traces=no/such/library", "datacenters.0.traces", "no/such/library"),
+    ("datacenters.0.training={gpus: 10, start_s: 500, end_s: 100}", "datacenters.0.training", "end_s"),
+    ("grid.regulators.reg9={taps: [1, 1, 1]}", "grid.regulators.reg9", "reg1"),
+    ("grid.regulators.reg1.taps=[10, 8]", "grid.regulators.reg1.taps", "3"),
+    ("grid.regulators.reg1.taps=[10, 8, 40]", "grid.regulators.reg1.taps", "40"),
+    ("grid.regulators.reg1.mode=manual", "grid.regulators.reg1.mode", "fixed"),
+    ("grid.pv=[{name: pv1, bus: nowhere, kw: 100}]", "grid.pv.0.bus", "nowhere"),
+    ("grid.storage=[{name: b1, bus: 675, kw: 100, kwh: 50, soc0: 0.95}]", "grid.storage.0", "soc0"),
+    ("controllers.0.kind=magic", "controllers.0.kind", "noop"),
+    ("controllers.0.kind=missing_file.py:Ctrl", "controllers.0.kind", "not found"),
+    ("controllers.0.delay_s=-1", "controllers.0.delay_s", ">= 0"),
+    ("controllers.0.period_s=0.05", "controllers.0.period_s", "whole multiple"),
+    ("events.0.command=explode", "events.0.command", "set_batch_size"),
+    ("events.0.t_s=99", "events.0.t_s", "after the end"),
+    ("events.0.site=dc9", "events.0.site", "dc1"),
+    ("events.0.batch_size=large", "events.0.batch_size", "integer"),
+    ("events.0.colour=red", "events.0.colour", "Extra inputs"),
+]
+
+
+def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_base_scenario_is_valid(tmp_path):
+    loaded = load_scenario(_write(tmp_path, BASE))
+    assert loaded.scenario.datacenters[0].bus == "671"
+    assert len(loaded.sha256) == 64
+
+
+@pytest.mark.parametrize(("override", "field", "reason"), CASES, ids=[c[0][:40] for c in CASES])
+def test_bad_scenario_is_refused(tmp_path, override, field, reason):
+    data = copy.deepcopy(BASE)
+    apply_override(data, override, "test")
+    path = _write(tmp_path, data)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    messages = [f"{loc}: {msg}" for loc, msg in info.value.problems]
+    assert any(
+        loc.startswith(f"{path}: {field}") and reason.lower() in f"{loc}: {msg}".lower()
+        for loc, msg in info.value.problems
+    ), messages
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\ngrid: {feeder: ieee13\n")
+    with pytest.raises(ScenarioError, match=r"broken.yaml:\d+:\d+: not valid YAML"):
+        load_scenario(path)
+
+
+def test_controller_param_type_error_names_controller(tmp_path):
+    data = copy.deepcopy(BASE)
+    data["controllers"] = [{"kind": "tap_schedule", "params": {"schedule": "at noon"}}]
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_write(tmp_path, data))
+    assert any(loc.endswith("controllers.0.params.schedule") and "tap_schedule" in msg for loc, msg in info.value.problems)
+
+
+def test_validate_cli_exit_codes(tmp_path, capsys):
+    good = _write(tmp_path, BASE)
+    assert main(["validate", str(good)]) == 0
+    assert "ok" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    data = copy.deepcopy(BASE)
+    data["datacenters"][0]["models"][0]["replicas"] = -1
+    bad.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: datacenters.0.models.0.replicas" in err and "Traceback" not in err
+
+
+def test_run_refuses_invalid_scenario_without_traceback(tmp_path, capsys):
+    data = copy.deepcopy(BASE)
+    data["grid"]["feeder"] = "atlantis"
+    assert main(["run", str(_write(tmp_path, data)), "--out", str(tmp_path / "out")]) == 2
+    assert "grid.feeder" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_set_override_bad_path(tmp_path):
+    with pytest.raises(ScenarioError, match="not an index"):
+        load_scenario(_write(tmp_path, BASE), ["datacenters.5.bus=671"])
