@@ -26,7 +26,8 @@ with ``v_lo = v_min + margin_pu``, ``v_hi = v_max - margin_pu``, and ``c_i`` a f
 measured to the fitted ITL at the batch in force (so a latency model error is corrected by
 feedback). ``solver="slsqp"`` solves the continuous problem with scipy's SLSQP (analytic gradient)
 and projects the first step onto the measured sizes by evaluating every floor/ceil combination
-of the models (``2^M`` candidates) with the rest of the plan fixed; ``solver="enumerate"``
+of the models (``2^M`` candidates) with the rest of the plan fixed, then improving the best one by
+single-model moves to neighbouring sizes until none lowers the cost; ``solver="enumerate"``
 searches every combination of measured sizes held constant over the horizon (exact for that
 move-blocked problem; ``prod_i |B_i|`` candidates).
 """
@@ -409,8 +410,38 @@ class MPCController(Controller):
             if best is None or j < best[0] - 1e-12:
                 best = (j, combo)
         assert best is not None
+        combo = self._local_search(prob, x_plan, p_units, list(best[1]), best[0], [self._allowed(i, ub[i], x_now[i]) for i in range(m)])
         p_w = float(p_units[0]) * prob.p_max_w if p_units is not None else 0.0
-        return list(best[1]), p_w
+        return combo, p_w
+
+    def _local_search(
+        self,
+        prob: MPCProblem,
+        x_plan: np.ndarray,
+        p_units: np.ndarray | None,
+        combo: list[int],
+        cost: float,
+        allowed: list[list[int]],
+    ) -> list[int]:
+        """Improve a rounded first step by single-model moves to neighbouring sizes until none helps."""
+        improved = True
+        while improved:
+            improved = False
+            for i in range(prob.m):
+                j_idx = allowed[i].index(combo[i]) if combo[i] in allowed[i] else None
+                if j_idx is None:
+                    continue
+                for nb in (j_idx - 1, j_idx + 1):
+                    if not 0 <= nb < len(allowed[i]):
+                        continue
+                    trial = list(combo)
+                    trial[i] = allowed[i][nb]
+                    x = x_plan.copy()
+                    x[:, 0] = np.log2(np.array(trial, dtype=float))
+                    j = prob.cost(self._with_storage(prob, x, p_units), with_grad=False)[0]
+                    if j < cost - 1e-12:
+                        combo, cost, improved = trial, j, True
+        return combo
 
     # -- step ----------------------------------------------------------------------------------
 

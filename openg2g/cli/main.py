@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "run",
     "validate",
     "compare",
+    "schema",
     "powerflow",
     "feeders",
     "traces",

@@ -2,7 +2,7 @@
 
 A scenario file is YAML whose top level is :class:`Scenario`. :mod:`openg2g.scenario.loader`
 parses it and adds the checks that need the feeder and the trace library (buses, models, batch
-sizes). ``openg2g docs schema`` prints this reference as Markdown.
+sizes). ``openg2g schema`` prints this reference as Markdown.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class TrainingSpec(_Model):
 class SiteSpec(_Model):
     """A datacenter site on one three-phase bus."""
 
-    name: str
+    name: str = Field(description="Site name (commands and outputs use it).")
     bus: str = Field(description="Feeder bus; it must have phases a, b and c.")
     traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
     power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
@@ -292,16 +292,16 @@ class OutputSpec(_Model):
 class Scenario(_Model):
     """A complete co-simulation: feeder, datacenters, controllers, events, timing and outputs."""
 
-    name: str
-    description: str = ""
-    seed: int = Field(0, ge=0)
-    duration_s: Seconds
-    periods: Periods = Field(default_factory=Periods)
-    grid: GridSpec
-    datacenters: list[SiteSpec] = Field(default_factory=list)
-    controllers: list[ControllerSpec] = Field(default_factory=list)
-    events: list[EventSpec] = Field(default_factory=list)
-    outputs: OutputSpec = Field(default_factory=OutputSpec)
+    name: str = Field(description="Run name (default output folder runs/<name>).")
+    description: str = Field("", description="Free text.")
+    seed: int = Field(0, ge=0, description="Seed of every random draw (trace offsets, ITL samples).")
+    duration_s: Seconds = Field(description="Simulated time (s).")
+    periods: Periods = Field(default_factory=Periods, description="Component periods.")
+    grid: GridSpec = Field(description="Feeder and its options.")
+    datacenters: list[SiteSpec] = Field(default_factory=list, description="Datacenter sites.")
+    controllers: list[ControllerSpec] = Field(default_factory=list, description="Controllers, run in this order.")
+    events: list[EventSpec] = Field(default_factory=list, description="Commands fired at fixed times.")
+    outputs: OutputSpec = Field(default_factory=OutputSpec, description="What the run writes.")
 
     @field_validator("duration_s")
     @classmethod

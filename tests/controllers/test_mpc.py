@@ -37,14 +37,15 @@ def _brute_force(ctrl: MPCController, obs) -> tuple[int, ...]:
     return best[1]
 
 
-@pytest.mark.parametrize("v_pu", [0.93, 0.94, 0.945, 0.95, 0.96, 0.99])
+@pytest.mark.parametrize("v_pu", [0.93, 0.945, 0.947, 0.949, 0.95, 0.951, 0.953, 0.955, 0.96, 0.99])
 @pytest.mark.parametrize("solver", ["slsqp", "enumerate"])
 def test_one_step_mpc_matches_brute_force(v_pu, solver):
+    """Interior optima (mixed batch sizes) appear for 0.949 <= v <= 0.953."""
     ctx = _tiny_context()
     cfg = MPCController.Config(horizon_steps=1, max_move_log2=10.0, switching_weight=0.0, solver=solver, margin_pu=0.0)
     ctrl = MPCController(cfg)
     ctrl.reset(ctx, 0)
-    obs = make_observation(ctx, v_pu)
+    obs = make_observation(ctx, v_pu, sensitivity=-5e-8 * np.ones((6, 3)))
     expected = _brute_force(ctrl, obs)
     prob, x_now, ub = ctrl.problem(obs)
     batches, _ = ctrl.solve(prob, x_now, ub)

@@ -146,3 +146,10 @@ def test_run_refuses_invalid_scenario_without_traceback(tmp_path, capsys):
 def test_set_override_bad_path(tmp_path):
     with pytest.raises(ScenarioError, match="not an index"):
         load_scenario(_write(tmp_path, BASE), ["datacenters.5.bus=671"])
+
+
+def test_committed_scenario_reference_is_current():
+    from openg2g.scenario.reference import scenario_reference
+
+    committed = (Path(__file__).resolve().parents[2] / "docs" / "scenario-reference.md").read_text()
+    assert committed == scenario_reference(), "regenerate with: openg2g schema > docs/scenario-reference.md"

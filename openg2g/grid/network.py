@@ -1,0 +1,262 @@
+"""Phase-frame nodal admittance of a feeder: one node per bus-phase, ground eliminated.
+
+The stamps follow OpenDSS: the source is a Thevenin equivalent (Norton current plus its 3x3
+admittance), lines are full phase-impedance pi sections, transformers are per-phase two-winding
+units with an ideal ratio and the leakage impedance on the tapped winding-2 base, capacitors
+are constant admittances and loads contribute their nominal admittance (the solver injects the
+difference between the actual load current and that admittance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from openg2g.grid.model import FeederModel, LoadModel, TransformerModel
+
+__all__ = ["NodeIndex", "LoadPorts", "Switching", "node_index", "load_ports", "admittance", "source_current"]
+
+_SQRT3 = math.sqrt(3.0)
+_SHIFT = {"a": 0.0, "b": -120.0, "c": 120.0}
+
+
+@dataclass(frozen=True)
+class NodeIndex:
+    """Numbering of the bus-phase nodes.
+
+    :param names: ``"<bus>.<phase>"`` per node.
+    :param index: ``(bus, phase)`` -> node number.
+    :param v_base_v: line-to-neutral base voltage per node (V).
+    """
+
+    names: tuple[str, ...]
+    index: Mapping[tuple[str, str], int]
+    v_base_v: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def node_index(model: FeederModel) -> NodeIndex:
+    """Number every bus-phase of ``model`` in bus order, phases a, b, c."""
+    names: list[str] = []
+    index: dict[tuple[str, str], int] = {}
+    base: list[float] = []
+    for bus, phases in model.bus_phases.items():
+        for ph in phases:
+            index[(bus, ph)] = len(names)
+            names.append(f"{bus}.{ph}")
+            base.append(model.bus_kv[bus] * 1000.0 / _SQRT3)
+    return NodeIndex(tuple(names), index, np.array(base))
+
+
+@dataclass
+class Switching:
+    """The switchable state the admittance depends on.
+
+    :param taps_pu: transformer name -> winding-2 tap ratio per phase (pu).
+    :param capacitors: capacitor name -> closed.
+    :param lines: line name -> in service.
+    """
+
+    taps_pu: dict[str, np.ndarray]
+    capacitors: dict[str, bool]
+    lines: dict[str, bool]
+
+    @classmethod
+    def initial(cls, model: FeederModel) -> Switching:
+        """The state the feeder file describes."""
+        return cls(
+            taps_pu={t.name: np.full(t.n_phases, t.windings[1].tap) for t in model.transformers},
+            capacitors={c.name: c.closed for c in model.capacitors},
+            lines={ln.name: ln.in_service for ln in model.lines},
+        )
+
+    def copy(self) -> Switching:
+        """An independent copy."""
+        return Switching(
+            {k: v.copy() for k, v in self.taps_pu.items()}, dict(self.capacitors), dict(self.lines)
+        )
+
+
+@dataclass(frozen=True)
+class LoadPorts:
+    """The feeder's own loads as two-terminal branches (one per load phase).
+
+    :param load: index of the :class:`LoadModel` each branch belongs to.
+    :param from_node: node of the branch's first terminal.
+    :param to_node: node of the second terminal, ``-1`` for ground.
+    :param v_base_v: the load's base voltage across the branch (V).
+    :param p_w: nominal active power per branch (W).
+    :param q_var: nominal reactive power per branch (var).
+    :param model: OpenDSS load model per branch.
+    """
+
+    load: np.ndarray
+    from_node: np.ndarray
+    to_node: np.ndarray
+    v_base_v: np.ndarray
+    p_w: np.ndarray
+    q_var: np.ndarray
+    model: np.ndarray
+    vminpu: np.ndarray
+    vmaxpu: np.ndarray
+    vlowpu: np.ndarray
+    cvrwatts: np.ndarray
+    cvrvars: np.ndarray
+
+    @property
+    def y_nominal_s(self) -> np.ndarray:
+        """Nominal admittance per branch (S): (P - jQ) / Vbase^2."""
+        return (self.p_w - 1j * self.q_var) / self.v_base_v**2
+
+
+def _load_vbase_v(ld: LoadModel) -> float:
+    if ld.conn == "delta" or ld.n_phases == 1:
+        return ld.kv * 1000.0
+    return ld.kv * 1000.0 / _SQRT3
+
+
+def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
+    """Branches of every load: wye phase k from its conductor to ground; delta k from conductor k
+    to conductor k+1 (wrapping), a missing conductor meaning ground."""
+    cols: dict[str, list[float]] = {k: [] for k in LoadPorts.__dataclass_fields__}
+    for li, ld in enumerate(model.loads):
+        conds = [nodes.index[(ld.bus, p)] if p else -1 for p in ld.phases]
+        for k in range(ld.n_phases):
+            if ld.conn == "wye":
+                f, t = conds[k], -1
+            else:
+                f, t = conds[k], conds[(k + 1) % len(conds)]
+            cols["load"].append(li)
+            cols["from_node"].append(f)
+            cols["to_node"].append(t)
+            cols["v_base_v"].append(_load_vbase_v(ld))
+            cols["p_w"].append(ld.kw * 1000.0 / ld.n_phases)
+            cols["q_var"].append(ld.kvar * 1000.0 / ld.n_phases)
+            cols["model"].append(ld.model)
+            cols["vminpu"].append(ld.vminpu)
+            cols["vmaxpu"].append(ld.vmaxpu)
+            cols["vlowpu"].append(ld.vlowpu)
+            cols["cvrwatts"].append(ld.cvrwatts)
+            cols["cvrvars"].append(ld.cvrvars)
+    ints = {"load", "from_node", "to_node", "model"}
+    return LoadPorts(**{k: np.array(v, dtype=int if k in ints else float) for k, v in cols.items()})
+
+
+def _stamp(y: np.ndarray, idx: list[int], block: np.ndarray) -> None:
+    """Add ``block`` at rows/cols ``idx``; index -1 (ground) is dropped."""
+    keep = [i for i, n in enumerate(idx) if n >= 0]
+    rows = [idx[i] for i in keep]
+    y[np.ix_(rows, rows)] += block[np.ix_(keep, keep)]
+
+
+def source_admittance(model: FeederModel) -> np.ndarray:
+    """3x3 source admittance (S) from its sequence impedances."""
+    z1, z0 = complex(*model.source.z1_ohm), complex(*model.source.z0_ohm)
+    zs, zm = (2 * z1 + z0) / 3, (z0 - z1) / 3
+    z = np.full((3, 3), zm) + np.eye(3) * (zs - zm)
+    return np.linalg.inv(z)
+
+
+def source_current(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
+    """Norton current of the source injected at its bus nodes (A), zero elsewhere."""
+    src = model.source
+    v_ln = src.v_pu * src.base_kv * 1000.0 / _SQRT3
+    e = np.array([v_ln * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p])) for p in "abc"])
+    i = np.zeros(len(nodes), dtype=complex)
+    idx = [nodes.index[(src.bus, p)] for p in "abc"]
+    i[idx] = source_admittance(model) @ e
+    return i
+
+
+def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) -> tuple[list[int], np.ndarray]:
+    """Nodes and +/-1 coefficients whose combination is winding ``w``'s phase-``k`` voltage."""
+    wd = t.windings[w]
+    a = nodes.index[(wd.bus, wd.phases[k])]
+    if wd.conn == "wye":
+        return [a], np.array([1.0])
+    b = nodes.index[(wd.bus, wd.phases[(k + 1) % len(wd.phases)])]
+    return [a, b], np.array([1.0, -1.0])
+
+
+def transformer_winding_admittance(t: TransformerModel, tap2_pu: float) -> tuple[complex, float]:
+    """Series admittance referred to the tapped winding 2 (S) and the ratio n1/n2 of one phase."""
+    w1, w2 = t.windings
+    kvw1 = w1.kv / _SQRT3 if (w1.conn == "wye" and t.n_phases == 3) else w1.kv
+    kvw2 = w2.kv / _SQRT3 if (w2.conn == "wye" and t.n_phases == 3) else w2.kv
+    n1, n2 = w1.tap * kvw1, tap2_pu * kvw2
+    s_phase_mva = w1.kva / t.n_phases / 1000.0
+    z_pu = complex((w1.r_pct + w2.r_pct) / 100.0, t.x_pct / 100.0)
+    z2_ohm = z_pu * n2**2 / s_phase_mva
+    return 1.0 / z2_ohm, n1 / n2
+
+
+def transformer_phase_block(
+    t: TransformerModel, k: int, tap2_pu: float, nodes: NodeIndex
+) -> tuple[list[int], np.ndarray]:
+    """Nodes and admittance block of phase ``k`` of a transformer."""
+    y, a = transformer_winding_admittance(t, tap2_pu)
+    yw = y * np.array([[1.0 / a**2, -1.0 / a], [-1.0 / a, 1.0]])
+    n1, c1 = _winding_incidence(t, 0, k, nodes)
+    n2, c2 = _winding_incidence(t, 1, k, nodes)
+    idx = n1 + n2
+    c = np.zeros((2, len(idx)))
+    c[0, : len(n1)] = c1
+    c[1, len(n1) :] = c2
+    return idx, c.T @ yw @ c
+
+
+def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> np.ndarray:
+    """Dense nodal admittance matrix (S) for the given switching state."""
+    n = len(nodes)
+    y = np.zeros((n, n), dtype=complex)
+    src_idx = [nodes.index[(model.source.bus, p)] for p in "abc"]
+    _stamp(y, src_idx, source_admittance(model))
+    for ln in model.lines:
+        if not state.lines[ln.name]:
+            continue
+        ys = np.linalg.inv(ln.z_ohm())
+        yc = 0.5j * np.asarray(ln.b_us) * 1e-6
+        idx = [nodes.index[(ln.bus1, p)] for p in ln.phases1] + [nodes.index[(ln.bus2, p)] for p in ln.phases2]
+        _stamp(y, idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
+    for t in model.transformers:
+        taps = state.taps_pu[t.name]
+        prim_idx: list[int] = []
+        blocks = []
+        for k in range(t.n_phases):
+            idx, blk = transformer_phase_block(t, k, float(taps[k]), nodes)
+            prim_idx.append(idx)  # type: ignore[arg-type]
+            blocks.append(blk)
+        # assemble the element primitive so the anti-float factor acts on its diagonal
+        uniq = sorted({i for idx in prim_idx for i in idx})
+        pos = {node: j for j, node in enumerate(uniq)}
+        prim = np.zeros((len(uniq), len(uniq)), dtype=complex)
+        for idx, blk in zip(prim_idx, blocks):
+            loc = [pos[i] for i in idx]  # type: ignore[union-attr]
+            prim[np.ix_(loc, loc)] += blk
+        if t.ppm_antifloat:
+            d = np.diag(prim).copy()
+            prim[np.diag_indices_from(prim)] = d.real + 1j * d.imag * (1.0 + t.ppm_antifloat * 1e-6)
+        _stamp(y, uniq, prim)
+    for cap in model.capacitors:
+        if not state.capacitors[cap.name]:
+            continue
+        nph = len(cap.phases)
+        idx = [nodes.index[(cap.bus, p)] for p in cap.phases]
+        if cap.conn == "wye":
+            v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
+            b = cap.kvar * 1000.0 / nph / v_ph**2
+            _stamp(y, idx, np.eye(nph) * 1j * b)
+        else:
+            b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
+            for k in range(nph):
+                pair = [idx[k], idx[(k + 1) % nph]]
+                _stamp(y, pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    y_load = ports.y_nominal_s
+    for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
+        _stamp(y, [int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    return y

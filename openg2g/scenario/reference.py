@@ -1,0 +1,56 @@
+"""The scenario file reference as Markdown, generated from the pydantic models so it cannot drift."""
+
+from __future__ import annotations
+
+import typing
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from openg2g.core.commands import COMMANDS
+from openg2g.scenario.schema import Scenario
+
+__all__ = ["scenario_reference"]
+
+
+def _type_name(annotation: object) -> str:
+    text = str(annotation).replace("typing.", "").replace("openg2g.scenario.schema.", "")
+    return text.replace("<class '", "").replace("'>", "").replace("fractions.Fraction", "seconds")
+
+
+def _nested_models(annotation: object) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _nested_models(arg)]
+
+
+def _section(model: type[BaseModel], seen: set[type[BaseModel]]) -> list[str]:
+    seen.add(model)
+    lines = [f"### `{model.__name__}`", "", (model.__doc__ or "").strip().splitlines()[0], ""]
+    lines += ["| field | type | default | meaning |", "|---|---|---|---|"]
+    nested: list[type[BaseModel]] = []
+    for name, field in model.model_fields.items():
+        if field.is_required():
+            default = "required"
+        elif field.default_factory is not None:
+            default = "(empty)" if field.default_factory in (list, dict) else "(see type)"
+        else:
+            default = "" if field.default is PydanticUndefined else f"`{field.default}`"
+        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {default} | {field.description or ''} |")
+        nested += [m for m in _nested_models(field.annotation) if m not in seen]
+    lines.append("")
+    for sub in nested:
+        if sub not in seen:
+            lines += _section(sub, seen)
+    return lines
+
+
+def scenario_reference() -> str:
+    """Markdown reference of every scenario field and every event command."""
+    lines = ["# Scenario file reference", "", "Generated from `openg2g/scenario/schema.py` (`openg2g schema`).", ""]
+    lines += _section(Scenario, set())
+    lines += ["### Event commands", "", "| command | fields |", "|---|---|"]
+    for name, cls in COMMANDS.items():
+        fields = ", ".join(f"`{f}`" for f in cls.__dataclass_fields__)
+        lines.append(f"| `{name}` | {fields} |")
+    return "\n".join(lines) + "\n"

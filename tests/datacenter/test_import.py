@@ -1,0 +1,99 @@
+"""Importing raw power logs: good logs are resampled to 0.1 s; bad ones are refused naming file and row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openg2g.cli.main import main
+from openg2g.core.errors import TraceError
+from openg2g.datacenter.build import import_trace, resample
+from openg2g.datacenter.library import TraceLibrary
+
+HEADER = "timestamp\trelative_time_s\tpower_total_W\tmax_num_seqs\tnum_gpus\tfolder_name\n"
+
+
+def _tsv(path: Path, rows: list[tuple[float, float]], gpus: int = 8, batch: int = 512) -> Path:
+    lines = [f"1763561240\t{t}\t{p}\t{batch}\t{gpus}\trun" for t, p in rows]
+    path.write_text(HEADER + "\n".join(lines) + "\n")
+    return path
+
+
+def _good_rows(n: int = 50) -> list[tuple[float, float]]:
+    return [(0.06 + 0.1 * i, 4000.0 + 10 * (i % 7)) for i in range(n)]
+
+
+def test_tsv_import_resamples_and_lists(tmp_path: Path) -> None:
+    src = _tsv(tmp_path / "run.tsv", _good_rows())
+    cfg = import_trace(src, tmp_path / "lib", "M", 8, 512)
+    lib = TraceLibrary.load(tmp_path / "lib")
+    power = lib.power("M", 8, 512)
+    assert cfg.samples == power.size == 49
+    assert power[0] == pytest.approx(4000.0)
+    assert cfg.itl is None and cfg.source == "run.tsv"
+
+
+def test_resample_interpolates_onto_the_grid() -> None:
+    out = resample(np.array([5.0, 5.25, 5.5]), np.array([100.0, 200.0, 300.0]))
+    np.testing.assert_allclose(out, [100.0, 140.0, 180.0, 220.0, 260.0, 300.0])
+
+
+def test_nvidia_smi_import_sums_gpus(tmp_path: Path) -> None:
+    lines = ["timestamp, power.draw [W]"]
+    for i in range(30):
+        stamp = f"2025/01/01 12:00:{i // 10:02d}.{(i % 10) * 100:03d}"
+        lines += [f"{stamp}, 300.00 W", f"{stamp}, 310.50 W"]
+    src = tmp_path / "smi.csv"
+    src.write_text("\n".join(lines) + "\n")
+    cfg = import_trace(src, tmp_path / "lib", "M", 2, 64, "nvidia-smi")
+    assert cfg.mean_power_w == pytest.approx(610.5)
+    assert cfg.samples == 30
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ([*_good_rows(5), (0.6, float("nan")), *_good_rows(3)], r"row 7: power is not a finite number"),
+        ([(0.0, 4000.0), (0.1, 4000.0), (0.05, 4000.0)], r"row 4: time 0.05 s does not increase"),
+        ([(0.0, 4000.0), (0.1, 12000.0)], r"row 3: 12000.0 W over 8 GPUs is 1500.0 W per GPU"),
+        ([(0.0, 4000.0), (0.1, 80.0)], r"row 3: .* outside the plausible 20-1200 W"),
+    ],
+)
+def test_bad_tsv_is_refused_with_file_and_row(tmp_path: Path, rows: list[tuple[float, float]], match: str) -> None:
+    src = _tsv(tmp_path / "bad.tsv", rows)
+    with pytest.raises(TraceError, match=r"bad\.tsv: " + match):
+        import_trace(src, tmp_path / "lib", "M", 8, 512)
+    assert not (tmp_path / "lib").exists()
+
+
+def test_gpu_count_must_match_the_log(tmp_path: Path) -> None:
+    src = _tsv(tmp_path / "run.tsv", _good_rows(), gpus=8)
+    with pytest.raises(TraceError, match=r"run\.tsv: row 2: num_gpus is 8, but --gpus 4"):
+        import_trace(src, tmp_path / "lib", "M", 4, 512)
+    smi = tmp_path / "smi.csv"
+    smi.write_text("2025/01/01 12:00:00.000, 300 W\n2025/01/01 12:00:00.000, 300 W\n2025/01/01 12:00:00.100, 300 W\n")
+    with pytest.raises(TraceError, match=r"smi\.csv: row 3: timestamp has 1 GPU readings, but --gpus 2"):
+        import_trace(smi, tmp_path / "lib", "M", 2, 64, "nvidia-smi")
+    smi.write_text("2025/01/01 12:00:00.000, 300 W\n2025/01/01 12:00:00.100, 5 W\n")
+    with pytest.raises(TraceError, match=r"smi\.csv: row 2: 5.0 W over 1 GPUs"):
+        import_trace(smi, tmp_path / "lib", "M", 1, 64, "nvidia-smi")
+
+
+def test_cli_import_error_exits_2_with_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _tsv(tmp_path / "bad.tsv", [(0.0, 4000.0), (0.1, float("nan"))])
+    code = main(["traces", "import", str(src), "--library", str(tmp_path / "lib"), "--model", "M", "--gpus", "8", "--batch", "512"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "bad.tsv: row 3" in err
+
+
+def test_cli_list_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["traces", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) >= 50
+    for key in ("model", "gpus", "batch", "mean_power_w", "median_itl_s", "p99_itl_s", "throughput_tok_s", "duration_s"):
+        assert key in rows[0]
