@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from openg2g.datacenter import ReplayDatacenter, TraceLibrary
 from openg2g.scenario.schema import SiteSpec
@@ -25,7 +26,7 @@ REFERENCE = [  # model, GPUs per replica, replicas, ITL deadline (s)
 
 def site(scale: float, name: str) -> SiteSpec:
     """The reference site with every replica count and the training job multiplied by ``scale``."""
-    models = [
+    models: list[dict[str, Any]] = [
         {"model": m, "gpus_per_replica": g, "replicas": round(r * scale), "batch_size": 128, "itl_deadline_s": d}
         for m, g, r, d in REFERENCE
     ]

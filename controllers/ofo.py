@@ -17,13 +17,16 @@ replicas n_i (``[.]_+ = max(., 0)``)::
 
     dv/dx_i = H_s e_s * pue_s * n_i * P_i'(x_i)                  pu per unit log2 batch
     g_i     = - w_T T_i'(x_i) / T_i(x_i^max)                     throughput value
-              + k_v (lam^+ - lam^-)^T dv/dx_i                    voltage price
+              + k_v (lam^+ - lam^- + kappa (o - u))^T dv/dx_i    voltage price
               + mu_i l_i'(x_i) / d_i                             latency price
               + gamma (x_i - x_i^prev)                           switching damping
     x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i - rho_x g_i)
     b_i     =  measured batch size nearest 2^x_i (log2 distance)
 
-``H_s`` is ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of
+``u_j = [v_min - v_j]_+`` and ``o_j = [v_j - v_max]_+`` are the present violations: ``kappa > 0``
+adds the gradient of a quadratic penalty (an augmented-Lagrangian term) that acts at once, while
+the duals integrate; it damps the oscillation of the pure primal-dual loop (a double integrator
+through the grid). ``H_s`` is ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of
 per-phase active power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i``
 the logistic fits of per-replica GPU power, ITL and throughput against ``log2(batch)``
 (:mod:`controllers.curves`). A :class:`SetBatchSize` is sent only when ``b_i`` changes.
@@ -70,6 +73,9 @@ class OFOController(Controller):
         voltage_weight_per_pu2: float = Field(
             2.0e4, ge=0, description="k_v: scale of the voltage price in the primal gradient (1/pu^2)."
         )
+        voltage_proportional_gain: float = Field(
+            0.0, ge=0, description="kappa: weight of the present violation added to the voltage duals (1)."
+        )
         throughput_weight: float = Field(0.05, ge=0, description="w_T: value of relative throughput per log2 step.")
         switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
         v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
@@ -105,6 +111,8 @@ class OFOController(Controller):
         self._x_prev = dict(self.x)
         self.lam_under = np.zeros(self._zone.size)
         self.lam_over = np.zeros(self._zone.size)
+        self._under = np.zeros(self._zone.size)
+        self._over = np.zeros(self._zone.size)
         self.mu: dict[tuple[str, str], float] = {key: 0.0 for key in self._keys}
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
         self._steps = 0
@@ -117,6 +125,8 @@ class OFOController(Controller):
         v = np.asarray(observation.grid.v_pu, dtype=float)[self._zone]
         v_min = observation.v_min_pu if cfg.v_min_pu is None else cfg.v_min_pu
         v_max = observation.v_max_pu if cfg.v_max_pu is None else cfg.v_max_pu
+        self._under = np.maximum(v_min - v, 0.0)
+        self._over = np.maximum(v - v_max, 0.0)
         self.lam_under = np.maximum(self.lam_under + cfg.voltage_dual_step * (v_min - v), 0.0)
         self.lam_over = np.maximum(self.lam_over + cfg.voltage_dual_step * (v - v_max), 0.0)
         for site, model in self._keys:
@@ -145,7 +155,7 @@ class OFOController(Controller):
         x = self.x[key]
         t_ref = float(c.throughput_tok_s.value(c.x_max))
         g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_ref if t_ref > 0 else 0.0
-        eta = self.lam_over - self.lam_under
+        eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
         if np.any(eta != 0.0):
             g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))
         if info.itl_deadline_s is not None:

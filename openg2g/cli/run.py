@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -13,7 +14,12 @@ from openg2g.scenario.loader import load_scenario
 __all__ = ["register"]
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # `kill` ends the run like Ctrl-C: outputs flushed, summary says interrupted
+
+
 def _run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     loaded = load_scenario(args.scenario, args.set)
     out_dir = Path(args.out) if args.out else Path("runs") / loaded.scenario.name
     try:

@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lst.set_defaults(func=_guard(_list))
 
     build = sub.add_parser("build", help="build a library from the ML.ENERGY data")
-    build.add_argument("--source", type=Path, required=True, help="folder with mlenergy-h100-traces/ and mlenergy-leaderboard/")
+    build.add_argument(
+        "--source", type=Path, required=True, help="folder with mlenergy-h100-traces/ and mlenergy-leaderboard/"
+    )
     build.add_argument("--out", type=Path, required=True, help="library folder to write")
     build.set_defaults(func=_guard(_build))
 

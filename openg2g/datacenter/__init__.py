@@ -10,4 +10,4 @@ from openg2g.datacenter.library import TraceConfig, TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
 from openg2g.datacenter.validate import validate_site
 
-__all__ = ["TraceConfig", "TraceLibrary", "ReplayDatacenter", "validate_site"]
+__all__ = ["ReplayDatacenter", "TraceConfig", "TraceLibrary", "validate_site"]

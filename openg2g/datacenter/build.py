@@ -6,14 +6,14 @@
    power timeline (``relative_time_s, power_total_W``), check it (:func:`check_power`) and resample
    it onto a 0.1 s grid starting at 0 s by linear interpolation (:func:`resample`); store float32.
 2. Attach the two-component lognormal ITL mixture of ``latency_fits.csv`` for (model, max_num_seqs)
-   and derive its mean, median and p99 per-token ITL and E[1/ITL].
+   and derive its mean, median and p99 per-token ITL.
 3. Attach the ML.ENERGY Leaderboard H100 entry of the same model, num_gpus and max_num_seqs
    (``mlenergy-leaderboard/<repo>__lm-arena-chat.json``, model files in :data:`LEADERBOARD_FILES`):
    output throughput, avg_power_watts, median/p99 ITL, avg_batch_size, avg_output_len. When the
    leaderboard holds two entries for one configuration (repeated runs), the one whose
    avg_power_watts is closest to the trace mean is used. Configurations without an entry get
-   throughput ``k * batch * E[1/ITL]`` from their own ITL fit (``throughput_source = "itl_fit"``),
-   where ``k = throughput / (avg_batch_size * E[1/ITL])`` of the largest leaderboard-measured
+   throughput ``k * batch / mean_ITL`` from their own ITL fit (``throughput_source = "itl_fit"``),
+   where ``k = throughput * mean_ITL / avg_batch_size`` of the largest leaderboard-measured
    batch of the same model and GPUs (k < 1: time spent in prefill and scheduling); their mean
    output length is taken from that same entry.
 
@@ -25,8 +25,11 @@ it the same way and adds it to a library folder (creating it if needed).
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import math
+import zipfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -47,15 +50,15 @@ from openg2g.datacenter.library import (
 
 __all__ = [
     "DT_S",
-    "MIN_W_PER_GPU",
-    "MAX_W_PER_GPU",
     "LEADERBOARD_FILES",
+    "MAX_W_PER_GPU",
+    "MIN_W_PER_GPU",
     "build_library",
     "check_power",
-    "resample",
-    "read_tsv",
-    "read_nvidia_smi",
     "import_trace",
+    "read_nvidia_smi",
+    "read_tsv",
+    "resample",
     "write_library",
 ]
 
@@ -119,7 +122,7 @@ def resample(t_s: np.ndarray, power_w: np.ndarray, dt_s: float = DT_S) -> np.nda
     :return: float32 power (W), covering the span of ``t_s``.
     """
     rel = t_s - t_s[0]
-    n = int(math.floor(rel[-1] / dt_s + 1e-9)) + 1
+    n = math.floor(rel[-1] / dt_s + 1e-6) + 1
     grid = np.arange(n) * dt_s
     return np.interp(grid, rel, power_w).astype(np.float32)
 
@@ -139,17 +142,17 @@ def _source_csv(path: Path, gpus: int) -> np.ndarray:
     return resample(arr[:, 0], arr[:, 1])
 
 
-def _leaderboard(source: Path) -> dict[tuple[str, int, int], list[dict]]:
+def _leaderboard(source: Path, models: set[str]) -> dict[tuple[str, int, int], list[dict]]:
     out: dict[tuple[str, int, int], list[dict]] = {}
-    for model, name in LEADERBOARD_FILES.items():
-        path = source / "mlenergy-leaderboard" / name
+    for model in sorted(models & set(LEADERBOARD_FILES)):
+        path = source / "mlenergy-leaderboard" / LEADERBOARD_FILES[model]
         try:
             data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise TraceError(f"{path}: unreadable leaderboard file: {exc}") from None
-        for c in data["configurations"]:
-            if c["gpu_model"] == "H100":
-                out.setdefault((model, int(c["num_gpus"]), int(c["max_num_seqs"])), []).append(c)
+            for c in data["configurations"]:
+                if c["gpu_model"] == "H100":
+                    out.setdefault((model, int(c["num_gpus"]), int(c["max_num_seqs"])), []).append(c)
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise TraceError(f"{path}: unreadable leaderboard file: {exc!r}") from None
     return out
 
 
@@ -180,11 +183,12 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
             fits = {(r["model_label"], int(r["max_num_seqs"])): r for r in csv.DictReader(fh)}
     except OSError as exc:
         raise TraceError(f"cannot read the ML.ENERGY trace index: {exc}") from None
-    board = _leaderboard(source)
+    board = _leaderboard(source, {r["model_label"] for r in rows})
     configs: list[TraceConfig] = []
     arrays: dict[str, np.ndarray] = {}
     efficiency: dict[tuple[str, int], tuple[int, float, float]] = {}  # (model, gpus) -> (batch, k, output len)
     pending: list[tuple[dict, ItlMixture, np.ndarray]] = []
+    digests: dict[str, str] = {}
     for row in rows:
         model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
         rel = row["trace_file"]
@@ -200,23 +204,101 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
             pending.append((row, mix, power))
             continue
         throughput, running = float(entry["output_throughput_tokens_per_sec"]), float(entry["avg_batch_size"])
-        k = throughput / (running * mix.mean_inverse_per_s())
+        k = throughput * mix.mean_s() / running
         if batch > efficiency.get((model, gpus), (0, 0.0, 0.0))[0]:
             efficiency[(model, gpus)] = (batch, k, float(entry["avg_output_len"]))
         configs.append(
             _config(row, power, mix, entry, throughput, "leaderboard", running, float(entry["avg_output_len"]))
         )
+        digests[configs[-1].key] = _sha256(traces_dir / row["trace_file"])
         arrays[configs[-1].key] = power
     for row, mix, power in pending:
         model, gpus, batch = row["model_label"], int(row["num_gpus"]), int(row["max_num_seqs"])
         if (model, gpus) not in efficiency:
             raise TraceError(f"no leaderboard H100 entry at all for {model} on {gpus} GPUs")
         _, k, output_len = efficiency[(model, gpus)]
-        throughput = k * batch * mix.mean_inverse_per_s()
+        throughput = k * batch / mix.mean_s()
         configs.append(_config(row, power, mix, None, throughput, "itl_fit", float(batch), output_len))
+        digests[configs[-1].key] = _sha256(traces_dir / row["trace_file"])
         arrays[configs[-1].key] = power
+    configs = [c.model_copy(update={"source_sha256": digests[c.key]}) for c in configs]
     write_library(out, configs, arrays)
+    used = sorted({c.model for c in configs} & set(LEADERBOARD_FILES))
+    inputs = [summary, fits_file, *(source / "mlenergy-leaderboard" / LEADERBOARD_FILES[m] for m in used)]
+    (out / "PROVENANCE.md").write_text(
+        _provenance(configs, {f.relative_to(source).as_posix(): _sha256(f) for f in inputs})
+    )
     return configs
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _provenance(configs: Sequence[TraceConfig], inputs: dict[str, str]) -> str:
+    """The library's PROVENANCE.md: sources, licence, transformation, per-configuration cross-check."""
+    lines = [
+        "# Provenance of the bundled trace library",
+        "",
+        "Generated by `openg2g traces build --source <data> --out traces` (`openg2g/datacenter/build.py`);",
+        "do not edit by hand.",
+        "",
+        "## Sources",
+        "",
+        "- **ML.ENERGY Benchmark v3** GPU power timelines of LLM inference served with vLLM on NVIDIA H100 SXM",
+        "  GPUs, task `lm-arena-chat`, one run per (model, GPUs, max_num_seqs), 0.1 s samples of the summed",
+        "  board power of one replica's GPUs (`mlenergy-h100-traces/traces/*.csv`), and the benchmark's",
+        "  two-component lognormal fits of inter-token latency (`mlenergy-h100-traces/latency_fits.csv`).",
+        "- **ML.ENERGY Leaderboard** per-configuration summaries (`mlenergy-leaderboard/*.json`, snapshot",
+        "  2026-02-16): H100 entries for output throughput, avg power, ITL percentiles, average running",
+        "  batch and output length. Llama-3.1-405B traces were run in FP8 and are matched to the",
+        "  `Llama-3.1-405B-Instruct-FP8` entries; the other models to their BF16 Instruct entries.",
+        "- Licence: Apache-2.0 (both). The library is a derived work: no source file is copied.",
+        "",
+        "Input files (SHA-256):",
+        "",
+        *(f"- `{name}`: `{digest}`" for name, digest in inputs.items()),
+        "",
+        "Each trace's own source file and SHA-256 are in `index.json` (`source`, `source_sha256`).",
+        "",
+        "## Transformation",
+        "",
+        "1. Each timeline is checked (finite values, strictly increasing time, 20-1200 W per GPU) and",
+        "   resampled by linear interpolation onto a 0.1 s grid starting at its first sample; stored as",
+        "   float32 in `power.npz` under `<model>__g<gpus>__b<batch>`. Nothing is trimmed or smoothed.",
+        "2. The ITL mixture of the same (model, max_num_seqs) is stored as is; its mean, median and p99",
+        "   per-token ITL are computed from the mixture (median and p99 by bisection on its CDF).",
+        "3. Throughput, running batch, output length and the leaderboard's avg power and median/p99 ITL",
+        "   come from the leaderboard H100 entry with the same model, num_gpus and max_num_seqs. Where the",
+        "   leaderboard repeats a configuration, the entry whose avg_power_watts is closest to the trace",
+        "   mean is used. Configurations with no entry (`itl_fit`) get throughput",
+        "   `k * batch / mean_ITL`, `k` being the measured `throughput * mean_ITL / avg_batch` of the",
+        "   largest leaderboard batch of that model (prefill/scheduling overhead), and that entry's output",
+        "   length.",
+        "",
+        "At run time the replay backend closes each trace into a loop with a 5 s linear cross-fade",
+        "(`openg2g.datacenter.replay.loop_trace`); the stored data are unchanged.",
+        "",
+        "## Per-configuration summary",
+        "",
+        "| model | GPUs | batch | samples | mean power (W) | leaderboard power (W) | diff (%) | throughput (tok/s) | source |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in sorted(configs, key=lambda c: (c.model, c.gpus, c.batch)):
+        lb = c.leaderboard_avg_power_w
+        diff = "-" if lb is None else f"{100 * (c.mean_power_w / lb - 1):+.1f}"
+        lines.append(
+            f"| {c.model} | {c.gpus} | {c.batch} | {c.samples} | {c.mean_power_w:.1f} | "
+            f"{'-' if lb is None else f'{lb:.1f}'} | {diff} | {c.throughput_tok_s:,.0f} | {c.throughput_source} |"
+        )
+    lines += [
+        "",
+        "The traces of Qwen3-235B-A22B at max_num_seqs 128-256 draw 6-9 % less than the leaderboard's",
+        "summary of the same configuration (their ITLs are also lower); every other configuration with",
+        "a leaderboard entry agrees within 5 %. The library keeps the measured traces as they are.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _config(
@@ -258,7 +340,18 @@ def write_library(out: Path, configs: Sequence[TraceConfig], arrays: dict[str, n
     ordered = sorted(configs, key=lambda c: (c.model, c.gpus, c.batch))
     index = LibraryIndex(format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered))
     (out / INDEX_FILE).write_text(json.dumps(index.model_dump(mode="json"), indent=1) + "\n")
-    np.savez_compressed(out / POWER_FILE, **{c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
+    _save_npz(out / POWER_FILE, {c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Like ``np.savez_compressed`` but byte-reproducible (fixed zip timestamps), so rebuilds diff clean."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for key, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
+            zf.writestr(info, buf.getvalue())
 
 
 def read_tsv(path: Path, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +382,9 @@ def read_tsv(path: Path, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]
             p.append(float(cells[col["power_total_W"]]))
             for name, expected in (("num_gpus", gpus), ("max_num_seqs", batch)):
                 if name in col and int(float(cells[col[name]])) != expected:
-                    raise TraceError(f"{path}: row {row_no}: {name} is {cells[col[name]]}, but --{_flag(name)} {expected}")
+                    raise TraceError(
+                        f"{path}: row {row_no}: {name} is {cells[col[name]]}, but --{_flag(name)} {expected}"
+                    )
         except (ValueError, IndexError):
             raise TraceError(f"{path}: row {row_no}: cannot read numbers from {line[:80]!r}") from None
     t_s, p_w = np.array(t), np.array(p)
@@ -341,9 +436,9 @@ def read_nvidia_smi(path: Path, gpus: int) -> tuple[np.ndarray, np.ndarray]:
         groups[-1][2].append(watts)
     if not groups:
         raise TraceError(f"{path}: no samples")
-    for _, row_no, watts in groups:
-        if len(watts) != gpus:
-            raise TraceError(f"{path}: row {row_no}: timestamp has {len(watts)} GPU readings, but --gpus {gpus}")
+    for _, row_no, readings in groups:
+        if len(readings) != gpus:
+            raise TraceError(f"{path}: row {row_no}: timestamp has {len(readings)} GPU readings, but --gpus {gpus}")
     t_s = np.array([g[0] for g in groups])
     p_w = np.array([sum(g[2]) for g in groups])
     first_rows = np.array([g[1] for g in groups])
@@ -404,10 +499,22 @@ def import_trace(
         "duration_s": round(power.size * DT_S, 6),
         "mean_power_w": float(power.astype(np.float64).mean()),
         "source": file.name,
+        "source_sha256": _sha256(file),
     }
     old = configs.get(key)
-    cfg = old.model_copy(update=fields) if old is not None else TraceConfig(**fields)
+    cfg = old.model_copy(update=fields) if old is not None else TraceConfig.model_validate(fields)
     configs[key] = cfg
     arrays[key] = power
     write_library(library, list(configs.values()), arrays)
+    note = (
+        f"- `{file.name}` (SHA-256 `{fields['source_sha256']}`, format {fmt}) imported as {model} on {gpus} GPUs "
+        f"at batch {batch} by `openg2g traces import`: checked, resampled to {DT_S} s; "
+        f"{'latency metadata kept from the replaced trace' if old is not None else 'no latency metadata'}.\n"
+    )
+    prov = library / "PROVENANCE.md"
+    head = "" if prov.exists() else "# Provenance of this trace library\n\n## Imported logs\n\n"
+    if prov.exists() and "## Imported logs" not in prov.read_text():
+        head = "\n## Imported logs\n\n"
+    with prov.open("a") as fh:
+        fh.write(head + note)
     return cfg

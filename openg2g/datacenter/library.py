@@ -15,10 +15,11 @@ its sources and transformation.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -32,19 +33,15 @@ __all__ = [
     "INDEX_FILE",
     "POWER_FILE",
     "ItlMixture",
-    "TraceConfig",
     "LibraryIndex",
+    "TraceConfig",
     "TraceLibrary",
     "power_key",
 ]
 
-FORMAT = "openg2g-traces/1"
+FORMAT: Final = "openg2g-traces/1"
 INDEX_FILE = "index.json"
 POWER_FILE = "power.npz"
-
-# Gauss-Hermite nodes for expectations over a standard normal (probabilists' weights).
-_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(64)
-_GH_W = _GH_W / _GH_W.sum()
 
 
 class _Frozen(BaseModel):
@@ -86,15 +83,6 @@ class ItlMixture(_Frozen):
         """Mean ITL per token (s)."""
         return self.loc_s + sum(w * c * math.exp(s * s / 2) for w, s, c in zip(self.weight, self.sigma, self.scale_s))
 
-    def mean_inverse_per_s(self) -> float:
-        """E[1 / ITL] (1/s): tokens per second of one sequence, averaged over per-step samples."""
-        return float(
-            sum(
-                w * np.dot(_GH_W, 1.0 / (self.loc_s + c * np.exp(s * _GH_X)))
-                for w, s, c in zip(self.weight, self.sigma, self.scale_s)
-            )
-        )
-
     def quantile_s(self, q: float) -> float:
         """The ``q``-quantile of the per-token ITL (s), by bisection on :meth:`cdf`."""
         lo, hi = self.loc_s, self.loc_s + max(self.scale_s) * math.exp(8 * max(self.sigma))
@@ -113,6 +101,33 @@ class ItlMixture(_Frozen):
         sigma = np.where(stall, self.sigma[1], self.sigma[0])
         return self.loc_s + scale * np.exp(sigma * z)
 
+    def time_weighted_sample_s(self, u: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """ITL samples (s) of the length-biased mixture ``g(x) = x f(x) / E[ITL]``.
+
+        ``g`` is what a sequence experiences over a random window of time (long gaps cover more
+        time): weighting these samples by tokens (``1 / x``) gives back the per-token mixture ``f``,
+        so a token-weighted mean of them estimates :meth:`mean_s`. ``g`` is again a lognormal
+        mixture: per component, ``loc * f_k`` and ``y f_k(y)``, the latter lognormal with
+        ``mu + sigma**2`` (size-biasing shifts a lognormal's log-mean by its log-variance).
+
+        :param u: uniforms in [0, 1) choosing the sub-component.
+        :param z: standard normals.
+        """
+        cum, scales, sigmas = _time_weighted_components(self)
+        k = np.minimum(np.searchsorted(cum, u, side="right"), cum.size - 1)
+        return self.loc_s + scales[k] * np.exp(sigmas[k] * z)
+
+
+@functools.lru_cache(maxsize=1024)
+def _time_weighted_components(mix: ItlMixture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cumulative weights, scales (s) and log-sds of the length-biased mixture's four parts."""
+    weights, scales, sigmas = [], [], []
+    for w, s, c in zip(mix.weight, mix.sigma, mix.scale_s):
+        weights += [w * mix.loc_s, w * c * math.exp(s * s / 2)]
+        scales += [c, c * math.exp(s * s)]
+        sigmas += [s, s]
+    return np.cumsum(weights) / sum(weights), np.array(scales), np.array(sigmas)
+
 
 class TraceConfig(_Frozen):
     """Metadata of one (model, GPUs per replica, batch size) power trace.
@@ -127,19 +142,23 @@ class TraceConfig(_Frozen):
     duration_s: float = Field(gt=0, description="Trace duration (s).")
     mean_power_w: float = Field(gt=0, description="Mean summed GPU power of one replica over the trace (W).")
     source: str = Field(description="Source file the trace was derived from.")
-    itl: ItlMixture | None = Field(None, description="Per-token ITL mixture (s).")
-    mean_itl_s: float | None = Field(None, description="Mean per-token ITL of the mixture (s).")
-    median_itl_s: float | None = Field(None, description="Median per-token ITL of the mixture (s).")
-    p99_itl_s: float | None = Field(None, description="99th-percentile per-token ITL of the mixture (s).")
-    throughput_tok_s: float | None = Field(None, description="Output tokens per second of one replica.")
+    source_sha256: str | None = Field(default=None, description="SHA-256 of the source file's bytes.")
+    itl: ItlMixture | None = Field(default=None, description="Per-token ITL mixture (s).")
+    mean_itl_s: float | None = Field(default=None, description="Mean per-token ITL of the mixture (s).")
+    median_itl_s: float | None = Field(default=None, description="Median per-token ITL of the mixture (s).")
+    p99_itl_s: float | None = Field(default=None, description="99th-percentile per-token ITL of the mixture (s).")
+    throughput_tok_s: float | None = Field(default=None, description="Output tokens per second of one replica.")
     throughput_source: Literal["leaderboard", "itl_fit", "none"] = Field(
-        "none", description="leaderboard: measured H100 entry; itl_fit: batch * E[1/ITL] (no leaderboard entry)."
+        default="none",
+        description="leaderboard: measured H100 entry; itl_fit: k * batch / mean ITL (no leaderboard entry; see build).",
     )
-    running_seqs: float | None = Field(None, description="Mean running sequences (leaderboard avg_batch_size, else batch).")
-    avg_output_len_tokens: float | None = Field(None, description="Mean output length per request (tokens).")
-    leaderboard_avg_power_w: float | None = Field(None, description="Leaderboard H100 avg_power_watts (W).")
-    leaderboard_median_itl_s: float | None = Field(None, description="Leaderboard median ITL (s).")
-    leaderboard_p99_itl_s: float | None = Field(None, description="Leaderboard p99 ITL (s).")
+    running_seqs: float | None = Field(
+        None, description="Mean running sequences (leaderboard avg_batch_size, else batch)."
+    )
+    avg_output_len_tokens: float | None = Field(default=None, description="Mean output length per request (tokens).")
+    leaderboard_avg_power_w: float | None = Field(default=None, description="Leaderboard H100 avg_power_watts (W).")
+    leaderboard_median_itl_s: float | None = Field(default=None, description="Leaderboard median ITL (s).")
+    leaderboard_p99_itl_s: float | None = Field(default=None, description="Leaderboard p99 ITL (s).")
 
     @property
     def key(self) -> str:
@@ -190,7 +209,10 @@ class TraceLibrary:
 
         :raises TraceError: missing files, malformed index, or arrays inconsistent with it.
         """
-        folder = Path(path) if path is not None else bundled_dir("traces")
+        try:
+            folder = Path(path) if path is not None else bundled_dir("traces")
+        except FileNotFoundError as exc:
+            raise TraceError(f"no bundled trace library: {exc}") from None
         index_file, power_file = folder / INDEX_FILE, folder / POWER_FILE
         for f in (index_file, power_file):
             if not f.is_file():

@@ -22,16 +22,19 @@ the weight of the new timeline rising as ``1 - exp(-(t - t_cmd) / tau)``: power,
 are blends of both configurations with these weights. ``tau`` is :data:`FILL_TAU_S` = 1 s when the
 batch grows (queued requests are admitted within a few decode iterations) and, when it shrinks,
 half the mean request duration at the old batch (``avg_output_len * mean_ITL / 2``, the mean
-residual time of the requests that must drain; 3-10 s for the bundled models). Commands during a
-transition decay all previous weights with the new ``tau``, so power is continuous.
+residual time of the requests that must drain: 1.4-30 s for the bundled configurations, 3-17 s at
+batch 128). Commands during a transition decay all previous weights with the new ``tau``, so power
+is continuous.
 
 **Latency and throughput.** Each step, for up to :data:`ITL_SAMPLES` replicas per model, one ITL is
 drawn from the configuration's measured lognormal mixture (``loc + scale*exp(sigma*N(0,1))``,
-component by weight). A replica's tokens in the step are ``c * dt / ITL`` with ``c`` the
-configuration's effective concurrency, anchored so that the expected tokens per second equal the
-leaderboard's measured output throughput at that (model, GPUs, batch):
-``c = throughput_tok_s / E[1/ITL]``. The model's ITL is the token-weighted mean over sampled
-replicas; its throughput ``replicas * mean(c / ITL)``. The deadline-miss fraction is computed
+component by weight) in its time-weighted form (:meth:`ItlMixture.time_weighted_sample_s`: the ITL
+a sequence sees over a 0.1 s window, where long gaps take more time than their token count). A
+replica's tokens in the step are ``c * dt / ITL`` with ``c`` its effective number of decoding
+sequences, anchored so that the expected tokens per second equal the leaderboard's measured output
+throughput at that (model, GPUs, batch): ``c = throughput_tok_s * mean_itl_s``. The model's ITL is
+the token-weighted mean over the sampled replicas (an estimate of the measured per-token mean
+ITL); its throughput ``replicas * mean(c / ITL)``. The deadline-miss fraction is computed
 analytically, not sampled: the fraction of tokens over the deadline is ``1 - F(deadline / s)``
 with ``F`` the mixture CDF and ``s`` the power-cap slowdown, blended by token share in transitions.
 
@@ -51,11 +54,13 @@ with ``base = base_load_kw_per_phase * 1000``; the site spec's default PUE is 1.
 Typical values: 1.1 for hyperscale facilities (Google fleet, 2023), 1.58 industry average (Uptime
 Institute Global Data Center Survey 2023). Reactive power ``q = p * tan(acos(pf))`` per phase.
 Training GPUs (:mod:`openg2g.datacenter.training`, a parameterized model) are reserved for the
-whole run in capacity checks. :class:`SetSiteOnline` ``(False)`` makes the site draw nothing.
+whole run in capacity checks. :class:`SetSiteOnline` ``(False)`` makes the site draw nothing
+(models report zero replicas and throughput); ``(True)`` resumes the previous state at once.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -74,22 +79,22 @@ from openg2g.core.commands import (
 from openg2g.core.errors import CommandError, TraceError
 from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterState, ModelState
-from openg2g.datacenter.library import TraceConfig, TraceLibrary
+from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
 from openg2g.datacenter.training import training_power_w
 
 if TYPE_CHECKING:  # the scenario package imports this one; avoid the cycle at runtime
     from openg2g.scenario.schema import SiteSpec, TrainingSpec
 
 __all__ = [
-    "GPUS_PER_SERVER",
-    "LOOP_FADE_S",
-    "FILL_TAU_S",
     "CAP_ALPHA",
-    "CAP_MIN_W",
     "CAP_MAX_W",
+    "CAP_MIN_W",
+    "FILL_TAU_S",
+    "GPUS_PER_SERVER",
     "ITL_SAMPLES",
-    "loop_trace",
+    "LOOP_FADE_S",
     "ReplayDatacenter",
+    "loop_trace",
 ]
 
 GPUS_PER_SERVER = 8
@@ -126,6 +131,12 @@ def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
     return y
 
 
+@functools.lru_cache(maxsize=4096)
+def _tail(mix: ItlMixture, itl_s: float) -> float:
+    """Fraction of tokens with ITL above ``itl_s`` (cached: it changes only with batch and cap)."""
+    return float(1.0 - mix.cdf(itl_s))
+
+
 @dataclass
 class _Config:
     """One batch size of one model, prepared for replay."""
@@ -134,7 +145,7 @@ class _Config:
     doubled_w: np.ndarray  # looped trace twice over, so index o + k never needs a modulo
     length: int
     mean_w: float
-    concurrency: float  # c: tokens per second of a replica = c / ITL
+    concurrency: float  # c: decoding sequences; tokens per second of a replica = c / ITL
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
 
 
@@ -233,14 +244,14 @@ class ReplayDatacenter(DatacenterBackend):
             for b in allowed:
                 meta = library.config(ms.model, ms.gpus_per_replica, b)
                 looped = loop_trace(library.power(ms.model, ms.gpus_per_replica, b), int(min(fade, meta.samples // 4)))
-                inv = meta.itl.mean_inverse_per_s() if meta.itl is not None else float("nan")
+                mean_itl_s = meta.mean_itl_s if meta.mean_itl_s is not None else float("nan")
                 tput = meta.throughput_tok_s if meta.throughput_tok_s is not None else float("nan")
                 configs[b] = _Config(
                     meta=meta,
                     doubled_w=np.concatenate([looped, looped]),
                     length=looped.size,
                     mean_w=float(looped.mean()),
-                    concurrency=tput / inv,
+                    concurrency=tput * mean_itl_s,
                 )
             slots = max(ms.replicas, (capacity - training_gpus) // ms.gpus_per_replica)
             j = np.arange(slots)
@@ -285,7 +296,9 @@ class ReplayDatacenter(DatacenterBackend):
                 itl_deadline_s=m.deadline_s,
                 initial_batch_size=m.initial_batch,
             )
-        return SiteInfo(site=self.name, bus=self.spec.bus, models=infos, power_factor=self.spec.power_factor, pue=self.spec.pue)
+        return SiteInfo(
+            site=self.name, bus=self.spec.bus, models=infos, power_factor=self.spec.power_factor, pue=self.spec.pue
+        )
 
     def reset(self, seed: int) -> None:
         """Initial replicas, batch sizes and no caps; replica offsets and ITL draws from ``seed``."""
@@ -307,8 +320,8 @@ class ReplayDatacenter(DatacenterBackend):
     def step(self, t_s: float, dt_s: float) -> DatacenterState:
         """Advance over ``(t_s - dt_s, t_s]``; power is the mean over the library samples it covers."""
         dt_lib = self.library.dt_s
-        k_end = int(round(t_s / dt_lib))
-        n_sub = max(1, int(round(dt_s / dt_lib)))
+        k_end = round(t_s / dt_lib)
+        n_sub = max(1, round(dt_s / dt_lib))
         sample_idx = np.arange(k_end - n_sub + 1, k_end + 1)
         it_phase_w = np.zeros(3)
         states: dict[str, ModelState] = {}
@@ -336,11 +349,9 @@ class ReplayDatacenter(DatacenterBackend):
             online=self._online,
         )
 
-    def _step_model(
-        self, m: _Model, t_s: float, dt_s: float, sample_idx: np.ndarray
-    ) -> tuple[ModelState, np.ndarray]:
+    def _step_model(self, m: _Model, t_s: float, dt_s: float, sample_idx: np.ndarray) -> tuple[ModelState, np.ndarray]:
         replicas = m.active(t_s)
-        n_on = min(int(math.ceil(replicas - 1e-9)), m.slots)
+        n_on = min(math.ceil(replicas - 1e-9), m.slots)
         weights = m.weights_at(t_s)
         cap = m.cap_w_per_gpu
         nan = float("nan")
@@ -393,9 +404,9 @@ class ReplayDatacenter(DatacenterBackend):
             mix = c.meta.itl
             if mix is None:
                 return float("nan"), float("nan"), 0.0
-            itl += w * mix.sample_s(u, z) * self._slowdown(m, c)
+            itl += w * mix.time_weighted_sample_s(u, z) * self._slowdown(m, c)
             conc += w * c.concurrency
-            rate_share[b] = w * c.concurrency * mix.mean_inverse_per_s() / self._slowdown(m, c)
+            rate_share[b] = w * c.concurrency / (mix.mean_s() * self._slowdown(m, c))
         rate = conc / itl  # tokens per second of each sampled replica
         itl_mean = float(np.sum(rate * itl) / np.sum(rate))
         tput = replicas * float(rate.mean())
@@ -405,7 +416,7 @@ class ReplayDatacenter(DatacenterBackend):
             for b, share in rate_share.items():
                 c = m.configs[b]
                 assert c.meta.itl is not None
-                miss += share / total * float(1.0 - c.meta.itl.cdf(m.deadline_s / self._slowdown(m, c)))
+                miss += share / total * _tail(c.meta.itl, m.deadline_s / self._slowdown(m, c))
         return itl_mean, tput, miss
 
     # ------------------------------------------------------------------ commands
@@ -454,10 +465,10 @@ class ReplayDatacenter(DatacenterBackend):
             self._check_ramp(command.ramp_s)
             if not command.fraction >= 0:
                 raise CommandError(f"site {self.name!r}: inference scale must be >= 0, got {command.fraction}")
-            targets = {m.name: command.fraction * m.configured for m in self._models.values()}
-            self._check_capacity(targets, t_s)
+            scaled = {m.name: command.fraction * m.configured for m in self._models.values()}
+            self._check_capacity(scaled, t_s)
             for m in self._models.values():
-                m.set_target(t_s, targets[m.name], command.ramp_s)
+                m.set_target(t_s, scaled[m.name], command.ramp_s)
         elif isinstance(command, SetSiteOnline):
             self._online = bool(command.online)
         else:

@@ -40,7 +40,10 @@ def validate_site(spec: SiteSpec, library: TraceLibrary, index: int) -> list[tup
         measured = library.batch_sizes(m.model, m.gpus_per_replica)
         if m.batch_size not in measured:
             problems.append(
-                (f"{where}.batch_size", f"batch size {m.batch_size} not measured for {m.model}; valid: {list(measured)}")
+                (
+                    f"{where}.batch_size",
+                    f"batch size {m.batch_size} not measured for {m.model}; valid: {list(measured)}",
+                )
             )
         if m.batch_sizes is not None:
             bad = sorted(set(m.batch_sizes) - set(measured))
@@ -56,7 +59,9 @@ def validate_site(spec: SiteSpec, library: TraceLibrary, index: int) -> list[tup
                 problems.append((f"{where}.batch_sizes", f"batch sizes listed twice: {m.batch_sizes}"))
         if m.itl_deadline_s is not None:
             allowed = m.batch_sizes if m.batch_sizes is not None else measured
-            no_itl = [b for b in allowed if b in measured and library.config(m.model, m.gpus_per_replica, b).itl is None]
+            no_itl = [
+                b for b in allowed if b in measured and library.config(m.model, m.gpus_per_replica, b).itl is None
+            ]
             if no_itl:
                 problems.append(
                     (f"{where}.itl_deadline_s", f"{m.model} has no ITL measurements at batch sizes {no_itl}")
@@ -72,8 +77,10 @@ def validate_site(spec: SiteSpec, library: TraceLibrary, index: int) -> list[tup
             problems.append(
                 (
                     f"{site}.gpu_capacity",
-                    f"models use {inference} GPUs and training {training}: {inference + training} "
-                    f"exceed gpu_capacity {spec.gpu_capacity}",
+                    (
+                        f"models use {inference} GPUs and training {training}: {inference + training} "
+                        f"exceed gpu_capacity {spec.gpu_capacity}"
+                    ),
                 )
             )
     return problems

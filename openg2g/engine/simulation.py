@@ -347,9 +347,8 @@ class Simulation:
     def _apply(self, command: Command, source: str) -> None:
         try:
             if is_datacenter_command(command):
-                targets = [command.site]
-                if isinstance(command, ShiftReplicas):
-                    targets.append(command.to_site)
+                # a shift is offered to the destination first, so a refusal leaves both sites unchanged
+                targets = [command.to_site, command.site] if isinstance(command, ShiftReplicas) else [command.site]
                 for name in targets:
                     self._site_index[name].apply(command, self.t_s)
             else:

@@ -1,1 +1,49 @@
-"""openg2g.envs"""
+"""openg2g.envs: the Gymnasium environment and what the RL path shares with the ``rl_policy`` controller.
+
+- :mod:`~openg2g.envs.env`: :class:`G2GEnv`, a thin adapter over the engine's ``Simulation``;
+- :mod:`~openg2g.envs.config`: :class:`EnvConfig` (observation, action, reward, episodes);
+- :mod:`~openg2g.envs.spaces`: :class:`SpaceLayout`, observation/action conversion (env and policy);
+- :mod:`~openg2g.envs.variations`: seeded scenario variations and the held-out evaluation set;
+- :mod:`~openg2g.envs.policy`: saving and loading trained policies with their env settings;
+- :mod:`~openg2g.envs.toy`: an analytic toy case for tests and benchmarks.
+
+Importing this package registers the environments::
+
+    import gymnasium, openg2g.envs
+    env = gymnasium.make("openg2g/IEEE13-v0")            # bundled ieee13_none, discrete actions
+    env = gymnasium.make("openg2g/IEEE13-v0", action="box", episode_steps=120)
+    env = gymnasium.make("openg2g/Toy-v0")               # analytic, no traces or solver
+
+(or without the import: ``gymnasium.make("openg2g.envs:openg2g/IEEE13-v0")``).
+"""
+
+from gymnasium.envs.registration import register, registry
+
+from openg2g.envs.config import EnvConfig, ObsConfig, RewardWeights
+from openg2g.envs.env import ComponentCache, G2GEnv, make_env
+from openg2g.envs.spaces import SpaceLayout
+from openg2g.envs.variations import ScenarioGenerator, Variation, VariationSpec
+
+__all__ = [
+    "G2GEnv",
+    "make_env",
+    "ComponentCache",
+    "EnvConfig",
+    "ObsConfig",
+    "RewardWeights",
+    "SpaceLayout",
+    "ScenarioGenerator",
+    "Variation",
+    "VariationSpec",
+    "ENV_IDS",
+]
+
+ENV_IDS: dict[str, dict[str, object]] = {
+    "openg2g/IEEE13-v0": {"scenario": "ieee13_none", "episode_steps": 300},
+    "openg2g/Toy-v0": {"scenario": "toy"},
+}
+"""Registered environment ids and their default keyword arguments."""
+
+for _env_id, _kwargs in ENV_IDS.items():
+    if _env_id not in registry:
+        register(id=_env_id, entry_point="openg2g.envs.env:make_env", kwargs=dict(_kwargs))

@@ -1,1 +1,13 @@
-"""openg2g.grid"""
+"""The grid: bundled distribution feeders, an OpenDSS reader, the phase-frame power flow and the
+``FeederGrid`` backend.
+
+- :mod:`openg2g.grid.feeders`: ``list_feeders``, ``load_feeder``, ``Feeder``;
+- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.protocols.GridBackend`);
+- :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
+"""
+
+from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
+from openg2g.grid.validate import validate_grid
+
+__all__ = ["Feeder", "FeederGrid", "list_feeders", "load_feeder", "validate_grid"]

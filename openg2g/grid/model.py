@@ -137,7 +137,7 @@ class TransformerModel:
     @property
     def step_pu(self) -> float:
         """Ratio change per tap step (pu)."""
-        return (self.max_tap_pu - self.min_tap_pu) / self.num_taps
+        return round((self.max_tap_pu - self.min_tap_pu) / self.num_taps, 12)
 
 
 @dataclass

@@ -17,7 +17,19 @@ import numpy as np
 
 from openg2g.grid.model import FeederModel, LoadModel, TransformerModel
 
-__all__ = ["NodeIndex", "LoadPorts", "Switching", "node_index", "load_ports", "admittance", "source_current"]
+__all__ = [
+    "NodeIndex",
+    "LoadPorts",
+    "Switching",
+    "node_index",
+    "load_ports",
+    "energized",
+    "admittance",
+    "source_admittance",
+    "source_current",
+    "transformer_winding_admittance",
+    "transformer_phase_block",
+]
 
 _SQRT3 = math.sqrt(3.0)
 _SHIFT = {"a": 0.0, "b": -120.0, "c": 120.0}
@@ -179,15 +191,20 @@ def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) ->
     a = nodes.index[(wd.bus, wd.phases[k])]
     if wd.conn == "wye":
         return [a], np.array([1.0])
-    b = nodes.index[(wd.bus, wd.phases[(k + 1) % len(wd.phases)])]
+    b = nodes.index[(wd.bus, wd.phases[(k - 1) % len(wd.phases)])]
     return [a, b], np.array([1.0, -1.0])
+
+
+def _winding_kv(t: TransformerModel, w: int) -> float:
+    """Rated voltage across one phase of winding ``w`` (kV)."""
+    wd = t.windings[w]
+    return wd.kv / _SQRT3 if (wd.conn == "wye" and t.n_phases == 3) else wd.kv
 
 
 def transformer_winding_admittance(t: TransformerModel, tap2_pu: float) -> tuple[complex, float]:
     """Series admittance referred to the tapped winding 2 (S) and the ratio n1/n2 of one phase."""
     w1, w2 = t.windings
-    kvw1 = w1.kv / _SQRT3 if (w1.conn == "wye" and t.n_phases == 3) else w1.kv
-    kvw2 = w2.kv / _SQRT3 if (w2.conn == "wye" and t.n_phases == 3) else w2.kv
+    kvw1, kvw2 = _winding_kv(t, 0), _winding_kv(t, 1)
     n1, n2 = w1.tap * kvw1, tap2_pu * kvw2
     s_phase_mva = w1.kva / t.n_phases / 1000.0
     z_pu = complex((w1.r_pct + w2.r_pct) / 100.0, t.x_pct / 100.0)
@@ -210,8 +227,38 @@ def transformer_phase_block(
     return idx, c.T @ yw @ c
 
 
+def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:
+    """Boolean per node: connected to the source through in-service lines and transformers."""
+    adj: list[list[int]] = [[] for _ in range(len(nodes))]
+
+    def link(group: list[int]) -> None:
+        for a in group:
+            adj[a].extend(b for b in group if b != a)
+
+    for ln in model.lines:
+        if state.lines[ln.name]:
+            for p1, p2 in zip(ln.phases1, ln.phases2):
+                link([nodes.index[(ln.bus1, p1)], nodes.index[(ln.bus2, p2)]])
+    for t in model.transformers:
+        for k in range(t.n_phases):
+            link(_winding_incidence(t, 0, k, nodes)[0] + _winding_incidence(t, 1, k, nodes)[0])
+    live = np.zeros(len(nodes), dtype=bool)
+    stack = [nodes.index[(model.source.bus, p)] for p in "abc"]
+    live[stack] = True
+    while stack:
+        for nb in adj[stack.pop()]:
+            if not live[nb]:
+                live[nb] = True
+                stack.append(nb)
+    return live
+
+
 def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> np.ndarray:
-    """Dense nodal admittance matrix (S) for the given switching state."""
+    """Dense nodal admittance matrix (S) for the given switching state.
+
+    De-energized nodes (cut off by open lines) are tied to ground by 1 S so the matrix stays
+    invertible; the solver sets their loads to zero, so their voltage comes out as 0.
+    """
     n = len(nodes)
     y = np.zeros((n, n), dtype=complex)
     src_idx = [nodes.index[(model.source.bus, p)] for p in "abc"]
@@ -225,23 +272,17 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
         _stamp(y, idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
     for t in model.transformers:
         taps = state.taps_pu[t.name]
-        prim_idx: list[int] = []
-        blocks = []
         for k in range(t.n_phases):
             idx, blk = transformer_phase_block(t, k, float(taps[k]), nodes)
-            prim_idx.append(idx)  # type: ignore[arg-type]
-            blocks.append(blk)
-        # assemble the element primitive so the anti-float factor acts on its diagonal
-        uniq = sorted({i for idx in prim_idx for i in idx})
-        pos = {node: j for j, node in enumerate(uniq)}
-        prim = np.zeros((len(uniq), len(uniq)), dtype=complex)
-        for idx, blk in zip(prim_idx, blocks):
-            loc = [pos[i] for i in idx]  # type: ignore[union-attr]
-            prim[np.ix_(loc, loc)] += blk
+            _stamp(y, idx, blk)
         if t.ppm_antifloat:
-            d = np.diag(prim).copy()
-            prim[np.diag_indices_from(prim)] = d.real + 1j * d.imag * (1.0 + t.ppm_antifloat * 1e-6)
-        _stamp(y, uniq, prim)
+            # OpenDSS anti-float adder: j*Y_PPM on both conductors of every winding phase
+            va_1ph = t.windings[0].kva * 1000.0 / t.n_phases
+            for w, wd in enumerate(t.windings):
+                y_ppm = -t.ppm_antifloat * 1e-6 / ((_winding_kv(t, w) * 1000.0) ** 2 / va_1ph) / 2.0
+                for k in range(t.n_phases):
+                    for node in _winding_incidence(t, w, k, nodes)[0]:
+                        y[node, node] += 1j * y_ppm
     for cap in model.capacitors:
         if not state.capacitors[cap.name]:
             continue
@@ -259,4 +300,6 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
     y_load = ports.y_nominal_s
     for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
         _stamp(y, [int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    dead = ~energized(model, nodes, state)
+    y[dead, dead] += 1.0
     return y

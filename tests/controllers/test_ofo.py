@@ -41,7 +41,8 @@ def test_voltage_and_latency_duals_by_hand():
 def test_gradient_by_hand():
     info = toy_model(replicas=200, itl_deadline_s=0.1)
     ctx = make_context([info], pue=1.2)
-    ctrl = _ofo(ctx, voltage_dual_step=1.0, latency_dual_step=1.0, throughput_weight=0.3, voltage_weight_per_pu2=1e4)
+    ctrl = _ofo(ctx, voltage_dual_step=1.0, latency_dual_step=1.0, throughput_weight=0.3, voltage_weight_per_pu2=1e4,
+        voltage_proportional_gain=2.0)
     obs = make_observation(ctx, [0.94, 0.95, 0.95, 1.0, 1.0, 1.0], itl_s={"m1": 0.11})
     ctrl.update_duals(obs)
     c = ctrl.curves[("dc1", "m1")]
@@ -50,7 +51,7 @@ def test_gradient_by_hand():
     dv_dx = -K_PU_PER_W * 1.2 * 200 * c.power_w.slope(x)
     expected = (
         -0.3 * c.throughput_tok_s.slope(x) / c.throughput_tok_s.value(9.0)
-        + 1e4 * (0.0 - 0.01) * dv_dx
+        + 1e4 * (0.0 - 0.01 + 2.0 * (0.0 - 0.01)) * dv_dx  # dual + kappa x present violation
         + 0.1 * c.itl_s.slope(x) / 0.1
     )
     assert ctrl.gradient(obs, "dc1", "m1") == pytest.approx(expected, rel=1e-12)

@@ -35,10 +35,17 @@ def site_spec(models: list[dict[str, Any]], name: str = "dc1", **kw: Any) -> Sit
 def reference_spec(**kw: Any) -> SiteSpec:
     """The reference site of the IEEE 13 scenario (4,800 GPUs, capacity 7,200, training 2,400)."""
     models = [
-        {"model": m, "gpus_per_replica": g, "replicas": r, "batch_size": 128, "batch_sizes": BATCHES, "itl_deadline_s": d}
+        {
+            "model": m,
+            "gpus_per_replica": g,
+            "replicas": r,
+            "batch_size": 128,
+            "batch_sizes": BATCHES,
+            "itl_deadline_s": d,
+        }
         for m, g, r, d in REFERENCE
     ]
-    base = {
+    base: dict[str, Any] = {
         "power_factor": 0.95,
         "base_load_kw_per_phase": 500,
         "gpu_capacity": 7200,

@@ -30,7 +30,7 @@ def test_tsv_import_resamples_and_lists(tmp_path: Path) -> None:
     cfg = import_trace(src, tmp_path / "lib", "M", 8, 512)
     lib = TraceLibrary.load(tmp_path / "lib")
     power = lib.power("M", 8, 512)
-    assert cfg.samples == power.size == 49
+    assert cfg.samples == power.size == 50
     assert power[0] == pytest.approx(4000.0)
     assert cfg.itl is None and cfg.source == "run.tsv"
 
@@ -83,7 +83,21 @@ def test_gpu_count_must_match_the_log(tmp_path: Path) -> None:
 
 def test_cli_import_error_exits_2_with_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _tsv(tmp_path / "bad.tsv", [(0.0, 4000.0), (0.1, float("nan"))])
-    code = main(["traces", "import", str(src), "--library", str(tmp_path / "lib"), "--model", "M", "--gpus", "8", "--batch", "512"])
+    code = main(
+        [
+            "traces",
+            "import",
+            str(src),
+            "--library",
+            str(tmp_path / "lib"),
+            "--model",
+            "M",
+            "--gpus",
+            "8",
+            "--batch",
+            "512",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "bad.tsv: row 3" in err
@@ -95,5 +109,39 @@ def test_cli_list_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str
     assert main(["traces", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) >= 50
-    for key in ("model", "gpus", "batch", "mean_power_w", "median_itl_s", "p99_itl_s", "throughput_tok_s", "duration_s"):
+    for key in (
+        "model",
+        "gpus",
+        "batch",
+        "mean_power_w",
+        "median_itl_s",
+        "p99_itl_s",
+        "throughput_tok_s",
+        "duration_s",
+    ):
         assert key in rows[0]
+
+
+def test_imported_trace_replays_without_latency_data(tmp_path: Path) -> None:
+    from openg2g.datacenter import ReplayDatacenter
+
+    from .conftest import site_spec
+
+    src = _tsv(tmp_path / "run.tsv", _good_rows(200))
+    import_trace(src, tmp_path / "lib", "M", 8, 512)
+    lib = TraceLibrary.load(tmp_path / "lib")
+    dc = ReplayDatacenter.from_spec(
+        site_spec([{"model": "M", "gpus_per_replica": 8, "replicas": 3, "batch_size": 512}]), lib
+    )
+    state = dc.step(0.1, 0.1).models["M"]
+    assert 3 * 4000 <= state.power_w <= 3 * 4060
+    assert np.isnan(state.itl_s) and np.isnan(state.throughput_tok_s)
+    assert "run.tsv" in (tmp_path / "lib" / "PROVENANCE.md").read_text()
+
+
+def test_library_files_are_byte_reproducible(tmp_path: Path) -> None:
+    src = _tsv(tmp_path / "run.tsv", _good_rows())
+    import_trace(src, tmp_path / "a", "M", 8, 512)
+    import_trace(src, tmp_path / "b", "M", 8, 512)
+    for name in ("index.json", "power.npz"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

@@ -42,8 +42,11 @@ def test_mixture_moments_match_sampling(library: TraceLibrary) -> None:
     n = 400_000
     samples = mix.sample_s(rng.random(n), rng.standard_normal(n))
     assert samples.mean() == pytest.approx(mix.mean_s(), rel=0.01)
-    assert (1.0 / samples).mean() == pytest.approx(mix.mean_inverse_per_s(), rel=0.01)
     assert np.median(samples) == pytest.approx(mix.quantile_s(0.5), rel=0.01)
+    # Time-weighted samples, weighted by their tokens (1 / ITL), give back the per-token mean.
+    timed = mix.time_weighted_sample_s(rng.random(n), rng.standard_normal(n))
+    assert n / np.sum(1.0 / timed) == pytest.approx(mix.mean_s(), rel=0.01)
+    assert timed.mean() > mix.mean_s()
 
 
 def test_unknown_configuration_names_valid_ones(library: TraceLibrary) -> None:

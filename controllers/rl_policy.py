@@ -1,0 +1,69 @@
+"""A trained reinforcement-learning policy as a scenario controller.
+
+The policy is a Stable-Baselines3 zip written by ``openg2g train`` with its env settings in a JSON
+file beside it (see :mod:`openg2g.envs.policy`). At each control step the controller builds the
+observation vector exactly as the training env did (:class:`openg2g.envs.spaces.SpaceLayout`, from
+the run's context and the saved observation settings), asks the policy for an action and sends the
+:class:`SetBatchSize` commands it implies.
+
+Scenario use::
+
+    controllers:
+      - kind: rl_policy
+        params: {policy: controllers/policies/ieee13_ppo.zip}
+
+``policy`` is a path (relative to the working directory) or the name of a bundled policy in
+``controllers/policies`` (``ieee13_ppo``). A scenario whose sites, models or monitored bus-phases
+give spaces of other shapes than the policy's is refused at the start of the run, naming both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from openg2g.core.commands import Command
+from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.state import Observation
+from openg2g.envs.policy import PolicyMeta, load_policy, read_meta, resolve_policy
+from openg2g.envs.spaces import SpaceLayout
+
+from controllers._base import ControllerConfig
+
+__all__ = ["RLPolicy"]
+
+
+class RLPolicy(Controller):
+    """Acts with a trained SB3 policy on the batch sizes of the site models it was trained for."""
+
+    name = "rl_policy"
+
+    class Config(ControllerConfig):
+        """Parameters of :class:`RLPolicy`."""
+
+        policy: str = Field(description="Saved policy: path to its .zip (a .json must sit beside it) or bundled name.")
+        deterministic: bool = Field(True, description="Take the policy's most likely action (else sample).")
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.path = resolve_policy(config.policy)
+        self.meta: PolicyMeta = read_meta(self.path)
+        self._model: Any = None
+        self.layout: SpaceLayout | None = None
+
+    def reset(self, context: ControlContext, seed: int) -> None:
+        """Load the policy (once) and check that this scenario's spaces match it.
+
+        :raises ControllerError: the scenario gives other observation/action shapes than the policy's.
+        """
+        super().reset(context, seed)
+        if self._model is None:
+            self._model, self.meta = load_policy(self.path)
+        self.layout = SpaceLayout(context, self.meta.env.observation, self.meta.env.action, source=str(self.path))
+        self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
+
+    def step(self, observation: Observation) -> list[Command]:
+        assert self.layout is not None, "reset() first"
+        action, _ = self._model.predict(self.layout.observe(observation), deterministic=self.config.deterministic)
+        return self.layout.commands(action, observation)

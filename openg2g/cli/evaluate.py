@@ -1,0 +1,105 @@
+"""``openg2g evaluate POLICY --scenarios S1 S2 ...``: run scenarios with a trained policy as controller.
+
+Each scenario runs as written but with its controllers replaced by the ``rl_policy`` controller
+(``--keep-controllers`` keeps them beside it), writing normal run outputs to ``OUT/<scenario>``;
+``--baseline`` also runs each scenario as written to ``OUT/<scenario>_baseline``. Prints the same
+summary table as ``openg2g compare``.
+
+Examples::
+
+    openg2g evaluate runs/train_ieee13/policy.zip --scenarios ieee13_none ieee13_ofo --baseline
+    openg2g evaluate ieee13_ppo --scenarios ieee13_none --set duration_s=600
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openg2g.cli.table import format_table
+from openg2g.core.errors import G2GError
+
+__all__ = ["register", "policy_controller_spec", "evaluate_policy"]
+
+
+def policy_controller_spec(policy: Path) -> dict[str, Any]:
+    """The scenario ``controllers`` entry that runs ``policy`` (stock ``rl_policy``, or by file path)."""
+    from openg2g.control.registry import stock_controllers
+
+    if "rl_policy" in stock_controllers():
+        kind = "rl_policy"
+    else:  # not registered in this checkout: load the class from its file
+        import controllers
+
+        kind = f"{Path(controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+    return {"kind": kind, "name": "rl_policy", "params": {"policy": str(policy)}}
+
+
+def evaluate_policy(
+    policy: str | Path,
+    scenarios: list[str],
+    out: Path,
+    overrides: Sequence[str] = (),
+    keep_controllers: bool = False,
+    baseline: bool = False,
+    progress: bool = False,
+) -> list[tuple[str, dict[str, Any]]]:
+    """Run every scenario with the policy (and optionally as written); return ``(label, summary)`` rows.
+
+    :raises G2GError: unknown policy or scenario, or a scenario that does not fit the policy.
+    """
+    from openg2g.engine.simulation import run_scenario
+    from openg2g.envs.policy import resolve_policy
+    from openg2g.scenario.loader import load_scenario
+
+    zip_path = resolve_policy(policy).resolve()
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for name in scenarios:
+        loaded = load_scenario(name, list(overrides))
+        own = [c.model_dump(mode="json", exclude_none=True) for c in loaded.scenario.controllers] if keep_controllers else []
+        entries = json.dumps([*own, policy_controller_spec(zip_path)])
+        with_policy = load_scenario(name, [*overrides, f"controllers={entries}"])
+        label = loaded.scenario.name
+        if baseline:
+            result = run_scenario(loaded, out / f"{label}_baseline", progress=progress)
+            rows.append((f"{label} (as written)", result.summary))
+        result = run_scenario(with_policy, out / label, progress=progress)
+        rows.append((f"{label} (policy)", result.summary))
+    return rows
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else Path("runs") / f"evaluate_{Path(args.policy).stem}"
+    try:
+        rows = evaluate_policy(
+            args.policy, args.scenarios, out, args.set, args.keep_controllers, args.baseline, not args.no_progress
+        )
+    except KeyboardInterrupt:
+        print(f"interrupted; partial outputs kept in {out}", file=sys.stderr)
+        return 130
+    if not rows:
+        raise G2GError("no scenario given")
+    print(format_table(rows, markdown=args.markdown))
+    print(f"\noutputs: {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``evaluate`` sub-command."""
+    p = subparsers.add_parser(
+        "evaluate", help="run scenarios with a trained RL policy as controller", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("policy", help="policy .zip (with its .json beside it) or bundled policy name")
+    p.add_argument("--scenarios", nargs="+", required=True, metavar="SCENARIO", help="scenario files or bundled names")
+    p.add_argument("--out", help="output folder (default runs/evaluate_<policy>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every scenario")
+    p.add_argument("--keep-controllers", action="store_true", help="run the scenarios' own controllers too")
+    p.add_argument("--baseline", action="store_true", help="also run each scenario as written")
+    p.add_argument("--markdown", action="store_true", help="Markdown table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_evaluate)

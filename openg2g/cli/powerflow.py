@@ -1,0 +1,120 @@
+"""``openg2g powerflow FEEDER``: one power flow with the feeder's own loads plus an optional
+balanced datacenter load, printed as a table or as JSON ``{"<bus>.<phase>": pu}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from openg2g.core.errors import G2GError, ScenarioError
+
+__all__ = ["register"]
+
+
+def _parse_dc(text: str) -> tuple[str, float, float]:
+    """``BUS=MW[@PF]`` -> (bus, MW, pf)."""
+    try:
+        bus, rest = text.split("=", 1)
+        mw_s, _, pf_s = rest.partition("@")
+        mw, pf = float(mw_s), float(pf_s) if pf_s else 0.95
+    except ValueError:
+        raise ValueError(f"--dc {text!r}: expected BUS=MW or BUS=MW@PF, e.g. 671=3@0.95") from None
+    if not (mw >= 0 and math.isfinite(mw)):
+        raise ValueError(f"--dc {text!r}: MW must be >= 0")
+    if not 0 < pf <= 1:
+        raise ValueError(f"--dc {text!r}: power factor must be in (0, 1]")
+    return bus.strip(), mw, pf
+
+
+def _parse_taps(text: str) -> tuple[str, list[int]]:
+    """``BANK=A,B,C`` -> (bank, taps)."""
+    try:
+        bank, rest = text.split("=", 1)
+        return bank.strip(), [int(x) for x in rest.split(",")]
+    except ValueError:
+        raise ValueError(f"--taps {text!r}: expected BANK=A,B,C with integer steps, e.g. reg1=10,8,11") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from openg2g.core.state import DatacenterState
+    from openg2g.grid.backend import FeederGrid
+    from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
+
+    try:
+        dcs = [_parse_dc(x) for x in args.dc]
+        taps = dict(_parse_taps(x) for x in args.taps)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sites = [
+            SiteSpec(
+                name=f"dc{i}",
+                bus=bus,
+                power_factor=pf,
+                models=[ModelSpec(model="cli", gpus_per_replica=1, replicas=0, batch_size=1)],
+            )
+            for i, (bus, _, pf) in enumerate(dcs)
+        ]
+        spec = GridSpec(
+            feeder=args.feeder,
+            solver=args.solver,
+            regulators={bank: RegulatorSpec(taps=t) for bank, t in taps.items()},
+        )
+        grid = FeederGrid.from_spec(spec, sites, Path.cwd())
+        loads = {}
+        for site, (_, mw, pf) in zip(sites, dcs):
+            p = np.full(3, mw * 1e6 / 3)
+            loads[site.name] = DatacenterState(site.name, 0.0, p, p * math.tan(math.acos(pf)), {})
+        state = grid.solve(0.0, loads, 0.0)
+    except ScenarioError as exc:
+        for loc, msg in exc.problems:
+            if loc.startswith("datacenters."):
+                loc = f"--dc {args.dc[int(loc.split('.')[1])]}"
+            elif loc.startswith("grid.regulators."):
+                loc = f"--taps {loc.split('.')[2]}"
+            print(f"error: {loc}: {msg}", file=sys.stderr)
+        return 2
+    except G2GError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({bp: round(float(v), 6) for bp, v in zip(state.bus_phases, state.v_pu)}))
+        return 0
+    by_bus: dict[str, dict[str, float]] = {}
+    for bp, v in zip(state.bus_phases, state.v_pu):
+        bus, ph = bp.rsplit(".", 1)
+        by_bus.setdefault(bus, {})[ph] = float(v)
+    print(f"feeder {args.feeder} ({args.solver}); taps: " + ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()))
+    print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
+    for bus, ph in by_bus.items():
+        cells = [f"{ph[p]:8.4f}" if p in ph else f"{'-':>8s}" for p in "abc"]
+        print(f"{bus:>10s} " + " ".join(cells))
+    print(
+        f"substation P = {state.p_sub_w.sum() / 1e3:.1f} kW (a/b/c "
+        + "/".join(f"{x / 1e3:.1f}" for x in state.p_sub_w)
+        + f"), losses = {state.losses_w / 1e3:.1f} kW"
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--json] [--solver ...]``."""
+    p = subparsers.add_parser("powerflow", help="one power flow on a feeder, with an optional datacenter load")
+    p.add_argument("feeder", help="bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file")
+    p.add_argument(
+        "--dc", action="append", default=[], metavar="BUS=MW[@PF]",
+        help="balanced 3-phase datacenter load (wye constant PQ, default pf 0.95); repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "--taps", action="append", default=[], metavar="BANK=A,B,C",
+        help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
+    p.add_argument("--solver", choices=["pgm", "pandapower"], default="pgm", help="power-flow solver (default pgm)")
+    p.set_defaults(func=_run)

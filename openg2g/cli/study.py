@@ -1,0 +1,151 @@
+"""``openg2g study hosting-capacity|siting``: studies built from many short runs of a base scenario.
+
+``hosting-capacity FEEDER`` finds, per bus, the largest datacenter (the base scenario's model
+mix, scaled) hosted without voltage violations (or within ``--tolerance-pu-s``), with each
+controller given. FEEDER is a scenario prefix (``ieee13`` uses the bundled ``ieee13_none``), a
+base scenario file, or a hosting-capacity study file (``study: hosting_capacity``).
+
+``siting STUDY.yaml`` places a datacenter on candidate buses (and pairs of buses) and ranks the
+placements by violation integral and throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.scenario.loader import resolve_scenario_path
+from openg2g.studies.common import Topology, feeder_topology, read_base
+from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
+from openg2g.studies.siting import run_siting
+from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
+from openg2g.sweep.engines import ENGINES, make_engine
+from openg2g.sweep.spec import SweepError, read_yaml_mapping
+
+__all__ = ["register"]
+
+
+def _topology(feeder: str, required: bool) -> Topology | None:
+    try:
+        return feeder_topology(feeder)
+    except (G2GError, OSError) as exc:
+        if required:
+            raise G2GError(f"cannot read feeder {feeder!r} for its buses: {exc}") from None
+        print(f"warning: no feeder map ({exc})", file=sys.stderr)
+        return None
+
+
+def _engine(args: argparse.Namespace, retries: int):  # type: ignore[no-untyped-def]
+    return make_engine(args.engine, args.workers, retries, args.address)
+
+
+def _print(df: pd.DataFrame, cols: list[str]) -> None:
+    cols = [c for c in cols if c in df.columns]
+    with pd.option_context("display.width", 220, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+def _hosting(args: argparse.Namespace) -> int:
+    target = Path(args.feeder)
+    spec: HostingSpec | None = None
+    if target.suffix in (".yaml", ".yml") and target.is_file() and read_yaml_mapping(target, "study").get("study"):
+        loaded = load_study(target, HostingSpec)
+        spec = loaded.spec  # type: ignore[assignment]
+        base = read_base(loaded.base.path, [*spec.set, *args.set]) if args.set else loaded.base
+        name = spec.name
+    else:
+        if args.base:
+            base_path = resolve_scenario_path(args.base)
+        elif target.is_file():
+            base_path = target
+        else:
+            try:
+                base_path = resolve_scenario_path(f"{args.feeder}_none")
+            except ScenarioError:
+                raise SweepError(
+                    [(args.feeder, f"no bundled scenario {args.feeder}_none; give a scenario file or --base SCENARIO")]
+                ) from None
+        base = read_base(base_path.resolve(), args.set)
+        name = f"{base_path.stem}_hosting"
+    pick = lambda cli, key, default: cli if cli is not None else (getattr(spec, key) if spec is not None else default)  # noqa: E731
+    buses = pick(args.buses, "buses", None)
+    config = HostingConfig(
+        buses=None if buses in (None, "three_phase") else list(buses),
+        controllers=tuple(pick(args.controller, "controllers", ["none", "ofo"])),
+        tolerance_pu_s=pick(args.tolerance_pu_s, "tolerance_pu_s", 0.0),
+        duration_s=pick(args.duration_s, "duration_s", 60.0),
+        max_mw=pick(args.max_mw, "max_mw", 30.0),
+        site=pick(None, "site", None),
+    )
+    topology = _topology(base.feeder, required=config.buses is None)
+    out = Path(args.out) if args.out else Path("runs") / name
+    engine = _engine(args, spec.retries if spec is not None else 1)
+    try:
+        table = run_hosting_capacity(base, config, out, engine, topology=topology, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted; rerun the same command to resume ({out})", file=sys.stderr)
+        return 130
+    print(f"model mix per block: {table['model_mix'].iloc[0]}")
+    print(f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s over {config.duration_s:g} s\n")
+    _print(
+        table,
+        ["bus", "controller", "capacity_peak_mw", "capacity_mean_mw", "capacity_gpus", "first_failing_peak_mw", "capped", "n_runs", "error"],
+    )
+    print(f"\ntables and plot: {out}")
+    return 0
+
+
+def _siting(args: argparse.Namespace) -> int:
+    loaded = load_study(args.study, SitingSpec)
+    spec: SitingSpec = loaded.spec  # type: ignore[assignment]
+    topology = _topology(loaded.base.feeder, required=not isinstance(spec.candidates, list))
+    out = Path(args.out) if args.out else Path("runs") / spec.name
+    engine = _engine(args, spec.retries)
+    try:
+        table = run_siting(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted; rerun the same command to resume ({out})", file=sys.stderr)
+        return 130
+    _print(
+        table,
+        ["rank", "controller", "placement", "status", "violation_integral_pu_s", "v_min_pu", "v_max_pu", "mean_throughput_tok_s", "energy_mwh"],
+    )
+    for _, row in table[table["status"] != "complete"].head(10).iterrows():
+        print(f"{row['placement']} / {row['controller']}: {row['status']}: {row['error']}", file=sys.stderr)
+    print(f"\ntable and plots: {out}")
+    return 0
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
+    p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument("--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial")
+    p.add_argument("--address", help="Ray cluster address (host:port or ray://host:port); with --engine ray")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``study`` sub-command with ``hosting-capacity`` and ``siting``."""
+    p = subparsers.add_parser("study", help="hosting capacity and siting studies", description=__doc__)
+    sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
+
+    h = sub.add_parser("hosting-capacity", help="largest datacenter each bus hosts", description=__doc__)
+    h.add_argument("feeder", help="scenario prefix (ieee13 -> bundled ieee13_none), base scenario file, or study file")
+    h.add_argument("--base", help="base scenario (file or bundled name) instead of <FEEDER>_none")
+    h.add_argument("--buses", nargs="+", help="buses to study (default: every three-phase bus)")
+    h.add_argument("--controller", nargs="+", help="controllers, none = no controller (default: none ofo)")
+    h.add_argument("--tolerance-pu-s", type=float, help="largest violation integral counted as hosted (default 0)")
+    h.add_argument("--duration-s", type=float, help="simulated seconds per run (default 60)")
+    h.add_argument("--max-mw", type=float, help="largest site considered, MW peak (default 30)")
+    h.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)")
+    _engine_options(h)
+    h.set_defaults(func=_hosting)
+
+    s = sub.add_parser("siting", help="rank candidate buses for a datacenter", description=__doc__)
+    s.add_argument("study", help="siting study YAML (see scenarios/study_*_siting.yaml)")
+    _engine_options(s)
+    s.set_defaults(func=_siting)

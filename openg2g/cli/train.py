@@ -1,0 +1,94 @@
+"""``openg2g train SCENARIO``: train an RL batch-size policy on a scenario (Stable-Baselines3).
+
+Examples::
+
+    openg2g train ieee13_none --algo ppo --steps 200000 --n-envs 2 --out runs/train_ieee13 \\
+        --env episode_steps=300
+    openg2g train ieee13_none --steps 400000 --out runs/train_ieee13 --resume
+    openg2g train toy --steps 5000 --out runs/train_toy            # analytic toy case
+
+``--env KEY=VALUE`` sets an env setting (:class:`openg2g.envs.EnvConfig`), dotted for nested ones:
+``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``.
+Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs and
+``train.json`` (see :mod:`openg2g.envs.training`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from openg2g.core.errors import G2GError
+from openg2g.scenario.loader import apply_override
+
+__all__ = ["register", "parse_env_settings"]
+
+
+def parse_env_settings(assignments: list[str]) -> dict[str, Any]:
+    """``["action=box", "reward.voltage=200"]`` -> ``{"action": "box", "reward": {"voltage": 200}}``."""
+    data: dict[str, Any] = {}
+    for assignment in assignments:
+        try:
+            apply_override(data, assignment, "--env")
+        except G2GError as exc:
+            raise G2GError(str(exc).replace("--set", "--env")) from None
+    return data
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from openg2g.envs.config import EnvConfig
+    from openg2g.envs.training import TrainSettings, train_policy
+
+    try:
+        env_config = EnvConfig.model_validate(parse_env_settings(args.env))
+    except ValidationError as exc:
+        for err in exc.errors():
+            print(f"error: --env {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("runs") / f"train_{Path(args.scenario).stem}"
+    settings = TrainSettings(
+        n_steps=args.n_steps, batch_size=args.batch_size, learning_rate=args.lr, gamma=args.gamma,
+        net_arch=tuple(args.net_arch), ent_coef=args.ent_coef,
+    )
+    try:
+        result = train_policy(
+            args.scenario, out, algo=args.algo, steps=args.steps, n_envs=args.n_envs, seed=args.seed,
+            overrides=args.set, env_config=env_config, settings=settings, resume=args.resume,
+            checkpoint_every=args.checkpoint_every, eval_episodes=args.eval_episodes, progress=not args.no_progress,
+        )
+    except KeyboardInterrupt:
+        print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
+        return 130
+    print(f"policy: {result.policy} ({result.timesteps} steps, {result.wall_time_s:.0f} s)")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``train`` sub-command."""
+    p = subparsers.add_parser(
+        "train", help="train an RL policy on a scenario", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", help="scenario YAML file, bundled scenario name, or 'toy'")
+    p.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "sac", "td3"), help="SB3 algorithm (default ppo)")
+    p.add_argument("--steps", type=int, default=100_000, help="total env steps, resumed ones included (default 100000)")
+    p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
+    p.add_argument("--n-envs", type=int, default=1, help="parallel envs, in subprocesses when > 1 (default 1)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in OUT/checkpoints")
+    p.add_argument("--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="env setting (repeatable)")
+    p.add_argument("--checkpoint-every", type=int, default=10_000, metavar="STEPS", help="default 10000")
+    p.add_argument("--eval-episodes", type=int, default=4, help="held-out episodes scored at the end (0: none)")
+    p.add_argument("--n-steps", type=int, default=256, help="PPO/A2C rollout steps per env (default 256)")
+    p.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
+    p.add_argument("--lr", type=float, default=3e-4, help="learning rate (default 3e-4)")
+    p.add_argument("--gamma", type=float, default=0.95, help="discount per control step (default 0.95)")
+    p.add_argument("--ent-coef", type=float, default=0.0, help="PPO/A2C entropy bonus (default 0)")
+    p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], metavar="UNITS", help="hidden layers (default 64 64)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train)

@@ -1,0 +1,88 @@
+"""Configuration of the Gymnasium environment: observation, action, reward, episodes.
+
+Everything is a frozen pydantic model with unknown keys rejected, so a typo in
+``G2GEnv.from_scenario(..., rewrad={...})`` or in a saved policy's JSON is an error, not ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from openg2g.envs.variations import VariationSpec
+
+__all__ = ["ObsConfig", "RewardWeights", "EnvConfig"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ObsConfig(_Frozen):
+    """What the observation vector holds (see :class:`openg2g.envs.spaces.SpaceLayout`).
+
+    Voltages are normalized to the scenario's band: ``(v - mid) / half`` with ``mid``, ``half`` the
+    centre and half-width of ``[v_min_pu, v_max_pu]``, so the limits sit at -1 and +1.
+    """
+
+    voltages: Literal["bus_phases", "zones"] = Field(
+        "zones", description="bus_phases: one feature per monitored bus-phase; zones: min/max/mean per zone."
+    )
+    zones: dict[str, list[str]] | None = Field(
+        None, description="Zone name -> buses (zones mode); None = one zone holding every monitored bus."
+    )
+    site_power: bool = Field(True, description="Per site: facility power and training power, as fractions of nominal.")
+    clip: float = Field(10.0, gt=0, description="Every feature is clipped to [-clip, clip] (the Box bounds).")
+
+
+class RewardWeights(_Frozen):
+    """Weights of the reward terms; each step's reward is
+
+    ``- voltage * V + throughput * T - latency * L - switching * S - failure * F`` with
+
+    - ``V``: voltage violation (pu) summed over monitored bus-phases, averaged over the step;
+    - ``T``: served tokens over the step as a fraction of the scenario's maximum (every model at
+      its largest batch with its configured replicas), in [0, 1];
+    - ``L``: fraction of the step's tokens whose inter-token latency missed the deadline, in [0, 1];
+    - ``S``: batch-size changes sent by the agent this step, divided by the controlled models;
+    - ``F``: 1 on the step where the simulation failed (power flow did not converge), else 0.
+    """
+
+    voltage: float = Field(100.0, ge=0, description="Per pu of summed violation.")
+    throughput: float = Field(1.0, ge=0, description="Per unit of throughput fraction.")
+    latency: float = Field(1.0, ge=0, description="Per unit of deadline-miss fraction.")
+    switching: float = Field(0.05, ge=0, description="Per batch change per controlled model.")
+    failure: float = Field(10.0, ge=0, description="Once, when the simulation fails.")
+
+
+class EnvConfig(_Frozen):
+    """Everything that shapes a :class:`~openg2g.envs.env.G2GEnv` besides the scenario itself."""
+
+    observation: ObsConfig = Field(default_factory=ObsConfig)
+    action: Literal["discrete", "box"] = Field(
+        "discrete",
+        description="discrete: per controlled model {down, stay, up} one measured batch size "
+        "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
+    )
+    reward: RewardWeights = Field(default_factory=RewardWeights)
+    episode_steps: int | None = Field(
+        None, gt=0, description="Control steps per episode; None = the whole scenario (duration / control period)."
+    )
+    variations: VariationSpec | None = Field(
+        default_factory=VariationSpec, description="Randomized scenario variations per episode; None = as written."
+    )
+    mode: Literal["train", "eval"] = Field(
+        "train", description="train: a fresh variation each reset; eval: cycle through the held-out set."
+    )
+    n_eval: int = Field(8, gt=0, description="Size of the held-out evaluation set.")
+    eval_seed: int = Field(20_251, ge=0, description="Seed of the held-out evaluation set.")
+    keep_controllers: bool = Field(
+        False, description="Run the scenario's own controllers beside the agent (default: the agent alone)."
+    )
+
+    @model_validator(mode="after")
+    def _zones(self) -> EnvConfig:
+        if self.observation.zones is not None and not self.observation.zones:
+            raise ValueError("observation.zones must name at least one zone (or be null)")
+        return self

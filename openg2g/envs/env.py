@@ -1,0 +1,309 @@
+"""The Gymnasium environment: a thin adapter over :class:`~openg2g.engine.simulation.Simulation`.
+
+One env step is one control period of the scenario (``periods.control_s``): the agent's action
+becomes :class:`~openg2g.core.commands.SetBatchSize` commands sent at the present instant (they take
+effect at once, like a scenario controller's), the engine runs to the next control instant, and the
+reward is computed from the change of the run's metrics over that period (see
+:class:`~openg2g.envs.config.RewardWeights`).
+
+Timeline of an episode of ``N`` steps with control period ``c``: :meth:`G2GEnv.reset` runs the
+scenario over ``(0, c]`` without any action and observes at ``c``; step ``k`` (1-based) acts at
+``k c`` and observes at ``(k + 1) c``. The episode's scenario therefore lasts ``(N + 1) c``; its
+end is a time limit (``truncated``). ``terminated`` is set only when the simulation fails (a power
+flow that does not converge), with the ``failure`` penalty.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from openg2g.core.errors import ScenarioError, SimulationError
+from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.engine.simulation import Simulation
+from openg2g.envs.config import EnvConfig
+from openg2g.envs.spaces import SpaceLayout
+from openg2g.envs.variations import ScenarioGenerator, Variation
+from openg2g.scenario.loader import LoadedScenario, load_scenario
+from openg2g.scenario.schema import Scenario
+
+__all__ = ["G2GEnv", "ComponentCache", "ComponentsFactory", "make_env"]
+
+Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
+ComponentsFactory = Callable[[LoadedScenario], Components]
+"""Builds ``(sites, grid, controllers)`` for a scenario, as the engine's ``build_components``."""
+
+
+class ComponentCache:
+    """Builds the real backends for each episode's scenario, reusing what does not change.
+
+    Trace libraries are loaded once per folder; the feeder once per (grid spec, site buses);
+    a site once per site spec (a few recent ones are kept). The engine resets every component
+    at the start of a run, so reuse is safe.
+
+    :param max_sites: site objects kept per cache.
+    """
+
+    def __init__(self, max_sites: int = 8):
+        self._libraries: dict[str, Any] = {}
+        self._grids: dict[str, GridBackend] = {}
+        self._sites: OrderedDict[str, DatacenterBackend] = OrderedDict()
+        self._max_sites = max_sites
+
+    def __call__(self, loaded: LoadedScenario) -> Components:
+        from openg2g.control.registry import build_controller
+        from openg2g.datacenter.library import TraceLibrary
+        from openg2g.datacenter.replay import ReplayDatacenter
+        from openg2g.grid.backend import FeederGrid
+
+        sc = loaded.scenario
+        sites: list[DatacenterBackend] = []
+        for spec in sc.datacenters:
+            key = json.dumps([str(loaded.base_dir), spec.model_dump(mode="json")], sort_keys=True)
+            site = self._sites.get(key)
+            if site is None:
+                traces = "bundled" if spec.traces == "bundled" else str(loaded.base_dir / spec.traces)
+                if traces not in self._libraries:
+                    self._libraries[traces] = TraceLibrary.load(None if traces == "bundled" else Path(traces))
+                site = ReplayDatacenter.from_spec(spec, self._libraries[traces])
+                self._sites[key] = site
+                while len(self._sites) > self._max_sites:
+                    self._sites.popitem(last=False)
+            else:
+                self._sites.move_to_end(key)
+            sites.append(site)
+        grid_key = json.dumps(
+            [
+                str(loaded.base_dir),
+                sc.grid.model_dump(mode="json"),
+                [s.model_dump(mode="json", exclude={"training"}) for s in sc.datacenters],
+            ],
+            sort_keys=True,
+        )
+        grid = self._grids.get(grid_key)
+        if grid is None:
+            grid = FeederGrid.from_spec(sc.grid, sc.datacenters, loaded.base_dir)
+            self._grids = {grid_key: grid}
+        controllers = [build_controller(spec, loaded.base_dir) for spec in sc.controllers]
+        return sites, grid, controllers
+
+
+class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
+    """Datacenter batch-size control on a distribution feeder, as a Gymnasium environment.
+
+    Build it with :meth:`from_scenario` (a scenario file or bundled name) or directly from a
+    :class:`~openg2g.scenario.loader.LoadedScenario`. Observation and action spaces are fixed
+    here from the scenario's sites, models and monitored bus-phases (see
+    :class:`~openg2g.envs.spaces.SpaceLayout`).
+
+    :param scenario: the validated scenario.
+    :param config: an :class:`EnvConfig` or a mapping of its fields.
+    :param components: builds the components of each episode's scenario; default the real
+        backends through a :class:`ComponentCache`.
+    :param render_mode: must be ``None`` (the env does not render; runs write plots instead).
+    :raises ScenarioError: the scenario has no datacenter, no controllable model, or is shorter
+        than two control periods or than the requested episode.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    # Set in __init__ from the scenario:
+    observation_space: gym.spaces.Box
+    action_space: gym.spaces.Space
+
+    def __init__(
+        self,
+        scenario: LoadedScenario,
+        config: EnvConfig | Mapping[str, Any] | None = None,
+        *,
+        components: ComponentsFactory | None = None,
+        render_mode: str | None = None,
+    ):
+        if render_mode is not None:
+            raise ValueError(f"render_mode {render_mode!r} is not supported; G2GEnv does not render")
+        self.render_mode = render_mode
+        self.config = config if isinstance(config, EnvConfig) else EnvConfig.model_validate(dict(config or {}))
+        self.loaded = scenario
+        source = str(scenario.path)
+        sc = scenario.scenario
+        if not sc.datacenters:
+            raise ScenarioError([(source, "the RL environment needs a datacenter site (datacenters: is empty)")])
+        if not self.config.keep_controllers:
+            sc = sc.model_copy(update={"controllers": []})
+        self.control_s: Fraction = sc.periods.control_s
+        available = int(sc.duration_s // self.control_s) - 1
+        if available < 1:
+            raise ScenarioError(
+                [(source, f"duration_s ({float(sc.duration_s):g} s) must span at least two control periods "
+                          f"({float(self.control_s):g} s each) for one env step")]
+            )
+        steps = self.config.episode_steps or available
+        if steps > available:
+            raise ScenarioError(
+                [(source, f"episode_steps={steps} needs {(steps + 1) * float(self.control_s):g} s of scenario "
+                          f"but it lasts {float(sc.duration_s):g} s (at most {available} steps)")]
+            )
+        self.episode_steps = steps
+        self.generator = ScenarioGenerator(sc, self.config.variations, (steps + 1) * self.control_s)
+        self._components = components or ComponentCache()
+        self._eval_set: list[Variation] | None = None
+
+        sim = self._simulation(self.generator.as_written().scenario)
+        self.context: ControlContext = sim.context(float(self.control_s))
+        self.layout = SpaceLayout(self.context, self.config.observation, self.config.action, source)
+        self.observation_space = self.layout.observation_space
+        self.action_space = self.layout.action_space
+        self._throughput_ref = sum(
+            max(site.models[s.model].throughput_tok_s) * s.replicas_ref
+            for s in self.layout.slots
+            for site in [self.context.sites[s.site]]
+            if site.models[s.model].throughput_tok_s
+        ) or 1.0
+        self.sim: Simulation | None = None
+        self._episode = 0
+        self._needs_reset = True
+
+    # ----------------------------------------------------------------------------- building
+    @classmethod
+    def from_scenario(
+        cls,
+        scenario: str | Path | LoadedScenario,
+        overrides: Sequence[str] = (),
+        *,
+        components: ComponentsFactory | None = None,
+        render_mode: str | None = None,
+        **config: Any,
+    ) -> G2GEnv:
+        """Build the env from a scenario file or bundled name.
+
+        :param scenario: path, bundled scenario name (``ieee13_none``), or a loaded scenario.
+        :param overrides: ``dotted.key=value`` scenario overrides (as ``openg2g run --set``).
+        :param config: :class:`EnvConfig` fields, e.g. ``action="box"``, ``episode_steps=300``.
+        """
+        loaded = scenario if isinstance(scenario, LoadedScenario) else load_scenario(scenario, overrides)
+        return cls(loaded, config, components=components, render_mode=render_mode)
+
+    def _simulation(self, scenario: Scenario) -> Simulation:
+        loaded = LoadedScenario(scenario, self.loaded.path, self.loaded.base_dir, self.loaded.sha256)
+        return Simulation(loaded, None, components=self._components(loaded))
+
+    def evaluation_set(self) -> list[Variation]:
+        """The held-out evaluation variations (``config.n_eval`` of them, from ``config.eval_seed``)."""
+        if self._eval_set is None:
+            self._eval_set = self.generator.evaluation_set(self.config.n_eval, self.config.eval_seed)
+        return self._eval_set
+
+    # ----------------------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode on a new scenario variation and observe after the first control period.
+
+        :param seed: seeds the env's ``np_random``, from which training variations are drawn.
+        :param options: ``{"eval_index": k}`` runs held-out variation ``k``; ``{"variation": "as_written"}``
+            runs the scenario without randomization.
+        :return: ``(observation, info)``; ``info`` holds ``t_s`` and ``variation`` (what was drawn).
+        """
+        super().reset(seed=seed)
+        options = options or {}
+        if options.get("variation") == "as_written":
+            variation = self.generator.as_written()
+        elif "eval_index" in options or self.config.mode == "eval":
+            index = int(options.get("eval_index", self._episode)) % self.config.n_eval
+            variation = self.evaluation_set()[index]
+        else:
+            variation = self.generator.sample(self.np_random)
+        self._episode += 1
+        self.sim = self._simulation(variation.scenario)
+        self.sim.start()
+        self._step_count = 0
+        self.sim.run_until(self.control_s)
+        self._observation = self.sim.observation()
+        self._needs_reset = False
+        return self.layout.observe(self._observation), {"t_s": self._observation.t_s, "variation": variation.drawn}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply ``action`` for one control period.
+
+        :return: ``(observation, reward, terminated, truncated, info)``:
+
+            - observation (``np.ndarray``, float32): the state at the next control instant;
+            - reward (``float``): weighted sum of the step's terms (see :class:`RewardWeights`);
+            - terminated (``bool``): the simulation failed (the episode cannot continue);
+            - truncated (``bool``): the episode's last step (time limit);
+            - info (``dict``): ``t_s``, the unweighted terms ``voltage_violation_pu``,
+              ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
+              and ``error`` when the simulation failed.
+        """
+        if self._needs_reset or self.sim is None:
+            raise RuntimeError("call reset() before step() (the episode has ended or never started)")
+        sim = self.sim
+        before = self._snapshot()
+        commands = self.layout.commands(action, self._observation)
+        sim.send(commands, source="agent")
+        self._step_count += 1
+        info: dict[str, Any] = {}
+        failed = False
+        try:
+            sim.run_until((self._step_count + 1) * self.control_s)
+            self._observation = sim.observation()
+        except SimulationError as exc:
+            failed = True
+            info["error"] = str(exc)
+        after = self._snapshot()
+        c = float(self.control_s)
+        violation = (after[0] - before[0]) / c
+        throughput = (after[1] - before[1]) / (c * self._throughput_ref)
+        tokens = after[2] - before[2]
+        miss = (after[3] - before[3]) / tokens if tokens > 0 else 0.0
+        switches = len(commands) / len(self.layout.controlled)
+        w = self.config.reward
+        reward = (
+            -w.voltage * violation
+            + w.throughput * throughput
+            - w.latency * miss
+            - w.switching * switches
+            - w.failure * float(failed)
+        )
+        terminated = failed
+        truncated = not failed and self._step_count >= self.episode_steps
+        self._needs_reset = terminated or truncated
+        info.update(
+            t_s=self._observation.t_s,
+            voltage_violation_pu=violation,
+            throughput_fraction=throughput,
+            deadline_miss_fraction=miss,
+            n_batch_changes=len(commands),
+            failed=failed,
+        )
+        return self.layout.observe(self._observation), float(reward), terminated, truncated, info
+
+    def _snapshot(self) -> tuple[float, float, float, float]:
+        m = self.sim.metrics  # type: ignore[union-attr]
+        return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens)
+
+    def render(self) -> None:
+        """No rendering: runs write plots from their output tables instead."""
+        return None
+
+    def close(self) -> None:
+        """Drop the running simulation."""
+        self.sim = None
+        self._needs_reset = True
+
+
+def make_env(scenario: str | Path, overrides: Sequence[str] = (), **config: Any) -> G2GEnv:
+    """Gymnasium entry point: :meth:`G2GEnv.from_scenario` as a plain function.
+
+    ``scenario="toy"`` builds the analytic toy case of :mod:`openg2g.envs.toy`.
+    """
+    if str(scenario) == "toy":
+        from openg2g.envs.toy import make_toy_env
+
+        return make_toy_env(overrides=overrides, **config)
+    return G2GEnv.from_scenario(scenario, overrides, **config)

@@ -1,0 +1,278 @@
+"""Observation and action spaces, shared by the Gymnasium env and the ``rl_policy`` controller.
+
+A :class:`SpaceLayout` is built from a run's :class:`~openg2g.core.protocols.ControlContext` and an
+:class:`~openg2g.envs.config.ObsConfig` plus an action kind. It fixes the order of every feature
+and every controlled model, turns an :class:`~openg2g.core.state.Observation` into a float32 vector
+(:meth:`SpaceLayout.observe`) and an action into :class:`~openg2g.core.commands.SetBatchSize`
+commands (:meth:`SpaceLayout.commands`). The env and a deployed policy use the same object, so a
+policy sees in deployment exactly what it saw in training.
+
+Observation vector, in order (all clipped to ``[-clip, clip]``):
+
+1. voltages, normalized so the band limits are -1 and +1: one per monitored bus-phase
+   (``bus_phases``), or min, max and mean per zone (``zones``);
+2. per site (if ``site_power``): facility power and training power, as fractions of the site's
+   nominal power (every model at its largest measured batch, configured replicas, times PUE);
+3. per (site, model), sites and models in context order: normalized log2 batch size (0 at the
+   smallest measured size, 1 at the largest), ITL / deadline (ITL / ITL at the largest batch when
+   the model has no deadline), deadline-miss fraction, active / configured replicas, model power
+   as a fraction of its nominal power.
+
+Actions act on the *controlled* models: those with at least two measured batch sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from gymnasium import spaces
+
+from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.errors import ControllerError, ScenarioError
+from openg2g.core.protocols import ControlContext
+from openg2g.core.state import Observation
+from openg2g.envs.config import ObsConfig
+
+__all__ = ["ModelSlot", "SpaceLayout", "describe_space", "ActionKind"]
+
+ActionKind = Literal["discrete", "box"]
+
+
+@dataclass(frozen=True)
+class ModelSlot:
+    """One (site, model) pair of the layout and the constants that normalize its features."""
+
+    site: str
+    model: str
+    batch_sizes: tuple[int, ...]
+    replicas_ref: float
+    power_ref_w: float
+    itl_ref_s: float
+
+    @property
+    def controllable(self) -> bool:
+        """True when the model has at least two measured batch sizes."""
+        return len(self.batch_sizes) >= 2
+
+    @property
+    def key(self) -> str:
+        """``"<site>/<model>"``."""
+        return f"{self.site}/{self.model}"
+
+
+def describe_space(space: spaces.Space) -> str:
+    """A short text naming a space's type and shape (for error messages)."""
+    if isinstance(space, spaces.MultiDiscrete):
+        return f"MultiDiscrete(nvec={space.nvec.tolist()})"
+    if isinstance(space, spaces.Box):
+        return f"Box(shape={space.shape})"
+    return repr(space)
+
+
+class SpaceLayout:
+    """Feature order, spaces and the observation/action conversions for one control context.
+
+    :param context: the static facts of the run (sites, models, monitored bus-phases, limits).
+    :param obs: what the observation holds.
+    :param action: ``"discrete"`` or ``"box"``.
+    :param source: the scenario's name or path, quoted in errors.
+    :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
+        least two measured batch sizes), or a zone naming an unknown bus.
+    """
+
+    def __init__(self, context: ControlContext, obs: ObsConfig, action: ActionKind, source: str = "scenario"):
+        self.obs_config = obs
+        self.action_kind = action
+        if not context.sites:
+            raise ScenarioError([(source, "the RL environment needs a datacenter site, and the scenario has none")])
+        slots: list[ModelSlot] = []
+        self._site_ref_w: dict[str, float] = {}
+        for site_name, site in context.sites.items():
+            site_ref = 0.0
+            for name, m in site.models.items():
+                i_max = int(np.argmax(m.batch_sizes)) if m.batch_sizes else 0
+                p_max = max(m.power_w) if m.power_w else 0.0
+                ref_replicas = float(max(m.replicas, 1))
+                itl_ref = m.itl_deadline_s or (m.itl_s[i_max] if m.itl_s else 0.0) or 1.0
+                power_ref = max(p_max * ref_replicas, 1.0)
+                slots.append(ModelSlot(site_name, name, tuple(sorted(m.batch_sizes)), ref_replicas, power_ref, itl_ref))
+                site_ref += power_ref * site.pue
+            self._site_ref_w[site_name] = max(site_ref, 1.0)
+        if not slots:
+            raise ScenarioError([(source, "the RL environment needs at least one served model; no site lists any")])
+        self.slots: tuple[ModelSlot, ...] = tuple(slots)
+        self.controlled: tuple[ModelSlot, ...] = tuple(s for s in slots if s.controllable)
+        if not self.controlled:
+            found = ", ".join(f"{s.key} {list(s.batch_sizes)}" for s in slots)
+            raise ScenarioError(
+                [(source, f"no controllable model: the RL agent needs a model with at least 2 batch sizes; found {found}")]
+            )
+        self.sites: tuple[str, ...] = tuple(context.sites)
+        self.bus_phases: tuple[str, ...] = tuple(context.bus_phases)
+        self.v_mid_pu = 0.5 * (context.v_min_pu + context.v_max_pu)
+        self.v_half_pu = 0.5 * (context.v_max_pu - context.v_min_pu)
+        self._zone_index = self._zones(source)
+        self._log2 = [np.log2(np.array(s.batch_sizes, dtype=float)) for s in self.controlled]
+        self.feature_names: tuple[str, ...] = tuple(self._feature_names())
+        clip = obs.clip
+        n = len(self.feature_names)
+        self.observation_space = spaces.Box(-clip, clip, shape=(n,), dtype=np.float32)
+        if action == "discrete":
+            self.action_space: spaces.Space = spaces.MultiDiscrete(np.full(len(self.controlled), 3, dtype=np.int64))
+        elif action == "box":
+            self.action_space = spaces.Box(-1.0, 1.0, shape=(len(self.controlled),), dtype=np.float32)
+        else:
+            raise ValueError(f"action must be 'discrete' or 'box', got {action!r}")
+
+    # ----------------------------------------------------------------------------- layout
+    def _zones(self, source: str) -> list[tuple[str, np.ndarray]]:
+        if self.obs_config.voltages == "bus_phases":
+            return []
+        buses = [bp.rpartition(".")[0] for bp in self.bus_phases]
+        zones = self.obs_config.zones
+        if zones is None:
+            return [("all", np.arange(len(self.bus_phases)))]
+        out = []
+        for name, members in zones.items():
+            unknown = sorted(set(members) - set(buses))
+            if unknown:
+                raise ScenarioError(
+                    [(source, f"observation zone {name!r} names unknown buses {unknown}; monitored: {sorted(set(buses))}")]
+                )
+            idx = np.array([i for i, b in enumerate(buses) if b in set(members)])
+            if idx.size == 0:
+                raise ScenarioError([(source, f"observation zone {name!r} has no monitored bus-phase")])
+            out.append((name, idx))
+        return out
+
+    def _feature_names(self) -> list[str]:
+        names: list[str] = []
+        if self.obs_config.voltages == "bus_phases":
+            names += [f"v.{bp}" for bp in self.bus_phases]
+        else:
+            for zone, _ in self._zone_index:
+                names += [f"v.{zone}.min", f"v.{zone}.max", f"v.{zone}.mean"]
+        if self.obs_config.site_power:
+            for site in self.sites:
+                names += [f"{site}.power", f"{site}.training_power"]
+        for s in self.slots:
+            names += [f"{s.key}.{f}" for f in ("log2_batch", "itl_over_deadline", "miss_fraction", "replicas", "power")]
+        return names
+
+    def describe(self) -> dict[str, Any]:
+        """The layout as plain data (saved beside a policy)."""
+        return {
+            "features": list(self.feature_names),
+            "controlled": [s.key for s in self.controlled],
+            "batch_sizes": {s.key: list(s.batch_sizes) for s in self.controlled},
+            "observation_shape": list(self.observation_space.shape or ()),
+            "action": describe_space(self.action_space),
+        }
+
+    # ----------------------------------------------------------------------------- conversions
+    def observe(self, observation: Observation) -> np.ndarray:
+        """The observation vector (float32, inside :attr:`observation_space`)."""
+        out = np.zeros(len(self.feature_names), dtype=np.float64)
+        v = (np.asarray(observation.grid.v_pu, dtype=np.float64) - self.v_mid_pu) / self.v_half_pu
+        k = 0
+        if self.obs_config.voltages == "bus_phases":
+            out[: v.size] = v
+            k = v.size
+        else:
+            for _, idx in self._zone_index:
+                z = v[idx]
+                finite = z[np.isfinite(z)]
+                if finite.size:
+                    out[k : k + 3] = (finite.min(), finite.max(), finite.mean())
+                k += 3
+        datacenters = observation.datacenters
+        if self.obs_config.site_power:
+            for site in self.sites:
+                state = datacenters.get(site)
+                if state is not None:
+                    ref = self._site_ref_w[site]
+                    out[k] = state.power_w / ref
+                    out[k + 1] = state.training_power_w / ref
+                k += 2
+        for s in self.slots:
+            state = datacenters.get(s.site)
+            m = state.models.get(s.model) if state is not None else None
+            if m is not None:
+                if s.controllable:
+                    lo, hi = np.log2(s.batch_sizes[0]), np.log2(s.batch_sizes[-1])
+                    out[k] = (np.log2(max(m.batch_size, 1)) - lo) / (hi - lo)
+                out[k + 1] = m.itl_s / s.itl_ref_s
+                out[k + 2] = m.deadline_miss_fraction
+                out[k + 3] = m.replicas / s.replicas_ref
+                out[k + 4] = m.power_w / s.power_ref_w
+            k += 5
+        clip = self.obs_config.clip
+        return np.clip(np.nan_to_num(out, nan=0.0, posinf=clip, neginf=-clip), -clip, clip).astype(np.float32)
+
+    def current_batch_index(self, observation: Observation) -> np.ndarray:
+        """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
+        idx = np.zeros(len(self.controlled), dtype=np.int64)
+        for i, s in enumerate(self.controlled):
+            state = observation.datacenters.get(s.site)
+            m = state.models.get(s.model) if state is not None else None
+            b = m.batch_size if m is not None else s.batch_sizes[0]
+            idx[i] = int(np.argmin(np.abs(self._log2[i] - np.log2(max(b, 1)))))
+        return idx
+
+    def target_batch_index(self, action: Any, observation: Observation) -> np.ndarray:
+        """Index of the batch size each controlled model should run after ``action``."""
+        a = np.asarray(action).reshape(-1)
+        if a.size != len(self.controlled):
+            raise ValueError(f"action has {a.size} entries; this layout controls {len(self.controlled)} models")
+        if self.action_kind == "discrete":
+            current = self.current_batch_index(observation)
+            moves = np.clip(a.astype(np.int64), 0, 2) - 1
+            return np.clip(current + moves, 0, [len(s.batch_sizes) - 1 for s in self.controlled])
+        target = np.zeros(len(self.controlled), dtype=np.int64)
+        for i, log2 in enumerate(self._log2):
+            x = float(np.clip(np.nan_to_num(a[i]), -1.0, 1.0))
+            goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
+            target[i] = int(np.argmin(np.abs(log2 - goal)))
+        return target
+
+    def commands(self, action: Any, observation: Observation) -> list[Command]:
+        """The :class:`SetBatchSize` commands that carry out ``action`` (only for models that change)."""
+        current = self.current_batch_index(observation)
+        target = self.target_batch_index(action, observation)
+        return [
+            SetBatchSize(site=s.site, model=s.model, batch_size=s.batch_sizes[int(t)])
+            for s, c, t in zip(self.controlled, current, target)
+            if c != t
+        ]
+
+    # ----------------------------------------------------------------------------- compatibility
+    def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space, what: str) -> None:
+        """Check that a policy's spaces equal this layout's.
+
+        :param what: the policy, named in the error (e.g. its file).
+        :raises ControllerError: stating the expected and the found observation/action spaces.
+        """
+        problems = []
+        if not (
+            isinstance(observation_space, spaces.Box) and observation_space.shape == self.observation_space.shape
+        ):
+            problems.append(
+                f"observation: the scenario gives {describe_space(self.observation_space)}, "
+                f"the policy expects {describe_space(observation_space)}"
+            )
+        same_action = type(action_space) is type(self.action_space) and (
+            np.array_equal(action_space.nvec, self.action_space.nvec)
+            if isinstance(action_space, spaces.MultiDiscrete)
+            else action_space.shape == self.action_space.shape
+        )
+        if not same_action:
+            problems.append(
+                f"action: the scenario gives {describe_space(self.action_space)} "
+                f"({len(self.controlled)} controllable models: {[s.key for s in self.controlled]}), "
+                f"the policy expects {describe_space(action_space)}"
+            )
+        if problems:
+            raise ControllerError(f"{what} does not fit this scenario: " + "; ".join(problems))
+

@@ -1,0 +1,590 @@
+"""``FeederGrid``: the grid backend on a distribution feeder.
+
+Each solve draws the datacenter sites as wye constant-PQ loads at their buses, on top of the
+feeder's own loads (OpenDSS load models, times the load scale), PV, storage and extra loads,
+and reports the voltage magnitude of every monitored bus-phase.
+
+Solvers (``GridSpec.solver``):
+
+- ``pgm`` (default): the exact phase-frame solver of :mod:`openg2g.grid.solver` (full phase
+  impedance matrices, single- and two-phase laterals, per-phase regulator taps, delta loads).
+  It matches OpenDSS to about 1e-5 pu on the bundled feeders. The name is kept for the scenario
+  format; power-grid-model itself is not used because its three-phase-only nodes, wye-only
+  asymmetric loads and single-ratio transformers cannot represent these feeders exactly.
+- ``pandapower``: pandapower ``runpp_3ph`` on the feeder's sequence-frame network, a reference
+  mode that is approximate (loses untransposed coupling, treats laterals as three-phase, one tap
+  per bank, constant-PQ loads) and slow; see :mod:`openg2g.grid.ppsolve`.
+
+Regulators are fixed or ``auto``: in auto mode a regulator compares its line-drop-compensated
+voltage (RegControl vreg/band/ptratio/ctprim/R/X from the feeder file, vreg/band overridable in
+the scenario) with its band and moves one step after the voltage has been outside the band for
+``delay_s``; the move takes effect at the next solve.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from openg2g.core.commands import (
+    Command,
+    SetCapacitor,
+    SetLineInService,
+    SetLoadScale,
+    SetPVScale,
+    SetRegulatorMode,
+    SetStoragePower,
+    SetTaps,
+)
+from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
+from openg2g.core.protocols import GridBackend, RegulatorInfo
+from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
+from openg2g.grid.feeders import Feeder, load_feeder
+from openg2g.grid.model import RegControlModel
+from openg2g.grid.network import (
+    Switching,
+    load_ports,
+    node_index,
+    transformer_winding_admittance,
+)
+from openg2g.grid.ppsolve import PandapowerNetwork
+from openg2g.grid.solver import CompiledNetwork, Solution
+from openg2g.grid.validate import check_against_feeder
+from openg2g.scenario.schema import GridSpec, SiteSpec
+
+__all__ = ["FeederGrid"]
+
+_SENS_DP_W = 1000.0
+"""Per-phase active power step of the finite-difference sensitivity (W)."""
+
+
+def _tan_phi(pf: float) -> float:
+    return math.tan(math.acos(min(max(pf, 0.0), 1.0)))
+
+
+@dataclass
+class _Profile:
+    """A piecewise-linear scale profile (held constant outside its range)."""
+
+    t_s: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def read(cls, path: Path, where: str) -> _Profile:
+        try:
+            with path.open(newline="") as fh:
+                rows = list(csv.DictReader(fh))
+            t = np.array([float(r["t_s"]) for r in rows])
+            s = np.array([float(r["scale"]) for r in rows])
+        except (OSError, KeyError, ValueError) as exc:
+            raise ScenarioError([(where, f"cannot read profile {path} (need CSV columns t_s, scale): {exc}")]) from None
+        if t.size == 0 or np.any(np.diff(t) < 0):
+            raise ScenarioError([(where, f"profile {path} is empty or its t_s is not ascending")])
+        return cls(t, s)
+
+    def at(self, t_s: float) -> float:
+        return float(np.interp(t_s, self.t_s, self.scale))
+
+
+@dataclass
+class _Injection:
+    """A constant-PQ wye element (site, PV, storage, extra load) mapped onto PQ ports."""
+
+    name: str
+    ports: np.ndarray  # PQ-port index per phase used
+    phases: tuple[str, ...]
+
+
+@dataclass
+class _Storage:
+    name: str
+    kw: float
+    kwh: float
+    soc0: float
+    soc_min: float
+    soc_max: float
+    efficiency: float
+    soc: float = 0.0
+    p_kw: float = 0.0
+    q_kvar: float = 0.0
+
+
+@dataclass
+class _Unit:
+    """One regulated phase: transformer, its phase index, and its control."""
+
+    transformer: str
+    k: int
+    control: RegControlModel | None
+    timer_s: float = 0.0
+
+
+@dataclass
+class _Bank:
+    info: RegulatorInfo
+    units: list[_Unit]
+    mode: str = "fixed"
+    vreg_v: float | None = None
+    band_v: float | None = None
+    delay_s: float = 15.0
+    ganged: bool = False
+    initial_taps: tuple[int, ...] = field(default_factory=tuple)
+    initial_mode: str = "fixed"
+
+
+class FeederGrid(GridBackend):
+    """Grid backend on a feeder (see the module docstring).
+
+    :param feeder: the feeder.
+    :param spec: the grid section of the scenario.
+    :param sites: datacenter sites (name, bus, power factor).
+    :param base_dir: folder that profile paths are relative to.
+    """
+
+    def __init__(self, feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path) -> None:
+        problems = check_against_feeder(feeder, spec, sites)
+        if problems:
+            raise ScenarioError(problems)
+        self.feeder = feeder
+        self.spec = spec
+        self._sites = {s.name: s for s in sites}
+        model = feeder.model
+        self._model = model
+        self._nodes = node_index(model)
+        self._ports = load_ports(model, self._nodes)
+        self._load_names = [ld.name for ld in model.loads]
+        base_dir = Path(base_dir)
+
+        # constant-PQ ports: one per node that carries a site, PV, storage or extra load
+        pq_nodes: list[int] = []
+        node_port: dict[int, int] = {}
+
+        def ports_for(bus: str, phases: Sequence[str]) -> np.ndarray:
+            out = []
+            for ph in phases:
+                node = self._nodes.index[(bus.lower(), ph)]
+                if node not in node_port:
+                    node_port[node] = len(pq_nodes)
+                    pq_nodes.append(node)
+                out.append(node_port[node])
+            return np.array(out, dtype=int)
+
+        self._site_inj = {s.name: _Injection(s.name, ports_for(s.bus, PHASES), PHASES) for s in sites}
+        self._pv = [(_Injection(pv.name, ports_for(pv.bus, pv.phases), tuple(pv.phases)), pv) for pv in spec.pv]
+        self._pv_profiles = {
+            pv.name: _Profile.read(base_dir / pv.profile, f"grid.pv.{i}.profile")
+            for i, pv in enumerate(spec.pv)
+            if pv.profile
+        }
+        self._storage_inj = {}
+        self._storage: dict[str, _Storage] = {}
+        for st in spec.storage:
+            phases = feeder.bus_phases[st.bus.lower()]
+            self._storage_inj[st.name] = _Injection(st.name, ports_for(st.bus, phases), phases)
+            self._storage[st.name] = _Storage(
+                st.name, st.kw, st.kwh, st.soc0, st.soc_min, st.soc_max, st.efficiency, soc=st.soc0
+            )
+        self._extra = [(_Injection(x.name, ports_for(x.bus, x.phases), tuple(x.phases)), x) for x in spec.extra_loads]
+        self._extra_profiles = {
+            x.name: _Profile.read(base_dir / x.profile, f"grid.extra_loads.{i}.profile")
+            for i, x in enumerate(spec.extra_loads)
+            if x.profile
+        }
+        self._pq_nodes = np.array(pq_nodes, dtype=int)
+
+        # monitored bus-phases
+        if spec.monitored_buses:
+            mon_buses = [b.lower() for b in spec.monitored_buses]
+        else:
+            skip = set(feeder.source_side_buses)
+            mon_buses = [b for b in model.bus_kv if b not in skip]
+        names = [f"{b}.{p}" for b in mon_buses for p in feeder.bus_phases[b]]
+        self._bus_phases = tuple(names)
+        self._mon_idx = np.array([self._nodes.index[tuple(n.rsplit(".", 1))] for n in names], dtype=int)  # type: ignore[misc]
+
+        # regulator banks
+        controls = {rc.transformer: rc for rc in model.regcontrols}
+        self._transformers = {t.name: t for t in model.transformers}
+        self._banks: dict[str, _Bank] = {}
+        for bank, info in feeder.regulators.items():
+            units = [_Unit(t, k, controls.get(t)) for t, k in feeder.bank_units[bank]]
+            rs = spec.regulators.get(bank) or next(
+                (v for k, v in spec.regulators.items() if k.lower() == bank), None
+            )
+            b = _Bank(info=info, units=units, ganged=any(self._transformers[u.transformer].n_phases > 1 for u in units))
+            state0 = Switching.initial(model)
+            taps = tuple(self._step(u.transformer, float(state0.taps_pu[u.transformer][u.k])) for u in units)
+            if rs is not None:
+                if rs.taps is not None:
+                    taps = tuple(rs.taps)
+                b.initial_mode = rs.mode
+                b.vreg_v, b.band_v, b.delay_s = rs.vreg_v, rs.band_v, rs.delay_s
+            b.initial_taps = taps
+            self._banks[bank] = b
+        self._cap_names = {c.lower(): c for c in feeder.capacitors}
+        self._line_names = {ln.lower(): ln for ln in feeder.lines}
+        self._regulators = {k: b.info for k, b in self._banks.items()}
+        self._storage_names = tuple(self._storage)
+        self.reset(0)
+
+    # ----------------------------------------------------------------------------- building
+    @classmethod
+    def from_spec(cls, spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path) -> FeederGrid:
+        """Load ``spec.feeder`` and build the backend.
+
+        :raises FeederError: unknown feeder or unreadable feeder file.
+        :raises ScenarioError: the spec does not fit the feeder (see :func:`validate_grid`).
+        """
+        return cls(load_feeder(spec.feeder), spec, sites, base_dir)
+
+    def _step(self, transformer: str, tap_pu: float) -> int:
+        t = self._transformers[transformer]
+        return round((tap_pu - 1.0) / t.step_pu)
+
+    def _compile(self) -> CompiledNetwork | PandapowerNetwork:
+        if self._net is None:
+            if self.spec.solver == "pandapower":
+                self._net = PandapowerNetwork(self.feeder, self._nodes, self._ports.load, self._pq_nodes, self._switching)
+            else:
+                u_prev = None if self._net_prev is None else self._net_prev.u_last
+                self._net = CompiledNetwork(self._model, self._nodes, self._ports, self._pq_nodes, self._switching)
+                if u_prev is not None and u_prev.shape[0] == self._net.u0.shape[0]:
+                    self._net.u_last = u_prev[:, :1].copy()
+            self._sens_cache.clear()
+        return self._net
+
+    def _invalidate(self) -> None:
+        if self._net is not None:
+            self._net_prev = self._net
+        self._net = None
+        self._sens_cache.clear()
+
+    # ----------------------------------------------------------------------------- protocol
+    def bus_phases(self) -> tuple[str, ...]:
+        """Monitored bus-phases ``"<bus>.<phase>"`` (all buses but the source side, or the
+        scenario's ``monitored_buses``)."""
+        return self._bus_phases
+
+    def regulators(self) -> Mapping[str, RegulatorInfo]:
+        """Regulator banks by name."""
+        return dict(self._regulators)
+
+    def storages(self) -> tuple[str, ...]:
+        """Battery names."""
+        return self._storage_names
+
+    def reset(self, seed: int) -> None:
+        """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
+        charge (the feeder has no randomness; ``seed`` is unused)."""
+        self._switching = Switching.initial(self._model)
+        for name, closed in self.spec.capacitors.items():
+            self._switching.capacitors[self._cap_names[name.lower()]] = closed
+        for bank in self._banks.values():
+            bank.mode = bank.initial_mode
+            self._set_bank_taps(bank, bank.initial_taps)
+            for u in bank.units:
+                u.timer_s = 0.0
+        self._load_scale = np.full(len(self._model.loads), float(self.spec.load_scale))
+        self._pv_scale = {pv.name: pv.scale for _, pv in self._pv}
+        self._pv_override: set[str] = set()
+        for st in self._storage.values():
+            st.soc, st.p_kw, st.q_kvar = st.soc0, 0.0, 0.0
+        self._net: CompiledNetwork | PandapowerNetwork | None = None
+        self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
+        self._sens_cache: dict[str, np.ndarray] = {}
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _set_bank_taps(self, bank: _Bank, taps: Sequence[int]) -> None:
+        for u, tap in zip(bank.units, taps):
+            t = self._transformers[u.transformer]
+            self._switching.taps_pu[u.transformer][u.k] = 1.0 + tap * t.step_pu
+
+    def _bank_taps(self, bank: _Bank) -> tuple[int, ...]:
+        return tuple(self._step(u.transformer, float(self._switching.taps_pu[u.transformer][u.k])) for u in bank.units)
+
+    def taps(self) -> dict[str, tuple[int, ...]]:
+        """Regulator bank -> per-phase tap steps in force."""
+        return {name: self._bank_taps(b) for name, b in self._banks.items()}
+
+    def can_batch(self) -> bool:
+        """True when no regulator is in auto mode and there is no battery (steps independent)."""
+        return not self._storage and all(b.mode == "fixed" for b in self._banks.values())
+
+    # ----------------------------------------------------------------------------- injections
+    def _s_pq(self, t_s: float, loads: Mapping[str, DatacenterState]) -> np.ndarray:
+        """Complex power drawn at each PQ port (VA, > 0 = consumption)."""
+        s = np.zeros(len(self._pq_nodes), dtype=complex)
+        for name, state in loads.items():
+            inj = self._site_inj.get(name)
+            if inj is None:
+                raise PowerFlowError(
+                    f"t={t_s} s, feeder {self.feeder.name}: load for unknown site {name!r} "
+                    f"(sites: {', '.join(self._site_inj) or 'none'})"
+                )
+            np.add.at(s, inj.ports, np.asarray(state.p_w) + 1j * np.asarray(state.q_var))
+        for inj, pv in self._pv:
+            scale = self._pv_scale[pv.name]
+            if pv.name in self._pv_profiles and pv.name not in self._pv_override:
+                scale = self._pv_profiles[pv.name].at(t_s)
+            p = pv.kw * 1000.0 * scale / len(inj.phases)
+            np.add.at(s, inj.ports, -(p + 1j * p * _tan_phi(pv.power_factor)))
+        for name, inj in self._storage_inj.items():
+            st = self._storage[name]
+            n = len(inj.phases)
+            np.add.at(s, inj.ports, -(st.p_kw + 1j * st.q_kvar) * 1000.0 / n)
+        for inj, x in self._extra:
+            scale = self._extra_profiles[x.name].at(t_s) if x.name in self._extra_profiles else 1.0
+            p = x.kw_per_phase * 1000.0 * scale
+            np.add.at(s, inj.ports, p + 1j * p * _tan_phi(x.power_factor))
+        return s
+
+    def _branch_scale(self) -> np.ndarray:
+        return self._load_scale[self._ports.load][:, None]
+
+    def _advance_storage(self, dt_s: float) -> None:
+        for st in self._storage.values():
+            if st.p_kw == 0.0 or dt_s <= 0:
+                continue
+            if st.p_kw > 0:  # discharging: the cells give more than the grid receives
+                d_soc = -st.p_kw * dt_s / 3600.0 / st.efficiency / st.kwh
+            else:
+                d_soc = -st.p_kw * dt_s / 3600.0 * st.efficiency / st.kwh
+            st.soc = min(max(st.soc + d_soc, st.soc_min), st.soc_max)
+            if (st.p_kw > 0 and st.soc <= st.soc_min) or (st.p_kw < 0 and st.soc >= st.soc_max):
+                st.p_kw = 0.0
+
+    # ----------------------------------------------------------------------------- solving
+    def _state(self, t_s: float, sol: Solution, col: int, taps: Mapping[str, tuple[int, ...]], ok: bool) -> GridState:
+        v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
+        return GridState(
+            t_s=t_s,
+            bus_phases=self._bus_phases,
+            v_pu=v,
+            taps=taps,
+            p_sub_w=sol.s_sub_va[:, col].real,
+            q_sub_var=sol.s_sub_va[:, col].imag,
+            losses_w=float(sol.losses_w[col]),
+            converged=ok,
+        )
+
+    def _failed(self, t_s: float, loads: Mapping[str, DatacenterState]) -> PowerFlowError:
+        attached = ", ".join(f"{n}@{self._sites[n].bus}={s.power_w / 1e6:.3f} MW" for n, s in loads.items())
+        return PowerFlowError(
+            f"power flow did not converge at t={t_s} s on feeder {self.feeder.name} "
+            f"(datacenter loads: {attached or 'none'})"
+        )
+
+    def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
+        """Solve at ``t_s``; in auto mode, regulators then update their timers and taps.
+
+        :raises PowerFlowError: no convergence (unless ``on_nonconvergence == "flag"``, which
+            returns a state with ``converged=False``).
+        """
+        self._advance_storage(dt_s)
+        net = self._compile()
+        s_pq = self._s_pq(t_s, loads)[:, None]
+        scale = self._branch_scale()
+        sol = net.solve(scale, s_pq)
+        taps = self.taps()
+        if not sol.converged:
+            if self.spec.on_nonconvergence == "flag":
+                return self._state(t_s, sol, 0, taps, False)
+            raise self._failed(t_s, loads)
+        self._last = (scale, s_pq)
+        self._sens_cache.clear()
+        self._regulate(sol, dt_s)
+        return self._state(t_s, sol, 0, taps, True)
+
+    def solve_batch(
+        self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
+    ) -> list[GridState]:
+        """Solve several steps in one call (equal to solving them one by one when
+        :meth:`can_batch`; otherwise it does exactly that)."""
+        if not self.can_batch() or len(t_s) < 2:
+            return [self.solve(t, ld, dt_s) for t, ld in zip(t_s, loads)]
+        net = self._compile()
+        s_pq = np.stack([self._s_pq(t, ld) for t, ld in zip(t_s, loads)], axis=1)
+        scale = self._branch_scale()
+        u_init = net.u_last[:, :1]
+        sol = net.solve(scale, s_pq, u_init=u_init)
+        if not sol.converged:
+            return [self.solve(t, ld, dt_s) for t, ld in zip(t_s, loads)]
+        self._last = (scale, s_pq[:, -1:])
+        self._sens_cache.clear()
+        taps = self.taps()
+        return [self._state(t, sol, j, taps, True) for j, t in enumerate(t_s)]
+
+    # ----------------------------------------------------------------------------- regulators
+    def _regulate(self, sol: Solution, dt_s: float) -> None:
+        changed = False
+        for bank in self._banks.values():
+            if bank.mode != "auto":
+                continue
+            units = bank.units[:1] if bank.ganged else bank.units
+            for u in units:
+                rc = u.control
+                if rc is None:
+                    continue
+                v120 = self._control_voltage(u, rc, sol)
+                vreg = bank.vreg_v if bank.vreg_v is not None else rc.vreg_v
+                band = bank.band_v if bank.band_v is not None else rc.band_v
+                if abs(v120 - vreg) <= band / 2.0:
+                    u.timer_s = 0.0
+                    continue
+                u.timer_s += dt_s
+                if u.timer_s + 1e-9 < bank.delay_s:
+                    continue
+                u.timer_s = 0.0
+                step = 1 if v120 < vreg else -1
+                targets = bank.units if bank.ganged else [u]
+                for tu in targets:
+                    cur = self._step(tu.transformer, float(self._switching.taps_pu[tu.transformer][tu.k]))
+                    new = min(max(cur + step, bank.info.min_tap), bank.info.max_tap)
+                    if new != cur:
+                        t = self._transformers[tu.transformer]
+                        self._switching.taps_pu[tu.transformer][tu.k] = 1.0 + new * t.step_pu
+                        changed = True
+        if changed:
+            self._invalidate()
+
+    def _control_voltage(self, u: _Unit, rc: RegControlModel, sol: Solution) -> float:
+        """Line-drop-compensated regulator voltage on the 120 V base (V)."""
+        t = self._transformers[u.transformer]
+        k = u.k if not (t.n_phases > 1) else rc.ptphase - 1
+        w1, w2 = t.windings
+        i1 = self._nodes.index[(w1.bus, w1.phases[k])]
+        i2 = self._nodes.index[(w2.bus, w2.phases[k])]
+        v1, v2 = sol.v[i1, 0], sol.v[i2, 0]
+        y, a = transformer_winding_admittance(t, float(self._switching.taps_pu[t.name][k]))
+        i_line = y * (v1 / a - v2)
+        v_ctrl = v2 / rc.ptratio - complex(rc.r_v, rc.x_v) * i_line / rc.ctprim_a
+        return float(abs(v_ctrl))
+
+    # ----------------------------------------------------------------------------- commands
+    def apply(self, command: Command, t_s: float) -> None:
+        """Carry out a grid command (see :mod:`openg2g.core.commands`).
+
+        :raises CommandError: unknown element, wrong number of taps, value out of range.
+        """
+        if isinstance(command, SetTaps):
+            bank = self._bank(command.bank)
+            info = bank.info
+            taps = tuple(command.taps)
+            if len(taps) != len(info.phases):
+                raise CommandError(
+                    f"set_taps {info.bank}: {len(taps)} taps given, the bank regulates phases {', '.join(info.phases)}"
+                )
+            bad = [x for x in taps if not info.min_tap <= x <= info.max_tap]
+            if bad:
+                raise CommandError(f"set_taps {info.bank}: taps {bad} outside [{info.min_tap}, {info.max_tap}]")
+            self._set_bank_taps(bank, taps)
+            self._invalidate()
+        elif isinstance(command, SetRegulatorMode):
+            bank = self._bank(command.bank)
+            if command.mode not in ("fixed", "auto"):
+                raise CommandError(f"set_regulator_mode {command.bank}: mode {command.mode!r} (fixed or auto)")
+            bank.mode = command.mode
+            for u in bank.units:
+                u.timer_s = 0.0
+        elif isinstance(command, SetCapacitor):
+            name = self._cap_names.get(command.name.lower())
+            if name is None:
+                raise CommandError(
+                    f"set_capacitor: unknown capacitor {command.name!r} (capacitors: {', '.join(self._cap_names) or 'none'})"
+                )
+            self._switching.capacitors[name] = bool(command.closed)
+            self._invalidate()
+        elif isinstance(command, SetLineInService):
+            name = self._line_names.get(command.line.lower())
+            if name is None:
+                raise CommandError(f"set_line_in_service: unknown line {command.line!r} on feeder {self.feeder.name}")
+            self._switching.lines[name] = bool(command.in_service)
+            self._invalidate()
+        elif isinstance(command, SetStoragePower):
+            st = self._storage.get(command.name)
+            if st is None:
+                raise CommandError(
+                    f"set_storage_power: unknown battery {command.name!r} (batteries: {', '.join(self._storage) or 'none'})"
+                )
+            if math.hypot(command.p_kw, command.q_kvar) > st.kw * (1 + 1e-9):
+                raise CommandError(
+                    f"set_storage_power {st.name}: |{command.p_kw} kW + j{command.q_kvar} kvar| exceeds the "
+                    f"{st.kw} kW rating"
+                )
+            st.p_kw, st.q_kvar = float(command.p_kw), float(command.q_kvar)
+        elif isinstance(command, SetLoadScale):
+            if not (command.scale >= 0 and math.isfinite(command.scale)):
+                raise CommandError(f"set_load_scale: scale must be >= 0, got {command.scale}")
+            if command.load is None:
+                self._load_scale[:] = command.scale
+            else:
+                names = [n.lower() for n in self._load_names]
+                if command.load.lower() not in names:
+                    raise CommandError(f"set_load_scale: unknown load {command.load!r} on feeder {self.feeder.name}")
+                self._load_scale[names.index(command.load.lower())] = command.scale
+        elif isinstance(command, SetPVScale):
+            if not 0.0 <= command.scale <= 1.0:
+                raise CommandError(f"set_pv_scale: scale must be within [0, 1], got {command.scale}")
+            targets = list(self._pv_scale) if command.pv is None else [command.pv]
+            for name in targets:
+                if name not in self._pv_scale:
+                    raise CommandError(f"set_pv_scale: unknown PV {name!r} (PV: {', '.join(self._pv_scale) or 'none'})")
+                self._pv_scale[name] = command.scale
+                self._pv_override.add(name)
+        else:
+            raise CommandError(f"the grid backend does not handle {type(command).__name__}")
+
+    def _bank(self, name: str) -> _Bank:
+        bank = self._banks.get(name) or self._banks.get(name.lower())
+        if bank is None:
+            raise CommandError(f"unknown regulator bank {name!r} (banks: {', '.join(self._banks) or 'none'})")
+        return bank
+
+    # ----------------------------------------------------------------------------- sensitivity
+    def voltage_sensitivity(self, bus: str) -> np.ndarray:
+        """dV/dP (pu/W) of every monitored bus-phase w.r.t. per-phase active power drawn at
+        ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
+        factor (unity if no site is there). Central finite differences of +/-1 kW per phase
+        around the last solved operating point, at the taps in force.
+
+        :return: read-only array of shape ``(len(bus_phases()), 3)``, columns phases a, b, c.
+        :raises KeyError: unknown bus or site, or a bus without three phases.
+        """
+        site = self._sites.get(bus)
+        bus_name = (site.bus if site else bus).lower()
+        if bus_name not in self.feeder.bus_phases or len(self.feeder.bus_phases[bus_name]) != 3:
+            raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
+        if site is None:
+            site = next((s for s in self._sites.values() if s.bus.lower() == bus_name), None)
+        pf = site.power_factor if site else 1.0
+        key = f"{bus_name}@{pf}"
+        if key in self._sens_cache:
+            return self._sens_cache[key]
+        net = self._compile()
+        scale, s_pq = self._last if self._last is not None else (self._branch_scale(), self._s_pq(0.0, {})[:, None])
+        nodes = [self._nodes.index[(bus_name, p)] for p in PHASES]
+        extra = [n for n in nodes if n not in set(self._pq_nodes.tolist())]
+        if extra or not isinstance(net, CompiledNetwork):
+            pq_nodes = np.concatenate([self._pq_nodes, np.array(extra, dtype=int)])
+            net = CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching)
+            s_pq = np.concatenate([s_pq, np.zeros((len(extra), 1), dtype=complex)])
+            net.solve(scale, s_pq)
+        else:
+            pq_nodes = self._pq_nodes
+        pos = [int(np.flatnonzero(pq_nodes == n)[0]) for n in nodes]
+        ds = _SENS_DP_W * (1.0 + 1j * _tan_phi(pf))
+        cols = np.repeat(s_pq, 6, axis=1)
+        for k, p in enumerate(pos):
+            cols[p, 2 * k] += ds
+            cols[p, 2 * k + 1] -= ds
+        sol = net.solve(scale, cols, tol_pu=1e-12, max_iter=200, u_init=net.u_last[:, :1])
+        vm = np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]
+        sens = (vm[:, 0::2] - vm[:, 1::2]) / (2 * _SENS_DP_W)
+        out = frozen_array(sens)
+        self._sens_cache[key] = out
+        return out

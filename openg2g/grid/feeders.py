@@ -1,0 +1,155 @@
+"""The feeder library: bundled feeders by name, or an OpenDSS master file by path.
+
+>>> from openg2g.grid.feeders import list_feeders, load_feeder
+>>> feeder = load_feeder("ieee13")
+>>> feeder.regulators["reg1"].phases
+('a', 'b', 'c')
+
+Bundled feeders are the project's own JSON artifacts under ``openg2g/grid/data/`` (built by
+``openg2g feeders build``, see ``PROVENANCE.md`` there); nothing outside the package is read.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pandapower as pp
+
+from openg2g.core.errors import FeederError
+from openg2g.core.protocols import RegulatorInfo
+from openg2g.core.state import PHASES
+from openg2g.grid.dss import read_dss
+from openg2g.grid.model import FeederModel
+from openg2g.grid.ppnet import to_pandapower
+
+__all__ = ["DATA_DIR", "FORMAT_VERSION", "Feeder", "list_feeders", "load_feeder", "feeder_from_model"]
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+"""Folder of the bundled feeder artifacts."""
+
+FORMAT_VERSION = 1
+"""Version of the bundled JSON format (``{"format_version": 1, "feeder": {...}}``)."""
+
+
+@dataclass
+class Feeder:
+    """A distribution feeder: its pandapower network and its exact phase-frame model.
+
+    :param name: feeder name.
+    :param model: the phase-frame model the solver uses (full phase matrices, per-phase taps).
+    :param net: pandapower network for inspection, editing and saving (sequence values plus the
+        extra ``phases`` columns and ``line_phase``/``regulator`` tables).
+    :param bus_phases: bus -> phases present (``"a"``, ``"b"``, ``"c"``).
+    :param regulators: regulator bank -> facts.
+    :param bank_units: regulator bank -> ``(transformer, phase index)`` per bank phase, in the
+        order of ``regulators[bank].phases``.
+    :param capacitors: capacitor names.
+    :param lines: line and switch names.
+    :param coords: bus -> drawing coordinates.
+    """
+
+    name: str
+    model: FeederModel
+    net: pp.pandapowerNet
+    bus_phases: dict[str, tuple[str, ...]]
+    regulators: dict[str, RegulatorInfo]
+    bank_units: dict[str, tuple[tuple[str, int], ...]]
+    capacitors: tuple[str, ...]
+    lines: tuple[str, ...]
+    coords: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def source_side_buses(self) -> tuple[str, ...]:
+        """The source bus and buses reached from it without crossing a transformer."""
+        m = self.model
+        adj: dict[str, set[str]] = {}
+        for ln in m.lines:
+            adj.setdefault(ln.bus1, set()).add(ln.bus2)
+            adj.setdefault(ln.bus2, set()).add(ln.bus1)
+        seen = {m.source.bus}
+        stack = [m.source.bus]
+        while stack:
+            for nb in adj.get(stack.pop(), ()):
+                if nb not in seen:
+                    seen.add(nb)
+                    stack.append(nb)
+        return tuple(b for b in m.bus_kv if b in seen)
+
+
+def feeder_from_model(model: FeederModel) -> Feeder:
+    """Wrap a :class:`FeederModel` as a :class:`Feeder` (builds the pandapower view)."""
+    regulators: dict[str, RegulatorInfo] = {}
+    units: dict[str, list[tuple[str, str, int]]] = {}
+    for t in model.transformers:
+        if t.bank is None:
+            continue
+        for k, ph in enumerate(t.windings[1].phases):
+            units.setdefault(t.bank, []).append((ph, t.name, k))
+    bank_units: dict[str, tuple[tuple[str, int], ...]] = {}
+    for bank, rows in units.items():
+        rows.sort(key=lambda r: PHASES.index(r[0]))
+        phases = tuple(r[0] for r in rows)
+        if len(set(phases)) != len(phases):
+            raise FeederError(f"feeder {model.name}: regulator bank {bank!r} regulates a phase twice: {phases}")
+        t0 = next(t for t in model.transformers if t.name == rows[0][1])
+        regulators[bank] = RegulatorInfo(
+            bank=bank,
+            phases=phases,
+            min_tap=round((t0.min_tap_pu - 1.0) / t0.step_pu),
+            max_tap=round((t0.max_tap_pu - 1.0) / t0.step_pu),
+            step_pu=t0.step_pu,
+        )
+        bank_units[bank] = tuple((r[1], r[2]) for r in rows)
+    return Feeder(
+        name=model.name,
+        model=model,
+        net=to_pandapower(model),
+        bus_phases=dict(model.bus_phases),
+        regulators=regulators,
+        bank_units=bank_units,
+        capacitors=tuple(c.name for c in model.capacitors),
+        lines=tuple(ln.name for ln in model.lines),
+        coords=dict(model.coords),
+    )
+
+
+def list_feeders() -> list[str]:
+    """Names of the bundled feeders."""
+    return sorted(p.stem for p in DATA_DIR.glob("*.json"))
+
+
+@lru_cache(maxsize=32)
+def _model(key: str, mtime_ns: int) -> FeederModel:
+    path = Path(key)
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        if data.get("format_version") != FORMAT_VERSION:
+            raise FeederError(f"{path}: feeder format version {data.get('format_version')} (expected {FORMAT_VERSION})")
+        return FeederModel.from_dict(data["feeder"])
+    return read_dss(path, name=path.stem.lower())
+
+
+def load_feeder(name_or_path: str) -> Feeder:
+    """A bundled feeder by name (see :func:`list_feeders`), or an OpenDSS master file by path.
+
+    Each call returns an independent :class:`Feeder` (edit it freely).
+
+    :raises FeederError: unknown name (the message lists the valid ones), missing file, or a
+        file using OpenDSS features the reader does not support (message gives file:line).
+    """
+    bundled = DATA_DIR / f"{name_or_path}.json"
+    if bundled.is_file():
+        return feeder_from_model(copy.deepcopy(_model(str(bundled), bundled.stat().st_mtime_ns)))
+    path = Path(name_or_path)
+    if path.suffix.lower() == ".dss" or path.is_file():
+        if not path.is_file():
+            raise FeederError(f"feeder file not found: {path}")
+        return feeder_from_model(copy.deepcopy(_model(str(path.resolve()), path.stat().st_mtime_ns)))
+    raise FeederError(
+        f"unknown feeder {name_or_path!r}: bundled feeders are {', '.join(list_feeders())} "
+        "(or give the path of an OpenDSS .dss master file)"
+    )

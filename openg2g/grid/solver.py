@@ -1,0 +1,226 @@
+"""The phase-frame power-flow solver: fixed-point current injection on the load ports.
+
+The network (source, lines, transformers, capacitors, nominal load admittances) is linear; its
+impedance matrix ``Z = Y^-1`` is computed once per switching state. The nonlinear part lives on
+"ports": one per load phase branch (OpenDSS load models 1, 2, 4, 5 with their low/high voltage
+fallbacks) and one per node carrying a constant-PQ wye injection (datacenters, PV, storage,
+extra loads). With port voltages ``u = P V`` and currents drawn ``i``, the fixed point is
+
+    u = u0 - K i_c(u),    K = P Z P^T,  u0 = P Z I_source,
+
+where ``i_c`` is the load current minus the nominal admittance current already inside ``Y``
+(the OpenDSS "compensation current"). Many operating points (columns) solve at once, which is
+the batch mode. The answer is exact for the model: it is the same equations OpenDSS solves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from openg2g.grid.model import FeederModel
+from openg2g.grid.network import (
+    LoadPorts,
+    NodeIndex,
+    Switching,
+    admittance,
+    energized,
+    source_admittance,
+    source_current,
+)
+
+__all__ = ["LoadKernel", "Solution", "CompiledNetwork"]
+
+
+class LoadKernel:
+    """Current drawn by the feeder's load branches (A), OpenDSS semantics, precomputed for speed.
+
+    Normal range: ``I = (P0 r^ap - j Q0 r^aq) / conj(V)`` with ``r = |V| / Vbase`` and the model's
+    exponents (1: 0/0, 2: 2/2, 4: CVR factors, 5: 1/1). Below ``vlowpu`` the nominal admittance;
+    between ``vlowpu`` and ``vminpu`` the OpenDSS interpolated admittance; above ``vmaxpu`` the
+    admittance that meets the nominal power (models 1, 4) or current (model 5) there. Model 2 is
+    constant admittance everywhere.
+    """
+
+    def __init__(self, ports: LoadPorts) -> None:
+        m = ports.model
+        vb = ports.v_base_v
+        ap = np.select([m == 2, m == 4, m == 5], [2.0, ports.cvrwatts, 1.0], 0.0)
+        aq = np.select([m == 2, m == 4, m == 5], [2.0, ports.cvrvars, 1.0], 0.0)
+        self.pow_idx = np.flatnonzero((ap != 0) | (aq != 0))
+        self.ap = ap[self.pow_idx, None]
+        self.aq = aq[self.pow_idx, None]
+        self.vb_pow = vb[self.pow_idx, None]
+        self.p0 = ports.p_w[:, None]
+        self.q0 = ports.q_var[:, None]
+        self.s0c = (ports.p_w - 1j * ports.q_var)[:, None]
+        yeq = self.s0c[:, 0] / vb**2
+        switching = m != 2
+        self.vlow = np.where(switching, ports.vlowpu * vb, -1.0)[:, None]
+        self.v95 = np.where(switching, ports.vminpu * vb, -1.0)[:, None]
+        self.vmax = np.where(switching, ports.vmaxpu * vb, np.inf)[:, None]
+        const_i = m == 5
+        i_low = yeq * self.vlow[:, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            i95 = np.where(const_i, yeq * vb, yeq / ports.vminpu**2 * self.v95[:, 0])
+            slope = (i95 - i_low) / (self.v95[:, 0] - self.vlow[:, 0])
+        self.yeq = yeq[:, None]
+        self.i_low = i_low[:, None]
+        self.slope = np.nan_to_num(slope)[:, None]
+        self.y_high = np.where(const_i, yeq / ports.vmaxpu, yeq / ports.vmaxpu**2)[:, None]
+
+    def currents(self, u: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """Branch currents for branch voltages ``u`` (V, ``(n, cols)``) at load ``scale`` (``(n, 1)``
+        or ``(n, cols)``)."""
+        if self.pow_idx.size:
+            num = np.broadcast_to(self.s0c, u.shape).copy()
+            up = u[self.pow_idx]
+            r = np.abs(up) / self.vb_pow
+            num[self.pow_idx] = self.p0[self.pow_idx] * r**self.ap - 1j * self.q0[self.pow_idx] * r**self.aq
+            i = num * scale / np.conj(u)
+        else:
+            i = self.s0c * scale / np.conj(u)
+        vm = np.abs(u)
+        out = (vm <= self.v95) | (vm > self.vmax)
+        if out.any():
+            rows, cols = np.nonzero(out)
+            v, m = u[rows, cols], vm[rows, cols]
+            sc = np.broadcast_to(scale, u.shape)[rows, cols]
+            yeq = self.yeq[rows, 0] * sc
+            y_mid = (self.i_low[rows, 0] + self.slope[rows, 0] * (m - self.vlow[rows, 0])) * sc / m
+            y = np.where(
+                m <= self.vlow[rows, 0], yeq, np.where(m <= self.v95[rows, 0], y_mid, self.y_high[rows, 0] * sc)
+            )
+            i[rows, cols] = y * v
+        return i
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solved set of operating points (one column each).
+
+    :param v: node voltages (V), shape ``(n_nodes, n_cols)``.
+    :param s_sub_va: complex power the source delivers per phase a, b, c (VA), ``(3, n_cols)``.
+    :param losses_w: active losses (W) per column.
+    :param iterations: fixed-point iterations used.
+    :param converged: True if every column met the tolerance.
+    """
+
+    v: np.ndarray
+    s_sub_va: np.ndarray
+    losses_w: np.ndarray
+    iterations: int
+    converged: bool
+
+
+class CompiledNetwork:
+    """A feeder at one switching state, reduced to its ports, ready to solve.
+
+    :param model: the feeder.
+    :param nodes: its node numbering.
+    :param ports: its load branches.
+    :param pq_nodes: nodes that carry constant-PQ wye injections.
+    :param state: taps, capacitor and line states.
+    """
+
+    def __init__(
+        self, model: FeederModel, nodes: NodeIndex, ports: LoadPorts, pq_nodes: np.ndarray, state: Switching
+    ) -> None:
+        self.nodes = nodes
+        self.ports = ports
+        self.pq_nodes = np.asarray(pq_nodes, dtype=int)
+        n = len(nodes)
+        y = admittance(model, nodes, state, ports)
+        self.y = y
+        self.z = np.linalg.inv(y)
+        self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
+        self.y_src = source_admittance(model)
+        i_src = source_current(model, nodes)
+        self.e_src = np.linalg.solve(self.y_src, i_src[self.src_nodes])
+        self.v0 = self.z @ i_src
+        n_l, n_q = len(ports.from_node), len(self.pq_nodes)
+        inc = np.zeros((n_l + n_q, n))
+        rows = np.arange(n_l)
+        inc[rows, ports.from_node] = 1.0
+        grounded = ports.to_node < 0
+        inc[rows[~grounded], ports.to_node[~grounded]] = -1.0
+        inc[n_l + np.arange(n_q), self.pq_nodes] = 1.0
+        self.inc = inc
+        self.w = self.z @ inc.T
+        self.k = inc @ self.w
+        self.u0 = inc @ self.v0
+        self.n_load = n_l
+        self.kernel = LoadKernel(ports)
+        live = energized(model, nodes, state)
+        live_ext = np.append(live, True)  # index -1 = ground
+        self.live_branch = (live_ext[ports.from_node] & live_ext[ports.to_node])[:, None].astype(float)
+        self.live_pq = live[self.pq_nodes][:, None].astype(float)
+        self.dead_branch = self.live_branch[:, 0] == 0
+        self.dead_pq = self.live_pq[:, 0] == 0
+        self.n_dead = int(self.dead_branch.sum() + self.dead_pq.sum())
+        self.y_nominal = ports.y_nominal_s
+        v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[self.pq_nodes]])
+        self.v_ref = v_ref[:, None]
+        self.u_last: np.ndarray = self.u0[:, None].copy()
+
+    def _i_comp(self, u: np.ndarray, scale: np.ndarray, s_pq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ul, uq = u[: self.n_load], u[self.n_load :]
+        il = self.kernel.currents(ul, scale)
+        iq = np.conj(s_pq) / np.conj(uq)
+        if self.n_dead:
+            il[self.dead_branch] = 0.0
+            iq[self.dead_pq] = 0.0
+        i_actual = np.concatenate([il, iq])
+        i_comp = i_actual.copy()
+        i_comp[: self.n_load] -= self.y_nominal[:, None] * ul
+        return i_comp, i_actual
+
+    def solve(
+        self,
+        scale: np.ndarray,
+        s_pq_va: np.ndarray,
+        tol_pu: float = 1e-8,
+        max_iter: int = 100,
+        u_init: np.ndarray | None = None,
+    ) -> Solution:
+        """Solve one column per operating point.
+
+        :param scale: load multiplier per load branch, ``(n_branch, 1)`` or ``(n_branch, n_cols)``.
+        :param s_pq_va: complex power drawn at each PQ node (VA, > 0 = consumption),
+            ``(n_pq, n_cols)``.
+        :param tol_pu: convergence tolerance on the port voltage update (pu).
+        :param max_iter: iteration limit.
+        :param u_init: starting port voltages, ``(n_ports, 1)`` or ``(n_ports, n_cols)``; default
+            the last converged column (warm start).
+        """
+        n_cols = s_pq_va.shape[1]
+        if u_init is None:
+            u_init = self.u_last
+        u = np.broadcast_to(u_init, (self.k.shape[0], n_cols)).copy()
+        scale = scale * self.live_branch
+        s_pq_va = s_pq_va * self.live_pq
+        dead_u = np.concatenate([self.live_branch, self.live_pq])[:, 0] == 0
+        u[dead_u] = 1.0  # any nonzero value: their currents are zero
+        converged = False
+        it = 0
+        for it in range(1, max_iter + 1):
+            i_comp, _ = self._i_comp(u, scale, s_pq_va)
+            u_new = self.u0[:, None] - self.k @ i_comp
+            err = np.max(np.abs(u_new - u) / self.v_ref) if u.size else 0.0
+            u = u_new
+            if not np.isfinite(err):
+                break
+            if err < tol_pu:
+                converged = True
+                break
+        i_comp, i_actual = self._i_comp(u, scale, s_pq_va)
+        v = self.v0[:, None] - self.w @ i_comp
+        v_src = v[self.src_nodes]
+        i_src = self.y_src @ (self.e_src[:, None] - v_src)
+        s_sub = v_src * np.conj(i_src)
+        p_ports = np.real(u * np.conj(i_actual)).sum(axis=0)
+        losses = s_sub.real.sum(axis=0) - p_ports
+        if converged:
+            self.u_last = u[:, -1:].copy()
+        return Solution(v=v, s_sub_va=s_sub, losses_w=losses, iterations=it, converged=converged)

@@ -1,0 +1,98 @@
+"""Check a scenario's grid section and site buses against the feeder, without raising."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from openg2g.core.errors import FeederError
+from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
+from openg2g.scenario.schema import GridSpec, SiteSpec
+
+__all__ = ["validate_grid", "check_against_feeder"]
+
+
+def _some(names: Sequence[str], n: int = 12) -> str:
+    names = list(names)
+    head = ", ".join(names[:n])
+    return head + (f", ... ({len(names)} in all)" if len(names) > n else "")
+
+
+def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+    """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
+    problems: list[tuple[str, str]] = []
+    buses = feeder.bus_phases
+    bus_list = list(buses)
+
+    def bus_ok(path: str, bus: str, need: Sequence[str] = ()) -> None:
+        b = bus.lower()
+        if b not in buses:
+            problems.append((path, f"unknown bus {bus!r} on feeder {feeder.name}; buses are {_some(bus_list)}"))
+            return
+        missing = [p for p in need if p not in buses[b]]
+        if missing:
+            problems.append(
+                (path, f"bus {bus!r} has phases {''.join(buses[b])}, missing {''.join(missing)} (needs {''.join(need)})")
+            )
+
+    three = [b for b, ph in buses.items() if len(ph) == 3]
+    for i, site in enumerate(sites):
+        b = site.bus.lower()
+        if b not in buses:
+            problems.append(
+                (f"datacenters.{i}.bus", f"unknown bus {site.bus!r} on feeder {feeder.name}; three-phase buses are {_some(three)}")
+            )
+        elif len(buses[b]) != 3:
+            problems.append(
+                (f"datacenters.{i}.bus", f"bus {site.bus!r} has phases {''.join(buses[b])}, a site needs a three-phase bus "
+                 f"(e.g. {_some(three, 6)})")
+            )  # fmt: skip
+    for i, pv in enumerate(spec.pv):
+        bus_ok(f"grid.pv.{i}.bus", pv.bus, pv.phases)
+    for i, st in enumerate(spec.storage):
+        bus_ok(f"grid.storage.{i}.bus", st.bus)
+    for i, ld in enumerate(spec.extra_loads):
+        bus_ok(f"grid.extra_loads.{i}.bus", ld.bus, ld.phases)
+    for i, b in enumerate(spec.monitored_buses or []):
+        bus_ok(f"grid.monitored_buses.{i}", b)
+    for bank, reg in spec.regulators.items():
+        info = feeder.regulators.get(bank.lower())
+        if info is None:
+            problems.append(
+                (f"grid.regulators.{bank}", f"unknown regulator bank {bank!r}; banks are {_some(list(feeder.regulators)) or 'none'}")
+            )
+            continue
+        if reg.taps is not None:
+            if len(reg.taps) != len(info.phases):
+                problems.append(
+                    (f"grid.regulators.{bank}.taps",
+                     f"{len(reg.taps)} taps given, bank {bank} regulates {len(info.phases)} phase(s) "
+                     f"({', '.join(info.phases)}): give one tap per phase")
+                )  # fmt: skip
+            bad = [t for t in reg.taps if not info.min_tap <= t <= info.max_tap]
+            if bad:
+                problems.append(
+                    (f"grid.regulators.{bank}.taps", f"taps {bad} out of range [{info.min_tap}, {info.max_tap}]")
+                )
+    for cap in spec.capacitors:
+        if cap.lower() not in feeder.capacitors:
+            problems.append(
+                (f"grid.capacitors.{cap}", f"unknown capacitor {cap!r}; capacitors are {_some(feeder.capacitors) or 'none'}")
+            )
+    return problems
+
+
+def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+    """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
+
+    Checks: the feeder exists (lists the valid names), each site's bus exists and has three
+    phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
+    (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
+    per phase inside the range (``grid.regulators.<name>.taps``), capacitors exist.
+    """
+    try:
+        feeder = load_feeder(spec.feeder)
+    except FeederError as exc:
+        valid = ", ".join(list_feeders())
+        msg = str(exc) if "bundled feeders are" in str(exc) else f"{exc} (bundled feeders: {valid})"
+        return [("grid.feeder", msg)]
+    return check_against_feeder(feeder, spec, sites)

@@ -1,0 +1,186 @@
+"""Shared pieces of the studies: the base scenario as data, controller choices, feeder topology, tasks.
+
+Studies build each run as ``--set`` overrides of a base scenario, executed through the sweep
+machinery (:mod:`openg2g.sweep`), so they are resumable and run on the same engines.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openg2g.scenario.loader import apply_override
+from openg2g.scenario.schema import parse_seconds
+from openg2g.sweep.expand import encode_value
+from openg2g.sweep.runner import fingerprint
+from openg2g.sweep.spec import SweepError
+from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
+
+__all__ = [
+    "BaseScenario",
+    "read_base",
+    "controller_override",
+    "Topology",
+    "feeder_topology",
+    "three_phase_buses",
+    "make_task",
+    "safe_id",
+]
+
+
+@dataclass(frozen=True)
+class BaseScenario:
+    """A base scenario file read as plain data (with the study's fixed overrides applied).
+
+    :param path: absolute path of the file.
+    :param sha256: hash of the file's bytes.
+    :param data: the YAML mapping after overrides.
+    :param fixed: the fixed overrides, applied first in every run.
+    """
+
+    path: Path
+    sha256: str
+    data: dict[str, Any]
+    fixed: tuple[str, ...]
+
+    @property
+    def duration_s(self) -> Fraction:
+        """Run duration (s) after overrides."""
+        return parse_seconds(self.data.get("duration_s", 0))
+
+    @property
+    def feeder(self) -> str:
+        """The ``grid.feeder`` the scenario names."""
+        return str(self.data.get("grid", {}).get("feeder", ""))
+
+    def site_index(self, name: str | None) -> int:
+        """Index of the datacenter site named ``name`` (None: the first).
+
+        :raises SweepError: no sites, or no site of that name.
+        """
+        sites = self.data.get("datacenters") or []
+        if not sites:
+            raise SweepError([(f"{self.path}: datacenters", "the base scenario has no datacenter site")])
+        if name is None:
+            return 0
+        names = [s.get("name") for s in sites]
+        if name not in names:
+            raise SweepError([(f"{self.path}: datacenters", f"no site named {name!r}; sites: {names}")])
+        return names.index(name)
+
+    def events_within(self) -> list[dict[str, Any]]:
+        """The scenario's events that fall within its (possibly shortened) duration."""
+        end = self.duration_s
+        return [e for e in self.data.get("events") or [] if parse_seconds(e.get("t_s", 0)) <= end]
+
+
+def read_base(path: Path, overrides: Sequence[str] = ()) -> BaseScenario:
+    """Read a base scenario file as data and apply ``overrides`` (validation happens per run)."""
+    raw = Path(path).read_bytes()
+    data = yaml.safe_load(raw) or {}
+    if not isinstance(data, dict):
+        raise SweepError([(str(path), "a scenario file must be a mapping of sections")])
+    for assignment in overrides:
+        apply_override(data, assignment, str(path))
+    return BaseScenario(Path(path).resolve(), hashlib.sha256(raw).hexdigest(), data, tuple(overrides))
+
+
+def controller_override(name: str, base_path: Path) -> list[dict[str, Any]]:
+    """The ``controllers`` list for a controller choice.
+
+    ``none`` is no controller. Another name takes the controllers of the sibling scenario
+    ``<prefix>_<name>.yaml`` (its tuned parameters), where ``<prefix>`` is the base file's name
+    up to its last ``_``; without such a file it is ``[{kind: name}]`` with default parameters.
+    """
+    if name == "none":
+        return []
+    prefix = base_path.stem.rsplit("_", 1)[0]
+    sibling = base_path.parent / f"{prefix}_{name}.yaml"
+    if sibling.is_file():
+        data = yaml.safe_load(sibling.read_text()) or {}
+        controllers = data.get("controllers")
+        if controllers:
+            return list(controllers)
+    return [{"kind": name}]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What a map of the feeder needs.
+
+    :param name: feeder name.
+    :param bus_phases: bus -> phases present.
+    :param coords: bus -> (x, y) drawing coordinates.
+    :param edges: ``(bus1, bus2)`` of every line, switch and transformer.
+    :param source_side: the source bus and buses on its side of the substation transformer.
+    """
+
+    name: str
+    bus_phases: Mapping[str, tuple[str, ...]]
+    coords: Mapping[str, tuple[float, float]]
+    edges: tuple[tuple[str, str], ...]
+    source_side: tuple[str, ...]
+
+
+def feeder_topology(feeder: str) -> Topology:
+    """The topology of a bundled feeder or a ``.dss`` file (see ``openg2g.grid.feeders``)."""
+    from openg2g.grid.feeders import load_feeder
+
+    f = load_feeder(feeder)
+    m = f.model
+    edges = [(ln.bus1, ln.bus2) for ln in m.lines if ln.in_service]
+    edges += [(t.windings[0].bus, t.windings[1].bus) for t in m.transformers]
+    return Topology(f.name, dict(f.bus_phases), dict(f.coords), tuple(edges), tuple(f.source_side_buses))
+
+
+def three_phase_buses(topology: Topology) -> list[str]:
+    """Buses with phases a, b and c, excluding the source side of the substation."""
+    return [
+        b for b, ph in topology.bus_phases.items() if {"a", "b", "c"} <= set(ph) and b not in topology.source_side
+    ]
+
+
+def safe_id(text: str) -> str:
+    """``text`` made safe for a directory name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def make_task(
+    base: BaseScenario,
+    run_id: str,
+    index: int,
+    params: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    out_dir: Path,
+    run_fn: RunFn = run_scenario_files,
+    plots: bool = False,
+) -> RunTask:
+    """A run of ``base`` with its fixed overrides, then ``settings`` (dotted key -> value).
+
+    :param params: what the study reports about the run (becomes its ``run.json`` parameters).
+    """
+    overrides = (*([] if plots else ["outputs.plots=false"]), *base.fixed)
+    overrides += tuple(f"{k}={encode_value(v)}" for k, v in settings.items())
+    return RunTask(
+        run_id=run_id,
+        index=index,
+        params=dict(params),
+        scenario=str(base.path),
+        overrides=overrides,
+        out_dir=str(Path(out_dir).resolve() / run_id),
+        fingerprint=fingerprint(base.sha256, overrides),
+        run_fn=run_fn,
+    )
+
+
+def deep(value: Any) -> Any:
+    """A deep copy (so studies never edit the base data in place)."""
+    return copy.deepcopy(value)

@@ -1,0 +1,265 @@
+"""Hosting capacity: per bus, the largest datacenter the feeder hosts within voltage limits.
+
+The datacenter is the base scenario's site, scaled in *blocks*: one block is the site's model
+mix reduced by the greatest common divisor of its replica counts (the ieee13 site, 720/180/90/
+480/210 replicas, is 30 blocks of 24/6/3/16/7 replicas = 160 GPUs). A site of ``k`` blocks has
+``k`` times each block's replicas and ``k / k_base`` times the base non-GPU load; the training
+job is removed and ``gpu_capacity`` follows the models. Each run is the base scenario shortened
+to ``duration_s`` (events after it dropped), the site moved to the bus and the controller set.
+
+A size passes when the run completes with a voltage-violation integral of at most
+``tolerance_pu_s``. Per (bus, controller) the largest passing size is found by galloping up from
+the base size and bisecting (:class:`~openg2g.studies.search.MaxSearch`); all searches advance in
+lockstep, one batch of runs per round, on any sweep engine, and finished runs are reused when the
+study is run again.
+
+``OUT/``
+  ``hosting_capacity.parquet``  one row per (bus, controller)
+  ``evaluations.parquet``       every run: bus, controller, blocks, status, figures
+  ``hosting_capacity.png``      capacity on the feeder map, one panel per controller
+  ``runs/<bus>-<controller>-k<blocks>/``  each run's outputs
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from openg2g.studies.common import (
+    BaseScenario,
+    Topology,
+    controller_override,
+    deep,
+    make_task,
+    safe_id,
+    three_phase_buses,
+)
+from openg2g.studies.search import MaxSearch
+from openg2g.sweep.engines import Engine
+from openg2g.sweep.expand import encode_value
+from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
+from openg2g.sweep.spec import SweepError
+from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
+
+__all__ = ["HostingConfig", "ModelMix", "model_mix", "hosting_settings", "run_hosting_capacity"]
+
+
+@dataclass(frozen=True)
+class HostingConfig:
+    """Settings of a hosting-capacity study.
+
+    :param buses: candidate buses; None = every three-phase bus off the source side.
+    :param controllers: controller choices (``none`` = no controller); each gives a column.
+    :param tolerance_pu_s: largest violation integral (pu.s) that still counts as hosted.
+    :param duration_s: simulated time of each run (s).
+    :param max_mw: largest site considered (MW of peak facility power, estimated from the
+        first run of each search).
+    :param site: name of the base scenario's site to scale (None = the first).
+    :param first_blocks: first size tried (None = the base scenario's size).
+    """
+
+    buses: Sequence[str] | None = None
+    controllers: Sequence[str] = ("none", "ofo")
+    tolerance_pu_s: float = 0.0
+    duration_s: float = 60.0
+    max_mw: float = 30.0
+    site: str | None = None
+    first_blocks: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tolerance_pu_s < 0:
+            raise SweepError([("--tolerance-pu-s", f"must be >= 0 pu.s, got {self.tolerance_pu_s}")])
+        if self.duration_s <= 0:
+            raise SweepError([("--duration-s", f"must be > 0 s, got {self.duration_s}")])
+        if self.max_mw <= 0:
+            raise SweepError([("--max-mw", f"must be > 0 MW, got {self.max_mw}")])
+        if not self.controllers:
+            raise SweepError([("--controller", "give at least one controller (none for no controller)")])
+
+
+@dataclass(frozen=True)
+class ModelMix:
+    """One block of a site: replicas per model, GPUs, and the base site's size in blocks."""
+
+    replicas: dict[str, int]
+    gpus_per_replica: dict[str, int]
+    base_blocks: int
+    base_load_kw_per_phase: float = 0.0
+
+    @property
+    def gpus_per_block(self) -> int:
+        """GPUs in one block."""
+        return sum(self.replicas[m] * self.gpus_per_replica[m] for m in self.replicas)
+
+    def describe(self) -> str:
+        """``"24x Llama-3.1-8B (1 GPU) + ..."`` for titles and tables."""
+        return " + ".join(f"{n}x {m} ({self.gpus_per_replica[m]} GPU)" for m, n in self.replicas.items())
+
+
+def model_mix(site: dict[str, Any]) -> ModelMix:
+    """The block of a site spec (as data): its replica counts divided by their gcd."""
+    models = site.get("models") or []
+    counts = [int(m.get("replicas", 0)) for m in models]
+    g = reduce(math.gcd, [c for c in counts if c > 0], 0)
+    if g == 0:
+        raise SweepError([("datacenters", f"site {site.get('name')!r} has no replicas to scale")])
+    return ModelMix(
+        replicas={m["model"]: int(m.get("replicas", 0)) // g for m in models},
+        gpus_per_replica={m["model"]: int(m.get("gpus_per_replica", 1)) for m in models},
+        base_blocks=g,
+        base_load_kw_per_phase=float(site.get("base_load_kw_per_phase", 0.0)) / g,
+    )
+
+
+def hosting_settings(
+    base: BaseScenario, site_index: int, mix: ModelMix, blocks: int, bus: str, controllers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Overrides for one run: shortened, site on ``bus`` at ``blocks`` blocks, given controllers."""
+    i = site_index
+    site = base.data["datacenters"][i]
+    settings: dict[str, Any] = {f"datacenters.{i}.bus": str(bus)}
+    for j, m in enumerate(site["models"]):
+        settings[f"datacenters.{i}.models.{j}.replicas"] = blocks * mix.replicas[m["model"]]
+    settings[f"datacenters.{i}.gpu_capacity"] = None
+    settings[f"datacenters.{i}.training"] = None
+    settings[f"datacenters.{i}.base_load_kw_per_phase"] = blocks * mix.base_load_kw_per_phase
+    settings["events"] = base.events_within()
+    settings["controllers"] = controllers
+    return settings
+
+
+@dataclass
+class _Search:
+    bus: str
+    controller: str
+    search: MaxSearch
+    error: str | None = None
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # blocks -> summary
+    sized: bool = False
+
+
+def _ok(record: dict[str, Any], tolerance: float) -> bool:
+    viol = record["summary"].get("violation_integral_pu_s")
+    return record["status"] == COMPLETE and viol is not None and float(viol) <= tolerance + 1e-12
+
+
+def run_hosting_capacity(
+    base: BaseScenario,
+    config: HostingConfig,
+    out_dir: Path,
+    engine: Engine,
+    *,
+    topology: Topology | None = None,
+    run_fn: RunFn = run_scenario_files,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run the study (resuming earlier runs) and write its tables; returns the capacity table.
+
+    :param base: base scenario with the study's fixed overrides (``duration_s`` is set here).
+    :param topology: the feeder's topology (needed when ``config.buses`` is None, and for plots).
+    :raises SweepError: no buses to study, or the base scenario has no site to scale.
+    """
+    data = deep(base.data)
+    data["duration_s"] = config.duration_s
+    base = BaseScenario(base.path, base.sha256, data, (*base.fixed, f"duration_s={encode_value(config.duration_s)}"))
+    site_index = base.site_index(config.site)
+    mix = model_mix(base.data["datacenters"][site_index])
+    if config.buses:
+        buses = [str(b) for b in config.buses]
+    elif topology is not None:
+        buses = three_phase_buses(topology)
+    else:
+        raise SweepError([("--buses", "give the buses (the feeder's topology is not available)")])
+    if not buses:
+        raise SweepError([("--buses", "no three-phase buses to study")])
+    first = config.first_blocks or mix.base_blocks
+    controllers = {c: controller_override(c, base.path) for c in config.controllers}
+    searches = [
+        _Search(bus, ctrl, MaxSearch(first=first, k_max=10**6)) for ctrl in config.controllers for bus in buses
+    ]
+    out = Path(out_dir)
+    runs_dir = out / "runs"
+    all_tasks: list[RunTask] = []
+    all_records: dict[str, dict[str, Any]] = {}
+    reused_all: set[str] = set()
+    round_no = 0
+    with engine:
+        while True:
+            batch: list[tuple[_Search, int, RunTask]] = []
+            for s in searches:
+                k = None if s.error else s.search.propose()
+                if k is None:
+                    continue
+                run_id = f"{safe_id(s.bus)}-{safe_id(s.controller)}-k{k:05d}"
+                params = {"bus": s.bus, "controller": s.controller, "blocks": k, "gpus": k * mix.gpus_per_block}
+                settings = hosting_settings(base, site_index, mix, k, s.bus, controllers[s.controller])
+                task = make_task(base, run_id, len(all_tasks) + len(batch), params, settings, runs_dir, run_fn)
+                batch.append((s, k, task))
+            if not batch:
+                break
+            round_no += 1
+            tasks = [t for _, _, t in batch]
+            records, reused = execute_tasks(tasks, engine, progress=progress, desc=f"hosting capacity, round {round_no}")
+            all_tasks += tasks
+            all_records.update(records)
+            reused_all |= reused
+            for s, k, task in batch:
+                record = records[task.run_id]
+                if record["status"] == "invalid":
+                    s.error = record["error"]
+                    continue
+                s.runs[k] = record["summary"]
+                s.search.record(k, _ok(record, config.tolerance_pu_s))
+                peak = record["summary"].get("dc_peak_mw")
+                if not s.sized and peak:
+                    s.search.k_max = max(1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo)
+                    s.sized = True
+    evaluations = results_table(all_tasks, all_records, reused_all)
+    table = pd.DataFrame([_row(s, mix, config) for s in searches])
+    out.mkdir(parents=True, exist_ok=True)
+    write_parquet_atomic(evaluations, out / "evaluations.parquet")
+    write_parquet_atomic(table, out / "hosting_capacity.parquet")
+    if topology is not None and not table.empty:
+        from openg2g.studies.plots import plot_bus_values
+
+        plot_bus_values(
+            topology,
+            table,
+            value="capacity_peak_mw",
+            panel="controller",
+            label="hosting capacity (MW peak)",
+            title=f"{topology.name}: hosting capacity, tolerance {config.tolerance_pu_s:g} pu.s, {config.duration_s:g} s runs",
+            path=out / "hosting_capacity.png",
+        )
+    return table
+
+
+def _row(s: _Search, mix: ModelMix, config: HostingConfig) -> dict[str, Any]:
+    lo, hi = s.search.lo, s.search.hi
+    at = s.runs.get(lo, {})
+    above = s.runs.get(hi, {}) if hi is not None else {}
+    hours = config.duration_s / 3600.0
+    return {
+        "bus": s.bus,
+        "controller": s.controller,
+        "capacity_blocks": lo,
+        "capacity_gpus": lo * mix.gpus_per_block,
+        "capacity_peak_mw": at.get("dc_peak_mw", 0.0 if lo == 0 else float("nan")),
+        "capacity_mean_mw": at["energy_mwh"] / hours if "energy_mwh" in at else (0.0 if lo == 0 else float("nan")),
+        "violation_integral_pu_s": at.get("violation_integral_pu_s", float("nan")),
+        "v_min_pu": at.get("v_min_pu", float("nan")),
+        "first_failing_blocks": hi,
+        "first_failing_peak_mw": above.get("dc_peak_mw", float("nan")),
+        "first_failing_violation_pu_s": above.get("violation_integral_pu_s", float("nan")),
+        "capped": s.search.capped,
+        "n_runs": len(s.search.history),
+        "tolerance_pu_s": config.tolerance_pu_s,
+        "model_mix": mix.describe(),
+        "error": s.error,
+    }

@@ -1,0 +1,37 @@
+"""Parameter sweeps over a base scenario: expansion, resumable execution on local or Ray workers, one results table."""
+
+from openg2g.sweep.engines import ENGINES, Engine, LocalEngine, RayEngine, SerialEngine, check_ray_address, make_engine
+from openg2g.sweep.expand import encode_value, expand_block, expand_parameters, point_overrides, run_ids
+from openg2g.sweep.runner import SweepResult, execute_tasks, plan_sweep, results_table, run_sweep
+from openg2g.sweep.spec import Distribution, LoadedSweep, ParameterBlock, RandomBlock, SweepError, SweepSpec, load_sweep
+from openg2g.sweep.tasks import RunTask, execute_task, run_scenario_files
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "LocalEngine",
+    "RayEngine",
+    "SerialEngine",
+    "check_ray_address",
+    "make_engine",
+    "encode_value",
+    "expand_block",
+    "expand_parameters",
+    "point_overrides",
+    "run_ids",
+    "SweepResult",
+    "execute_tasks",
+    "plan_sweep",
+    "results_table",
+    "run_sweep",
+    "Distribution",
+    "LoadedSweep",
+    "ParameterBlock",
+    "RandomBlock",
+    "SweepError",
+    "SweepSpec",
+    "load_sweep",
+    "RunTask",
+    "execute_task",
+    "run_scenario_files",
+]

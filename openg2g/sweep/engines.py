@@ -1,0 +1,281 @@
+"""Where sweep runs execute: in-process, a local process pool, or Ray tasks.
+
+Every engine takes a list of :class:`~openg2g.sweep.tasks.RunTask` and calls ``on_record`` with
+each run's record as it finishes (in completion order). A worker that dies (killed, out of
+memory, segfault) loses only the run it was doing; that run is attempted again up to
+``retries`` times, then recorded as ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import socket
+import sys
+from abc import ABC, abstractmethod
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from openg2g.core.errors import G2GError
+from openg2g.sweep.tasks import RunTask, execute_task, lost_record
+
+__all__ = ["Engine", "SerialEngine", "LocalEngine", "RayEngine", "ENGINES", "make_engine", "check_ray_address"]
+
+OnRecord = Callable[[dict[str, Any]], None]
+
+
+class Engine(ABC):
+    """Runs tasks and reports their records.
+
+    :param workers: runs at a time.
+    :param retries: re-attempts of a run whose worker died.
+    """
+
+    name: str = ""
+
+    def __init__(self, workers: int = 1, retries: int = 1):
+        if workers < 1:
+            raise G2GError(f"--workers must be at least 1, got {workers}")
+        if retries < 0:
+            raise G2GError(f"retries must be >= 0, got {retries}")
+        self.workers = workers
+        self.retries = retries
+
+    @abstractmethod
+    def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
+        """Run every task, calling ``on_record(record)`` as each one finishes."""
+
+    def __enter__(self) -> Engine:
+        """Keep the engine's resources (a Ray connection) across several :meth:`map` calls."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Release what :meth:`__enter__` kept."""
+
+    def _lost(self, task: RunTask, attempts: int, why: str) -> dict[str, Any]:
+        return lost_record(task, f"{why} (attempt {attempts} of {self.retries + 1}; no retries left)")
+
+
+class SerialEngine(Engine):
+    """In this process, one run after another (debugging; a crash here ends the sweep)."""
+
+    name = "serial"
+
+    def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
+        for task in tasks:
+            on_record(execute_task(task))
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    # forkserver: workers fork from a clean server that has imported the sweep machinery, so they
+    # start fast and never inherit the driver's threads (progress bar, Ray client).
+    if sys.platform.startswith("linux"):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["openg2g.sweep.tasks", "openg2g.engine.simulation"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class LocalEngine(Engine):
+    """A :class:`~concurrent.futures.ProcessPoolExecutor` of ``workers`` processes.
+
+    When a worker dies the pool breaks and every run in flight is lost with it. If only one run
+    was in flight it is the culprit and is charged an attempt; otherwise those runs are
+    *suspects* and are run again one at a time in a separate one-process pool, where a death is
+    unambiguous. Innocent runs are thus never charged for another run's crash.
+    """
+
+    name = "local"
+
+    def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
+        ctx = _mp_context()
+        queue: deque[RunTask] = deque(tasks)
+        suspects: deque[RunTask] = deque()
+        attempts: Counter[str] = Counter()
+        main: ProcessPoolExecutor | None = None
+        solo: ProcessPoolExecutor | None = None
+        in_main: dict[Future, RunTask] = {}
+        in_solo: dict[Future, RunTask] = {}
+
+        def charge(task: RunTask, why: str, requeue: deque[RunTask]) -> None:
+            attempts[task.run_id] += 1
+            if attempts[task.run_id] > self.retries:
+                on_record(self._lost(task, attempts[task.run_id], why))
+            else:
+                requeue.append(task)
+
+        try:
+            while queue or suspects or in_main or in_solo:
+                quarantine = bool(suspects or in_solo) and self.workers > 1
+                main_slots = self.workers - (1 if quarantine else 0)
+                if queue and len(in_main) < main_slots and main is None:
+                    main = ProcessPoolExecutor(self.workers, mp_context=ctx)
+                while queue and len(in_main) < main_slots:
+                    task = queue.popleft()
+                    in_main[main.submit(execute_task, task)] = task  # type: ignore[union-attr]
+                if suspects and not in_solo:
+                    if self.workers == 1:
+                        queue.extendleft(reversed(suspects))
+                        suspects.clear()
+                        continue
+                    if solo is None:
+                        solo = ProcessPoolExecutor(1, mp_context=ctx)
+                    task = suspects.popleft()
+                    in_solo[solo.submit(execute_task, task)] = task
+                done, _ = wait([*in_main, *in_solo], return_when=FIRST_COMPLETED)
+                broken_main: list[RunTask] = []
+                for future in done:
+                    from_solo = future in in_solo
+                    task = (in_solo if from_solo else in_main).pop(future)
+                    try:
+                        on_record(future.result())
+                    except BrokenProcessPool:
+                        if from_solo:
+                            if solo is not None:
+                                solo.shutdown(wait=False, cancel_futures=True)
+                            solo = None
+                            charge(task, "worker process died", suspects)
+                        else:
+                            broken_main.append(task)
+                if broken_main:
+                    # every future of a broken pool fails; collect the rest and start a new pool
+                    for future, task in list(in_main.items()):
+                        try:
+                            on_record(future.result())
+                        except BrokenProcessPool:
+                            broken_main.append(task)
+                    in_main.clear()
+                    if main is not None:
+                        main.shutdown(wait=False, cancel_futures=True)
+                    main = None
+                    if len(broken_main) == 1:
+                        charge(broken_main[0], "worker process died", queue)
+                    else:
+                        suspects.extend(broken_main)
+        finally:
+            for pool in (main, solo):
+                if pool is not None:
+                    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast if a ``host:port`` or ``ray://host:port`` Ray address does not accept connections.
+
+    :raises G2GError: the address is malformed or nothing listens there within ``timeout_s``.
+    """
+    if address in ("auto", "local"):
+        return
+    target = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise G2GError(f"Ray address {address!r} is not host:port, ray://host:port or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise G2GError(
+            f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); "
+            f"is the head node running (ray start --head) and the port open?"
+        ) from None
+
+
+class RayEngine(Engine):
+    """Ray tasks, one CPU each; Ray retries a task whose worker died ``retries`` times.
+
+    :param address: Ray cluster address (``host:port``, ``ray://host:port``, ``auto``); None
+        starts a local Ray instance with ``workers`` CPUs (or uses one already initialised).
+    :param connect_timeout_s: how long to wait for the address to accept a connection.
+
+    Outputs are written by the workers to the sweep folder, so on a multi-node cluster that
+    folder must be on a file system shared by all nodes, and openg2g installed on every node.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int = 1, retries: int = 1, address: str | None = None, connect_timeout_s: float = 5.0):
+        super().__init__(workers, retries)
+        self.address = address
+        self.connect_timeout_s = connect_timeout_s
+        self._session: bool | None = None  # inside `with`: whether we started Ray
+
+    def _connect(self) -> bool:
+        """Initialise Ray; returns True if this call started it (and should shut it down)."""
+        try:
+            import ray
+        except ImportError:
+            raise G2GError("the ray engine needs Ray: pip install 'openg2g[ray]'") from None
+        if self.address is not None:
+            check_ray_address(self.address, self.connect_timeout_s)
+        if ray.is_initialized():
+            return False
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "logging_level": logging.ERROR,
+            "log_to_driver": False,
+            "configure_logging": True,
+        }
+        if self.address is None:
+            kwargs["num_cpus"] = self.workers
+        try:
+            ray.init(address=self.address, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - Ray raises several types for a bad address
+            raise G2GError(f"cannot connect to Ray at {self.address or 'a new local instance'}: {exc}") from None
+        return True
+
+    def __enter__(self) -> RayEngine:
+        self._session = self._connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._session:
+            import ray
+
+            ray.shutdown()
+        self._session = None
+
+    def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
+        started = self._connect() if self._session is None else False
+        import ray
+        from ray.exceptions import RayError
+
+        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(execute_task)
+        try:
+            pending = {remote.remote(task): task for task in tasks}
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    task = pending.pop(ref)
+                    try:
+                        record = ray.get(ref)
+                    except RayError as exc:
+                        record = self._lost(task, self.retries + 1, f"Ray task lost: {type(exc).__name__}: {exc}")
+                    on_record(record)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+        finally:
+            if started:
+                ray.shutdown()
+
+
+ENGINES = ("local", "ray", "serial")
+
+
+def make_engine(name: str, workers: int = 1, retries: int = 1, address: str | None = None) -> Engine:
+    """An engine by name (``local``, ``ray``, ``serial``).
+
+    :raises G2GError: unknown name, or ``address`` given for an engine other than ray.
+    """
+    if address is not None and name != "ray":
+        raise G2GError(f"--address is for --engine ray (got --engine {name})")
+    if name == "local":
+        return LocalEngine(workers, retries)
+    if name == "ray":
+        return RayEngine(workers, retries, address)
+    if name == "serial":
+        return SerialEngine(workers, retries)
+    raise G2GError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")

@@ -1,0 +1,247 @@
+"""The sweep file format: a base scenario and the parameters to vary.
+
+A sweep file is YAML whose top level is :class:`SweepSpec`::
+
+    name: ieee13_load_scale
+    base: ieee13_none              # scenario path (relative to this file) or bundled name
+    set: [duration_s=60]           # overrides applied to every run
+    parameters:                    # blocks, combined as a Cartesian product (last varies fastest)
+      - product:                   # every combination of these lists
+          grid.load_scale: [0.9, 1.0, 1.1]
+          seed: [0, 1]
+      - zip:                       # these lists side by side (equal lengths)
+          datacenters.0.bus: ["671", "675"]
+          datacenters.0.name: [dc671, dc675]
+      - random:                    # n joint samples from a seeded generator
+          n: 8
+          seed: 42
+          params:
+            grid.load_scale: {uniform: [0.8, 1.2]}
+            periods.control_s: {log_uniform: [0.5, 8]}
+            datacenters.0.models.0.replicas: {choice: [2, 4, 8]}
+
+Parameter names are the dotted keys of ``openg2g run --set`` (list items by index); values are
+written into the scenario exactly as given (strings stay strings, ``"671"`` is not ``671``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from openg2g.core.errors import ScenarioError
+from openg2g.scenario.loader import resolve_scenario_path
+
+__all__ = [
+    "SweepError",
+    "Distribution",
+    "RandomBlock",
+    "ParameterBlock",
+    "SweepSpec",
+    "LoadedSweep",
+    "load_sweep",
+    "read_yaml_mapping",
+    "resolve_base",
+]
+
+
+class SweepError(ScenarioError):
+    """A sweep or study file is malformed; ``problems`` lists ``(file: field, reason)`` pairs."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_key(key: str) -> str:
+    if not key or any(not part.strip() for part in key.split(".")) or "=" in key:
+        raise ValueError(f"{key!r} is not a dotted scenario key (e.g. grid.load_scale, datacenters.0.bus)")
+    return key
+
+
+class Distribution(_Model):
+    """One random parameter: exactly one of ``uniform``, ``log_uniform`` or ``choice``."""
+
+    uniform: tuple[float, float] | None = Field(None, description="[low, high): uniform real.")
+    log_uniform: tuple[float, float] | None = Field(
+        None, description="[low, high): real whose logarithm is uniform; both bounds > 0."
+    )
+    choice: list[Any] | None = Field(None, min_length=1, description="Equally likely values.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Distribution:
+        given = [k for k in ("uniform", "log_uniform", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of uniform, log_uniform, choice (got {given or 'none'})")
+        for kind in ("uniform", "log_uniform"):
+            bounds = getattr(self, kind)
+            if bounds is None:
+                continue
+            lo, hi = bounds
+            if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+                raise ValueError(f"{kind}: need finite low < high, got [{lo}, {hi}]")
+            if kind == "log_uniform" and lo <= 0:
+                raise ValueError(f"log_uniform: bounds must be > 0, got [{lo}, {hi}]")
+        return self
+
+
+class RandomBlock(_Model):
+    """``n`` joint samples of the listed parameters, drawn by ``numpy.random.default_rng(seed)``.
+
+    Samples are drawn sample by sample, parameters in the order listed.
+    """
+
+    n: int = Field(gt=0, description="Number of samples.")
+    seed: int = Field(ge=0, description="Seed of the sampling generator (not the scenario's seed).")
+    params: dict[str, Distribution] = Field(min_length=1, description="Dotted key -> distribution.")
+
+    @field_validator("params")
+    @classmethod
+    def _keys(cls, v: dict[str, Distribution]) -> dict[str, Distribution]:
+        for key in v:
+            _check_key(key)
+        return v
+
+
+class ParameterBlock(_Model):
+    """One block of parameter points: exactly one of ``product``, ``zip`` or ``random``."""
+
+    product: dict[str, list[Any]] | None = Field(None, description="Dotted key -> values; every combination.")
+    zip: dict[str, list[Any]] | None = Field(None, description="Dotted key -> values; lists of equal length, side by side.")
+    random: RandomBlock | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ParameterBlock:
+        given = [k for k in ("product", "zip", "random") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a block has exactly one of product, zip, random (got {given or 'none'})")
+        lists = self.product if self.product is not None else self.zip
+        if lists is not None:
+            if not lists:
+                raise ValueError(f"{given[0]}: no parameters")
+            for key, values in lists.items():
+                _check_key(key)
+                if not values:
+                    raise ValueError(f"{given[0]}: {key}: empty list of values")
+            if self.zip is not None:
+                lengths = {k: len(v) for k, v in self.zip.items()}
+                if len(set(lengths.values())) > 1:
+                    raise ValueError(f"zip: lists must have equal lengths, got {lengths}")
+        return self
+
+    def keys(self) -> list[str]:
+        """The dotted keys this block sets."""
+        if self.random is not None:
+            return list(self.random.params)
+        return list((self.product if self.product is not None else self.zip) or {})
+
+
+class SweepSpec(_Model):
+    """A sweep: a base scenario, overrides for every run, and the parameter blocks to vary."""
+
+    name: str
+    description: str = ""
+    base: str = Field(description="Base scenario: path relative to the sweep file, or a bundled scenario name.")
+    set: list[str] = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
+    parameters: list[ParameterBlock] = Field(min_length=1, description="Blocks combined as a Cartesian product.")
+    retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died or was lost.")
+    plots: bool = Field(False, description="Let each run write its PNG plots (slow; off by default).")
+
+    @field_validator("set")
+    @classmethod
+    def _assignments(cls, v: list[str]) -> list[str]:
+        for item in v:
+            key, sep, _ = item.partition("=")
+            if not sep:
+                raise ValueError(f"{item!r}: expected dotted.key=value")
+            _check_key(key)
+        return v
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> SweepSpec:
+        seen: dict[str, int] = {}
+        for i, block in enumerate(self.parameters):
+            for key in block.keys():
+                if key in seen:
+                    raise ValueError(f"parameter {key!r} is set by blocks {seen[key]} and {i}; set it once")
+                seen[key] = i
+        return self
+
+    def parameter_names(self) -> list[str]:
+        """Every varied key, in block order."""
+        return [k for block in self.parameters for k in block.keys()]
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def read_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping; errors name the file (and line)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SweepError([(str(path), f"cannot read {kind} file: {exc.strerror}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise SweepError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if not isinstance(data, dict):
+        raise SweepError([(str(path), f"a {kind} file must be a mapping of fields (name, base, ...)")])
+    return data
+
+
+def validate_model(model: type[BaseModel], data: dict[str, Any], path: Path) -> Any:
+    """Validate ``data`` against ``model``; every problem is reported as ``file: field: reason``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SweepError([(f"{path}: {_loc(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+
+
+def resolve_base(base: str, relative_to: Path, source: Path) -> Path:
+    """A base scenario path relative to ``relative_to``, else as given, else a bundled name."""
+    candidate = relative_to / base
+    if candidate.is_file():
+        return candidate.resolve()
+    try:
+        return resolve_scenario_path(base).resolve()
+    except ScenarioError:
+        raise SweepError(
+            [(f"{source}: base", f"{base!r}: no such scenario file (relative to {relative_to}) nor bundled scenario")]
+        ) from None
+
+
+@dataclass(frozen=True)
+class LoadedSweep:
+    """A validated sweep file.
+
+    :param spec: the validated model.
+    :param path: the file it was read from.
+    :param base_path: absolute path of the base scenario file.
+    :param base_sha256: hash of the base scenario file's bytes (part of every run's fingerprint).
+    """
+
+    spec: SweepSpec
+    path: Path
+    base_path: Path
+    base_sha256: str
+
+
+def load_sweep(path: str | Path) -> LoadedSweep:
+    """Read and validate a sweep file.
+
+    :raises SweepError: with every problem found, each naming file, field path and reason.
+    """
+    path = Path(path)
+    spec: SweepSpec = validate_model(SweepSpec, read_yaml_mapping(path, "sweep"), path)
+    base_path = resolve_base(spec.base, path.resolve().parent, path)
+    return LoadedSweep(spec, path, base_path, hashlib.sha256(base_path.read_bytes()).hexdigest())

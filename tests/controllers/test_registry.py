@@ -1,0 +1,46 @@
+"""The stock registry and the Config contract the engine relies on."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+import controllers
+from controllers import STOCK
+from openg2g.core.protocols import Controller
+
+MINIMAL_PARAMS = {
+    "noop": {},
+    "rule_based": {},
+    "pid": {"setpoint": 0.955, "kp": 1.0},
+    "ofo": {},
+    "mpc": {},
+    "tap_schedule": {"schedule": [{"t_s": 1, "bank": "reg1", "taps": [1, 1, 1]}]},
+    "storage_droop": {"storage": "bat1", "buses": ["671"]},
+    "load_shift": {},
+}
+
+
+def test_registry_names_and_exports():
+    assert set(STOCK) == set(MINIMAL_PARAMS)
+    for cls in STOCK.values():
+        assert cls.__name__ in controllers.__all__
+
+
+@pytest.mark.parametrize("kind", sorted(MINIMAL_PARAMS))
+def test_each_controller_builds_the_engine_way(kind):
+    cls = STOCK[kind]
+    assert issubclass(cls, Controller)
+    ctrl = cls(cls.Config(**MINIMAL_PARAMS[kind]))
+    assert isinstance(ctrl, Controller)
+    cfg = cls.Config(**MINIMAL_PARAMS[kind])
+    assert cfg.model_config.get("extra") == "forbid" and cfg.model_config.get("frozen") is True
+    with pytest.raises(pydantic.ValidationError, match="no_such_param"):
+        cls.Config(**MINIMAL_PARAMS[kind], no_such_param=1)
+
+
+def test_wrong_type_names_the_field():
+    with pytest.raises(pydantic.ValidationError, match="horizon_steps"):
+        STOCK["mpc"].Config(horizon_steps="many")
+    with pytest.raises(pydantic.ValidationError, match="primal_step"):
+        STOCK["ofo"].Config(primal_step="fast")

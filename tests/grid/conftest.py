@@ -1,0 +1,68 @@
+"""Shared fixtures of the grid tests: the OpenDSS sources (../shared beside the clone) and an
+OpenDSS reference solution computed with opendssdirect.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_FEEDERS = REPO.parent / "shared" / "data" / "feeders"
+
+TEST_TAPS: dict[str, dict[str, list[int]]] = {
+    "ieee13": {"reg1": [10, 8, 11]},
+    "openg2g-ieee13": {"reg1": [14, 6, 15]},
+    "ieee34": {"reg1": [12, 5, 5], "reg2": [13, 11, 12]},
+    "openg2g-ieee34": {"reg1": [12, 5, 5], "reg2": [13, 11, 12]},
+    "ieee123": {"reg1": [7, 7, 7], "reg2": [-1], "reg3": [0, -1], "reg4": [8, 1, 5]},
+    "openg2g-ieee123": {"reg1": [7, 7, 7], "reg2": [-1], "reg3": [0, -1], "reg4": [8, 1, 5]},
+}
+"""Fixed taps per feeder: the published IEEE ones where they exist (IEEE 13: 10/8/11; IEEE 34:
+12/5/5 and 13/11/12; IEEE 123: 7, -1, 0/-1, 8/1/5), the OpenG2G study's 14/6/15 on
+openg2g-ieee13."""
+
+DC_BUS = {"ieee13": "671", "openg2g-ieee13": "671", "ieee34": "860", "openg2g-ieee34": "860",
+          "ieee123": "67", "openg2g-ieee123": "67"}  # fmt: skip
+"""Three-phase bus that gets the 3 MW test datacenter."""
+
+
+def shared_feeders() -> Path:
+    """The OpenDSS sources, or skip the test when ../shared is not beside the clone."""
+    if not SHARED_FEEDERS.is_dir():
+        pytest.skip(f"OpenDSS feeder sources not found at {SHARED_FEEDERS} (CI has ../shared beside the clone)")
+    return SHARED_FEEDERS
+
+
+def opendss_voltages(
+    master: Path, taps: dict[str, float], dc: tuple[str, float, float] | None = None
+) -> dict[str, float]:
+    """OpenDSS's own solution, controls off: ``{"<bus>.<phase>": pu}``.
+
+    :param master: OpenDSS master file.
+    :param taps: transformer name -> winding-2 tap (pu).
+    :param dc: optional ``(bus, kW total, pf)`` balanced wye constant-PQ load.
+    """
+    dss = pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
+    dss.Text.Command("clear")
+    dss.Text.Command(f'compile "{master}"')
+    for name, tap in taps.items():
+        dss.Text.Command(f"transformer.{name}.taps=[1 {tap!r}]")
+    if dc is not None:
+        bus, kw, pf = dc
+        kvar = kw * np.tan(np.arccos(pf))
+        kv = dss.Circuit.SetActiveBus(bus) >= 0 and dss.Bus.kVBase() * np.sqrt(3)
+        dss.Text.Command(
+            f"new load.openg2g_dc bus1={bus}.1.2.3 phases=3 conn=wye model=1 kv={kv} kw={kw} kvar={kvar} "
+            "vminpu=0.6 vmaxpu=1.5"
+        )
+    dss.Text.Command("set controlmode=off")
+    dss.Text.Command("set tolerance=1e-8")
+    dss.Text.Command("solve")
+    assert dss.Solution.Converged()
+    out = {}
+    for name, v in zip(dss.Circuit.AllNodeNames(), dss.Circuit.AllBusMagPu()):
+        bus, node = name.rsplit(".", 1)
+        out[f"{bus}.{'abc'[int(node) - 1]}"] = v
+    return out

@@ -1,0 +1,74 @@
+"""The Ray engine: same results table as the local pool, and a fast clear failure for a bad address."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import time
+
+import pandas as pd
+import pytest
+
+from openg2g.core.errors import G2GError
+from openg2g.sweep import check_ray_address, run_sweep
+from openg2g.sweep.toy import toy_run
+
+HAVE_RAY = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'openg2g[ray]')")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@needs_ray
+def test_ray_and_local_engines_give_the_same_table(toy_sweep, tmp_path, local_ray):
+    local = run_sweep(toy_sweep, tmp_path / "local", engine="local", workers=2, run_fn=toy_run).table
+    on_ray = run_sweep(toy_sweep, tmp_path / "ray", engine="ray", workers=2, run_fn=toy_run).table
+    pd.testing.assert_frame_equal(local, on_ray)
+    assert on_ray["status"].tolist().count("invalid") == 2
+
+
+@needs_ray
+def test_ray_retries_a_run_whose_worker_died(tmp_path, local_ray):
+    from tests.studies.conftest import write_sweep
+
+    path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0], "toy.crash": [None, "once"]}}])
+    result = run_sweep(path, tmp_path / "out", engine="ray", retries=1, run_fn=toy_run)
+    assert list(result.table["status"]) == ["complete", "complete"]
+
+
+def test_unreachable_address_fails_fast_with_a_clear_message():
+    port = _closed_port()
+    start = time.monotonic()
+    with pytest.raises(G2GError, match=f"cannot reach a Ray cluster at 127.0.0.1:{port}"):
+        check_ray_address(f"127.0.0.1:{port}", timeout_s=2)
+    with pytest.raises(G2GError, match="not host:port"):
+        check_ray_address("nonsense")
+    assert time.monotonic() - start < 5
+
+
+@needs_ray
+def test_sweep_with_unreachable_address_fails_before_running(toy_sweep, tmp_path):
+    port = _closed_port()
+    start = time.monotonic()
+    with pytest.raises(G2GError, match="cannot reach a Ray cluster"):
+        run_sweep(toy_sweep, tmp_path / "out", engine="ray", address=f"ray://127.0.0.1:{port}", run_fn=toy_run)
+    assert time.monotonic() - start < 10
+    assert not any((tmp_path / "out").glob("0*"))
+
+
+def test_address_needs_the_ray_engine(toy_sweep, tmp_path):
+    with pytest.raises(G2GError, match="--address is for --engine ray"):
+        run_sweep(toy_sweep, tmp_path / "out", engine="local", address="127.0.0.1:6379", run_fn=toy_run)
