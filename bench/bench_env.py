@@ -18,20 +18,48 @@ import time
 import numpy as np
 
 
+def _timed_method(obj, name: str, totals: dict[str, float]) -> None:
+    original = getattr(obj, name)
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
+
+    setattr(obj, name, timed)
+
+
 def bench_random(env, steps: int, seed: int = 0) -> dict[str, float]:
-    """Reset time and env steps/s under uniformly random actions."""
+    """Reset time, env steps/s under uniformly random actions, and the adapter's own share.
+
+    The adapter's share is the time of ``env.step`` outside the engine's ``run_until`` (building
+    commands, the observation vector and the reward).
+    """
     env.action_space.seed(seed)
     t0 = time.perf_counter()
     env.reset(seed=seed)
     reset_s = time.perf_counter() - t0
+    totals: dict[str, float] = {}
+    _timed_method(env, "step", totals)
     resets, t0 = 0, time.perf_counter()
+    _timed_method(env.sim, "run_until", totals)
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
+            _timed_method(env.sim, "run_until", totals)
             resets += 1
     wall = time.perf_counter() - t0
-    return {"reset_s": reset_s, "steps_per_s": steps / wall, "resets": resets}
+    adapter_s = totals["step"] - totals["run_until"]
+    return {
+        "reset_s": reset_s,
+        "steps_per_s": steps / wall,
+        "resets": resets,
+        "adapter_ms": 1e3 * adapter_s / steps,
+        "adapter_share": adapter_s / totals["step"],
+    }
 
 
 class _TimedEnv:
@@ -85,14 +113,15 @@ def main() -> None:
         t0 = time.perf_counter()
         try:
             env = build()
-        except Exception as exc:  # the real backends may be missing in a partial checkout
+        except Exception as exc:  # noqa: BLE001  (the real backends may be missing in a partial checkout)
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
             continue
         build_s = time.perf_counter() - t0
         r = bench_random(env, args.steps)
         line = (
             f"{name:>14}: obs {env.observation_space.shape}, action {env.action_space}, build {build_s:.2f} s, "
-            f"reset {r['reset_s'] * 1e3:.0f} ms, random policy {r['steps_per_s']:.0f} env steps/s"
+            f"reset {r['reset_s'] * 1e3:.0f} ms, random policy {r['steps_per_s']:.0f} env steps/s "
+            f"(adapter {r['adapter_ms']:.2f} ms/step = {100 * r['adapter_share']:.0f}%, the rest is the engine)"
         )
         if not args.no_ppo:
             p = bench_ppo(env, args.steps)

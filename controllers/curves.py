@@ -20,6 +20,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.interpolate import PchipInterpolator
@@ -88,15 +89,20 @@ class PchipCurve(Curve):
     x: tuple[float, ...]
     y: tuple[float, ...]
 
+    @cached_property
     def _interp(self) -> PchipInterpolator:
         return PchipInterpolator(np.asarray(self.x), np.asarray(self.y), extrapolate=True)
 
+    @cached_property
+    def _deriv(self) -> PchipInterpolator:
+        return self._interp.derivative()
+
     def value(self, x: float | np.ndarray) -> np.ndarray | float:
-        out = self._interp()(np.asarray(x, dtype=float))
+        out = self._interp(np.asarray(x, dtype=float))
         return float(out) if np.ndim(out) == 0 else out
 
     def slope(self, x: float | np.ndarray) -> np.ndarray | float:
-        out = self._interp().derivative()(np.asarray(x, dtype=float))
+        out = self._deriv(np.asarray(x, dtype=float))
         return float(out) if np.ndim(out) == 0 else out
 
 

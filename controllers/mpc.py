@@ -24,7 +24,10 @@ Optimization over ``x_ik`` (continuous log2 batch) and ``p_k``::
 
 with ``v_lo = v_min + margin_pu``, ``v_hi = v_max - margin_pu``, and ``c_i`` a filtered ratio of the
 measured to the fitted ITL at the batch in force (so a latency model error is corrected by
-feedback). ``solver="slsqp"`` solves the continuous problem with scipy's SLSQP (analytic gradient)
+feedback). The constraint reads ``c_i l_i(x) <= g_i d_i`` with a guard ``g_i`` = ``latency_guard``;
+with ``miss_fraction_target = eps`` each guard integrates the measured deadline-miss fraction
+``m_i``: ``g_i <- clip(g_i - a (m_i / eps - 1), 0.05, latency_guard)`` (a chance constraint on the
+ITL tail, which the mean-ITL curve does not see). ``solver="slsqp"`` solves the continuous problem with scipy's SLSQP (analytic gradient)
 and projects the first step onto the measured sizes by evaluating every floor/ceil combination
 of the models (``2^M`` candidates) with the rest of the plan fixed, then improving the best one by
 single-model moves to neighbouring sizes until none lowers the cost; ``solver="enumerate"``
@@ -173,6 +176,10 @@ class MPCController(Controller):
         latency_correction_filter: float = Field(
             0.9, ge=0, lt=1, description="Low-pass factor of the measured/fitted ITL correction (0 = none kept)."
         )
+        miss_fraction_target: float | None = Field(
+            None, gt=0, lt=1, description="eps: adapt each model's guard so its deadline-miss fraction stays <= eps."
+        )
+        miss_adapt_gain: float = Field(0.01, ge=0, description="Guard change per step per unit (m/eps - 1).")
         trend_weight: float = Field(0.0, ge=0, le=1, description="Weight of the estimated voltage drift (0 = off).")
         trend_filter: float = Field(0.9, ge=0, lt=1, description="Low-pass factor of the drift estimate.")
         solver: Literal["slsqp", "enumerate"] = Field("slsqp", description="Continuous SLSQP + rounding, or exhaustive.")
@@ -199,6 +206,7 @@ class MPCController(Controller):
         self.curves = [ModelCurves.from_model_info(context.sites[s].models[m]) for s, m in self._keys]
         self._sent = {key: context.sites[key[0]].models[key[1]].initial_batch_size for key in self._keys}
         self._itl_ratio = np.ones(len(self._keys))
+        self._guard = np.full(len(self._keys), cfg.latency_guard)
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
         self._steps = 0
         self._v_prev: np.ndarray | None = None
@@ -234,8 +242,11 @@ class MPCController(Controller):
             if info.itl_deadline_s is None:
                 ub[i] = c.x_max
                 continue
+            if cfg.miss_fraction_target is not None and state is not None and state.replicas > 0:
+                excess = state.deadline_miss_fraction / cfg.miss_fraction_target - 1.0
+                self._guard[i] = float(np.clip(self._guard[i] - cfg.miss_adapt_gain * excess, 0.05, cfg.latency_guard))
             grid = np.linspace(c.x_min, c.x_max, 241)
-            ok = self._itl_ratio[i] * np.asarray(c.itl_s.value(grid)) <= cfg.latency_guard * info.itl_deadline_s
+            ok = self._itl_ratio[i] * np.asarray(c.itl_s.value(grid)) <= self._guard[i] * info.itl_deadline_s
             if not ok[0]:
                 ub[i] = c.x_min
             else:

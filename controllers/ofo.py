@@ -8,12 +8,14 @@ approximately solves, by feedback::
     s.t. v_min <= v_j(x) <= v_max     for each monitored bus-phase j of the zone
          l_i(x_i) <= d_i              for each model with an ITL deadline d_i
 
-Update equations, at control step k with measured voltages v_j, measured mean ITL l_i and active
-replicas n_i (``[.]_+ = max(., 0)``)::
+Update equations, at control step k with measured voltages v_j, measured mean ITL l_i (or
+fraction m_i of tokens over the deadline, a chance constraint ``m_i <= eps``) and active replicas
+n_i (``[.]_+ = max(., 0)``)::
 
     lam_j^- <- [lam_j^- + rho_v (v_min - v_j)]_+                 undervoltage duals
     lam_j^+ <- [lam_j^+ + rho_v (v_j - v_max)]_+                 overvoltage duals
     mu_i    <- [mu_i + rho_l (l_i / d_i - 1)]_+                  latency duals (normalized)
+               [mu_i + rho_l (m_i / eps - 1)]_+                  (latency_signal = miss_fraction)
 
     dv/dx_i = H_s e_s * pue_s * n_i * P_i'(x_i)                  pu per unit log2 batch
     g_i     = - w_T T_i'(x_i) / T_i(x_i^max)                     throughput value
@@ -23,7 +25,10 @@ replicas n_i (``[.]_+ = max(., 0)``)::
     x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i - rho_x g_i)
     b_i     =  measured batch size nearest 2^x_i (log2 distance)
 
-``u_j = [v_min - v_j]_+`` and ``o_j = [v_j - v_max]_+`` are the present violations: ``kappa > 0``
+With ``dual_anti_windup`` (default) the voltage duals integrate conditionally: while every ``x_i``
+sits at its lower bound the undervoltage increments are clipped at 0 (and the overvoltage ones
+while every ``x_i`` sits at its ceiling), so a violation batch control cannot remove does not wind
+the price up for the time after it. ``u_j = [v_min - v_j]_+`` and ``o_j = [v_j - v_max]_+`` are the present violations: ``kappa > 0``
 adds the gradient of a quadratic penalty (an augmented-Lagrangian term) that acts at once, while
 the duals integrate; it damps the oscillation of the pure primal-dual loop (a double integrator
 through the grid). ``H_s`` is ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of
@@ -76,12 +81,21 @@ class OFOController(Controller):
         voltage_proportional_gain: float = Field(
             0.0, ge=0, description="kappa: weight of the present violation added to the voltage duals (1)."
         )
+        latency_signal: Literal["mean_itl", "miss_fraction"] = Field(
+            "mean_itl", description="Latency constraint: mean ITL <= deadline, or deadline-miss fraction <= target."
+        )
+        miss_fraction_target: float = Field(
+            0.01, gt=0, lt=1, description="epsilon: largest fraction of tokens over the deadline (miss_fraction)."
+        )
         throughput_weight: float = Field(0.05, ge=0, description="w_T: value of relative throughput per log2 step.")
         switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
         v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
         v_max_pu: float | None = Field(None, gt=0, description="Upper limit to enforce (pu); None = the scenario's.")
         batch_ceiling: Literal["measured_max", "initial"] = Field(
             "measured_max", description="Largest batch OFO may choose: the largest measured, or the initial one."
+        )
+        dual_anti_windup: bool = Field(
+            True, description="Stop raising a voltage price while every batch already sits at the bound it pushes to."
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
 
@@ -127,16 +141,28 @@ class OFOController(Controller):
         v_max = observation.v_max_pu if cfg.v_max_pu is None else cfg.v_max_pu
         self._under = np.maximum(v_min - v, 0.0)
         self._over = np.maximum(v - v_max, 0.0)
-        self.lam_under = np.maximum(self.lam_under + cfg.voltage_dual_step * (v_min - v), 0.0)
-        self.lam_over = np.maximum(self.lam_over + cfg.voltage_dual_step * (v - v_max), 0.0)
+        d_under = cfg.voltage_dual_step * (v_min - v)
+        d_over = cfg.voltage_dual_step * (v - v_max)
+        if cfg.dual_anti_windup:
+            # conditional integration: a price stops rising once every batch is already at the bound
+            # it pushes toward (the violation is then beyond what batch control can fix)
+            if all(self.x[k] <= self.curves[k].x_min + 1e-9 for k in self._keys):
+                d_under = np.minimum(d_under, 0.0)
+            if all(self.x[k] >= self._x_hi[k] - 1e-9 for k in self._keys):
+                d_over = np.minimum(d_over, 0.0)
+        self.lam_under = np.maximum(self.lam_under + d_under, 0.0)
+        self.lam_over = np.maximum(self.lam_over + d_over, 0.0)
         for site, model in self._keys:
             info = self.context.sites[site].models[model]
             dc = observation.datacenters.get(site)
             state = dc.models.get(model) if dc is not None else None
             if info.itl_deadline_s is None or state is None or state.replicas <= 0 or not math.isfinite(state.itl_s):
                 continue
-            ratio = state.itl_s / info.itl_deadline_s
-            self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * (ratio - 1.0), 0.0)
+            if cfg.latency_signal == "mean_itl":
+                excess = state.itl_s / info.itl_deadline_s - 1.0
+            else:
+                excess = state.deadline_miss_fraction / cfg.miss_fraction_target - 1.0
+            self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * excess, 0.0)
 
     def voltage_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
         """``dv/dx_i`` over the zone (pu per unit log2 batch) at the present ``x_i``."""

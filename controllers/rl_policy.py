@@ -23,13 +23,12 @@ from typing import Any
 
 from pydantic import Field
 
+from controllers._base import ControllerConfig
 from openg2g.core.commands import Command
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
 from openg2g.envs.policy import PolicyMeta, load_policy, read_meta, resolve_policy
 from openg2g.envs.spaces import SpaceLayout
-
-from controllers._base import ControllerConfig
 
 __all__ = ["RLPolicy"]
 

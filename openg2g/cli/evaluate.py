@@ -23,7 +23,7 @@ from typing import Any
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError
 
-__all__ = ["register", "policy_controller_spec", "evaluate_policy"]
+__all__ = ["evaluate_policy", "policy_controller_spec", "register"]
 
 
 def policy_controller_spec(policy: Path) -> dict[str, Any]:
@@ -52,15 +52,25 @@ def evaluate_policy(
 
     :raises G2GError: unknown policy or scenario, or a scenario that does not fit the policy.
     """
-    from openg2g.engine.simulation import run_scenario
-    from openg2g.envs.policy import resolve_policy
+    from openg2g.engine.simulation import Simulation, run_scenario
+    from openg2g.envs.policy import load_policy, resolve_policy
+    from openg2g.envs.spaces import SpaceLayout
     from openg2g.scenario.loader import load_scenario
 
     zip_path = resolve_policy(policy).resolve()
+    model, meta = load_policy(zip_path)
     rows: list[tuple[str, dict[str, Any]]] = []
     for name in scenarios:
         loaded = load_scenario(name, list(overrides))
-        own = [c.model_dump(mode="json", exclude_none=True) for c in loaded.scenario.controllers] if keep_controllers else []
+        # check the spaces before anything runs or writes outputs
+        context = Simulation(loaded, None).context(float(loaded.scenario.periods.control_s))
+        layout = SpaceLayout(context, meta.env.observation, meta.env.action, source=str(loaded.path))
+        layout.check_spaces(model.observation_space, model.action_space, f"policy {zip_path}")
+        own = (
+            [c.model_dump(mode="json", exclude_none=True) for c in loaded.scenario.controllers]
+            if keep_controllers
+            else []
+        )
         entries = json.dumps([*own, policy_controller_spec(zip_path)])
         with_policy = load_scenario(name, [*overrides, f"controllers={entries}"])
         label = loaded.scenario.name
@@ -91,7 +101,9 @@ def _evaluate(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` sub-command."""
     p = subparsers.add_parser(
-        "evaluate", help="run scenarios with a trained RL policy as controller", description=__doc__,
+        "evaluate",
+        help="run scenarios with a trained RL policy as controller",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("policy", help="policy .zip (with its .json beside it) or bundled policy name")

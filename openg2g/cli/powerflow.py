@@ -92,8 +92,8 @@ def _run(args: argparse.Namespace) -> int:
         by_bus.setdefault(bus, {})[ph] = float(v)
     print(f"feeder {args.feeder} ({args.solver}); taps: " + ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()))
     print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
-    for bus, ph in by_bus.items():
-        cells = [f"{ph[p]:8.4f}" if p in ph else f"{'-':>8s}" for p in "abc"]
+    for bus, v_by_phase in by_bus.items():
+        cells = [f"{v_by_phase[p]:8.4f}" if p in v_by_phase else f"{'-':>8s}" for p in "abc"]
         print(f"{bus:>10s} " + " ".join(cells))
     print(
         f"substation P = {state.p_sub_w.sum() / 1e3:.1f} kW (a/b/c "
@@ -108,13 +108,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("powerflow", help="one power flow on a feeder, with an optional datacenter load")
     p.add_argument("feeder", help="bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file")
     p.add_argument(
-        "--dc", action="append", default=[], metavar="BUS=MW[@PF]",
+        "--dc",
+        action="append",
+        default=[],
+        metavar="BUS=MW[@PF]",
         help="balanced 3-phase datacenter load (wye constant PQ, default pf 0.95); repeatable",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--taps", action="append", default=[], metavar="BANK=A,B,C",
+        "--taps",
+        action="append",
+        default=[],
+        metavar="BANK=A,B,C",
         help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
     p.add_argument("--solver", choices=["pgm", "pandapower"], default="pgm", help="power-flow solver (default pgm)")
     p.set_defaults(func=_run)

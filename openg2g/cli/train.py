@@ -23,7 +23,7 @@ from typing import Any
 from openg2g.core.errors import G2GError
 from openg2g.scenario.loader import apply_override
 
-__all__ = ["register", "parse_env_settings"]
+__all__ = ["parse_env_settings", "register"]
 
 
 def parse_env_settings(assignments: list[str]) -> dict[str, Any]:
@@ -51,14 +51,28 @@ def _train(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path("runs") / f"train_{Path(args.scenario).stem}"
     settings = TrainSettings(
-        n_steps=args.n_steps, batch_size=args.batch_size, learning_rate=args.lr, gamma=args.gamma,
-        net_arch=tuple(args.net_arch), ent_coef=args.ent_coef,
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        gamma=args.gamma,
+        net_arch=tuple(args.net_arch),
+        ent_coef=args.ent_coef,
     )
     try:
         result = train_policy(
-            args.scenario, out, algo=args.algo, steps=args.steps, n_envs=args.n_envs, seed=args.seed,
-            overrides=args.set, env_config=env_config, settings=settings, resume=args.resume,
-            checkpoint_every=args.checkpoint_every, eval_episodes=args.eval_episodes, progress=not args.no_progress,
+            args.scenario,
+            out,
+            algo=args.algo,
+            steps=args.steps,
+            n_envs=args.n_envs,
+            seed=args.seed,
+            overrides=args.set,
+            env_config=env_config,
+            settings=settings,
+            resume=args.resume,
+            checkpoint_every=args.checkpoint_every,
+            eval_episodes=args.eval_episodes,
+            progress=not args.no_progress,
         )
     except KeyboardInterrupt:
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
@@ -70,7 +84,9 @@ def _train(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
     p = subparsers.add_parser(
-        "train", help="train an RL policy on a scenario", description=__doc__,
+        "train",
+        help="train an RL policy on a scenario",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("scenario", help="scenario YAML file, bundled scenario name, or 'toy'")
@@ -89,6 +105,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=3e-4, help="learning rate (default 3e-4)")
     p.add_argument("--gamma", type=float, default=0.95, help="discount per control step (default 0.95)")
     p.add_argument("--ent-coef", type=float, default=0.0, help="PPO/A2C entropy bonus (default 0)")
-    p.add_argument("--net-arch", type=int, nargs="+", default=[64, 64], metavar="UNITS", help="hidden layers (default 64 64)")
+    p.add_argument(
+        "--net-arch", type=int, nargs="+", default=[64, 64], metavar="UNITS", help="hidden layers (default 64 64)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

@@ -25,17 +25,17 @@ from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.variations import ScenarioGenerator, Variation, VariationSpec
 
 __all__ = [
-    "G2GEnv",
-    "make_env",
+    "ENV_IDS",
     "ComponentCache",
     "EnvConfig",
+    "G2GEnv",
     "ObsConfig",
     "RewardWeights",
-    "SpaceLayout",
     "ScenarioGenerator",
+    "SpaceLayout",
     "Variation",
     "VariationSpec",
-    "ENV_IDS",
+    "make_env",
 ]
 
 ENV_IDS: dict[str, dict[str, object]] = {

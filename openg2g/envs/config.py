@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from openg2g.envs.variations import VariationSpec
 
-__all__ = ["ObsConfig", "RewardWeights", "EnvConfig"]
+__all__ = ["EnvConfig", "ObsConfig", "RewardWeights"]
 
 
 class _Frozen(BaseModel):
@@ -59,18 +59,19 @@ class RewardWeights(_Frozen):
 class EnvConfig(_Frozen):
     """Everything that shapes a :class:`~openg2g.envs.env.G2GEnv` besides the scenario itself."""
 
-    observation: ObsConfig = Field(default_factory=ObsConfig)
+    observation: ObsConfig = Field(default_factory=lambda: ObsConfig.model_validate({}))
     action: Literal["discrete", "box"] = Field(
         "discrete",
         description="discrete: per controlled model {down, stay, up} one measured batch size "
         "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
     )
-    reward: RewardWeights = Field(default_factory=RewardWeights)
+    reward: RewardWeights = Field(default_factory=lambda: RewardWeights.model_validate({}))
     episode_steps: int | None = Field(
         None, gt=0, description="Control steps per episode; None = the whole scenario (duration / control period)."
     )
     variations: VariationSpec | None = Field(
-        default_factory=VariationSpec, description="Randomized scenario variations per episode; None = as written."
+        default_factory=lambda: VariationSpec.model_validate({}),
+        description="Randomized scenario variations per episode; None = as written.",
     )
     mode: Literal["train", "eval"] = Field(
         "train", description="train: a fresh variation each reset; eval: cycle through the held-out set."

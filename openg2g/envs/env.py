@@ -34,7 +34,7 @@ from openg2g.envs.variations import ScenarioGenerator, Variation
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Scenario
 
-__all__ = ["G2GEnv", "ComponentCache", "ComponentsFactory", "make_env"]
+__all__ = ["ComponentCache", "ComponentsFactory", "G2GEnv", "make_env"]
 
 Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
 ComponentsFactory = Callable[[LoadedScenario], Components]
@@ -112,7 +112,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         than two control periods or than the requested episode.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium declares it so)
 
     # Set in __init__ from the scenario:
     observation_space: gym.spaces.Box
@@ -141,14 +141,28 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         available = int(sc.duration_s // self.control_s) - 1
         if available < 1:
             raise ScenarioError(
-                [(source, f"duration_s ({float(sc.duration_s):g} s) must span at least two control periods "
-                          f"({float(self.control_s):g} s each) for one env step")]
+                [
+                    (
+                        source,
+                        (
+                            f"duration_s ({float(sc.duration_s):g} s) must span at least two control periods "
+                            f"({float(self.control_s):g} s each) for one env step"
+                        ),
+                    )
+                ]
             )
         steps = self.config.episode_steps or available
         if steps > available:
             raise ScenarioError(
-                [(source, f"episode_steps={steps} needs {(steps + 1) * float(self.control_s):g} s of scenario "
-                          f"but it lasts {float(sc.duration_s):g} s (at most {available} steps)")]
+                [
+                    (
+                        source,
+                        (
+                            f"episode_steps={steps} needs {(steps + 1) * float(self.control_s):g} s of scenario "
+                            f"but it lasts {float(sc.duration_s):g} s (at most {available} steps)"
+                        ),
+                    )
+                ]
             )
         self.episode_steps = steps
         self.generator = ScenarioGenerator(sc, self.config.variations, (steps + 1) * self.control_s)
@@ -160,12 +174,15 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self.layout = SpaceLayout(self.context, self.config.observation, self.config.action, source)
         self.observation_space = self.layout.observation_space
         self.action_space = self.layout.action_space
-        self._throughput_ref = sum(
-            max(site.models[s.model].throughput_tok_s) * s.replicas_ref
-            for s in self.layout.slots
-            for site in [self.context.sites[s.site]]
-            if site.models[s.model].throughput_tok_s
-        ) or 1.0
+        self._throughput_ref = (
+            sum(
+                max(site.models[s.model].throughput_tok_s) * s.replicas_ref
+                for s in self.layout.slots
+                for site in [self.context.sites[s.site]]
+                if site.models[s.model].throughput_tok_s
+            )
+            or 1.0
+        )
         self.sim: Simulation | None = None
         self._episode = 0
         self._needs_reset = True
@@ -201,7 +218,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._eval_set
 
     # ----------------------------------------------------------------------------- gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start an episode on a new scenario variation and observe after the first control period.
 
         :param seed: seeds the env's ``np_random``, from which training variations are drawn.
@@ -289,7 +308,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def render(self) -> None:
         """No rendering: runs write plots from their output tables instead."""
-        return None
+        return
 
     def close(self) -> None:
         """Drop the running simulation."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,7 +19,10 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.paths import bundled_dir
 from openg2g.envs.config import EnvConfig
 
-__all__ = ["PolicyMeta", "ALGOS", "algo_class", "policy_paths", "resolve_policy", "save_policy", "load_policy"]
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+__all__ = ["ALGOS", "PolicyMeta", "algo_class", "load_policy", "policy_paths", "resolve_policy", "save_policy"]
 
 FORMAT = "openg2g-policy-1"
 
@@ -41,14 +44,14 @@ class PolicyMeta(BaseModel):
     timesteps: int = Field(0, ge=0, description="Environment steps trained.")
 
 
-def algo_class(algo: str) -> type:
+def algo_class(algo: str) -> type[BaseAlgorithm]:
     """The SB3 class of an algorithm name.
 
     :raises ControllerError: an unknown name (the message lists the valid ones).
     """
     import stable_baselines3 as sb3
 
-    classes = {"ppo": sb3.PPO, "a2c": sb3.A2C, "sac": sb3.SAC, "td3": sb3.TD3}
+    classes: dict[str, type[BaseAlgorithm]] = {"ppo": sb3.PPO, "a2c": sb3.A2C, "sac": sb3.SAC, "td3": sb3.TD3}
     if algo not in classes:
         raise ControllerError(f"unknown algorithm {algo!r}; valid: {', '.join(classes)}")
     return classes[algo]

@@ -35,7 +35,7 @@ from openg2g.core.protocols import ControlContext
 from openg2g.core.state import Observation
 from openg2g.envs.config import ObsConfig
 
-__all__ = ["ModelSlot", "SpaceLayout", "describe_space", "ActionKind"]
+__all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space"]
 
 ActionKind = Literal["discrete", "box"]
 
@@ -107,7 +107,12 @@ class SpaceLayout:
         if not self.controlled:
             found = ", ".join(f"{s.key} {list(s.batch_sizes)}" for s in slots)
             raise ScenarioError(
-                [(source, f"no controllable model: the RL agent needs a model with at least 2 batch sizes; found {found}")]
+                [
+                    (
+                        source,
+                        f"no controllable model: the RL agent needs a model with at least 2 batch sizes; found {found}",
+                    )
+                ]
             )
         self.sites: tuple[str, ...] = tuple(context.sites)
         self.bus_phases: tuple[str, ...] = tuple(context.bus_phases)
@@ -139,7 +144,12 @@ class SpaceLayout:
             unknown = sorted(set(members) - set(buses))
             if unknown:
                 raise ScenarioError(
-                    [(source, f"observation zone {name!r} names unknown buses {unknown}; monitored: {sorted(set(buses))}")]
+                    [
+                        (
+                            source,
+                            f"observation zone {name!r} names unknown buses {unknown}; monitored: {sorted(set(buses))}",
+                        )
+                    ]
                 )
             idx = np.array([i for i, b in enumerate(buses) if b in set(members)])
             if idx.size == 0:
@@ -255,15 +265,13 @@ class SpaceLayout:
         :raises ControllerError: stating the expected and the found observation/action spaces.
         """
         problems = []
-        if not (
-            isinstance(observation_space, spaces.Box) and observation_space.shape == self.observation_space.shape
-        ):
+        if not (isinstance(observation_space, spaces.Box) and observation_space.shape == self.observation_space.shape):
             problems.append(
                 f"observation: the scenario gives {describe_space(self.observation_space)}, "
                 f"the policy expects {describe_space(observation_space)}"
             )
         same_action = type(action_space) is type(self.action_space) and (
-            np.array_equal(action_space.nvec, self.action_space.nvec)
+            np.array_equal(action_space.nvec, self.action_space.nvec)  # type: ignore[attr-defined]
             if isinstance(action_space, spaces.MultiDiscrete)
             else action_space.shape == self.action_space.shape
         )
@@ -275,4 +283,3 @@ class SpaceLayout:
             )
         if problems:
             raise ControllerError(f"{what} does not fit this scenario: " + "; ".join(problems))
-

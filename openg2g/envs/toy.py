@@ -44,7 +44,7 @@ from openg2g.scenario.schema import Scenario, SiteSpec
 if TYPE_CHECKING:
     from openg2g.envs.env import G2GEnv
 
-__all__ = ["K_PU_PER_W", "ToySite", "ToyGrid", "toy_scenario", "toy_components", "make_toy_env"]
+__all__ = ["K_PU_PER_W", "ToyGrid", "ToySite", "make_toy_env", "toy_components", "toy_scenario"]
 
 K_PU_PER_W = 1.1e-5
 """Voltage drop at the datacenter bus per W on one phase (pu/W)."""
@@ -83,8 +83,15 @@ class ToySite(DatacenterBackend):
         for name, m in self._models.items():
             power, itl, thr = self._curves[name]
             models[name] = ModelInfo(
-                name, m.gpus_per_replica, m.replicas, self._sizes[name], tuple(power), tuple(itl), tuple(thr),
-                m.itl_deadline_s, m.batch_size,
+                name,
+                m.gpus_per_replica,
+                m.replicas,
+                self._sizes[name],
+                tuple(power),
+                tuple(itl),
+                tuple(thr),
+                m.itl_deadline_s,
+                m.batch_size,
             )
         return SiteInfo(self.name, self.spec.bus, models, self.spec.power_factor, self.spec.pue)
 
@@ -112,7 +119,9 @@ class ToySite(DatacenterBackend):
             miss = 0.0
             if m.itl_deadline_s:
                 miss = float(np.clip((itl[i] / m.itl_deadline_s - 0.8) / 0.4, 0.0, 1.0))
-            models[name] = ModelState(name, n, self._batch[name], p, float(itl[i]), n * float(thr[i]), m.itl_deadline_s, miss)
+            models[name] = ModelState(
+                name, n, self._batch[name], p, float(itl[i]), n * float(thr[i]), m.itl_deadline_s, miss
+            )
             total += p
         train = float(training_power_w(self.spec.training, t_s)) if self.spec.training else 0.0
         p_phase = self.spec.pue * (total + train) / 3.0 + 1000.0 * self.spec.base_load_kw_per_phase
@@ -161,7 +170,7 @@ class ToyGrid(GridBackend):
         return ()
 
     def reset(self, seed: int) -> None:
-        self.taps = (0, 0, 0)
+        self.taps: tuple[int, ...] = (0, 0, 0)
         self.load_scale = self.load_scale0
         self.pv_scale = self.pv_scale0
 
@@ -199,10 +208,22 @@ def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Seque
         "name": "dc",
         "bus": "dc",
         "models": [
-            {"model": "toy-a", "gpus_per_replica": 1, "replicas": 12, "batch_size": 128,
-             "batch_sizes": list(TOY_BATCH_SIZES), "itl_deadline_s": 0.06},
-            {"model": "toy-b", "gpus_per_replica": 2, "replicas": 4, "batch_size": 64,
-             "batch_sizes": list(TOY_BATCH_SIZES[:-1]), "itl_deadline_s": 0.06},
+            {
+                "model": "toy-a",
+                "gpus_per_replica": 1,
+                "replicas": 12,
+                "batch_size": 128,
+                "batch_sizes": list(TOY_BATCH_SIZES),
+                "itl_deadline_s": 0.06,
+            },
+            {
+                "model": "toy-b",
+                "gpus_per_replica": 2,
+                "replicas": 4,
+                "batch_size": 64,
+                "batch_sizes": list(TOY_BATCH_SIZES[:-1]),
+                "itl_deadline_s": 0.06,
+            },
         ],
     }
     if training:
@@ -211,8 +232,12 @@ def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Seque
         "name": "toy",
         "duration_s": duration_s,
         "periods": {"datacenter_s": "1/10", "grid_s": "1/10", "control_s": 1},
-        "grid": {"feeder": "toy", "v_min_pu": 0.95, "v_max_pu": 1.05, "pv": [
-            {"name": "pv1", "bus": "dc", "kw": 4.5, "scale": 0.5}]},
+        "grid": {
+            "feeder": "toy",
+            "v_min_pu": 0.95,
+            "v_max_pu": 1.05,
+            "pv": [{"name": "pv1", "bus": "dc", "kw": 4.5, "scale": 0.5}],
+        },
         "datacenters": [site],
         "outputs": {"plots": False},
     }

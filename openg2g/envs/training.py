@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from openg2g.core.errors import G2GError
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
-from openg2g.envs.policy import PolicyMeta, algo_class, save_policy
+from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, save_policy
 
-__all__ = ["TrainSettings", "TrainResult", "train_policy", "score_policy", "latest_checkpoint"]
+__all__ = ["TrainResult", "TrainSettings", "latest_checkpoint", "score_policy", "train_policy"]
 
 _CHECKPOINT = re.compile(r"model_(\d+)_steps\.zip$")
 
@@ -119,7 +120,7 @@ def score_policy(
 def _make_vec_env(factory: Callable[[], G2GEnv], n_envs: int, seed: int, monitor: Path):
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
-    fns = [factory] * n_envs
+    fns: list[Callable[[], gym.Env]] = [factory] * n_envs
     vec = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
     vec.seed(seed)
     return VecMonitor(vec, filename=str(monitor))
@@ -174,7 +175,9 @@ def train_policy(
     factory = functools.partial(make_env, str(scenario), tuple(overrides), **env_kwargs)
     probe = factory()  # validates scenario and config before any subprocess starts
     layout = probe.layout.describe()
-    meta = PolicyMeta(algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg, layout=layout)
+    meta = PolicyMeta(
+        format=FORMAT, timesteps=0, algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg, layout=layout
+    )
 
     start = latest_checkpoint(ckpt_dir) if resume else None
     done_steps = start[1] if start else 0
@@ -203,9 +206,11 @@ def train_policy(
 
     class _Progress(BaseCallback):
         def _on_training_start(self) -> None:
-            from tqdm import tqdm
+            from tqdm import tqdm  # type: ignore[import-untyped]
 
-            self.bar = tqdm(total=steps, initial=done_steps, unit="step", desc=f"train {algo}", dynamic_ncols=True)
+            self.bar = tqdm(
+                total=steps, initial=done_steps, unit="step", desc=f"train {algo}", dynamic_ncols=True, mininterval=2.0
+            )
 
         def _on_step(self) -> bool:
             self.bar.update(self.num_timesteps - self.bar.n)
@@ -243,7 +248,9 @@ def train_policy(
             "policy_rewards": policy_eps,
             "random_rewards": random_eps,
         }
-        log(f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f} ({len(policy_eps)} episodes)")
+        log(
+            f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f} ({len(policy_eps)} episodes)"
+        )
     result = TrainResult(policy, int(model.num_timesteps), wall, evaluation)
     record = {
         "scenario": str(scenario),

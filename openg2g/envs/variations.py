@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openg2g.core.commands import SetInferenceScale, SetLoadScale, SetPVScale, SetReplicas, command_name
 from openg2g.scenario.schema import Scenario
 
-__all__ = ["VariationSpec", "Variation", "ScenarioGenerator"]
+__all__ = ["ScenarioGenerator", "Variation", "VariationSpec"]
 
 _SET_REPLICAS = command_name(SetReplicas)
 _SET_INFERENCE_SCALE = command_name(SetInferenceScale)
@@ -61,8 +61,14 @@ class VariationSpec(BaseModel):
     extra_ramp_s: tuple[float, float] = Field((5.0, 60.0), description="Extra ramp duration (s).")
 
     @field_validator(
-        "load_scale", "pv_scale", "training_start", "training_length", "ramp_size",
-        "extra_ramp_time", "extra_ramp_fraction", "extra_ramp_s",
+        "load_scale",
+        "pv_scale",
+        "training_start",
+        "training_length",
+        "ramp_size",
+        "extra_ramp_time",
+        "extra_ramp_fraction",
+        "extra_ramp_s",
     )
     @classmethod
     def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
@@ -147,7 +153,9 @@ class ScenarioGenerator:
             if pv.profile is None:
                 f_pv = _uniform(rng, spec.pv_scale)
                 drawn[f"pv_scale.{pv.name}"] = f_pv
-                new_events.append({"t_s": "0", "command": command_name(SetPVScale), "scale": pv.scale * f_pv, "pv": pv.name})
+                new_events.append(
+                    {"t_s": "0", "command": command_name(SetPVScale), "scale": pv.scale * f_pv, "pv": pv.name}
+                )
 
         for site in data["datacenters"]:
             if site.get("training") is None:
@@ -171,7 +179,7 @@ class ScenarioGenerator:
             event["t_s"] = _seconds(min(max(t, 0.0), window), grid_s)
             factor = _uniform(rng, spec.ramp_size)
             if event["command"] == _SET_REPLICAS:
-                event["replicas"] = int(round(event["replicas"] * factor))
+                event["replicas"] = round(event["replicas"] * factor)
             else:
                 event["fraction"] = event["fraction"] * factor
 
@@ -181,8 +189,13 @@ class ScenarioGenerator:
             fraction = _uniform(rng, spec.extra_ramp_fraction)
             ramp_s = _uniform(rng, spec.extra_ramp_s)
             new_events.append(
-                {"t_s": _seconds(t, grid_s), "command": _SET_INFERENCE_SCALE, "site": site.name,
-                 "fraction": fraction, "ramp_s": ramp_s}
+                {
+                    "t_s": _seconds(t, grid_s),
+                    "command": _SET_INFERENCE_SCALE,
+                    "site": site.name,
+                    "fraction": fraction,
+                    "ramp_s": ramp_s,
+                }
             )
             drawn["extra_ramp"] = (site.name, round(t, 3), round(fraction, 3), round(ramp_s, 3))
         data["events"] = new_events + data["events"]

@@ -205,7 +205,9 @@ class FeederGrid(GridBackend):
             mon_buses = [b for b in model.bus_kv if b not in skip]
         names = [f"{b}.{p}" for b in mon_buses for p in feeder.bus_phases[b]]
         self._bus_phases = tuple(names)
-        self._mon_idx = np.array([self._nodes.index[tuple(n.rsplit(".", 1))] for n in names], dtype=int)  # type: ignore[misc]
+        self._mon_idx = np.array(
+            [self._nodes.index[(b, p)] for b in mon_buses for p in feeder.bus_phases[b]], dtype=np.int64
+        )
 
         # regulator banks
         controls = {rc.transformer: rc for rc in model.regcontrols}
@@ -213,9 +215,7 @@ class FeederGrid(GridBackend):
         self._banks: dict[str, _Bank] = {}
         for bank, info in feeder.regulators.items():
             units = [_Unit(t, k, controls.get(t)) for t, k in feeder.bank_units[bank]]
-            rs = spec.regulators.get(bank) or next(
-                (v for k, v in spec.regulators.items() if k.lower() == bank), None
-            )
+            rs = spec.regulators.get(bank) or next((v for k, v in spec.regulators.items() if k.lower() == bank), None)
             b = _Bank(info=info, units=units, ganged=any(self._transformers[u.transformer].n_phases > 1 for u in units))
             state0 = Switching.initial(model)
             taps = tuple(self._step(u.transformer, float(state0.taps_pu[u.transformer][u.k])) for u in units)
@@ -230,6 +230,10 @@ class FeederGrid(GridBackend):
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
         self._regulators = {k: b.info for k, b in self._banks.items()}
         self._storage_names = tuple(self._storage)
+        self._net: CompiledNetwork | PandapowerNetwork | None = None
+        self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
+        self._sens_cache: dict[str, np.ndarray] = {}
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.reset(0)
 
     # ----------------------------------------------------------------------------- building
@@ -249,12 +253,14 @@ class FeederGrid(GridBackend):
     def _compile(self) -> CompiledNetwork | PandapowerNetwork:
         if self._net is None:
             if self.spec.solver == "pandapower":
-                self._net = PandapowerNetwork(self.feeder, self._nodes, self._ports.load, self._pq_nodes, self._switching)
+                self._net = PandapowerNetwork(
+                    self.feeder, self._nodes, self._ports.load, self._pq_nodes, self._switching
+                )
             else:
-                u_prev = None if self._net_prev is None else self._net_prev.u_last
-                self._net = CompiledNetwork(self._model, self._nodes, self._ports, self._pq_nodes, self._switching)
-                if u_prev is not None and u_prev.shape[0] == self._net.u0.shape[0]:
-                    self._net.u_last = u_prev[:, :1].copy()
+                net = CompiledNetwork(self._model, self._nodes, self._ports, self._pq_nodes, self._switching)
+                if self._net_prev is not None and self._net_prev.u_last.shape[0] == net.u0.shape[0]:
+                    net.u_last = self._net_prev.u_last[:, :1].copy()  # warm start across tap changes
+                self._net = net
             self._sens_cache.clear()
         return self._net
 
@@ -294,10 +300,10 @@ class FeederGrid(GridBackend):
         self._pv_override: set[str] = set()
         for st in self._storage.values():
             st.soc, st.p_kw, st.q_kvar = st.soc0, 0.0, 0.0
-        self._net: CompiledNetwork | PandapowerNetwork | None = None
-        self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
-        self._sens_cache: dict[str, np.ndarray] = {}
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._net = None
+        self._net_prev = None
+        self._sens_cache.clear()
+        self._last = None
 
     def _set_bank_taps(self, bank: _Bank, taps: Sequence[int]) -> None:
         for u, tap in zip(bank.units, taps):

@@ -66,7 +66,7 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
         "project's own reader (`openg2g/grid/dss.py`), resolved line codes, units and in-line math into",
         "whole-line phase impedance and susceptance matrices, grouped regulators into banks, computed",
         "bus base voltages, attached bus coordinates (SetBusXY, or the BusXY/BusCoords file beside the",
-        "master), and wrote the result as JSON (`{\"format_version\": 1, \"feeder\": ...}`). No .dss text",
+        'master), and wrote the result as JSON (`{"format_version": 1, "feeder": ...}`). No .dss text',
         "is copied.",
         "",
         "| feeder | master file | files read (SHA-256) | note |",
@@ -78,7 +78,9 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
         out = out_dir / f"{name}.json"
         out.write_text(json.dumps({"format_version": FORMAT_VERSION, "feeder": model.to_dict()}, indent=1) + "\n")
         written.append(out)
-        files = sorted(p for p in master.parent.iterdir() if p.is_file() and p.suffix.lower() in (".dss", ".csv", ".dat"))
+        files = sorted(
+            p for p in master.parent.iterdir() if p.is_file() and p.suffix.lower() in (".dss", ".csv", ".dat")
+        )
         digests = "<br>".join(f"`{p.name}` {_sha256(p)[:16]}" for p in files)
         prov.append(f"| `{name}` | `{rel}` | {digests} | {_NOTES[name]} |")
     path = out_dir / "PROVENANCE.md"

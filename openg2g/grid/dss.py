@@ -39,7 +39,7 @@ __all__ = ["read_dss"]
 
 _PHASE = {1: "a", 2: "b", 3: "c"}
 _UNIT_M = {"none": None, "mi": 1609.344, "kft": 304.8, "km": 1000.0, "m": 1.0, "ft": 0.3048, "in": 0.0254, "cm": 0.01}
-_IGNORED_COMMANDS = {"clear", "solve", "calcv", "calcvoltagebases", "show", "export", "plot", "visualize", "disable"}
+_IGNORED_COMMANDS = {"clear", "solve", "calcv", "calcvoltagebases", "show", "export", "plot", "visualize"}
 _OPEN = {"(": ")", "[": "]", "{": "}", '"': '"', "'": "'"}
 
 
@@ -298,8 +298,10 @@ class _Reader:
         cls, name = target.split(".", 1)
         cls, name = cls.lower(), _strip(name).lower()
         if cls in ("circuit", "vsource"):
-            if self.circuit is None or verb == "new" and cls == "circuit":
+            if verb == "new" and cls == "circuit":
                 self.circuit = _Elem("vsource", name, where, _vsource_defaults())
+            elif self.circuit is None or verb == "new":
+                raise FeederError(f"{where}: {cls}.{name}: only the circuit's own source is supported")
             elem = self.circuit
         elif cls in self.elements:
             table = self.elements[cls]
@@ -326,9 +328,17 @@ _SUPPORTED = "circuit/vsource, line, linecode, transformer, regcontrol, load, ca
 
 def _vsource_defaults() -> dict[str, Any]:
     return {
-        "bus1": "sourcebus", "basekv": 115.0, "pu": 1.0, "angle": 0.0, "mvasc3": 2000.0, "mvasc1": 2100.0,
-        "x1r1": 4.0, "x0r0": 3.0, "z": None, "phases": 3,
-    }  # fmt: skip
+        "bus1": "sourcebus",
+        "basekv": 115.0,
+        "pu": 1.0,
+        "angle": 0.0,
+        "mvasc3": 2000.0,
+        "mvasc1": 2100.0,
+        "x1r1": 4.0,
+        "x0r0": 3.0,
+        "z": None,
+        "phases": 3,
+    }
 
 
 def _linecode_defaults() -> dict[str, Any]:
@@ -341,31 +351,67 @@ def _seq_defaults() -> dict[str, float]:
 
 def _line_defaults() -> dict[str, Any]:
     return {
-        "bus1": None, "bus2": None, "phases": 3, "linecode": None, "length": 1.0, "units": "none",
-        "r": None, "x": None, "c": None, "seq": _seq_defaults(), "switch": False, "enabled": True,
-    }  # fmt: skip
+        "bus1": None,
+        "bus2": None,
+        "phases": 3,
+        "linecode": None,
+        "length": 1.0,
+        "units": "none",
+        "r": None,
+        "x": None,
+        "c": None,
+        "seq": _seq_defaults(),
+        "switch": False,
+        "enabled": True,
+    }
 
 
 def _transformer_defaults() -> dict[str, Any]:
     w = {"bus": None, "conn": "wye", "kv": 12.47, "kva": 1000.0, "r_pct": 0.2, "tap": 1.0}
     return {
-        "phases": 3, "windings": [dict(w), dict(w)], "wdg": 0, "xhl": 7.0, "ppm": 1.0, "bank": None,
-        "maxtap": 1.1, "mintap": 0.9, "numtaps": 32,
-    }  # fmt: skip
+        "phases": 3,
+        "windings": [dict(w), dict(w)],
+        "wdg": 0,
+        "xhl": 7.0,
+        "ppm": 1.0,
+        "bank": None,
+        "maxtap": 1.1,
+        "mintap": 0.9,
+        "numtaps": 32,
+    }
 
 
 def _regcontrol_defaults() -> dict[str, Any]:
     return {
-        "transformer": None, "winding": 1, "vreg": 120.0, "band": 3.0, "ptratio": 60.0, "ctprim": 300.0,
-        "r": 0.0, "x": 0.0, "delay": 15.0, "ptphase": 1,
-    }  # fmt: skip
+        "transformer": None,
+        "winding": 1,
+        "vreg": 120.0,
+        "band": 3.0,
+        "ptratio": 60.0,
+        "ctprim": 300.0,
+        "r": 0.0,
+        "x": 0.0,
+        "delay": 15.0,
+        "ptphase": 1,
+    }
 
 
 def _load_defaults() -> dict[str, Any]:
     return {
-        "bus1": None, "phases": 3, "conn": "wye", "model": 1, "kv": 12.47, "kw": 10.0, "kvar": None, "pf": 0.88,
-        "vminpu": 0.95, "vmaxpu": 1.05, "vlowpu": 0.5, "cvrwatts": 1.0, "cvrvars": 2.0,
-    }  # fmt: skip
+        "bus1": None,
+        "phases": 3,
+        "conn": "wye",
+        "model": 1,
+        "kv": 12.47,
+        "kw": 10.0,
+        "kvar": None,
+        "pf": 0.88,
+        "vminpu": 0.95,
+        "vmaxpu": 1.05,
+        "vlowpu": 0.5,
+        "cvrwatts": 1.0,
+        "cvrvars": 2.0,
+    }
 
 
 def _capacitor_defaults() -> dict[str, Any]:
@@ -508,15 +554,15 @@ def _set_transformer(reader: _Reader, e: _Elem, key: str | None, val: str) -> No
     elif key == "tap":
         w["tap"] = _num(val)
     elif key in ("buses", "conns", "kvs", "kvas", "taps", "%rs"):
-        items = _words(val) if key in ("buses", "conns") else _array(val)
-        for i, item in enumerate(items[:2]):
-            wi = p["windings"][i]
-            if key == "buses":
-                wi["bus"] = item
-            elif key == "conns":
-                wi["conn"] = _conn(e, str(item))
-            else:
-                wi[{"kvs": "kv", "kvas": "kva", "taps": "tap", "%rs": "r_pct"}[key]] = float(item)
+        if key in ("buses", "conns"):
+            for i, word in enumerate(_words(val)[:2]):
+                if key == "buses":
+                    p["windings"][i]["bus"] = word
+                else:
+                    p["windings"][i]["conn"] = _conn(e, word)
+        else:
+            for i, x in enumerate(_array(val)[:2]):
+                p["windings"][i][{"kvs": "kv", "kvas": "kva", "taps": "tap", "%rs": "r_pct"}[key]] = x
     elif key in ("xhl", "x12"):
         p["xhl"] = _num(val)
     elif key in ("xht", "xlt", "x13", "x23"):
@@ -724,14 +770,26 @@ def _build_transformer(e: _Elem) -> TransformerModel:
             raise FeederError(f"{e.where}: transformer.{e.name}: 1-phase delta winding is not supported")
         windings.append(
             WindingModel(
-                bus=_bus(w["bus"])[0], phases=_phase_list(e, phase_nodes), conn=w["conn"], kv=w["kv"],
-                kva=w["kva"], r_pct=w["r_pct"], tap=w["tap"],
-            )  # fmt: skip
+                bus=_bus(w["bus"])[0],
+                phases=_phase_list(e, phase_nodes),
+                conn=w["conn"],
+                kv=w["kv"],
+                kva=w["kva"],
+                r_pct=w["r_pct"],
+                tap=w["tap"],
+            )
         )
     return TransformerModel(
-        name=e.name, n_phases=n, windings=windings, x_pct=p["xhl"], ppm_antifloat=p["ppm"], bank=p["bank"],
-        min_tap_pu=p["mintap"], max_tap_pu=p["maxtap"], num_taps=p["numtaps"],
-    )  # fmt: skip
+        name=e.name,
+        n_phases=n,
+        windings=windings,
+        x_pct=p["xhl"],
+        ppm_antifloat=p["ppm"],
+        bank=p["bank"],
+        min_tap_pu=p["mintap"],
+        max_tap_pu=p["maxtap"],
+        num_taps=p["numtaps"],
+    )
 
 
 def _build_load(e: _Elem) -> LoadModel:
@@ -750,10 +808,21 @@ def _build_load(e: _Elem) -> LoadModel:
         pf = p["pf"]
         kvar = p["kw"] * math.sqrt(1.0 / pf**2 - 1.0) * (1 if pf >= 0 else -1)
     return LoadModel(
-        name=e.name, bus=_bus(p["bus1"])[0], phases=tuple(_PHASE.get(k) for k in nodes), conn=p["conn"],
-        model=p["model"], kv=p["kv"], kw=p["kw"], kvar=kvar, n_phases=n, vminpu=p["vminpu"], vmaxpu=p["vmaxpu"],
-        vlowpu=p["vlowpu"], cvrwatts=p["cvrwatts"], cvrvars=p["cvrvars"],
-    )  # fmt: skip
+        name=e.name,
+        bus=_bus(p["bus1"])[0],
+        phases=tuple(_PHASE.get(k) for k in nodes),
+        conn=p["conn"],
+        model=p["model"],
+        kv=p["kv"],
+        kw=p["kw"],
+        kvar=kvar,
+        n_phases=n,
+        vminpu=p["vminpu"],
+        vmaxpu=p["vmaxpu"],
+        vlowpu=p["vlowpu"],
+        cvrwatts=p["cvrwatts"],
+        cvrvars=p["cvrvars"],
+    )
 
 
 def _build_capacitor(e: _Elem) -> CapacitorModel:
@@ -763,9 +832,13 @@ def _build_capacitor(e: _Elem) -> CapacitorModel:
         raise FeederError(f"{e.where}: capacitor.{e.name}: series or ungrounded capacitors are not supported")
     nodes = _nodes(e, p["bus1"], n, n)
     return CapacitorModel(
-        name=e.name, bus=_bus(p["bus1"])[0], phases=_phase_list(e, nodes), conn=p["conn"], kvar=p["kvar"],
+        name=e.name,
+        bus=_bus(p["bus1"])[0],
+        phases=_phase_list(e, nodes),
+        conn=p["conn"],
+        kvar=p["kvar"],
         kv=p["kv"],
-    )  # fmt: skip
+    )
 
 
 def _source(e: _Elem) -> SourceModel:
@@ -785,9 +858,13 @@ def _source(e: _Elem) -> SourceModel:
     if nodes != [1, 2, 3]:
         raise FeederError(f"{e.where}: the source must connect to nodes 1.2.3")
     return SourceModel(
-        bus=_bus(p["bus1"])[0], base_kv=kv, v_pu=p["pu"], angle_deg=p["angle"],
-        z1_ohm=[z1.real, z1.imag], z0_ohm=[z0.real, z0.imag],
-    )  # fmt: skip
+        bus=_bus(p["bus1"])[0],
+        base_kv=kv,
+        v_pu=p["pu"],
+        angle_deg=p["angle"],
+        z1_ohm=[z1.real, z1.imag],
+        z0_ohm=[z0.real, z0.imag],
+    )
 
 
 def _bus_kv(
@@ -864,10 +941,18 @@ def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
             raise FeederError(f"{e.where}: regcontrol.{e.name}: unknown transformer {p['transformer']!r}")
         regcontrols.append(
             RegControlModel(
-                name=e.name, transformer=p["transformer"], winding=p["winding"], vreg_v=p["vreg"],
-                band_v=p["band"], ptratio=p["ptratio"], ctprim_a=p["ctprim"], r_v=p["r"], x_v=p["x"],
-                delay_s=p["delay"], ptphase=p["ptphase"],
-            )  # fmt: skip
+                name=e.name,
+                transformer=p["transformer"],
+                winding=p["winding"],
+                vreg_v=p["vreg"],
+                band_v=p["band"],
+                ptratio=p["ptratio"],
+                ctprim_a=p["ctprim"],
+                r_v=p["r"],
+                x_v=p["x"],
+                delay_s=p["delay"],
+                ptphase=p["ptphase"],
+            )
         )
     controlled = {r.transformer for r in regcontrols}
     for t in transformers:

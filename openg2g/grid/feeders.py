@@ -26,7 +26,7 @@ from openg2g.grid.dss import read_dss
 from openg2g.grid.model import FeederModel
 from openg2g.grid.ppnet import to_pandapower
 
-__all__ = ["DATA_DIR", "FORMAT_VERSION", "Feeder", "list_feeders", "load_feeder", "feeder_from_model"]
+__all__ = ["DATA_DIR", "FORMAT_VERSION", "Feeder", "feeder_from_model", "list_feeders", "load_feeder"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 """Folder of the bundled feeder artifacts."""
@@ -41,8 +41,6 @@ class Feeder:
 
     :param name: feeder name.
     :param model: the phase-frame model the solver uses (full phase matrices, per-phase taps).
-    :param net: pandapower network for inspection, editing and saving (sequence values plus the
-        extra ``phases`` columns and ``line_phase``/``regulator`` tables).
     :param bus_phases: bus -> phases present (``"a"``, ``"b"``, ``"c"``).
     :param regulators: regulator bank -> facts.
     :param bank_units: regulator bank -> ``(transformer, phase index)`` per bank phase, in the
@@ -54,17 +52,27 @@ class Feeder:
 
     name: str
     model: FeederModel
-    net: pp.pandapowerNet
     bus_phases: dict[str, tuple[str, ...]]
     regulators: dict[str, RegulatorInfo]
     bank_units: dict[str, tuple[tuple[str, int], ...]]
     capacitors: tuple[str, ...]
     lines: tuple[str, ...]
     coords: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _net: pp.pandapowerNet | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def net(self) -> pp.pandapowerNet:
+        """pandapower network for inspection, editing and saving (sequence values plus the extra
+        ``phases`` columns and ``line_phase``/``regulator`` tables), built on first access. The
+        solver reads :attr:`model`, so edits to the net do not change solved voltages."""
+        if self._net is None:
+            self._net = to_pandapower(self.model)
+        return self._net
 
     @property
     def source_side_buses(self) -> tuple[str, ...]:
-        """The source bus and buses reached from it without crossing a transformer."""
+        """Buses on the source side of the substation: the source bus, plus the buses reached
+        from it without crossing a transformer when a step-down transformer feeds the rest."""
         m = self.model
         adj: dict[str, set[str]] = {}
         for ln in m.lines:
@@ -77,6 +85,12 @@ class Feeder:
                 if nb not in seen:
                     seen.add(nb)
                     stack.append(nb)
+        steps_down = any(
+            t.windings[0].bus in seen and m.bus_kv[t.windings[1].bus] < m.bus_kv[t.windings[0].bus]
+            for t in m.transformers
+        )
+        if not steps_down:
+            seen = {m.source.bus}
         return tuple(b for b in m.bus_kv if b in seen)
 
 
@@ -107,7 +121,6 @@ def feeder_from_model(model: FeederModel) -> Feeder:
     return Feeder(
         name=model.name,
         model=model,
-        net=to_pandapower(model),
         bus_phases=dict(model.bus_phases),
         regulators=regulators,
         bank_units=bank_units,

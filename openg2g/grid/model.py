@@ -17,14 +17,14 @@ import numpy as np
 
 __all__ = [
     "FREQUENCY_HZ",
-    "SourceModel",
-    "LineModel",
-    "WindingModel",
-    "TransformerModel",
-    "RegControlModel",
-    "LoadModel",
     "CapacitorModel",
     "FeederModel",
+    "LineModel",
+    "LoadModel",
+    "RegControlModel",
+    "SourceModel",
+    "TransformerModel",
+    "WindingModel",
 ]
 
 FREQUENCY_HZ = 60.0

@@ -18,17 +18,17 @@ import numpy as np
 from openg2g.grid.model import FeederModel, LoadModel, TransformerModel
 
 __all__ = [
-    "NodeIndex",
     "LoadPorts",
+    "NodeIndex",
     "Switching",
-    "node_index",
-    "load_ports",
-    "energized",
     "admittance",
+    "energized",
+    "load_ports",
+    "node_index",
     "source_admittance",
     "source_current",
-    "transformer_winding_admittance",
     "transformer_phase_block",
+    "transformer_winding_admittance",
 ]
 
 _SQRT3 = math.sqrt(3.0)
@@ -89,9 +89,7 @@ class Switching:
 
     def copy(self) -> Switching:
         """An independent copy."""
-        return Switching(
-            {k: v.copy() for k, v in self.taps_pu.items()}, dict(self.capacitors), dict(self.lines)
-        )
+        return Switching({k: v.copy() for k, v in self.taps_pu.items()}, dict(self.capacitors), dict(self.lines))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from openg2g.grid.model import FeederModel
 
-__all__ = ["to_pandapower", "sequence_impedance"]
+__all__ = ["sequence_impedance", "to_pandapower"]
 
 _A = np.exp(2j * np.pi / 3)
 _FORTESCUE = np.array([[1, 1, 1], [1, _A**2, _A], [1, _A, _A**2]])
@@ -57,10 +57,16 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
     z0 = complex(*src.z0_ohm)
     s_sc_mva = src.base_kv**2 / max(abs(z1), 1e-9)
     pp.create_ext_grid(
-        net, bus_idx[src.bus], vm_pu=src.v_pu, va_degree=src.angle_deg, name="source", s_sc_max_mva=s_sc_mva,
-        rx_max=z1.real / z1.imag if z1.imag else 0.1, x0x_max=z0.imag / z1.imag if z1.imag else 1.0,
+        net,
+        bus_idx[src.bus],
+        vm_pu=src.v_pu,
+        va_degree=src.angle_deg,
+        name="source",
+        s_sc_max_mva=s_sc_mva,
+        rx_max=z1.real / z1.imag if z1.imag else 0.1,
+        x0x_max=z0.imag / z1.imag if z1.imag else 1.0,
         r0x0_max=z0.real / z0.imag if z0.imag else 0.1,
-    )  # fmt: skip
+    )
     w = 2 * math.pi * model.frequency_hz
     phase_rows = []
     for ln in model.lines:
@@ -70,15 +76,31 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         b1, b0 = sequence_impedance(b.astype(complex))
         length = ln.length_km if np.isfinite(ln.length_km) and ln.length_km > 0 else 1.0
         pp.create_line_from_parameters(
-            net, bus_idx[ln.bus1], bus_idx[ln.bus2], length_km=length, r_ohm_per_km=max(z1l.real, 1e-9) / length,
-            x_ohm_per_km=z1l.imag / length, c_nf_per_km=max(b1.real, 0.0) / (w * 1e-3) / length, max_i_ka=1.0,
-            r0_ohm_per_km=max(z0l.real, 1e-9) / length, x0_ohm_per_km=z0l.imag / length,
-            c0_nf_per_km=max(b0.real, 0.0) / (w * 1e-3) / length, name=ln.name, in_service=ln.in_service,
-        )  # fmt: skip
+            net,
+            bus_idx[ln.bus1],
+            bus_idx[ln.bus2],
+            length_km=length,
+            r_ohm_per_km=max(z1l.real, 1e-9) / length,
+            x_ohm_per_km=z1l.imag / length,
+            c_nf_per_km=max(b1.real, 0.0) / (w * 1e-3) / length,
+            max_i_ka=1.0,
+            r0_ohm_per_km=max(z0l.real, 1e-9) / length,
+            x0_ohm_per_km=z0l.imag / length,
+            c0_nf_per_km=max(b0.real, 0.0) / (w * 1e-3) / length,
+            name=ln.name,
+            in_service=ln.in_service,
+        )
         phase_rows.append(
-            {"line": ln.name, "phases": "".join(ln.phases1), "phases_to": "".join(ln.phases2), "switch": ln.switch,
-             "r_ohm": ln.r_ohm, "x_ohm": ln.x_ohm, "b_us": ln.b_us}
-        )  # fmt: skip
+            {
+                "line": ln.name,
+                "phases": "".join(ln.phases1),
+                "phases_to": "".join(ln.phases2),
+                "switch": ln.switch,
+                "r_ohm": ln.r_ohm,
+                "x_ohm": ln.x_ohm,
+                "b_us": ln.b_us,
+            }
+        )
     net.line["phases"] = [r["phases"] for r in phase_rows]
     net.line["phases_to"] = [r["phases_to"] for r in phase_rows]
     net.line["switch"] = [r["switch"] for r in phase_rows]
@@ -92,10 +114,16 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         if t.bank:
             for k, ph in enumerate(w2.phases):
                 reg_rows.append(
-                    {"bank": t.bank, "transformer": t.name, "phase": ph, "tap_pos": steps[k],
-                     "tap_min": round((t.min_tap_pu - 1) / t.step_pu), "tap_max": round((t.max_tap_pu - 1) / t.step_pu),
-                     "tap_step_pu": t.step_pu}
-                )  # fmt: skip
+                    {
+                        "bank": t.bank,
+                        "transformer": t.name,
+                        "phase": ph,
+                        "tap_pos": steps[k],
+                        "tap_min": round((t.min_tap_pu - 1) / t.step_pu),
+                        "tap_max": round((t.max_tap_pu - 1) / t.step_pu),
+                        "tap_step_pu": t.step_pu,
+                    }
+                )
             if t.bank in made_banks:
                 continue  # one pandapower transformer per bank: it has a single tap
             made_banks.add(t.bank)
@@ -106,16 +134,32 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         lv_kv = w2.kv if t.n_phases == 3 else w2.kv * math.sqrt(3)
         step_pct = t.step_pu * 100.0
         pp.create_transformer_from_parameters(
-            net, bus_idx[w1.bus], bus_idx[w2.bus], sn_mva=w1.kva / 1000.0 * (3 / t.n_phases), vn_hv_kv=hv_kv,
-            vn_lv_kv=lv_kv, vkr_percent=w1.r_pct + w2.r_pct, vk_percent=max(z_pct, 1e-6), pfe_kw=0.0,
-            i0_percent=0.0, vector_group=vg, vk0_percent=max(z_pct, 1e-6), vkr0_percent=w1.r_pct + w2.r_pct,
-            mag0_percent=1e6, mag0_rx=0.0, si0_hv_partial=0.9, shift_degree=30.0 if vg in ("Dyn", "YNd") else 0.0,
-            tap_side="lv" if t.bank else None, tap_neutral=0 if t.bank else np.nan,
+            net,
+            bus_idx[w1.bus],
+            bus_idx[w2.bus],
+            sn_mva=w1.kva / 1000.0 * (3 / t.n_phases),
+            vn_hv_kv=hv_kv,
+            vn_lv_kv=lv_kv,
+            vkr_percent=w1.r_pct + w2.r_pct,
+            vk_percent=max(z_pct, 1e-6),
+            pfe_kw=0.0,
+            i0_percent=0.0,
+            vector_group=vg,
+            vk0_percent=max(z_pct, 1e-6),
+            vkr0_percent=w1.r_pct + w2.r_pct,
+            mag0_percent=1e6,
+            mag0_rx=0.0,
+            si0_hv_partial=0.9,
+            shift_degree=30.0 if vg in ("Dyn", "YNd") else 0.0,
+            tap_side="lv" if t.bank else None,
+            tap_neutral=0 if t.bank else np.nan,
             tap_min=round((t.min_tap_pu - 1) / t.step_pu) if t.bank else np.nan,
             tap_max=round((t.max_tap_pu - 1) / t.step_pu) if t.bank else np.nan,
-            tap_step_percent=step_pct if t.bank else np.nan, tap_pos=int(np.mean(steps)) if t.bank else np.nan,
+            tap_step_percent=step_pct if t.bank else np.nan,
+            tap_pos=int(np.mean(steps)) if t.bank else np.nan,
+            tap_changer_type="Ratio" if t.bank else None,
             name=t.bank or t.name,
-        )  # fmt: skip
+        )
     net.trafo["bank"] = trafo_banks
     net["regulator"] = pd.DataFrame(
         reg_rows, columns=["bank", "transformer", "phase", "tap_pos", "tap_min", "tap_max", "tap_step_pu"]
@@ -128,20 +172,33 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
             if ld.conn == "wye" or len(conds) == 1:
                 key = conds[k] or "a"
             else:
-                pair = {conds[k], conds[(k + 1) % len(conds)]}
-                key = {frozenset("ab"): "a", frozenset("bc"): "b", frozenset("ca"): "c"}.get(frozenset(pair), "a")
+                pair = frozenset(c for c in (conds[k], conds[(k + 1) % len(conds)]) if c)
+                key = {frozenset("ab"): "a", frozenset("bc"): "b", frozenset("ca"): "c"}.get(pair, "a")
             p[key] += ld.kw / 1000.0 / ld.n_phases
             q[key] += ld.kvar / 1000.0 / ld.n_phases
         pp.create_asymmetric_load(
-            net, bus_idx[ld.bus], p_a_mw=p["a"], p_b_mw=p["b"], p_c_mw=p["c"], q_a_mvar=q["a"], q_b_mvar=q["b"],
-            q_c_mvar=q["c"], name=ld.name, type="delta" if ld.conn == "delta" and ld.n_phases == 3 else "wye",
-        )  # fmt: skip
+            net,
+            bus_idx[ld.bus],
+            p_a_mw=p["a"],
+            p_b_mw=p["b"],
+            p_c_mw=p["c"],
+            q_a_mvar=q["a"],
+            q_b_mvar=q["b"],
+            q_c_mvar=q["c"],
+            name=ld.name,
+            type="delta" if ld.conn == "delta" and ld.n_phases == 3 else "wye",
+        )
     net.asymmetric_load["model"] = [ld.model for ld in model.loads] if model.loads else []
     net.asymmetric_load["phases"] = ["".join(p or "" for p in ld.phases) for ld in model.loads] if model.loads else []
     for cap in model.capacitors:
         pp.create_shunt(
-            net, bus_idx[cap.bus], q_mvar=-cap.kvar / 1000.0, p_mw=0.0, vn_kv=model.bus_kv[cap.bus], name=cap.name,
+            net,
+            bus_idx[cap.bus],
+            q_mvar=-cap.kvar / 1000.0,
+            p_mw=0.0,
+            vn_kv=model.bus_kv[cap.bus],
+            name=cap.name,
             in_service=cap.closed,
-        )  # fmt: skip
+        )
     net.shunt["phases"] = ["".join(c.phases) for c in model.capacitors] if model.capacitors else []
     return net

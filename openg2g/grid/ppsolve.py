@@ -4,8 +4,9 @@ sequence-frame network.
 This is approximate by construction: every line is a balanced three-phase line with the
 positive/zero-sequence values of its phase matrix (untransposed coupling and missing phases are
 lost), a regulator bank is one transformer with the mean of its per-phase taps, all loads are
-constant PQ (OpenDSS models 2, 4, 5 are treated as model 1) and delta single-phase loads are
-placed on the phase of their first conductor. On IEEE 13 it is a few percent off OpenDSS and
+constant PQ (OpenDSS models 2, 4, 5 are treated as model 1), delta single-phase loads are
+placed on one phase, a delta-delta transformer is solved as grounded wye-wye and switch
+impedances are raised to 1e-4 ohm/km. On IEEE 13 it is a few percent off OpenDSS and
 tens of milliseconds per solve. It exists to compare with pandapower, not to run studies.
 """
 
@@ -16,6 +17,7 @@ import math
 
 import numpy as np
 import pandapower as pp
+from pandapower.powerflow import LoadflowNotConverged
 
 from openg2g.grid.feeders import Feeder
 from openg2g.grid.network import NodeIndex, Switching
@@ -35,6 +37,11 @@ class PandapowerNetwork:
         self, feeder: Feeder, nodes: NodeIndex, load_of_branch: np.ndarray, pq_nodes: np.ndarray, state: Switching
     ) -> None:
         net = copy.deepcopy(feeder.net)
+        # runpp_3ph needs a zero-sequence path and nonzero impedances: a delta-delta transformer
+        # becomes grounded wye-wye and near-zero switch impedances are raised to 1e-4 ohm/km
+        net.trafo.loc[net.trafo.vector_group == "Dd", "vector_group"] = "YNyn"
+        for col in ("r_ohm_per_km", "x_ohm_per_km", "r0_ohm_per_km", "x0_ohm_per_km"):
+            net.line[col] = net.line[col].clip(lower=1e-4)
         self.net = net
         self.nodes = nodes
         self.load_of_branch = load_of_branch
@@ -44,10 +51,8 @@ class PandapowerNetwork:
         for i, row in net.trafo.iterrows():
             if row.get("bank"):
                 units = [(t.name, t) for t in feeder.model.transformers if t.bank == row["bank"]]
-                steps = [
-                    (tap - 1.0) / t.step_pu for name, t in units for tap in state.taps_pu[name]
-                ]
-                net.trafo.at[i, "tap_pos"] = int(round(float(np.mean(steps))))
+                steps = [(tap - 1.0) / t.step_pu for name, t in units for tap in state.taps_pu[name]]
+                net.trafo.at[i, "tap_pos"] = round(float(np.mean(steps)))
         net.shunt["in_service"] = [state.capacitors[n] for n in net.shunt.name]
         net.line["in_service"] = [state.lines[n] for n in net.line.name]
         self.base_p = net.asymmetric_load[["p_a_mw", "p_b_mw", "p_c_mw"]].to_numpy().copy()
@@ -64,9 +69,13 @@ class PandapowerNetwork:
         self.u_last = np.zeros((0, 1), dtype=complex)
 
     def solve(
-        self, scale: np.ndarray, s_pq_va: np.ndarray, tol_pu: float = 1e-8, max_iter: int = 100,
+        self,
+        scale: np.ndarray,
+        s_pq_va: np.ndarray,
+        tol_pu: float = 1e-8,
+        max_iter: int = 100,
         u_init: np.ndarray | None = None,
-    ) -> Solution:  # fmt: skip
+    ) -> Solution:
         """Solve each column with ``runpp_3ph`` (``tol_pu``/``u_init`` are not used)."""
         net = self.net
         n_cols = s_pq_va.shape[1]
@@ -80,13 +89,15 @@ class PandapowerNetwork:
             per_load[self.load_of_branch] = sc[:, j]
             al = net.asymmetric_load
             al.loc[al.index[: self.n_file_loads], ["p_a_mw", "p_b_mw", "p_c_mw"]] = self.base_p * per_load[:, None]
-            al.loc[al.index[: self.n_file_loads], ["q_a_mvar", "q_b_mvar", "q_c_mvar"]] = self.base_q * per_load[:, None]
+            al.loc[al.index[: self.n_file_loads], ["q_a_mvar", "q_b_mvar", "q_c_mvar"]] = (
+                self.base_q * per_load[:, None]
+            )
             for port, row, ph in self.pq_rows:
                 al.at[row, f"p_{ph}_mw"] = s_pq_va[port, j].real / 1e6
                 al.at[row, f"q_{ph}_mvar"] = s_pq_va[port, j].imag / 1e6
             try:
                 pp.runpp_3ph(net, max_iteration=max_iter)
-            except Exception:  # pandapower raises its own LoadflowNotConverged and numerical errors
+            except (LoadflowNotConverged, FloatingPointError, np.linalg.LinAlgError):
                 ok = False
                 continue
             res = net.res_bus_3ph

@@ -30,7 +30,10 @@ from openg2g.grid.network import (
     source_current,
 )
 
-__all__ = ["LoadKernel", "Solution", "CompiledNetwork"]
+__all__ = ["CompiledNetwork", "LoadKernel", "Solution"]
+
+_DIVERGED_PU = 10.0
+"""A port-voltage residual above this (pu) means the iteration is diverging."""
 
 
 class LoadKernel:
@@ -70,27 +73,32 @@ class LoadKernel:
         self.slope = np.nan_to_num(slope)[:, None]
         self.y_high = np.where(const_i, yeq / ports.vmaxpu, yeq / ports.vmaxpu**2)[:, None]
 
-    def currents(self, u: np.ndarray, scale: np.ndarray) -> np.ndarray:
-        """Branch currents for branch voltages ``u`` (V, ``(n, cols)``) at load ``scale`` (``(n, 1)``
-        or ``(n, cols)``)."""
-        if self.pow_idx.size:
-            num = np.broadcast_to(self.s0c, u.shape).copy()
-            up = u[self.pow_idx]
-            r = np.abs(up) / self.vb_pow
-            num[self.pow_idx] = self.p0[self.pow_idx] * r**self.ap - 1j * self.q0[self.pow_idx] * r**self.aq
-            i = num * scale / np.conj(u)
-        else:
-            i = self.s0c * scale / np.conj(u)
+    def prepare(self, scale: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-solve constants at load ``scale`` (``(n, 1)`` or ``(n, n_cols)``): numerator of the
+        normal-range current, P and Q of the voltage-dependent branches, and the scale itself."""
+        sc = np.broadcast_to(scale, (self.s0c.shape[0], n_cols))
+        num = self.s0c * sc
+        return num, self.p0[self.pow_idx] * sc[self.pow_idx], self.q0[self.pow_idx] * sc[self.pow_idx], sc
+
+    def currents(self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+        """Branch currents (A) for branch voltages ``u`` (V, ``(n, cols)``); ``ctx`` from
+        :meth:`prepare`."""
+        num, p_pow, q_pow, sc = ctx
         vm = np.abs(u)
+        if self.pow_idx.size:
+            num = num.copy()
+            r = vm[self.pow_idx] / self.vb_pow
+            num[self.pow_idx] = p_pow * r**self.ap - 1j * q_pow * r**self.aq
+        i = num / np.conj(u)
         out = (vm <= self.v95) | (vm > self.vmax)
         if out.any():
             rows, cols = np.nonzero(out)
             v, m = u[rows, cols], vm[rows, cols]
-            sc = np.broadcast_to(scale, u.shape)[rows, cols]
-            yeq = self.yeq[rows, 0] * sc
-            y_mid = (self.i_low[rows, 0] + self.slope[rows, 0] * (m - self.vlow[rows, 0])) * sc / m
+            k = sc[rows, cols]
+            yeq = self.yeq[rows, 0] * k
+            y_mid = (self.i_low[rows, 0] + self.slope[rows, 0] * (m - self.vlow[rows, 0])) * k / m
             y = np.where(
-                m <= self.vlow[rows, 0], yeq, np.where(m <= self.v95[rows, 0], y_mid, self.y_high[rows, 0] * sc)
+                m <= self.vlow[rows, 0], yeq, np.where(m <= self.v95[rows, 0], y_mid, self.y_high[rows, 0] * k)
             )
             i[rows, cols] = y * v
         return i
@@ -103,7 +111,7 @@ class Solution:
     :param v: node voltages (V), shape ``(n_nodes, n_cols)``.
     :param s_sub_va: complex power the source delivers per phase a, b, c (VA), ``(3, n_cols)``.
     :param losses_w: active losses (W) per column.
-    :param iterations: fixed-point iterations used.
+    :param iterations: iterations used.
     :param converged: True if every column met the tolerance.
     """
 
@@ -156,6 +164,8 @@ class CompiledNetwork:
         live_ext = np.append(live, True)  # index -1 = ground
         self.live_branch = (live_ext[ports.from_node] & live_ext[ports.to_node])[:, None].astype(float)
         self.live_pq = live[self.pq_nodes][:, None].astype(float)
+        self.dead_nodes = ~live
+        self._dead_ports = np.concatenate([self.live_branch[:, 0], self.live_pq[:, 0]]) == 0
         self.dead_branch = self.live_branch[:, 0] == 0
         self.dead_pq = self.live_pq[:, 0] == 0
         self.n_dead = int(self.dead_branch.sum() + self.dead_pq.sum())
@@ -163,11 +173,15 @@ class CompiledNetwork:
         v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[self.pq_nodes]])
         self.v_ref = v_ref[:, None]
         self.u_last: np.ndarray = self.u0[:, None].copy()
+        self._jinv: np.ndarray | None = None
 
-    def _i_comp(self, u: np.ndarray, scale: np.ndarray, s_pq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _i_comp(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Compensation currents (load current minus what ``Y`` already holds) and actual currents."""
         ul, uq = u[: self.n_load], u[self.n_load :]
-        il = self.kernel.currents(ul, scale)
-        iq = np.conj(s_pq) / np.conj(uq)
+        il = self.kernel.currents(ul, ctx)
+        iq = s_pq_conj / np.conj(uq)
         if self.n_dead:
             il[self.dead_branch] = 0.0
             iq[self.dead_pq] = 0.0
@@ -175,6 +189,29 @@ class CompiledNetwork:
         i_comp = i_actual.copy()
         i_comp[: self.n_load] -= self.y_nominal[:, None] * ul
         return i_comp, i_actual
+
+    def _jacobian_inverse(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray
+    ) -> np.ndarray:
+        """Inverse of the real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column 0 of ``u``.
+
+        ``i_c`` of a port depends on that port's voltage only, so its derivative is one 2x2 real
+        block per port, taken by forward differences in the real and imaginary directions.
+        """
+        c0 = tuple(a[:, :1] for a in ctx)
+        u1, s1 = u[:, :1], s_conj[:, :1]
+        h = 1e-7 * self.v_ref
+        i0, _ = self._i_comp(u1, c0, s1)  # type: ignore[arg-type]
+        dx = (self._i_comp(u1 + h, c0, s1)[0] - i0)[:, 0] / h[:, 0]  # type: ignore[arg-type]
+        dy = (self._i_comp(u1 + 1j * h, c0, s1)[0] - i0)[:, 0] / h[:, 0]  # type: ignore[arg-type]
+        kr, ki = self.k.real, self.k.imag
+        n = u.shape[0]
+        jac = np.eye(2 * n)
+        jac[:n, :n] += kr * dx.real - ki * dx.imag
+        jac[:n, n:] += kr * dy.real - ki * dy.imag
+        jac[n:, :n] += ki * dx.real + kr * dx.imag
+        jac[n:, n:] += ki * dy.real + kr * dy.imag
+        return np.linalg.inv(jac)
 
     def solve(
         self,
@@ -185,6 +222,12 @@ class CompiledNetwork:
         u_init: np.ndarray | None = None,
     ) -> Solution:
         """Solve one column per operating point.
+
+        Chord Newton on ``F(u) = u - u0 + K i_c(u) = 0``: the Jacobian inverse is kept from one
+        solve to the next and refreshed at the current point whenever an iteration reduces the
+        residual by less than half (a full Newton step then). It gives up when the residual
+        exceeds 10 pu or ``max_iter`` is reached. It converges when the largest fixed-point update of a port
+        voltage, ``|u - (u0 - K i_c(u))|``, is below ``tol_pu``.
 
         :param scale: load multiplier per load branch, ``(n_branch, 1)`` or ``(n_branch, n_cols)``.
         :param s_pq_va: complex power drawn at each PQ node (VA, > 0 = consumption),
@@ -197,25 +240,35 @@ class CompiledNetwork:
         n_cols = s_pq_va.shape[1]
         if u_init is None:
             u_init = self.u_last
-        u = np.broadcast_to(u_init, (self.k.shape[0], n_cols)).copy()
-        scale = scale * self.live_branch
-        s_pq_va = s_pq_va * self.live_pq
-        dead_u = np.concatenate([self.live_branch, self.live_pq])[:, 0] == 0
-        u[dead_u] = 1.0  # any nonzero value: their currents are zero
+        n = self.k.shape[0]
+        u = np.broadcast_to(u_init, (n, n_cols)).copy()
+        ctx = self.kernel.prepare(scale * self.live_branch, n_cols)
+        s_conj = np.conj(s_pq_va * self.live_pq)
+        u[self._dead_ports] = 1.0  # any nonzero value: their currents are zero
+        u0 = self.u0[:, None]
+        if self._jinv is None:
+            self._jinv = self._jacobian_inverse(u, ctx, s_conj)
         converged = False
+        err_prev = np.inf
         it = 0
         for it in range(1, max_iter + 1):
-            i_comp, _ = self._i_comp(u, scale, s_pq_va)
-            u_new = self.u0[:, None] - self.k @ i_comp
-            err = np.max(np.abs(u_new - u) / self.v_ref) if u.size else 0.0
-            u = u_new
-            if not np.isfinite(err):
+            i_comp, _ = self._i_comp(u, ctx, s_conj)
+            f = u - (u0 - self.k @ i_comp)
+            err = np.max(np.abs(f) / self.v_ref) if u.size else 0.0
+            if not err < _DIVERGED_PU:  # also catches NaN
                 break
             if err < tol_pu:
+                u = u - f
                 converged = True
                 break
-        i_comp, i_actual = self._i_comp(u, scale, s_pq_va)
+            if err > 0.5 * err_prev:  # slow or diverging: Newton step from here
+                self._jinv = self._jacobian_inverse(u, ctx, s_conj)
+            err_prev = err
+            step = self._jinv @ np.concatenate([f.real, f.imag])
+            u = u - (step[:n] + 1j * step[n:])
+        i_comp, i_actual = self._i_comp(u, ctx, s_conj)
         v = self.v0[:, None] - self.w @ i_comp
+        v[self.dead_nodes] = 0.0
         v_src = v[self.src_nodes]
         i_src = self.y_src @ (self.e_src[:, None] - v_src)
         s_sub = v_src * np.conj(i_src)

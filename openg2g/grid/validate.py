@@ -8,7 +8,7 @@ from openg2g.core.errors import FeederError
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
 from openg2g.scenario.schema import GridSpec, SiteSpec
 
-__all__ = ["validate_grid", "check_against_feeder"]
+__all__ = ["check_against_feeder", "validate_grid"]
 
 
 def _some(names: Sequence[str], n: int = 12) -> str:
@@ -31,7 +31,10 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
         missing = [p for p in need if p not in buses[b]]
         if missing:
             problems.append(
-                (path, f"bus {bus!r} has phases {''.join(buses[b])}, missing {''.join(missing)} (needs {''.join(need)})")
+                (
+                    path,
+                    f"bus {bus!r} has phases {''.join(buses[b])}, missing {''.join(missing)} (needs {''.join(need)})",
+                )
             )
 
     three = [b for b, ph in buses.items() if len(ph) == 3]
@@ -39,13 +42,21 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
         b = site.bus.lower()
         if b not in buses:
             problems.append(
-                (f"datacenters.{i}.bus", f"unknown bus {site.bus!r} on feeder {feeder.name}; three-phase buses are {_some(three)}")
+                (
+                    f"datacenters.{i}.bus",
+                    f"unknown bus {site.bus!r} on feeder {feeder.name}; three-phase buses are {_some(three)}",
+                )
             )
         elif len(buses[b]) != 3:
             problems.append(
-                (f"datacenters.{i}.bus", f"bus {site.bus!r} has phases {''.join(buses[b])}, a site needs a three-phase bus "
-                 f"(e.g. {_some(three, 6)})")
-            )  # fmt: skip
+                (
+                    f"datacenters.{i}.bus",
+                    (
+                        f"bus {site.bus!r} has phases {''.join(buses[b])}, a site needs a three-phase bus "
+                        f"(e.g. {_some(three, 6)})"
+                    ),
+                )
+            )
     for i, pv in enumerate(spec.pv):
         bus_ok(f"grid.pv.{i}.bus", pv.bus, pv.phases)
     for i, st in enumerate(spec.storage):
@@ -58,16 +69,23 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
         info = feeder.regulators.get(bank.lower())
         if info is None:
             problems.append(
-                (f"grid.regulators.{bank}", f"unknown regulator bank {bank!r}; banks are {_some(list(feeder.regulators)) or 'none'}")
+                (
+                    f"grid.regulators.{bank}",
+                    f"unknown regulator bank {bank!r}; banks are {_some(list(feeder.regulators)) or 'none'}",
+                )
             )
             continue
         if reg.taps is not None:
             if len(reg.taps) != len(info.phases):
                 problems.append(
-                    (f"grid.regulators.{bank}.taps",
-                     f"{len(reg.taps)} taps given, bank {bank} regulates {len(info.phases)} phase(s) "
-                     f"({', '.join(info.phases)}): give one tap per phase")
-                )  # fmt: skip
+                    (
+                        f"grid.regulators.{bank}.taps",
+                        (
+                            f"{len(reg.taps)} taps given, bank {bank} regulates {len(info.phases)} phase(s) "
+                            f"({', '.join(info.phases)}): give one tap per phase"
+                        ),
+                    )
+                )
             bad = [t for t in reg.taps if not info.min_tap <= t <= info.max_tap]
             if bad:
                 problems.append(
@@ -76,7 +94,10 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
     for cap in spec.capacitors:
         if cap.lower() not in feeder.capacitors:
             problems.append(
-                (f"grid.capacitors.{cap}", f"unknown capacitor {cap!r}; capacitors are {_some(feeder.capacitors) or 'none'}")
+                (
+                    f"grid.capacitors.{cap}",
+                    f"unknown capacitor {cap!r}; capacitors are {_some(feeder.capacitors) or 'none'}",
+                )
             )
     return problems
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import types
 import typing
+from fractions import Fraction
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -13,9 +16,22 @@ from openg2g.scenario.schema import Scenario
 __all__ = ["scenario_reference"]
 
 
-def _type_name(annotation: object) -> str:
-    text = str(annotation).replace("typing.", "").replace("openg2g.scenario.schema.", "")
-    return text.replace("<class '", "").replace("'>", "").replace("fractions.Fraction", "seconds")
+def _type_name(annotation: Any) -> str:
+    """Readable type of a field: ``seconds``, ``list[str] | None``, ``'fixed' | 'auto'``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if annotation is Fraction:
+        return "seconds"
+    if annotation is type(None):
+        return "None"
+    if origin is typing.Literal:
+        return " \\| ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " \\| ".join(_type_name(a) for a in args)
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def _nested_models(annotation: object) -> list[type[BaseModel]]:

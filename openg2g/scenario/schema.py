@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 __all__ = [
+    "Name",
     "Seconds",
     "parse_seconds",
     "Periods",
@@ -59,6 +60,14 @@ def parse_seconds(value: Any) -> Fraction:
             raise ValueError(f"{value!r} is not a number of seconds (write e.g. 0.1 or 1/10)") from None
     raise ValueError(f"expected a number of seconds, got {type(value).__name__}")
 
+
+def _name(value: Any) -> Any:
+    """Bus and element names may be written as bare numbers in YAML (``bus: 671``)."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
+"""A bus or element name; numbers are read as their text."""
 
 Seconds = Annotated[
     Fraction,
@@ -114,8 +123,8 @@ class RegulatorSpec(_Model):
 class PVSpec(_Model):
     """A PV plant: a three-phase (or single-phase) generator following a profile."""
 
-    name: str
-    bus: str
+    name: Name
+    bus: Name
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
     kw: float = Field(gt=0, description="Rated AC output over all phases (kW).")
     power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
@@ -128,8 +137,8 @@ class PVSpec(_Model):
 class StorageSpec(_Model):
     """A battery: P/Q setpoints from controllers, state of charge tracked by the grid backend."""
 
-    name: str
-    bus: str
+    name: Name
+    bus: Name
     kw: float = Field(gt=0, description="Power rating (kW), charge and discharge.")
     kwh: float = Field(gt=0, description="Energy capacity (kWh).")
     soc0: float = Field(0.5, ge=0, le=1, description="Initial state of charge (fraction).")
@@ -147,8 +156,8 @@ class StorageSpec(_Model):
 class ExtraLoadSpec(_Model):
     """An additional load with an optional time profile."""
 
-    name: str
-    bus: str
+    name: Name
+    bus: Name
     kw_per_phase: float = Field(ge=0)
     power_factor: float = Field(0.95, gt=0, le=1)
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
@@ -168,9 +177,9 @@ class GridSpec(_Model):
     batch: bool = Field(True, description="Solve the steps between control actions in one batch call when possible.")
     v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
     v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
-    monitored_buses: list[str] | None = Field(None, description="Buses whose phases count for limits; None = all load buses.")
-    regulators: dict[str, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
-    capacitors: dict[str, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
+    monitored_buses: list[Name] | None = Field(None, description="Buses whose phases count for limits; None = all load buses.")
+    regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
+    capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
     load_scale: float = Field(1.0, ge=0, description="Multiplier on the feeder's own loads.")
     pv: list[PVSpec] = Field(default_factory=list)
     storage: list[StorageSpec] = Field(default_factory=list)
@@ -189,7 +198,7 @@ class GridSpec(_Model):
 class ModelSpec(_Model):
     """One model served at a site."""
 
-    model: str = Field(description="Model name in the trace library (openg2g traces list).")
+    model: Name = Field(description="Model name in the trace library (openg2g traces list).")
     gpus_per_replica: int = Field(gt=0, description="GPUs per replica; must match a measured configuration.")
     replicas: int = Field(ge=0, description="Replica count at the start.")
     batch_size: int = Field(gt=0, description="Initial batch size (a measured max_num_seqs).")
@@ -219,8 +228,8 @@ class TrainingSpec(_Model):
 class SiteSpec(_Model):
     """A datacenter site on one three-phase bus."""
 
-    name: str = Field(description="Site name (commands and outputs use it).")
-    bus: str = Field(description="Feeder bus; it must have phases a, b and c.")
+    name: Name = Field(description="Site name (commands and outputs use it).")
+    bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
     traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
     power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
     pue: float = Field(1.0, ge=1, description="Power usage effectiveness: facility power / IT power.")
@@ -242,7 +251,7 @@ class ControllerSpec(_Model):
     """One controller. Several run each control step in the order listed."""
 
     kind: str = Field(description="Stock controller name (see controllers/) or 'path/to/file.py:ClassName'.")
-    name: str | None = Field(None, description="Label in outputs; defaults to kind.")
+    name: Name | None = Field(None, description="Label in outputs; defaults to kind.")
     period_s: Seconds | None = Field(None, description="Own period (s); default periods.control_s.")
     delay_s: Seconds = Field(Fraction(0), description="Communication delay before its commands take effect (s).")
     params: dict[str, Any] = Field(default_factory=dict, description="Validated by the controller's own Config.")
@@ -292,7 +301,7 @@ class OutputSpec(_Model):
 class Scenario(_Model):
     """A complete co-simulation: feeder, datacenters, controllers, events, timing and outputs."""
 
-    name: str = Field(description="Run name (default output folder runs/<name>).")
+    name: Name = Field(description="Run name (default output folder runs/<name>).")
     description: str = Field("", description="Free text.")
     seed: int = Field(0, ge=0, description="Seed of every random draw (trace offsets, ITL samples).")
     duration_s: Seconds = Field(description="Simulated time (s).")

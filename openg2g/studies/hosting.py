@@ -17,6 +17,7 @@ study is run again.
   ``hosting_capacity.parquet``  one row per (bus, controller)
   ``evaluations.parquet``       every run: bus, controller, blocks, status, figures
   ``hosting_capacity.png``      capacity on the feeder map, one panel per controller
+  ``hosting_capacity_bars.png`` capacity per bus, one bar per controller
   ``runs/<bus>-<controller>-k<blocks>/``  each run's outputs
 """
 
@@ -225,8 +226,19 @@ def run_hosting_capacity(
     out.mkdir(parents=True, exist_ok=True)
     write_parquet_atomic(evaluations, out / "evaluations.parquet")
     write_parquet_atomic(table, out / "hosting_capacity.parquet")
+    if not table.empty:
+        from openg2g.studies.plots import plot_bus_values, plot_grouped_bars
+
+        plot_grouped_bars(
+            table,
+            category="bus",
+            value="capacity_peak_mw",
+            group="controller",
+            label="hosting capacity (MW peak)",
+            title=f"hosting capacity, tolerance {config.tolerance_pu_s:g} pu.s, {config.duration_s:g} s runs",
+            path=out / "hosting_capacity_bars.png",
+        )
     if topology is not None and not table.empty:
-        from openg2g.studies.plots import plot_bus_values
 
         plot_bus_values(
             topology,

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from openg2g.studies.common import Topology  # noqa: E402
 
-__all__ = ["draw_feeder", "plot_bus_values", "plot_pair_matrix", "plot_ranking"]
+__all__ = ["draw_feeder", "plot_bus_values", "plot_grouped_bars", "plot_pair_matrix", "plot_ranking"]
 
 
 def draw_feeder(ax: plt.Axes, topology: Topology, label_buses: bool = False) -> None:
@@ -62,6 +62,8 @@ def plot_bus_values(
     finite = table[value].astype(float).replace([np.inf, -np.inf], np.nan).dropna()
     norm = Normalize(vmin=float(finite.min()) if len(finite) else 0.0, vmax=float(finite.max()) if len(finite) else 1.0)
     mappable = None
+    n_buses = table["bus"].nunique()
+    size, font = (220, 7) if n_buses <= 12 else (90, 5)
     for ax, key in zip(axes[0], panels):
         draw_feeder(ax, topology)
         rows = table if key is None else table[table[panel] == key]
@@ -72,11 +74,12 @@ def plot_bus_values(
             x, y = topology.coords[bus]
             v = float(row[value]) if pd.notna(row[value]) else np.nan
             mappable = ax.scatter(
-                [x], [y], c=[v if np.isfinite(v) else norm.vmin], cmap=cmap, norm=norm, s=220, zorder=3,
+                [x], [y], c=[v if np.isfinite(v) else norm.vmin], cmap=cmap, norm=norm, s=size, zorder=3,
                 edgecolors="k" if np.isfinite(v) else "r", linewidths=0.8,
             )
-            text = f"{bus}\n{v:.3g}" if np.isfinite(v) else f"{bus}\n-"
-            ax.annotate(text, (x, y), fontsize=7, ha="center", va="bottom", xytext=(0, 9), textcoords="offset points")
+            at_least = "\u2265" if bool(row.get("capped", False)) else ""
+            text = f"{bus}\n{at_least}{v:.3g}" if np.isfinite(v) else f"{bus}\n-"
+            ax.annotate(text, (x, y), fontsize=font, ha="center", va="bottom", xytext=(0, 6), textcoords="offset points")
         if key is not None:
             ax.set_title(f"{panel}: {key}", fontsize=10)
     if mappable is not None:
@@ -155,6 +158,40 @@ def plot_ranking(
         ax.grid(axis="x", alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130, bbox_inches="tight")
+        plt.close(fig)
+    return fig
+
+
+def plot_grouped_bars(
+    table: pd.DataFrame,
+    *,
+    category: str,
+    value: str,
+    group: str,
+    label: str = "",
+    title: str = "",
+    path: Path | None = None,
+) -> Figure:
+    """Bars of ``value`` per ``category`` (e.g. bus), one bar per ``group`` (e.g. controller)."""
+    cats = list(dict.fromkeys(table[category].astype(str)))
+    groups = list(dict.fromkeys(table[group].astype(str)))
+    width = 0.8 / max(1, len(groups))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(cats) * max(1, len(groups)) + 2), 4))
+    x = np.arange(len(cats))
+    for i, g in enumerate(groups):
+        rows = table[table[group].astype(str) == g].set_index(table[category].astype(str)[table[group].astype(str) == g])
+        heights = [float(rows[value].get(c, np.nan)) for c in cats]
+        ax.bar(x + (i - (len(groups) - 1) / 2) * width, heights, width, label=f"{group}: {g}")
+    ax.set_xticks(x, cats, rotation=90 if len(cats) > 12 else 0, fontsize=8)
+    ax.set_xlabel(category)
+    ax.set_ylabel(label or value)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130, bbox_inches="tight")

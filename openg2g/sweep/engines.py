@@ -69,12 +69,25 @@ class SerialEngine(Engine):
             on_record(execute_task(task))
 
 
+# imported once by the fork server (names that fail to import are skipped)
+_PRELOAD = [
+    "openg2g.sweep.tasks",
+    "openg2g.engine.simulation",
+    "openg2g.grid.backend",
+    "openg2g.grid.feeders",
+    "openg2g.datacenter.replay",
+    "openg2g.control.registry",
+    "controllers",
+    "openg2g.plot.run",
+]
+
+
 def _mp_context() -> multiprocessing.context.BaseContext:
     # forkserver: workers fork from a clean server that has imported the sweep machinery, so they
     # start fast and never inherit the driver's threads (progress bar, Ray client).
     if sys.platform.startswith("linux"):
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["openg2g.sweep.tasks", "openg2g.engine.simulation"])
+        ctx.set_forkserver_preload(_PRELOAD)
         return ctx
     return multiprocessing.get_context("spawn")
 

@@ -24,7 +24,16 @@ def trained_toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainResult, 
     """PPO on the toy case, 2 envs in subprocesses, a few thousand steps (~30 s on 2 cores)."""
     out = tmp_path_factory.mktemp("train_toy")
     result = train_policy(
-        "toy", out, algo="ppo", steps=TOY_STEPS, n_envs=2, seed=0, overrides=["duration_s=31"],
-        checkpoint_every=2000, eval_episodes=4, progress=False, log=lambda _: None,
+        "toy",
+        out,
+        algo="ppo",
+        steps=TOY_STEPS,
+        n_envs=2,
+        seed=0,
+        overrides=["duration_s=31"],
+        checkpoint_every=2000,
+        eval_episodes=4,
+        progress=False,
+        log=lambda _: None,
     )
     return result, out

@@ -74,11 +74,11 @@ def test_two_envs_same_seed_agree():
 
 def test_truncated_at_episode_end_not_terminated():
     env = make_toy_env(duration_s=60, episode_steps=4)
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     assert info["t_s"] == 1.0
     flags = []
     for _ in range(4):
-        obs, _, terminated, truncated, info = env.step(np.ones(2, dtype=np.int64))
+        _, _, terminated, truncated, info = env.step(np.ones(2, dtype=np.int64))
         flags.append((terminated, truncated))
     assert flags == [(False, False)] * 3 + [(False, True)]
     assert info["t_s"] == 5.0
@@ -101,7 +101,7 @@ def test_failed_simulation_terminates_with_penalty():
     env = G2GEnv(toy_scenario(20), {"reward": {"failure": 7.0}}, components=components)
     env.reset(seed=0)
     results = [env.step(np.ones(2, dtype=np.int64)) for _ in range(3)]
-    _, reward, terminated, truncated, info = results[-1]
+    _, reward, _, truncated, info = results[-1]
     assert [r[2] for r in results] == [False, False, True]
     assert not truncated and info["failed"] and "converge" in info["error"]
     assert reward < -6.0

@@ -19,7 +19,12 @@ TOL_PU = 1e-3
 
 
 def _site(bus: str) -> SiteSpec:
-    return SiteSpec(name="dc", bus=bus, power_factor=0.95, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
+    return SiteSpec(
+        name="dc",
+        bus=bus,
+        power_factor=0.95,
+        models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)],
+    )
 
 
 def _compare(feeder: str, with_dc: bool) -> tuple[float, str]:

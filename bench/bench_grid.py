@@ -1,0 +1,81 @@
+"""Grid solver speed per bundled feeder: one ``solve`` per step, and ``solve_batch`` per step.
+
+Usage: python bench/bench_grid.py [--steps 2000] [--batch 1000] [--feeders ieee13 ieee123]
+Times are CPU time of this process (time.process_time), so a busy machine does not inflate them.
+Prints figures; asserts nothing. Targets: < 0.5 ms amortized per IEEE 13 step, < 2 ms per
+IEEE 123 step. BLAS threads are pinned to 1 (small dense matrices: threads only add overhead).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from openg2g.core.state import DatacenterState
+from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeders import list_feeders
+from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
+
+DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}
+
+
+def _loads(n: int, seed: int = 0) -> list[dict[str, DatacenterState]]:
+    """A 1 MW per phase datacenter with +/-10% per-phase fluctuation, pf 0.95."""
+    rng = np.random.default_rng(seed)
+    p = 1e6 * (1 + 0.1 * rng.standard_normal((n, 3)))
+    q = p * np.tan(np.arccos(0.95))
+    return [{"dc": DatacenterState("dc", 0.1 * i, p[i], q[i], {})} for i in range(n)]
+
+
+def bench(feeder: str, steps: int, batch: int) -> dict[str, float]:
+    bus = DC_BUS[feeder.removeprefix("openg2g-")]
+    site = SiteSpec(name="dc", bus=bus, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
+    t0 = time.process_time()
+    grid = FeederGrid.from_spec(GridSpec(feeder=feeder), [site], Path("."))
+    grid.solve(0.0, _loads(1)[0], 0.1)
+    build_ms = (time.process_time() - t0) * 1e3
+    loads = _loads(steps)
+    t0 = time.process_time()
+    for i, ld in enumerate(loads):
+        grid.solve(0.1 * i, ld, 0.1)
+    solve_ms = (time.process_time() - t0) / steps * 1e3
+    loads = _loads(batch, seed=1)
+    t_s = [0.1 * i for i in range(batch)]
+    grid.solve_batch(t_s[:10], loads[:10], 0.1)
+    t0 = time.process_time()
+    grid.solve_batch(t_s, loads, 0.1)
+    batch_ms = (time.process_time() - t0) / batch * 1e3
+    t0 = time.process_time()
+    n_sens = 20
+    for i in range(n_sens):
+        grid.solve(0.1 * i, loads[i], 0.1)
+        grid.voltage_sensitivity("dc")
+    sens_ms = (time.process_time() - t0) / n_sens * 1e3 - solve_ms
+    return {"build_ms": build_ms, "solve_ms": solve_ms, "batch_step_ms": batch_ms, "sensitivity_ms": sens_ms}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2000, help="step-by-step solves per feeder")
+    ap.add_argument("--batch", type=int, default=1000, help="steps in one solve_batch call")
+    ap.add_argument("--feeders", nargs="*", default=list_feeders())
+    args = ap.parse_args()
+    print(f"{'feeder':18s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s} {'sensitivity ms':>15s}")
+    for feeder in args.feeders:
+        r = bench(feeder, args.steps, args.batch)
+        print(
+            f"{feeder:18s} {r['build_ms']:9.1f} {r['solve_ms']:14.3f} {r['batch_step_ms']:14.4f} "
+            f"{r['sensitivity_ms']:15.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

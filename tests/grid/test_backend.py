@@ -1,0 +1,242 @@
+"""FeederGrid behaviour: batch = step-by-step, sensitivity = finite difference, commands,
+storage, PV, profiles, regulators in auto mode, outages, non-convergence, an analytic check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openg2g.core.commands import (
+    SetBatchSize,
+    SetCapacitor,
+    SetLineInService,
+    SetLoadScale,
+    SetPVScale,
+    SetRegulatorMode,
+    SetStoragePower,
+    SetTaps,
+)
+from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
+from openg2g.core.state import DatacenterState
+from openg2g.grid.backend import FeederGrid
+from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
+
+PF = 0.95
+
+
+def site(name: str = "dc", bus: str = "671", pf: float = PF) -> SiteSpec:
+    return SiteSpec(
+        name=name, bus=bus, power_factor=pf, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)]
+    )
+
+
+def dc(p_w_per_phase, name: str = "dc", pf: float = PF) -> DatacenterState:
+    p = np.broadcast_to(np.asarray(p_w_per_phase, dtype=float), (3,))
+    return DatacenterState(name, 0.0, p, p * np.tan(np.arccos(pf)), {})
+
+
+def og13(**kw) -> FeederGrid:
+    spec = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(taps=[14, 6, 15])}, **kw)
+    return FeederGrid.from_spec(spec, [site()], Path("."))
+
+
+def test_monitored_bus_phases() -> None:
+    g = og13()
+    assert not any(bp.startswith("sourcebus.") for bp in g.bus_phases())
+    assert "671.a" in g.bus_phases() and "611.c" in g.bus_phases() and "611.a" not in g.bus_phases()
+    g2 = og13(monitored_buses=["671", "675"])
+    assert g2.bus_phases() == ("671.a", "671.b", "671.c", "675.a", "675.b", "675.c")
+
+
+@pytest.mark.parametrize("feeder,bus", [("openg2g-ieee13", "671"), ("ieee123", "67")])
+def test_batch_equals_step_by_step(feeder: str, bus: str) -> None:
+    spec = GridSpec(feeder=feeder)
+    rng = np.random.default_rng(0)
+    loads = [{"dc": dc(rng.uniform(2e5, 1e6, 3))} for _ in range(25)]
+    t = [0.1 * i for i in range(25)]
+    a = FeederGrid.from_spec(spec, [site(bus=bus)], Path("."))
+    b = FeederGrid.from_spec(spec, [site(bus=bus)], Path("."))
+    assert a.can_batch()
+    batch = a.solve_batch(t, loads, 0.1)
+    steps = [b.solve(ti, ld, 0.1) for ti, ld in zip(t, loads)]
+    for x, y in zip(batch, steps):
+        assert x.bus_phases is y.bus_phases or x.bus_phases == y.bus_phases
+        np.testing.assert_allclose(x.v_pu, y.v_pu, atol=1e-8)
+        np.testing.assert_allclose(x.p_sub_w, y.p_sub_w, rtol=1e-7)
+        assert x.losses_w == pytest.approx(y.losses_w, rel=1e-6)
+
+
+def test_sensitivity_matches_finite_difference() -> None:
+    g = og13()
+    base = np.array([8e5, 1e6, 9e5])
+    s0 = g.solve(0.0, {"dc": dc(base)}, 1.0)
+    sens = g.voltage_sensitivity("dc")
+    assert sens.shape == (len(g.bus_phases()), 3) and not sens.flags.writeable
+    assert np.array_equal(sens, g.voltage_sensitivity("671"))
+    dp = 1e4
+    for k in range(3):
+        hi, lo = base.copy(), base.copy()
+        hi[k] += dp
+        lo[k] -= dp
+        fd = (g.solve(0.0, {"dc": dc(hi)}, 1.0).v_pu - g.solve(0.0, {"dc": dc(lo)}, 1.0).v_pu) / (2 * dp)
+        np.testing.assert_allclose(sens[:, k], fd, atol=1e-3 * np.abs(fd).max())
+    assert s0.converged
+    # dV/dP is negative at the site's own phases
+    i = [g.bus_phases().index(f"671.{p}") for p in "abc"]
+    assert np.all(np.diag(sens[i]) < 0)
+
+
+def test_sensitivity_refreshed_after_tap_change() -> None:
+    g = og13()
+    g.solve(0.0, {"dc": dc(1e6)}, 1.0)
+    s_a = g.voltage_sensitivity("dc")
+    g.apply(SetTaps("reg1", (0, 0, 0)), 1.0)
+    g.solve(1.0, {"dc": dc(1e6)}, 1.0)
+    assert not np.allclose(s_a, g.voltage_sensitivity("dc"), rtol=1e-3, atol=0.0)
+
+
+def test_taps_commands() -> None:
+    g = og13()
+    v0 = g.solve(0.0, {"dc": dc(1e6)}, 1.0).voltage("671.a")
+    g.apply(SetTaps("reg1", (16, 6, 15)), 1.0)
+    s = g.solve(1.0, {"dc": dc(1e6)}, 1.0)
+    assert s.taps["reg1"] == (16, 6, 15) and s.voltage("671.a") > v0 + 0.005
+    with pytest.raises(CommandError, match="3 taps|phases a, b, c"):
+        g.apply(SetTaps("reg1", (1, 2)), 1.0)
+    with pytest.raises(CommandError, match=r"outside \[-16, 16\]"):
+        g.apply(SetTaps("reg1", (1, 2, 17)), 1.0)
+    with pytest.raises(CommandError, match="unknown regulator bank"):
+        g.apply(SetTaps("reg9", (1, 2, 3)), 1.0)
+    with pytest.raises(CommandError):
+        g.apply(SetRegulatorMode("reg1", "manual"), 1.0)
+    with pytest.raises(CommandError):
+        g.apply(SetBatchSize(site="dc", model="m", batch_size=8), 1.0)  # type: ignore[arg-type]
+    g.reset(0)
+    assert g.taps()["reg1"] == (14, 6, 15)
+
+
+def test_capacitor_and_line_commands() -> None:
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee13"), [], Path("."))
+    on = g.solve(0.0, {}, 1.0).voltage("675.a")
+    g.apply(SetCapacitor("Cap1", False), 1.0)
+    off = g.solve(1.0, {}, 1.0).voltage("675.a")
+    assert on - off > 0.01
+    with pytest.raises(CommandError, match="unknown capacitor"):
+        g.apply(SetCapacitor("cap9", True), 1.0)
+    g.apply(SetLineInService("671692", False), 2.0)
+    s = g.solve(2.0, {}, 1.0)
+    assert s.voltage("675.a") == 0.0 and s.voltage("671.a") > 0.9
+    with pytest.raises(CommandError, match="unknown line"):
+        g.apply(SetLineInService("nope", False), 2.0)
+
+
+def test_load_scale() -> None:
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee13", load_scale=0.5), [], Path("."))
+    half = g.solve(0.0, {}, 1.0)
+    g.apply(SetLoadScale(1.0), 1.0)
+    full = g.solve(1.0, {}, 1.0)
+    assert full.p_sub_w.sum() > 1.8 * half.p_sub_w.sum() * 0.9
+    g.apply(SetLoadScale(0.0, load="671"), 2.0)
+    assert g.solve(2.0, {}, 1.0).p_sub_w.sum() < full.p_sub_w.sum() - 1e6
+    with pytest.raises(CommandError):
+        g.apply(SetLoadScale(-1.0), 3.0)
+    with pytest.raises(CommandError, match="unknown load"):
+        g.apply(SetLoadScale(1.0, load="999"), 3.0)
+
+
+def test_storage_soc_and_limits() -> None:
+    spec = GridSpec(
+        feeder="openg2g-ieee13",
+        storage=[{"name": "b1", "bus": "675", "kw": 500, "kwh": 1000, "soc0": 0.5, "efficiency": 0.9}],
+    )
+    g = FeederGrid.from_spec(spec, [], Path("."))
+    assert g.storages() == ("b1",) and not g.can_batch()
+    base = g.solve(0.0, {}, 0.0)
+    g.apply(SetStoragePower("b1", 180.0, 0.0), 0.0)
+    s = g.solve(3600.0, {}, 3600.0)  # one hour at 180 kW discharge: 200 kWh out of the cells
+    assert g._storage["b1"].soc == pytest.approx(0.5 - 180.0 / 0.9 / 1000.0)
+    assert s.p_sub_w.sum() < base.p_sub_w.sum() - 1.7e5
+    g.apply(SetStoragePower("b1", -300.0, 0.0), 3600.0)
+    g.solve(7200.0, {}, 3600.0)  # one hour charging at 300 kW: 270 kWh into the cells
+    assert g._storage["b1"].soc == pytest.approx(0.3 + 300.0 * 0.9 / 1000.0)
+    g.apply(SetStoragePower("b1", -500.0, 0.0), 7200.0)
+    for k in range(5):
+        g.solve(7200.0 + 3600.0 * (k + 1), {}, 3600.0)
+    assert g._storage["b1"].soc == pytest.approx(0.9) and g._storage["b1"].p_kw == 0.0
+    with pytest.raises(CommandError, match="exceeds"):
+        g.apply(SetStoragePower("b1", 400.0, 400.0), 0.0)
+    with pytest.raises(CommandError, match="unknown battery"):
+        g.apply(SetStoragePower("b2", 1.0), 0.0)
+
+
+def test_pv_profile_and_extra_load(tmp_path: Path) -> None:
+    (tmp_path / "sun.csv").write_text("t_s,scale\n0,0\n100,1\n")
+    (tmp_path / "ld.csv").write_text("t_s,scale\n0,1\n100,0\n")
+    spec = GridSpec(
+        feeder="openg2g-ieee13",
+        pv=[{"name": "pv1", "bus": "675", "kw": 900, "profile": "sun.csv"}],
+        extra_loads=[{"name": "x1", "bus": "680", "kw_per_phase": 200, "profile": "ld.csv"}],
+    )
+    g = FeederGrid.from_spec(spec, [], tmp_path)
+    dark = g.solve(0.0, {}, 1.0)
+    noon = g.solve(100.0, {}, 1.0)
+    assert noon.voltage("675.a") > dark.voltage("675.a") + 0.005
+    assert noon.p_sub_w.sum() < dark.p_sub_w.sum() - 1.4e6
+    g.apply(SetPVScale(0.0), 101.0)
+    assert g.solve(101.0, {}, 1.0).voltage("675.a") < noon.voltage("675.a")
+    with pytest.raises(CommandError):
+        g.apply(SetPVScale(1.5), 101.0)
+    with pytest.raises(ScenarioError, match="profile"):
+        FeederGrid.from_spec(spec, [], tmp_path / "missing")
+
+
+def test_auto_regulator_waits_for_delay() -> None:
+    spec = GridSpec(
+        feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(taps=[0, 0, 0], mode="auto", delay_s=30.0)}
+    )
+    g = FeederGrid.from_spec(spec, [site()], Path("."))
+    assert not g.can_batch()
+    taps = [g.solve(10.0 * i, {"dc": dc(1e6)}, 10.0).taps["reg1"] for i in range(1, 8)]
+    assert taps[0] == taps[1] == taps[2] == (0, 0, 0)  # taps in force at t = 10, 20, 30 s
+    assert all(x > 0 for x in taps[3])  # moved once the voltage was low for 30 s
+    assert taps[4] == taps[5] == taps[3] and taps[6] > taps[3]  # next move after another 30 s
+    g.apply(SetRegulatorMode("reg1", "fixed"), 80.0)
+    frozen = g.solve(80.0, {"dc": dc(1e6)}, 10.0).taps["reg1"]
+    assert g.solve(200.0, {"dc": dc(1e6)}, 120.0).taps["reg1"] == frozen
+
+
+def test_nonconvergence() -> None:
+    g = og13()
+    with pytest.raises(PowerFlowError, match=r"t=5.0 s.*openg2g-ieee13.*dc@671"):
+        g.solve(5.0, {"dc": dc(3e8)}, 1.0)
+    flag = og13(on_nonconvergence="flag")
+    assert flag.solve(5.0, {"dc": dc(3e8)}, 1.0).converged is False
+    assert flag.solve(6.0, {"dc": dc(1e6)}, 1.0).converged is True
+
+
+def test_bad_spec_raises_scenario_error() -> None:
+    with pytest.raises(ScenarioError, match="datacenters.0.bus"):
+        FeederGrid.from_spec(GridSpec(feeder="ieee13"), [site(bus="611")], Path("."))
+
+
+TWO_BUS = """\
+New Circuit.two basekv=12.47 pu=1.0 bus1=src r1=0 x1=1e-6 r0=0 x0=1e-6
+New Line.l1 Bus1=src Bus2=b2 phases=3 r1=0.8 x1=1.6 r0=0.8 x0=1.6 c1=0 c0=0 length=1
+New Load.ld Bus1=b2 phases=3 conn=wye kV=12.47 kW=3000 kvar=1000 model=2
+Set VoltageBases=[12.47]
+"""
+
+
+def test_analytic_two_bus_voltage_drop(tmp_path: Path) -> None:
+    """Constant-impedance load behind a decoupled line: V = E Zload / (Zload + Zline)."""
+    (tmp_path / "two.dss").write_text(TWO_BUS)
+    g = FeederGrid.from_spec(GridSpec(feeder=str(tmp_path / "two.dss")), [], tmp_path)
+    s = g.solve(0.0, {}, 1.0)
+    v_ph = 12.47e3 / np.sqrt(3)
+    z_load = v_ph**2 / np.conj((3e6 + 1j * 1e6) / 3)  # per phase, from S = |V|^2 / conj(Z)
+    expect = abs(z_load / (z_load + (0.8 + 1.6j)))
+    assert s.voltage("b2.a") == pytest.approx(expect, abs=1e-6)
+    p_load = 3 * (expect * v_ph) ** 2 * np.real(1 / np.conj(z_load))
+    assert s.p_sub_w.sum() - s.losses_w == pytest.approx(p_load, rel=1e-6)

@@ -1,0 +1,114 @@
+"""The feeder library: bundled names, the Feeder object, the OpenDSS importer and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandapower as pp
+import pytest
+
+from openg2g.core.errors import FeederError
+from openg2g.grid.feeders import DATA_DIR, list_feeders, load_feeder
+from openg2g.grid.model import FeederModel
+
+BUNDLED = ["ieee123", "ieee13", "ieee34", "openg2g-ieee123", "openg2g-ieee13", "openg2g-ieee34"]
+
+
+def test_list_feeders() -> None:
+    assert list_feeders() == BUNDLED
+
+
+def test_unknown_feeder_lists_valid_names() -> None:
+    with pytest.raises(FeederError, match="ieee13.*openg2g-ieee123|openg2g-ieee123.*ieee13"):
+        load_feeder("ieee14")
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_feeder_contents(name: str) -> None:
+    f = load_feeder(name)
+    assert f.name == name
+    assert isinstance(f.net, pp.pandapowerNet)
+    assert len(f.net.bus) == len(f.bus_phases)
+    assert len(f.net.line) == len(f.lines) == len(f.net.line_phase)
+    assert set(f.coords) <= set(f.bus_phases)
+    assert all(set(ph) <= {"a", "b", "c"} and ph for ph in f.bus_phases.values())
+    assert f.regulators and all(r.min_tap == -16 and r.max_tap == 16 for r in f.regulators.values())
+    assert all(r.step_pu == pytest.approx(0.00625) for r in f.regulators.values())
+
+
+def test_ieee13_banks_and_elements() -> None:
+    for name in ("ieee13", "openg2g-ieee13"):
+        f = load_feeder(name)
+        assert list(f.regulators) == ["reg1"]
+        assert f.regulators["reg1"].phases == ("a", "b", "c")
+    f = load_feeder("ieee13")
+    assert f.capacitors == ("cap1", "cap2")
+    assert f.bus_phases["611"] == ("c",) and f.bus_phases["645"] == ("b", "c")
+    assert f.bus_phases["671"] == ("a", "b", "c")
+    assert f.coords["671"] == (200.0, 100.0)
+    assert "671692" in f.lines
+    assert load_feeder("openg2g-ieee13").capacitors == ()
+
+
+def test_ieee123_single_phase_regulators() -> None:
+    f = load_feeder("ieee123")
+    assert f.regulators["reg2"].phases == ("a",)
+    assert f.regulators["reg3"].phases == ("a", "c")
+    assert f.regulators["reg4"].phases == ("a", "b", "c")
+    assert set(f.net.regulator.bank) == {"reg1", "reg2", "reg3", "reg4"}
+
+
+def test_bundled_artifact_round_trip() -> None:
+    data = json.loads((DATA_DIR / "ieee13.json").read_text())
+    model = FeederModel.from_dict(data["feeder"])
+    assert FeederModel.from_dict(model.to_dict()) == model
+    assert (DATA_DIR / "PROVENANCE.md").read_text().count("Apache-2.0") >= 1
+
+
+def test_load_feeder_returns_independent_copies() -> None:
+    a, b = load_feeder("ieee13"), load_feeder("ieee13")
+    a.model.loads[0].kw = 0.0
+    assert b.model.loads[0].kw != 0.0
+
+
+TWO_BUS = """\
+Clear
+New Circuit.tiny basekv=12.47 pu=1.0 bus1=src  ! stiff source
+New Line.l1 Bus1=src Bus2=load phases=3 r1=0.1 x1=0.2 r0=0.3 x0=0.6 c1=0 c0=0 length=2 units=km
+~ switch=n
+/* a block
+   comment */
+New Load.ld Bus1=load phases=3 conn=wye kV=12.47 kW=(300 2 *) kvar=200 model=1
+Set VoltageBases=[12.47]
+CalcVoltageBases
+"""
+
+
+def test_import_a_dss_file(tmp_path: Path) -> None:
+    master = tmp_path / "tiny.dss"
+    master.write_text(TWO_BUS.replace("\n", "\r\n"))
+    f = load_feeder(str(master))
+    assert f.name == "tiny"
+    assert f.bus_phases == {"src": ("a", "b", "c"), "load": ("a", "b", "c")}
+    assert f.model.loads[0].kw == 600.0
+    assert f.model.lines[0].r_ohm[0][0] == pytest.approx((2 * 0.1 + 0.3) / 3 * 2)
+
+
+def test_unsupported_element_names_file_and_line(tmp_path: Path) -> None:
+    master = tmp_path / "bad.dss"
+    master.write_text(TWO_BUS + "New PVSystem.pv1 bus1=load kva=100\n")
+    with pytest.raises(FeederError, match=r"bad\.dss:10: unsupported element pvsystem\.pv1"):
+        load_feeder(str(master))
+
+
+def test_unsupported_property_names_file_and_line(tmp_path: Path) -> None:
+    master = tmp_path / "bad.dss"
+    master.write_text(TWO_BUS.replace("model=1", "model=1 zipv=[1 0 0 1 0 0 0.9]"))
+    with pytest.raises(FeederError, match=r"bad\.dss:7: load\.ld: unsupported property 'zipv'"):
+        load_feeder(str(master))
+
+
+def test_missing_file() -> None:
+    with pytest.raises(FeederError, match="not found"):
+        load_feeder("no/such/master.dss")
