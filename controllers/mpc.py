@@ -16,7 +16,7 @@ disturbance); ``p_k`` battery discharge (W) with ``S_b = H_s 1/3`` (battery at t
 Optimization over ``x_ik`` (continuous log2 batch) and ``p_k``::
 
     min  sum_k [ w_v sum_j ( [v_lo - v_jk]_+^2 + [v_jk - v_hi]_+^2 )
-                 - w_T sum_i T_i(x_ik) / T_i(x_i^max)
+                 - w_T sum_i log T_i(x_ik)
                  + w_s sum_i (x_ik - x_i,k-1)^2 + w_b (p_k / p_max)^2 ]
     s.t. log2 b_i^min <= x_ik <= xbar_i            (xbar_i: largest x with  c_i l_i(x) <= d_i)
          |x_ik - x_i,k-1| <= max_move_log2         (move limits; they make the horizon matter)
@@ -103,7 +103,6 @@ class MPCProblem:
         self.storage_sens = storage_sens
         self.p_max_w, self.w_b = p_max_w, w_b
         self.p_now = np.array([float(c.power_w.value(x)) for c, x in zip(curves, x0)])
-        self.t_ref = np.array([max(float(c.throughput_tok_s.value(c.x_max)), 1e-9) for c in curves])
 
     @property
     def has_storage(self) -> bool:
@@ -137,7 +136,7 @@ class MPCProblem:
         dx = x - xprev
         cost = (
             self.w_v * float(np.sum(under**2) + np.sum(over**2))
-            - self.w_t * float(np.sum(th / self.t_ref[:, None]))
+            - self.w_t * float(np.sum(np.log(np.maximum(th, 1e-9))))
             + self.w_s * float(np.sum(dx**2))
         )
         if self.has_storage:
@@ -145,7 +144,7 @@ class MPCProblem:
         if not with_grad:
             return cost, np.empty(0)
         dj_dv = self.w_v * 2.0 * (over - under)  # (J, N)
-        gx = (self.sens @ dj_dv) * dpw - self.w_t * dth / self.t_ref[:, None]
+        gx = (self.sens @ dj_dv) * dpw - self.w_t * dth / np.maximum(th, 1e-9)
         gs = 2.0 * self.w_s * dx
         gx += gs
         gx[:, :-1] -= gs[:, 1:]
@@ -168,7 +167,7 @@ class MPCController(Controller):
         buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
         horizon_steps: int = Field(5, gt=0, le=50, description="N: steps planned ahead (control periods).")
         voltage_weight: float = Field(1.0e6, ge=0, description="w_v: cost per pu^2 of violation per bus-phase-step.")
-        throughput_weight: float = Field(1.0, ge=0, description="w_T: value of relative throughput per model-step.")
+        throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput per model-step.")
         switching_weight: float = Field(0.02, ge=0, description="w_s: cost per (log2 batch)^2 of change.")
         margin_pu: float = Field(0.002, ge=0, description="Aim this far inside the voltage limits (pu).")
         max_move_log2: float = Field(1.0, gt=0, description="Largest change of log2 batch per step.")

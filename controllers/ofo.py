@@ -4,7 +4,7 @@ Decision variables: ``x_i = log2(batch size)`` of every model ``i`` at the contr
 continuous between steps and projected to the measured batch sizes when sent. The controller
 approximately solves, by feedback::
 
-    max  sum_i w_T T_i(x_i) / T_i(x_i^max)                     (relative throughput per model)
+    max  sum_i w_T log T_i(x_i)                                (throughput, proportionally fair)
     s.t. v_min <= v_j(x) <= v_max     for each monitored bus-phase j of the zone
          l_i(x_i) <= d_i              for each model with an ITL deadline d_i
 
@@ -14,11 +14,11 @@ n_i (``[.]_+ = max(., 0)``)::
 
     lam_j^- <- [lam_j^- + rho_v (v_min - v_j)]_+                 undervoltage duals
     lam_j^+ <- [lam_j^+ + rho_v (v_j - v_max)]_+                 overvoltage duals
-    mu_i    <- [mu_i + rho_l (l_i / d_i - 1)]_+                  latency duals (normalized)
-               [mu_i + rho_l (m_i / eps - 1)]_+                  (latency_signal = miss_fraction)
+    mu_i    <- [mu_i + rho_l sat(l_i / d_i - 1)]_+               latency duals (normalized,
+               [mu_i + rho_l sat(m_i / eps - 1)]_+               sat = clip to [-1, 1])
 
     dv/dx_i = H_s e_s * pue_s * n_i * P_i'(x_i)                  pu per unit log2 batch
-    g_i     = - w_T T_i'(x_i) / T_i(x_i^max)                     throughput value
+    g_i     = - w_T T_i'(x_i) / T_i(x_i)                         throughput value
               + k_v (lam^+ - lam^- + kappa (o - u))^T dv/dx_i    voltage price
               + mu_i l_i'(x_i) / d_i                             latency price
               + gamma (x_i - x_i^prev)                           switching damping
@@ -87,7 +87,7 @@ class OFOController(Controller):
         miss_fraction_target: float = Field(
             0.01, gt=0, lt=1, description="epsilon: largest fraction of tokens over the deadline (miss_fraction)."
         )
-        throughput_weight: float = Field(0.05, ge=0, description="w_T: value of relative throughput per log2 step.")
+        throughput_weight: float = Field(0.05, ge=0, description="w_T: weight of log throughput (per model).")
         switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
         v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
         v_max_pu: float | None = Field(None, gt=0, description="Upper limit to enforce (pu); None = the scenario's.")
@@ -162,6 +162,7 @@ class OFOController(Controller):
                 excess = state.itl_s / info.itl_deadline_s - 1.0
             else:
                 excess = state.deadline_miss_fraction / cfg.miss_fraction_target - 1.0
+            excess = min(max(excess, -1.0), 1.0)
             self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * excess, 0.0)
 
     def voltage_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
@@ -179,8 +180,8 @@ class OFOController(Controller):
         info = self.context.sites[site].models[model]
         c = self.curves[key]
         x = self.x[key]
-        t_ref = float(c.throughput_tok_s.value(c.x_max))
-        g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_ref if t_ref > 0 else 0.0
+        t_now = float(c.throughput_tok_s.value(x))
+        g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_now if t_now > 0 else 0.0
         eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
         if np.any(eta != 0.0):
             g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))

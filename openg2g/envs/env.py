@@ -41,6 +41,10 @@ ComponentsFactory = Callable[[LoadedScenario], Components]
 """Builds ``(sites, grid, controllers)`` for a scenario, as the engine's ``build_components``."""
 
 
+def _problem(source: str, message: str) -> ScenarioError:
+    return ScenarioError([(source, message)])
+
+
 class ComponentCache:
     """Builds the real backends for each episode's scenario, reusing what does not change.
 
@@ -134,35 +138,23 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         source = str(scenario.path)
         sc = scenario.scenario
         if not sc.datacenters:
-            raise ScenarioError([(source, "the RL environment needs a datacenter site (datacenters: is empty)")])
+            raise _problem(source, "the RL environment needs a datacenter site (datacenters: is empty)")
         if not self.config.keep_controllers:
             sc = sc.model_copy(update={"controllers": []})
         self.control_s: Fraction = sc.periods.control_s
         available = int(sc.duration_s // self.control_s) - 1
         if available < 1:
-            raise ScenarioError(
-                [
-                    (
-                        source,
-                        (
-                            f"duration_s ({float(sc.duration_s):g} s) must span at least two control periods "
-                            f"({float(self.control_s):g} s each) for one env step"
-                        ),
-                    )
-                ]
+            raise _problem(
+                source,
+                f"duration_s ({float(sc.duration_s):g} s) must span at least two control periods "
+                f"({float(self.control_s):g} s each) for one env step",
             )
         steps = self.config.episode_steps or available
         if steps > available:
-            raise ScenarioError(
-                [
-                    (
-                        source,
-                        (
-                            f"episode_steps={steps} needs {(steps + 1) * float(self.control_s):g} s of scenario "
-                            f"but it lasts {float(sc.duration_s):g} s (at most {available} steps)"
-                        ),
-                    )
-                ]
+            raise _problem(
+                source,
+                f"episode_steps={steps} needs {(steps + 1) * float(self.control_s):g} s of scenario "
+                f"but it lasts {float(sc.duration_s):g} s (at most {available} steps)",
             )
         self.episode_steps = steps
         self.generator = ScenarioGenerator(sc, self.config.variations, (steps + 1) * self.control_s)
@@ -174,15 +166,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self.layout = SpaceLayout(self.context, self.config.observation, self.config.action, source)
         self.observation_space = self.layout.observation_space
         self.action_space = self.layout.action_space
-        self._throughput_ref = (
-            sum(
-                max(site.models[s.model].throughput_tok_s) * s.replicas_ref
-                for s in self.layout.slots
-                for site in [self.context.sites[s.site]]
-                if site.models[s.model].throughput_tok_s
-            )
-            or 1.0
-        )
+        # the most tokens per second the scenario can serve: every model at its best batch size
+        best = [max(self.context.sites[s.site].models[s.model].throughput_tok_s or (0.0,)) for s in self.layout.slots]
+        self._throughput_ref = sum(b * s.replicas_ref for b, s in zip(best, self.layout.slots)) or 1.0
         self.sim: Simulation | None = None
         self._episode = 0
         self._needs_reset = True

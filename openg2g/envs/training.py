@@ -32,7 +32,7 @@ import numpy as np
 from openg2g.core.errors import G2GError
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
-from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, save_policy
+from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, read_meta, save_policy
 
 __all__ = ["TrainResult", "TrainSettings", "latest_checkpoint", "score_policy", "train_policy"]
 
@@ -180,6 +180,13 @@ def train_policy(
     )
 
     start = latest_checkpoint(ckpt_dir) if resume else None
+    if start:
+        saved = read_meta(start[0])
+        if (saved.algo, saved.env, saved.scenario, saved.overrides) != (algo, cfg, str(scenario), list(overrides)):
+            raise G2GError(
+                f"{start[0]} was trained with algo {saved.algo!r} on {saved.scenario!r} {saved.overrides} and env "
+                f"settings {saved.env.model_dump(mode='json')}; resume with the same scenario, --set, --env and --algo"
+            )
     done_steps = start[1] if start else 0
     suffix = f"_from_{done_steps}" if start else ""
     vec = _make_vec_env(factory, n_envs, seed + done_steps, out / f"monitor{suffix}.csv")

@@ -1,16 +1,17 @@
-"""The phase-frame power-flow solver: fixed-point current injection on the load ports.
+"""The phase-frame power-flow solver: current injection on the load ports, solved by chord Newton.
 
 The network (source, lines, transformers, capacitors, nominal load admittances) is linear; its
 impedance matrix ``Z = Y^-1`` is computed once per switching state. The nonlinear part lives on
 "ports": one per load phase branch (OpenDSS load models 1, 2, 4, 5 with their low/high voltage
 fallbacks) and one per node carrying a constant-PQ wye injection (datacenters, PV, storage,
-extra loads). With port voltages ``u = P V`` and currents drawn ``i``, the fixed point is
+extra loads). With port voltages ``u = P V`` and currents drawn ``i``, the solution satisfies
 
     u = u0 - K i_c(u),    K = P Z P^T,  u0 = P Z I_source,
 
 where ``i_c`` is the load current minus the nominal admittance current already inside ``Y``
-(the OpenDSS "compensation current"). Many operating points (columns) solve at once, which is
-the batch mode. The answer is exact for the model: it is the same equations OpenDSS solves.
+(the OpenDSS "compensation current"). Node voltages follow as ``V = Z (I_source - P^T i_c)``.
+Many operating points (columns) solve at once, which is the batch mode. The answer is exact for
+the model: these are the equations OpenDSS solves.
 """
 
 from __future__ import annotations
@@ -139,14 +140,12 @@ class CompiledNetwork:
         self.ports = ports
         self.pq_nodes = np.asarray(pq_nodes, dtype=int)
         n = len(nodes)
-        y = admittance(model, nodes, state, ports)
-        self.y = y
-        self.z = np.linalg.inv(y)
+        z = np.linalg.inv(admittance(model, nodes, state, ports))
         self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
         self.y_src = source_admittance(model)
         i_src = source_current(model, nodes)
         self.e_src = np.linalg.solve(self.y_src, i_src[self.src_nodes])
-        self.v0 = self.z @ i_src
+        self.v0 = z @ i_src
         n_l, n_q = len(ports.from_node), len(self.pq_nodes)
         inc = np.zeros((n_l + n_q, n))
         rows = np.arange(n_l)
@@ -155,7 +154,7 @@ class CompiledNetwork:
         inc[rows[~grounded], ports.to_node[~grounded]] = -1.0
         inc[n_l + np.arange(n_q), self.pq_nodes] = 1.0
         self.inc = inc
-        self.w = self.z @ inc.T
+        self.w = z @ inc.T
         self.k = inc @ self.w
         self.u0 = inc @ self.v0
         self.n_load = n_l

@@ -1,7 +1,7 @@
 """Datacenter siting: the same site placed on each candidate bus (or split over two), ranked.
 
 Placements are ranked per controller by voltage-violation integral (lowest first), then by mean
-throughput (highest first). A pair placement splits every model's replicas (and the non-GPU
+throughput (highest first), then by the lowest voltage seen (highest first). A pair placement splits every model's replicas (and the non-GPU
 load) into halves, ``<site>_a`` on the first bus (rounded up, keeping any training job) and
 ``<site>_b`` on the second; events aimed at the site go to both halves.
 
@@ -83,15 +83,16 @@ def siting_settings(
 
 
 def rank_placements(table: pd.DataFrame) -> pd.DataFrame:
-    """Sort per controller by violation integral (ascending), then throughput (descending); add ``rank``.
-
-    Runs that did not complete rank last.
+    """Sort per controller by violation integral (ascending), then throughput (descending), then
+    lowest voltage (descending, the margin left); add ``rank``. Runs that did not complete rank last.
     """
     df = table.copy()
     df["_bad"] = df["status"] != "complete"
+    keys = ["controller", "_bad", "violation_integral_pu_s", "mean_throughput_tok_s", "v_min_pu"]
+    keys = [k for k in keys if k in df.columns]
     df = df.sort_values(
-        ["controller", "_bad", "violation_integral_pu_s", "mean_throughput_tok_s"],
-        ascending=[True, True, True, False],
+        keys,
+        ascending=[k != "mean_throughput_tok_s" and k != "v_min_pu" for k in keys],
         kind="stable",
         na_position="last",
     )

@@ -50,7 +50,7 @@ def test_gradient_by_hand():
     # dv/dx on the under-voltage phase: H e = -K (balanced), times pue n P'(x)
     dv_dx = -K_PU_PER_W * 1.2 * 200 * c.power_w.slope(x)
     expected = (
-        -0.3 * c.throughput_tok_s.slope(x) / c.throughput_tok_s.value(9.0)
+        -0.3 * c.throughput_tok_s.slope(x) / c.throughput_tok_s.value(x)
         + 1e4 * (0.0 - 0.01 + 2.0 * (0.0 - 0.01)) * dv_dx  # dual + kappa x present violation
         + 0.1 * c.itl_s.slope(x) / 0.1
     )

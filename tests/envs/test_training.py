@@ -13,7 +13,7 @@ import controllers
 from openg2g.cli.main import build_parser
 from openg2g.cli.train import parse_env_settings
 from openg2g.control.registry import build_controller
-from openg2g.core.errors import ControllerError
+from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.policy import load_policy, read_meta
 from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
@@ -61,6 +61,10 @@ def test_checkpoints_and_resume(trained_toy, tmp_path):
     )
     assert messages[0].startswith("resuming from") and result.timesteps >= found[1] + 512
     assert (resumed / f"logs_from_{found[1]}" / "progress.csv").is_file()
+    with pytest.raises(G2GError, match="resume with the same scenario"):
+        train_policy(
+            "toy", resumed, steps=10**6, overrides=["duration_s=31"], env_config={"action": "box"}, resume=True
+        )
 
 
 def _run_as_controller(policy: Path, scenario) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandapower as pp
 import pytest
 
@@ -112,3 +113,25 @@ def test_unsupported_property_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_file() -> None:
     with pytest.raises(FeederError, match="not found"):
         load_feeder("no/such/master.dss")
+
+
+def test_pandapower_net_saves_and_loads(tmp_path: Path) -> None:
+    net = load_feeder("ieee13").net
+    assert set(net.bus.phases) <= {"a", "b", "c", "ab", "ac", "bc", "abc"}
+    pp.to_json(net, str(tmp_path / "ieee13.json"))
+    back = pp.from_json(str(tmp_path / "ieee13.json"))
+    assert list(back.regulator.transformer) == ["reg1", "reg2", "reg3"]
+    np.testing.assert_allclose(back.line_phase.r_ohm.iloc[0], net.line_phase.r_ohm.iloc[0], rtol=1e-12)
+
+
+def test_build_reproduces_bundled_artifacts(tmp_path: Path) -> None:
+    from openg2g.grid.build import SOURCES, build_feeders
+    from tests.grid.conftest import shared_feeders
+
+    written = build_feeders(shared_feeders(), tmp_path)
+    assert {p.name for p in written} == {f"{n}.json" for n in SOURCES} | {"PROVENANCE.md"}
+    for name in SOURCES:
+        assert json.loads((tmp_path / f"{name}.json").read_text()) == json.loads(
+            (DATA_DIR / f"{name}.json").read_text()
+        )
+    assert (tmp_path / "PROVENANCE.md").read_text() == (DATA_DIR / "PROVENANCE.md").read_text()

@@ -74,7 +74,7 @@ CASES: list[tuple[str, str, str]] = [
     ("controllers.0.delay_s=-1", "controllers.0.delay_s", ">= 0"),
     ("controllers.0.period_s=0.05", "controllers.0.period_s", "whole multiple"),
     ("events.0.command=explode", "events.0.command", "set_batch_size"),
-    ("events.0.t_s=99", "events.0.t_s", "after the end"),
+    ("events.0.t_s=-1", "events.0.t_s", ">= 0"),
     ("events.0.site=dc9", "events.0.site", "dc1"),
     ("events.0.batch_size=large", "events.0.batch_size", "integer"),
     ("events.0.colour=red", "events.0.colour", "Extra inputs"),
