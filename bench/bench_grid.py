@@ -1,5 +1,7 @@
 """Grid solver speed per bundled feeder: one ``solve`` per step, and ``solve_batch`` per step.
 
+Also: a voltage sensitivity after a solve, and a regulator tap change (on top of the solve).
+
 Usage: python bench/bench_grid.py [--steps 2000] [--batch 1000] [--feeders ieee13 ieee123]
 Times are CPU time of this process (time.process_time), so a busy machine does not inflate them.
 Prints figures; asserts nothing. Targets: < 0.5 ms amortized per IEEE 13 step, < 2 ms per
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from openg2g.core.commands import SetTaps
 from openg2g.core.state import DatacenterState
 from openg2g.grid.backend import FeederGrid
 from openg2g.grid.feeders import list_feeders
@@ -59,7 +62,20 @@ def bench(feeder: str, steps: int, batch: int) -> dict[str, float]:
         grid.solve(0.1 * i, loads[i], 0.1)
         grid.voltage_sensitivity("dc")
     sens_ms = (time.process_time() - t0) / n_sens * 1e3 - solve_ms
-    return {"build_ms": build_ms, "solve_ms": solve_ms, "batch_step_ms": batch_ms, "sensitivity_ms": sens_ms}
+    bank, info = next(iter(grid.regulators().items()))
+    t0 = time.process_time()
+    n_taps = 40
+    for i in range(n_taps):
+        grid.apply(SetTaps(bank, tuple([i % 5] * len(info.phases))), 0.1 * i)
+        grid.solve(0.1 * i, loads[i], 0.1)
+    tap_ms = (time.process_time() - t0) / n_taps * 1e3 - solve_ms
+    return {
+        "build_ms": build_ms,
+        "solve_ms": solve_ms,
+        "batch_step_ms": batch_ms,
+        "sensitivity_ms": sens_ms,
+        "tap_change_ms": tap_ms,
+    }
 
 
 def main() -> None:
@@ -68,12 +84,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000, help="steps in one solve_batch call")
     ap.add_argument("--feeders", nargs="*", default=list_feeders())
     args = ap.parse_args()
-    print(f"{'feeder':18s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s} {'sensitivity ms':>15s}")
+    print(
+        f"{'feeder':18s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s} {'sensitivity ms':>15s}"
+        f" {'tap change ms':>14s}"
+    )
     for feeder in args.feeders:
         r = bench(feeder, args.steps, args.batch)
         print(
             f"{feeder:18s} {r['build_ms']:9.1f} {r['solve_ms']:14.3f} {r['batch_step_ms']:14.4f} "
-            f"{r['sensitivity_ms']:15.3f}"
+            f"{r['sensitivity_ms']:15.3f} {r['tap_change_ms']:14.3f}"
         )
 
 

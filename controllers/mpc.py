@@ -57,6 +57,9 @@ from controllers.curves import ModelCurves, project_batch
 
 __all__ = ["MPCController", "MPCStorage", "MPCProblem"]
 
+_MOVE_PENALTY = 1.0
+"""Weight of the soft move-limit penalty (per (log2 batch)^2 beyond the limit) relative to w_v."""
+
 
 class MPCStorage(BaseModel):
     """A battery the MPC may dispatch; it sits at ``site``'s bus."""
@@ -96,12 +99,15 @@ class MPCProblem:
         storage_sens: np.ndarray | None = None,
         p_max_w: float = 0.0,
         w_b: float = 0.0,
+        move_limit: float = np.inf,
+        w_move: float = 0.0,
     ) -> None:
         self.v0, self.drift, self.sens, self.curves, self.x0 = v0, drift, sens, curves, x0
         self.n, self.m = horizon, len(curves)
         self.v_lo, self.v_hi, self.w_v, self.w_t, self.w_s = v_lo, v_hi, w_v, w_t, w_s
         self.storage_sens = storage_sens
         self.p_max_w, self.w_b = p_max_w, w_b
+        self.move_limit, self.w_move = move_limit, w_move
         self.p_now = np.array([float(c.power_w.value(x)) for c, x in zip(curves, x0)])
 
     @property
@@ -139,6 +145,9 @@ class MPCProblem:
             - self.w_t * float(np.sum(np.log(np.maximum(th, 1e-9))))
             + self.w_s * float(np.sum(dx**2))
         )
+        excess = np.maximum(np.abs(dx) - self.move_limit, 0.0) if self.w_move > 0 else None
+        if excess is not None:
+            cost += self.w_move * float(np.sum(excess**2))
         if self.has_storage:
             cost += self.w_b * float(np.sum((p / self.p_max_w) ** 2))
         if not with_grad:
@@ -146,6 +155,8 @@ class MPCProblem:
         dj_dv = self.w_v * 2.0 * (over - under)  # (J, N)
         gx = (self.sens @ dj_dv) * dpw - self.w_t * dth / np.maximum(th, 1e-9)
         gs = 2.0 * self.w_s * dx
+        if excess is not None:
+            gs = gs + 2.0 * self.w_move * excess * np.sign(dx)
         gx += gs
         gx[:, :-1] -= gs[:, 1:]
         grad = gx.ravel()
@@ -181,7 +192,9 @@ class MPCController(Controller):
         miss_adapt_gain: float = Field(0.01, ge=0, description="Guard change per step per unit (m/eps - 1).")
         trend_weight: float = Field(0.0, ge=0, le=1, description="Weight of the estimated voltage drift (0 = off).")
         trend_filter: float = Field(0.9, ge=0, lt=1, description="Low-pass factor of the drift estimate.")
-        solver: Literal["slsqp", "enumerate"] = Field("slsqp", description="Continuous SLSQP + rounding, or exhaustive.")
+        solver: Literal["lbfgsb", "slsqp", "enumerate"] = Field(
+            "lbfgsb", description="Continuous L-BFGS-B or SLSQP, then rounding; or exhaustive enumeration."
+        )
         max_iterations: int = Field(100, gt=0, description="SLSQP iteration limit.")
         storage: MPCStorage | None = Field(None, description="Battery to dispatch alongside the batch sizes.")
         storage_weight: float = Field(0.1, ge=0, description="w_b: cost of battery use per (p/p_max)^2 per step.")
@@ -318,7 +331,7 @@ class MPCController(Controller):
         """First-step batch sizes and battery power (W) minimizing the horizon cost."""
         if self.config.solver == "enumerate":
             return self._solve_enumerate(prob, x_now, ub)
-        return self._solve_slsqp(prob, x_now, ub)
+        return self._solve_continuous(prob, x_now, ub)
 
     def _solve_enumerate(self, prob: MPCProblem, x_now: np.ndarray, ub: np.ndarray) -> tuple[list[int], float]:
         choices = [self._allowed(i, ub[i], x_now[i]) for i in range(prob.m)]
@@ -354,7 +367,7 @@ class MPCController(Controller):
         res = minimize(f, np.zeros(prob.n), jac=True, method="L-BFGS-B", bounds=[(-1.0, 1.0)] * prob.n)
         return float(res.x[0]) * prob.p_max_w
 
-    def _solve_slsqp(self, prob: MPCProblem, x_now: np.ndarray, ub: np.ndarray) -> tuple[list[int], float]:
+    def _solve_continuous(self, prob: MPCProblem, x_now: np.ndarray, ub: np.ndarray) -> tuple[list[int], float]:
         cfg = self.config
         m, n = prob.m, prob.n
         lo = np.array([c.x_min for c in self.curves])
@@ -384,20 +397,32 @@ class MPCController(Controller):
                 rhs.append(b)
         a_mat, b_vec = np.array(rows), np.array(rhs)
         d = cfg.max_move_log2
-        cons = [
-            {"type": "ineq", "fun": lambda z: d - (a_mat @ z - b_vec), "jac": lambda z: -a_mat},
-            {"type": "ineq", "fun": lambda z: d + (a_mat @ z - b_vec), "jac": lambda z: a_mat},
-        ]
         z0 = self._with_storage(prob, x_init, None)
-        res = minimize(
-            lambda z: prob.cost(z),
-            z0,
-            jac=True,
-            method="SLSQP",
-            bounds=bounds,
-            constraints=cons,
-            options={"maxiter": cfg.max_iterations, "ftol": 1e-10},
-        )
+        if cfg.solver == "slsqp":
+            cons = [
+                {"type": "ineq", "fun": lambda z: d - (a_mat @ z - b_vec), "jac": lambda z: -a_mat},
+                {"type": "ineq", "fun": lambda z: d + (a_mat @ z - b_vec), "jac": lambda z: a_mat},
+            ]
+            res = minimize(
+                lambda z: prob.cost(z),
+                z0,
+                jac=True,
+                method="SLSQP",
+                bounds=bounds,
+                constraints=cons,
+                options={"maxiter": cfg.max_iterations, "ftol": 1e-10},
+            )
+        else:  # move limits as a stiff penalty; the first step is made exact by the projection below
+            prob.move_limit, prob.w_move = d, _MOVE_PENALTY * max(prob.w_v, 1.0)
+            res = minimize(
+                lambda z: prob.cost(z),
+                z0,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                options={"maxiter": cfg.max_iterations},
+            )
+            prob.w_move = 0.0
         z = res.x if np.all(np.isfinite(res.x)) else z0
         x_plan, _ = prob.split(z)
         x_plan = np.clip(x_plan, lo[:, None], hi[:, None])

@@ -2,8 +2,10 @@
 
 Each scenario runs as written but with its controllers replaced by the ``rl_policy`` controller
 (``--keep-controllers`` keeps them beside it), writing normal run outputs to ``OUT/<scenario>``;
-``--baseline`` also runs each scenario as written to ``OUT/<scenario>_baseline``. Prints the same
-summary table as ``openg2g compare``.
+``--baseline`` also runs each scenario as written to ``OUT/<scenario>_baseline``. ``--held-out N``
+runs the first N held-out variations of each scenario instead (the fixed evaluation set of the
+policy's training env: same ranges, episode length and seed), labelled ``<scenario>#k``. Prints the
+same summary table as ``openg2g compare``.
 
 Examples::
 
@@ -14,14 +16,17 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError
+from openg2g.scenario.loader import LoadedScenario, load_scenario
+
+if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when the command runs
+    from openg2g.envs.policy import PolicyMeta
 
 __all__ = ["evaluate_policy", "policy_controller_spec", "register"]
 
@@ -39,26 +44,48 @@ def policy_controller_spec(policy: Path) -> dict[str, Any]:
     return {"kind": kind, "name": "rl_policy", "params": {"policy": str(policy)}}
 
 
+def held_out_variations(loaded: LoadedScenario, meta: PolicyMeta, n: int) -> list[tuple[str, LoadedScenario]]:
+    """The first ``n`` held-out variations of a scenario, drawn as the policy's training env draws them.
+
+    Same variation ranges, episode window and evaluation seed as the env the policy was trained in,
+    so variation ``k`` here is the env's ``reset(options={"eval_index": k})``.
+    """
+    from openg2g.envs.variations import ScenarioGenerator
+
+    sc = loaded.scenario
+    steps = meta.env.episode_steps
+    window = min(sc.duration_s, (steps + 1) * sc.periods.control_s) if steps else sc.duration_s
+    generator = ScenarioGenerator(sc, meta.env.variations, window)
+    return [
+        (f"{sc.name}#{k}", LoadedScenario(v.scenario, loaded.path, loaded.base_dir, loaded.sha256))
+        for k, v in enumerate(generator.evaluation_set(n, meta.env.eval_seed))
+    ]
+
+
 def evaluate_policy(
     policy: str | Path,
-    scenarios: list[str],
+    scenarios: Sequence[str],
     out: Path,
     overrides: Sequence[str] = (),
     keep_controllers: bool = False,
     baseline: bool = False,
     progress: bool = False,
+    held_out: int = 0,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run every scenario with the policy (and optionally as written); return ``(label, summary)`` rows.
 
+    :param held_out: when > 0, run that many held-out variations of each scenario instead of the
+        scenario as written (see :func:`held_out_variations`).
     :raises G2GError: unknown policy or scenario, or a scenario that does not fit the policy.
     """
     from openg2g.engine.simulation import Simulation, run_scenario
     from openg2g.envs.policy import load_policy, resolve_policy
     from openg2g.envs.spaces import SpaceLayout
-    from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.schema import ControllerSpec
 
     zip_path = resolve_policy(policy).resolve()
     model, meta = load_policy(zip_path)
+    policy_spec = ControllerSpec.model_validate(policy_controller_spec(zip_path))
     rows: list[tuple[str, dict[str, Any]]] = []
     for name in scenarios:
         loaded = load_scenario(name, list(overrides))
@@ -66,19 +93,16 @@ def evaluate_policy(
         context = Simulation(loaded, None).context(float(loaded.scenario.periods.control_s))
         layout = SpaceLayout(context, meta.env.observation, meta.env.action, source=str(loaded.path))
         layout.check_spaces(model.observation_space, model.action_space, f"policy {zip_path}")
-        own = (
-            [c.model_dump(mode="json", exclude_none=True) for c in loaded.scenario.controllers]
-            if keep_controllers
-            else []
-        )
-        entries = json.dumps([*own, policy_controller_spec(zip_path)])
-        with_policy = load_scenario(name, [*overrides, f"controllers={entries}"])
-        label = loaded.scenario.name
-        if baseline:
-            result = run_scenario(loaded, out / f"{label}_baseline", progress=progress)
-            rows.append((f"{label} (as written)", result.summary))
-        result = run_scenario(with_policy, out / label, progress=progress)
-        rows.append((f"{label} (policy)", result.summary))
+        runs = held_out_variations(loaded, meta, held_out) if held_out > 0 else [(loaded.scenario.name, loaded)]
+        for label, run in runs:
+            own = list(run.scenario.controllers) if keep_controllers else []
+            update = {"controllers": [*own, policy_spec]}
+            with_policy = LoadedScenario(run.scenario.model_copy(update=update), run.path, run.base_dir, run.sha256)
+            if baseline:
+                result = run_scenario(run, out / f"{label}_baseline", progress=progress)
+                rows.append((f"{label} (as written)", result.summary))
+            result = run_scenario(with_policy, out / label, progress=progress)
+            rows.append((f"{label} (policy)", result.summary))
     return rows
 
 
@@ -86,7 +110,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"evaluate_{Path(args.policy).stem}"
     try:
         rows = evaluate_policy(
-            args.policy, args.scenarios, out, args.set, args.keep_controllers, args.baseline, not args.no_progress
+            args.policy,
+            args.scenarios,
+            out,
+            args.set,
+            args.keep_controllers,
+            args.baseline,
+            not args.no_progress,
+            args.held_out,
         )
     except KeyboardInterrupt:
         print(f"interrupted; partial outputs kept in {out}", file=sys.stderr)
@@ -112,6 +143,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every scenario")
     p.add_argument("--keep-controllers", action="store_true", help="run the scenarios' own controllers too")
     p.add_argument("--baseline", action="store_true", help="also run each scenario as written")
+    p.add_argument(
+        "--held-out",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N held-out variations of each scenario (as the policy's training env draws them) instead",
+    )
     p.add_argument("--markdown", action="store_true", help="Markdown table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_evaluate)

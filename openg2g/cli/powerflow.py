@@ -122,5 +122,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
     )
     p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
-    p.add_argument("--solver", choices=["pgm", "pandapower"], default="pgm", help="power-flow solver (default pgm)")
+    p.add_argument("--solver", choices=["exact", "pandapower"], default="exact", help="power-flow solver (default exact)")
     p.set_defaults(func=_run)

@@ -49,12 +49,25 @@ def _print(df: pd.DataFrame, cols: list[str]) -> None:
         print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
+def _parse_mix(items: list[str] | None) -> dict[str, int] | None:
+    if not items:
+        return None
+    mix: dict[str, int] = {}
+    for item in items:
+        model, sep, count = item.rpartition("=")
+        if not sep or not model or not count.isdigit():
+            raise SweepError([("--mix", f"{item!r}: expected MODEL=REPLICAS, e.g. Llama-3.1-8B=2")])
+        mix[model] = int(count)
+    return mix
+
+
 def _hosting(args: argparse.Namespace) -> int:
     target = Path(args.feeder)
     spec: HostingSpec | None = None
     if target.suffix in (".yaml", ".yml") and target.is_file() and read_yaml_mapping(target, "study").get("study"):
         loaded = load_study(target, HostingSpec)
-        spec = loaded.spec  # type: ignore[assignment]
+        assert isinstance(loaded.spec, HostingSpec)
+        spec = loaded.spec
         base = read_base(loaded.base.path, [*spec.set, *args.set]) if args.set else loaded.base
         name = spec.name
     else:
@@ -71,7 +84,7 @@ def _hosting(args: argparse.Namespace) -> int:
                 ) from None
         base = read_base(base_path.resolve(), args.set)
         name = f"{base_path.stem}_hosting"
-    pick = lambda cli, key, default: cli if cli is not None else (getattr(spec, key) if spec is not None else default)  # noqa: E731
+    pick = lambda cli, key, default: cli if cli is not None else (getattr(spec, key) if spec is not None else default)
     buses = pick(args.buses, "buses", None)
     config = HostingConfig(
         buses=None if buses in (None, "three_phase") else list(buses),
@@ -80,6 +93,7 @@ def _hosting(args: argparse.Namespace) -> int:
         duration_s=pick(args.duration_s, "duration_s", 60.0),
         max_mw=pick(args.max_mw, "max_mw", 30.0),
         site=pick(None, "site", None),
+        mix=pick(_parse_mix(args.mix), "mix", None),
     )
     topology = _topology(base.feeder, required=config.buses is None)
     out = Path(args.out) if args.out else Path("runs") / name
@@ -90,10 +104,22 @@ def _hosting(args: argparse.Namespace) -> int:
         print(f"interrupted; rerun the same command to resume ({out})", file=sys.stderr)
         return 130
     print(f"model mix per block: {table['model_mix'].iloc[0]}")
-    print(f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s over {config.duration_s:g} s\n")
+    print(
+        f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s over {config.duration_s:g} s\n"
+    )
     _print(
         table,
-        ["bus", "controller", "capacity_peak_mw", "capacity_mean_mw", "capacity_gpus", "first_failing_peak_mw", "capped", "n_runs", "error"],
+        [
+            "bus",
+            "controller",
+            "capacity_peak_mw",
+            "capacity_mean_mw",
+            "capacity_gpus",
+            "first_failing_peak_mw",
+            "capped",
+            "n_runs",
+            "error",
+        ],
     )
     print(f"\ntables and plot: {out}")
     return 0
@@ -112,7 +138,17 @@ def _siting(args: argparse.Namespace) -> int:
         return 130
     _print(
         table,
-        ["rank", "controller", "placement", "status", "violation_integral_pu_s", "v_min_pu", "v_max_pu", "mean_throughput_tok_s", "energy_mwh"],
+        [
+            "rank",
+            "controller",
+            "placement",
+            "status",
+            "violation_integral_pu_s",
+            "v_min_pu",
+            "v_max_pu",
+            "mean_throughput_tok_s",
+            "energy_mwh",
+        ],
     )
     for _, row in table[table["status"] != "complete"].head(10).iterrows():
         print(f"{row['placement']} / {row['controller']}: {row['status']}: {row['error']}", file=sys.stderr)
@@ -123,7 +159,9 @@ def _siting(args: argparse.Namespace) -> int:
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
     p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
-    p.add_argument("--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial")
+    p.add_argument(
+        "--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial"
+    )
     p.add_argument("--address", help="Ray cluster address (host:port or ray://host:port); with --engine ray")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -141,7 +179,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--tolerance-pu-s", type=float, help="largest violation integral counted as hosted (default 0)")
     h.add_argument("--duration-s", type=float, help="simulated seconds per run (default 60)")
     h.add_argument("--max-mw", type=float, help="largest site considered, MW peak (default 30)")
-    h.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)")
+    h.add_argument(
+        "--mix", nargs="+", metavar="MODEL=N", help="replicas per block (default: the site's counts over their gcd)"
+    )
+    h.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)"
+    )
     _engine_options(h)
     h.set_defaults(func=_hosting)
 

@@ -15,7 +15,7 @@ from openg2g.sweep.engines import ENGINES
 from openg2g.sweep.runner import run_sweep
 from openg2g.sweep.spec import load_sweep
 
-__all__ = ["register", "print_results"]
+__all__ = ["print_results", "register"]
 
 _SHOW = ("violation_integral_pu_s", "v_min_pu", "v_max_pu", "mean_throughput_tok_s", "energy_mwh")
 
@@ -61,7 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("sweep", help="sweep YAML file (see scenarios/sweep_*.yaml)")
     p.add_argument("--out", required=True, help="output folder (reused to resume)")
     p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
-    p.add_argument("--engine", choices=[e for e in ENGINES], default="local", help="local process pool (default), ray, or serial")
+    p.add_argument(
+        "--engine", choices=[e for e in ENGINES], default="local", help="local process pool (default), ray, or serial"
+    )
     p.add_argument("--address", help="Ray cluster address (host:port or ray://host:port); with --engine ray")
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the sweep file's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -57,6 +57,7 @@ def _train(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         net_arch=tuple(args.net_arch),
         ent_coef=args.ent_coef,
+        normalize_reward=not args.raw_reward,
     )
     try:
         result = train_policy(
@@ -107,6 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ent-coef", type=float, default=0.0, help="PPO/A2C entropy bonus (default 0)")
     p.add_argument(
         "--net-arch", type=int, nargs="+", default=[64, 64], metavar="UNITS", help="hidden layers (default 64 64)"
+    )
+    p.add_argument(
+        "--raw-reward", action="store_true", help="train on raw rewards (default: scaled by the return's running std)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

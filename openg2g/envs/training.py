@@ -49,6 +49,9 @@ class TrainSettings:
     :param gamma: discount per control step (0.95: a horizon of about 20 control periods).
     :param net_arch: hidden layer sizes of policy and value networks.
     :param ent_coef: PPO/A2C entropy bonus.
+    :param normalize_reward: divide training rewards by a running estimate of the return's standard
+        deviation (SB3 ``VecNormalize``, rewards only): helps the value function when per-step rewards
+        reach tens. Observations are never normalized, so a saved policy needs nothing but its zip.
     """
 
     n_steps: int = 256
@@ -57,6 +60,7 @@ class TrainSettings:
     gamma: float = 0.95
     net_arch: tuple[int, ...] = (64, 64)
     ent_coef: float = 0.0
+    normalize_reward: bool = True
 
     def algo_kwargs(self, algo: str) -> dict[str, Any]:
         """Keyword arguments for the SB3 constructor of ``algo``."""
@@ -117,13 +121,18 @@ def score_policy(
     return float(np.mean(totals)), totals
 
 
-def _make_vec_env(factory: Callable[[], G2GEnv], n_envs: int, seed: int, monitor: Path):
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+def _make_vec_env(
+    factory: Callable[[], G2GEnv], n_envs: int, seed: int, monitor: Path, normalize_reward: bool, gamma: float
+):
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
     fns: list[Callable[[], gym.Env]] = [factory] * n_envs
     vec = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
     vec.seed(seed)
-    return VecMonitor(vec, filename=str(monitor))
+    monitored = VecMonitor(vec, filename=str(monitor))  # raw rewards in monitor.csv and ep_rew_mean
+    if normalize_reward:
+        return VecNormalize(monitored, norm_obs=False, norm_reward=True, gamma=gamma)
+    return monitored
 
 
 def train_policy(
@@ -189,7 +198,9 @@ def train_policy(
             )
     done_steps = start[1] if start else 0
     suffix = f"_from_{done_steps}" if start else ""
-    vec = _make_vec_env(factory, n_envs, seed + done_steps, out / f"monitor{suffix}.csv")
+    vec = _make_vec_env(
+        factory, n_envs, seed + done_steps, out / f"monitor{suffix}.csv", settings.normalize_reward, settings.gamma
+    )
     if start:
         model = cls.load(str(start[0]), env=vec, device="cpu")
         log(f"resuming from {start[0]} ({done_steps} steps)")
@@ -237,8 +248,17 @@ def train_policy(
     try:
         if remaining > 0:
             model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=start is None)
+    except KeyboardInterrupt:
+        # keep what was learned: --resume continues from here
+        path = ckpt_dir / f"model_{model.num_timesteps}_steps"
+        save_policy(model, path, meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
+        log(f"interrupted at {model.num_timesteps} steps; saved {path}.zip")
+        raise
     finally:
-        vec.close()
+        try:
+            vec.close()
+        except (EOFError, ConnectionError, BrokenPipeError):  # workers already gone (Ctrl-C reaches them too)
+            pass
     wall = time.perf_counter() - t0
     meta = meta.model_copy(update={"timesteps": int(model.num_timesteps)})
     policy = save_policy(model, out / "policy", meta)
@@ -255,9 +275,13 @@ def train_policy(
             "policy_rewards": policy_eps,
             "random_rewards": random_eps,
         }
-        log(
-            f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f} ({len(policy_eps)} episodes)"
-        )
+        message = f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f}"
+        if cfg.action == "discrete":  # also the do-nothing policy: every model stays at its batch size
+            stay = np.ones(len(probe.layout.controlled), dtype=np.int64)
+            hold_mean, hold_eps = score_policy(probe, lambda o: stay, eval_episodes)
+            evaluation.update(hold_mean_reward=hold_mean, hold_rewards=hold_eps)
+            message += f", hold {hold_mean:.3f}"
+        log(f"{message} ({len(policy_eps)} episodes)")
     result = TrainResult(policy, int(model.num_timesteps), wall, evaluation)
     record = {
         "scenario": str(scenario),

@@ -6,11 +6,12 @@ and reports the voltage magnitude of every monitored bus-phase.
 
 Solvers (``GridSpec.solver``):
 
-- ``pgm`` (default): the exact phase-frame solver of :mod:`openg2g.grid.solver` (full phase
+- ``exact`` (default): the phase-frame solver of :mod:`openg2g.grid.solver` (full phase
   impedance matrices, single- and two-phase laterals, per-phase regulator taps, delta loads).
-  It matches OpenDSS to about 1e-5 pu on the bundled feeders. The name is kept for the scenario
-  format; power-grid-model itself is not used because its three-phase-only nodes, wye-only
-  asymmetric loads and single-ratio transformers cannot represent these feeders exactly.
+  It matches OpenDSS to better than 1e-6 pu on the bundled feeders (tests/grid).
+  power-grid-model was measured and not used: its three-phase-only nodes, wye-only asymmetric
+  loads and single-ratio transformers cannot represent these feeders exactly, and this solver
+  is faster on them (bench/bench_grid.py).
 - ``pandapower``: pandapower ``runpp_3ph`` on the feeder's sequence-frame network, a reference
   mode that is approximate (loses untransposed coupling, treats laterals as three-phase, one tap
   per bank, constant-PQ loads) and slow; see :mod:`openg2g.grid.ppsolve`.
@@ -24,10 +25,12 @@ the scenario) with its band and moves one step after the voltage has been outsid
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,7 +47,7 @@ from openg2g.core.commands import (
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.protocols import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
-from openg2g.grid.feeders import Feeder, load_feeder
+from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.model import RegControlModel
 from openg2g.grid.network import (
     Switching,
@@ -52,12 +55,20 @@ from openg2g.grid.network import (
     node_index,
     transformer_winding_admittance,
 )
-from openg2g.grid.ppsolve import PandapowerNetwork
 from openg2g.grid.solver import CompiledNetwork, Solution
 from openg2g.grid.validate import check_against_feeder
 from openg2g.scenario.schema import GridSpec, SiteSpec
 
+if TYPE_CHECKING:
+    from openg2g.grid.ppsolve import PandapowerNetwork
+
 __all__ = ["FeederGrid"]
+
+_MAX_RETAPS = 50
+"""Tap changes applied in place to a compiled network before it is rebuilt from scratch."""
+
+_BATCH_COLUMNS = 1024
+"""Operating points solved together in one batch call (bounds memory on long batches)."""
 
 _SENS_DP_W = 1000.0
 """Per-phase active power step of the finite-difference sensitivity (W)."""
@@ -224,6 +235,13 @@ class FeederGrid(GridBackend):
                     taps = tuple(rs.taps)
                 b.initial_mode = rs.mode
                 b.vreg_v, b.band_v, b.delay_s = rs.vreg_v, rs.band_v, rs.delay_s
+                b.info = dataclasses.replace(
+                    info,
+                    min_tap=info.min_tap if rs.min_tap is None else rs.min_tap,
+                    max_tap=info.max_tap if rs.max_tap is None else rs.max_tap,
+                )
+                if rs.taps is None:  # the file's taps, brought inside a narrowed range
+                    taps = tuple(min(max(x, b.info.min_tap), b.info.max_tap) for x in taps)
             b.initial_taps = taps
             self._banks[bank] = b
         self._cap_names = {c.lower(): c for c in feeder.capacitors}
@@ -234,17 +252,19 @@ class FeederGrid(GridBackend):
         self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
         self._sens_cache: dict[str, np.ndarray] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._retaps = 0
         self.reset(0)
 
     # ----------------------------------------------------------------------------- building
     @classmethod
     def from_spec(cls, spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path) -> FeederGrid:
-        """Load ``spec.feeder`` and build the backend.
+        """Load ``spec.feeder`` (a bundled name, or a .dss path relative to ``base_dir``) and
+        build the backend.
 
         :raises FeederError: unknown feeder or unreadable feeder file.
         :raises ScenarioError: the spec does not fit the feeder (see :func:`validate_grid`).
         """
-        return cls(load_feeder(spec.feeder), spec, sites, base_dir)
+        return cls(load_feeder(resolve_feeder(spec.feeder, base_dir)), spec, sites, base_dir)
 
     def _step(self, transformer: str, tap_pu: float) -> int:
         t = self._transformers[transformer]
@@ -253,6 +273,8 @@ class FeederGrid(GridBackend):
     def _compile(self) -> CompiledNetwork | PandapowerNetwork:
         if self._net is None:
             if self.spec.solver == "pandapower":
+                from openg2g.grid.ppsolve import PandapowerNetwork  # pandapower imported only for this mode
+
                 self._net = PandapowerNetwork(
                     self.feeder, self._nodes, self._ports.load, self._pq_nodes, self._switching
                 )
@@ -261,6 +283,7 @@ class FeederGrid(GridBackend):
                 if self._net_prev is not None and self._net_prev.u_last.shape[0] == net.u0.shape[0]:
                     net.u_last = self._net_prev.u_last[:, :1].copy()  # warm start across tap changes
                 self._net = net
+            self._retaps = 0
             self._sens_cache.clear()
         return self._net
 
@@ -287,6 +310,11 @@ class FeederGrid(GridBackend):
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
         charge (the feeder has no randomness; ``seed`` is unused)."""
+        self._net = None
+        self._net_prev = None
+        self._retaps = 0
+        self._sens_cache.clear()
+        self._last = None
         self._switching = Switching.initial(self._model)
         for name, closed in self.spec.capacitors.items():
             self._switching.capacitors[self._cap_names[name.lower()]] = closed
@@ -300,15 +328,31 @@ class FeederGrid(GridBackend):
         self._pv_override: set[str] = set()
         for st in self._storage.values():
             st.soc, st.p_kw, st.q_kvar = st.soc0, 0.0, 0.0
-        self._net = None
-        self._net_prev = None
-        self._sens_cache.clear()
-        self._last = None
 
     def _set_bank_taps(self, bank: _Bank, taps: Sequence[int]) -> None:
-        for u, tap in zip(bank.units, taps):
-            t = self._transformers[u.transformer]
-            self._switching.taps_pu[u.transformer][u.k] = 1.0 + tap * t.step_pu
+        self._set_unit_taps({(u.transformer, u.k): tap for u, tap in zip(bank.units, taps)})
+
+    def _set_unit_taps(self, steps: Mapping[tuple[str, int], int]) -> None:
+        """Put ``(transformer, phase index) -> tap step`` in force; a compiled network is updated
+        in place (low-rank update) up to :data:`_MAX_RETAPS` times, then rebuilt."""
+        new_taps: dict[str, np.ndarray] = {}
+        for (name, k), step in steps.items():
+            arr = new_taps.setdefault(name, self._switching.taps_pu[name].copy())
+            arr[k] = 1.0 + step * self._transformers[name].step_pu
+        changed = {n: a for n, a in new_taps.items() if not np.array_equal(a, self._switching.taps_pu[n])}
+        if not changed:
+            return
+        net = self._net
+        in_place = isinstance(net, CompiledNetwork) and self._retaps < _MAX_RETAPS
+        for name, new in changed.items():
+            if in_place:
+                net.retap(self._transformers[name], self._switching.taps_pu[name], new)  # type: ignore[union-attr]
+            self._switching.taps_pu[name] = new
+        if in_place:
+            self._retaps += 1
+            self._sens_cache.clear()
+        else:
+            self._invalidate()
 
     def _bank_taps(self, bank: _Bank) -> tuple[int, ...]:
         return tuple(self._step(u.transformer, float(self._switching.taps_pu[u.transformer][u.k])) for u in bank.units)
@@ -366,6 +410,11 @@ class FeederGrid(GridBackend):
 
     # ----------------------------------------------------------------------------- solving
     def _state(self, t_s: float, sol: Solution, col: int, taps: Mapping[str, tuple[int, ...]], ok: bool) -> GridState:
+        """The reported state of column ``col``; a non-converged step reports NaN values."""
+        if not ok:
+            nan3 = np.full(3, np.nan)
+            v_nan = np.full(len(self._bus_phases), np.nan)
+            return GridState(t_s, self._bus_phases, v_nan, taps, nan3, nan3, float("nan"), converged=False)
         v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
         return GridState(
             t_s=t_s,
@@ -375,7 +424,7 @@ class FeederGrid(GridBackend):
             p_sub_w=sol.s_sub_va[:, col].real,
             q_sub_var=sol.s_sub_va[:, col].imag,
             losses_w=float(sol.losses_w[col]),
-            converged=ok,
+            converged=True,
         )
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState]) -> PowerFlowError:
@@ -389,7 +438,7 @@ class FeederGrid(GridBackend):
         """Solve at ``t_s``; in auto mode, regulators then update their timers and taps.
 
         :raises PowerFlowError: no convergence (unless ``on_nonconvergence == "flag"``, which
-            returns a state with ``converged=False``).
+            returns a state with ``converged=False`` and NaN voltages and powers).
         """
         self._advance_storage(dt_s)
         net = self._compile()
@@ -409,25 +458,30 @@ class FeederGrid(GridBackend):
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
-        """Solve several steps in one call (equal to solving them one by one when
-        :meth:`can_batch`; otherwise it does exactly that)."""
+        """Solve several steps in one call, :data:`_BATCH_COLUMNS` operating points at a time
+        (equal to solving them one by one when :meth:`can_batch`; otherwise it does exactly that)."""
         if not self.can_batch() or len(t_s) < 2:
             return [self.solve(t, ld, dt_s) for t, ld in zip(t_s, loads)]
-        net = self._compile()
-        s_pq = np.stack([self._s_pq(t, ld) for t, ld in zip(t_s, loads)], axis=1)
-        scale = self._branch_scale()
-        u_init = net.u_last[:, :1]
-        sol = net.solve(scale, s_pq, u_init=u_init)
-        if not sol.converged:
-            return [self.solve(t, ld, dt_s) for t, ld in zip(t_s, loads)]
-        self._last = (scale, s_pq[:, -1:])
-        self._sens_cache.clear()
-        taps = self.taps()
-        return [self._state(t, sol, j, taps, True) for j, t in enumerate(t_s)]
+        out: list[GridState] = []
+        for start in range(0, len(t_s), _BATCH_COLUMNS):
+            chunk_t = list(t_s[start : start + _BATCH_COLUMNS])
+            chunk_loads = list(loads[start : start + _BATCH_COLUMNS])
+            net = self._compile()
+            s_pq = np.stack([self._s_pq(t, ld) for t, ld in zip(chunk_t, chunk_loads)], axis=1)
+            scale = self._branch_scale()
+            sol = net.solve(scale, s_pq, u_init=net.u_last[:, :1])
+            if not sol.converged:
+                out.extend(self.solve(t, ld, dt_s) for t, ld in zip(chunk_t, chunk_loads))
+                continue
+            self._last = (scale, s_pq[:, -1:])
+            self._sens_cache.clear()
+            taps = self.taps()
+            out.extend(self._state(t, sol, j, taps, True) for j, t in enumerate(chunk_t))
+        return out
 
     # ----------------------------------------------------------------------------- regulators
     def _regulate(self, sol: Solution, dt_s: float) -> None:
-        changed = False
+        moves: dict[tuple[str, int], int] = {}
         for bank in self._banks.values():
             if bank.mode != "auto":
                 continue
@@ -450,13 +504,9 @@ class FeederGrid(GridBackend):
                 targets = bank.units if bank.ganged else [u]
                 for tu in targets:
                     cur = self._step(tu.transformer, float(self._switching.taps_pu[tu.transformer][tu.k]))
-                    new = min(max(cur + step, bank.info.min_tap), bank.info.max_tap)
-                    if new != cur:
-                        t = self._transformers[tu.transformer]
-                        self._switching.taps_pu[tu.transformer][tu.k] = 1.0 + new * t.step_pu
-                        changed = True
-        if changed:
-            self._invalidate()
+                    moves[(tu.transformer, tu.k)] = min(max(cur + step, bank.info.min_tap), bank.info.max_tap)
+        if moves:
+            self._set_unit_taps(moves)
 
     def _control_voltage(self, u: _Unit, rc: RegControlModel, sol: Solution) -> float:
         """Line-drop-compensated regulator voltage on the 120 V base (V)."""
@@ -489,7 +539,6 @@ class FeederGrid(GridBackend):
             if bad:
                 raise CommandError(f"set_taps {info.bank}: taps {bad} outside [{info.min_tap}, {info.max_tap}]")
             self._set_bank_taps(bank, taps)
-            self._invalidate()
         elif isinstance(command, SetRegulatorMode):
             bank = self._bank(command.bank)
             if command.mode not in ("fixed", "auto"):

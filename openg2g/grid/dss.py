@@ -939,6 +939,8 @@ def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
         p = e.props
         if p["transformer"] not in tnames:
             raise FeederError(f"{e.where}: regcontrol.{e.name}: unknown transformer {p['transformer']!r}")
+        if p["winding"] != 2:
+            raise FeederError(f"{e.where}: regcontrol.{e.name}: only winding=2 (the tapped winding) is supported")
         regcontrols.append(
             RegControlModel(
                 name=e.name,

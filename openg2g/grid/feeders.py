@@ -16,15 +16,16 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-
-import pandapower as pp
+from typing import TYPE_CHECKING
 
 from openg2g.core.errors import FeederError
 from openg2g.core.protocols import RegulatorInfo
 from openg2g.core.state import PHASES
 from openg2g.grid.dss import read_dss
 from openg2g.grid.model import FeederModel
-from openg2g.grid.ppnet import to_pandapower
+
+if TYPE_CHECKING:
+    import pandapower as pp
 
 __all__ = ["DATA_DIR", "FORMAT_VERSION", "Feeder", "feeder_from_model", "list_feeders", "load_feeder"]
 
@@ -66,6 +67,8 @@ class Feeder:
         ``phases`` columns and ``line_phase``/``regulator`` tables), built on first access. The
         solver reads :attr:`model`, so edits to the net do not change solved voltages."""
         if self._net is None:
+            from openg2g.grid.ppnet import to_pandapower  # pandapower is slow to import: only on use
+
             self._net = to_pandapower(self.model)
         return self._net
 
@@ -144,6 +147,15 @@ def _model(key: str, mtime_ns: int) -> FeederModel:
             raise FeederError(f"{path}: feeder format version {data.get('format_version')} (expected {FORMAT_VERSION})")
         return FeederModel.from_dict(data["feeder"])
     return read_dss(path, name=path.stem.lower())
+
+
+def resolve_feeder(name_or_path: str, base_dir: Path | None = None) -> str:
+    """``name_or_path`` itself if it is a bundled name or an absolute path, else the path
+    relative to ``base_dir`` when that file exists (a scenario's feeder file sits beside it)."""
+    if base_dir is None or name_or_path in list_feeders() or Path(name_or_path).is_absolute():
+        return name_or_path
+    relative = Path(base_dir) / name_or_path
+    return str(relative) if relative.is_file() else name_or_path
 
 
 def load_feeder(name_or_path: str) -> Feeder:

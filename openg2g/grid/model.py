@@ -90,8 +90,8 @@ class WindingModel:
     """One transformer winding.
 
     :param bus: bus it connects to.
-    :param phases: phase of each conductor (one per transformer phase; delta windings on three
-        phases connect conductor i to conductor i+1).
+    :param phases: phase of each conductor (one per transformer phase; a delta winding's phase i
+        spans conductors i and i-1, as OpenDSS's default lagging delta).
     :param conn: ``"wye"`` (neutral grounded) or ``"delta"``.
     :param kv: rated voltage (kV): line-to-line for 2- and 3-phase transformers, across the
         winding for 1-phase ones.

@@ -103,6 +103,8 @@ class LoadPorts:
     :param p_w: nominal active power per branch (W).
     :param q_var: nominal reactive power per branch (var).
     :param model: OpenDSS load model per branch.
+    :param vminpu: per branch, the load's ``vminpu`` (likewise ``vmaxpu``, ``vlowpu``, and the CVR
+        exponents ``cvrwatts``/``cvrvars``).
     """
 
     load: np.ndarray
@@ -184,7 +186,9 @@ def source_current(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
 
 
 def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) -> tuple[list[int], np.ndarray]:
-    """Nodes and +/-1 coefficients whose combination is winding ``w``'s phase-``k`` voltage."""
+    """Nodes and +/-1 coefficients whose combination is winding ``w``'s phase-``k`` voltage: the
+    conductor to ground for wye, conductor k minus conductor k-1 for delta (OpenDSS's lagging
+    delta, so a delta-wye bank shifts the low side by -30 degrees)."""
     wd = t.windings[w]
     a = nodes.index[(wd.bus, wd.phases[k])]
     if wd.conn == "wye":

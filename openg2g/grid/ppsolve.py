@@ -6,8 +6,9 @@ positive/zero-sequence values of its phase matrix (untransposed coupling and mis
 lost), a regulator bank is one transformer with the mean of its per-phase taps, all loads are
 constant PQ (OpenDSS models 2, 4, 5 are treated as model 1), delta single-phase loads are
 placed on one phase, a delta-delta transformer is solved as grounded wye-wye and switch
-impedances are raised to 1e-4 ohm/km. On IEEE 13 it is a few percent off OpenDSS and
-tens of milliseconds per solve. It exists to compare with pandapower, not to run studies.
+impedances are raised to 1e-4 ohm/km. On IEEE 13 it is up to about 0.04 pu off the exact
+solver (0.014 pu on IEEE 123) and about 100 ms per solve without numba. It exists to compare
+with pandapower, not to run studies.
 """
 
 from __future__ import annotations

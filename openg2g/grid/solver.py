@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openg2g.grid.model import FeederModel
+from openg2g.grid.model import FeederModel, TransformerModel
 from openg2g.grid.network import (
     LoadPorts,
     NodeIndex,
@@ -29,6 +29,7 @@ from openg2g.grid.network import (
     energized,
     source_admittance,
     source_current,
+    transformer_phase_block,
 )
 
 __all__ = ["CompiledNetwork", "LoadKernel", "Solution"]
@@ -140,7 +141,7 @@ class CompiledNetwork:
         self.ports = ports
         self.pq_nodes = np.asarray(pq_nodes, dtype=int)
         n = len(nodes)
-        z = np.linalg.inv(admittance(model, nodes, state, ports))
+        self.z = z = np.linalg.inv(admittance(model, nodes, state, ports))
         self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
         self.y_src = source_admittance(model)
         i_src = source_current(model, nodes)
@@ -173,6 +174,35 @@ class CompiledNetwork:
         self.v_ref = v_ref[:, None]
         self.u_last: np.ndarray = self.u0[:, None].copy()
         self._jinv: np.ndarray | None = None
+
+    def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
+        """Change a transformer's winding-2 taps in place by a low-rank (Woodbury) update of ``Z``
+        and everything derived from it, instead of a new inversion.
+
+        ``Y`` is complex symmetric, so with ``dY = U D U^T`` on the touched nodes ``S``:
+        ``Z' = Z - Z[:, S] M Z[S, :]`` with ``M = (I + D Z[S, S])^-1 D``.
+        """
+        blocks: dict[int, dict[int, complex]] = {}
+        for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
+            idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), self.nodes)
+            _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), self.nodes)
+            for a, i in enumerate(idx):
+                for b, j in enumerate(idx):
+                    blocks.setdefault(i, {}).setdefault(j, 0j)
+                    blocks[i][j] += new[a, b] - old[a, b]
+        if not blocks:
+            return
+        sel = sorted(blocks)
+        d = np.array([[blocks[i].get(j, 0j) for j in sel] for i in sel])
+        z_s = self.z[:, sel]
+        w_s = self.w[sel, :]
+        v0_s = self.v0[sel]
+        m = np.linalg.solve(np.eye(len(sel)) + d @ z_s[sel, :], d)
+        self.z -= z_s @ (m @ z_s.T)
+        self.w -= z_s @ (m @ w_s)
+        self.k -= w_s.T @ (m @ w_s)
+        self.v0 -= z_s @ (m @ v0_s)
+        self.u0 = self.inc @ self.v0
 
     def _i_comp(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
@@ -275,4 +305,6 @@ class CompiledNetwork:
         losses = s_sub.real.sum(axis=0) - p_ports
         if converged:
             self.u_last = u[:, -1:].copy()
+        else:
+            self._jinv = None  # taken at a bad point: rebuild from the warm start next time
         return Solution(v=v, s_sub_va=s_sub, losses_w=losses, iterations=it, converged=converged)

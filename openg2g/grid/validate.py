@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
+from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
 from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["check_against_feeder", "validate_grid"]
@@ -75,6 +76,18 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
                 )
             )
             continue
+        lo = info.min_tap if reg.min_tap is None else reg.min_tap
+        hi = info.max_tap if reg.max_tap is None else reg.max_tap
+        for field_name, value in (("min_tap", reg.min_tap), ("max_tap", reg.max_tap)):
+            if value is not None and not info.min_tap <= value <= info.max_tap:
+                problems.append(
+                    (
+                        f"grid.regulators.{bank}.{field_name}",
+                        f"{field_name} {value} is outside the regulator's own range [{info.min_tap}, {info.max_tap}]",
+                    )
+                )
+        if lo >= hi:
+            problems.append((f"grid.regulators.{bank}", f"empty tap range: min_tap {lo} >= max_tap {hi}"))
         if reg.taps is not None:
             if len(reg.taps) != len(info.phases):
                 problems.append(
@@ -86,11 +99,9 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
                         ),
                     )
                 )
-            bad = [t for t in reg.taps if not info.min_tap <= t <= info.max_tap]
+            bad = [t for t in reg.taps if not lo <= t <= hi]
             if bad:
-                problems.append(
-                    (f"grid.regulators.{bank}.taps", f"taps {bad} out of range [{info.min_tap}, {info.max_tap}]")
-                )
+                problems.append((f"grid.regulators.{bank}.taps", f"taps {bad} out of range [{lo}, {hi}]"))
     for cap in spec.capacitors:
         if cap.lower() not in feeder.capacitors:
             problems.append(
@@ -102,16 +113,20 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
     return problems
 
 
-def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | None = None) -> list[tuple[str, str]]:
     """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
 
     Checks: the feeder exists (lists the valid names), each site's bus exists and has three
     phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
     (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
-    per phase inside the range (``grid.regulators.<name>.taps``), capacitors exist.
+    per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
+    scenario's ``min_tap``/``max_tap``, which must lie inside the feeder's), capacitors exist.
+
+    :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario
+        file's folder); ``None`` resolves it against the working directory.
     """
     try:
-        feeder = load_feeder(spec.feeder)
+        feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))
     except FeederError as exc:
         valid = ", ".join(list_feeders())
         msg = str(exc) if "bundled feeders are" in str(exc) else f"{exc} (bundled feeders: {valid})"

@@ -176,7 +176,7 @@ def _check_components(scenario: Scenario, base_dir: Path) -> list[tuple[str, str
     from openg2g.datacenter.library import TraceLibrary
     from openg2g.grid import validate_grid
 
-    problems = list(validate_grid(scenario.grid, scenario.datacenters))
+    problems = list(validate_grid(scenario.grid, scenario.datacenters, base_dir))
     for i, site in enumerate(scenario.datacenters):
         try:
             library = TraceLibrary.load(None if site.traces == "bundled" else base_dir / site.traces)

@@ -176,8 +176,9 @@ class GridSpec(_Model):
     """The feeder and its options."""
 
     feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
-    solver: Literal["pgm", "pandapower"] = Field(
-        "pgm", description="pgm: power-grid-model, exact phase-frame (default); pandapower: runpp_3ph reference."
+    solver: Literal["exact", "pandapower"] = Field(
+        "exact",
+        description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference."
     )
     load_aggregation: Literal["mean", "last"] = Field(
         "mean", description="What a grid solve draws from the datacenter samples since the last solve."

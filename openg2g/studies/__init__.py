@@ -1,6 +1,13 @@
 """Studies built on sweeps: hosting capacity per bus, and datacenter siting."""
 
-from openg2g.studies.common import BaseScenario, Topology, controller_override, feeder_topology, read_base, three_phase_buses
+from openg2g.studies.common import (
+    BaseScenario,
+    Topology,
+    controller_override,
+    feeder_topology,
+    read_base,
+    three_phase_buses,
+)
 from openg2g.studies.hosting import HostingConfig, ModelMix, hosting_settings, model_mix, run_hosting_capacity
 from openg2g.studies.search import MaxSearch, bisect_max
 from openg2g.studies.siting import rank_placements, run_siting, siting_settings, split_site
@@ -8,24 +15,24 @@ from openg2g.studies.spec import HostingSpec, LoadedStudy, SitingSpec, load_stud
 
 __all__ = [
     "BaseScenario",
+    "HostingConfig",
+    "HostingSpec",
+    "LoadedStudy",
+    "MaxSearch",
+    "ModelMix",
+    "SitingSpec",
     "Topology",
+    "bisect_max",
     "controller_override",
     "feeder_topology",
-    "read_base",
-    "three_phase_buses",
-    "HostingConfig",
-    "ModelMix",
     "hosting_settings",
+    "load_study",
     "model_mix",
-    "run_hosting_capacity",
-    "MaxSearch",
-    "bisect_max",
     "rank_placements",
+    "read_base",
+    "run_hosting_capacity",
     "run_siting",
     "siting_settings",
     "split_site",
-    "HostingSpec",
-    "LoadedStudy",
-    "SitingSpec",
-    "load_study",
+    "three_phase_buses",
 ]

@@ -26,13 +26,13 @@ from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
 
 __all__ = [
     "BaseScenario",
-    "read_base",
-    "controller_override",
     "Topology",
+    "controller_override",
     "feeder_topology",
-    "three_phase_buses",
     "make_task",
+    "read_base",
     "safe_id",
+    "three_phase_buses",
 ]
 
 
@@ -143,9 +143,7 @@ def feeder_topology(feeder: str) -> Topology:
 
 def three_phase_buses(topology: Topology) -> list[str]:
     """Buses with phases a, b and c, excluding the source side of the substation."""
-    return [
-        b for b, ph in topology.bus_phases.items() if {"a", "b", "c"} <= set(ph) and b not in topology.source_side
-    ]
+    return [b for b, ph in topology.bus_phases.items() if {"a", "b", "c"} <= set(ph) and b not in topology.source_side]
 
 
 def safe_id(text: str) -> str:

@@ -24,7 +24,7 @@ study is run again.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -48,7 +48,7 @@ from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_ato
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
 
-__all__ = ["HostingConfig", "ModelMix", "model_mix", "hosting_settings", "run_hosting_capacity"]
+__all__ = ["HostingConfig", "ModelMix", "hosting_settings", "model_mix", "run_hosting_capacity"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class HostingConfig:
         first run of each search).
     :param site: name of the base scenario's site to scale (None = the first).
     :param first_blocks: first size tried (None = the base scenario's size).
+    :param mix: replicas per block of the site's models (None = the site's own counts over
+        their greatest common divisor).
     """
 
     buses: Sequence[str] | None = None
@@ -72,6 +74,7 @@ class HostingConfig:
     max_mw: float = 30.0
     site: str | None = None
     first_blocks: int | None = None
+    mix: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.tolerance_pu_s < 0:
@@ -100,21 +103,43 @@ class ModelMix:
 
     def describe(self) -> str:
         """``"24x Llama-3.1-8B (1 GPU) + ..."`` for titles and tables."""
-        return " + ".join(f"{n}x {m} ({self.gpus_per_replica[m]} GPU)" for m, n in self.replicas.items())
+        return " + ".join(f"{n}x {m} ({self.gpus_per_replica[m]} GPU)" for m, n in self.replicas.items() if n)
 
 
-def model_mix(site: dict[str, Any]) -> ModelMix:
-    """The block of a site spec (as data): its replica counts divided by their gcd."""
+def model_mix(site: dict[str, Any], block: Mapping[str, int] | None = None) -> ModelMix:
+    """The block of a site spec (as data).
+
+    :param block: replicas per block of some of the site's models (the others get none); None
+        divides the site's replica counts by their greatest common divisor.
+    :return: the block; ``base_blocks`` is the base site's size in blocks (by GPUs, at least 1),
+        and the non-GPU load is shared out per block in the same proportion.
+    :raises SweepError: no replicas to scale, or ``block`` names a model the site does not serve.
+    """
     models = site.get("models") or []
-    counts = [int(m.get("replicas", 0)) for m in models]
-    g = reduce(math.gcd, [c for c in counts if c > 0], 0)
-    if g == 0:
-        raise SweepError([("datacenters", f"site {site.get('name')!r} has no replicas to scale")])
+    gpus = {m["model"]: int(m.get("gpus_per_replica", 1)) for m in models}
+    counts = {m["model"]: int(m.get("replicas", 0)) for m in models}
+    if block is not None:
+        unknown = sorted(set(block) - set(gpus))
+        if unknown:
+            raise SweepError(
+                [("mix", f"models {unknown} are not served at site {site.get('name')!r}; it serves {sorted(gpus)}")]
+            )
+        if any(n < 0 for n in block.values()) or not any(block.values()):
+            raise SweepError([("mix", f"replicas per block must be >= 0 and not all 0, got {dict(block)}")])
+        replicas = {m: int(block.get(m, 0)) for m in gpus}
+        per_block = sum(replicas[m] * gpus[m] for m in gpus)
+        base_blocks = max(1, round(sum(counts[m] * gpus[m] for m in gpus) / per_block))
+    else:
+        g = reduce(math.gcd, [c for c in counts.values() if c > 0], 0)
+        if g == 0:
+            raise SweepError([("datacenters", f"site {site.get('name')!r} has no replicas to scale")])
+        replicas = {m: c // g for m, c in counts.items()}
+        base_blocks = g
     return ModelMix(
-        replicas={m["model"]: int(m.get("replicas", 0)) // g for m in models},
-        gpus_per_replica={m["model"]: int(m.get("gpus_per_replica", 1)) for m in models},
-        base_blocks=g,
-        base_load_kw_per_phase=float(site.get("base_load_kw_per_phase", 0.0)) / g,
+        replicas=replicas,
+        gpus_per_replica=gpus,
+        base_blocks=base_blocks,
+        base_load_kw_per_phase=float(site.get("base_load_kw_per_phase", 0.0)) / base_blocks,
     )
 
 
@@ -170,7 +195,7 @@ def run_hosting_capacity(
     data["duration_s"] = config.duration_s
     base = BaseScenario(base.path, base.sha256, data, (*base.fixed, f"duration_s={encode_value(config.duration_s)}"))
     site_index = base.site_index(config.site)
-    mix = model_mix(base.data["datacenters"][site_index])
+    mix = model_mix(base.data["datacenters"][site_index], config.mix)
     if config.buses:
         buses = [str(b) for b in config.buses]
     elif topology is not None:
@@ -181,9 +206,7 @@ def run_hosting_capacity(
         raise SweepError([("--buses", "no three-phase buses to study")])
     first = config.first_blocks or mix.base_blocks
     controllers = {c: controller_override(c, base.path) for c in config.controllers}
-    searches = [
-        _Search(bus, ctrl, MaxSearch(first=first, k_max=10**6)) for ctrl in config.controllers for bus in buses
-    ]
+    searches = [_Search(bus, ctrl, MaxSearch(first=first, k_max=10**6)) for ctrl in config.controllers for bus in buses]
     out = Path(out_dir)
     runs_dir = out / "runs"
     all_tasks: list[RunTask] = []
@@ -206,7 +229,9 @@ def run_hosting_capacity(
                 break
             round_no += 1
             tasks = [t for _, _, t in batch]
-            records, reused = execute_tasks(tasks, engine, progress=progress, desc=f"hosting capacity, round {round_no}")
+            records, reused = execute_tasks(
+                tasks, engine, progress=progress, desc=f"hosting capacity, round {round_no}"
+            )
             all_tasks += tasks
             all_records.update(records)
             reused_all |= reused
@@ -219,7 +244,9 @@ def run_hosting_capacity(
                 s.search.record(k, _ok(record, config.tolerance_pu_s))
                 peak = record["summary"].get("dc_peak_mw")
                 if not s.sized and peak:
-                    s.search.k_max = max(1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo)
+                    s.search.k_max = max(
+                        1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo
+                    )
                     s.sized = True
     evaluations = results_table(all_tasks, all_records, reused_all)
     table = pd.DataFrame([_row(s, mix, config) for s in searches])
@@ -239,7 +266,6 @@ def run_hosting_capacity(
             path=out / "hosting_capacity_bars.png",
         )
     if topology is not None and not table.empty:
-
         plot_bus_values(
             topology,
             table,

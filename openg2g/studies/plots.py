@@ -12,13 +12,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.colors import Normalize  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
 
-from openg2g.studies.common import Topology  # noqa: E402
+from openg2g.studies.common import Topology
 
 __all__ = ["draw_feeder", "plot_bus_values", "plot_grouped_bars", "plot_pair_matrix", "plot_ranking"]
 
@@ -74,12 +74,21 @@ def plot_bus_values(
             x, y = topology.coords[bus]
             v = float(row[value]) if pd.notna(row[value]) else np.nan
             mappable = ax.scatter(
-                [x], [y], c=[v if np.isfinite(v) else norm.vmin], cmap=cmap, norm=norm, s=size, zorder=3,
-                edgecolors="k" if np.isfinite(v) else "r", linewidths=0.8,
+                [x],
+                [y],
+                c=[v if np.isfinite(v) else norm.vmin],
+                cmap=cmap,
+                norm=norm,
+                s=size,
+                zorder=3,
+                edgecolors="k" if np.isfinite(v) else "r",
+                linewidths=0.8,
             )
             at_least = "\u2265" if bool(row.get("capped", False)) else ""
             text = f"{bus}\n{at_least}{v:.3g}" if np.isfinite(v) else f"{bus}\n-"
-            ax.annotate(text, (x, y), fontsize=font, ha="center", va="bottom", xytext=(0, 6), textcoords="offset points")
+            ax.annotate(
+                text, (x, y), fontsize=font, ha="center", va="bottom", xytext=(0, 6), textcoords="offset points"
+            )
         if key is not None:
             ax.set_title(f"{panel}: {key}", fontsize=10)
     if mappable is not None:
@@ -112,7 +121,9 @@ def plot_pair_matrix(
     fig, axes = plt.subplots(1, len(panels), figsize=(0.5 * n * len(panels) + 3, 0.5 * n + 2), squeeze=False)
     pos = {b: i for i, b in enumerate(buses)}
     vals = table[value].astype(float)
-    norm = Normalize(vmin=float(np.nanmin(vals)) if len(vals) else 0.0, vmax=float(np.nanmax(vals)) if len(vals) else 1.0)
+    norm = Normalize(
+        vmin=float(np.nanmin(vals)) if len(vals) else 0.0, vmax=float(np.nanmax(vals)) if len(vals) else 1.0
+    )
     image = None
     for ax, key in zip(axes[0], panels):
         grid = np.full((n, n), np.nan)
@@ -151,7 +162,11 @@ def plot_ranking(
     fig, axes = plt.subplots(1, len(values), figsize=(4.5 * len(values), 0.35 * len(rows) + 1.5), squeeze=False)
     labels = rows[label_column].astype(str).tolist()
     for ax, col in zip(axes[0], values):
-        ax.barh(range(len(rows)), rows[col].astype(float), color="#4c72b0")
+        vals = rows[col].astype(float)
+        ax.barh(range(len(rows)), vals, color="#4c72b0")
+        if col.startswith("v_") and vals.notna().any():
+            span = float(vals.max() - vals.min()) or 0.01
+            ax.set_xlim(float(vals.min()) - 0.1 * span, float(vals.max()) + 0.1 * span)
         ax.set_yticks(range(len(rows)), labels, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(col)
@@ -182,7 +197,9 @@ def plot_grouped_bars(
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(cats) * max(1, len(groups)) + 2), 4))
     x = np.arange(len(cats))
     for i, g in enumerate(groups):
-        rows = table[table[group].astype(str) == g].set_index(table[category].astype(str)[table[group].astype(str) == g])
+        rows = table[table[group].astype(str) == g].set_index(
+            table[category].astype(str)[table[group].astype(str) == g]
+        )
         heights = [float(rows[value].get(c, np.nan)) for c in cats]
         ax.bar(x + (i - (len(groups) - 1) / 2) * width, heights, width, label=f"{group}: {g}")
     ax.set_xticks(x, cats, rotation=90 if len(cats) > 12 else 0, fontsize=8)

@@ -22,17 +22,32 @@ from typing import Any
 
 import pandas as pd
 
-from openg2g.studies.common import BaseScenario, Topology, controller_override, deep, make_task, safe_id, three_phase_buses
+from openg2g.studies.common import (
+    BaseScenario,
+    Topology,
+    controller_override,
+    deep,
+    make_task,
+    safe_id,
+    three_phase_buses,
+)
 from openg2g.studies.spec import SitingSpec
 from openg2g.sweep.engines import Engine
 from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
-from openg2g.sweep.tasks import RunFn, run_scenario_files
+from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
 
-__all__ = ["split_site", "siting_settings", "rank_placements", "run_siting"]
+__all__ = ["rank_placements", "run_siting", "siting_settings", "split_site"]
 
-_FIGURES = ("violation_integral_pu_s", "violation_time_s", "v_min_pu", "v_max_pu", "mean_throughput_tok_s", "energy_mwh")
+_FIGURES = (
+    "violation_integral_pu_s",
+    "violation_time_s",
+    "v_min_pu",
+    "v_max_pu",
+    "mean_throughput_tok_s",
+    "energy_mwh",
+)
 
 
 def split_site(site: dict[str, Any], bus_a: str, bus_b: str) -> list[dict[str, Any]]:
@@ -133,7 +148,7 @@ def run_siting(
     if not placements:
         raise SweepError([("candidates", "nothing to place: need singles, or pairs with two or more candidates")])
     runs_dir = Path(out_dir) / "runs"
-    tasks = []
+    tasks: list[RunTask] = []
     for ctrl in spec.controllers:
         controllers = controller_override(ctrl, base.path)
         for buses in placements:
@@ -146,7 +161,17 @@ def run_siting(
                 "bus_b": buses[1] if len(buses) > 1 else None,
                 "controller": ctrl,
             }
-            tasks.append(make_task(base, run_id, len(tasks), params, siting_settings(base, site_index, buses, controllers), runs_dir, run_fn))
+            tasks.append(
+                make_task(
+                    base,
+                    run_id,
+                    len(tasks),
+                    params,
+                    siting_settings(base, site_index, buses, controllers),
+                    runs_dir,
+                    run_fn,
+                )
+            )
     records, reused = execute_tasks(tasks, engine, progress=progress, desc=spec.name)
     table = rank_placements(results_table(tasks, records, reused))
     out = Path(out_dir)
@@ -164,20 +189,36 @@ def _plots(table: pd.DataFrame, topology: Topology | None, candidates: list[str]
     singles = ok[ok["kind"] == "single"].rename(columns={"bus_a": "bus"})
     if topology is not None and not singles.empty:
         plot_bus_values(
-            topology, singles, value="violation_integral_pu_s", panel="controller", label="violation integral (pu.s)",
-            title=f"{spec.name}: site on one bus", path=out / "siting_single.png", cmap="magma_r",
+            topology,
+            singles,
+            value="violation_integral_pu_s",
+            panel="controller",
+            label="violation integral (pu.s)",
+            title=f"{spec.name}: site on one bus",
+            path=out / "siting_single.png",
+            cmap="magma_r",
         )
     pairs = ok[ok["kind"] == "pair"]
     if not pairs.empty:
         plot_pair_matrix(
-            ok, value="violation_integral_pu_s", buses=candidates, panel="controller",
-            label="violation integral (pu.s)", title=f"{spec.name}: site split over two buses (diagonal: whole site on one bus)", path=out / "siting_pairs.png",
+            ok,
+            value="violation_integral_pu_s",
+            buses=candidates,
+            panel="controller",
+            label="violation integral (pu.s)",
+            title=f"{spec.name}: site split over two buses (diagonal: whole site on one bus)",
+            path=out / "siting_pairs.png",
         )
-    labelled = ok.assign(label=ok["placement"] + " / " + ok["controller"]).sort_values(
-        ["violation_integral_pu_s", "mean_throughput_tok_s"], ascending=[True, False]
+    labelled = ok.assign(label=ok["controller"] + ": #" + ok["rank"].astype(str) + " " + ok["placement"])
+    values = [c for c in ("violation_integral_pu_s", "mean_throughput_tok_s", "v_min_pu") if c in labelled]
+    plot_ranking(
+        labelled,
+        label_column="label",
+        values=values,
+        title=f"{spec.name}: placements ranked per controller",
+        path=out / "siting_ranking.png",
+        limit=80,
     )
-    values = [c for c in ("violation_integral_pu_s", "mean_throughput_tok_s") if c in labelled]
-    plot_ranking(labelled, label_column="label", values=values, title=f"{spec.name}: placements ranked", path=out / "siting_ranking.png")
 
 
 def figures() -> tuple[str, ...]:

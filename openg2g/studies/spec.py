@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openg2g.studies.common import BaseScenario, read_base
 from openg2g.sweep.spec import SweepError, read_yaml_mapping, resolve_base, validate_model
 
-__all__ = ["HostingSpec", "SitingSpec", "LoadedStudy", "load_study"]
+__all__ = ["HostingSpec", "LoadedStudy", "SitingSpec", "load_study"]
 
 
 class _Model(BaseModel):
@@ -91,6 +91,9 @@ class HostingSpec(_StudyBase):
     tolerance_pu_s: float = Field(0.0, ge=0, description="Largest violation integral that counts as hosted (pu.s).")
     duration_s: float = Field(60.0, gt=0, description="Run duration (s).")
     max_mw: float = Field(30.0, gt=0, description="Largest site considered (MW peak).")
+    mix: dict[str, int] | None = Field(
+        None, description="Replicas per block by model (a finer block); None = the site's counts over their gcd."
+    )
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class LoadedStudy:
     base: BaseScenario
 
 
-def load_study(path: str | Path, kind: type[SitingSpec] | type[HostingSpec]) -> LoadedStudy:
+def load_study(path: str | Path, kind: type[SitingSpec | HostingSpec]) -> LoadedStudy:
     """Read and validate a study file of the given kind.
 
     :raises SweepError: with every problem, each naming file, field path and reason.

@@ -19,10 +19,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from typing_extensions import Self
+
 from openg2g.core.errors import G2GError
 from openg2g.sweep.tasks import RunTask, execute_task, lost_record
 
-__all__ = ["Engine", "SerialEngine", "LocalEngine", "RayEngine", "ENGINES", "make_engine", "check_ray_address"]
+__all__ = ["ENGINES", "Engine", "LocalEngine", "RayEngine", "SerialEngine", "check_ray_address", "make_engine"]
 
 OnRecord = Callable[[dict[str, Any]], None]
 
@@ -48,7 +50,7 @@ class Engine(ABC):
     def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
         """Run every task, calling ``on_record(record)`` as each one finishes."""
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         """Keep the engine's resources (a Ray connection) across several :meth:`map` calls."""
         return self
 
@@ -216,12 +218,12 @@ class RayEngine(Engine):
 
     def _connect(self) -> bool:
         """Initialise Ray; returns True if this call started it (and should shut it down)."""
+        if self.address is not None:
+            check_ray_address(self.address, self.connect_timeout_s)
         try:
             import ray
         except ImportError:
             raise G2GError("the ray engine needs Ray: pip install 'openg2g[ray]'") from None
-        if self.address is not None:
-            check_ray_address(self.address, self.connect_timeout_s)
         if ray.is_initialized():
             return False
         kwargs: dict[str, Any] = {
@@ -238,7 +240,7 @@ class RayEngine(Engine):
             raise G2GError(f"cannot connect to Ray at {self.address or 'a new local instance'}: {exc}") from None
         return True
 
-    def __enter__(self) -> RayEngine:
+    def __enter__(self) -> Self:
         self._session = self._connect()
         return self
 

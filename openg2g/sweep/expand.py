@@ -17,7 +17,7 @@ import numpy as np
 
 from openg2g.sweep.spec import Distribution, ParameterBlock
 
-__all__ = ["expand_block", "expand_parameters", "encode_value", "point_overrides", "point_hash", "run_ids"]
+__all__ = ["encode_value", "expand_block", "expand_parameters", "point_hash", "point_overrides", "run_ids"]
 
 
 def _sample(dist: Distribution, rng: np.random.Generator) -> Any:

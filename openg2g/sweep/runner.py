@@ -31,12 +31,12 @@ from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, completed_record, run_
 
 __all__ = [
     "SweepResult",
+    "execute_tasks",
     "fingerprint",
     "plan_sweep",
-    "execute_tasks",
     "results_table",
-    "write_parquet_atomic",
     "run_sweep",
+    "write_parquet_atomic",
 ]
 
 _RECORD_KEYS = ("run_id", "index", "status", "error")
@@ -97,7 +97,9 @@ def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
         try:
             pa.array(out[col], from_pandas=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            out[col] = out[col].map(lambda v: v if v is None else json.dumps(v) if isinstance(v, (list, dict)) else str(v))
+            out[col] = out[col].map(
+                lambda v: v if v is None else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+            )
     return out
 
 
@@ -118,7 +120,11 @@ def results_table(
         row.update({name: task.params.get(name) for name in param_names})
         row.update(status=record["status"], error=record.get("error"), reused=task.run_id in reused)
         for key, value in record.get("summary", {}).items():
-            if key not in row and key not in _DROP_SUMMARY and (value is None or isinstance(value, (int, float, str, bool))):
+            if (
+                key not in row
+                and key not in _DROP_SUMMARY
+                and (value is None or isinstance(value, (int, float, str, bool)))
+            ):
                 row[key] = value
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -212,14 +218,21 @@ def run_sweep(
     """
     loaded = sweep if isinstance(sweep, LoadedSweep) else load_sweep(sweep)
     out = Path(out_dir)
-    runner = engine if isinstance(engine, Engine) else make_engine(
-        engine, workers, loaded.spec.retries if retries is None else retries, address
+    runner = (
+        engine
+        if isinstance(engine, Engine)
+        else make_engine(engine, workers, loaded.spec.retries if retries is None else retries, address)
     )
     tasks = plan_sweep(loaded, out, run_fn)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         out / "sweep.json",
-        {"sweep_file": str(loaded.path), "base_scenario": str(loaded.base_path), "n_runs": len(tasks), "spec": loaded.spec.model_dump(mode="json")},
+        {
+            "sweep_file": str(loaded.path),
+            "base_scenario": str(loaded.base_path),
+            "n_runs": len(tasks),
+            "spec": loaded.spec.model_dump(mode="json"),
+        },
     )
     results_path = out / "results.parquet"
     last_write = [0.0]

@@ -39,12 +39,12 @@ from openg2g.core.errors import ScenarioError
 from openg2g.scenario.loader import resolve_scenario_path
 
 __all__ = [
-    "SweepError",
     "Distribution",
-    "RandomBlock",
-    "ParameterBlock",
-    "SweepSpec",
     "LoadedSweep",
+    "ParameterBlock",
+    "RandomBlock",
+    "SweepError",
+    "SweepSpec",
     "load_sweep",
     "read_yaml_mapping",
     "resolve_base",
@@ -113,7 +113,9 @@ class ParameterBlock(_Model):
     """One block of parameter points: exactly one of ``product``, ``zip`` or ``random``."""
 
     product: dict[str, list[Any]] | None = Field(None, description="Dotted key -> values; every combination.")
-    zip: dict[str, list[Any]] | None = Field(None, description="Dotted key -> values; lists of equal length, side by side.")
+    zip: dict[str, list[Any]] | None = Field(
+        None, description="Dotted key -> values; lists of equal length, side by side."
+    )
     random: RandomBlock | None = None
 
     @model_validator(mode="after")
@@ -135,7 +137,7 @@ class ParameterBlock(_Model):
                     raise ValueError(f"zip: lists must have equal lengths, got {lengths}")
         return self
 
-    def keys(self) -> list[str]:
+    def parameter_keys(self) -> list[str]:
         """The dotted keys this block sets."""
         if self.random is not None:
             return list(self.random.params)
@@ -167,7 +169,7 @@ class SweepSpec(_Model):
     def _disjoint(self) -> SweepSpec:
         seen: dict[str, int] = {}
         for i, block in enumerate(self.parameters):
-            for key in block.keys():
+            for key in block.parameter_keys():
                 if key in seen:
                     raise ValueError(f"parameter {key!r} is set by blocks {seen[key]} and {i}; set it once")
                 seen[key] = i
@@ -175,7 +177,7 @@ class SweepSpec(_Model):
 
     def parameter_names(self) -> list[str]:
         """Every varied key, in block order."""
-        return [k for block in self.parameters for k in block.keys()]
+        return [k for block in self.parameters for k in block.parameter_keys()]
 
 
 def _loc(loc: tuple[Any, ...]) -> str:

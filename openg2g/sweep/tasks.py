@@ -22,13 +22,13 @@ from openg2g.core.errors import ScenarioError
 from openg2g.engine.recorder import write_json_atomic
 
 __all__ = [
+    "COMPLETE",
     "RunFn",
     "RunTask",
-    "run_scenario_files",
+    "completed_record",
     "execute_task",
     "lost_record",
-    "completed_record",
-    "COMPLETE",
+    "run_scenario_files",
 ]
 
 COMPLETE = "complete"

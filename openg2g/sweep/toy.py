@@ -76,7 +76,9 @@ def toy_run(scenario: str, overrides: tuple[str, ...], out_dir: Path) -> Mapping
         excess = mw = 0.0
         for site in data["datacenters"]:
             gpus = sum(int(m["replicas"]) * int(m.get("gpus_per_replica", 1)) for m in site["models"])
-            site_mw = (gpus * float(toy.get("kw_per_gpu", 1.0)) + 3 * float(site.get("base_load_kw_per_phase", 0))) / 1000
+            site_mw = (
+                gpus * float(toy.get("kw_per_gpu", 1.0)) + 3 * float(site.get("base_load_kw_per_phase", 0))
+            ) / 1000
             limit = float(toy.get("limit_mw_by_bus", {}).get(str(site["bus"]), limit_mw)) * gain
             excess += max(0.0, site_mw - limit)
             mw += site_mw

@@ -38,7 +38,7 @@ def _brute_force(ctrl: MPCController, obs) -> tuple[int, ...]:
 
 
 @pytest.mark.parametrize("v_pu", [0.93, 0.945, 0.947, 0.949, 0.95, 0.951, 0.953, 0.955, 0.96, 0.99])
-@pytest.mark.parametrize("solver", ["slsqp", "enumerate"])
+@pytest.mark.parametrize("solver", ["lbfgsb", "slsqp", "enumerate"])
 def test_one_step_mpc_matches_brute_force(v_pu, solver):
     """Interior optima (mixed batch sizes) appear for 0.949 <= v <= 0.953."""
     ctx = _tiny_context()

@@ -103,3 +103,20 @@ def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
     assert code == 0
     assert "rl_ieee13_short (policy)" in out and "rl_ieee13_short (as written)" in out and "viol. integral" in out
     assert (tmp_path / "eval" / "rl_ieee13_short" / "summary.json").is_file()
+
+    # held-out variation 0 run as a scenario with the policy as controller == the env's eval episode 0
+    from openg2g.cli.evaluate import evaluate_policy
+    from openg2g.envs.policy import load_policy
+
+    rows = evaluate_policy(result.policy, [SHORT], tmp_path / "held_out", held_out=1)
+    assert [label for label, _ in rows] == ["rl_ieee13_short#0 (policy)"]
+    model, _ = load_policy(result.policy)
+    env = G2GEnv.from_scenario(SHORT, episode_steps=12)
+    obs, _ = env.reset(options={"eval_index": 0})
+    done = False
+    while not done:
+        obs, _, terminated, truncated, _ = env.step(model.predict(obs, deterministic=True)[0])
+        done = terminated or truncated
+    in_env = env.sim.metrics.summary()
+    for key in ("violation_integral_pu_s", "energy_mwh", "mean_throughput_tok_s", "n_batch_changes"):
+        assert rows[0][1][key] == pytest.approx(in_env[key], rel=1e-9), key

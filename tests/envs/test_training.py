@@ -30,6 +30,7 @@ def test_ppo_beats_random_on_held_out_set(trained_toy):
     assert ev["episodes"] == 4
     # the random policy walks into voltage violations and deadline misses; PPO learns to avoid them
     assert ev["policy_mean_reward"] > ev["random_mean_reward"] + 5.0, ev
+    assert ev["policy_mean_reward"] > ev["hold_mean_reward"], ev  # better than never acting, too
     record = json.loads((out / "train.json").read_text())
     assert record["timesteps"] >= TOY_STEPS and record["evaluation"] == ev
     assert (out / "logs" / "progress.csv").read_text().startswith(("rollout/", "time/", "train/"))

@@ -212,7 +212,8 @@ def test_nonconvergence() -> None:
     with pytest.raises(PowerFlowError, match=r"t=5.0 s.*openg2g-ieee13.*dc@671"):
         g.solve(5.0, {"dc": dc(3e8)}, 1.0)
     flag = og13(on_nonconvergence="flag")
-    assert flag.solve(5.0, {"dc": dc(3e8)}, 1.0).converged is False
+    bad = flag.solve(5.0, {"dc": dc(3e8)}, 1.0)
+    assert bad.converged is False and np.isnan(bad.v_pu).all()
     assert flag.solve(6.0, {"dc": dc(1e6)}, 1.0).converged is True
 
 
@@ -232,7 +233,7 @@ Set VoltageBases=[12.47]
 def test_analytic_two_bus_voltage_drop(tmp_path: Path) -> None:
     """Constant-impedance load behind a decoupled line: V = E Zload / (Zload + Zline)."""
     (tmp_path / "two.dss").write_text(TWO_BUS)
-    g = FeederGrid.from_spec(GridSpec(feeder=str(tmp_path / "two.dss")), [], tmp_path)
+    g = FeederGrid.from_spec(GridSpec(feeder="two.dss"), [], tmp_path)  # relative to base_dir
     s = g.solve(0.0, {}, 1.0)
     v_ph = 12.47e3 / np.sqrt(3)
     z_load = v_ph**2 / np.conj((3e6 + 1j * 1e6) / 3)  # per phase, from S = |V|^2 / conj(Z)
@@ -240,3 +241,42 @@ def test_analytic_two_bus_voltage_drop(tmp_path: Path) -> None:
     assert s.voltage("b2.a") == pytest.approx(expect, abs=1e-6)
     p_load = 3 * (expect * v_ph) ** 2 * np.real(1 / np.conj(z_load))
     assert s.p_sub_w.sum() - s.losses_w == pytest.approx(p_load, rel=1e-6)
+
+
+def test_tap_change_in_place_equals_fresh_build() -> None:
+    """SetTaps updates the compiled network in place (low-rank update); the result equals a
+    backend built with those taps from the start."""
+    taps = {"reg1": (3, 3, 3), "reg2": (-2,), "reg3": (4, 1), "reg4": (8, 1, 5)}
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee123"), [site(bus="67")], Path("."))
+    g.solve(0.0, {"dc": dc(5e5)}, 1.0)
+    for bank, t in taps.items():
+        g.apply(SetTaps(bank, t), 1.0)
+    moved = g.solve(1.0, {"dc": dc(5e5)}, 1.0)
+    spec = GridSpec(feeder="ieee123", regulators={b: RegulatorSpec(taps=list(t)) for b, t in taps.items()})
+    fresh = FeederGrid.from_spec(spec, [site(bus="67")], Path(".")).solve(1.0, {"dc": dc(5e5)}, 1.0)
+    assert moved.taps == fresh.taps
+    np.testing.assert_allclose(moved.v_pu, fresh.v_pu, atol=1e-6)  # 610 (floating delta) is the loosest
+
+
+def test_sensitivity_at_a_bus_without_a_site() -> None:
+    g = og13()
+    g.solve(0.0, {"dc": dc(1e6)}, 1.0)
+    sens = g.voltage_sensitivity("675")
+    i = [g.bus_phases().index(f"675.{p}") for p in "abc"]
+    assert sens.shape == (len(g.bus_phases()), 3) and np.all(np.diag(sens[i]) < 0)
+    with pytest.raises(KeyError):
+        g.voltage_sensitivity("611")
+
+
+def test_tap_range_override() -> None:
+    spec = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(min_tap=2, max_tap=10, taps=[5, 5, 5])})
+    g = FeederGrid.from_spec(spec, [site()], Path("."))
+    assert (g.regulators()["reg1"].min_tap, g.regulators()["reg1"].max_tap) == (2, 10)
+    with pytest.raises(CommandError, match=r"outside \[2, 10\]"):
+        g.apply(SetTaps("reg1", (11, 5, 5)), 0.0)
+    g.apply(SetTaps("reg1", (10, 2, 10)), 0.0)
+    auto = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto", delay_s=0.0, max_tap=3)})
+    g = FeederGrid.from_spec(auto, [site()], Path("."))
+    for i in range(20):
+        taps = g.solve(float(i), {"dc": dc(1e6)}, 1.0).taps["reg1"]
+    assert max(taps) == 3

@@ -62,3 +62,12 @@ def test_powerflow_errors(argv: list[str], needle: str, capsys: pytest.CaptureFi
 def test_feeders_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["feeders", "list"]) == 0
     assert "openg2g-ieee123" in capsys.readouterr().out
+
+
+def test_through_openg2g_main(capsys: pytest.CaptureFixture[str]) -> None:
+    from openg2g.cli.main import main
+
+    assert main(["powerflow", "openg2g-ieee13", "--dc", "671=3", "--json"]) == 0
+    assert "671.a" in json.loads(capsys.readouterr().out)
+    assert main(["powerflow", "ieee13", "--dc", "999=1"]) == 2
+    assert "unknown bus" in capsys.readouterr().err

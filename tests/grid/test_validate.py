@@ -68,3 +68,10 @@ def test_single_phase_bank_tap_count() -> None:
     )
     probs = validate_grid(spec, [])
     assert [p for p, _ in probs] == ["grid.regulators.reg2.taps"]
+
+
+def test_tap_range_override_problems() -> None:
+    spec = GridSpec(feeder="ieee13", regulators={"reg1": RegulatorSpec(min_tap=-20, max_tap=4, taps=[5, 0, 0])})
+    probs = dict(validate_grid(spec, []))
+    assert "grid.regulators.reg1.min_tap" in probs and "[-16, 16]" in probs["grid.regulators.reg1.min_tap"]
+    assert "out of range [-20, 4]" in probs["grid.regulators.reg1.taps"]

@@ -20,13 +20,19 @@ def blocks(*raw: dict) -> list[ParameterBlock]:
 def test_product_varies_last_key_fastest():
     points = expand_parameters(blocks({"product": {"a": [1, 2], "b": ["x", "y", "z"]}}))
     assert points == [
-        {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "z"},
-        {"a": 2, "b": "x"}, {"a": 2, "b": "y"}, {"a": 2, "b": "z"},
+        {"a": 1, "b": "x"},
+        {"a": 1, "b": "y"},
+        {"a": 1, "b": "z"},
+        {"a": 2, "b": "x"},
+        {"a": 2, "b": "y"},
+        {"a": 2, "b": "z"},
     ]
 
 
 def test_zip_pairs_lists_and_blocks_multiply():
-    points = expand_parameters(blocks({"zip": {"bus": ["671", "675"], "name": ["a", "b"]}}, {"product": {"seed": [0, 1]}}))
+    points = expand_parameters(
+        blocks({"zip": {"bus": ["671", "675"], "name": ["a", "b"]}}, {"product": {"seed": [0, 1]}})
+    )
     assert points == [
         {"bus": "671", "name": "a", "seed": 0},
         {"bus": "671", "name": "a", "seed": 1},
@@ -36,8 +42,17 @@ def test_zip_pairs_lists_and_blocks_multiply():
 
 
 def test_random_is_seeded_and_drawn_sample_by_sample():
-    spec = {"random": {"n": 3, "seed": 7, "params": {
-        "u": {"uniform": [1.0, 3.0]}, "l": {"log_uniform": [0.01, 1.0]}, "c": {"choice": ["671", 675, True]}}}}
+    spec = {
+        "random": {
+            "n": 3,
+            "seed": 7,
+            "params": {
+                "u": {"uniform": [1.0, 3.0]},
+                "l": {"log_uniform": [0.01, 1.0]},
+                "c": {"choice": ["671", 675, True]},
+            },
+        }
+    }
     points = expand_parameters(blocks(spec))
     rng = np.random.default_rng(7)
     expected = []
@@ -66,7 +81,8 @@ def test_run_ids_are_index_plus_point_hash():
 
 
 @pytest.mark.parametrize(
-    "value", [0.1, 1e-5, 2.5e20, -3.0, 7, True, None, "671", "a: b", [1, "x", 0.5], {"kind": "ofo", "params": {"a": 1e-9}}]
+    "value",
+    [0.1, 1e-5, 2.5e20, -3.0, 7, True, None, "671", "a: b", [1, "x", 0.5], {"kind": "ofo", "params": {"a": 1e-9}}],
 )
 def test_encoded_values_read_back_exactly(value):
     assert yaml.safe_load(encode_value(value)) == value
@@ -90,7 +106,10 @@ def test_sweep_file_errors_name_file_and_field(tmp_path):
         ([{"product": {"a": [1]}, "zip": {"b": [1]}}], "exactly one of product, zip, random"),
         ([{"product": {"a": []}}], "empty list"),
         ([{"random": {"n": 2, "seed": 0, "params": {"x": {"log_uniform": [0, 1]}}}}], "must be > 0"),
-        ([{"random": {"n": 2, "seed": 0, "params": {"x": {"uniform": [1, 2], "choice": [1]}}}}], "exactly one of uniform"),
+        (
+            [{"random": {"n": 2, "seed": 0, "params": {"x": {"uniform": [1, 2], "choice": [1]}}}}],
+            "exactly one of uniform",
+        ),
         ([{"product": {"a": [1]}}, {"zip": {"a": [2]}}], "set it once"),
         ([{"product": {"a..b": [1]}}], "not a dotted scenario key"),
     ],

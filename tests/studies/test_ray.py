@@ -36,7 +36,7 @@ def local_ray():
 def test_ray_and_local_engines_give_the_same_table(toy_sweep, tmp_path, local_ray):
     local = run_sweep(toy_sweep, tmp_path / "local", engine="local", workers=2, run_fn=toy_run).table
     on_ray = run_sweep(toy_sweep, tmp_path / "ray", engine="ray", workers=2, run_fn=toy_run).table
-    pd.testing.assert_frame_equal(local, on_ray)
+    pd.testing.assert_frame_equal(local, on_ray, check_exact=True)
     assert on_ray["status"].tolist().count("invalid") == 2
 
 
@@ -72,3 +72,17 @@ def test_sweep_with_unreachable_address_fails_before_running(toy_sweep, tmp_path
 def test_address_needs_the_ray_engine(toy_sweep, tmp_path):
     with pytest.raises(G2GError, match="--address is for --engine ray"):
         run_sweep(toy_sweep, tmp_path / "out", engine="local", address="127.0.0.1:6379", run_fn=toy_run)
+
+
+@needs_ray
+def test_hosting_capacity_on_ray_matches_local(tmp_path, local_ray):
+    from openg2g.studies import HostingConfig, read_base, run_hosting_capacity
+    from openg2g.sweep import LocalEngine, RayEngine
+    from tests.studies.test_studies import write_base
+
+    base = read_base(write_base(tmp_path))
+    config = HostingConfig(buses=["671", "675"], controllers=("none",), duration_s=60)
+    local = run_hosting_capacity(base, config, tmp_path / "local", LocalEngine(2), run_fn=toy_run)
+    on_ray = run_hosting_capacity(base, config, tmp_path / "ray", RayEngine(2), run_fn=toy_run)
+    pd.testing.assert_frame_equal(local, on_ray, check_exact=True)
+    assert list(on_ray["capacity_blocks"]) == [5, 2]

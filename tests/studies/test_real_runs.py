@@ -55,7 +55,7 @@ def test_real_runs_on_ray_equal_local(real_sweep, tmp_path):
     path, local = real_sweep
     on_ray = run_sweep(path, tmp_path / "ray", engine="ray", workers=2).table
     volatile = ["wall_time_s", "scenario_file"]
-    pd.testing.assert_frame_equal(local.table.drop(columns=volatile), on_ray.drop(columns=volatile))
+    pd.testing.assert_frame_equal(local.table.drop(columns=volatile), on_ray.drop(columns=volatile), check_exact=True)
 
 
 def test_cli_sweep_resumes_and_prints_results(real_sweep, capsys):
@@ -69,7 +69,11 @@ def test_cli_sweep_resumes_and_prints_results(real_sweep, capsys):
 
 def test_cli_reports_a_bad_sweep_file_with_exit_2(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({"name": "x", "base": "ieee13_none", "parameters": [{"zip": {"a": [1, 2], "b": [1]}}], "extra": 1}))
+    path.write_text(
+        yaml.safe_dump(
+            {"name": "x", "base": "ieee13_none", "parameters": [{"zip": {"a": [1, 2], "b": [1]}}], "extra": 1}
+        )
+    )
     assert main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"error: {path}: parameters.0" in err and "equal lengths" in err

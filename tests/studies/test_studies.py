@@ -22,7 +22,13 @@ from openg2g.sweep.toy import toy_run
 
 TOPOLOGY = Topology(
     name="toy",
-    bus_phases={"650": ("a", "b", "c"), "671": ("a", "b", "c"), "675": ("a", "b", "c"), "680": ("a", "b", "c"), "611": ("c",)},
+    bus_phases={
+        "650": ("a", "b", "c"),
+        "671": ("a", "b", "c"),
+        "675": ("a", "b", "c"),
+        "680": ("a", "b", "c"),
+        "611": ("c",),
+    },
     coords={"650": (0.0, 2.0), "671": (0.0, 0.0), "675": (1.0, 0.0), "680": (0.0, -1.0), "611": (-1.0, 0.0)},
     edges=(("650", "671"), ("671", "675"), ("671", "680"), ("671", "611")),
     source_side=("650",),
@@ -44,7 +50,10 @@ def write_base(directory: Path, replicas=(4, 2)) -> Path:
                 ],
             }
         ],
-        "events": [{"t_s": 10, "command": "set_inference_scale", "site": "dc1", "fraction": 0.5}, {"t_s": 3000, "command": "x"}],
+        "events": [
+            {"t_s": 10, "command": "set_inference_scale", "site": "dc1", "fraction": 0.5},
+            {"t_s": 3000, "command": "x"},
+        ],
         "controllers": [],
         "toy": {"kw_per_gpu": 100.0, "limit_mw": 9.0, "limit_mw_by_bus": {"671": 2.0, "675": 1.0, "680": 0.5}},
     }
@@ -54,19 +63,30 @@ def write_base(directory: Path, replicas=(4, 2)) -> Path:
 
 
 def test_model_mix_is_replicas_over_their_gcd():
-    mix = model_mix({"name": "s", "models": [{"model": "a", "replicas": 720, "gpus_per_replica": 1},
-                                             {"model": "b", "replicas": 180, "gpus_per_replica": 4},
-                                             {"model": "c", "replicas": 90, "gpus_per_replica": 8}], "base_load_kw_per_phase": 450})
+    mix = model_mix(
+        {
+            "name": "s",
+            "models": [
+                {"model": "a", "replicas": 720, "gpus_per_replica": 1},
+                {"model": "b", "replicas": 180, "gpus_per_replica": 4},
+                {"model": "c", "replicas": 90, "gpus_per_replica": 8},
+            ],
+            "base_load_kw_per_phase": 450,
+        }
+    )
     assert mix.replicas == {"a": 8, "b": 2, "c": 1} and mix.base_blocks == 90
     assert mix.gpus_per_block == 8 + 8 + 8 and mix.base_load_kw_per_phase == 5.0
 
 
-@pytest.mark.parametrize("tolerance, expected", [
-    # block = 2 x m1 + 1 x m2 = 4 GPUs = 0.4 MW; none: 0.4k <= limit; with a controller <= 1.5 limit
-    (0.0, {("671", "none"): 5, ("675", "none"): 2, ("671", "ofo"): 7, ("675", "ofo"): 3}),
-    # 60 s runs: violation = excess x 0.6 <= 0.3 -> excess <= 0.5 MW
-    (0.3, {("671", "none"): 6, ("675", "none"): 3, ("671", "ofo"): 8, ("675", "ofo"): 5}),
-])
+@pytest.mark.parametrize(
+    "tolerance, expected",
+    [
+        # block = 2 x m1 + 1 x m2 = 4 GPUs = 0.4 MW; none: 0.4k <= limit; with a controller <= 1.5 limit
+        (0.0, {("671", "none"): 5, ("675", "none"): 2, ("671", "ofo"): 7, ("675", "ofo"): 3}),
+        # 60 s runs: violation = excess x 0.6 <= 0.3 -> excess <= 0.5 MW
+        (0.3, {("671", "none"): 6, ("675", "none"): 3, ("671", "ofo"): 8, ("675", "ofo"): 5}),
+    ],
+)
 def test_hosting_capacity_by_bus_and_controller(tmp_path, tolerance, expected):
     base = read_base(write_base(tmp_path))
     config = HostingConfig(buses=["671", "675"], controllers=("none", "ofo"), tolerance_pu_s=tolerance, duration_s=60)
@@ -97,8 +117,13 @@ def test_hosting_capacity_reuses_runs_and_defaults_to_three_phase_buses(tmp_path
 
 def test_hosting_runs_drop_training_and_late_events(tmp_path):
     base = read_base(write_base(tmp_path))
-    run_hosting_capacity(base, HostingConfig(buses=["680"], controllers=("none",), duration_s=60), tmp_path / "o",
-                         SerialEngine(), run_fn=toy_run)
+    run_hosting_capacity(
+        base,
+        HostingConfig(buses=["680"], controllers=("none",), duration_s=60),
+        tmp_path / "o",
+        SerialEngine(),
+        run_fn=toy_run,
+    )
     run = next((tmp_path / "o" / "runs").glob("680-none-k*"))
     overrides = yaml.safe_load((run / "run.json").read_text())["overrides"]
     assert "datacenters.0.training=null" in overrides and "duration_s=60" in overrides
@@ -107,8 +132,17 @@ def test_hosting_runs_drop_training_and_late_events(tmp_path):
 
 
 def test_split_site_halves_replicas_rounding_up_first():
-    a, b = split_site({"name": "dc", "bus": "1", "models": [{"model": "m", "replicas": 5}], "training": {"gpus": 8},
-                       "base_load_kw_per_phase": 10.0}, "671", "675")
+    a, b = split_site(
+        {
+            "name": "dc",
+            "bus": "1",
+            "models": [{"model": "m", "replicas": 5}],
+            "training": {"gpus": 8},
+            "base_load_kw_per_phase": 10.0,
+        },
+        "671",
+        "675",
+    )
     assert (a["name"], a["bus"], a["models"][0]["replicas"]) == ("dc_a", "671", 3)
     assert (b["name"], b["bus"], b["models"][0]["replicas"]) == ("dc_b", "675", 2)
     assert a["training"] == {"gpus": 8} and b["training"] is None and a["base_load_kw_per_phase"] == 5.0
@@ -116,8 +150,14 @@ def test_split_site_halves_replicas_rounding_up_first():
 
 def test_siting_ranks_single_and_pair_placements(tmp_path):
     base = read_base(write_base(tmp_path, replicas=(10, 5)))  # 20 GPUs = 2.0 MW
-    spec = SitingSpec(study="siting", name="toy_siting", base="toy_none.yaml", candidates=["671", "675", "680"],
-                      pairs=True, duration_s=60)
+    spec = SitingSpec(
+        study="siting",
+        name="toy_siting",
+        base="toy_none.yaml",
+        candidates=["671", "675", "680"],
+        pairs=True,
+        duration_s=60,
+    )
     table = run_siting(base, spec, tmp_path / "out", LocalEngine(2), topology=TOPOLOGY, run_fn=toy_run)
     # singles: 671 0, 675 (2.0-1.0) x 0.6, 680 (2.0-0.5) x 0.6; halves 1.1 MW (a) and 0.9 MW (b)
     expected = {"671": 0.0, "675": 0.6, "680": 0.9, "671+675": 0.0, "671+680": 0.4 * 0.6, "675+680": (0.1 + 0.4) * 0.6}
@@ -133,3 +173,28 @@ def test_siting_ranks_single_and_pair_placements(tmp_path):
     assert [s["name"] for s in sites] == ["dc1_a", "dc1_b"]
     events = yaml.safe_load(next(o for o in pair_run["overrides"] if o.startswith("events=")).partition("=")[2])
     assert [e["site"] for e in events] == ["dc1_a", "dc1_b"]
+
+
+def test_a_stated_mix_gives_a_finer_block(tmp_path):
+    site = {
+        "name": "s",
+        "models": [
+            {"model": "m1", "replicas": 4, "gpus_per_replica": 1},
+            {"model": "m2", "replicas": 2, "gpus_per_replica": 2},
+        ],
+        "base_load_kw_per_phase": 8.0,
+    }
+    mix = model_mix(site, {"m1": 1})
+    assert mix.replicas == {"m1": 1, "m2": 0} and mix.gpus_per_block == 1 and mix.base_blocks == 8
+    assert mix.base_load_kw_per_phase == 1.0 and mix.describe() == "1x m1 (1 GPU)"
+    base = read_base(write_base(tmp_path))
+    config = HostingConfig(buses=["675"], controllers=("none",), duration_s=60, mix={"m1": 1})
+    table = run_hosting_capacity(base, config, tmp_path / "out", SerialEngine(), run_fn=toy_run)
+    assert table["capacity_blocks"].iloc[0] == 10  # 1 GPU = 0.1 MW per block, 1.0 MW limit at 675
+
+
+def test_a_mix_naming_an_unknown_model_is_rejected():
+    from openg2g.sweep import SweepError
+
+    with pytest.raises(SweepError, match="not served"):
+        model_mix({"name": "s", "models": [{"model": "m1", "replicas": 4}]}, {"m9": 1})

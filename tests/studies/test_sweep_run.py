@@ -96,7 +96,7 @@ def test_a_worker_that_always_dies_is_reported_failed_after_its_retries(tmp_path
 def test_local_pool_matches_serial(toy_sweep, tmp_path):
     serial = run_sweep(toy_sweep, tmp_path / "a", engine="serial", run_fn=toy_run).table
     local = run_sweep(toy_sweep, tmp_path / "b", engine="local", workers=2, run_fn=toy_run).table
-    pd.testing.assert_frame_equal(serial, local)
+    pd.testing.assert_frame_equal(serial, local, check_exact=True)
 
 
 def test_plan_overrides_put_fixed_settings_first(toy_sweep, tmp_path):
