@@ -15,7 +15,7 @@ disturbance); ``p_k`` battery discharge (W) with ``S_b = H_s 1/3`` (battery at t
 
 Optimization over ``x_ik`` (continuous log2 batch) and ``p_k``::
 
-    min  sum_k [ w_v sum_j ( [v_lo - v_jk]_+^2 + [v_jk - v_hi]_+^2 )
+    min  sum_k [ sum_j ( w_1 ([v_lo - v_jk]_+ + [v_jk - v_hi]_+) + w_v ([v_lo - v_jk]_+^2 + [v_jk - v_hi]_+^2) )
                  - w_T sum_i log T_i(x_ik)
                  + w_s sum_i (x_ik - x_i,k-1)^2 + w_b (p_k / p_max)^2 ]
     s.t. log2 b_i^min <= x_ik <= xbar_i            (xbar_i: largest x with  c_i l_i(x) <= d_i)
@@ -96,6 +96,7 @@ class MPCProblem:
         w_v: float,
         w_t: float,
         w_s: float,
+        w_1: float = 0.0,
         storage_sens: np.ndarray | None = None,
         p_max_w: float = 0.0,
         w_b: float = 0.0,
@@ -104,7 +105,7 @@ class MPCProblem:
     ) -> None:
         self.v0, self.drift, self.sens, self.curves, self.x0 = v0, drift, sens, curves, x0
         self.n, self.m = horizon, len(curves)
-        self.v_lo, self.v_hi, self.w_v, self.w_t, self.w_s = v_lo, v_hi, w_v, w_t, w_s
+        self.v_lo, self.v_hi, self.w_v, self.w_t, self.w_s, self.w_1 = v_lo, v_hi, w_v, w_t, w_s, w_1
         self.storage_sens = storage_sens
         self.p_max_w, self.w_b = p_max_w, w_b
         self.move_limit, self.w_move = move_limit, w_move
@@ -142,6 +143,7 @@ class MPCProblem:
         dx = x - xprev
         cost = (
             self.w_v * float(np.sum(under**2) + np.sum(over**2))
+            + self.w_1 * float(np.sum(under) + np.sum(over))
             - self.w_t * float(np.sum(np.log(np.maximum(th, 1e-9))))
             + self.w_s * float(np.sum(dx**2))
         )
@@ -152,7 +154,7 @@ class MPCProblem:
             cost += self.w_b * float(np.sum((p / self.p_max_w) ** 2))
         if not with_grad:
             return cost, np.empty(0)
-        dj_dv = self.w_v * 2.0 * (over - under)  # (J, N)
+        dj_dv = self.w_v * 2.0 * (over - under) + self.w_1 * ((over > 0).astype(float) - (under > 0))  # (J, N)
         gx = (self.sens @ dj_dv) * dpw - self.w_t * dth / np.maximum(th, 1e-9)
         gs = 2.0 * self.w_s * dx
         if excess is not None:
@@ -178,6 +180,9 @@ class MPCController(Controller):
         buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
         horizon_steps: int = Field(5, gt=0, le=50, description="N: steps planned ahead (control periods).")
         voltage_weight: float = Field(1.0e6, ge=0, description="w_v: cost per pu^2 of violation per bus-phase-step.")
+        voltage_weight_linear: float = Field(
+            0.0, ge=0, description="w_1: cost per pu of violation per bus-phase-step (targets the violation integral)."
+        )
         throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput per model-step.")
         switching_weight: float = Field(0.02, ge=0, description="w_s: cost per (log2 batch)^2 of change.")
         margin_pu: float = Field(0.002, ge=0, description="Aim this far inside the voltage limits (pu).")
@@ -304,6 +309,7 @@ class MPCController(Controller):
             w_v=cfg.voltage_weight,
             w_t=cfg.throughput_weight,
             w_s=cfg.switching_weight,
+            w_1=cfg.voltage_weight_linear,
             storage_sens=storage_sens,
             p_max_w=p_max_w,
             w_b=cfg.storage_weight,

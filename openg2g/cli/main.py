@@ -12,7 +12,7 @@ from openg2g.core.errors import G2GError, ScenarioError
 
 __all__ = ["main", "build_parser"]
 
-# Each module has register(subparsers); modules another engineer has not landed yet are skipped.
+# Each module has register(subparsers), in the order shown by --help.
 _COMMAND_MODULES = (
     "run",
     "validate",
@@ -29,18 +29,12 @@ _COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available sub-command."""
+    """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="openg2g", description="Datacenter-grid co-simulation.")
     parser.add_argument("--version", action="version", version=f"openg2g {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"openg2g.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"openg2g.cli.{name}":
-                continue
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"openg2g.cli.{name}").register(subparsers)
     return parser
 
 

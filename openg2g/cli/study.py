@@ -158,7 +158,9 @@ def _siting(args: argparse.Namespace) -> int:
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
-    p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="runs at a time (default 1); with --address the cluster's CPUs decide"
+    )
     p.add_argument(
         "--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial"
     )

@@ -60,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep", help="run a parameter sweep over a scenario", description=__doc__)
     p.add_argument("sweep", help="sweep YAML file (see scenarios/sweep_*.yaml)")
     p.add_argument("--out", required=True, help="output folder (reused to resume)")
-    p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="runs at a time (default 1); with --address the cluster's CPUs decide"
+    )
     p.add_argument(
         "--engine", choices=[e for e in ENGINES], default="local", help="local process pool (default), ray, or serial"
     )

@@ -12,15 +12,15 @@ from openg2g.plot.compare import DEFAULT_METRICS, METRICS, Metric, plot_comparis
 from openg2g.plot.feeder import bus_voltages, feeder_tables, plot_feeder_map
 from openg2g.plot.models import plot_model_power
 from openg2g.plot.run import plot_batch_sizes, plot_dc_power, plot_latency, plot_run, plot_voltage_envelope, read_table
-from openg2g.plot.style import PHASE_COLORS, STYLE, styled
+from openg2g.plot.style import PHASE_COLORS, STYLE, show, styled
 from openg2g.plot.voltages import plot_voltage_heatmap, voltage_matrix
 
 __all__ = [
     "DEFAULT_METRICS",
     "METRICS",
-    "Metric",
     "PHASE_COLORS",
     "STYLE",
+    "Metric",
     "bus_voltages",
     "feeder_tables",
     "plot_batch_sizes",
@@ -34,6 +34,7 @@ __all__ = [
     "plot_voltage_heatmap",
     "read_summaries",
     "read_table",
+    "show",
     "styled",
     "summary_frame",
     "voltage_matrix",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from openg2g.plot.style import new_figure, styled
 
-__all__ = ["Metric", "METRICS", "DEFAULT_METRICS", "Rows", "read_summaries", "summary_frame", "plot_comparison"]
+__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Rows", "plot_comparison", "read_summaries", "summary_frame"]
 
 
 class Metric(NamedTuple):
@@ -51,12 +51,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
 )
 """The figures :func:`plot_comparison` shows unless told otherwise."""
 
-Rows = Union[
-    pd.DataFrame,
-    Mapping[str, Mapping[str, Any]],
-    Sequence[Mapping[str, Any]],
-    Sequence[tuple[str, Mapping[str, Any]]],
-]
+Rows: TypeAlias = "pd.DataFrame | Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]] | Sequence[tuple[str, Mapping[str, Any]]]"
 """Run summaries: a frame (one row per run), ``{label: summary}``, summaries, or ``(label, summary)`` pairs."""
 
 
@@ -98,7 +93,9 @@ def summary_frame(rows: Rows) -> pd.DataFrame:
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
         raise ValueError(f"runs with the same label: {dup}; give each a distinct 'label'")
-    frame = pd.DataFrame([{k: v for k, v in s.items() if k != "label"} for _, s in pairs], index=pd.Index(labels, name="run"))
+    frame = pd.DataFrame(
+        [{k: v for k, v in s.items() if k != "label"} for _, s in pairs], index=pd.Index(labels, name="run")
+    )
     return frame
 
 
@@ -142,8 +139,14 @@ def plot_comparison(
             finite = values[np.isfinite(values)]
             span = float(np.max(np.abs(finite))) if finite.size else 1.0
             for yi, v in zip(y, values):
-                ax.annotate("n/a" if not np.isfinite(v) else f"{v:.3g}", (0 if not np.isfinite(v) else v, yi),
-                            textcoords="offset points", xytext=(3, 0), va="center", fontsize=7)
+                ax.annotate(
+                    "n/a" if not np.isfinite(v) else f"{v:.3g}",
+                    (0 if not np.isfinite(v) else v, yi),
+                    textcoords="offset points",
+                    xytext=(3, 0),
+                    va="center",
+                    fontsize=7,
+                )
             ax.set_xlim(min(0.0, float(finite.min()) if finite.size else 0.0), (span or 1.0) * 1.25)
             ax.grid(axis="x", alpha=0.3)
         for ax in axes[n:]:

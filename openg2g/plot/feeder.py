@@ -21,7 +21,7 @@ from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
 if TYPE_CHECKING:
     from openg2g.grid.feeders import Feeder
 
-__all__ = ["EDGE_STYLE", "feeder_tables", "bus_voltages", "plot_feeder_map"]
+__all__ = ["EDGE_STYLE", "bus_voltages", "feeder_tables", "plot_feeder_map"]
 
 EDGE_STYLE: dict[str, dict[str, object]] = {
     "line": {"colors": "#525252", "linewidths": 1.6, "linestyles": "solid"},
@@ -61,7 +61,15 @@ def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
         if pair in seen:
             continue
         seen.add(pair)
-        rows.append({"name": t.bank or t.name, "from_bus": pair[0], "to_bus": pair[1], "kind": "transformer", "in_service": True})
+        rows.append(
+            {
+                "name": t.bank or t.name,
+                "from_bus": pair[0],
+                "to_bus": pair[1],
+                "kind": "transformer",
+                "in_service": True,
+            }
+        )
     edges = pd.DataFrame(rows, columns=["name", "from_bus", "to_bus", "kind", "in_service"])
     return buses, edges
 
@@ -130,7 +138,9 @@ def plot_feeder_map(
                     if str(a) in xy and str(b) in xy
                 ]
                 if segs:
-                    lc = LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=kind if live else f"{kind} (open)", **style)
+                    lc = LineCollection(
+                        segs, zorder=1, alpha=1.0 if live else 0.25, label=kind if live else f"{kind} (open)", **style
+                    )
                     ax.add_collection(lc)
         names = list(xy)
         x = np.array([xy[b][0] for b in names])
@@ -138,7 +148,18 @@ def plot_feeder_map(
         if voltages is not None:
             v = np.array([float(voltages.get(b, np.nan)) for b in names])
             norm = voltage_norm(v, v_min_pu, v_max_pu)
-            sc = ax.scatter(x, y, c=v, cmap=voltage_cmap(), norm=norm, s=70, edgecolors="k", linewidths=0.5, zorder=2, plotnonfinite=True)
+            sc = ax.scatter(
+                x,
+                y,
+                c=v,
+                cmap=voltage_cmap(),
+                norm=norm,
+                s=70,
+                edgecolors="k",
+                linewidths=0.5,
+                zorder=2,
+                plotnonfinite=True,
+            )
             extend = "both" if v_min_pu is not None and v_max_pu is not None else "neither"
             fig.colorbar(sc, ax=ax, label="voltage (pu)", extend=extend, shrink=0.8)
         else:
@@ -146,8 +167,14 @@ def plot_feeder_map(
         marked = [b for b in highlight if b in xy]
         if marked:
             ax.scatter(
-                [xy[b][0] for b in marked], [xy[b][1] for b in marked], s=260, facecolors="none", edgecolors="#e7298a",
-                linewidths=2, zorder=3, label="datacenter " + ", ".join(marked),
+                [xy[b][0] for b in marked],
+                [xy[b][1] for b in marked],
+                s=260,
+                facecolors="none",
+                edgecolors="#e7298a",
+                linewidths=2,
+                zorder=3,
+                label="datacenter " + ", ".join(marked),
             )
         if labels if labels is not None else len(names) <= 60:
             for b, bx, by in zip(names, x, y):
@@ -159,9 +186,24 @@ def plot_feeder_map(
         for spine in ax.spines.values():
             spine.set_visible(False)
         ax.set_title(title)
-        handles = [Line2D([], [], color=str(EDGE_STYLE[k]["colors"]), ls=str(EDGE_STYLE[k]["linestyles"]), label=k) for k in EDGE_STYLE if (kinds == k).any()]
+        handles = [
+            Line2D([], [], color=str(EDGE_STYLE[k]["colors"]), ls=str(EDGE_STYLE[k]["linestyles"]), label=k)
+            for k in EDGE_STYLE
+            if (kinds == k).any()
+        ]
         if marked:
-            handles.append(Line2D([], [], marker="o", ls="", markerfacecolor="none", markeredgecolor="#e7298a", markersize=10, label="datacenter " + ", ".join(marked)))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    marker="o",
+                    ls="",
+                    markerfacecolor="none",
+                    markeredgecolor="#e7298a",
+                    markersize=10,
+                    label="datacenter " + ", ".join(marked),
+                )
+            )
         if handles:
             ax.legend(handles=handles, loc="best", fontsize=8)
         fig.tight_layout()

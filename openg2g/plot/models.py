@@ -38,11 +38,18 @@ def plot_model_power(
         axes = fig.axes
         for ax, site in zip(axes, sites):
             df = models[models["site"].astype(str) == site]
-            wide = df.pivot_table(index="t_s", columns="model", values="power_w", aggfunc="sum", observed=True).sort_index()
+            wide = df.pivot_table(
+                index="t_s", columns="model", values="power_w", aggfunc="sum", observed=True
+            ).sort_index()
             wide.columns = [str(c) for c in wide.columns]
             t = wide.index.to_numpy(dtype=float)
             if kind == "stack":
-                ax.stackplot(t, *(wide[c].fillna(0.0).to_numpy() / 1e6 for c in wide.columns), labels=list(wide.columns), alpha=0.85)
+                ax.stackplot(
+                    t,
+                    *(wide[c].fillna(0.0).to_numpy() / 1e6 for c in wide.columns),
+                    labels=list(wide.columns),
+                    alpha=0.85,
+                )
             else:
                 for c in wide.columns:
                     ax.plot(t, wide[c].to_numpy() / 1e6, lw=0.9, label=c)
@@ -59,4 +66,3 @@ def plot_model_power(
             axes[0].set_title("no models")
         fig.tight_layout()
     return fig
-

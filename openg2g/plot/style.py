@@ -16,14 +16,15 @@ from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 
 __all__ = [
-    "STYLE",
-    "PHASE_COLORS",
     "LIMIT_STYLE",
+    "PHASE_COLORS",
+    "STYLE",
     "VOLTAGE_CMAP",
-    "styled",
     "new_figure",
-    "voltage_norm",
+    "show",
+    "styled",
     "voltage_cmap",
+    "voltage_norm",
 ]
 
 STYLE: dict[str, Any] = {
@@ -49,7 +50,8 @@ VOLTAGE_CMAP = "RdYlBu"
 @contextmanager
 def styled(**overrides: Any) -> Iterator[None]:
     """Context in which figures get the openg2g style (``overrides`` are extra rc parameters)."""
-    with mpl.rc_context({**STYLE, **overrides}):
+    rc: dict[str, Any] = {**STYLE, **overrides}
+    with mpl.rc_context(rc):  # type: ignore[arg-type]
         yield
 
 
@@ -83,6 +85,29 @@ def voltage_norm(values: Any = None, v_min_pu: float | None = None, v_max_pu: fl
 
 def voltage_cmap() -> Colormap:
     """The voltage colour map, with grey for missing values (no such phase, or not solved)."""
-    cmap = mpl.colormaps[VOLTAGE_CMAP].copy()
-    cmap.set_bad("#d9d9d9")
-    return cmap
+    return mpl.colormaps[VOLTAGE_CMAP].with_extremes(bad="#d9d9d9")
+
+
+def show(fig: Figure, dpi: int = 100) -> None:
+    """Display a figure once in a notebook, whatever the matplotlib backend, and release it.
+
+    The figure is rendered to PNG and shown with IPython's ``display`` (so it does not depend on
+    ``%matplotlib inline``), then closed in pyplot if pyplot manages it (so it is not shown a second
+    time at the end of the cell). Outside IPython it does nothing but the closing.
+
+    :param fig: the figure to show.
+    :param dpi: resolution of the PNG.
+    """
+    import io
+    import sys
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    if "IPython" in sys.modules:
+        from IPython.display import Image, display
+
+        display(Image(data=buf.getvalue(), format="png"))
+    if "matplotlib.pyplot" in sys.modules:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
 
-__all__ = ["voltage_matrix", "plot_voltage_heatmap"]
+__all__ = ["plot_voltage_heatmap", "voltage_matrix"]
 
 
 def _bus_phase_order(grid_voltages: pd.DataFrame) -> list[str]:
