@@ -6,8 +6,6 @@ unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 
 from __future__ import annotations
 
-from openg2g.core.protocols import Controller
-
 from controllers.load_shift import LoadShiftController
 from controllers.mpc import MPCController
 from controllers.noop import NoopController
@@ -16,17 +14,18 @@ from controllers.pid import PIDController
 from controllers.rule_based import RuleBasedController
 from controllers.storage_droop import StorageDroopController
 from controllers.tap_schedule import TapScheduleController
+from openg2g.core.protocols import Controller
 
 __all__ = [
     "STOCK",
-    "NoopController",
-    "RuleBasedController",
-    "PIDController",
-    "OFOController",
-    "MPCController",
-    "TapScheduleController",
-    "StorageDroopController",
     "LoadShiftController",
+    "MPCController",
+    "NoopController",
+    "OFOController",
+    "PIDController",
+    "RuleBasedController",
+    "StorageDroopController",
+    "TapScheduleController",
 ]
 
 STOCK: dict[str, type[Controller]] = {

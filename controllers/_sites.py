@@ -10,7 +10,7 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext
 from openg2g.core.state import DatacenterState
 
-__all__ = ["resolve_sites", "phase_share", "active_replicas"]
+__all__ = ["active_replicas", "phase_share", "resolve_sites"]
 
 
 def resolve_sites(context: ControlContext, names: Sequence[str] | None, *, controller: str) -> list[str]:

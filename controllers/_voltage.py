@@ -14,13 +14,13 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.state import Observation
 
 __all__ = [
+    "SensitivityCache",
     "bus_of",
-    "zone_indices",
-    "undervoltage_pu",
     "overvoltage_pu",
+    "undervoltage_pu",
     "violation_pu",
     "worst_violation_pu",
-    "SensitivityCache",
+    "zone_indices",
 ]
 
 

@@ -32,12 +32,12 @@ from openg2g.core.protocols import ModelInfo
 __all__ = [
     "Curve",
     "LogisticCurve",
+    "ModelCurves",
     "PchipCurve",
     "fit_curve",
-    "ModelCurves",
+    "log2_bounds",
     "project_batch",
     "step_batch",
-    "log2_bounds",
 ]
 
 

@@ -21,14 +21,13 @@ import math
 import numpy as np
 from pydantic import Field
 
+from controllers._base import ControllerConfig
+from controllers._sites import active_replicas, resolve_sites
+from controllers._voltage import zone_indices
 from openg2g.core.commands import Command, ShiftReplicas
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
-
-from controllers._base import ControllerConfig
-from controllers._sites import active_replicas, resolve_sites
-from controllers._voltage import zone_indices
 
 __all__ = ["LoadShiftController"]
 
@@ -45,8 +44,12 @@ class LoadShiftController(Controller):
         zones: dict[str, list[str]] = Field(
             default_factory=dict, description="Site -> buses of its zone; a site not listed uses its own bus."
         )
-        models: list[str] | None = Field(None, description="Models that may move; None = every model served at both ends.")
-        trigger_margin_pu: float = Field(0.005, ge=0, description="A zone is stressed within this distance of v_min (pu).")
+        models: list[str] | None = Field(
+            None, description="Models that may move; None = every model served at both ends."
+        )
+        trigger_margin_pu: float = Field(
+            0.005, ge=0, description="A zone is stressed within this distance of v_min (pu)."
+        )
         receive_margin_pu: float = Field(0.02, ge=0, description="Headroom a zone needs to receive replicas (pu).")
         replicas_per_shift: int = Field(10, gt=0, description="Replicas moved per command.")
         ramp_s: float = Field(30.0, ge=0, description="Ramp of each move (s).")

@@ -45,17 +45,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import minimize
 
+from controllers._base import ControllerConfig
+from controllers._sites import active_replicas, phase_share, resolve_sites
+from controllers._voltage import SensitivityCache, zone_indices
+from controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Command, SetBatchSize, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
 
-from controllers._base import ControllerConfig
-from controllers._sites import active_replicas, phase_share, resolve_sites
-from controllers._voltage import SensitivityCache, zone_indices
-from controllers.curves import ModelCurves, project_batch
-
-__all__ = ["MPCController", "MPCStorage", "MPCProblem"]
+__all__ = ["MPCController", "MPCProblem", "MPCStorage"]
 
 _MOVE_PENALTY = 1.0
 """Weight of the soft move-limit penalty (per (log2 batch)^2 beyond the limit) relative to w_v."""
@@ -135,7 +134,7 @@ class MPCProblem:
             dth[i] = c.throughput_tok_s.slope(x[i])
         k = np.arange(1, self.n + 1)
         v = self.v0[:, None] + self.drift[:, None] * k[None, :] + self.sens.T @ (pw - self.p_now[:, None])
-        if self.has_storage:
+        if self.storage_sens is not None and self.has_storage:
             v = v - self.storage_sens[:, None] * p[None, :]
         under = np.maximum(self.v_lo - v, 0.0)
         over = np.maximum(v - self.v_hi, 0.0)
@@ -181,7 +180,9 @@ class MPCController(Controller):
         horizon_steps: int = Field(5, gt=0, le=50, description="N: steps planned ahead (control periods).")
         voltage_weight: float = Field(1.0e6, ge=0, description="w_v: cost per pu^2 of violation per bus-phase-step.")
         voltage_weight_linear: float = Field(
-            0.0, ge=0, description="w_1: cost per pu of violation per bus-phase-step (targets the violation integral)."
+            1.0e4,
+            ge=0,
+            description="w_1: cost per pu of violation per bus-phase-step (targets the violation integral).",
         )
         throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput per model-step.")
         switching_weight: float = Field(0.02, ge=0, description="w_s: cost per (log2 batch)^2 of change.")
@@ -326,7 +327,11 @@ class MPCController(Controller):
         """Measured sizes within the latency bound and one move of ``x_now`` (never empty)."""
         sizes = self._batch_grid(i)
         tol = 1e-9
-        ok = [b for b in sizes if math.log2(b) <= ub + tol and abs(math.log2(b) - x_now) <= self.config.max_move_log2 + tol]
+        ok = [
+            b
+            for b in sizes
+            if math.log2(b) <= ub + tol and abs(math.log2(b) - x_now) <= self.config.max_move_log2 + tol
+        ]
         if ok:
             return ok
         # nothing reachable meets both: take the reachable size closest to the latency bound from below
@@ -349,12 +354,12 @@ class MPCController(Controller):
             if best is None or j < best[0] - 1e-12:
                 best = (j, combo)
         assert best is not None
-        combo = list(best[1])
+        chosen = list(best[1])
         p = 0.0
         if prob.has_storage:
-            x = np.repeat(np.log2(np.array(combo, dtype=float))[:, None], prob.n, axis=1)
+            x = np.repeat(np.log2(np.array(chosen, dtype=float))[:, None], prob.n, axis=1)
             p = self._optimize_storage(prob, x)
-        return combo, p
+        return chosen, p
 
     def _with_storage(self, prob: MPCProblem, x: np.ndarray, p_units: np.ndarray | None) -> np.ndarray:
         z = x.ravel()
@@ -451,9 +456,11 @@ class MPCController(Controller):
             if best is None or j < best[0] - 1e-12:
                 best = (j, combo)
         assert best is not None
-        combo = self._local_search(prob, x_plan, p_units, list(best[1]), best[0], [self._allowed(i, ub[i], x_now[i]) for i in range(m)])
+        chosen = self._local_search(
+            prob, x_plan, p_units, list(best[1]), best[0], [self._allowed(i, ub[i], x_now[i]) for i in range(m)]
+        )
         p_w = float(p_units[0]) * prob.p_max_w if p_units is not None else 0.0
-        return combo, p_w
+        return chosen, p_w
 
     def _local_search(
         self,

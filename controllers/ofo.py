@@ -50,14 +50,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.core.commands import Command, SetBatchSize
-from openg2g.core.protocols import ControlContext, Controller
-from openg2g.core.state import Observation
-
 from controllers._base import ControllerConfig
 from controllers._sites import active_replicas, phase_share, resolve_sites
 from controllers._voltage import SensitivityCache, zone_indices
 from controllers.curves import ModelCurves, project_batch
+from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.state import Observation
 
 __all__ = ["OFOController"]
 
@@ -76,10 +75,10 @@ class OFOController(Controller):
         voltage_dual_step: float = Field(1.0, ge=0, description="rho_v: voltage dual step (1 per pu).")
         latency_dual_step: float = Field(1.0, ge=0, description="rho_l: latency dual step (per unit ITL/deadline).")
         voltage_weight_per_pu2: float = Field(
-            2.0e4, ge=0, description="k_v: scale of the voltage price in the primal gradient (1/pu^2)."
+            1.0e5, ge=0, description="k_v: scale of the voltage price in the primal gradient (1/pu^2)."
         )
         voltage_proportional_gain: float = Field(
-            0.0, ge=0, description="kappa: weight of the present violation added to the voltage duals (1)."
+            10.0, ge=0, description="kappa: weight of the present violation added to the voltage duals (1)."
         )
         latency_signal: Literal["mean_itl", "miss_fraction"] = Field(
             "mean_itl", description="Latency constraint: mean ITL <= deadline, or deadline-miss fraction <= target."
@@ -87,7 +86,7 @@ class OFOController(Controller):
         miss_fraction_target: float = Field(
             0.01, gt=0, lt=1, description="epsilon: largest fraction of tokens over the deadline (miss_fraction)."
         )
-        throughput_weight: float = Field(0.05, ge=0, description="w_T: weight of log throughput (per model).")
+        throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput (per model).")
         switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
         v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
         v_max_pu: float | None = Field(None, gt=0, description="Upper limit to enforce (pu); None = the scenario's.")
@@ -170,7 +169,9 @@ class OFOController(Controller):
         info = self.context.sites[site].models[model]
         dc = observation.datacenters.get(site)
         n = active_replicas(dc, model, info.replicas)
-        dp_dx_w = self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
+        dp_dx_w = (
+            self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
+        )
         return self._sensitivity(observation, site) @ phase_share(dc) * dp_dx_w
 
     def gradient(self, observation: Observation, site: str, model: str) -> float:

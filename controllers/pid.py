@@ -33,12 +33,16 @@ Actuator ``u``:
   (log2(b_max) - log2(b_min))`` and projected to the nearest measured batch size; a
   :class:`SetBatchSize` goes out only when a model's projected size changes.
 
-Tuning on ieee13 (``scenarios/ieee13_pid.yaml``): the grid is static between control steps, so
-the loop is a static gain ``g = dy/du`` times a one-step delay; an integral gain
-``Ki = 1 / (2 |g| T)`` closes it with a deadbeat-free response of about two steps. At bus 671 the
-site's sensitivity is about 1e-8 pu/W per phase summed over phases, and 7,200 GPUs move ~4 MW from
-batch 8 to 512, i.e. ``|g| ~ 0.04 pu`` per unit batch level; ``Ki = 10 /s``, ``Kp = 2`` give a
-well-damped loop, ``Kd = 0`` (the measurement is noisy from sample to sample).
+Tuning on ieee13 (``scenarios/ieee13_pid.yaml``, worst undervoltage, batch-size actuator): the
+grid is static between control steps, so the plant is a static gain ``g = dy/du`` seen one step
+later, and an integral loop has the closed-loop pole ``1 - |g| Ki T``: monotone for
+``Ki <= 1 / (|g| T)``, with a factor-2 margin at ``Ki = 1 / (2 |g| T)``. At bus 671
+the lowest bus-phase (652.a) moves ``H e = -2.5e-8`` pu per W of site power, and level 0 -> 2/3
+(batch 8 -> 128 for all five models) moves about 600 kW, so ``|g| ~ 0.0225`` pu per unit level
+and ``1 / (2 |g| T) ~ 22 /s``. The scenario uses ``Ki = 10 /s`` (pole ~0.78), ``Kp = 2`` (``Kp |g| ~ 0.05``,
+a small proportional kick for speed), ``Kd = 0`` (the voltage is noisy from sample to sample), a
+setpoint 0.005 pu above the 0.95 pu limit, and ``output_max = 2/3`` so that the loop never raises
+batches above the initial 128 (latency stays as in the baseline).
 """
 
 from __future__ import annotations
@@ -50,15 +54,14 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from openg2g.core.commands import Command, SetBatchSize, SetPowerCap
-from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
-from openg2g.core.state import Observation
-
 from controllers._base import ControllerConfig
 from controllers._sites import resolve_sites
 from controllers._voltage import zone_indices
 from controllers.curves import log2_bounds, project_batch
+from openg2g.core.commands import Command, SetBatchSize, SetPowerCap
+from openg2g.core.errors import ControllerError
+from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.state import Observation
 
 __all__ = ["DiscretePID", "PIDController"]
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from openg2g.core.commands import Command, SetBatchSize
-from openg2g.core.protocols import ControlContext, Controller, ModelInfo
-from openg2g.core.state import ModelState, Observation
-
 from controllers._base import ControllerConfig
 from controllers._sites import resolve_sites
 from controllers._voltage import zone_indices
 from controllers.curves import step_batch
+from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.protocols import ControlContext, Controller, ModelInfo
+from openg2g.core.state import ModelState, Observation
 
 __all__ = ["RuleBasedController"]
 
@@ -92,7 +91,9 @@ class RuleBasedController(Controller):
         v_lo, v_hi = float(v.min()), float(v.max())
         under = v_lo < observation.v_min_pu + cfg.trigger_margin_pu
         over = v_hi > observation.v_max_pu - cfg.trigger_margin_pu
-        margin = v_lo > observation.v_min_pu + cfg.release_margin_pu and v_hi < observation.v_max_pu - cfg.release_margin_pu
+        margin = (
+            v_lo > observation.v_min_pu + cfg.release_margin_pu and v_hi < observation.v_max_pu - cfg.release_margin_pu
+        )
         out: list[Command] = []
         for site in self._sites:
             dc = observation.datacenters.get(site)

@@ -20,20 +20,17 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from controllers._base import ControllerConfig
+from controllers._voltage import zone_indices
 from openg2g.core.commands import Command, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
 
-from controllers._base import ControllerConfig
-from controllers._voltage import zone_indices
-
 __all__ = ["StorageDroopController", "droop_setpoint"]
 
 
-def droop_setpoint(
-    v_pu: float, v_ref_pu: float, deadband_pu: float, gain_per_pu: float, limit: float
-) -> float:
+def droop_setpoint(v_pu: float, v_ref_pu: float, deadband_pu: float, gain_per_pu: float, limit: float) -> float:
     """One droop curve: ``clip(-gain * d, -limit, limit)`` with ``d`` the deadband excursion of ``v``."""
     if v_pu < v_ref_pu - deadband_pu:
         d = v_pu - (v_ref_pu - deadband_pu)

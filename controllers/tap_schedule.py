@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from controllers._base import ControllerConfig
 from openg2g.core.commands import Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
 
-from controllers._base import ControllerConfig
-
-__all__ = ["TapScheduleController", "TapEntry"]
+__all__ = ["TapEntry", "TapScheduleController"]
 
 
 class TapEntry(BaseModel):

@@ -63,13 +63,16 @@ def make_context(
         sites = {"dc1": list(models) if models is not None else [toy_model()]}
     buses = ["671", "680", "692"]
     infos = {
-        name: SiteInfo(name, buses[i], {m.model: m for m in ms}, 0.95, pue) for i, (name, ms) in enumerate(sites.items())
+        name: SiteInfo(name, buses[i], {m.model: m for m in ms}, 0.95, pue)
+        for i, (name, ms) in enumerate(sites.items())
     }
     regs = {"reg1": RegulatorInfo("reg1", ("a", "b", "c"), -16, 16, 0.00625)}
     return ControlContext(infos, bus_phases, regs, 0.95, 1.05, dt_s, storages)
 
 
-def model_state(info: ModelInfo, batch_size: int | None = None, itl_s: float | None = None, replicas: float | None = None) -> ModelState:
+def model_state(
+    info: ModelInfo, batch_size: int | None = None, itl_s: float | None = None, replicas: float | None = None
+) -> ModelState:
     """The state of ``info``'s model at a batch size (its measured mean values)."""
     b = info.initial_batch_size if batch_size is None else batch_size
     i = info.batch_sizes.index(b)

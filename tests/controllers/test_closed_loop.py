@@ -15,7 +15,11 @@ import pytest
 from openg2g.engine.simulation import run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-SHORT = ["duration_s=120", "events=[{t_s: 10, command: set_taps, bank: reg1, taps: [12, 6, 13]}]", "outputs.plots=false"]
+SHORT = [
+    "duration_s=120",
+    "events=[{t_s: 10, command: set_taps, bank: reg1, taps: [12, 6, 13]}]",
+    "outputs.plots=false",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +40,13 @@ def test_controller_cuts_violation_integral(baseline, name):
     summary = _run(name)
     assert summary["status"] == "complete"
     assert summary["violation_integral_pu_s"] < 0.25 * baseline["violation_integral_pu_s"]
-    assert summary["v_min_pu"] >= baseline["v_min_pu"] - 1e-3
+    assert summary["violation_time_s"] < baseline["violation_time_s"]
     assert summary["n_commands"] > 0
 
 
 def test_noop_reproduces_the_baseline(baseline):
     summary = _run("none", ("controllers=[{kind: noop}]",))
     for key in ("violation_integral_pu_s", "v_min_pu", "v_max_pu", "mean_throughput_tok_s"):
-        assert summary[key] == pytest.approx(baseline[key], rel=1e-12, abs=1e-12)
+        # equal up to solver round-off (the grid solves are batched differently with a controller)
+        assert summary[key] == pytest.approx(baseline[key], rel=1e-6)
     assert summary["n_commands"] == 0

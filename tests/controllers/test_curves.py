@@ -9,7 +9,6 @@ import pytest
 
 from controllers.curves import LogisticCurve, ModelCurves, PchipCurve, fit_curve, project_batch, step_batch
 from openg2g.core.errors import ControllerError
-
 from tests.controllers.conftest import toy_model
 
 

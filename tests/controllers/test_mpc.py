@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from controllers.mpc import MPCController
 from openg2g.core.commands import SetBatchSize, SetStoragePower
-
 from tests.controllers.conftest import make_context, make_observation, toy_model
 
 SIZES = (8, 16, 32, 64)
@@ -21,7 +20,9 @@ def _tiny_context():
     return make_context(
         [
             toy_model("m1", batch_sizes=SIZES, replicas=400, initial_batch_size=32, itl_deadline_s=None),
-            toy_model("m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None),
+            toy_model(
+                "m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None
+            ),
         ]
     )
 
@@ -70,7 +71,7 @@ def test_latency_bound_excludes_slow_batches():
     for k in range(5):
         for c in ctrl.step(make_observation(ctx, 1.0, t_s=k)):
             assert c.batch_size <= limit
-    prob, x_now, ub = ctrl.problem(make_observation(ctx, 1.0))
+    _, _, ub = ctrl.problem(make_observation(ctx, 1.0))
     assert ub[0] < math.log2(limit) + 1.0
 
 

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from controllers.ofo import OFOController
 from openg2g.core.commands import SetBatchSize
-
 from tests.controllers.conftest import K_PU_PER_W, make_context, make_observation, toy_model
 
 
@@ -41,8 +40,14 @@ def test_voltage_and_latency_duals_by_hand():
 def test_gradient_by_hand():
     info = toy_model(replicas=200, itl_deadline_s=0.1)
     ctx = make_context([info], pue=1.2)
-    ctrl = _ofo(ctx, voltage_dual_step=1.0, latency_dual_step=1.0, throughput_weight=0.3, voltage_weight_per_pu2=1e4,
-        voltage_proportional_gain=2.0)
+    ctrl = _ofo(
+        ctx,
+        voltage_dual_step=1.0,
+        latency_dual_step=1.0,
+        throughput_weight=0.3,
+        voltage_weight_per_pu2=1e4,
+        voltage_proportional_gain=2.0,
+    )
     obs = make_observation(ctx, [0.94, 0.95, 0.95, 1.0, 1.0, 1.0], itl_s={"m1": 0.11})
     ctrl.update_duals(obs)
     c = ctrl.curves[("dc1", "m1")]

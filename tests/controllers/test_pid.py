@@ -10,16 +10,17 @@ from pydantic import ValidationError
 
 from controllers.pid import DiscretePID, PIDController
 from openg2g.core.commands import SetBatchSize, SetPowerCap
-
 from tests.controllers.conftest import make_context, make_observation, toy_model
 
 
-def _first_order_loop(pid: DiscretePID, tau_s: float, gain: float, r: float, dt_s: float, t_end_s: float) -> tuple[np.ndarray, np.ndarray]:
+def _first_order_loop(
+    pid: DiscretePID, tau_s: float, gain: float, r: float, dt_s: float, t_end_s: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Closed loop of ``pid`` with the plant ``tau dy/dt = -y + gain u`` (exact ZOH discretization)."""
     a = math.exp(-dt_s / tau_s)
     y = 0.0
     ts, ys = [0.0], [0.0]
-    for k in range(int(round(t_end_s / dt_s))):
+    for k in range(round(t_end_s / dt_s)):
         u = pid.update(r, y, dt_s)
         y = a * y + (1.0 - a) * gain * u
         ts.append((k + 1) * dt_s)

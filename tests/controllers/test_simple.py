@@ -10,9 +10,8 @@ from controllers.noop import NoopController
 from controllers.rule_based import RuleBasedController
 from controllers.storage_droop import StorageDroopController, droop_setpoint
 from controllers.tap_schedule import TapScheduleController
-from openg2g.core.commands import SetBatchSize, SetStoragePower, SetTaps, ShiftReplicas
+from openg2g.core.commands import SetStoragePower, SetTaps, ShiftReplicas
 from openg2g.core.errors import ControllerError
-
 from tests.controllers.conftest import make_context, make_observation, toy_model
 
 # -- rule based ------------------------------------------------------------------------------
@@ -78,10 +77,12 @@ def _taps(entries) -> TapScheduleController:
 
 
 def test_tap_schedule_fires_each_entry_once_at_its_time():
-    ctrl = _taps([{"t_s": 3300, "bank": "reg1", "taps": [10, 6, 10]}, {"t_s": 1500, "bank": "reg1", "taps": [16, 6, 15]}])
+    ctrl = _taps(
+        [{"t_s": 3300, "bank": "reg1", "taps": [10, 6, 10]}, {"t_s": 1500, "bank": "reg1", "taps": [16, 6, 15]}]
+    )
     ctx = ctrl.context
     fired = {}
-    for t in range(0, 3601):
+    for t in range(3601):
         for c in ctrl.step(make_observation(ctx, 1.0, t_s=float(t))):
             assert isinstance(c, SetTaps)
             fired[t] = c.taps
@@ -115,7 +116,7 @@ def test_tap_schedule_rejects_unknown_bank_and_out_of_range_taps():
 
 def test_droop_curve_points():
     # deadband [0.99, 1.01], 10,000 kW/pu, limit 200 kW
-    args = dict(v_ref_pu=1.0, deadband_pu=0.01, gain_per_pu=1e4, limit=200.0)
+    args = {"v_ref_pu": 1.0, "deadband_pu": 0.01, "gain_per_pu": 1e4, "limit": 200.0}
     assert droop_setpoint(1.0, **args) == 0.0
     assert droop_setpoint(0.995, **args) == 0.0
     assert droop_setpoint(0.98, **args) == pytest.approx(100.0)  # 0.01 below the band: discharge

@@ -240,3 +240,30 @@ def test_comparison_unknown_metric_names_the_available_ones():
         SUMMARIES, metrics=["n_batch_changes", "violation_integral_pu_s", "mean_throughput_tok_s"], ncols=2
     )
     assert [ax.get_visible() for ax in fig.axes] == [True, True, True, False]
+
+
+# --------------------------------------------------------------------------- show
+def test_show_releases_a_pyplot_figure_and_accepts_a_plain_one():
+    import matplotlib.pyplot as plt
+
+    from openg2g.plot import show
+
+    fig = plt.figure()
+    assert plt.fignum_exists(fig.number)
+    show(fig)  # outside a notebook: renders, displays nothing, closes it in pyplot
+    assert not plt.fignum_exists(fig.number)
+    show(plot_model_power(_models()))  # a pyplot-free figure is fine too
+
+
+def test_read_summaries_labels_runs_like_compare(tmp_path):
+    import json
+
+    from openg2g.plot import read_summaries
+
+    for name, status in (("a", "complete"), ("b", "interrupted")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"scenario": f"sc_{name}", "status": status}))
+    rows = read_summaries([tmp_path / "a", tmp_path / "b"])
+    assert [label for label, _ in rows] == ["sc_a", "sc_b [interrupted]"]
+    with pytest.raises(FileNotFoundError):
+        read_summaries([tmp_path / "missing"])
