@@ -38,9 +38,9 @@ of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`cont
 A :class:`SetBatchSize` is sent only when ``b_i`` changes.
 
 Tuning on ieee13 (``scenarios/ieee13_ofo.yaml``, the defaults): at bus 671 ``dv/dx_i`` of the
-lowest bus-phase is ~1e-3 pu per log2 step for the largest models, so ``k_v = 1e5`` with
-``kappa = 10`` turns a 0.01 pu violation into a gradient of ~10 at once (``rho_x = 0.1``: one log2
-step per control step) and the dual keeps pushing while the violation lasts. The log-throughput
+lowest bus-phases is ~7e-4 pu per log2 step for the largest models (720 x Llama-3.1-8B,
+90 x Llama-3.1-405B), so ``k_v = 1e5`` with ``kappa = 10`` turns a 0.01 pu violation on a few
+bus-phases into a gradient of tens at once (``rho_x = 0.1``: several log2 steps in one control step) and the dual keeps pushing while the violation lasts. The log-throughput
 weight ``w_T = 1`` (gradient ~0.1-0.8 per log2 step) brings batches back within about a minute once
 the voltage has margin; ``latency_signal = miss_fraction`` with ``eps = 0.05`` keeps the token
 tail near the baseline's instead of letting the models sit at 512. On the full 3,600 s case the

@@ -43,6 +43,7 @@ from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
+from openg2g.scenario.schema import ControllerSpec
 
 __all__ = ["Phase", "Simulation", "RunResult", "run_scenario", "build_components"]
 
@@ -114,12 +115,14 @@ class Simulation:
     :param out_dir: where to write outputs; ``None`` writes nothing (metrics are still kept).
     :param progress: show a progress bar on stderr.
     :param components: prebuilt ``(sites, grid, controllers)``; default builds from the scenario.
+        Controllers beyond the scenario's ``controllers`` list run every ``periods.control_s``
+        with no delay, after the listed ones.
     """
 
     def __init__(
         self,
         loaded: LoadedScenario,
-        out_dir: Path | None = None,
+        out_dir: Path | str | None = None,
         progress: bool = False,
         components: tuple[list[DatacenterBackend], GridBackend, list[Controller]] | None = None,
     ):
@@ -129,9 +132,13 @@ class Simulation:
         self.sites, self.grid, controllers = components or build_components(loaded)
         self._site_index = {s.name: s for s in self.sites}
         periods = sc.periods
-        controller_periods = [c.period_s or periods.control_s for c in sc.controllers]
+        if len(controllers) < len(sc.controllers):
+            raise SimulationError(f"the scenario lists {len(sc.controllers)} controllers but {len(controllers)} were given")
+        # controllers given beyond the scenario's list (e.g. from a notebook) run every control_s, no delay
+        specs = [*sc.controllers, *[ControllerSpec(kind=c.name) for c in controllers[len(sc.controllers) :]]]
+        controller_periods = [c.period_s or periods.control_s for c in specs]
         times = [periods.datacenter_s, periods.grid_s, sc.duration_s, *controller_periods]
-        times += [c.delay_s for c in sc.controllers] + [e.t_s for e in sc.events]
+        times += [c.delay_s for c in specs] + [e.t_s for e in sc.events]
         self.clock = Clock(times)
         self._dc_ticks = self.clock.ticks(periods.datacenter_s)
         self._grid_ticks = self.clock.ticks(periods.grid_s)
@@ -139,14 +146,15 @@ class Simulation:
         self._flush_ticks = max(self._grid_ticks, self._grid_ticks * round(sc.outputs.flush_every_s / float(periods.grid_s)))
         self._controllers = [
             _Scheduled(ctrl, self.clock.ticks(p), self.clock.ticks(spec.delay_s), i)
-            for i, (ctrl, p, spec) in enumerate(zip(controllers, controller_periods, sc.controllers))
+            for i, (ctrl, p, spec) in enumerate(zip(controllers, controller_periods, specs))
         ]
         self._events = sorted(
             ((self.clock.ticks(e.t_s), i, build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)),
             key=lambda x: (x[0], x[1]),
         )
-        self.out_dir = out_dir
+        self.out_dir = Path(out_dir) if out_dir is not None else None
         self._progress = progress
+        self._bar = None
         self._bus_phases = self.grid.bus_phases()
         self._started = False
 

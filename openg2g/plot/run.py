@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 
 __all__ = [
     "read_table",
@@ -24,8 +22,6 @@ __all__ = [
     "plot_run",
 ]
 
-_STYLE = {"figure.figsize": (9, 4), "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
-_PHASE_COLORS = {"a": "#1f77b4", "b": "#ff7f0e", "c": "#2ca02c"}
 
 
 def read_table(out_dir: Path, name: str) -> pd.DataFrame:
@@ -38,10 +34,11 @@ def read_table(out_dir: Path, name: str) -> pd.DataFrame:
 
 def plot_dc_power(datacenter: pd.DataFrame) -> Figure:
     """Facility power per phase (MW) for each site over time."""
-    with plt.rc_context(_STYLE):
-        fig, ax = plt.subplots()
+    with styled():
+        fig = new_figure()
+        ax = fig.axes[0]
         for site, df in datacenter.groupby("site", observed=True):
-            for ph, color in _PHASE_COLORS.items():
+            for ph, color in PHASE_COLORS.items():
                 ax.plot(df["t_s"], df[f"p_{ph}_w"] / 1e6, color=color, lw=0.8, label=f"{site} phase {ph}")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("active power (MW)")
@@ -53,13 +50,14 @@ def plot_dc_power(datacenter: pd.DataFrame) -> Figure:
 
 def plot_voltage_envelope(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> Figure:
     """Lowest, highest and mean bus-phase voltage over time, with the limits."""
-    with plt.rc_context(_STYLE):
-        fig, ax = plt.subplots()
+    with styled():
+        fig = new_figure()
+        ax = fig.axes[0]
         ax.fill_between(grid["t_s"], grid["v_min_pu"], grid["v_max_pu"], color="#9ecae1", alpha=0.5, label="min-max")
         ax.plot(grid["t_s"], grid["v_min_pu"], color="#08519c", lw=0.8, label="lowest bus-phase")
         ax.plot(grid["t_s"], grid["v_max_pu"], color="#3182bd", lw=0.8, label="highest bus-phase")
-        ax.axhline(v_min_pu, color="#d62728", ls="--", lw=1, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
-        ax.axhline(v_max_pu, color="#d62728", ls="--", lw=1)
+        ax.axhline(v_min_pu, **LIMIT_STYLE, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
+        ax.axhline(v_max_pu, **LIMIT_STYLE)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("voltage (pu)")
         ax.set_title("Voltage envelope")
@@ -69,8 +67,9 @@ def plot_voltage_envelope(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) 
 
 
 def _per_model(models: pd.DataFrame, column: str, ylabel: str, title: str, log2: bool = False) -> Figure:
-    with plt.rc_context(_STYLE):
-        fig, ax = plt.subplots()
+    with styled():
+        fig = new_figure()
+        ax = fig.axes[0]
         for (site, model), df in models.groupby(["site", "model"], observed=True):
             ax.plot(df["t_s"], df[column], lw=0.8, label=f"{site}/{model}")
         if log2:
@@ -109,6 +108,5 @@ def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
     written = []
     for name, fig in figures.items():
         fig.savefig(out_dir / name, dpi=110)
-        plt.close(fig)
         written.append(out_dir / name)
     return written

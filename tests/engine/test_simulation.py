@@ -195,3 +195,11 @@ def test_external_driving_matches_sensitivity(log):
     sim.send([SetBatchSize(site="dc", model="toy", batch_size=4)])
     sim.run_until(2)
     assert sim.observation().datacenters["dc"].p_w[0] == 4000.0
+
+
+def test_controllers_beyond_the_scenario_list_run_every_control_period(log, tmp_path):
+    extra = ScriptedController(log, name="notebook")
+    sim = Simulation(make_loaded(), str(tmp_path), components=([KilowattSite("dc", log)], TwoBusGrid(log), [extra]))
+    sim.run()
+    assert [e[1] for e in log if e[0] == "control"] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (tmp_path / "summary.json").exists()
