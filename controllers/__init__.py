@@ -11,6 +11,7 @@ from controllers.mpc import MPCController
 from controllers.noop import NoopController
 from controllers.ofo import OFOController
 from controllers.pid import PIDController
+from controllers.rl_policy import RLPolicy
 from controllers.rule_based import RuleBasedController
 from controllers.storage_droop import StorageDroopController
 from controllers.tap_schedule import TapScheduleController
@@ -23,6 +24,7 @@ __all__ = [
     "NoopController",
     "OFOController",
     "PIDController",
+    "RLPolicy",
     "RuleBasedController",
     "StorageDroopController",
     "TapScheduleController",
@@ -37,5 +39,6 @@ STOCK: dict[str, type[Controller]] = {
     "tap_schedule": TapScheduleController,
     "storage_droop": StorageDroopController,
     "load_shift": LoadShiftController,
+    "rl_policy": RLPolicy,
 }
 """Scenario name -> controller class."""

@@ -19,7 +19,7 @@ give spaces of other shapes than the policy's is refused at the start of the run
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -27,8 +27,10 @@ from controllers._base import ControllerConfig
 from openg2g.core.commands import Command
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation
-from openg2g.envs.policy import PolicyMeta, load_policy, read_meta, resolve_policy
-from openg2g.envs.spaces import SpaceLayout
+
+if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when a scenario uses this controller
+    from openg2g.envs.policy import PolicyMeta
+    from openg2g.envs.spaces import SpaceLayout
 
 __all__ = ["RLPolicy"]
 
@@ -45,6 +47,8 @@ class RLPolicy(Controller):
         deterministic: bool = Field(True, description="Take the policy's most likely action (else sample).")
 
     def __init__(self, config: Config):
+        from openg2g.envs.policy import read_meta, resolve_policy
+
         self.config = config
         self.path = resolve_policy(config.policy)
         self.meta: PolicyMeta = read_meta(self.path)
@@ -56,6 +60,9 @@ class RLPolicy(Controller):
 
         :raises ControllerError: the scenario gives other observation/action shapes than the policy's.
         """
+        from openg2g.envs.policy import load_policy
+        from openg2g.envs.spaces import SpaceLayout
+
         super().reset(context, seed)
         if self._model is None:
             self._model, self.meta = load_policy(self.path)

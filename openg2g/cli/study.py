@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from openg2g.cli.sweep import add_engine_options, interrupted
 from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.common import Topology, feeder_topology, read_base
 from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
 from openg2g.studies.siting import run_siting
 from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
-from openg2g.sweep.engines import ENGINES, make_engine
+from openg2g.sweep.engines import make_engine
 from openg2g.sweep.spec import SweepError, read_yaml_mapping
 
 __all__ = ["register"]
@@ -101,8 +102,7 @@ def _hosting(args: argparse.Namespace) -> int:
     try:
         table = run_hosting_capacity(base, config, out, engine, topology=topology, progress=not args.no_progress)
     except KeyboardInterrupt:
-        print(f"interrupted; rerun the same command to resume ({out})", file=sys.stderr)
-        return 130
+        return interrupted(out)
     print(f"model mix per block: {table['model_mix'].iloc[0]}")
     print(
         f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s over {config.duration_s:g} s\n"
@@ -134,8 +134,7 @@ def _siting(args: argparse.Namespace) -> int:
     try:
         table = run_siting(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)
     except KeyboardInterrupt:
-        print(f"interrupted; rerun the same command to resume ({out})", file=sys.stderr)
-        return 130
+        return interrupted(out)
     _print(
         table,
         [
@@ -158,14 +157,7 @@ def _siting(args: argparse.Namespace) -> int:
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
-    p.add_argument(
-        "--workers", type=int, default=1, help="runs at a time (default 1); with --address the cluster's CPUs decide"
-    )
-    p.add_argument(
-        "--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial"
-    )
-    p.add_argument("--address", help="Ray cluster address (host:port or ray://host:port); with --engine ray")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_engine_options(p)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,14 @@ from openg2g.core.errors import ControllerError, G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
 from openg2g.scenario.schema import Scenario, _Model
 
-__all__ = ["LoadedScenario", "load_scenario", "resolve_scenario_path", "build_event_command", "apply_override"]
+__all__ = [
+    "LoadedScenario",
+    "apply_override",
+    "build_event_command",
+    "load_scenario",
+    "read_yaml_mapping",
+    "resolve_scenario_path",
+]
 
 
 @dataclass(frozen=True)
@@ -89,19 +96,29 @@ def _loc(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml_mapping(
+    path: Path,
+    kind: str = "scenario",
+    error: Callable[[list[tuple[str, str]]], G2GError] = ScenarioError,
+) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping of sections.
+
+    :param kind: what the file is, for messages (``"scenario"``, ``"sweep"``).
+    :param error: error class raised with ``[(location, message)]``; locations name the file
+        (and line and column for a syntax error).
+    """
     try:
-        text = path.read_text()
+        text = Path(path).read_text()
     except OSError as exc:
-        raise ScenarioError([(str(path), f"cannot read: {exc.strerror}")]) from None
+        raise error([(str(path), f"cannot read {kind} file: {exc.strerror}")]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ScenarioError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise error([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
     if not isinstance(data, dict):
-        raise ScenarioError([(str(path), "a scenario file must be a mapping of sections (name, grid, ...)")])
+        raise error([(str(path), f"a {kind} file must be a mapping of sections (name, ...)")])
     return data
 
 
@@ -200,7 +217,7 @@ def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Lo
     :raises ScenarioError: with every problem found, each naming file, field path and reason.
     """
     path = resolve_scenario_path(name_or_path)
-    data = _read_yaml(path)
+    data = read_yaml_mapping(path)
     for assignment in overrides:
         apply_override(data, assignment, str(path))
     try:

@@ -10,7 +10,7 @@ import copy
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ __all__ = [
     "make_task",
     "read_base",
     "safe_id",
+    "study_buses",
     "three_phase_buses",
 ]
 
@@ -75,6 +76,12 @@ class BaseScenario:
         if name not in names:
             raise SweepError([(f"{self.path}: datacenters", f"no site named {name!r}; sites: {names}")])
         return names.index(name)
+
+    def with_duration(self, duration_s: float) -> BaseScenario:
+        """This base shortened (or lengthened) to ``duration_s``, kept as a fixed override too."""
+        data = deep(self.data)
+        data["duration_s"] = duration_s
+        return replace(self, data=data, fixed=(*self.fixed, f"duration_s={encode_value(duration_s)}"))
 
     def events_within(self) -> list[dict[str, Any]]:
         """The scenario's events that fall within its (possibly shortened) duration."""
@@ -144,6 +151,20 @@ def feeder_topology(feeder: str) -> Topology:
 def three_phase_buses(topology: Topology) -> list[str]:
     """Buses with phases a, b and c, excluding the source side of the substation."""
     return [b for b, ph in topology.bus_phases.items() if {"a", "b", "c"} <= set(ph) and b not in topology.source_side]
+
+
+def study_buses(given: Sequence[str] | None, topology: Topology | None, field: str, hint: str) -> list[str]:
+    """The buses a study covers: ``given``, else every three-phase bus of ``topology``.
+
+    :param field: the option or study field the buses come from, for the error.
+    :param hint: the error's message when neither buses nor a topology is given.
+    :raises SweepError: no buses given and no topology.
+    """
+    if given:
+        return [str(b) for b in given]
+    if topology is None:
+        raise SweepError([(field, hint)])
+    return three_phase_buses(topology)
 
 
 def safe_id(text: str) -> str:

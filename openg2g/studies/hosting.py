@@ -36,14 +36,12 @@ from openg2g.studies.common import (
     BaseScenario,
     Topology,
     controller_override,
-    deep,
     make_task,
     safe_id,
-    three_phase_buses,
+    study_buses,
 )
 from openg2g.studies.search import MaxSearch
 from openg2g.sweep.engines import Engine
-from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
@@ -191,17 +189,10 @@ def run_hosting_capacity(
     :param topology: the feeder's topology (needed when ``config.buses`` is None, and for plots).
     :raises SweepError: no buses to study, or the base scenario has no site to scale.
     """
-    data = deep(base.data)
-    data["duration_s"] = config.duration_s
-    base = BaseScenario(base.path, base.sha256, data, (*base.fixed, f"duration_s={encode_value(config.duration_s)}"))
+    base = base.with_duration(config.duration_s)
     site_index = base.site_index(config.site)
     mix = model_mix(base.data["datacenters"][site_index], config.mix)
-    if config.buses:
-        buses = [str(b) for b in config.buses]
-    elif topology is not None:
-        buses = three_phase_buses(topology)
-    else:
-        raise SweepError([("--buses", "give the buses (the feeder's topology is not available)")])
+    buses = study_buses(config.buses, topology, "--buses", "give the buses (the feeder's topology is not available)")
     if not buses:
         raise SweepError([("--buses", "no three-phase buses to study")])
     first = config.first_blocks or mix.base_blocks

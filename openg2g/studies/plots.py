@@ -1,45 +1,80 @@
 """Study plots drawn from study tables on the feeder map (bus coordinates from the feeder).
 
-Each function takes a tidy table and a :class:`~openg2g.studies.common.Topology`, writes a PNG
+Each function takes a tidy table (and, for maps, a :class:`~openg2g.studies.common.Topology`),
+builds a pyplot-free figure in the shared openg2g style (:mod:`openg2g.plot.style`), writes a PNG
 when given a path, and returns the figure.
+
+The maps do not use :func:`openg2g.plot.feeder.plot_feeder_map`: that draws one voltage-coloured
+map on a figure of its own, while these draw several panels, each bus coloured by a study figure
+(MW, pu.s) on a shared scale and labelled with its value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from openg2g.plot.style import new_figure, styled
 from openg2g.studies.common import Topology
 
 __all__ = ["draw_feeder", "plot_bus_values", "plot_grouped_bars", "plot_pair_matrix", "plot_ranking"]
 
 
-def draw_feeder(ax: plt.Axes, topology: Topology, label_buses: bool = False) -> None:
-    """The feeder's branches as grey lines and its buses as small dots."""
+def draw_feeder(ax: Axes, topology: Topology) -> None:
+    """The feeder's branches as grey lines and its buses as small dots, without axes."""
     xy = topology.coords
-    for b1, b2 in topology.edges:
-        if b1 in xy and b2 in xy:
-            ax.plot([xy[b1][0], xy[b2][0]], [xy[b1][1], xy[b2][1]], color="0.7", lw=1.2, zorder=1)
+    segments = [[xy[b1], xy[b2]] for b1, b2 in topology.edges if b1 in xy and b2 in xy]
+    ax.add_collection(LineCollection(segments, colors="0.7", linewidths=1.2, zorder=1))
     if xy:
         pts = np.array(list(xy.values()))
         ax.scatter(pts[:, 0], pts[:, 1], s=6, color="0.5", zorder=2)
-    if label_buses:
-        for bus, (x, y) in xy.items():
-            ax.annotate(bus, (x, y), fontsize=6, color="0.4", xytext=(2, 2), textcoords="offset points")
     ax.set_aspect("equal", adjustable="datalim")
+    ax.autoscale_view()
     ax.set_xticks([])
     ax.set_yticks([])
     for side in ax.spines.values():
         side.set_visible(False)
+
+
+def _panels(table: pd.DataFrame, panel: str | None) -> list[tuple[object, pd.DataFrame]]:
+    """``(key, rows)`` per distinct value of ``panel`` in order of appearance; ``[(None, table)]`` without one."""
+    if panel is None:
+        return [(None, table)]
+    return [(key, table[table[panel] == key]) for key in dict.fromkeys(table[panel])]
+
+
+def _finite_norm(values: Iterable[float]) -> Normalize:
+    """Colour scale over the finite ``values`` (0 to 1 when there are none)."""
+    arr = np.asarray(list(values), dtype=float)
+    arr = arr[np.isfinite(arr)]
+    return Normalize(vmin=float(arr.min()) if arr.size else 0.0, vmax=float(arr.max()) if arr.size else 1.0)
+
+
+def _finish_panels(
+    fig: Figure, panel: str | None, keys: Sequence[object], mappable: object, label: str, title: str
+) -> None:
+    """Panel titles, one colour bar for all panels, and the figure title."""
+    axes = fig.axes[: len(keys)]
+    for ax, key in zip(axes, keys):
+        if key is not None:
+            ax.set_title(f"{panel}: {key}", fontsize=10)
+    if mappable is not None:
+        fig.colorbar(mappable, ax=axes, label=label, shrink=0.8)  # type: ignore[arg-type]
+    if title:
+        fig.suptitle(title, fontsize=11)
+
+
+def _save(fig: Figure, path: Path | None) -> Figure:
+    if path is not None:
+        fig.savefig(path, dpi=130, bbox_inches="tight")
+    return fig
 
 
 def plot_bus_values(
@@ -55,50 +90,45 @@ def plot_bus_values(
 ) -> Figure:
     """One map per value of ``panel`` (e.g. controller), each studied bus coloured by ``value``.
 
+    Buses without a finite value get a red edge and ``-``; a ``capped`` row is labelled ``>=``.
+
     :param table: rows with a ``bus`` column and the ``value`` column.
     """
-    panels = list(dict.fromkeys(table[panel])) if panel else [None]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 1, 5.2), squeeze=False)
-    finite = table[value].astype(float).replace([np.inf, -np.inf], np.nan).dropna()
-    norm = Normalize(vmin=float(finite.min()) if len(finite) else 0.0, vmax=float(finite.max()) if len(finite) else 1.0)
+    panels = _panels(table, panel)
+    norm = _finite_norm(table[value])
+    size, font = (220, 7) if table["bus"].nunique() <= 12 else (90, 5)
     mappable = None
-    n_buses = table["bus"].nunique()
-    size, font = (220, 7) if n_buses <= 12 else (90, 5)
-    for ax, key in zip(axes[0], panels):
-        draw_feeder(ax, topology)
-        rows = table if key is None else table[table[panel] == key]
-        for _, row in rows.iterrows():
-            bus = str(row["bus"])
-            if bus not in topology.coords:
+    with styled(**{"axes.grid": False}):
+        fig = new_figure(1, len(panels), figsize=(5.2 * len(panels) + 1, 5.2))
+        for ax, (_, rows) in zip(fig.axes, panels):
+            draw_feeder(ax, topology)
+            rows = rows[rows["bus"].astype(str).isin(list(topology.coords))]
+            if rows.empty:
                 continue
-            x, y = topology.coords[bus]
-            v = float(row[value]) if pd.notna(row[value]) else np.nan
+            buses = rows["bus"].astype(str).tolist()
+            v = pd.to_numeric(rows[value], errors="coerce").to_numpy(dtype=float)
+            ok = np.isfinite(v)
+            x, y = np.array([topology.coords[b] for b in buses]).T
             mappable = ax.scatter(
-                [x],
-                [y],
-                c=[v if np.isfinite(v) else norm.vmin],
+                x,
+                y,
+                c=np.where(ok, v, norm.vmin),
                 cmap=cmap,
                 norm=norm,
                 s=size,
                 zorder=3,
-                edgecolors="k" if np.isfinite(v) else "r",
+                edgecolors=["k" if good else "r" for good in ok],
                 linewidths=0.8,
             )
-            at_least = "\u2265" if bool(row.get("capped", False)) else ""
-            text = f"{bus}\n{at_least}{v:.3g}" if np.isfinite(v) else f"{bus}\n-"
-            ax.annotate(
-                text, (x, y), fontsize=font, ha="center", va="bottom", xytext=(0, 6), textcoords="offset points"
-            )
-        if key is not None:
-            ax.set_title(f"{panel}: {key}", fontsize=10)
-    if mappable is not None:
-        fig.colorbar(mappable, ax=axes[0].tolist(), label=label, shrink=0.8)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-        plt.close(fig)
-    return fig
+            capped = rows["capped"].astype(bool) if "capped" in rows else [False] * len(rows)
+            for bus, bx, by, vi, is_capped in zip(buses, x, y, v, capped):
+                at_least = "\u2265" if is_capped else ""
+                text = f"{bus}\n{at_least}{vi:.3g}" if np.isfinite(vi) else f"{bus}\n-"
+                ax.annotate(
+                    text, (bx, by), fontsize=font, ha="center", va="bottom", xytext=(0, 6), textcoords="offset points"
+                )
+        _finish_panels(fig, panel, [key for key, _ in panels], mappable, label, title)
+    return _save(fig, path)
 
 
 def plot_pair_matrix(
@@ -116,36 +146,25 @@ def plot_pair_matrix(
 
     Rows without ``bus_b`` (a single bus) fill the diagonal.
     """
-    panels = list(dict.fromkeys(table[panel])) if panel else [None]
+    panels = _panels(table, panel)
     n = len(buses)
-    fig, axes = plt.subplots(1, len(panels), figsize=(0.5 * n * len(panels) + 3, 0.5 * n + 2), squeeze=False)
     pos = {b: i for i, b in enumerate(buses)}
-    vals = table[value].astype(float)
-    norm = Normalize(
-        vmin=float(np.nanmin(vals)) if len(vals) else 0.0, vmax=float(np.nanmax(vals)) if len(vals) else 1.0
-    )
+    norm = _finite_norm(table[value])
     image = None
-    for ax, key in zip(axes[0], panels):
-        grid = np.full((n, n), np.nan)
-        rows = table if key is None else table[table[panel] == key]
-        for _, row in rows.iterrows():
-            a = pos.get(str(row["bus_a"]))
-            b = a if row.get("bus_b") is None or pd.isna(row.get("bus_b")) else pos.get(str(row["bus_b"]))
-            if a is not None and b is not None:
-                grid[a, b] = grid[b, a] = float(row[value])
-        image = ax.imshow(grid, cmap=cmap, norm=norm)
-        ax.set_xticks(range(n), buses, rotation=90, fontsize=8)
-        ax.set_yticks(range(n), buses, fontsize=8)
-        if key is not None:
-            ax.set_title(f"{panel}: {key}", fontsize=10)
-    if image is not None:
-        fig.colorbar(image, ax=axes[0].tolist(), label=label, shrink=0.8)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-        plt.close(fig)
-    return fig
+    with styled(**{"axes.grid": False}):
+        fig = new_figure(1, len(panels), figsize=(0.5 * n * len(panels) + 3, 0.5 * n + 2))
+        for ax, (_, rows) in zip(fig.axes, panels):
+            grid = np.full((n, n), np.nan)
+            for _, row in rows.iterrows():
+                a = pos.get(str(row["bus_a"]))
+                b = a if pd.isna(row.get("bus_b")) else pos.get(str(row["bus_b"]))
+                if a is not None and b is not None:
+                    grid[a, b] = grid[b, a] = float(row[value])
+            image = ax.imshow(grid, cmap=cmap, norm=norm)
+            ax.set_xticks(range(n), buses, rotation=90, fontsize=8)
+            ax.set_yticks(range(n), buses, fontsize=8)
+        _finish_panels(fig, panel, [key for key, _ in panels], image, label, title)
+    return _save(fig, path)
 
 
 def plot_ranking(
@@ -159,25 +178,22 @@ def plot_ranking(
 ) -> Figure:
     """Horizontal bars of each of ``values`` for the first ``limit`` rows (already ranked)."""
     rows = table.head(limit)
-    fig, axes = plt.subplots(1, len(values), figsize=(4.5 * len(values), 0.35 * len(rows) + 1.5), squeeze=False)
     labels = rows[label_column].astype(str).tolist()
-    for ax, col in zip(axes[0], values):
-        vals = rows[col].astype(float)
-        ax.barh(range(len(rows)), vals, color="#4c72b0")
-        if col.startswith("v_") and vals.notna().any():
-            span = float(vals.max() - vals.min()) or 0.01
-            ax.set_xlim(float(vals.min()) - 0.1 * span, float(vals.max()) + 0.1 * span)
-        ax.set_yticks(range(len(rows)), labels, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel(col)
-        ax.grid(axis="x", alpha=0.3)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-        plt.close(fig)
-    return fig
+    with styled(**{"axes.grid.axis": "x"}):
+        fig = new_figure(1, len(values), figsize=(4.5 * len(values), 0.35 * len(rows) + 1.5))
+        for ax, col in zip(fig.axes, values):
+            vals = rows[col].astype(float)
+            ax.barh(range(len(rows)), vals, color="#4c72b0")
+            if col.startswith("v_") and vals.notna().any():
+                span = float(vals.max() - vals.min()) or 0.01
+                ax.set_xlim(float(vals.min()) - 0.1 * span, float(vals.max()) + 0.1 * span)
+            ax.set_yticks(range(len(rows)), labels, fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlabel(col)
+        if title:
+            fig.suptitle(title, fontsize=11)
+        fig.tight_layout()
+    return _save(fig, path)
 
 
 def plot_grouped_bars(
@@ -192,25 +208,23 @@ def plot_grouped_bars(
 ) -> Figure:
     """Bars of ``value`` per ``category`` (e.g. bus), one bar per ``group`` (e.g. controller)."""
     cats = list(dict.fromkeys(table[category].astype(str)))
-    groups = list(dict.fromkeys(table[group].astype(str)))
+    keys = table[group].astype(str)
+    groups = list(dict.fromkeys(keys))
     width = 0.8 / max(1, len(groups))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(cats) * max(1, len(groups)) + 2), 4))
     x = np.arange(len(cats))
-    for i, g in enumerate(groups):
-        rows = table[table[group].astype(str) == g].set_index(
-            table[category].astype(str)[table[group].astype(str) == g]
-        )
-        heights = [float(rows[value].get(c, np.nan)) for c in cats]
-        ax.bar(x + (i - (len(groups) - 1) / 2) * width, heights, width, label=f"{group}: {g}")
-    ax.set_xticks(x, cats, rotation=90 if len(cats) > 12 else 0, fontsize=8)
-    ax.set_xlabel(category)
-    ax.set_ylabel(label or value)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-        plt.close(fig)
-    return fig
+    with styled(**{"axes.grid.axis": "y"}):
+        fig = new_figure(figsize=(max(6.0, 0.45 * len(cats) * max(1, len(groups)) + 2), 4))
+        ax = fig.axes[0]
+        for i, g in enumerate(groups):
+            rows = table[keys == g]
+            by_category = dict(zip(rows[category].astype(str), rows[value]))
+            heights = [float(by_category.get(c, np.nan)) for c in cats]
+            ax.bar(x + (i - (len(groups) - 1) / 2) * width, heights, width, label=f"{group}: {g}")
+        ax.set_xticks(x, cats, rotation=90 if len(cats) > 12 else 0, fontsize=8)
+        ax.set_xlabel(category)
+        ax.set_ylabel(label or value)
+        ax.legend(fontsize=8)
+        if title:
+            ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+    return _save(fig, path)

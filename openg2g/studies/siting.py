@@ -29,25 +29,15 @@ from openg2g.studies.common import (
     deep,
     make_task,
     safe_id,
-    three_phase_buses,
+    study_buses,
 )
 from openg2g.studies.spec import SitingSpec
 from openg2g.sweep.engines import Engine
-from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
 
 __all__ = ["rank_placements", "run_siting", "siting_settings", "split_site"]
-
-_FIGURES = (
-    "violation_integral_pu_s",
-    "violation_time_s",
-    "v_min_pu",
-    "v_max_pu",
-    "mean_throughput_tok_s",
-    "energy_mwh",
-)
 
 
 def split_site(site: dict[str, Any], bus_a: str, bus_b: str) -> list[dict[str, Any]]:
@@ -130,16 +120,14 @@ def run_siting(
     :raises SweepError: no candidates, or the base scenario has no such site.
     """
     if spec.duration_s is not None:
-        data = deep(base.data)
-        data["duration_s"] = spec.duration_s
-        base = BaseScenario(base.path, base.sha256, data, (*base.fixed, f"duration_s={encode_value(spec.duration_s)}"))
+        base = base.with_duration(spec.duration_s)
     site_index = base.site_index(spec.site)
-    if isinstance(spec.candidates, list):
-        candidates = [str(b) for b in spec.candidates]
-    elif topology is not None:
-        candidates = three_phase_buses(topology)
-    else:
-        raise SweepError([("candidates", "list the candidate buses (the feeder's topology is not available)")])
+    candidates = study_buses(
+        spec.candidates if isinstance(spec.candidates, list) else None,
+        topology,
+        "candidates",
+        "list the candidate buses (the feeder's topology is not available)",
+    )
     placements: list[tuple[str, ...]] = []
     if spec.singles:
         placements += [(b,) for b in candidates]
@@ -219,8 +207,3 @@ def _plots(table: pd.DataFrame, topology: Topology | None, candidates: list[str]
         path=out / "siting_ranking.png",
         limit=80,
     )
-
-
-def figures() -> tuple[str, ...]:
-    """Summary figures shown for each placement."""
-    return _FIGURES

@@ -27,7 +27,7 @@ from openg2g.engine.recorder import write_json_atomic
 from openg2g.sweep.engines import Engine, make_engine
 from openg2g.sweep.expand import expand_parameters, point_overrides, run_ids
 from openg2g.sweep.spec import LoadedSweep, load_sweep
-from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, completed_record, run_scenario_files
+from openg2g.sweep.tasks import RunFn, RunTask, completed_record, run_scenario_files
 
 __all__ = [
     "SweepResult",
@@ -39,7 +39,6 @@ __all__ = [
     "write_parquet_atomic",
 ]
 
-_RECORD_KEYS = ("run_id", "index", "status", "error")
 _DROP_SUMMARY = ("status", "error")
 
 
@@ -235,24 +234,21 @@ def run_sweep(
         },
     )
     results_path = out / "results.parquet"
-    last_write = [0.0]
-    seen: dict[str, Any] = {"records": {}, "reused": set()}
+    last_write = 0.0
+    seen_records: dict[str, dict[str, Any]] = {}
+    seen_reused: set[str] = set()
 
     def on_update(records: dict[str, dict[str, Any]], reused: set[str]) -> None:
-        seen.update(records=records, reused=reused)
+        nonlocal last_write, seen_records, seen_reused
+        seen_records, seen_reused = records, reused
         now = time.monotonic()
-        if now - last_write[0] >= write_every_s:
+        if now - last_write >= write_every_s:
             write_parquet_atomic(results_table(tasks, records, reused), results_path)
-            last_write[0] = now
+            last_write = now
 
     try:
         execute_tasks(tasks, runner, progress=progress, desc=loaded.spec.name, on_update=on_update)
     finally:
-        table = results_table(tasks, seen["records"], seen["reused"])
+        table = results_table(tasks, seen_records, seen_reused)
         write_parquet_atomic(table, results_path)
-    return SweepResult(table=table, out_dir=out, n_reused=len(seen["reused"]))
-
-
-def is_complete(status: Any) -> bool:
-    """True for the status of a run that finished normally."""
-    return status == COMPLETE
+    return SweepResult(table=table, out_dir=out, n_reused=len(seen_reused))

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openg2g.core.errors import ScenarioError
+from openg2g.scenario import loader
 from openg2g.scenario.loader import resolve_scenario_path
 
 __all__ = [
@@ -185,20 +185,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 def read_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping; errors name the file (and line)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SweepError([(str(path), f"cannot read {kind} file: {exc.strerror}")]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise SweepError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
-    if not isinstance(data, dict):
-        raise SweepError([(str(path), f"a {kind} file must be a mapping of fields (name, base, ...)")])
-    return data
+    """Read a YAML file that must hold a mapping; errors (as :class:`SweepError`) name the file and line."""
+    return loader.read_yaml_mapping(path, kind, SweepError)
 
 
 def validate_model(model: type[BaseModel], data: dict[str, Any], path: Path) -> Any:

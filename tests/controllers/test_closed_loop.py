@@ -1,5 +1,6 @@
-"""Closed loop on the ieee13 reference scenarios, shortened: every voltage controller must cut the
-violation integral that a tap drop causes, and the no-op controller must reproduce the baseline.
+"""Closed loop on the ieee13 reference scenarios, shortened: every voltage controller (and the PID
+on power caps, and load shifting to a second site) must cut the violation integral that a tap drop
+causes, and the no-op controller must reproduce the baseline.
 
 Each run is 120 s of the bundled scenario with the scheduled events replaced by one tap drop at
 10 s (reg1 from [14, 6, 15] to [12, 6, 13]), which pulls the far buses ~0.01 pu under 0.95 pu:
@@ -50,3 +51,36 @@ def test_noop_reproduces_the_baseline(baseline):
         # equal up to solver round-off (the grid solves are batched differently with a controller)
         assert summary[key] == pytest.approx(baseline[key], rel=1e-6)
     assert summary["n_commands"] == 0
+
+
+def test_pid_on_power_caps_cuts_violation_integral(baseline):
+    pid = (
+        "controllers=[{kind: pid, params: {measurement: worst_undervoltage, setpoint: 0.955, actuator: power_cap,"
+        " kp: 2000, ki_per_s: 5000, output_min: 200, output_max: 700}}]"
+    )
+    summary = _run("none", (pid,))
+    assert summary["violation_integral_pu_s"] < 0.25 * baseline["violation_integral_pu_s"]
+
+
+TWO_SITES = (
+    "datacenters=[{name: dc1, bus: '671', base_load_kw_per_phase: 500, gpu_capacity: 7200, models: ["
+    "{model: Llama-3.1-8B, gpus_per_replica: 1, replicas: 720, batch_size: 128},"
+    " {model: Llama-3.1-70B, gpus_per_replica: 4, replicas: 180, batch_size: 128},"
+    " {model: Llama-3.1-405B, gpus_per_replica: 8, replicas: 90, batch_size: 128},"
+    " {model: Qwen3-30B-A3B, gpus_per_replica: 2, replicas: 480, batch_size: 128},"
+    " {model: Qwen3-235B-A22B, gpus_per_replica: 8, replicas: 210, batch_size: 128}]},"
+    " {name: dc2, bus: '633', gpu_capacity: 2000,"
+    " models: [{model: Llama-3.1-8B, gpus_per_replica: 1, replicas: 100, batch_size: 128}]}]"
+)
+
+
+def test_load_shift_moves_load_off_the_stressed_feeder_end():
+    none = _run("none", (TWO_SITES,))
+    shift = (
+        "controllers=[{kind: load_shift, params: {replicas_per_shift: 100, cooldown_s: 20, ramp_s: 10,"
+        " models: [Llama-3.1-8B], max_replicas_moved: {Llama-3.1-8B: 700}}}]"
+    )
+    shifted = _run("none", (TWO_SITES, shift))
+    assert shifted["n_commands"] > 0
+    assert shifted["violation_integral_pu_s"] < 0.5 * none["violation_integral_pu_s"]
+    assert shifted["mean_throughput_tok_s"] == pytest.approx(none["mean_throughput_tok_s"], rel=0.01)

@@ -90,3 +90,28 @@ def test_bad_params():
         MPCController.Config(horizon_steps=0)
     with pytest.raises(ValidationError, match="p_max_kw"):
         MPCController.Config(storage={"name": "b", "site": "dc1", "p_max_kw": -1})
+
+
+def test_cost_gradient_matches_finite_differences():
+    ctx = make_context([toy_model("m1"), toy_model("m2", p_span_w=900.0)], storages=("bat1",))
+    cfg = MPCController.Config(
+        horizon_steps=3,
+        voltage_weight_linear=1e3,
+        switching_weight=0.5,
+        storage={"name": "bat1", "site": "dc1", "p_max_kw": 300.0},
+    )
+    ctrl = MPCController(cfg)
+    ctrl.reset(ctx, 0)
+    prob, _, _ = ctrl.problem(make_observation(ctx, 0.947, sensitivity=-5e-8 * np.ones((6, 3))))
+    prob.move_limit, prob.w_move = 0.5, 10.0
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.uniform(4.0, 8.0, prob.m * prob.n), rng.uniform(-0.5, 0.5, prob.n)])
+    _, grad = prob.cost(z)
+    h = 1e-6
+    numeric = np.array(
+        [
+            (prob.cost(z + h * e, with_grad=False)[0] - prob.cost(z - h * e, with_grad=False)[0]) / (2 * h)
+            for e in np.eye(z.size)
+        ]
+    )
+    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-4)

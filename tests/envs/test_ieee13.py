@@ -120,3 +120,18 @@ def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
     in_env = env.sim.metrics.summary()
     for key in ("violation_integral_pu_s", "energy_mwh", "mean_throughput_tok_s", "n_batch_changes"):
         assert rows[0][1][key] == pytest.approx(in_env[key], rel=1e-9), key
+
+
+def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
+    """``kind: rl_policy`` with the bundled ``ieee13_ppo`` policy, through the loader and the engine."""
+    from pathlib import Path
+
+    import controllers
+    from openg2g.engine.simulation import run_scenario
+
+    if not (Path(controllers.__file__).parent / "policies" / "ieee13_ppo.zip").is_file():
+        pytest.skip("no bundled ieee13_ppo policy")
+    overrides = ["duration_s=10", "events=[]", "controllers=[{kind: rl_policy, params: {policy: ieee13_ppo}}]"]
+    result = run_scenario(SHORT, tmp_path / "run", overrides=overrides)
+    assert result.summary["status"] == "complete"
+    assert (tmp_path / "run" / "summary.json").is_file()
