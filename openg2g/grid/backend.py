@@ -44,7 +44,7 @@ from openg2g.core.commands import (
     SetStoragePower,
     SetTaps,
 )
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
+from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError
 from openg2g.core.protocols import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
@@ -240,8 +240,12 @@ class FeederGrid(GridBackend):
                     min_tap=info.min_tap if rs.min_tap is None else rs.min_tap,
                     max_tap=info.max_tap if rs.max_tap is None else rs.max_tap,
                 )
-                if rs.taps is None:  # the file's taps, brought inside a narrowed range
-                    taps = tuple(min(max(x, b.info.min_tap), b.info.max_tap) for x in taps)
+                outside = [x for x in taps if not b.info.min_tap <= x <= b.info.max_tap]
+                if outside:
+                    raise FeederError(
+                        f"regulator bank {bank}: taps {list(taps)} lie outside the scenario's range "
+                        f"[{b.info.min_tap}, {b.info.max_tap}]"
+                    )
             b.initial_taps = taps
             self._banks[bank] = b
         self._cap_names = {c.lower(): c for c in feeder.capacitors}

@@ -78,14 +78,6 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
             continue
         lo = info.min_tap if reg.min_tap is None else reg.min_tap
         hi = info.max_tap if reg.max_tap is None else reg.max_tap
-        for field_name, value in (("min_tap", reg.min_tap), ("max_tap", reg.max_tap)):
-            if value is not None and not info.min_tap <= value <= info.max_tap:
-                problems.append(
-                    (
-                        f"grid.regulators.{bank}.{field_name}",
-                        f"{field_name} {value} is outside the regulator's own range [{info.min_tap}, {info.max_tap}]",
-                    )
-                )
         if lo >= hi:
             problems.append((f"grid.regulators.{bank}", f"empty tap range: min_tap {lo} >= max_tap {hi}"))
         if reg.taps is not None:
@@ -120,7 +112,7 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
     phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
     (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
     per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
-    scenario's ``min_tap``/``max_tap``, which must lie inside the feeder's), capacitors exist.
+    scenario's ``min_tap``/``max_tap`` when it states them), capacitors exist.
 
     :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario
         file's folder); ``None`` resolves it against the working directory.

@@ -118,8 +118,12 @@ class RegulatorSpec(_Model):
     band_v: float | None = Field(None, gt=0, description="Auto mode: bandwidth override (V on the 120 V base).")
     vreg_v: float | None = Field(None, gt=0, description="Auto mode: set point override (V on the 120 V base).")
     delay_s: float = Field(15.0, ge=0, description="Auto mode: time outside the band before a tap move (s).")
-    min_tap: int | None = Field(None, description="Lowest tap step allowed; None keeps the feeder's (-16 on a 32-step regulator).")
-    max_tap: int | None = Field(None, description="Highest tap step allowed; None keeps the feeder's (+16 on a 32-step regulator).")
+    min_tap: int | None = Field(
+        None, description="Lowest tap step of this regulator; None keeps the feeder's (-16 on a 32-step regulator)."
+    )
+    max_tap: int | None = Field(
+        None, description="Highest tap step of this regulator; None keeps the feeder's (+16 on a 32-step regulator)."
+    )
 
     @model_validator(mode="after")
     def _range(self) -> RegulatorSpec:
