@@ -137,12 +137,13 @@ class Simulation:
         # controllers given beyond the scenario's list (e.g. from a notebook) run every control_s, no delay
         specs = [*sc.controllers, *[ControllerSpec(kind=c.name) for c in controllers[len(sc.controllers) :]]]
         controller_periods = [c.period_s or periods.control_s for c in specs]
-        times = [periods.datacenter_s, periods.grid_s, sc.duration_s, *controller_periods]
+        times = [periods.datacenter_s, periods.grid_s, periods.control_s, sc.duration_s, *controller_periods]
         times += [c.delay_s for c in specs] + [e.t_s for e in sc.events]
         self.clock = Clock(times)
         self._dc_ticks = self.clock.ticks(periods.datacenter_s)
         self._grid_ticks = self.clock.ticks(periods.grid_s)
         self._end_ticks = self.clock.ticks(sc.duration_s)
+        self._control_ticks = self.clock.ticks(periods.control_s)
         self._flush_ticks = max(self._grid_ticks, self._grid_ticks * round(sc.outputs.flush_every_s / float(periods.grid_s)))
         self._controllers = [
             _Scheduled(ctrl, self.clock.ticks(p), self.clock.ticks(spec.delay_s), i)
@@ -270,7 +271,9 @@ class Simulation:
                 self._on_grid_states([self._solve(self.t_s, loads)])
 
     def _is_barrier(self, ticks: int) -> bool:
-        if ticks >= self._stop_ticks or len(self._grid_pending) >= 3600:
+        # Windows close at every control_s whether or not a controller runs, so adding a
+        # controller that does nothing leaves the batching, and so every number, unchanged.
+        if ticks >= self._stop_ticks or ticks % self._control_ticks == 0:
             return True
         return any(ticks % s.period_ticks == 0 for s in self._controllers)
 
