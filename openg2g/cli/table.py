@@ -9,6 +9,8 @@ __all__ = ["SUMMARY_COLUMNS", "format_table"]
 
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
+    ("undervoltage_integral_pu_s", "under (pu.s)", "{:.4f}"),
+    ("overvoltage_integral_pu_s", "over (pu.s)", "{:.4f}"),
     ("violation_time_s", "viol. time (s)", "{:.1f}"),
     ("v_min_pu", "Vmin (pu)", "{:.4f}"),
     ("v_max_pu", "Vmax (pu)", "{:.4f}"),

@@ -3,7 +3,8 @@
 Definitions (``dt`` is the component's own period):
 
 - violation integral (pu.s) = sum over grid steps and monitored bus-phases of
-  ``max(0, v_min - v) + max(0, v - v_max)`` times ``dt``;
+  ``max(0, v_min - v) + max(0, v - v_max)`` times ``dt`` (also reported split into its
+  under-voltage and over-voltage parts);
 - time in violation (s) = sum of ``dt`` over grid steps where any bus-phase is outside limits;
 - energy (MWh) = sum over datacenter steps and sites of facility power times ``dt``;
 - mean throughput (tok/s) = time mean of the summed output throughput of all sites;
@@ -36,6 +37,8 @@ class RunMetrics:
         self.v_min_pu = v_min_pu
         self.v_max_pu = v_max_pu
         self.violation_integral_pu_s = 0.0
+        self.undervoltage_integral_pu_s = 0.0
+        self.overvoltage_integral_pu_s = 0.0
         self.violation_time_s = 0.0
         self.v_lo_pu = np.inf
         self.v_hi_pu = -np.inf
@@ -54,9 +57,13 @@ class RunMetrics:
         self.grid_steps += 1
         if not state.converged:
             self.nonconverged_steps += 1
+        below = np.nan_to_num(np.maximum(self.v_min_pu - state.v_pu, 0.0), nan=0.0)
         violation = violation_pu(state.v_pu, self.v_min_pu, self.v_max_pu)
         total = float(violation.sum())
+        under = float(below.sum())
         self.violation_integral_pu_s += total * dt_s
+        self.undervoltage_integral_pu_s += under * dt_s
+        self.overvoltage_integral_pu_s += (total - under) * dt_s
         if total > 0:
             self.violation_time_s += dt_s
         if np.isfinite(state.v_pu).any():
@@ -86,6 +93,8 @@ class RunMetrics:
         """The figures as a flat dict with unit-suffixed keys."""
         return {
             "violation_integral_pu_s": self.violation_integral_pu_s,
+            "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
+            "overvoltage_integral_pu_s": self.overvoltage_integral_pu_s,
             "violation_time_s": self.violation_time_s,
             "v_min_pu": self.v_lo_pu if self.grid_steps and np.isfinite(self.v_lo_pu) else None,
             "v_max_pu": self.v_hi_pu if self.grid_steps and np.isfinite(self.v_hi_pu) else None,

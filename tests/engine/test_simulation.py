@@ -122,6 +122,8 @@ def test_summary_metrics_by_hand(log, tmp_path):
     v_low = 1 - 9 * 0.00625 - K_PU_PER_W * 1000
     assert summary["v_min_pu"] == pytest.approx(v_low)
     assert summary["violation_integral_pu_s"] == pytest.approx((0.95 - v_low) * 5)
+    assert summary["undervoltage_integral_pu_s"] == summary["violation_integral_pu_s"]
+    assert summary["overvoltage_integral_pu_s"] == 0.0
     assert summary["violation_time_s"] == pytest.approx(5.0)
     assert summary["mean_throughput_tok_s"] == pytest.approx(100.0)
     assert summary["itl_deadline_miss_fraction"] == 0.0
