@@ -190,7 +190,7 @@ class GridSpec(_Model):
     batch: bool = Field(True, description="Solve the steps between control actions in one batch call when possible.")
     v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
     v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
-    monitored_buses: list[Name] | None = Field(None, description="Buses whose phases count for limits; None = all load buses.")
+    monitored_buses: list[Name] | None = Field(None, description="Buses whose phases count for limits; None = every bus past the substation.")
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
     capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
     load_scale: float = Field(1.0, ge=0, description="Multiplier on the feeder's own loads.")
