@@ -17,7 +17,7 @@ from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.policy import load_policy, read_meta
 from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
-from openg2g.envs.training import latest_checkpoint, score_policy, train_policy
+from openg2g.envs.training import TrainSettings, latest_checkpoint, score_policy, train_policy
 from openg2g.scenario.schema import ControllerSpec
 from tests.envs.conftest import TOY_STEPS
 
@@ -133,3 +133,23 @@ def test_cli_registers_train_and_evaluate():
     assert parse_env_settings(args.env) == {"action": "box", "reward": {"voltage": 5}}
     args = parser.parse_args(["evaluate", "p.zip", "--scenarios", "a", "b", "--baseline"])
     assert args.scenarios == ["a", "b"] and args.baseline
+
+
+def test_box_actions_train_and_deploy(tmp_path):
+    """Continuous log2 batch targets: SAC refuses discrete actions; PPO on box trains and deploys."""
+    with pytest.raises(G2GError, match="sac needs continuous actions"):
+        train_policy("toy", tmp_path / "sac", algo="sac", steps=10, progress=False)
+    result = train_policy(
+        "toy",
+        tmp_path / "box",
+        steps=128,
+        overrides=["duration_s=11"],
+        env_config={"action": "box"},
+        settings=TrainSettings(n_steps=64, batch_size=64),
+        eval_episodes=1,
+        progress=False,
+        log=lambda _: None,
+    )
+    assert read_meta(result.policy).env.action == "box"
+    summary = _run_as_controller(result.policy, toy_scenario(11))
+    assert summary["grid_steps"] == 110
