@@ -8,6 +8,7 @@ component's limits raises :class:`~openg2g.core.errors.CommandError`, it is neve
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -187,7 +188,7 @@ def is_datacenter_command(command: Command) -> bool:
 
 def command_name(cls: type[Command]) -> str:
     """The snake_case name a scenario file uses for a command class (``SetTaps`` -> ``set_taps``)."""
-    return "".join("_" + c.lower() if c.isupper() else c for c in cls.__name__).lstrip("_")
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", cls.__name__).lower()
 
 
 COMMANDS: dict[str, type[Command]] = {
