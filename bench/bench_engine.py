@@ -16,7 +16,7 @@ from openg2g.engine.simulation import Simulation, build_components
 from openg2g.scenario.loader import load_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the analytic toys live with the tests
-from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded  # noqa: E402
+from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded
 
 
 def _timed(obj, method: str, bucket: dict, key: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -41,16 +42,16 @@ __all__ = [
 ]
 
 
-class Curve:
+class Curve(ABC):
     """A smooth scalar function of ``x = log2(batch size)`` with its slope."""
 
+    @abstractmethod
     def value(self, x: float | np.ndarray) -> np.ndarray | float:
         """Curve value at ``x``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def slope(self, x: float | np.ndarray) -> np.ndarray | float:
         """Derivative ``dy/dx`` at ``x``."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

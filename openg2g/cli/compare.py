@@ -9,7 +9,7 @@ from pathlib import Path
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError
 
-__all__ = ["register", "read_summary"]
+__all__ = ["read_summary", "register"]
 
 
 def read_summary(run_dir: Path) -> dict:

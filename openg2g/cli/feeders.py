@@ -17,6 +17,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "build":
+            if args.source is None:
+                raise G2GError("feeders build needs --source DIR (the OpenDSS sources, e.g. the IEEE feeders folder)")
             for path in build_feeders(Path(args.source)):
                 print(path)
             return 0
@@ -38,7 +40,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=["list", "build"], nargs="?", default="list")
     p.add_argument(
         "--source",
-        default="../shared/data/feeders",
-        help="folder with the OpenDSS feeder sources (for build; default ../shared/data/feeders)",
+        help="folder with the OpenDSS feeder sources (required for build)",
     )
     p.set_defaults(func=_run)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from openg2g import __version__
 from openg2g.core.errors import G2GError, ScenarioError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 # Each module has register(subparsers), in the order shown by --help.
 _COMMAND_MODULES = (

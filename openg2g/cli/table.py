@@ -41,5 +41,5 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
         lines += ["| " + " | ".join(r) + " |" for r in body]
         return "\n".join(lines)
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
-    fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body)])

@@ -16,7 +16,7 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import Controller
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["stock_controllers", "resolve_controller", "build_controller"]
+__all__ = ["build_controller", "resolve_controller", "stock_controllers"]
 
 
 def stock_controllers() -> dict[str, type[Controller]]:

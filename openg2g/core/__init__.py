@@ -1,12 +1,10 @@
-"""Core types shared by every component: commands, states, interfaces, errors, bundled paths."""
+"""Core types shared by every component, one concept per module.
 
-from openg2g.core.commands import *  # noqa: F403
-from openg2g.core.commands import __all__ as _commands_all
-from openg2g.core.errors import *  # noqa: F403
-from openg2g.core.errors import __all__ as _errors_all
-from openg2g.core.protocols import *  # noqa: F403
-from openg2g.core.protocols import __all__ as _protocols_all
-from openg2g.core.state import *  # noqa: F403
-from openg2g.core.state import __all__ as _state_all
+- :mod:`openg2g.core.commands`: the typed commands controllers and events send;
+- :mod:`openg2g.core.state`: what components report and controllers observe;
+- :mod:`openg2g.core.protocols`: the datacenter, grid and controller interfaces;
+- :mod:`openg2g.core.errors`: the error hierarchy;
+- :mod:`openg2g.core.paths`: where bundled data lives.
+"""
 
-__all__ = [*_commands_all, *_errors_all, *_protocols_all, *_state_all]
+__all__: list[str] = []

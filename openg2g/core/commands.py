@@ -12,25 +12,25 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "COMMANDS",
     "Command",
     "DatacenterCommand",
     "GridCommand",
     "SetBatchSize",
-    "SetPowerCap",
-    "SetReplicas",
-    "ShiftReplicas",
-    "SetSiteOnline",
-    "SetInferenceScale",
-    "SetTaps",
-    "SetRegulatorMode",
     "SetCapacitor",
-    "SetStoragePower",
+    "SetInferenceScale",
+    "SetLineInService",
     "SetLoadScale",
     "SetPVScale",
-    "SetLineInService",
-    "is_datacenter_command",
-    "COMMANDS",
+    "SetPowerCap",
+    "SetRegulatorMode",
+    "SetReplicas",
+    "SetSiteOnline",
+    "SetStoragePower",
+    "SetTaps",
+    "ShiftReplicas",
     "command_name",
+    "is_datacenter_command",
 ]
 
 

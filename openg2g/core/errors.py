@@ -6,14 +6,14 @@ The CLI prints a :class:`G2GError` as one clear message (no traceback) and exits
 from __future__ import annotations
 
 __all__ = [
-    "G2GError",
-    "ScenarioError",
-    "TraceError",
-    "FeederError",
     "CommandError",
     "ControllerError",
-    "SimulationError",
+    "FeederError",
+    "G2GError",
     "PowerFlowError",
+    "ScenarioError",
+    "SimulationError",
+    "TraceError",
 ]
 
 

@@ -17,13 +17,13 @@ from openg2g.core.commands import Command
 from openg2g.core.state import DatacenterState, GridState, Observation
 
 __all__ = [
-    "ModelInfo",
-    "SiteInfo",
-    "RegulatorInfo",
     "ControlContext",
+    "Controller",
     "DatacenterBackend",
     "GridBackend",
-    "Controller",
+    "ModelInfo",
+    "RegulatorInfo",
+    "SiteInfo",
 ]
 
 

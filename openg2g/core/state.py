@@ -14,11 +14,11 @@ import numpy as np
 
 __all__ = [
     "PHASES",
-    "frozen_array",
-    "ModelState",
     "DatacenterState",
     "GridState",
+    "ModelState",
     "Observation",
+    "frozen_array",
 ]
 
 PHASES: tuple[str, str, str] = ("a", "b", "c")

@@ -45,7 +45,7 @@ from openg2g.engine.outputs import RunOutputs
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["Phase", "Simulation", "RunResult", "run_scenario", "build_components"]
+__all__ = ["Phase", "RunResult", "Simulation", "build_components", "run_scenario"]
 
 
 class Phase:

@@ -14,12 +14,12 @@ from matplotlib.figure import Figure
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 
 __all__ = [
-    "read_table",
-    "plot_dc_power",
-    "plot_voltage_envelope",
     "plot_batch_sizes",
+    "plot_dc_power",
     "plot_latency",
     "plot_run",
+    "plot_voltage_envelope",
+    "read_table",
 ]
 
 

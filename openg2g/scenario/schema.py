@@ -21,22 +21,22 @@ from pydantic import (
 )
 
 __all__ = [
-    "Name",
-    "Seconds",
-    "parse_seconds",
-    "Periods",
-    "RegulatorSpec",
-    "PVSpec",
-    "StorageSpec",
+    "ControllerSpec",
+    "EventSpec",
     "ExtraLoadSpec",
     "GridSpec",
     "ModelSpec",
-    "TrainingSpec",
-    "SiteSpec",
-    "ControllerSpec",
-    "EventSpec",
+    "Name",
     "OutputSpec",
+    "PVSpec",
+    "Periods",
+    "RegulatorSpec",
     "Scenario",
+    "Seconds",
+    "SiteSpec",
+    "StorageSpec",
+    "TrainingSpec",
+    "parse_seconds",
 ]
 
 
@@ -48,7 +48,7 @@ def parse_seconds(value: Any) -> Fraction:
     if isinstance(value, Fraction):
         return value
     if isinstance(value, bool):
-        raise ValueError("expected a number of seconds, got a boolean")
+        raise ValueError("expected a number of seconds, got a boolean")  # noqa: TRY004 (pydantic reports ValueError)
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):

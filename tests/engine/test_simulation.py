@@ -13,7 +13,6 @@ from openg2g.core.commands import SetBatchSize, SetTaps
 from openg2g.core.errors import CommandError, ControllerError, SimulationError
 from openg2g.engine.clock import Clock, fraction_gcd
 from openg2g.engine.simulation import Simulation
-
 from tests.engine.toys import K_PU_PER_W, KilowattSite, ScriptedController, TwoBusGrid, make_loaded
 
 
