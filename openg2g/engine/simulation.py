@@ -312,7 +312,7 @@ class Simulation:
             violation = self.metrics.add_grid(state, dt_s)
             if self.outputs is not None:
                 self.outputs.record_grid(state, violation)
-        self._grid_latest = states[-1]
+            self._grid_latest = state  # per state: a Ctrl-C inside this loop leaves the summary in step
         self._sensitivity_cache.clear()
         if self._bar is not None:
             self._bar.update(states[-1].t_s - self._bar.n)
