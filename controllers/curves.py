@@ -16,6 +16,7 @@ continuous ``log2`` batch onto the measured sizes, and one-step moves along them
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from abc import ABC, abstractmethod
@@ -177,9 +178,9 @@ class ModelCurves:
         return cls(
             model=info.model,
             batch_sizes=tuple(int(b) for b in info.batch_sizes),
-            power_w=fit_curve(x, info.power_w),
-            itl_s=fit_curve(x, info.itl_s),
-            throughput_tok_s=fit_curve(x, info.throughput_tok_s),
+            power_w=_fit_cached(tuple(x), tuple(info.power_w)),
+            itl_s=_fit_cached(tuple(x), tuple(info.itl_s)),
+            throughput_tok_s=_fit_cached(tuple(x), tuple(info.throughput_tok_s)),
         )
 
     @property
@@ -191,6 +192,12 @@ class ModelCurves:
     def x_max(self) -> float:
         """log2 of the largest measured batch size."""
         return math.log2(self.batch_sizes[-1])
+
+
+@functools.lru_cache(maxsize=512)
+def _fit_cached(x: tuple[float, ...], y: tuple[float, ...]) -> Curve:
+    # the multi-start fit takes ~0.2 s per model; sweeps and repeated resets see the same data
+    return fit_curve(x, y)
 
 
 def log2_bounds(batch_sizes: Sequence[int]) -> tuple[float, float]:
