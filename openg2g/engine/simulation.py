@@ -460,6 +460,7 @@ class Simulation:
         :raises SimulationError: the run could not continue (summary status ``failed``).
         :raises KeyboardInterrupt: interrupted (summary status ``interrupted``).
         """
+        self.start()  # a failure here has nothing to save and propagates as it is
         try:
             self.run_until(self.scenario.duration_s)
         except KeyboardInterrupt:
