@@ -277,7 +277,7 @@ def _provenance(configs: Sequence[TraceConfig], inputs: dict[str, str]) -> str:
         "   length.",
         "",
         "At run time the replay backend closes each trace into a loop with a 5 s linear cross-fade",
-        "(`openg2g.datacenter.replay.loop_trace`); the stored data are unchanged.",
+        "(`openg2g.datacenter.replay.loop_trace`) that keeps its mean; the stored data are unchanged.",
         "",
         "## Per-configuration summary",
         "",

@@ -37,7 +37,7 @@ from openg2g.core.commands import (
 from openg2g.core.errors import CommandError
 from openg2g.core.protocols import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState
-from openg2g.datacenter.training import training_power_w
+from openg2g.datacenter.training import TrainingJob
 from openg2g.scenario.loader import LoadedScenario, apply_override
 from openg2g.scenario.schema import Scenario, SiteSpec
 
@@ -73,6 +73,7 @@ class ToySite(DatacenterBackend):
     def __init__(self, spec: SiteSpec):
         self.name = spec.name
         self.spec = spec
+        self._training = TrainingJob(spec.training) if spec.training is not None else None
         self._models = {m.model: m for m in spec.models}
         self._sizes = {m.model: tuple(sorted(m.batch_sizes or TOY_BATCH_SIZES)) for m in spec.models}
         self._curves = {m.model: _curves(self._sizes[m.model], m.gpus_per_replica) for m in spec.models}
@@ -123,7 +124,7 @@ class ToySite(DatacenterBackend):
                 name, n, self._batch[name], p, float(itl[i]), n * float(thr[i]), m.itl_deadline_s, miss
             )
             total += p
-        train = float(training_power_w(self.spec.training, t_s)) if self.spec.training else 0.0
+        train = float(self._training.power_w(t_s)) if self._training is not None else 0.0
         p_phase = self.spec.pue * (total + train) / 3.0 + 1000.0 * self.spec.base_load_kw_per_phase
         p_w = np.full(3, p_phase)
         q = p_w * np.tan(np.arccos(self.spec.power_factor))
@@ -227,7 +228,22 @@ def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Seque
         ],
     }
     if training:
-        site["training"] = {"gpus": 4, "start_s": 0.2 * duration_s, "end_s": 0.7 * duration_s, "ramp_s": 2.0}
+        # a plain 2 s square wave, 650 W computing 80 % of the time and 250 W communicating
+        site["training"] = {
+            "gpus": 4,
+            "start_s": 0.2 * duration_s,
+            "end_s": 0.7 * duration_s,
+            "high_w_per_gpu": 650.0,
+            "low_w_per_gpu": 250.0,
+            "high_s": [1.6, 1.6],
+            "low_s": [0.4, 0.4],
+            "noise_w": 0.0,
+            "dips_per_s": 0.0,
+            "smoothing_s": 0.0,
+            "ramp_s": 2.0,
+            "ramp_from_w_per_gpu": 0.0,
+            "peak_w_per_gpu": None,
+        }
     data: dict[str, Any] = {
         "name": "toy",
         "duration_s": duration_s,

@@ -24,13 +24,12 @@ the scenario) with its band and moves one step after the voltage has been outsid
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -55,6 +54,7 @@ from openg2g.grid.network import (
     node_index,
     transformer_winding_admittance,
 )
+from openg2g.grid.profile import Profile
 from openg2g.grid.solver import CompiledNetwork, Solution
 from openg2g.grid.validate import check_against_feeder
 from openg2g.scenario.schema import GridSpec, SiteSpec
@@ -74,32 +74,21 @@ _SENS_DP_W = 1000.0
 """Per-phase active power step of the finite-difference sensitivity (W)."""
 
 
+class _VoltageDependent(Protocol):
+    load_model: str
+    vminpu: float
+    vmaxpu: float
+
+
+def _band(element: _VoltageDependent | None) -> tuple[float, float] | None:
+    """``(vminpu, vmaxpu)`` of an OpenDSS model-1 element, None for constant power."""
+    if element is None or element.load_model == "constant_power":
+        return None
+    return (element.vminpu, element.vmaxpu)
+
+
 def _tan_phi(pf: float) -> float:
     return math.tan(math.acos(min(max(pf, 0.0), 1.0)))
-
-
-@dataclass
-class _Profile:
-    """A piecewise-linear scale profile (held constant outside its range)."""
-
-    t_s: np.ndarray
-    scale: np.ndarray
-
-    @classmethod
-    def read(cls, path: Path, where: str) -> _Profile:
-        try:
-            with path.open(newline="") as fh:
-                rows = list(csv.DictReader(fh))
-            t = np.array([float(r["t_s"]) for r in rows])
-            s = np.array([float(r["scale"]) for r in rows])
-        except (OSError, KeyError, ValueError) as exc:
-            raise ScenarioError([(where, f"cannot read profile {path} (need CSV columns t_s, scale): {exc}")]) from None
-        if t.size == 0 or np.any(np.diff(t) < 0):
-            raise ScenarioError([(where, f"profile {path} is empty or its t_s is not ascending")])
-        return cls(t, s)
-
-    def at(self, t_s: float) -> float:
-        return float(np.interp(t_s, self.t_s, self.scale))
 
 
 @dataclass
@@ -161,6 +150,9 @@ class FeederGrid(GridBackend):
         problems = check_against_feeder(feeder, spec, sites)
         if problems:
             raise ScenarioError(problems)
+        if spec.source_pu is not None:
+            source = dataclasses.replace(feeder.model.source, v_pu=spec.source_pu)
+            feeder = dataclasses.replace(feeder, model=dataclasses.replace(feeder.model, source=source), _net=None)
         self.feeder = feeder
         self.spec = spec
         self._sites = {s.name: s for s in sites}
@@ -171,24 +163,27 @@ class FeederGrid(GridBackend):
         self._load_names = [ld.name for ld in model.loads]
         base_dir = Path(base_dir)
 
-        # constant-PQ ports: one per node that carries a site, PV, storage or extra load
+        # PQ ports: one per node and voltage dependence carrying a site, PV, storage or extra load
         pq_nodes: list[int] = []
-        node_port: dict[int, int] = {}
+        pq_band: list[tuple[float, float]] = []
+        port_of: dict[tuple[int, tuple[float, float] | None], int] = {}
 
-        def ports_for(bus: str, phases: Sequence[str]) -> np.ndarray:
+        def ports_for(bus: str, phases: Sequence[str], element: _VoltageDependent | None = None) -> np.ndarray:
+            band = _band(element)
             out = []
             for ph in phases:
                 node = self._nodes.index[(bus.lower(), ph)]
-                if node not in node_port:
-                    node_port[node] = len(pq_nodes)
+                if (node, band) not in port_of:
+                    port_of[(node, band)] = len(pq_nodes)
                     pq_nodes.append(node)
-                out.append(node_port[node])
+                    pq_band.append(band or (np.nan, np.nan))
+                out.append(port_of[(node, band)])
             return np.array(out, dtype=int)
 
-        self._site_inj = {s.name: _Injection(s.name, ports_for(s.bus, PHASES), PHASES) for s in sites}
-        self._pv = [(_Injection(pv.name, ports_for(pv.bus, pv.phases), tuple(pv.phases)), pv) for pv in spec.pv]
+        self._site_inj = {s.name: _Injection(s.name, ports_for(s.bus, PHASES, s), PHASES) for s in sites}
+        self._pv = [(_Injection(pv.name, ports_for(pv.bus, pv.phases, pv), tuple(pv.phases)), pv) for pv in spec.pv]
         self._pv_profiles = {
-            pv.name: _Profile.read(base_dir / pv.profile, f"grid.pv.{i}.profile")
+            pv.name: Profile.read(base_dir / pv.profile, f"grid.pv.{i}.profile")
             for i, pv in enumerate(spec.pv)
             if pv.profile
         }
@@ -200,12 +195,15 @@ class FeederGrid(GridBackend):
             self._storage[st.name] = _Storage(
                 st.name, st.kw, st.kwh, st.soc0, st.soc_min, st.soc_max, st.efficiency, soc=st.soc0
             )
-        self._extra = [(_Injection(x.name, ports_for(x.bus, x.phases), tuple(x.phases)), x) for x in spec.extra_loads]
+        self._extra = [
+            (_Injection(x.name, ports_for(x.bus, x.phases, x), tuple(x.phases)), x) for x in spec.extra_loads
+        ]
         self._extra_profiles = {
-            x.name: _Profile.read(base_dir / x.profile, f"grid.extra_loads.{i}.profile")
+            x.name: Profile.read(base_dir / x.profile, f"grid.extra_loads.{i}.profile")
             for i, x in enumerate(spec.extra_loads)
             if x.profile
         }
+        self._pq_band = np.array(pq_band, dtype=float).reshape(-1, 2)
         self._pq_nodes = np.array(pq_nodes, dtype=int)
 
         # monitored bus-phases
@@ -283,7 +281,9 @@ class FeederGrid(GridBackend):
                     self.feeder, self._nodes, self._ports.load, self._pq_nodes, self._switching
                 )
             else:
-                net = CompiledNetwork(self._model, self._nodes, self._ports, self._pq_nodes, self._switching)
+                net = CompiledNetwork(
+                    self._model, self._nodes, self._ports, self._pq_nodes, self._switching, self._pq_band
+                )
                 if self._net_prev is not None and self._net_prev.u_last.shape[0] == net.u0.shape[0]:
                     net.u_last = self._net_prev.u_last[:, :1].copy()  # warm start across tap changes
                 self._net = net
@@ -627,15 +627,18 @@ class FeederGrid(GridBackend):
         net = self._compile()
         scale, s_pq = self._last if self._last is not None else (self._branch_scale(), self._s_pq(0.0, {})[:, None])
         nodes = [self._nodes.index[(bus_name, p)] for p in PHASES]
-        extra = [n for n in nodes if n not in set(self._pq_nodes.tolist())]
+        constant = np.isnan(self._pq_band[:, 0])  # perturb a constant-power port: dP is then exact
+        extra = [n for n in nodes if n not in set(self._pq_nodes[constant].tolist())]
         if extra or not isinstance(net, CompiledNetwork):
             pq_nodes = np.concatenate([self._pq_nodes, np.array(extra, dtype=int)])
-            net = CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching)
+            constant = np.concatenate([constant, np.ones(len(extra), dtype=bool)])
+            band = np.concatenate([self._pq_band, np.full((len(extra), 2), np.nan)])
+            net = CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, band)
             s_pq = np.concatenate([s_pq, np.zeros((len(extra), 1), dtype=complex)])
             net.solve(scale, s_pq)
         else:
             pq_nodes = self._pq_nodes
-        pos = [int(np.flatnonzero(pq_nodes == n)[0]) for n in nodes]
+        pos = [int(np.flatnonzero((pq_nodes == n) & constant)[0]) for n in nodes]
         ds = _SENS_DP_W * (1.0 + 1j * _tan_phi(pf))
         cols = np.repeat(s_pq, 6, axis=1)
         for k, p in enumerate(pos):

@@ -3,8 +3,8 @@
 The network (source, lines, transformers, capacitors, nominal load admittances) is linear; its
 impedance matrix ``Z = Y^-1`` is computed once per switching state. The nonlinear part lives on
 "ports": one per load phase branch (OpenDSS load models 1, 2, 4, 5 with their low/high voltage
-fallbacks) and one per node carrying a constant-PQ wye injection (datacenters, PV, storage,
-extra loads). With port voltages ``u = P V`` and currents drawn ``i``, the solution satisfies
+fallbacks) and one per node and voltage dependence carrying wye injections (datacenters, PV,
+storage, extra loads: constant power at any voltage, or OpenDSS load model 1 with its band). With port voltages ``u = P V`` and currents drawn ``i``, the solution satisfies
 
     u = u0 - K i_c(u),    K = P Z P^T,  u0 = P Z I_source,
 
@@ -32,7 +32,10 @@ from openg2g.grid.network import (
     transformer_phase_block,
 )
 
-__all__ = ["CompiledNetwork", "LoadKernel", "Solution"]
+__all__ = ["OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution"]
+
+OPENDSS_VLOWPU = 0.5
+"""OpenDSS's default ``Vlowpu``: below it a model-1 load is its nominal admittance (pu)."""
 
 _DIVERGED_PU = 10.0
 """A port-voltage residual above this (pu) means the iteration is diverging."""
@@ -106,6 +109,36 @@ class LoadKernel:
         return i
 
 
+def _pq_model1(
+    nodes: NodeIndex, pq_nodes: np.ndarray, pq_band: np.ndarray | None
+) -> tuple[np.ndarray, LoadKernel | None]:
+    """The PQ ports with an OpenDSS model-1 band and a kernel for them.
+
+    The kernel's nominal power is 1 W per port; :meth:`LoadKernel.prepare` is then given the
+    port's ``conj(S)`` as its (complex) scale, so every current and fallback admittance comes out
+    proportional to the power of the step.
+    """
+    if pq_band is None or np.isnan(pq_band[:, 0]).all():
+        return np.zeros(0, dtype=int), None
+    dep = np.flatnonzero(~np.isnan(pq_band[:, 0]))
+    n = dep.size
+    ports = LoadPorts(
+        load=np.zeros(n, dtype=int),
+        from_node=pq_nodes[dep],
+        to_node=np.full(n, -1),
+        v_base_v=nodes.v_base_v[pq_nodes[dep]],
+        p_w=np.ones(n),
+        q_var=np.zeros(n),
+        model=np.ones(n, dtype=int),
+        vminpu=pq_band[dep, 0],
+        vmaxpu=pq_band[dep, 1],
+        vlowpu=np.full(n, OPENDSS_VLOWPU),
+        cvrwatts=np.ones(n),
+        cvrvars=np.full(n, 2.0),
+    )
+    return dep, LoadKernel(ports)
+
+
 @dataclass(frozen=True)
 class Solution:
     """A solved set of operating points (one column each).
@@ -130,12 +163,21 @@ class CompiledNetwork:
     :param model: the feeder.
     :param nodes: its node numbering.
     :param ports: its load branches.
-    :param pq_nodes: nodes that carry constant-PQ wye injections.
+    :param pq_nodes: node of each PQ port (wye injections).
     :param state: taps, capacitor and line states.
+    :param pq_band: per PQ port ``(vminpu, vmaxpu)`` of an OpenDSS model-1 element (constant
+        power inside the band, constant impedance outside), NaNs for constant power at any
+        voltage; None = every port constant power.
     """
 
     def __init__(
-        self, model: FeederModel, nodes: NodeIndex, ports: LoadPorts, pq_nodes: np.ndarray, state: Switching
+        self,
+        model: FeederModel,
+        nodes: NodeIndex,
+        ports: LoadPorts,
+        pq_nodes: np.ndarray,
+        state: Switching,
+        pq_band: np.ndarray | None = None,
     ) -> None:
         self.nodes = nodes
         self.ports = ports
@@ -160,6 +202,7 @@ class CompiledNetwork:
         self.u0 = inc @ self.v0
         self.n_load = n_l
         self.kernel = LoadKernel(ports)
+        self._pq_dep, self._pq_kernel = _pq_model1(nodes, self.pq_nodes, pq_band)
         live = energized(model, nodes, state)
         live_ext = np.append(live, True)  # index -1 = ground
         self.live_branch = (live_ext[ports.from_node] & live_ext[ports.to_node])[:, None].astype(float)
@@ -211,6 +254,9 @@ class CompiledNetwork:
         ul, uq = u[: self.n_load], u[self.n_load :]
         il = self.kernel.currents(ul, ctx)
         iq = s_pq_conj / np.conj(uq)
+        if self._pq_kernel is not None:
+            d = self._pq_dep
+            iq[d] = self._pq_kernel.currents(uq[d], self._pq_kernel.prepare(s_pq_conj[d], uq.shape[1]))
         if self.n_dead:
             il[self.dead_branch] = 0.0
             iq[self.dead_pq] = 0.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from openg2g.core.errors import FeederError
+from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
+from openg2g.grid.profile import Profile
 from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["check_against_feeder", "validate_grid"]
@@ -112,7 +113,8 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
     phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
     (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
     per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
-    scenario's ``min_tap``/``max_tap`` when it states them), capacitors exist.
+    scenario's ``min_tap``/``max_tap`` when it states them), capacitors exist, PV and extra-load
+    profiles are readable (``grid.pv.<i>.profile`` ...).
 
     :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario
         file's folder); ``None`` resolves it against the working directory.
@@ -123,4 +125,13 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
         valid = ", ".join(list_feeders())
         msg = str(exc) if "bundled feeders are" in str(exc) else f"{exc} (bundled feeders: {valid})"
         return [("grid.feeder", msg)]
-    return check_against_feeder(feeder, spec, sites)
+    problems = check_against_feeder(feeder, spec, sites)
+    folder = Path(".") if base_dir is None else base_dir
+    for path, items in (("grid.pv", spec.pv), ("grid.extra_loads", spec.extra_loads)):
+        for i, item in enumerate(items):
+            if item.profile is not None:
+                try:
+                    Profile.read(folder / item.profile, f"{path}.{i}.profile")
+                except ScenarioError as exc:
+                    problems.extend(exc.problems)
+    return problems

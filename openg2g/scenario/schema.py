@@ -7,6 +7,7 @@ sizes). ``openg2g schema`` prints this reference as Markdown.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -102,9 +103,7 @@ class Periods(_Model):
     @model_validator(mode="after")
     def _nested(self) -> Periods:
         if self.grid_s % self.datacenter_s:
-            raise ValueError(
-                f"grid_s ({self.grid_s}) must be a whole multiple of datacenter_s ({self.datacenter_s})"
-            )
+            raise ValueError(f"grid_s ({self.grid_s}) must be a whole multiple of datacenter_s ({self.datacenter_s})")
         if self.control_s % self.grid_s:
             raise ValueError(f"control_s ({self.control_s}) must be a whole multiple of grid_s ({self.grid_s})")
         return self
@@ -132,7 +131,21 @@ class RegulatorSpec(_Model):
         return self
 
 
-class PVSpec(_Model):
+class _VoltageDependence(_Model):
+    """How a load or generator's power follows the voltage at its terminals."""
+
+    load_model: Literal["constant_power", "opendss"] = Field(
+        "constant_power",
+        description=(
+            "constant_power: P and Q at any voltage; opendss: OpenDSS load model 1, constant P and Q "
+            "between vminpu and vmaxpu and a constant impedance outside (as the OpenG2G study)."
+        ),
+    )
+    vminpu: float = Field(0.95, gt=0.5, lt=1.0, description="opendss model: lower end of the constant-power band (pu).")
+    vmaxpu: float = Field(1.05, gt=1.0, le=2.0, description="opendss model: upper end of the constant-power band (pu).")
+
+
+class PVSpec(_VoltageDependence):
     """A PV plant: a three-phase (or single-phase) generator following a profile."""
 
     name: Name
@@ -141,7 +154,11 @@ class PVSpec(_Model):
     kw: float = Field(gt=0, description="Rated AC output over all phases (kW).")
     power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
     profile: str | None = Field(
-        None, description="CSV with columns t_s, scale (0-1), relative to the scenario file; None = constant."
+        None,
+        description=(
+            "CSV with columns t_s, scale (>= 0, may exceed 1), relative to the scenario file, read by "
+            "linear interpolation and held outside its range; None = constant."
+        ),
     )
     scale: float = Field(1.0, ge=0, description="Initial output as a fraction of kw when no profile is given.")
 
@@ -165,7 +182,7 @@ class StorageSpec(_Model):
         return self
 
 
-class ExtraLoadSpec(_Model):
+class ExtraLoadSpec(_VoltageDependence):
     """An additional load with an optional time profile."""
 
     name: Name
@@ -173,7 +190,9 @@ class ExtraLoadSpec(_Model):
     kw_per_phase: float = Field(ge=0)
     power_factor: float = Field(0.95, gt=0, le=1)
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
-    profile: str | None = Field(None, description="CSV with columns t_s, scale; None = constant.")
+    profile: str | None = Field(
+        None, description="CSV with columns t_s, scale (>= 0), like a PV profile; None = constant."
+    )
 
 
 class GridSpec(_Model):
@@ -182,15 +201,20 @@ class GridSpec(_Model):
     feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
     solver: Literal["exact", "pandapower"] = Field(
         "exact",
-        description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference."
+        description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference.",
     )
     load_aggregation: Literal["mean", "last"] = Field(
         "mean", description="What a grid solve draws from the datacenter samples since the last solve."
     )
     batch: bool = Field(True, description="Solve the steps between control actions in one batch call when possible.")
+    source_pu: float | None = Field(
+        None, ge=0.8, le=1.2, description="Source voltage (pu); None keeps the feeder file's."
+    )
     v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
     v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
-    monitored_buses: list[Name] | None = Field(None, description="Buses whose phases count for limits; None = every bus past the substation.")
+    monitored_buses: list[Name] | None = Field(
+        None, description="Buses whose phases count for limits; None = every bus past the substation."
+    )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
     capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
     load_scale: float = Field(1.0, ge=0, description="Multiplier on the feeder's own loads.")
@@ -220,25 +244,83 @@ class ModelSpec(_Model):
 
 
 class TrainingSpec(_Model):
-    """A training job: a parameterized load model (not a measured trace), see openg2g.datacenter.training."""
+    """A training job: a parameterized synthetic model (not a measured trace), see openg2g.datacenter.training.
 
-    gpus: int = Field(gt=0)
-    start_s: float = Field(ge=0)
-    end_s: float = Field(gt=0)
-    compute_power_w_per_gpu: float = Field(650.0, gt=0, description="Per-GPU power in compute phases (W).")
-    comm_power_w_per_gpu: float = Field(250.0, gt=0, description="Per-GPU power in communication phases (W).")
-    iteration_s: float = Field(2.0, gt=0, description="Training iteration period (s).")
-    compute_fraction: float = Field(0.8, gt=0, le=1, description="Fraction of an iteration in compute.")
-    ramp_s: float = Field(10.0, ge=0, description="Start-up and shut-down ramp (s).")
+    The defaults are the public OpenG2G study's job (arXiv 2605.05519, gpu2grid/openg2g 0.2.0
+    ``TrainingTraceParams`` and ``TrainingRun``): a 1000 s per-GPU trace of 35-40 s plateaus at
+    225 W and 10-15 s at 175 W with 50 W noise, 0.3 s smoothing, rare 120-125 W dips and an 18 s
+    start-up ramp from 50 W, rescaled to a 400 W peak (mean 253 W per GPU), all GPUs in lockstep.
+    """
+
+    gpus: int = Field(gt=0, le=10_000_000, description="GPUs running the job (reserved in the site's capacity).")
+    start_s: float = Field(ge=0, allow_inf_nan=False, description="Job start (s).")
+    end_s: float = Field(gt=0, allow_inf_nan=False, description="Job end (s); the job draws power in [start_s, end_s).")
+    high_w_per_gpu: float = Field(
+        225.0, gt=0, le=2000, description="Compute plateau level per GPU before the peak rescale (W)."
+    )
+    low_w_per_gpu: float = Field(
+        175.0, ge=0, le=2000, description="Communication plateau level per GPU before the peak rescale (W)."
+    )
+    high_s: tuple[float, float] = Field(
+        (35.0, 40.0), description="Range of compute plateau lengths, drawn uniformly (s)."
+    )
+    low_s: tuple[float, float] = Field(
+        (10.0, 15.0), description="Range of communication plateau lengths, drawn uniformly (s)."
+    )
+    noise_w: float = Field(
+        50.0, ge=0, le=2000, description="Standard deviation of white noise on each 0.1 s sample (W)."
+    )
+    smoothing_s: float = Field(0.3, ge=0, le=60, description="Moving-average window applied after the noise (s).")
+    dips_per_s: float = Field(0.01, ge=0, le=10, description="Rate of brief power dips (1/s, Poisson).")
+    dip_depth_w: tuple[float, float] = Field(
+        (120.0, 125.0), description="Range of dip depths below the current level (W)."
+    )
+    dip_s: tuple[float, float] = Field(
+        (0.06, 0.14), description="Range of dip lengths (s); dips shorter than 0.05 s vanish."
+    )
+    ramp_s: float = Field(
+        18.0, ge=0, le=3600, description="Start-up ramp: power is capped by a line rising over ramp_s (s)."
+    )
+    ramp_from_w_per_gpu: float = Field(
+        50.0, ge=0, le=2000, description="Start of the ramp line, before the peak rescale (W)."
+    )
+    peak_w_per_gpu: float | None = Field(
+        400.0,
+        gt=0,
+        le=1000,
+        description="Rescale the trace so that its maximum is this (W per GPU); None keeps the levels.",
+    )
+    trace_s: float = Field(
+        1000.0, ge=1, le=86_400, description="Length of the synthesized trace, which then repeats (s)."
+    )
+    seed: int = Field(2, ge=0, description="Seed of the trace synthesis (2 reproduces the study's trace).")
+    sync: Literal["lockstep", "independent"] = Field(
+        "lockstep",
+        description=(
+            "lockstep: every GPU follows the same trace (synchronous data-parallel training); "
+            "independent: each 8-GPU server replays it from its own seeded offset."
+        ),
+    )
+
+    @field_validator("high_s", "low_s", "dip_depth_w", "dip_s")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
+            raise ValueError(f"need a finite range 0 <= low <= high, got [{lo}, {hi}]")
+        return v
 
     @model_validator(mode="after")
     def _window(self) -> TrainingSpec:
         if self.end_s <= self.start_s:
             raise ValueError(f"end_s ({self.end_s}) must be after start_s ({self.start_s})")
+        for name in ("high_s", "low_s"):
+            if getattr(self, name)[0] < 0.1:
+                raise ValueError(f"{name}: plateaus must last at least one 0.1 s sample, got {getattr(self, name)}")
         return self
 
 
-class SiteSpec(_Model):
+class SiteSpec(_VoltageDependence):
     """A datacenter site on one three-phase bus."""
 
     name: Name = Field(description="Site name (commands and outputs use it).")
@@ -335,9 +417,27 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         if self.duration_s % self.periods.grid_s:
-            raise ValueError(f"duration_s ({self.duration_s}) must be a whole multiple of periods.grid_s ({self.periods.grid_s})")
+            raise ValueError(
+                f"duration_s ({self.duration_s}) must be a whole multiple of periods.grid_s ({self.periods.grid_s})"
+            )
         names = [s.name for s in self.datacenters]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"datacenter site names must be unique, repeated: {sorted(dup)}")
+        if self.grid.solver == "pandapower":
+            dependent = [
+                f"{path}.{i}.load_model"
+                for path, items in (
+                    ("datacenters", self.datacenters),
+                    ("grid.pv", self.grid.pv),
+                    ("grid.extra_loads", self.grid.extra_loads),
+                )
+                for i, item in enumerate(items)
+                if item.load_model != "constant_power"
+            ]
+            if dependent:
+                raise ValueError(
+                    f"{', '.join(dependent)}: load_model opendss needs grid.solver exact "
+                    "(the pandapower reference mode draws constant power)"
+                )
         return self

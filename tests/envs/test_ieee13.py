@@ -1,27 +1,21 @@
-"""The env and the rl_policy controller on the real backends (bundled traces, openg2g-ieee13 feeder).
-
-Skipped when the real scenario cannot be built in this checkout.
-"""
+"""The env and the rl_policy controller on the real backends (bundled traces, openg2g-ieee13 feeder)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from openg2g.core.errors import G2GError
 from openg2g.envs import G2GEnv
 
-SHORT = "scenarios/rl_ieee13_short.yaml"
+SHORT = Path(__file__).resolve().parents[2] / "scenarios" / "rl_ieee13_short.yaml"
 
 
 @pytest.fixture(scope="module")
 def real_env():
-    try:
-        env = G2GEnv.from_scenario(SHORT, episode_steps=12)
-    except (G2GError, ImportError) as exc:  # backends or data not available
-        pytest.skip(f"real scenario unavailable: {exc}")
-    return env
+    return G2GEnv.from_scenario(SHORT, episode_steps=12)
 
 
 def test_check_env_on_ieee13(real_env):

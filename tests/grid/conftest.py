@@ -43,19 +43,35 @@ def shared_feeders() -> Path:
 
 
 def opendss_voltages(
-    master: Path, taps: dict[str, float], dc: tuple[str, float, float] | None = None
+    master: Path,
+    taps: dict[str, float],
+    dc: tuple[str, float, float] | None = None,
+    model1_loads: tuple[tuple[str, str, float, float], ...] = (),
+    source_pu: float | None = None,
 ) -> dict[str, float]:
     """OpenDSS's own solution, controls off: ``{"<bus>.<phase>": pu}``.
 
     :param master: OpenDSS master file.
     :param taps: transformer name -> winding-2 tap (pu).
     :param dc: optional ``(bus, kW total, pf)`` balanced wye constant-PQ load.
+    :param model1_loads: ``(bus, phase, kW, kvar)`` single-phase wye loads of OpenDSS model 1
+        with its default band (vminpu 0.95, vmaxpu 1.05), as the OpenG2G study attaches its
+        datacenters, PV (negative kW) and loads.
+    :param source_pu: source voltage, None = the file's.
     """
     dss = pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
     dss.Text.Command("clear")
     dss.Text.Command(f'compile "{master}"')
     for name, tap in taps.items():
         dss.Text.Command(f"transformer.{name}.taps=[1 {tap!r}]")
+    if source_pu is not None:
+        dss.Text.Command(f"edit vsource.source pu={source_pu!r}")
+    for i, (bus, phase, kw, kvar) in enumerate(model1_loads):
+        dss.Circuit.SetActiveBus(bus)
+        dss.Text.Command(
+            f"new load.m1_{i} bus1={bus}.{'abc'.index(phase) + 1} phases=1 conn=wye model=1 "
+            f"kv={dss.Bus.kVBase()!r} kw={kw!r} kvar={kvar!r}"
+        )
     if dc is not None:
         bus, kw, pf = dc
         kvar = kw * np.tan(np.arccos(pf))

@@ -1,0 +1,7 @@
+"""``python -m openg2g``: the same command line as ``openg2g``."""
+
+import sys
+
+from openg2g.cli.main import main
+
+sys.exit(main())
