@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,14 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
         raise ScenarioError([(source, f"--set {assignment!r}: expected dotted.key=value")])
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ScenarioError(
+            [(source, f"--set {key}: value is not valid YAML: {getattr(exc, 'problem', exc)}")]
+        ) from None
+    except RecursionError:
+        raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
     parts = key.split(".")
     node: Any = data
     for i, part in enumerate(parts):
@@ -96,6 +103,21 @@ def _loc(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping (YAML would keep the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(
     path: Path,
     kind: str = "scenario",
@@ -108,15 +130,19 @@ def read_yaml_mapping(
         (and line and column for a syntax error).
     """
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise error([(str(path), f"cannot read {kind} file: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        raise error([(str(path), f"not UTF-8 text (byte {exc.start}): save the {kind} file as UTF-8")]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise error([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    except RecursionError:
+        raise error([(str(path), "nested too deeply to read")]) from None
     if not isinstance(data, dict):
         raise error([(str(path), f"a {kind} file must be a mapping of sections (name, ...)")])
     return data
@@ -183,7 +209,10 @@ def _check_controllers(scenario: Scenario, base_dir: Path) -> list[tuple[str, st
             problems.append((f"controllers.{i}.kind", str(exc)))
         if spec.period_s is not None and spec.period_s % scenario.periods.grid_s:
             problems.append(
-                (f"controllers.{i}.period_s", f"{spec.period_s} s is not a whole multiple of periods.grid_s ({scenario.periods.grid_s})")
+                (
+                    f"controllers.{i}.period_s",
+                    f"{spec.period_s} s is not a whole multiple of periods.grid_s ({scenario.periods.grid_s})",
+                )
             )
     return problems
 

@@ -22,6 +22,9 @@ from pydantic import (
 )
 
 __all__ = [
+    "MAX_DURATION_S",
+    "MAX_STEPS",
+    "MAX_TAP_STEPS",
     "ControllerSpec",
     "EventSpec",
     "ExtraLoadSpec",
@@ -41,6 +44,14 @@ __all__ = [
 ]
 
 
+MAX_DURATION_S = 366 * 86_400
+"""Longest run accepted (s): a leap year."""
+MAX_STEPS = 10**9
+"""Most datacenter steps in one run (about 30 h of wall time at 0.1 ms per step)."""
+MAX_TAP_STEPS = 32
+"""Largest tap step magnitude a scenario may allow (32 x 0.625 % = 20 % on a standard regulator)."""
+
+
 def parse_seconds(value: Any) -> Fraction:
     """Read a time in seconds as an exact rational: ``1``, ``0.1``, ``"1/10"`` all work.
 
@@ -53,11 +64,13 @@ def parse_seconds(value: Any) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number of seconds")
         return Fraction(repr(value))
     if isinstance(value, str):
         try:
             return Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
+        except (ValueError, ZeroDivisionError, OverflowError):
             raise ValueError(f"{value!r} is not a number of seconds (write e.g. 0.1 or 1/10)") from None
     raise ValueError(f"expected a number of seconds, got {type(value).__name__}")
 
@@ -67,7 +80,7 @@ def _name(value: Any) -> Any:
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-Name = Annotated[str, BeforeValidator(_name)]
+Name = Annotated[str, BeforeValidator(_name), Field(min_length=1)]
 """A bus or element name; numbers are read as their text."""
 
 Seconds = Annotated[
@@ -79,7 +92,7 @@ Seconds = Annotated[
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False)
 
 
 class Periods(_Model):
@@ -114,14 +127,22 @@ class RegulatorSpec(_Model):
 
     taps: list[int] | None = Field(None, description="Per-phase tap steps; None keeps the feeder file's.")
     mode: Literal["fixed", "auto"] = Field("fixed", description="fixed taps, or the bank's own band control.")
-    band_v: float | None = Field(None, gt=0, description="Auto mode: bandwidth override (V on the 120 V base).")
-    vreg_v: float | None = Field(None, gt=0, description="Auto mode: set point override (V on the 120 V base).")
+    band_v: float | None = Field(None, gt=0, le=20, description="Auto mode: bandwidth override (V on the 120 V base).")
+    vreg_v: float | None = Field(
+        None, ge=90, le=150, description="Auto mode: set point override (V on the 120 V base)."
+    )
     delay_s: float = Field(15.0, ge=0, description="Auto mode: time outside the band before a tap move (s).")
     min_tap: int | None = Field(
-        None, description="Lowest tap step of this regulator; None keeps the feeder's (-16 on a 32-step regulator)."
+        None,
+        ge=-MAX_TAP_STEPS,
+        le=MAX_TAP_STEPS,
+        description="Lowest tap step of this regulator; None keeps the feeder's (-16 on a 32-step regulator).",
     )
     max_tap: int | None = Field(
-        None, description="Highest tap step of this regulator; None keeps the feeder's (+16 on a 32-step regulator)."
+        None,
+        ge=-MAX_TAP_STEPS,
+        le=MAX_TAP_STEPS,
+        description="Highest tap step of this regulator; None keeps the feeder's (+16 on a 32-step regulator).",
     )
 
     @model_validator(mode="after")
@@ -213,7 +234,7 @@ class GridSpec(_Model):
     v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
     v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
     monitored_buses: list[Name] | None = Field(
-        None, description="Buses whose phases count for limits; None = every bus past the substation."
+        None, min_length=1, description="Buses whose phases count for limits; None = every bus past the substation."
     )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
     capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
@@ -229,6 +250,10 @@ class GridSpec(_Model):
     def _limits(self) -> GridSpec:
         if not self.v_min_pu < self.v_max_pu:
             raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
+        names = [e.name for e in (*self.pv, *self.storage, *self.extra_loads)]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")
         return self
 
 
@@ -240,7 +265,7 @@ class ModelSpec(_Model):
     replicas: int = Field(ge=0, description="Replica count at the start.")
     batch_size: int = Field(gt=0, description="Initial batch size (a measured max_num_seqs).")
     batch_sizes: list[int] | None = Field(None, description="Batch sizes controllers may set; None = all measured.")
-    itl_deadline_s: float | None = Field(None, gt=0, description="Inter-token latency deadline (s).")
+    itl_deadline_s: float | None = Field(None, ge=1e-3, le=60, description="Inter-token latency deadline (s).")
 
 
 class TrainingSpec(_Model):
@@ -329,7 +354,9 @@ class SiteSpec(_VoltageDependence):
     power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
     pue: float = Field(1.0, ge=1, description="Power usage effectiveness: facility power / IT power.")
     base_load_kw_per_phase: float = Field(0.0, ge=0, description="Constant non-GPU load per phase (kW).")
-    gpu_capacity: int | None = Field(None, gt=0, description="GPUs installed; None = exactly those the models use.")
+    gpu_capacity: int | None = Field(
+        None, gt=0, le=10_000_000, description="GPUs installed; None = exactly those the models use."
+    )
     models: list[ModelSpec] = Field(min_length=1)
     training: TrainingSpec | None = None
 
@@ -356,6 +383,13 @@ class ControllerSpec(_Model):
     def _delay(cls, v: Fraction) -> Fraction:
         if v < 0:
             raise ValueError(f"must be >= 0 s, got {v}")
+        return v
+
+    @field_validator("period_s")
+    @classmethod
+    def _period(cls, v: Fraction | None) -> Fraction | None:
+        if v is not None and v <= 0:
+            raise ValueError(f"must be > 0 s, got {v}")
         return v
 
 
@@ -412,10 +446,20 @@ class Scenario(_Model):
     def _duration(cls, v: Fraction) -> Fraction:
         if v <= 0:
             raise ValueError(f"must be > 0 s, got {v}")
+        if v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
         return v
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        steps = self.duration_s / self.periods.datacenter_s
+        if steps > MAX_STEPS:
+            raise ValueError(
+                f"duration_s / periods.datacenter_s = {float(steps):.3g} steps, more than the {MAX_STEPS:.0e} a run "
+                "can hold: lengthen datacenter_s or shorten the run"
+            )
         if self.duration_s % self.periods.grid_s:
             raise ValueError(
                 f"duration_s ({self.duration_s}) must be a whole multiple of periods.grid_s ({self.periods.grid_s})"

@@ -25,7 +25,13 @@ BASE: dict[str, Any] = {
             "bus": "671",
             "base_load_kw_per_phase": 100,
             "models": [
-                {"model": "Llama-3.1-8B", "gpus_per_replica": 1, "replicas": 100, "batch_size": 128, "itl_deadline_s": 0.08},
+                {
+                    "model": "Llama-3.1-8B",
+                    "gpus_per_replica": 1,
+                    "replicas": 100,
+                    "batch_size": 128,
+                    "itl_deadline_s": 0.08,
+                },
                 {"model": "Llama-3.1-70B", "gpus_per_replica": 4, "replicas": 20, "batch_size": 64},
             ],
         }
@@ -78,6 +84,34 @@ CASES: list[tuple[str, str, str]] = [
     ("events.0.site=dc9", "events.0.site", "dc1"),
     ("events.0.batch_size=large", "events.0.batch_size", "integer"),
     ("events.0.colour=red", "events.0.colour", "Extra inputs"),
+    # hostile values that used to pass
+    ("grid.v_max_pu=.inf", "grid.v_max_pu", "finite"),
+    ("outputs.flush_every_s=.nan", "outputs.flush_every_s", "finite"),
+    ("duration_s=.inf", "duration_s", "finite"),
+    ("duration_s=1e12", "duration_s", "longer than a year"),
+    ("grid.regulators.reg1={taps: [900, 8, 11], max_tap: 1000}", "grid.regulators.reg1.max_tap", "32"),
+    ("grid.regulators.reg1={mode: auto, vreg_v: 1e9}", "grid.regulators.reg1.vreg_v", "150"),
+    ("controllers.0.period_s=0", "controllers.0.period_s", "> 0"),
+    ("controllers.0.period_s=-1", "controllers.0.period_s", "> 0"),
+    ("datacenters.0.models.0.itl_deadline_s=1e-12", "datacenters.0.models.0.itl_deadline_s", "0.001"),
+    ("datacenters.0.name=''", "datacenters.0.name", "at least 1"),
+    ("datacenters.0.gpu_capacity=1000000000000", "datacenters.0.gpu_capacity", "10000000"),
+    ("grid.monitored_buses=[]", "grid.monitored_buses", "at least 1"),
+    ("grid.pv=[{name: x, bus: 675, kw: 10}, {name: x, bus: 680, kw: 10}]", "grid", "unique"),
+    ("datacenters.0.load_model=zip", "datacenters.0.load_model", "opendss"),
+    ("datacenters.0.vminpu=0.3", "datacenters.0.vminpu", "0.5"),
+    (
+        "datacenters.0.training={gpus: 8, start_s: 0, end_s: 5, peak_w_per_gpu: 5000}",
+        "datacenters.0.training.peak_w_per_gpu",
+        "1000",
+    ),
+    (
+        "grid.extra_loads=[{name: l, bus: nowhere, kw_per_phase: 5, profile: p.csv}]",
+        "grid.extra_loads.0.bus",
+        "nowhere",
+    ),
+    ("grid.pv=[{name: p, bus: 675, kw: 5, profile: missing.csv}]", "grid.pv.0.profile", "missing.csv"),
+    ("grid.source_pu=3", "grid.source_pu", "1.2"),
 ]
 
 
@@ -85,6 +119,29 @@ def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "reason"),
+    [
+        (["duration_s=31000000", "periods={datacenter_s: 0.01, grid_s: 0.01, control_s: 1}"], "(top level)", "steps"),
+        (
+            ["datacenters.0.gpu_capacity=200", "datacenters.0.training={gpus: 500, start_s: 0, end_s: 5}"],
+            "datacenters.0",
+            "capacity",
+        ),
+    ],
+)
+def test_bad_combination_is_refused(tmp_path, overrides, field, reason):
+    data = copy.deepcopy(BASE)
+    for override in overrides:
+        apply_override(data, override, "test")
+    path = _write(tmp_path, data)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert any(loc.startswith(f"{path}: {field}") and reason in msg for loc, msg in info.value.problems), (
+        info.value.problems
+    )
 
 
 def test_base_scenario_is_valid(tmp_path):
@@ -114,12 +171,31 @@ def test_yaml_syntax_error_names_line(tmp_path):
         load_scenario(path)
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"name: a\nname: b\n", "key 'name' appears twice"),
+        (b"name: caf\xe9\n", "not UTF-8"),
+        (b"name: " + b"[" * 20000 + b"\n", "nested too deeply"),
+        (b"name: !!python/object:os.system {}\n", "not valid YAML"),
+    ],
+    ids=["duplicate-key", "latin-1", "deep-nesting", "python-tag"],
+)
+def test_unreadable_yaml_is_refused(tmp_path, content, reason):
+    path = tmp_path / "hostile.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ScenarioError, match=reason):
+        load_scenario(path)
+
+
 def test_controller_param_type_error_names_controller(tmp_path):
     data = copy.deepcopy(BASE)
     data["controllers"] = [{"kind": "tap_schedule", "params": {"schedule": "at noon"}}]
     with pytest.raises(ScenarioError) as info:
         load_scenario(_write(tmp_path, data))
-    assert any(loc.endswith("controllers.0.params.schedule") and "tap_schedule" in msg for loc, msg in info.value.problems)
+    assert any(
+        loc.endswith("controllers.0.params.schedule") and "tap_schedule" in msg for loc, msg in info.value.problems
+    )
 
 
 def test_validate_cli_exit_codes(tmp_path, capsys):
@@ -141,6 +217,12 @@ def test_run_refuses_invalid_scenario_without_traceback(tmp_path, capsys):
     assert main(["run", str(_write(tmp_path, data)), "--out", str(tmp_path / "out")]) == 2
     assert "grid.feeder" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("override", ["duration_s=[1", "name=*x", "name=!!python/name:os.system", "x=" + "[" * 20000])
+def test_set_override_bad_yaml(tmp_path, override):
+    with pytest.raises(ScenarioError, match="--set"):
+        load_scenario(_write(tmp_path, BASE), [override])
 
 
 def test_set_override_bad_path(tmp_path):
