@@ -1,4 +1,4 @@
-"""``openg2g study hosting-capacity|siting``: studies built from many short runs of a base scenario.
+"""``openg2g study hosting-capacity|siting|pv-placement``: studies built from runs of a base scenario.
 
 ``hosting-capacity FEEDER`` finds, per bus, the largest datacenter (the base scenario's model
 mix, scaled) hosted without voltage violations (or within ``--tolerance-pu-s``), with each
@@ -7,6 +7,9 @@ base scenario file, or a hosting-capacity study file (``study: hosting_capacity`
 
 ``siting STUDY.yaml`` places a datacenter on candidate buses (and pairs of buses) and ranks the
 placements by violation integral and throughput.
+
+``pv-placement STUDY.yaml`` chooses where to build PV plants and how big: a MILP over voltages
+linearized at operating points of the base scenario, then a run with the plan as a check.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.common import Topology, feeder_topology, read_base
 from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
+from openg2g.studies.pv_placement import run_pv_placement
 from openg2g.studies.siting import run_siting
-from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
+from openg2g.studies.spec import HostingSpec, PVPlacementSpec, SitingSpec, load_study
 from openg2g.sweep.engines import make_engine
 from openg2g.sweep.spec import SweepError, read_yaml_mapping
 
@@ -155,14 +159,65 @@ def _siting(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pv_placement(args: argparse.Namespace) -> int:
+    loaded = load_study(args.study, PVPlacementSpec)
+    spec: PVPlacementSpec = loaded.spec  # type: ignore[assignment]
+    topology = _topology(loaded.base.feeder, required=False)
+    out = Path(args.out) if args.out else Path("runs") / spec.name
+    engine = _engine(args, spec.retries)
+    try:
+        result = run_pv_placement(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        return interrupted(out)
+    plan = result.plan
+    terms = plan["terms_per_year"]
+    gap = "n/a" if plan["mip_gap"] is None else f"{plan['mip_gap']:.2g}"
+    print(f"MILP {plan['status']} (gap {gap}, {plan['solve_time_s']:.1f} s, {len(plan['rounds'])} rounds)")
+    n = len(plan["plan"])
+    print(
+        f"plan: {n} plant{'' if n == 1 else 's'}, {plan['total_kw']:,.0f} kW, {plan['pv_energy_mwh_per_year']:,.0f} MWh/yr"
+    )
+    print(
+        f"per year: objective {plan['objective_per_year']:,.0f} = investment {terms['investment']:,.0f}"
+        f" + sites {terms['site_cost']:,.0f} - energy {terms['energy_value']:,.0f}"
+        f" + violation penalty {terms['violation_penalty']:,.0f}"
+        f" (without PV {plan['violation_penalty_without_pv_per_year']:,.0f})\n"
+    )
+    _print(
+        result.candidates,
+        ["bus", "zone", "chosen", "kw", "dv_self_pu_per_mw", "dv_max_pu_per_mw", "linear_hosting_kw"],
+    )
+    print()
+    _print(
+        result.validation,
+        [
+            "case",
+            "status",
+            "pv_kw",
+            "violation_integral_pu_s",
+            "overvoltage_integral_pu_s",
+            "undervoltage_integral_pu_s",
+            "violation_time_s",
+            "v_min_pu",
+            "v_max_pu",
+            "pv_energy_kwh",
+            "max_model_error_pu",
+        ],
+    )
+    for _, row in result.validation[result.validation["status"] != "complete"].iterrows():
+        print(f"{row['case']}: {row['status']}: {row['error']}", file=sys.stderr)
+    print(f"\ntables, plan.json and plots: {out}")
+    return 0
+
+
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
     add_engine_options(p)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``study`` sub-command with ``hosting-capacity`` and ``siting``."""
-    p = subparsers.add_parser("study", help="hosting capacity and siting studies", description=__doc__)
+    """Add the ``study`` sub-command with ``hosting-capacity``, ``siting`` and ``pv-placement``."""
+    p = subparsers.add_parser("study", help="hosting capacity, siting and PV placement studies", description=__doc__)
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
 
     h = sub.add_parser("hosting-capacity", help="largest datacenter each bus hosts", description=__doc__)
@@ -186,3 +241,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("study", help="siting study YAML (see scenarios/study_*_siting.yaml)")
     _engine_options(s)
     s.set_defaults(func=_siting)
+
+    v = sub.add_parser("pv-placement", help="where to build PV plants, and how big", description=__doc__)
+    v.add_argument("study", help="PV placement study YAML (see scenarios/study_*_pv_placement.yaml)")
+    _engine_options(v)
+    v.set_defaults(func=_pv_placement)

@@ -1,4 +1,4 @@
-"""Studies built on sweeps: hosting capacity per bus, and datacenter siting."""
+"""Studies built on sweeps: hosting capacity per bus, datacenter siting, and PV placement."""
 
 from openg2g.studies.common import (
     BaseScenario,
@@ -9,18 +9,39 @@ from openg2g.studies.common import (
     three_phase_buses,
 )
 from openg2g.studies.hosting import HostingConfig, ModelMix, hosting_settings, model_mix, run_hosting_capacity
+from openg2g.studies.pv_placement import (
+    PlacementProblem,
+    PlacementSolution,
+    PVPlacementResult,
+    run_pv_placement,
+    solve_placement,
+)
 from openg2g.studies.search import MaxSearch, bisect_max
 from openg2g.studies.siting import rank_placements, run_siting, siting_settings, split_site
-from openg2g.studies.spec import HostingSpec, LoadedStudy, SitingSpec, load_study
+from openg2g.studies.spec import (
+    STUDY_KINDS,
+    HostingSpec,
+    LoadedStudy,
+    PVPlacementSpec,
+    SitingSpec,
+    StudySpec,
+    load_study,
+)
 
 __all__ = [
+    "STUDY_KINDS",
     "BaseScenario",
     "HostingConfig",
     "HostingSpec",
     "LoadedStudy",
     "MaxSearch",
     "ModelMix",
+    "PVPlacementResult",
+    "PVPlacementSpec",
+    "PlacementProblem",
+    "PlacementSolution",
     "SitingSpec",
+    "StudySpec",
     "Topology",
     "bisect_max",
     "controller_override",
@@ -31,8 +52,10 @@ __all__ = [
     "rank_placements",
     "read_base",
     "run_hosting_capacity",
+    "run_pv_placement",
     "run_siting",
     "siting_settings",
+    "solve_placement",
     "split_site",
     "three_phase_buses",
 ]

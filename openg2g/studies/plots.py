@@ -1,4 +1,4 @@
-"""Study plots drawn from study tables on the feeder map (bus coordinates from the feeder).
+"""Study plots drawn from study tables, most on the feeder map (bus coordinates from the feeder).
 
 Each function takes a tidy table (and, for maps, a :class:`~openg2g.studies.common.Topology`),
 builds a pyplot-free figure in the shared openg2g style (:mod:`openg2g.plot.style`), writes a PNG
@@ -24,7 +24,15 @@ from matplotlib.figure import Figure
 from openg2g.plot.style import new_figure, styled
 from openg2g.studies.common import Topology
 
-__all__ = ["draw_feeder", "plot_bus_values", "plot_grouped_bars", "plot_pair_matrix", "plot_ranking"]
+__all__ = [
+    "draw_feeder",
+    "plot_bus_values",
+    "plot_grouped_bars",
+    "plot_operating_voltages",
+    "plot_pair_matrix",
+    "plot_plants",
+    "plot_ranking",
+]
 
 
 def draw_feeder(ax: Axes, topology: Topology) -> None:
@@ -224,6 +232,100 @@ def plot_grouped_bars(
         ax.set_xlabel(category)
         ax.set_ylabel(label or value)
         ax.legend(fontsize=8)
+        if title:
+            ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_plants(topology: Topology, table: pd.DataFrame, *, title: str = "", path: Path | None = None) -> Figure:
+    """The candidate buses on the feeder map, chosen plants as discs of area proportional to kW.
+
+    :param table: one row per candidate with ``bus``, ``chosen`` and ``kw``.
+    """
+    rows = table[table["bus"].astype(str).isin(list(topology.coords))]
+    chosen = rows[rows["chosen"].astype(bool)]
+    largest = float(chosen["kw"].max()) if not chosen.empty else 1.0
+
+    def area(kw: float) -> float:
+        """Disc area (points^2) of a plant: one scale for the map and the legend."""
+        return 40.0 + 900.0 * kw / largest
+
+    with styled(**{"axes.grid": False}):
+        fig = new_figure(figsize=(7.5, 6.5))
+        ax = fig.axes[0]
+        draw_feeder(ax, topology)
+        if not rows.empty:
+            x, y = np.array([topology.coords[b] for b in rows["bus"].astype(str)]).T
+            ax.scatter(x, y, s=40, facecolors="none", edgecolors="#4c72b0", linewidths=1.0, zorder=3, label="candidate")
+        for bus, kw in zip(chosen["bus"].astype(str), chosen["kw"]):
+            bx, by = topology.coords[bus]
+            ax.scatter([bx], [by], s=area(kw), color="#dd8452", alpha=0.85, edgecolors="k", linewidths=0.8, zorder=4)
+            ax.annotate(
+                f"{bus}\n{kw:,.0f} kW",
+                (bx, by),
+                fontsize=8,
+                ha="center",
+                va="bottom",
+                xytext=(0, np.sqrt(area(kw)) / 2 + 3),  # just above the disc (its diameter is sqrt(area) points)
+                textcoords="offset points",
+            )
+        for kw in sorted({largest, largest / 2, largest / 4}) if not chosen.empty else []:
+            ax.scatter([], [], s=area(kw), color="#dd8452", alpha=0.85, edgecolors="k", label=f"{kw:,.0f} kW")
+        ax.legend(loc="best", fontsize=8, labelspacing=2.2, handletextpad=1.6, borderpad=1.2)
+        if title:
+            ax.set_title(title, fontsize=11)
+    return _save(fig, path)
+
+
+def plot_operating_voltages(
+    points: pd.DataFrame, *, limits: tuple[float, float], title: str = "", path: Path | None = None
+) -> Figure:
+    """Highest and lowest voltage at each operating point (by hour of the day): without PV, with the
+    plan in the linear model, and with the plan in the validation run when there is one; the
+    PV availability on a second axis.
+
+    :param points: one row per operating point with ``hour``, ``availability`` and
+        ``v_max_<case>_pu`` / ``v_min_<case>_pu`` for the cases present.
+    """
+    cases = [
+        ("no_pv", "without PV", "0.4", "-"),
+        ("plan_linear", "plan, linear model", "#dd8452", "--"),
+        ("plan_run", "plan, validation run", "#c44e52", "-"),
+    ]
+    with styled():
+        fig = new_figure(figsize=(8, 4.5))
+        ax = fig.axes[0]
+        sun = ax.twinx()
+        # each point stands for an equal share of the day: one bar per share
+        sun.bar(points["hour"], points["availability"], width=24.0 / len(points), color="#f2c14e", alpha=0.3, lw=0)
+        sun.set_ylabel("PV availability (fraction of kW)")
+        sun.set_ylim(0, max(1.0, float(points["availability"].max())) * 1.05)
+        sun.grid(False)
+        for case, label, color, style in cases:
+            if f"v_max_{case}_pu" not in points:
+                continue
+            ax.plot(
+                points["hour"], points[f"v_max_{case}_pu"], style, color=color, marker="o", ms=3, label=f"max, {label}"
+            )
+            ax.plot(
+                points["hour"],
+                points[f"v_min_{case}_pu"],
+                style,
+                color=color,
+                marker="v",
+                ms=3,
+                lw=0.8,
+                label=f"min, {label}",
+            )
+        for limit in limits:
+            ax.axhline(limit, color="k", lw=0.8, ls=":")
+        ax.set_zorder(sun.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        ax.set_xlabel("hour of the represented day (h)")
+        ax.set_ylabel("voltage (pu)")
+        ax.set_xlim(0, 24)
+        ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.15))
         if title:
             ax.set_title(title, fontsize=10)
         fig.tight_layout()

@@ -21,33 +21,62 @@ override the file)::
     tolerance_pu_s: 0.0
     duration_s: 60
     max_mw: 30
+
+A PV placement study (``openg2g study pv-placement FILE``; see :mod:`openg2g.studies.pv_placement`)::
+
+    study: pv_placement
+    name: ieee34_pv
+    base: ieee34_none
+    candidates: three_phase          # or a list of buses
+    exclude: ["800", "802"]          # buses never to use
+    n_pv: 5                          # at most 5 plants
+    max_kw_per_site: 2000
+    max_total_kw: 2500
+    cost_per_kw_year: 200            # annualized investment (currency/kW/yr)
+    energy_value_per_kwh: 0.1        # or 24 hourly values (time of use)
+    violation_cost_per_pu_h: 5000
+    operating_points: 24
+    pv_shape: {bell: {sunrise_h: 6, sunset_h: 20}}   # or {csv: profile.csv}
+    validate: true
 """
 
 from __future__ import annotations
 
+import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openg2g.studies.common import BaseScenario, read_base
 from openg2g.sweep.spec import SweepError, read_yaml_mapping, resolve_base, validate_model
 
-__all__ = ["HostingSpec", "LoadedStudy", "SitingSpec", "load_study"]
+__all__ = [
+    "STUDY_KINDS",
+    "BellShape",
+    "HostingSpec",
+    "LoadedStudy",
+    "PVPlacementSpec",
+    "PVShape",
+    "SitingSpec",
+    "StudySpec",
+    "load_study",
+    "read_shape_csv",
+]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _StudyBase(_Model):
+class _StudyFile(_Model):
     name: str
     description: str = ""
     base: str = Field(description="Base scenario: path relative to the study file, or a bundled scenario name.")
     set: list[str] = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
-    site: str | None = Field(None, description="Name of the base scenario's site to place or scale; None = the first.")
-    controllers: list[str] = Field(["none"], min_length=1, description="Controller choices; none = no controller.")
     retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died.")
 
     @field_validator("set")
@@ -57,6 +86,18 @@ class _StudyBase(_Model):
             if "=" not in item:
                 raise ValueError(f"{item!r}: expected dotted.key=value")
         return v
+
+
+def _distinct_buses(v: list[str]) -> list[str]:
+    dup = {b for b in v if v.count(b) > 1}
+    if dup:
+        raise ValueError(f"bus listed twice: {sorted(dup)}")
+    return v
+
+
+class _StudyBase(_StudyFile):
+    site: str | None = Field(None, description="Name of the base scenario's site to place or scale; None = the first.")
+    controllers: list[str] = Field(["none"], min_length=1, description="Controller choices; none = no controller.")
 
 
 class SitingSpec(_StudyBase):
@@ -76,9 +117,7 @@ class SitingSpec(_StudyBase):
         if isinstance(v, list):
             if not v:
                 raise ValueError("give at least one candidate bus")
-            dup = {b for b in v if v.count(b) > 1}
-            if dup:
-                raise ValueError(f"candidate listed twice: {sorted(dup)}")
+            _distinct_buses(v)
         return v
 
 
@@ -96,25 +135,248 @@ class HostingSpec(_StudyBase):
     )
 
 
+class BellShape(_Model):
+    """A clear-sky day: ``peak * sin^2(pi * (h - sunrise_h) / (sunset_h - sunrise_h))`` between
+    sunrise and sunset, 0 at night (the public OpenG2G study's PV shape)."""
+
+    sunrise_h: float = Field(6.0, ge=0, lt=24, description="Hour of day the output starts (h).")
+    sunset_h: float = Field(20.0, gt=0, le=24, description="Hour of day the output ends (h).")
+    peak: float = Field(1.0, gt=0, le=2, description="Output at solar noon as a fraction of the rated kW.")
+
+    @model_validator(mode="after")
+    def _daylight(self) -> BellShape:
+        if not self.sunrise_h < self.sunset_h:
+            raise ValueError(f"need sunrise_h < sunset_h, got {self.sunrise_h} and {self.sunset_h}")
+        return self
+
+
+def read_shape_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read a PV availability CSV (columns ``hour``, ``availability``).
+
+    :param where: the study file and field, for the error.
+    :return: ``(hour, availability)``, hours ascending within [0, 24].
+    :raises SweepError: unreadable file, missing columns, hours not ascending within [0, 24], or
+        an availability that is negative or not finite.
+    """
+    try:
+        with Path(path).open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        hour = np.array([float(r["hour"]) for r in rows])
+        avail = np.array([float(r["availability"]) for r in rows])
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        raise SweepError([(where, f"cannot read {path} (need CSV columns hour, availability): {exc}")]) from None
+    if hour.size == 0 or not np.isfinite(hour).all() or np.any(np.diff(hour) < 0) or hour[0] < 0 or hour[-1] > 24:
+        raise SweepError([(where, f"{path}: hours must be ascending within [0, 24] (and at least one row)")])
+    bad = np.flatnonzero(~(np.isfinite(avail) & (avail >= 0)))
+    if bad.size:
+        raise SweepError(
+            [(where, f"{path}: availability must be finite and >= 0, row {int(bad[0]) + 2} has {avail[bad[0]]}")]
+        )
+    return hour, avail
+
+
+class PVShape(_Model):
+    """PV output over the representative day as a fraction of the rated kW: exactly one of
+    ``bell`` or ``csv``."""
+
+    bell: BellShape | None = None
+    csv: str | None = Field(
+        None,
+        description=(
+            "CSV with columns hour (0-24, ascending), availability (>= 0), relative to the study file; read "
+            "by linear interpolation, wrapping around midnight."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> PVShape:
+        given = [k for k in ("bell", "csv") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of bell, csv (got {given or 'none'})")
+        return self
+
+    def availability(self, hour: np.ndarray, where: str = "pv_shape.csv") -> np.ndarray:
+        """Output fraction at each hour of day ``hour`` (h).
+
+        :raises SweepError: the CSV cannot be read (see :func:`read_shape_csv`).
+        """
+        hour = np.asarray(hour, dtype=float) % 24.0
+        if self.bell is not None:
+            b = self.bell
+            phase = (hour - b.sunrise_h) / (b.sunset_h - b.sunrise_h)
+            day = (phase >= 0) & (phase <= 1)
+            return np.where(day, b.peak * np.sin(np.pi * np.clip(phase, 0, 1)) ** 2, 0.0)
+        assert self.csv is not None
+        h, a = read_shape_csv(Path(self.csv), where)
+        return np.interp(hour, h, a, period=24.0)
+
+
+class PVPlacementSpec(_StudyFile):
+    """Where to put PV plants on the feeder and how big (see :mod:`openg2g.studies.pv_placement`).
+
+    Costs are annual and in one currency of your choice (the public study's: US dollars).
+    """
+
+    study: Literal["pv_placement"]
+    candidates: list[str] | Literal["three_phase"] = Field(
+        "three_phase",
+        description=(
+            "Candidate buses (each with phases a, b, c), or three_phase for every three-phase bus at the "
+            "feeder's primary voltage off the source side."
+        ),
+    )
+    exclude: list[str] = Field(default_factory=list, description="Buses taken out of the candidates.")
+    n_pv: int = Field(5, ge=1, description="Most plants built.")
+    max_kw_per_site: float = Field(2000.0, gt=0, description="Largest plant (kW AC, three phases together).")
+    min_kw_per_site: float = Field(0.0, ge=0, description="Smallest plant built (kW AC); 0 = any size.")
+    max_total_kw: float | None = Field(2500.0, gt=0, description="Most PV over all plants (kW AC); None = no cap.")
+    max_per_regulator_zone: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Most plants in one regulator zone (the buses a regulator bank feeds before the next bank, "
+            "and those upstream of every bank); None = no limit."
+        ),
+    )
+    cost_per_kw_year: float = Field(200.0, ge=0, description="Annualized investment per kW installed (per kW-yr).")
+    cost_per_site_year: float = Field(0.0, ge=0, description="Annualized fixed cost of each plant built (per yr).")
+    energy_value_per_kwh: float | list[float] = Field(
+        0.1,
+        description="Value of each kWh of PV output (per kWh): one price, or 24 hourly prices from midnight (time of use).",
+    )
+    violation_cost_per_pu_h: float = Field(
+        5000.0,
+        ge=0,
+        description=(
+            "Penalty per pu of voltage outside the limits, per bus-phase and hour of the representative day "
+            "(per pu-h; charged every day of the year)."
+        ),
+    )
+    days_per_year: float = Field(365.0, gt=0, le=366, description="Days the representative day stands for (d/yr).")
+    operating_points: int = Field(
+        24, ge=1, le=1000, description="Instants of the base run linearized at, evenly spaced over its duration."
+    )
+    pv_shape: PVShape = Field(
+        default_factory=lambda: PVShape.model_validate({"bell": {}}),
+        description="PV output over the day (fraction of kW).",
+    )
+    linearization_rounds: int = Field(
+        2,
+        ge=1,
+        le=10,
+        description="MILP solves: the first linearized without PV, each further one at the previous plan.",
+    )
+    time_limit_s: float = Field(300.0, gt=0, description="Wall-time limit of each MILP solve (s).")
+    mip_gap: float = Field(1e-4, ge=0, lt=1, description="Relative MILP optimality gap at which the solver stops.")
+    validate_plan: bool = Field(
+        True, alias="validate", description="Run the base scenario with the plan's PV (nonlinear check)."
+    )
+
+    @field_validator("candidates")
+    @classmethod
+    def _candidates(cls, v: list[str] | str) -> list[str] | str:
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("give at least one candidate bus (or three_phase)")
+            _distinct_buses(v)
+        return v
+
+    @field_validator("exclude")
+    @classmethod
+    def _exclude(cls, v: list[str]) -> list[str]:
+        return _distinct_buses(v)
+
+    @field_validator("energy_value_per_kwh")
+    @classmethod
+    def _prices(cls, v: float | list[float]) -> float | list[float]:
+        prices = v if isinstance(v, list) else [v]
+        if isinstance(v, list) and len(v) != 24:
+            raise ValueError(f"give one price, or 24 hourly prices from midnight (got {len(v)})")
+        bad = [p for p in prices if not (math.isfinite(p) and p >= 0)]
+        if bad:
+            raise ValueError(f"prices must be finite and >= 0, got {bad}")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> PVPlacementSpec:
+        if self.min_kw_per_site > self.max_kw_per_site:
+            raise ValueError(
+                f"min_kw_per_site ({self.min_kw_per_site}) exceeds max_kw_per_site ({self.max_kw_per_site})"
+            )
+        if self.max_total_kw is not None and self.max_total_kw < self.min_kw_per_site:
+            raise ValueError(
+                f"max_total_kw ({self.max_total_kw}) is below min_kw_per_site ({self.min_kw_per_site}): "
+                "no plant could be built"
+            )
+        if isinstance(self.candidates, list) and set(self.candidates) <= set(self.exclude):
+            raise ValueError("every candidate is excluded")
+        return self
+
+    def price_per_kwh(self, hour: np.ndarray) -> np.ndarray:
+        """Energy value (per kWh) at each hour of day ``hour`` (h)."""
+        hour = np.asarray(hour, dtype=float)
+        if isinstance(self.energy_value_per_kwh, list):
+            return np.asarray(self.energy_value_per_kwh, dtype=float)[np.floor(hour % 24.0).astype(int)]
+        return np.full(hour.shape, float(self.energy_value_per_kwh))
+
+
+StudySpec = SitingSpec | HostingSpec | PVPlacementSpec
+"""Any study file."""
+
+STUDY_KINDS: dict[str, type[StudySpec]] = {
+    "siting": SitingSpec,
+    "hosting_capacity": HostingSpec,
+    "pv_placement": PVPlacementSpec,
+}
+"""The ``study:`` value of a study file -> its model."""
+
+
 @dataclass(frozen=True)
 class LoadedStudy:
     """A validated study file and its base scenario read as data."""
 
-    spec: SitingSpec | HostingSpec
+    spec: StudySpec
     path: Path
     base: BaseScenario
 
 
-def load_study(path: str | Path, kind: type[SitingSpec | HostingSpec]) -> LoadedStudy:
-    """Read and validate a study file of the given kind.
+def load_study(path: str | Path, kind: type[StudySpec] | None = None) -> LoadedStudy:
+    """Read and validate a study file, of the given kind or of the kind its ``study:`` names.
+
+    A PV placement study's ``pv_shape.csv`` becomes an absolute path, and the study is checked
+    against its base scenario (buses on the feeder, enough grid steps).
 
     :raises SweepError: with every problem, each naming file, field path and reason.
     """
     path = Path(path)
     data = read_yaml_mapping(path, "study")
-    expected = "siting" if kind is SitingSpec else "hosting_capacity"
-    if data.get("study") != expected:
-        raise SweepError([(f"{path}: study", f"expected 'study: {expected}', got {data.get('study')!r}")])
+    names = {model: name for name, model in STUDY_KINDS.items()}
+    if kind is None:
+        kind = STUDY_KINDS.get(str(data.get("study")))
+        if kind is None:
+            raise SweepError(
+                [(f"{path}: study", f"unknown study {data.get('study')!r}; valid: {', '.join(STUDY_KINDS)}")]
+            )
+    elif data.get("study") != names[kind]:
+        raise SweepError([(f"{path}: study", f"expected 'study: {names[kind]}', got {data.get('study')!r}")])
     spec = validate_model(kind, data, path)
     base_path = resolve_base(spec.base, path.resolve().parent, path)
-    return LoadedStudy(spec, path, read_base(base_path, spec.set))
+    base = read_base(base_path, spec.set)
+    if isinstance(spec, PVPlacementSpec):
+        spec = _resolved_pv_study(spec, path, base)
+    return LoadedStudy(spec, path, base)
+
+
+def _resolved_pv_study(spec: PVPlacementSpec, path: Path, base: BaseScenario) -> PVPlacementSpec:
+    """``spec`` with its CSV path made absolute, after reading the CSV and checking the study
+    against its base scenario (:func:`~openg2g.studies.pv_placement.check_study`)."""
+    from openg2g.studies.pv_placement import check_study
+
+    if spec.pv_shape.csv is not None:
+        shape = PVShape.model_validate({"csv": str((path.resolve().parent / spec.pv_shape.csv).resolve())})
+        shape.availability(np.zeros(1), f"{path}: pv_shape.csv")
+        spec = spec.model_copy(update={"pv_shape": shape})
+    problems = check_study(spec, base)
+    if problems:
+        raise SweepError([(f"{path}: {field}", message) for field, message in problems])
+    return spec
