@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from openg2g.core.errors import G2GError
 from openg2g.envs import G2GEnv
 
 SHORT = Path(__file__).resolve().parents[2] / "scenarios" / "rl_ieee13_short.yaml"
@@ -82,7 +83,7 @@ def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
             "evaluate",
             str(result.policy),
             "--scenarios",
-            SHORT,
+            str(SHORT),
             "--out",
             str(tmp_path / "eval"),
             "--set",
