@@ -56,7 +56,10 @@ def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     out = tmp_path / "cut"
     cmd = [sys.executable, "-m", "openg2g.cli.main", "run", "ieee13_none", "--out", str(out), "--no-progress",
            "--set", "outputs.flush_every_s=5"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # A test suite started as a background job inherits SIGINT as ignored, and Python keeps an
+    # ignored SIGINT ignored; the child starts as a terminal user's process would.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and not list((out / "grid").glob("part-00001.parquet")):
         time.sleep(0.2)
