@@ -8,8 +8,12 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openg2g.core.errors import G2GError, ScenarioError
+
+if TYPE_CHECKING:
+    from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["register"]
 
@@ -38,12 +42,48 @@ def _parse_taps(text: str) -> tuple[str, list[int]]:
         raise ValueError(f"--taps {text!r}: expected BANK=A,B,C with integer steps, e.g. reg1=10,8,11") from None
 
 
+def _specs(
+    args: argparse.Namespace, dcs: list[tuple[str, float, float]], taps: dict[str, list[int]]
+) -> tuple[list[SiteSpec], GridSpec]:
+    """The sites and grid spec of the command line.
+
+    :raises ScenarioError: a value the scenario schema refuses, located as in a scenario file
+        (``datacenters.<i>.<field>``, ``grid.<field>``).
+    """
+    from pydantic import ValidationError
+
+    from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
+
+    problems: list[tuple[str, str]] = []
+
+    def located(prefix: str, exc: ValidationError) -> None:
+        problems.extend((".".join([prefix, *map(str, e["loc"])]), e["msg"]) for e in exc.errors())
+
+    sites = []
+    for i, (bus, _, pf) in enumerate(dcs):
+        try:
+            model = ModelSpec(model="cli", gpus_per_replica=1, replicas=0, batch_size=1)
+            sites.append(SiteSpec(name=f"dc{i}", bus=bus, power_factor=pf, models=[model]))
+        except ValidationError as exc:
+            located(f"datacenters.{i}", exc)
+    try:
+        spec = GridSpec(
+            feeder=args.feeder,
+            solver=args.solver,
+            regulators={bank: RegulatorSpec(taps=t) for bank, t in taps.items()},
+        )
+    except ValidationError as exc:
+        located("grid", exc)
+    if problems:
+        raise ScenarioError(problems)
+    return sites, spec
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openg2g.core.state import DatacenterState
     from openg2g.grid.backend import FeederGrid
-    from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 
     try:
         dcs = [_parse_dc(x) for x in args.dc]
@@ -52,20 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        sites = [
-            SiteSpec(
-                name=f"dc{i}",
-                bus=bus,
-                power_factor=pf,
-                models=[ModelSpec(model="cli", gpus_per_replica=1, replicas=0, batch_size=1)],
-            )
-            for i, (bus, _, pf) in enumerate(dcs)
-        ]
-        spec = GridSpec(
-            feeder=args.feeder,
-            solver=args.solver,
-            regulators={bank: RegulatorSpec(taps=t) for bank, t in taps.items()},
-        )
+        sites, spec = _specs(args, dcs, taps)
         grid = FeederGrid.from_spec(spec, sites, Path.cwd())
         loads = {}
         for site, (_, mw, pf) in zip(sites, dcs):
@@ -78,6 +105,8 @@ def _run(args: argparse.Namespace) -> int:
                 loc = f"--dc {args.dc[int(loc.split('.')[1])]}"
             elif loc.startswith("grid.regulators."):
                 loc = f"--taps {loc.split('.')[2]}"
+            elif loc == "grid.feeder":
+                loc = f"FEEDER {args.feeder!r}"
             print(f"error: {loc}: {msg}", file=sys.stderr)
         return 2
     except G2GError as exc:
@@ -122,5 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
     )
     p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
-    p.add_argument("--solver", choices=["exact", "pandapower"], default="exact", help="power-flow solver (default exact)")
+    p.add_argument(
+        "--solver", choices=["exact", "pandapower"], default="exact", help="power-flow solver (default exact)"
+    )
     p.set_defaults(func=_run)

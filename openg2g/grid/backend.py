@@ -225,7 +225,7 @@ class FeederGrid(GridBackend):
         for bank, info in feeder.regulators.items():
             units = [_Unit(t, k, controls.get(t)) for t, k in feeder.bank_units[bank]]
             rs = spec.regulators.get(bank) or next((v for k, v in spec.regulators.items() if k.lower() == bank), None)
-            b = _Bank(info=info, units=units, ganged=any(self._transformers[u.transformer].n_phases > 1 for u in units))
+            b = _Bank(info=info, units=units, ganged=feeder.is_ganged(bank))
             state0 = Switching.initial(model)
             taps = tuple(self._step(u.transformer, float(state0.taps_pu[u.transformer][u.k])) for u in units)
             if rs is not None:
@@ -370,31 +370,37 @@ class FeederGrid(GridBackend):
         return not self._storage and all(b.mode == "fixed" for b in self._banks.values())
 
     # ----------------------------------------------------------------------------- injections
-    def _s_pq(self, t_s: float, loads: Mapping[str, DatacenterState]) -> np.ndarray:
-        """Complex power drawn at each PQ port (VA, > 0 = consumption)."""
-        s = np.zeros(len(self._pq_nodes), dtype=complex)
-        for name, state in loads.items():
-            inj = self._site_inj.get(name)
-            if inj is None:
-                raise PowerFlowError(
-                    f"t={t_s} s, feeder {self.feeder.name}: load for unknown site {name!r} "
-                    f"(sites: {', '.join(self._site_inj) or 'none'})"
-                )
-            np.add.at(s, inj.ports, np.asarray(state.p_w) + 1j * np.asarray(state.q_var))
+    def _s_pq(self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]]) -> np.ndarray:
+        """Complex power drawn at each PQ port at each step (VA, > 0 = consumption), shape
+        ``(n_ports, steps)``; each column is summed in the same order whatever the batch."""
+        t = np.asarray(t_s, dtype=np.float64)
+        s = np.zeros((len(self._pq_nodes), t.size), dtype=complex)
+        sites: dict[str, np.ndarray] = {}
+        for j, step_loads in enumerate(loads):
+            for name, state in step_loads.items():
+                if name not in self._site_inj:
+                    raise PowerFlowError(
+                        f"t={t[j]} s, feeder {self.feeder.name}: load for unknown site {name!r} "
+                        f"(sites: {', '.join(self._site_inj) or 'none'})"
+                    )
+                column = sites.setdefault(name, np.zeros((len(self._site_inj[name].ports), t.size), dtype=complex))
+                column[:, j] = np.asarray(state.p_w) + 1j * np.asarray(state.q_var)
+        for name, values in sites.items():
+            np.add.at(s, self._site_inj[name].ports, values)
         for inj, pv in self._pv:
-            scale = self._pv_scale[pv.name]
+            scale = np.full(t.size, self._pv_scale[pv.name])
             if pv.name in self._pv_profiles and pv.name not in self._pv_override:
-                scale = self._pv_profiles[pv.name].at(t_s)
+                scale = self._pv_profiles[pv.name].at(t)
             p = pv.kw * 1000.0 * scale / len(inj.phases)
-            np.add.at(s, inj.ports, -(p + 1j * p * _tan_phi(pv.power_factor)))
+            np.add.at(s, inj.ports, np.broadcast_to(-(p + 1j * p * _tan_phi(pv.power_factor)), (len(inj.ports), t.size)))
         for name, inj in self._storage_inj.items():
             st = self._storage[name]
             n = len(inj.phases)
             np.add.at(s, inj.ports, -(st.p_kw + 1j * st.q_kvar) * 1000.0 / n)
         for inj, x in self._extra:
-            scale = self._extra_profiles[x.name].at(t_s) if x.name in self._extra_profiles else 1.0
+            scale = self._extra_profiles[x.name].at(t) if x.name in self._extra_profiles else np.ones(t.size)
             p = x.kw_per_phase * 1000.0 * scale
-            np.add.at(s, inj.ports, p + 1j * p * _tan_phi(x.power_factor))
+            np.add.at(s, inj.ports, np.broadcast_to(p + 1j * p * _tan_phi(x.power_factor), (len(inj.ports), t.size)))
         return s
 
     def _branch_scale(self) -> np.ndarray:
@@ -431,29 +437,41 @@ class FeederGrid(GridBackend):
             converged=True,
         )
 
-    def _failed(self, t_s: float, loads: Mapping[str, DatacenterState]) -> PowerFlowError:
+    def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
+        """The error of a step that did not converge, or converged only past the collapse point."""
         attached = ", ".join(f"{n}@{self._sites[n].bus}={s.power_w / 1e6:.3f} MW" for n, s in loads.items())
-        return PowerFlowError(
-            f"power flow did not converge at t={t_s} s on feeder {self.feeder.name} "
-            f"(datacenter loads: {attached or 'none'})"
-        )
+        lo, hi = float(self._load_scale.min(initial=1.0)), float(self._load_scale.max(initial=1.0))
+        scale = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
+        level = f"datacenter loads: {attached or 'none'}; feeder load scale {scale}"
+        if sol.collapsed[0]:
+            v_pu = np.abs(sol.v[:, 0]) / self._nodes.v_base_v
+            live = v_pu > 0  # de-energized nodes read 0
+            k = int(np.flatnonzero(live)[np.argmin(v_pu[live])])
+            return PowerFlowError(
+                f"voltage collapse at t={t_s} s on feeder {self.feeder.name}: the feeder can carry only "
+                f"{100 * sol.load_fraction[0]:.1f}% of this step's load (all loads and injections scaled "
+                f"together) before the power flow reaches the nose of the P-V curve, where bus-phase "
+                f"{self._nodes.names[k]} is at {v_pu[k]:.3f} pu ({level})"
+            )
+        return PowerFlowError(f"power flow did not converge at t={t_s} s on feeder {self.feeder.name} ({level})")
 
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
         """Solve at ``t_s``; in auto mode, regulators then update their timers and taps.
 
-        :raises PowerFlowError: no convergence (unless ``on_nonconvergence == "flag"``, which
-            returns a state with ``converged=False`` and NaN voltages and powers).
+        :raises PowerFlowError: no convergence, or voltage collapse (the load is past the nose of
+            the P-V curve: the message gives the share of it the feeder can carry), unless ``on_nonconvergence == "flag"``, which returns a state
+            with ``converged=False`` and NaN voltages and powers.
         """
         self._advance_storage(dt_s)
         net = self._compile()
-        s_pq = self._s_pq(t_s, loads)[:, None]
+        s_pq = self._s_pq([t_s], [loads])
         scale = self._branch_scale()
         sol = net.solve(scale, s_pq)
         taps = self.taps()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
                 return self._state(t_s, sol, 0, taps, False)
-            raise self._failed(t_s, loads)
+            raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
         self._regulate(sol, dt_s)
@@ -471,7 +489,7 @@ class FeederGrid(GridBackend):
             chunk_t = list(t_s[start : start + _BATCH_COLUMNS])
             chunk_loads = list(loads[start : start + _BATCH_COLUMNS])
             net = self._compile()
-            s_pq = np.stack([self._s_pq(t, ld) for t, ld in zip(chunk_t, chunk_loads)], axis=1)
+            s_pq = self._s_pq(chunk_t, chunk_loads)
             scale = self._branch_scale()
             sol = net.solve(scale, s_pq, u_init=net.u_last[:, :1])
             if not sol.converged:
@@ -542,6 +560,11 @@ class FeederGrid(GridBackend):
             bad = [x for x in taps if not info.min_tap <= x <= info.max_tap]
             if bad:
                 raise CommandError(f"set_taps {info.bank}: taps {bad} outside [{info.min_tap}, {info.max_tap}]")
+            if bank.ganged and len(set(taps)) > 1:
+                raise CommandError(
+                    f"set_taps {info.bank}: taps {list(taps)} differ per phase, but the bank is one "
+                    f"{len(info.phases)}-phase (ganged) regulator with a single tap: give the same tap on every phase"
+                )
             self._set_bank_taps(bank, taps)
         elif isinstance(command, SetRegulatorMode):
             bank = self._bank(command.bank)
@@ -625,7 +648,7 @@ class FeederGrid(GridBackend):
         if key in self._sens_cache:
             return self._sens_cache[key]
         net = self._compile()
-        scale, s_pq = self._last if self._last is not None else (self._branch_scale(), self._s_pq(0.0, {})[:, None])
+        scale, s_pq = self._last if self._last is not None else (self._branch_scale(), self._s_pq([0.0], [{}]))
         nodes = [self._nodes.index[(bus_name, p)] for p in PHASES]
         constant = np.isnan(self._pq_band[:, 0])  # perturb a constant-power port: dP is then exact
         extra = [n for n in nodes if n not in set(self._pq_nodes[constant].tolist())]

@@ -7,7 +7,10 @@ ignored), ``CalcV``/``CalcVoltageBases``/``Solve``/``Show``/``Export``/``Plot`` 
 ``(8 1000 /)``; ``like=``. Elements: ``Circuit``/``Vsource``, ``Line`` (linecode, matrices or
 sequence values, ``Switch=y``), ``LineCode``, two-winding ``Transformer`` (wye/delta, 1- or
 3-phase, ``bank=``), ``RegControl``, ``Load`` (models 1, 2, 4, 5; wye/delta), ``Capacitor``.
-Anything else raises :class:`FeederError` naming the element and ``file:line``.
+Anything else raises :class:`FeederError` naming the element and ``file:line``, as does a value
+that cannot describe a network (not a finite number, an RPN arithmetic error, a zero or negative
+length, voltage, rating or impedance, a power factor outside [-1, 1], a node that is not a
+number, a duplicate element, a redirect cycle).
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ def _strip(value: str) -> str:
 
 
 def _rpn(expr: str) -> float:
+    """Value of an OpenDSS in-line RPN expression such as ``8 1000 /``.
+
+    :raises ValueError: a malformed expression or an arithmetic error, said in words.
+    """
     stack: list[float] = []
     ops: dict[str, Callable[[float, float], float]] = {
         "+": lambda a, b: a + b,
@@ -102,29 +109,82 @@ def _rpn(expr: str) -> float:
         "^": lambda a, b: a**b,
     }
     for tok in expr.split():
-        if tok in ops:
-            b, a = stack.pop(), stack.pop()
-            stack.append(ops[tok](a, b))
-        elif tok.lower() == "sqrt":
-            stack.append(math.sqrt(stack.pop()))
+        if tok in ops or tok.lower() == "sqrt":
+            need = 1 if tok.lower() == "sqrt" else 2
+            if len(stack) < need:
+                raise ValueError(f"RPN expression ({expr}): {tok!r} needs {need} operand(s)")
+            try:
+                if need == 1:
+                    stack.append(math.sqrt(stack.pop()))
+                else:
+                    b, a = stack.pop(), stack.pop()
+                    stack.append(ops[tok](a, b))
+            except ZeroDivisionError:
+                raise ValueError(f"RPN expression ({expr}): division by zero") from None
+            except OverflowError:
+                raise ValueError(f"RPN expression ({expr}): result too large") from None
+            except ValueError:
+                raise ValueError(f"RPN expression ({expr}): {tok} of a negative number") from None
         else:
-            stack.append(float(tok))
+            stack.append(_float(tok))
     if len(stack) != 1:
-        raise ValueError(expr)
+        raise ValueError(f"RPN expression ({expr}) leaves {len(stack)} values instead of one")
     return stack[0]
+
+
+def _float(text: str) -> float:
+    """A finite number, else ValueError naming the text."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{text!r} is not a finite number")
+    return x
 
 
 def _num(value: str) -> float:
     s = _strip(value)
     try:
-        return float(s)
+        x = float(s)
     except ValueError:
-        return _rpn(s)
+        x = _rpn(s)
+    if not math.isfinite(x):
+        raise ValueError(f"{s!r} is not a finite number")
+    return x
+
+
+def _positive(value: str) -> float:
+    x = _num(value)
+    if not x > 0:
+        raise ValueError("must be > 0")
+    return x
+
+
+def _nonnegative(value: str) -> float:
+    x = _num(value)
+    if x < 0:
+        raise ValueError("must be >= 0")
+    return x
+
+
+def _int(value: str, allowed: tuple[int, ...] | None = None) -> int:
+    """A whole number, optionally one of ``allowed``."""
+    x = _num(value)
+    if x != int(x):
+        raise ValueError("must be a whole number")
+    if allowed is not None and int(x) not in allowed:
+        raise ValueError(f"must be one of {', '.join(map(str, allowed))}")
+    return int(x)
+
+
+def _phases(value: str) -> int:
+    return _int(value, (1, 2, 3))
 
 
 def _array(value: str) -> list[float]:
     s = _strip(value).replace("|", " ").replace(",", " ")
-    return [float(x) for x in s.split()]
+    return [_float(x) for x in s.split()]
 
 
 def _words(value: str) -> list[str]:
@@ -134,7 +194,7 @@ def _words(value: str) -> list[str]:
 def _matrix(value: str) -> np.ndarray:
     """Lower-triangular (or full) matrix ``a | b c | d e f`` -> full symmetric array."""
     rows = [r for r in _strip(value).split("|")]
-    vals = [[float(x) for x in r.replace(",", " ").split()] for r in rows]
+    vals = [[_float(x) for x in r.replace(",", " ").split()] for r in rows]
     n = len(vals)
     m = np.zeros((n, n))
     for i, row in enumerate(vals):
@@ -153,7 +213,16 @@ def _bool(value: str) -> bool:
 
 
 def _bus(spec: str) -> tuple[str, list[int]]:
+    """``bus.node.node`` -> (bus, nodes).
+
+    :raises ValueError: an empty bus name or a node that is not a whole number.
+    """
     parts = _strip(spec).lower().split(".")
+    if not parts[0]:
+        raise ValueError(f"bus {spec!r} has no name")
+    bad = [p for p in parts[1:] if p != "" and not p.isdigit()]
+    if bad:
+        raise ValueError(f"bus {spec!r}: node {bad[0]!r} is not a node number")
     return parts[0], [int(p) for p in parts[1:] if p != ""]
 
 
@@ -177,13 +246,26 @@ class _Reader:
         self.voltagebases: list[float] = []
         self.coords: dict[str, tuple[float, float]] = {}
         self.frequency_hz = FREQUENCY_HZ
-        self.active: _Elem | None = None
+        self.open_files: list[Path] = []  # the redirect chain being read, to refuse cycles
 
     # -- files ------------------------------------------------------------------------------
-    def read_file(self, path: Path) -> None:
+    def read_file(self, path: Path, where: str = "") -> None:
         if not path.is_file():
             raise FeederError(f"OpenDSS file not found: {path}")
-        text = path.read_text(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        key = path.resolve()
+        if key in self.open_files:
+            chain = " -> ".join(p.name for p in [*self.open_files, key])
+            raise FeederError(f"{where}: redirect cycle: {chain}")
+        try:
+            raw_text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise FeederError(f"{where or path}: cannot read {path}: {exc.strerror}") from None
+        text = raw_text.replace("\r\n", "\n").replace("\r", "\n")
+        self.open_files.append(key)
+        self._read_lines(path, text)
+        self.open_files.pop()
+
+    def _read_lines(self, path: Path, text: str) -> None:
         pending: tuple[str, str] | None = None
         in_block = False
         for lineno, raw in enumerate(text.split("\n"), start=1):
@@ -231,7 +313,7 @@ class _Reader:
         if verb in _IGNORED_COMMANDS:
             return
         if verb in ("redirect", "compile"):
-            self.read_file(self._resolve(folder, _strip(rest.split()[0] if rest.split() else ""), where))
+            self.read_file(self._resolve(folder, self._file_arg(verb, rest, where), where), where)
             return
         if verb == "set":
             self._set(rest, where)
@@ -240,11 +322,13 @@ class _Reader:
             kv = {k: v for k, v in _tokens(rest)}
             try:
                 self.coords[_bus(kv["bus"])[0]] = (_num(kv["x"]), _num(kv["y"]))
-            except (KeyError, ValueError):
+            except KeyError:
                 raise FeederError(f"{where}: SetBusXY needs bus=, x= and y=") from None
+            except ValueError as exc:
+                raise FeederError(f"{where}: SetBusXY: {exc}") from None
             return
         if verb == "buscoords":
-            self._buscoords(self._resolve(folder, _strip(rest.split()[0]), where))
+            self._buscoords(self._resolve(folder, self._file_arg(verb, rest, where), where), where)
             return
         if verb in ("new", "edit"):
             toks = _tokens(rest)
@@ -264,33 +348,56 @@ class _Reader:
                 raise FeederError(f"{where}: cannot read {line!r}")
             self._element("edit", ".".join(bits[:-1]), [(bits[-1].lower(), value.strip())], where)
             return
-        raise FeederError(f"{where}: unsupported OpenDSS command {parts[0]!r}")
+        if re.fullmatch(r"[A-Za-z_]\w{0,39}", parts[0]):
+            raise FeederError(f"{where}: unsupported OpenDSS command {parts[0]!r}")
+        # not even a command word: the file is not OpenDSS text, and its content is not echoed
+        raise FeederError(f"{where}: not an OpenDSS command (is this an OpenDSS .dss file?)")
+
+    @staticmethod
+    def _file_arg(verb: str, rest: str, where: str) -> str:
+        words = rest.split()
+        if not words:
+            raise FeederError(f"{where}: {verb} needs a file name")
+        return _strip(words[0])
 
     @staticmethod
     def _resolve(folder: Path, name: str, where: str) -> Path:
+        """The file ``name`` in ``folder``, matched case-insensitively as on Windows."""
         p = folder / name
         if p.is_file():
             return p
+        if p.is_dir():
+            raise FeederError(f"{where}: {name!r} is a directory, not a file")
         for cand in folder.iterdir() if folder.is_dir() else []:
-            if cand.name.lower() == name.lower():
+            if cand.name.lower() == name.lower() and cand.is_file():
                 return cand
         raise FeederError(f"{where}: redirected file {name!r} not found in {folder}")
 
     def _set(self, rest: str, where: str) -> None:
         for key, val in _tokens(rest):
-            if key == "voltagebases":
-                self.voltagebases = _array(val)
-            elif key in ("defaultbasefrequency", "basefrequency"):
-                self.frequency_hz = _num(val)
+            try:
+                if key == "voltagebases":
+                    bases = _array(val)
+                    if not all(b > 0 for b in bases):
+                        raise ValueError("every voltage base must be > 0 kV")
+                    self.voltagebases = bases
+                elif key in ("defaultbasefrequency", "basefrequency"):
+                    self.frequency_hz = _positive(val)
+            except ValueError as exc:
+                raise FeederError(f"{where}: Set {key}={val}: {exc}") from None
 
-    def _buscoords(self, path: Path) -> None:
-        for raw in path.read_text(errors="replace").splitlines():
+    def _buscoords(self, path: Path, where: str) -> None:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise FeederError(f"{where or path}: cannot read bus coordinates {path}: {exc.strerror}") from None
+        for raw in text.splitlines():
             bits = [b for b in re.split(r"[\s,]+", raw.strip()) if b]
             if len(bits) >= 3:
                 try:
-                    self.coords[bits[0].lower()] = (float(bits[1]), float(bits[2]))
+                    self.coords[bits[0].lower()] = (_float(bits[1]), _float(bits[2]))
                 except ValueError:
-                    continue
+                    continue  # a header line ("Bus,X,Y") or a comment
 
     def _element(self, verb: str, target: str, toks: list[tuple[str | None, str]], where: str) -> None:
         if "." not in target:
@@ -306,6 +413,8 @@ class _Reader:
         elif cls in self.elements:
             table = self.elements[cls]
             if verb == "new":
+                if name in table:
+                    raise FeederError(f"{where}: {cls}.{name} is defined twice (first at {table[name].where})")
                 elem = _Elem(cls, name, where, _DEFAULTS[cls]())
                 table[name] = elem
             else:
@@ -316,14 +425,20 @@ class _Reader:
             raise FeederError(f"{where}: unsupported element {cls}.{name} (the reader handles {_SUPPORTED})")
         for key, val in toks:
             try:
+                if key == "basefreq":
+                    _positive(val)  # checked for every class; only lines use it (below)
                 _SETTERS[elem.cls](self, elem, key, val)
             except FeederError:
                 raise
-            except (ValueError, IndexError, KeyError) as exc:
-                raise FeederError(f"{where}: {cls}.{name}: cannot read {key}={val!r} ({exc})") from None
+            except ValueError as exc:
+                raise FeederError(f"{where}: {cls}.{name}: {key}={val}: {exc}") from None
 
 
 _SUPPORTED = "circuit/vsource, line, linecode, transformer, regcontrol, load, capacitor"
+
+_MAX_COND = 1e12
+"""Largest condition number of a line's or source's impedance matrix: above it the matrix is
+zero or singular and the network cannot be solved."""
 
 
 def _vsource_defaults() -> dict[str, Any]:
@@ -342,7 +457,7 @@ def _vsource_defaults() -> dict[str, Any]:
 
 
 def _linecode_defaults() -> dict[str, Any]:
-    return {"nphases": 3, "r": None, "x": None, "c": None, "seq": _seq_defaults(), "units": "none"}
+    return {"nphases": 3, "r": None, "x": None, "c": None, "seq": _seq_defaults(), "units": "none", "basefreq": None}
 
 
 def _seq_defaults() -> dict[str, float]:
@@ -363,6 +478,7 @@ def _line_defaults() -> dict[str, Any]:
         "seq": _seq_defaults(),
         "switch": False,
         "enabled": True,
+        "basefreq": None,
     }
 
 
@@ -444,20 +560,23 @@ def _like(reader: _Reader, elem: _Elem, val: str) -> None:
 def _set_vsource(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
     p = e.props
     if key in ("bus1", None):
+        _bus(val)
         p["bus1"] = val
-    elif key in ("basekv", "pu", "angle", "mvasc3", "mvasc1", "x1r1", "x0r0"):
-        p[key] = _num(val)
+    elif key in ("basekv", "pu", "mvasc3", "mvasc1", "x1r1", "x0r0"):
+        p[key] = _positive(val)
         if key.startswith("mvasc"):
             p["z"] = None
+    elif key == "angle":
+        p[key] = _num(val)
     elif key in ("r1", "x1", "r0", "x0"):
         if p["z"] is None:
             p["z"] = {"r1": 1.65, "x1": 6.6, "r0": 1.9, "x0": 5.7}
-        p["z"][key] = _num(val)
+        p["z"][key] = _nonnegative(val)
     elif key == "phases":
-        if int(_num(val)) != 3:
+        if _num(val) != 3:
             raise FeederError(f"{e.where}: only a three-phase source is supported")
     elif key in ("basefreq", "frequency"):
-        reader.frequency_hz = _num(val)
+        reader.frequency_hz = _positive(val)
     else:
         raise _unsupported(e, key)
 
@@ -465,14 +584,16 @@ def _set_vsource(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
 def _set_linecode(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
     p = e.props
     if key == "nphases":
-        p["nphases"] = int(_num(val))
+        p["nphases"] = _phases(val)
     elif key in ("rmatrix", "xmatrix", "cmatrix"):
         p[key[0]] = _matrix(val)
     elif key in ("r1", "x1", "r0", "x0", "c1", "c0"):
-        p["seq"][key] = _num(val)
+        p["seq"][key] = _nonnegative(val)
         p["r"] = p["x"] = p["c"] = None
     elif key == "units":
         p["units"] = _unit(e, val)
+    elif key == "basefreq":
+        p["basefreq"] = _positive(val)
     elif key == "like":
         _like(reader, e, val)
     elif key in _IGNORED_PROPS:
@@ -491,9 +612,10 @@ def _unit(e: _Elem, val: str) -> str:
 def _set_line(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
     p = e.props
     if key in ("bus1", "bus2"):
+        _bus(val)
         p[key] = val
     elif key == "phases":
-        p["phases"] = int(_num(val))
+        p["phases"] = _phases(val)
     elif key == "linecode":
         name = _strip(val).lower()
         if name not in reader.elements["linecode"]:
@@ -501,14 +623,14 @@ def _set_line(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
         p["linecode"] = name
         p["phases"] = reader.elements["linecode"][name].props["nphases"]
     elif key == "length":
-        p["length"] = _num(val)
+        p["length"] = _positive(val)
     elif key == "units":
         p["units"] = _unit(e, val)
     elif key in ("rmatrix", "xmatrix", "cmatrix"):
         p[key[0]] = _matrix(val)
         p["linecode"] = None
     elif key in ("r1", "x1", "r0", "x0", "c1", "c0"):
-        p["seq"][key] = _num(val)
+        p["seq"][key] = _nonnegative(val)
         p["linecode"] = None
         p["r"] = p["x"] = p["c"] = None
     elif key == "switch":
@@ -520,6 +642,8 @@ def _set_line(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
             p["length"], p["units"] = 0.001, "none"
     elif key == "enabled":
         p["enabled"] = _bool(val)
+    elif key == "basefreq":
+        p["basefreq"] = _positive(val)
     elif key == "like":
         _like(reader, e, val)
     elif key in _IGNORED_PROPS:
@@ -532,55 +656,60 @@ def _set_transformer(reader: _Reader, e: _Elem, key: str | None, val: str) -> No
     p = e.props
     w = p["windings"][p["wdg"]]
     if key == "phases":
-        p["phases"] = int(_num(val))
+        p["phases"] = _int(val, (1, 3))
     elif key == "windings":
-        if int(_num(val)) != 2:
+        if _num(val) != 2:
             raise FeederError(f"{e.where}: transformer.{e.name}: only two-winding transformers are supported")
     elif key == "wdg":
-        k = int(_num(val))
+        k = _int(val)
         if k not in (1, 2):
             raise FeederError(f"{e.where}: transformer.{e.name}: winding {k} (only 2 windings supported)")
         p["wdg"] = k - 1
     elif key == "bus":
+        _bus(val)
         w["bus"] = val
     elif key == "conn":
         w["conn"] = _conn(e, _strip(val))
-    elif key == "kv":
-        w["kv"] = _num(val)
-    elif key == "kva":
-        w["kva"] = _num(val)
+    elif key in ("kv", "kva", "tap"):
+        w[key] = _positive(val)
     elif key == "%r":
-        w["r_pct"] = _num(val)
-    elif key == "tap":
-        w["tap"] = _num(val)
+        w["r_pct"] = _nonnegative(val)
     elif key in ("buses", "conns", "kvs", "kvas", "taps", "%rs"):
         if key in ("buses", "conns"):
             for i, word in enumerate(_words(val)[:2]):
                 if key == "buses":
+                    _bus(word)
                     p["windings"][i]["bus"] = word
                 else:
                     p["windings"][i]["conn"] = _conn(e, word)
         else:
-            for i, x in enumerate(_array(val)[:2]):
+            values = _array(val)[:2]
+            if key == "%rs" and min(values, default=0.0) < 0:
+                raise ValueError("must be >= 0")
+            if key != "%rs" and min(values, default=1.0) <= 0:
+                raise ValueError("every value must be > 0")
+            for i, x in enumerate(values):
                 p["windings"][i][{"kvs": "kv", "kvas": "kva", "taps": "tap", "%rs": "r_pct"}[key]] = x
     elif key in ("xhl", "x12"):
-        p["xhl"] = _num(val)
+        p["xhl"] = _nonnegative(val)
     elif key in ("xht", "xlt", "x13", "x23"):
         return  # third-winding reactances: irrelevant for two windings
     elif key == "%loadloss":
         for wi in p["windings"]:
-            wi["r_pct"] = _num(val) / 2.0
+            wi["r_pct"] = _nonnegative(val) / 2.0
     elif key in ("%noloadloss", "%imag"):
         if _num(val) != 0.0:
             raise FeederError(f"{e.where}: transformer.{e.name}: magnetising branch ({key}) is not supported")
     elif key in ("ppm", "ppm_antifloat"):
-        p["ppm"] = _num(val)
+        p["ppm"] = _nonnegative(val)
     elif key == "bank":
         p["bank"] = _strip(val).lower()
     elif key in ("maxtap", "mintap"):
-        p[key] = _num(val)
+        p[key] = _positive(val)
     elif key == "numtaps":
-        p["numtaps"] = int(_num(val))
+        p["numtaps"] = _int(val)
+        if p["numtaps"] < 1:
+            raise ValueError("must be >= 1")
     elif key == "like":
         _like(reader, e, val)
     elif key in ("sub", "normhkva", "emerghkva", "xrconst", "leadlag", "thermal", "n", "m"):
@@ -602,9 +731,15 @@ def _set_regcontrol(reader: _Reader, e: _Elem, key: str | None, val: str) -> Non
     p = e.props
     if key == "transformer":
         p["transformer"] = _strip(val).lower()
-    elif key in ("winding", "ptphase"):
-        p[key] = int(_num(val))
-    elif key in ("vreg", "band", "ptratio", "ctprim", "r", "x", "delay"):
+    elif key == "winding":
+        p[key] = _int(val)
+    elif key == "ptphase":
+        p[key] = _int(val, (1, 2, 3))
+    elif key in ("vreg", "band", "ptratio", "ctprim"):
+        p[key] = _positive(val)
+    elif key == "delay":
+        p[key] = _nonnegative(val)
+    elif key in ("r", "x"):
         p[key] = _num(val)
     elif key == "like":
         _like(reader, e, val)
@@ -617,22 +752,30 @@ def _set_regcontrol(reader: _Reader, e: _Elem, key: str | None, val: str) -> Non
 def _set_load(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
     p = e.props
     if key in ("bus1", None):
+        _bus(val)
         p["bus1"] = val
     elif key == "phases":
-        p["phases"] = int(_num(val))
+        p["phases"] = _phases(val)
     elif key == "conn":
         p["conn"] = _conn(e, _strip(val))
     elif key == "model":
-        m = int(_num(val))
+        m = _int(val)
         if m not in (1, 2, 4, 5):
             raise FeederError(f"{e.where}: load.{e.name}: load model {m} is not supported (1, 2, 4, 5 are)")
         p["model"] = m
     elif key == "kvar":
         p["kvar"] = _num(val)
     elif key == "pf":
-        p["pf"] = _num(val)
+        pf = _num(val)
+        if not (0 < abs(pf) <= 1):
+            raise ValueError("a power factor must lie in [-1, 1] and not be 0 (negative = leading)")
+        p["pf"] = pf
         p["kvar"] = None
-    elif key in ("kv", "kw", "vminpu", "vmaxpu", "vlowpu", "cvrwatts", "cvrvars"):
+    elif key in ("kv", "vminpu", "vmaxpu"):
+        p[key] = _positive(val)
+    elif key == "vlowpu":
+        p[key] = _nonnegative(val)
+    elif key in ("kw", "cvrwatts", "cvrvars"):
         p[key] = _num(val)
     elif key == "like":
         _like(reader, e, val)
@@ -645,17 +788,21 @@ def _set_load(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
 def _set_capacitor(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
     p = e.props
     if key in ("bus1", None):
+        _bus(val)
         p["bus1"] = val
     elif key == "bus2":
+        _bus(val)
         p["bus2"] = val
     elif key == "phases":
-        p["phases"] = int(_num(val))
+        p["phases"] = _phases(val)
     elif key == "conn":
         p["conn"] = _conn(e, _strip(val))
     elif key in ("kvar", "kv"):
         arr = _array(val)
         if len(arr) != 1:
             raise FeederError(f"{e.where}: capacitor.{e.name}: multi-step capacitors are not supported")
+        if key == "kv" and not arr[0] > 0:
+            raise ValueError("must be > 0")
         p[key] = arr[0]
     elif key == "like":
         _like(reader, e, val)
@@ -719,6 +866,7 @@ def _build_line(reader: _Reader, e: _Elem) -> LineModel:
         else:
             r, x, c = _seq_to_phase(code["seq"], code["nphases"])
         code_units = code["units"]
+        base_hz = code["basefreq"]
     else:
         if p["r"] is not None:
             r = p["r"]
@@ -727,8 +875,21 @@ def _build_line(reader: _Reader, e: _Elem) -> LineModel:
         else:
             r, x, c = _seq_to_phase(p["seq"], n)
         code_units = "none"
-    if r.shape != (n, n):
-        raise FeederError(f"{e.where}: line.{e.name}: {n} phases but a {r.shape[0]}x{r.shape[0]} impedance matrix")
+        base_hz = p["basefreq"]
+    if base_hz is not None and base_hz != reader.frequency_hz:
+        raise FeederError(
+            f"{e.where}: line.{e.name}: impedances given at basefreq {base_hz:g} Hz but the circuit runs at "
+            f"{reader.frequency_hz:g} Hz (rescaling them is not supported)"
+        )
+    if r.shape != (n, n) or x.shape != (n, n) or c.shape != (n, n):
+        shapes = " and ".join(f"{a.shape[0]}x{a.shape[1]}" for a in (r, x, c))
+        raise FeederError(f"{e.where}: line.{e.name}: {n} phases but {shapes} r/x/c matrices")
+    z = r + 1j * x
+    if np.linalg.cond(z) > _MAX_COND:
+        raise FeederError(
+            f"{e.where}: line.{e.name}: zero or singular impedance matrix (largest |r + jx| "
+            f"{np.abs(z).max():g} ohm per unit length); give nonzero r/x, or Switch=y for a closed switch"
+        )
     # length expressed in the impedance data's unit
     if code_units != "none" and units != "none":
         factor = length * _UNIT_M[units] / _UNIT_M[code_units]  # type: ignore[operator]
@@ -739,6 +900,8 @@ def _build_line(reader: _Reader, e: _Elem) -> LineModel:
     w = 2 * math.pi * reader.frequency_hz
     nodes1 = _nodes(e, p["bus1"], n, n)
     nodes2 = _nodes(e, p["bus2"], n, n)
+    if _bus(p["bus1"])[0] == _bus(p["bus2"])[0]:
+        raise FeederError(f"{e.where}: line.{e.name}: bus1 and bus2 are the same bus {_bus(p['bus1'])[0]!r}")
     return LineModel(
         name=e.name,
         bus1=_bus(p["bus1"])[0],
@@ -759,6 +922,10 @@ def _build_transformer(e: _Elem) -> TransformerModel:
     n = p["phases"]
     if n not in (1, 3):
         raise FeederError(f"{e.where}: transformer.{e.name}: {n} phases (1 or 3 supported)")
+    if not p["maxtap"] > p["mintap"]:
+        raise FeederError(f"{e.where}: transformer.{e.name}: maxtap {p['maxtap']} must exceed mintap {p['mintap']}")
+    if p["xhl"] == 0 and all(w["r_pct"] == 0 for w in p["windings"]):
+        raise FeederError(f"{e.where}: transformer.{e.name}: zero impedance (xhl and %r are all 0)")
     windings = []
     for w in p["windings"]:
         n_cond = n + 1 if w["conn"] == "wye" else (n if n == 3 else 2)
@@ -803,6 +970,8 @@ def _build_load(e: _Elem) -> LoadModel:
         nodes = nodes[:n]
         if 0 in nodes:
             raise FeederError(f"{e.where}: load.{e.name}: phase conductor on node 0")
+    if not p["vminpu"] < p["vmaxpu"]:
+        raise FeederError(f"{e.where}: load.{e.name}: vminpu {p['vminpu']} must be below vmaxpu {p['vmaxpu']}")
     kvar = p["kvar"]
     if kvar is None:
         pf = p["pf"]
@@ -854,6 +1023,8 @@ def _source(e: _Elem) -> SourceModel:
         rs = xs / p["x0r0"]
         z1 = complex(r1, x1)
         z0 = complex(3 * rs - 2 * r1, 3 * xs - 2 * x1)
+    if min(abs(z1), abs(z0)) == 0:
+        raise FeederError(f"{e.where}: vsource.{e.name}: zero source impedance (z1 = {z1}, z0 = {z0} ohm)")
     nodes = _nodes(e, p["bus1"], 3, 3)
     if nodes != [1, 2, 3]:
         raise FeederError(f"{e.where}: the source must connect to nodes 1.2.3")
@@ -929,7 +1100,7 @@ def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
         for cand in sorted(path.parent.iterdir()):
             low = cand.name.lower()
             if ("busxy" in low and low.endswith(".csv")) or low == "buscoords.dat":
-                reader._buscoords(cand)
+                reader._buscoords(cand, "")
     source = _source(reader.circuit)
     lines = [_build_line(reader, e) for e in reader.elements["line"].values()]
     transformers = [_build_transformer(e) for e in reader.elements["transformer"].values()]

@@ -72,6 +72,11 @@ class Feeder:
             self._net = to_pandapower(self.model)
         return self._net
 
+    def is_ganged(self, bank: str) -> bool:
+        """True when regulator ``bank`` is a multi-phase transformer, whose phases share one tap."""
+        names = {t for t, _ in self.bank_units[bank]}
+        return any(t.n_phases > 1 for t in self.model.transformers if t.name in names)
+
     @property
     def source_side_buses(self) -> tuple[str, ...]:
         """Buses on the source side of the substation: the source bus, plus the buses reached

@@ -97,18 +97,32 @@ class PandapowerNetwork:
                 al.at[row, f"p_{ph}_mw"] = s_pq_va[port, j].real / 1e6
                 al.at[row, f"q_{ph}_mvar"] = s_pq_va[port, j].imag / 1e6
             try:
-                pp.runpp_3ph(net, max_iteration=max_iter)
+                # a diverging iteration divides by zero voltages: the results are checked below
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    pp.runpp_3ph(net, max_iteration=max_iter)
             except (LoadflowNotConverged, FloatingPointError, np.linalg.LinAlgError):
                 ok = False
                 continue
             res = net.res_bus_3ph
+            eg = net.res_ext_grid_3ph.iloc[0]
+            finite = np.isfinite(res[["vm_a_pu", "vm_b_pu", "vm_c_pu"]].to_numpy(dtype=float)).all()
+            if not (finite and np.isfinite(eg.to_numpy(dtype=float)).all()):
+                ok = False  # pandapower can flag convergence yet return NaN results
+                continue
             for k, name in enumerate(self.nodes.names):
                 bus, ph = name.rsplit(".", 1)
                 i = self.bus_idx[bus]
                 mag = res.at[i, f"vm_{ph}_pu"] * self.nodes.v_base_v[k]
                 v[k, j] = mag * np.exp(1j * math.radians(res.at[i, f"va_{ph}_degree"]))
-            eg = net.res_ext_grid_3ph.iloc[0]
             s_sub[:, j] = [complex(eg[f"p_{p}_mw"], eg[f"q_{p}_mvar"]) * 1e6 for p in "abc"]
             p_loads = al[["p_a_mw", "p_b_mw", "p_c_mw"]].to_numpy().sum() * 1e6
             losses[j] = s_sub[:, j].real.sum() - p_loads
-        return Solution(v=v, s_sub_va=s_sub, losses_w=losses, iterations=1, converged=ok)
+        return Solution(
+            v=v,
+            s_sub_va=s_sub,
+            losses_w=losses,
+            iterations=1,
+            converged=ok,
+            collapsed=np.zeros(n_cols, dtype=bool),
+            load_fraction=np.ones(n_cols),
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +30,13 @@ class Profile:
         """
         try:
             with path.open(newline="") as fh:
-                rows = list(csv.DictReader(fh))
-            t = np.array([float(r["t_s"]) for r in rows])
-            s = np.array([float(r["scale"]) for r in rows])
-        except (OSError, KeyError, ValueError) as exc:
+                header = next(csv.reader(fh), [])
+                columns = [header.index("t_s"), header.index("scale")]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # an empty file is reported below
+                    values = np.loadtxt(fh, delimiter=",", usecols=columns, ndmin=2, dtype=np.float64)
+            t, s = values[:, 0], values[:, 1]
+        except (OSError, ValueError, IndexError) as exc:
             raise ScenarioError([(where, f"cannot read profile {path} (need CSV columns t_s, scale): {exc}")]) from None
         if t.size == 0 or np.any(np.diff(t) < 0) or not np.isfinite(t).all():
             raise ScenarioError([(where, f"profile {path} is empty or its t_s is not finite and ascending")])
@@ -42,6 +46,6 @@ class Profile:
             raise ScenarioError([(where, f"profile {path}: scale must be finite and >= 0, row {row} has {s[bad[0]]}")])
         return cls(t, s)
 
-    def at(self, t_s: float) -> float:
-        """The scale at ``t_s`` (s)."""
-        return float(np.interp(t_s, self.t_s, self.scale))
+    def at(self, t_s: np.ndarray) -> np.ndarray:
+        """The scale at each time of ``t_s`` (s)."""
+        return np.interp(t_s, self.t_s, self.scale)

@@ -12,6 +12,18 @@ where ``i_c`` is the load current minus the nominal admittance current already i
 (the OpenDSS "compensation current"). Node voltages follow as ``V = Z (I_source - P^T i_c)``.
 Many operating points (columns) solve at once, which is the batch mode. The answer is exact for
 the model: these are the equations OpenDSS solves.
+
+Voltage collapse: past the nose of the P-V curve the equations keep solutions on the
+low-voltage branch (true solutions but not operating points), and a warm start can find one, or
+follow that branch back down after the load falls. The operating point is the solution reached
+continuously from no load. The real Jacobian of ``F`` is the identity at no load and its
+determinant changes sign at a fold (the nose). So a column whose lowest port voltage is below
+:data:`BRANCH_CHECK_PU`, or that did not converge, is solved again by continuation: the whole
+load scaled up from 0 in adaptive steps, each Newton solve warm-started from the previous one
+and accepted only with a positive determinant. If the path ends before full load the column is
+collapsed and the fraction of its load the feeder can carry is reported. Steps whose voltages are
+all above the threshold skip this (one comparison per port). A rejected column is never used as
+a warm start.
 """
 
 from __future__ import annotations
@@ -32,13 +44,28 @@ from openg2g.grid.network import (
     transformer_phase_block,
 )
 
-__all__ = ["OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution"]
+__all__ = ["BRANCH_CHECK_PU", "OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution"]
 
 OPENDSS_VLOWPU = 0.5
 """OpenDSS's default ``Vlowpu``: below it a model-1 load is its nominal admittance (pu)."""
 
 _DIVERGED_PU = 10.0
 """A port-voltage residual above this (pu) means the iteration is diverging."""
+
+BRANCH_CHECK_PU = 0.75
+"""A converged column with a port voltage below this fraction of its no-load voltage is re-solved
+by continuation. On the bundled feeders the nose of the P-V curve lies near 0.6 pu (IEEE 123 with
+a pf 0.95 datacenter at bus 300: 0.62 pu at 4.8 MW), so low-branch solutions fall below it, while
+operating points inside any voltage limit skip the continuation."""
+
+_PATH_FIRST_STEP = 0.25
+"""First load-fraction step of the continuation (doubled after each success, halved on failure)."""
+
+_PATH_MIN_STEP = 1.0 / 512
+"""Smallest load-fraction step: failing at it means the path has reached the nose."""
+
+_PATH_MAX_ITER = 30
+"""Newton iteration limit per continuation step (a step that needs more is halved)."""
 
 
 class LoadKernel:
@@ -109,6 +136,15 @@ class LoadKernel:
         return i
 
 
+def _column(
+    ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], j: int, factor: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Column ``j`` of :meth:`LoadKernel.prepare`'s constants with the load scaled by ``factor``
+    (every one of them is linear in the load)."""
+    a, b, c, d = (x[:, j : j + 1] * factor for x in ctx)
+    return a, b, c, d
+
+
 def _pq_model1(
     nodes: NodeIndex, pq_nodes: np.ndarray, pq_band: np.ndarray | None
 ) -> tuple[np.ndarray, LoadKernel | None]:
@@ -147,7 +183,14 @@ class Solution:
     :param s_sub_va: complex power the source delivers per phase a, b, c (VA), ``(3, n_cols)``.
     :param losses_w: active losses (W) per column.
     :param iterations: iterations used.
-    :param converged: True if every column met the tolerance.
+    :param converged: True if every column has an operating point at its full load that meets
+        the tolerance.
+    :param collapsed: per column, True when the load is past the voltage-collapse point (the
+        operating point, followed up from no load, ends at the nose before full load).
+    :param load_fraction: per column, the fraction of the column's load (all loads and
+        injections scaled together) up to which its operating point was followed: 1.0 when
+        solved, below 1 when collapsed (``v``, ``s_sub_va`` and ``losses_w`` are then those of
+        that last solvable point), 0.0 when not even a small fraction solves.
     """
 
     v: np.ndarray
@@ -155,6 +198,8 @@ class Solution:
     losses_w: np.ndarray
     iterations: int
     converged: bool
+    collapsed: np.ndarray
+    load_fraction: np.ndarray
 
 
 class CompiledNetwork:
@@ -265,20 +310,20 @@ class CompiledNetwork:
         i_comp[: self.n_load] -= self.y_nominal[:, None] * ul
         return i_comp, i_actual
 
-    def _jacobian_inverse(
-        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray
+    def _jacobian(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, col: int
     ) -> np.ndarray:
-        """Inverse of the real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column 0 of ``u``.
+        """Real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column ``col`` of ``u``, ``(2n, 2n)``.
 
         ``i_c`` of a port depends on that port's voltage only, so its derivative is one 2x2 real
         block per port, taken by forward differences in the real and imaginary directions.
         """
-        c0 = tuple(a[:, :1] for a in ctx)
-        u1, s1 = u[:, :1], s_conj[:, :1]
+        c0 = _column(ctx, col)
+        u1, s1 = u[:, col : col + 1], s_conj[:, col : col + 1]
         h = 1e-7 * self.v_ref
-        i0, _ = self._i_comp(u1, c0, s1)  # type: ignore[arg-type]
-        dx = (self._i_comp(u1 + h, c0, s1)[0] - i0)[:, 0] / h[:, 0]  # type: ignore[arg-type]
-        dy = (self._i_comp(u1 + 1j * h, c0, s1)[0] - i0)[:, 0] / h[:, 0]  # type: ignore[arg-type]
+        i0, _ = self._i_comp(u1, c0, s1)
+        dx = (self._i_comp(u1 + h, c0, s1)[0] - i0)[:, 0] / h[:, 0]
+        dy = (self._i_comp(u1 + 1j * h, c0, s1)[0] - i0)[:, 0] / h[:, 0]
         kr, ki = self.k.real, self.k.imag
         n = u.shape[0]
         jac = np.eye(2 * n)
@@ -286,7 +331,81 @@ class CompiledNetwork:
         jac[:n, n:] += kr * dy.real - ki * dy.imag
         jac[n:, :n] += ki * dx.real + kr * dx.imag
         jac[n:, n:] += ki * dy.real + kr * dy.imag
-        return np.linalg.inv(jac)
+        return jac
+
+    def _low_branch(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, col: int
+    ) -> bool:
+        """True if column ``col`` is past the nose: the Jacobian's determinant is not positive."""
+        sign, _ = np.linalg.slogdet(self._jacobian(u, ctx, s_conj, col))
+        return bool(sign <= 0)
+
+    def _newton(
+        self,
+        u: np.ndarray,
+        ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        s_conj: np.ndarray,
+        tol_pu: float,
+        max_iter: int,
+    ) -> tuple[np.ndarray, bool, int]:
+        """Chord Newton from ``u`` (see :meth:`solve`): the port voltages, whether every column
+        converged, and the iterations used."""
+        n = u.shape[0]
+        u0 = self.u0[:, None]
+        if self._jinv is None:
+            self._jinv = np.linalg.inv(self._jacobian(u, ctx, s_conj, 0))
+        err_prev = np.inf
+        it = 0
+        for it in range(1, max_iter + 1):
+            i_comp, _ = self._i_comp(u, ctx, s_conj)
+            f = u - (u0 - self.k @ i_comp)
+            err = np.max(np.abs(f) / self.v_ref) if u.size else 0.0
+            if not err < _DIVERGED_PU:  # also catches NaN
+                break
+            if err < tol_pu:
+                return u - f, True, it
+            if err > 0.5 * err_prev:  # slow or diverging: Newton step from here
+                self._jinv = np.linalg.inv(self._jacobian(u, ctx, s_conj, 0))
+            err_prev = err
+            step = self._jinv @ np.concatenate([f.real, f.imag])
+            u = u - (step[:n] + 1j * step[n:])
+        return u, False, it
+
+    def _principal(
+        self, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, tol_pu: float
+    ) -> tuple[np.ndarray, float]:
+        """Follow a single column's operating point up from no load (see the module docstring).
+
+        :return: port voltages at the last solved load fraction, and that fraction (1.0 when
+            the whole load is carried).
+        """
+        u = self.u0[:, None].copy()
+        u[self._dead_ports] = 1.0
+        lam, step = 0.0, _PATH_FIRST_STEP
+        self._jinv = None
+        while lam < 1.0 and step >= _PATH_MIN_STEP:
+            nxt = min(1.0, lam + step)
+            c, sn = _column(ctx, 0, nxt), s_conj * nxt
+            un, ok, _ = self._newton(u.copy(), c, sn, tol_pu, _PATH_MAX_ITER)
+            if ok and not self._low_branch(un, c, sn, 0):
+                u, lam, step = un, nxt, 2.0 * step
+            else:
+                step /= 2.0
+                self._jinv = None
+        return u, lam
+
+    def _voltages(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node voltages (V), source power per phase (VA) and losses (W) of port voltages ``u``."""
+        i_comp, i_actual = self._i_comp(u, ctx, s_conj)
+        v = self.v0[:, None] - self.w @ i_comp
+        v[self.dead_nodes] = 0.0
+        v_src = v[self.src_nodes]
+        i_src = self.y_src @ (self.e_src[:, None] - v_src)
+        s_sub = v_src * np.conj(i_src)
+        p_ports = np.real(u * np.conj(i_actual)).sum(axis=0)
+        return v, s_sub, s_sub.real.sum(axis=0) - p_ports
 
     def solve(
         self,
@@ -302,7 +421,9 @@ class CompiledNetwork:
         solve to the next and refreshed at the current point whenever an iteration reduces the
         residual by less than half (a full Newton step then). It gives up when the residual
         exceeds 10 pu or ``max_iter`` is reached. It converges when the largest fixed-point update of a port
-        voltage, ``|u - (u0 - K i_c(u))|``, is below ``tol_pu``.
+        voltage, ``|u - (u0 - K i_c(u))|``, is below ``tol_pu``. Converged columns with a port
+        below :data:`BRANCH_CHECK_PU`, and a single column that did not converge, are solved
+        again by continuation from no load (module docstring).
 
         :param scale: load multiplier per load branch, ``(n_branch, 1)`` or ``(n_branch, n_cols)``.
         :param s_pq_va: complex power drawn at each PQ node (VA, > 0 = consumption),
@@ -310,7 +431,7 @@ class CompiledNetwork:
         :param tol_pu: convergence tolerance on the port voltage update (pu).
         :param max_iter: iteration limit.
         :param u_init: starting port voltages, ``(n_ports, 1)`` or ``(n_ports, n_cols)``; default
-            the last converged column (warm start).
+            the last accepted column (warm start).
         """
         n_cols = s_pq_va.shape[1]
         if u_init is None:
@@ -320,37 +441,38 @@ class CompiledNetwork:
         ctx = self.kernel.prepare(scale * self.live_branch, n_cols)
         s_conj = np.conj(s_pq_va * self.live_pq)
         u[self._dead_ports] = 1.0  # any nonzero value: their currents are zero
-        u0 = self.u0[:, None]
-        if self._jinv is None:
-            self._jinv = self._jacobian_inverse(u, ctx, s_conj)
-        converged = False
-        err_prev = np.inf
-        it = 0
-        for it in range(1, max_iter + 1):
-            i_comp, _ = self._i_comp(u, ctx, s_conj)
-            f = u - (u0 - self.k @ i_comp)
-            err = np.max(np.abs(f) / self.v_ref) if u.size else 0.0
-            if not err < _DIVERGED_PU:  # also catches NaN
-                break
-            if err < tol_pu:
-                u = u - f
-                converged = True
-                break
-            if err > 0.5 * err_prev:  # slow or diverging: Newton step from here
-                self._jinv = self._jacobian_inverse(u, ctx, s_conj)
-            err_prev = err
-            step = self._jinv @ np.concatenate([f.real, f.imag])
-            u = u - (step[:n] + 1j * step[n:])
-        i_comp, i_actual = self._i_comp(u, ctx, s_conj)
-        v = self.v0[:, None] - self.w @ i_comp
-        v[self.dead_nodes] = 0.0
-        v_src = v[self.src_nodes]
-        i_src = self.y_src @ (self.e_src[:, None] - v_src)
-        s_sub = v_src * np.conj(i_src)
-        p_ports = np.real(u * np.conj(i_actual)).sum(axis=0)
-        losses = s_sub.real.sum(axis=0) - p_ports
-        if converged:
+        u, converged, it = self._newton(u, ctx, s_conj, tol_pu, max_iter)
+        lam = np.ones(n_cols)
+        collapsed = np.zeros(n_cols, dtype=bool)
+        ok = converged
+        # measured against each port's no-load voltage, not its load's rated kV: a file may rate a
+        # wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load
+        v_check = np.where(self._dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(self.u0))[:, None]
+        low = (np.abs(u) < v_check).any(axis=0) if converged else np.full(n_cols, n_cols == 1)
+        if low.any():  # a suspect column, or a single one that did not converge
+            check = np.flatnonzero(low)
+            for j in check.tolist():
+                u[:, j : j + 1], lam[j] = self._principal(_column(ctx, j), s_conj[:, j : j + 1], tol_pu)
+            collapsed = (lam > 0.0) & (lam < 1.0)
+            ok = bool((lam[check] == 1.0).all())
+        v, s_sub, losses = self._voltages(u, ctx, s_conj)
+        if ok:
             self.u_last = u[:, -1:].copy()
         else:
+            for j in np.flatnonzero(collapsed).tolist():
+                v[:, j : j + 1], s_sub[:, j : j + 1], losses[j : j + 1] = self._voltages(
+                    u[:, j : j + 1], _column(ctx, j, lam[j]), s_conj[:, j : j + 1] * lam[j]
+                )
+            if converged and (lam == 1.0).any():  # never warm-start from a rejected column
+                last = np.flatnonzero(lam == 1.0)[-1]
+                self.u_last = u[:, last : last + 1].copy()
             self._jinv = None  # taken at a bad point: rebuild from the warm start next time
-        return Solution(v=v, s_sub_va=s_sub, losses_w=losses, iterations=it, converged=converged)
+        return Solution(
+            v=v,
+            s_sub_va=s_sub,
+            losses_w=losses,
+            iterations=it,
+            converged=ok,
+            collapsed=collapsed,
+            load_fraction=lam,
+        )

@@ -95,6 +95,16 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
             bad = [t for t in reg.taps if not lo <= t <= hi]
             if bad:
                 problems.append((f"grid.regulators.{bank}.taps", f"taps {bad} out of range [{lo}, {hi}]"))
+            if feeder.is_ganged(bank.lower()) and len(set(reg.taps)) > 1:
+                problems.append(
+                    (
+                        f"grid.regulators.{bank}.taps",
+                        (
+                            f"taps {list(reg.taps)} differ per phase, but bank {bank} is one ganged "
+                            f"{len(info.phases)}-phase regulator with a single tap: give the same tap on every phase"
+                        ),
+                    )
+                )
     for cap in spec.capacitors:
         if cap.lower() not in feeder.capacitors:
             problems.append(
@@ -113,7 +123,7 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
     phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
     (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
     per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
-    scenario's ``min_tap``/``max_tap`` when it states them), capacitors exist, PV and extra-load
+    scenario's ``min_tap``/``max_tap`` when it states them; one value on a ganged bank), capacitors exist, PV and extra-load
     profiles are readable (``grid.pv.<i>.profile`` ...).
 
     :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario

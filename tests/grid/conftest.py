@@ -82,6 +82,7 @@ def opendss_voltages(
         )
     dss.Text.Command("set controlmode=off")
     dss.Text.Command("set tolerance=1e-8")
+    dss.Text.Command("set maxiterations=1000")  # near the nose of the P-V curve OpenDSS needs > 100
     dss.Text.Command("solve")
     assert dss.Solution.Converged()
     out = {}

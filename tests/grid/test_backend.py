@@ -280,3 +280,20 @@ def test_tap_range_override() -> None:
     for i in range(20):
         taps = g.solve(float(i), {"dc": dc(1e6)}, 1.0).taps["reg1"]
     assert max(taps) == 3
+
+
+def test_ganged_bank_takes_one_tap() -> None:
+    """IEEE 123's reg1 is one three-phase transformer (one tap); IEEE 13's reg1 is three
+    single-phase units (a tap each)."""
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee123"), [], Path("."))
+    with pytest.raises(CommandError, match=r"set_taps reg1: taps \[1, 2, 3\] differ per phase.*ganged"):
+        g.apply(SetTaps("reg1", (1, 2, 3)), 0.0)
+    g.apply(SetTaps("reg1", (2, 2, 2)), 0.0)
+    assert g.solve(0.0, {}, 1.0).taps["reg1"] == (2, 2, 2)
+    with pytest.raises(ScenarioError, match=r"grid.regulators.reg1.taps: taps \[1, 2, 3\] differ per phase"):
+        FeederGrid.from_spec(
+            GridSpec(feeder="ieee123", regulators={"reg1": RegulatorSpec(taps=[1, 2, 3])}), [], Path(".")
+        )
+    og = og13()
+    og.apply(SetTaps("reg1", (1, 2, 3)), 0.0)
+    assert og.solve(0.0, {"dc": dc(1e6)}, 1.0).taps["reg1"] == (1, 2, 3)
