@@ -7,6 +7,8 @@ runs the first N held-out variations of each scenario instead (the fixed evaluat
 policy's training env: same ranges, episode length and seed), labelled ``<scenario>#k``. Prints the
 same summary table as ``openg2g compare``.
 
+A policy zip is a pickle: loading it can run code. Evaluate only policies you trust.
+
 Examples::
 
     openg2g evaluate runs/train_ieee13/policy.zip --scenarios ieee13_none ieee13_ofo --baseline

@@ -6,11 +6,16 @@ Examples::
         --env episode_steps=300
     openg2g train ieee13_none --steps 400000 --out runs/train_ieee13 --resume
     openg2g train toy --steps 5000 --out runs/train_toy            # analytic toy case
+    openg2g train toy --steps 5000 --tensorboard runs/tb            # also TensorBoard logs
 
 ``--env KEY=VALUE`` sets an env setting (:class:`openg2g.envs.EnvConfig`), dotted for nested ones:
 ``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``.
-Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs and
-``train.json`` (see :mod:`openg2g.envs.training`).
+Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs,
+``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
+the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
+segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
+A policy zip is a pickle: loading one (``evaluate``, ``rl_policy``) can run code, so only use
+policies you trust.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ def _train(args: argparse.Namespace) -> int:
             resume=args.resume,
             checkpoint_every=args.checkpoint_every,
             eval_episodes=args.eval_episodes,
+            tensorboard=Path(args.tensorboard) if args.tensorboard else None,
             progress=not args.no_progress,
         )
     except KeyboardInterrupt:
@@ -95,7 +101,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=100_000, help="total env steps, resumed ones included (default 100000)")
     p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
     p.add_argument("--n-envs", type=int, default=1, help="parallel envs, in subprocesses when > 1 (default 1)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in OUT/checkpoints")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in OUT from its latest checkpoint (same logs, new segment)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="env setting (repeatable)")
@@ -111,6 +121,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--raw-reward", action="store_true", help="train on raw rewards (default: scaled by the return's running std)"
+    )
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log to TensorBoard under DIR, run <OUT name>_<k> (needs: pip install tensorboard)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)

@@ -27,8 +27,10 @@ import numpy as np
 
 from openg2g.core.errors import ScenarioError, SimulationError
 from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.core.state import Observation
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.config import EnvConfig
+from openg2g.envs.render import RENDER_MODES, render_frame, render_text
 from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.variations import ScenarioGenerator, Variation
 from openg2g.scenario.loader import LoadedScenario, load_scenario
@@ -111,12 +113,16 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     :param config: an :class:`EnvConfig` or a mapping of its fields.
     :param components: builds the components of each episode's scenario; default the real
         backends through a :class:`ComponentCache`.
-    :param render_mode: must be ``None`` (the env does not render; runs write plots instead).
+    :param render_mode: ``None`` (no rendering; runs write plots instead), ``"ansi"`` (:meth:`render`
+        returns text) or ``"rgb_array"`` (:meth:`render` returns an image), see :mod:`openg2g.envs.render`.
     :raises ScenarioError: the scenario has no datacenter, no controllable model, or is shorter
         than two control periods or than the requested episode.
+    :raises ValueError: a render mode other than those of ``metadata["render_modes"]``.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium declares it so)
+    # Gymnasium declares metadata as a class-level dict; render_fps is the playback rate of a
+    # recorded episode, one frame per control step
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": 4}  # noqa: RUF012
 
     # Set in __init__ from the scenario:
     observation_space: gym.spaces.Box
@@ -130,8 +136,10 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         components: ComponentsFactory | None = None,
         render_mode: str | None = None,
     ):
-        if render_mode is not None:
-            raise ValueError(f"render_mode {render_mode!r} is not supported; G2GEnv does not render")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']} or None"
+            )
         self.render_mode = render_mode
         self.config = config if isinstance(config, EnvConfig) else EnvConfig.model_validate(dict(config or {}))
         self.loaded = scenario
@@ -170,6 +178,8 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         best = [max(self.context.sites[s.site].models[s.model].throughput_tok_s or (0.0,)) for s in self.layout.slots]
         self._throughput_ref = sum(b * s.replicas_ref for b, s in zip(best, self.layout.slots)) or 1.0
         self.sim: Simulation | None = None
+        self._observation: Observation | None = None
+        self._step_count = 0
         self._episode = 0
         self._needs_reset = True
 
@@ -245,7 +255,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
               ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
               and ``error`` when the simulation failed.
         """
-        if self._needs_reset or self.sim is None:
+        if self._needs_reset or self.sim is None or self._observation is None:
             raise RuntimeError("call reset() before step() (the episode has ended or never started)")
         sim = self.sim
         before = self._snapshot()
@@ -292,9 +302,20 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         m = self.sim.metrics  # type: ignore[union-attr]
         return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens)
 
-    def render(self) -> None:
-        """No rendering: runs write plots from their output tables instead."""
-        return
+    def render(self) -> str | np.ndarray | None:
+        """Draw the latest observed state in the env's ``render_mode``.
+
+        :return: ``None`` when ``render_mode`` is ``None``; for ``"ansi"`` a text of a few lines;
+            for ``"rgb_array"`` a uint8 image of shape :data:`~openg2g.envs.render.FRAME_SHAPE`.
+        :raises gymnasium.error.ResetNeeded: no episode has been started yet.
+        """
+        if self.render_mode is None:
+            return None
+        if self._observation is None:
+            raise gym.error.ResetNeeded("call reset() before render(): there is no state to draw yet")
+        if self.render_mode == "ansi":
+            return render_text(self.layout, self._observation, self._step_count, self.episode_steps)
+        return render_frame(self.layout, self._observation)
 
     def close(self) -> None:
         """Drop the running simulation."""
@@ -302,7 +323,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self._needs_reset = True
 
 
-def make_env(scenario: str | Path, overrides: Sequence[str] = (), **config: Any) -> G2GEnv:
+def make_env(
+    scenario: str | Path, overrides: Sequence[str] = (), *, render_mode: str | None = None, **config: Any
+) -> G2GEnv:
     """Gymnasium entry point: :meth:`G2GEnv.from_scenario` as a plain function.
 
     ``scenario="toy"`` builds the analytic toy case of :mod:`openg2g.envs.toy`.
@@ -310,5 +333,5 @@ def make_env(scenario: str | Path, overrides: Sequence[str] = (), **config: Any)
     if str(scenario) == "toy":
         from openg2g.envs.toy import make_toy_env
 
-        return make_toy_env(overrides=overrides, **config)
-    return G2GEnv.from_scenario(scenario, overrides, **config)
+        return make_toy_env(overrides=overrides, render_mode=render_mode, **config)
+    return G2GEnv.from_scenario(scenario, overrides, render_mode=render_mode, **config)

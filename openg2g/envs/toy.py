@@ -272,14 +272,24 @@ def toy_components(loaded: LoadedScenario) -> tuple[list[DatacenterBackend], Gri
     return sites, grid, []
 
 
-def make_toy_env(duration_s: float = 60, training: bool = True, overrides: Sequence[str] = (), **config: Any) -> G2GEnv:
+def make_toy_env(
+    duration_s: float = 60,
+    training: bool = True,
+    overrides: Sequence[str] = (),
+    *,
+    render_mode: str | None = None,
+    **config: Any,
+) -> G2GEnv:
     """The toy environment (registered as ``openg2g/Toy-v0``).
 
     :param duration_s: scenario length (s); one step per second.
     :param training: whether the scenario has a training job.
     :param overrides: scenario ``dotted.key=value`` overrides.
+    :param render_mode: ``None``, ``"ansi"`` or ``"rgb_array"`` (see :class:`~openg2g.envs.env.G2GEnv`).
     :param config: :class:`~openg2g.envs.config.EnvConfig` fields.
     """
     from openg2g.envs.env import G2GEnv
 
-    return G2GEnv(toy_scenario(duration_s, training, overrides), config, components=toy_components)
+    return G2GEnv(
+        toy_scenario(duration_s, training, overrides), config, components=toy_components, render_mode=render_mode
+    )

@@ -1,25 +1,16 @@
 """Training and scoring policies with Stable-Baselines3 (what ``openg2g train`` runs).
 
 :func:`train_policy` trains on vectorized copies of :class:`~openg2g.envs.env.G2GEnv` (subprocesses
-when ``n_envs > 1``), logs SB3's figures to CSV, saves a checkpoint (zip + JSON) every
-``checkpoint_every`` steps, resumes from the latest checkpoint on request, and at the end writes
-``policy.zip``/``policy.json`` and scores the policy against a uniformly random one on the env's
-held-out evaluation set (:func:`score_policy`).
-
-Output folder::
-
-    <out>/policy.zip, policy.json     final policy (load with the rl_policy controller)
-    <out>/checkpoints/model_<N>_steps.zip/.json
-    <out>/logs/progress.csv           SB3 logger (one folder per resumed segment: logs_from_<N>/)
-    <out>/monitor.csv                 one row per finished training episode (reward, length)
-    <out>/train.json                  arguments, timing, evaluation figures
+when ``n_envs > 1``), logs SB3's figures to CSV (and TensorBoard on request), saves a checkpoint
+every ``checkpoint_every`` steps, continues a run on request (see :mod:`openg2g.envs.training_run`
+for the folder and what a resumed segment keeps), and at the end writes ``policy.zip``/``policy.json``
+and scores the policy against a uniformly random one on the env's held-out evaluation set
+(:func:`score_policy`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,15 +19,24 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ProgressBarCallback
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 from openg2g.core.errors import G2GError
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, read_meta, save_policy
+from openg2g.envs.training_run import (
+    Checkpoints,
+    ContinuedCSV,
+    TrainRecord,
+    latest_checkpoint,
+    load_normalization,
+    monitor,
+    normalization_path,
+)
 
-__all__ = ["TrainResult", "TrainSettings", "latest_checkpoint", "score_policy", "train_policy"]
-
-_CHECKPOINT = re.compile(r"model_(\d+)_steps\.zip$")
+__all__ = ["TrainResult", "TrainSettings", "score_policy", "train_policy"]
 
 
 @dataclass(frozen=True)
@@ -88,17 +88,6 @@ class TrainResult:
     evaluation: dict[str, Any] = field(default_factory=dict)
 
 
-def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
-    """The checkpoint zip with the most steps in ``folder`` and its step count, or ``None``."""
-    best: tuple[Path, int] | None = None
-    if folder.is_dir():
-        for p in folder.iterdir():
-            m = _CHECKPOINT.search(p.name)
-            if m and p.with_suffix(".json").is_file() and (best is None or int(m.group(1)) > best[1]):
-                best = (p, int(m.group(1)))
-    return best
-
-
 def score_policy(
     env: G2GEnv, act: Callable[[np.ndarray], Any], episodes: int | None = None
 ) -> tuple[float, list[float]]:
@@ -121,18 +110,54 @@ def score_policy(
     return float(np.mean(totals)), totals
 
 
-def _make_vec_env(
-    factory: Callable[[], G2GEnv], n_envs: int, seed: int, monitor: Path, normalize_reward: bool, gamma: float
-):
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
+def _require_tensorboard() -> None:
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401  (what SB3 writes with)
+    except ImportError:
+        raise G2GError(
+            "--tensorboard needs the tensorboard package, which is not installed: pip install tensorboard"
+        ) from None
 
-    fns: list[Callable[[], gym.Env]] = [factory] * n_envs
-    vec = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
-    vec.seed(seed)
-    monitored = VecMonitor(vec, filename=str(monitor))  # raw rewards in monitor.csv and ep_rew_mean
-    if normalize_reward:
-        return VecNormalize(monitored, norm_obs=False, norm_reward=True, gamma=gamma)
-    return monitored
+
+class _ProgressBar(ProgressBarCallback):
+    """SB3's progress bar, drawn with plain tqdm, counting from a resumed run's steps up to the
+    run's total and showing the mean reward of recent episodes."""
+
+    def __init__(self, total_steps: int, description: str):
+        # SB3's __init__ insists on tqdm.rich (the rich package); plain tqdm draws the same bar
+        BaseCallback.__init__(self)
+        self.total_steps = total_steps
+        self.description = description
+
+    def _on_training_start(self) -> None:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+
+        self.pbar = tqdm(
+            total=self.total_steps,
+            initial=self.model.num_timesteps,
+            unit="step",
+            desc=self.description,
+            dynamic_ncols=True,
+            mininterval=2.0,
+        )
+
+    def _on_step(self) -> bool:
+        super()._on_step()
+        buf = self.model.ep_info_buffer
+        if buf and self.n_calls % 50 == 0:
+            self.pbar.set_postfix(ep_reward=f"{np.mean([e['r'] for e in buf]):.2f}", refresh=False)
+        return True
+
+
+def _check_same_run(previous: dict[str, Any], settings: dict[str, Any], record: Path) -> None:
+    """Refuse to resume with other hyper-parameters: SB3 would silently keep the saved ones."""
+    before = previous.get("settings") or {}
+    changed = [f"{k} {before.get(k)!r} -> {v!r}" for k, v in settings.items() if before.get(k) != v]
+    if changed:
+        raise G2GError(
+            f"{record}: the run was trained with other settings ({', '.join(changed)}); "
+            "resume with the same --n-steps, --batch-size, --lr, --gamma, --ent-coef, --net-arch and --raw-reward"
+        )
 
 
 def train_policy(
@@ -149,26 +174,33 @@ def train_policy(
     resume: bool = False,
     checkpoint_every: int = 10_000,
     eval_episodes: int = 4,
+    tensorboard: Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> TrainResult:
     """Train a policy on a scenario and save it with its env settings.
 
     :param scenario: scenario path or bundled name (``"toy"`` for the analytic toy case).
-    :param out: output folder (see module doc).
+    :param out: output folder (see :mod:`openg2g.envs.training_run`).
     :param algo: ppo, a2c, sac or td3 (sac, td3 need ``action="box"``).
-    :param steps: total environment steps (over all envs), including those of a resumed run.
+    :param steps: total environment steps (over all envs), including those of earlier segments.
     :param n_envs: parallel environments (subprocesses when > 1).
     :param overrides: scenario ``dotted.key=value`` overrides.
     :param env_config: :class:`EnvConfig` or its fields.
-    :param resume: continue from the latest checkpoint in ``out/checkpoints`` (fresh if none).
+    :param resume: continue the run in ``out`` from its latest checkpoint (fresh if none): same
+        logs and monitor file, normalization statistics restored, a new segment in ``train.json``.
+        Without it, ``out`` must hold no checkpoint.
     :param checkpoint_every: steps between checkpoints.
     :param eval_episodes: held-out episodes to score the final policy and a random one on (0: skip).
-    :raises G2GError: bad arguments (unknown algorithm, continuous-only algorithm with discrete actions).
+    :param tensorboard: also log to TensorBoard under this folder, in ``<out folder name>_<k>``
+        (a resumed segment continues the latest such run).
+    :raises G2GError: bad arguments (unknown algorithm, continuous-only algorithm with discrete
+        actions), tensorboard requested but not installed, a fresh run into a folder holding one,
+        or a resume whose settings differ from the run's.
     """
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.logger import CSVOutputFormat, Logger
+    from stable_baselines3.common.utils import configure_logger
 
     cls = algo_class(algo)
     cfg = env_config if isinstance(env_config, EnvConfig) else EnvConfig.model_validate(dict(env_config or {}))
@@ -176,19 +208,32 @@ def train_policy(
         raise G2GError(f"{algo} needs continuous actions: set the env's action to 'box' (got {cfg.action!r})")
     if steps <= 0 or n_envs <= 0 or checkpoint_every <= 0:
         raise G2GError(f"steps, n_envs and checkpoint_every must be > 0, got {steps}, {n_envs}, {checkpoint_every}")
+    if tensorboard is not None:
+        _require_tensorboard()
     torch.set_num_threads(1)
     out = Path(out)
     ckpt_dir = out / "checkpoints"
-    out.mkdir(parents=True, exist_ok=True)
+    record_path = out / "train.json"
+    settings_json = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     env_kwargs = cfg.model_dump(mode="json")
     factory = functools.partial(make_env, str(scenario), tuple(overrides), **env_kwargs)
     probe = factory()  # validates scenario and config before any subprocess starts
-    layout = probe.layout.describe()
     meta = PolicyMeta(
-        format=FORMAT, timesteps=0, algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg, layout=layout
+        format=FORMAT,
+        timesteps=0,
+        algo=algo,
+        scenario=str(scenario),
+        overrides=list(overrides),
+        env=cfg,
+        layout=probe.layout.describe(),
     )
 
-    start = latest_checkpoint(ckpt_dir) if resume else None
+    start = latest_checkpoint(ckpt_dir)
+    if start and not resume:
+        raise G2GError(
+            f"{out} already holds a training run ({start[0].name}); continue it with --resume or choose another --out"
+        )
+    previous = TrainRecord.read(record_path) if start else None
     if start:
         saved = read_meta(start[0])
         if (saved.algo, saved.env, saved.scenario, saved.overrides) != (algo, cfg, str(scenario), list(overrides)):
@@ -196,72 +241,87 @@ def train_policy(
                 f"{start[0]} was trained with algo {saved.algo!r} on {saved.scenario!r} {saved.overrides} and env "
                 f"settings {saved.env.model_dump(mode='json')}; resume with the same scenario, --set, --env and --algo"
             )
+        if previous is not None:
+            _check_same_run(previous, settings_json, record_path)
+    elif resume:
+        log(f"no checkpoint in {ckpt_dir}; starting fresh")
     done_steps = start[1] if start else 0
-    suffix = f"_from_{done_steps}" if start else ""
-    vec = _make_vec_env(
-        factory, n_envs, seed + done_steps, out / f"monitor{suffix}.csv", settings.normalize_reward, settings.gamma
-    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+
+    fns: list[Callable[[], gym.Env]] = [factory] * n_envs
+    vec: VecEnv = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
+    vec.seed(seed + done_steps)
+    vec = monitor(vec, out / "monitor.csv", append=start is not None)  # raw rewards: monitor.csv, ep_rew_mean
+    if settings.normalize_reward:
+        stats = normalization_path(ckpt_dir, done_steps)
+        if start and stats.is_file():
+            vec = load_normalization(stats, vec)
+        else:
+            if start:
+                log(f"no normalization statistics {stats.name} beside the checkpoint; reward scaling starts afresh")
+            vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=settings.gamma)
     if start:
         model = cls.load(str(start[0]), env=vec, device="cpu")
         log(f"resuming from {start[0]} ({done_steps} steps)")
     else:
-        if resume:
-            log(f"no checkpoint in {ckpt_dir}; starting fresh")
         model = cls("MlpPolicy", vec, seed=seed, device="cpu", verbose=0, **settings.algo_kwargs(algo))
-    model.set_logger(configure(str(out / f"logs{suffix}"), ["csv"]))
+    # SB3's own TensorBoard logger (named after the run folder, continued on resume) plus the CSV log
+    logger = (
+        configure_logger(0, str(tensorboard), out.resolve().name, reset_num_timesteps=start is None)
+        if tensorboard is not None
+        else Logger(str(out / "logs"), [])
+    )
+    progress_csv = out / "logs" / "progress.csv"
+    logger.output_formats.append(ContinuedCSV(progress_csv) if start else CSVOutputFormat(str(progress_csv)))
+    model.set_logger(logger)
 
-    class _Checkpoint(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_at = (done_steps // checkpoint_every + 1) * checkpoint_every
+    record = TrainRecord(
+        record_path,
+        {
+            "scenario": str(scenario),
+            "overrides": list(overrides),
+            "algo": algo,
+            "settings": settings_json,
+            "env": env_kwargs,
+        },
+        previous,
+    )
+    record.start(done_steps, steps, n_envs, seed)
 
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_at:
-                path = ckpt_dir / f"model_{self.num_timesteps}_steps"
-                save_policy(self.model, path, meta.model_copy(update={"timesteps": self.num_timesteps}))
-                self.next_at += checkpoint_every
-            return True
-
-    class _Progress(BaseCallback):
-        def _on_training_start(self) -> None:
-            from tqdm import tqdm  # type: ignore[import-untyped]
-
-            self.bar = tqdm(
-                total=steps, initial=done_steps, unit="step", desc=f"train {algo}", dynamic_ncols=True, mininterval=2.0
-            )
-
-        def _on_step(self) -> bool:
-            self.bar.update(self.num_timesteps - self.bar.n)
-            buf = self.model.ep_info_buffer
-            if buf and self.n_calls % 50 == 0:
-                self.bar.set_postfix(ep_reward=f"{np.mean([e['r'] for e in buf]):.2f}", refresh=False)
-            return True
-
-        def _on_training_end(self) -> None:
-            self.bar.close()
-
-    callbacks: list[BaseCallback] = [_Checkpoint()]
+    checkpoints = Checkpoints(checkpoint_every, n_envs, ckpt_dir, meta)
+    checkpoints.init_callback(model)
+    callbacks: list[BaseCallback] = [checkpoints]
     if progress:
-        callbacks.append(_Progress())
+        callbacks.append(_ProgressBar(steps, f"train {algo}"))
     t0 = time.perf_counter()
-    remaining = steps - done_steps
+
     try:
-        if remaining > 0:
-            model.learn(total_timesteps=remaining, callback=CallbackList(callbacks), reset_num_timesteps=start is None)
+        if steps > done_steps:
+            model.learn(
+                total_timesteps=steps - done_steps, callback=CallbackList(callbacks), reset_num_timesteps=start is None
+            )
+        elif start:
+            log(f"{start[0]} already has {done_steps} of the {steps} steps asked for; nothing to train")
+        checkpoints.save()  # the next --resume starts exactly here
     except KeyboardInterrupt:
         # keep what was learned: --resume continues from here
-        path = ckpt_dir / f"model_{model.num_timesteps}_steps"
-        save_policy(model, path, meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
-        log(f"interrupted at {model.num_timesteps} steps; saved {path}.zip")
+        path = checkpoints.save()
+        record.end(int(model.num_timesteps), time.perf_counter() - t0, "interrupted")
+        log(f"interrupted at {model.num_timesteps} steps; saved {path}")
+        raise
+    except Exception:
+        record.end(int(model.num_timesteps), time.perf_counter() - t0, "failed")
         raise
     finally:
+        logger.close()
         try:
             vec.close()
         except (EOFError, ConnectionError, BrokenPipeError):  # workers already gone (Ctrl-C reaches them too)
             pass
     wall = time.perf_counter() - t0
-    meta = meta.model_copy(update={"timesteps": int(model.num_timesteps)})
-    policy = save_policy(model, out / "policy", meta)
+    record.end(int(model.num_timesteps), wall, "finished")
+    policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
     evaluation: dict[str, Any] = {}
     if eval_episodes > 0:
         policy_mean, policy_eps = score_policy(probe, lambda o: model.predict(o, deterministic=True)[0], eval_episodes)
@@ -282,22 +342,5 @@ def train_policy(
             evaluation.update(hold_mean_reward=hold_mean, hold_rewards=hold_eps)
             message += f", hold {hold_mean:.3f}"
         log(f"{message} ({len(policy_eps)} episodes)")
-    result = TrainResult(policy, int(model.num_timesteps), wall, evaluation)
-    record = {
-        "scenario": str(scenario),
-        "overrides": list(overrides),
-        "algo": algo,
-        "steps": steps,
-        "n_envs": n_envs,
-        "seed": seed,
-        "resumed_from": done_steps,
-        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()},
-        "env": env_kwargs,
-        "timesteps": result.timesteps,
-        "wall_time_s": wall,
-        "steps_per_s": (result.timesteps - done_steps) / wall if wall > 0 else None,
-        "evaluation": evaluation,
-        "policy": str(policy),
-    }
-    (out / "train.json").write_text(json.dumps(record, indent=2) + "\n")
-    return result
+    record.finish(evaluation, policy)
+    return TrainResult(policy, int(model.num_timesteps), wall, evaluation)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import socket
 import sys
 from abc import ABC, abstractmethod
@@ -17,6 +18,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 from typing_extensions import Self
@@ -24,7 +26,17 @@ from typing_extensions import Self
 from openg2g.core.errors import G2GError
 from openg2g.sweep.tasks import RunTask, execute_task, lost_record
 
-__all__ = ["ENGINES", "Engine", "LocalEngine", "RayEngine", "SerialEngine", "check_ray_address", "make_engine"]
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "LocalEngine",
+    "RayEngine",
+    "SerialEngine",
+    "check_ray_address",
+    "make_engine",
+    "prepare_ray_auth",
+    "ray_connect_error",
+]
 
 OnRecord = Callable[[dict[str, Any]], None]
 
@@ -59,6 +71,20 @@ class Engine(ABC):
 
     def _lost(self, task: RunTask, attempts: int, why: str) -> dict[str, Any]:
         return lost_record(task, f"{why} (attempt {attempts} of {self.retries + 1}; no retries left)")
+
+
+def execute_in_worker(task: RunTask) -> dict[str, Any]:
+    """:func:`~openg2g.sweep.tasks.execute_task` in a sweep worker, with BLAS and OpenMP pools
+    limited to one thread.
+
+    A run's linear algebra is small (feeder matrices of tens to hundreds of rows), where extra
+    threads only add synchronization; and ``workers`` processes on as many cores, each with a
+    pool of one thread per core, would oversubscribe the machine ``workers``-fold.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return execute_task(task)
 
 
 class SerialEngine(Engine):
@@ -130,7 +156,7 @@ class LocalEngine(Engine):
                     main = ProcessPoolExecutor(self.workers, mp_context=ctx)
                 while queue and len(in_main) < main_slots:
                     task = queue.popleft()
-                    in_main[main.submit(execute_task, task)] = task  # type: ignore[union-attr]
+                    in_main[main.submit(execute_in_worker, task)] = task  # type: ignore[union-attr]
                 if suspects and not in_solo:
                     if self.workers == 1:
                         queue.extendleft(reversed(suspects))
@@ -139,7 +165,7 @@ class LocalEngine(Engine):
                     if solo is None:
                         solo = ProcessPoolExecutor(1, mp_context=ctx)
                     task = suspects.popleft()
-                    in_solo[solo.submit(execute_task, task)] = task
+                    in_solo[solo.submit(execute_in_worker, task)] = task
                 done, _ = wait([*in_main, *in_solo], return_when=FIRST_COMPLETED)
                 broken_main: list[RunTask] = []
                 for future in done:
@@ -197,12 +223,82 @@ def check_ray_address(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
+RAY_AUTH_DOC = "docs/ray.md (token authentication)"
+"""Where the token set-up is explained (quoted in errors)."""
+
+
+def _ray_token_source() -> str:
+    """Where Ray takes the token from, in its own order of precedence."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    if os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return f"the file {os.environ['RAY_AUTH_TOKEN_PATH']} (RAY_AUTH_TOKEN_PATH)"
+    return "~/.ray/auth_token"
+
+
+def prepare_ray_auth() -> None:
+    """Use a token given in the environment to authenticate with a Ray cluster (Ray >= 2.52).
+
+    Ray sends a token only when ``RAY_AUTH_MODE=token``; it reads the token from ``RAY_AUTH_TOKEN``,
+    else from the file named by ``RAY_AUTH_TOKEN_PATH``, else from ``~/.ray/auth_token``. A token
+    given through either variable is taken as the wish to authenticate: ``RAY_AUTH_MODE`` is then
+    set to ``token`` unless it is set already. Ray reads these when it is imported, so this must
+    run before ``import ray``.
+
+    :raises G2GError: ``RAY_AUTH_TOKEN_PATH`` names a file that cannot be read or is empty (Ray
+        would abort the process).
+    """
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path and not os.environ.get("RAY_AUTH_TOKEN"):
+        try:
+            token = Path(path).expanduser().read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise G2GError(
+                f"RAY_AUTH_TOKEN_PATH={path}: cannot read the Ray token file ({getattr(exc, 'strerror', None) or exc})"
+            ) from None
+        if not token:
+            raise G2GError(f"RAY_AUTH_TOKEN_PATH={path}: the Ray token file is empty")
+    if "RAY_AUTH_MODE" not in os.environ and (os.environ.get("RAY_AUTH_TOKEN") or path):
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def ray_connect_error(address: str, exc: BaseException) -> G2GError:
+    """What to tell the user when ``ray.init(address=...)`` fails with ``exc``.
+
+    A rejected or missing token (the cluster runs with ``RAY_AUTH_MODE=token``) gets the steps to
+    pass the cluster's token; anything else the innermost cause Ray gave.
+    """
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    text = " ".join(str(e) for e in chain)
+    if any(type(e).__name__ == "AuthenticationError" for e in chain) or "InvalidAuthToken" in text:
+        if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+            why = f"rejected the token this command sent (from {_ray_token_source()})"
+        else:
+            why = "requires token authentication and this command sent no token (RAY_AUTH_MODE is not 'token')"
+        return G2GError(
+            f"cannot connect to Ray at {address}: the cluster {why}. Run this command with the cluster's "
+            "token (print it on the head node with `ray get-auth-token`) in RAY_AUTH_TOKEN=<token>, or in a "
+            "file named by RAY_AUTH_TOKEN_PATH=<file>; openg2g then sets RAY_AUTH_MODE=token. "
+            f"See {RAY_AUTH_DOC}"
+        )
+    detail = str(chain[-1]).strip().splitlines()
+    cause = f" ({type(chain[-1]).__name__}: {detail[-1]})" if chain[-1] is not exc and detail else ""
+    return G2GError(f"cannot connect to Ray at {address}: {exc}{cause}")
+
+
 class RayEngine(Engine):
     """Ray tasks, one CPU each; Ray retries a task whose worker died ``retries`` times.
 
     :param address: Ray cluster address (``host:port``, ``ray://host:port``, ``auto``); None
         starts a local Ray instance with ``workers`` CPUs (or uses one already initialised).
     :param connect_timeout_s: how long to wait for the address to accept a connection.
+
+    A cluster started with token authentication (``RAY_AUTH_MODE=token``, the default of recent
+    Ray when a token exists) needs its token: see :func:`prepare_ray_auth`.
 
     Outputs are written by the workers to the sweep folder, so on a multi-node cluster that
     folder must be on a file system shared by all nodes, and openg2g installed on every node.
@@ -220,6 +316,7 @@ class RayEngine(Engine):
         """Initialise Ray; returns True if this call started it (and should shut it down)."""
         if self.address is not None:
             check_ray_address(self.address, self.connect_timeout_s)
+            prepare_ray_auth()
         try:
             import ray
         except ImportError:
@@ -237,7 +334,7 @@ class RayEngine(Engine):
         try:
             ray.init(address=self.address, **kwargs)
         except Exception as exc:  # noqa: BLE001 - Ray raises several types for a bad address
-            raise G2GError(f"cannot connect to Ray at {self.address or 'a new local instance'}: {exc}") from None
+            raise ray_connect_error(self.address or "a new local instance", exc) from None
         return True
 
     def __enter__(self) -> Self:
@@ -256,7 +353,7 @@ class RayEngine(Engine):
         import ray
         from ray.exceptions import RayError
 
-        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(execute_task)
+        remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(execute_in_worker)
         try:
             pending = {remote.remote(task): task for task in tasks}
             while pending:

@@ -17,7 +17,8 @@ from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.policy import load_policy, read_meta
 from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
-from openg2g.envs.training import TrainSettings, latest_checkpoint, score_policy, train_policy
+from openg2g.envs.training import TrainSettings, score_policy, train_policy
+from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.scenario.schema import ControllerSpec
 from tests.envs.conftest import TOY_STEPS
 
@@ -44,10 +45,9 @@ def test_checkpoints_and_resume(trained_toy, tmp_path):
     assert read_meta(found[0]).timesteps == found[1]
     resumed = tmp_path / "resumed"
     (resumed / "checkpoints").mkdir(parents=True)
-    for suffix in (".zip", ".json"):
-        (resumed / "checkpoints" / found[0].with_suffix(suffix).name).write_bytes(
-            found[0].with_suffix(suffix).read_bytes()
-        )
+    stats = normalization_path(found[0].parent, found[1])
+    for path in (found[0], found[0].with_suffix(".json"), stats):
+        (resumed / "checkpoints" / path.name).write_bytes(path.read_bytes())
     messages: list[str] = []
     result = train_policy(
         "toy",
@@ -61,7 +61,7 @@ def test_checkpoints_and_resume(trained_toy, tmp_path):
         log=messages.append,
     )
     assert messages[0].startswith("resuming from") and result.timesteps >= found[1] + 512
-    assert (resumed / f"logs_from_{found[1]}" / "progress.csv").is_file()
+    assert (resumed / "logs" / "progress.csv").is_file() and (resumed / "monitor.csv").is_file()
     with pytest.raises(G2GError, match="resume with the same scenario"):
         train_policy(
             "toy", resumed, steps=10**6, overrides=["duration_s=31"], env_config={"action": "box"}, resume=True
