@@ -1,14 +1,18 @@
 """Smooth per-replica curves of power, latency and throughput against ``x = log2(batch size)``.
 
 Model-based controllers (OFO, MPC) need values and slopes between the measured batch sizes. Each
-curve is a four-parameter logistic fitted to the measured means in :class:`ModelInfo`::
+curve is a four-parameter logistic fitted to the measured means in :class:`ModelInfo`
+(:mod:`openg2g.datacenter.fits`)::
 
     y(x) = b0 + L / (1 + exp(-k (x - x0)))        dy/dx = L k s (1 - s),  s = 1 / (1 + exp(-k (x - x0)))
 
-When a logistic fit fails or is worse than the data allow (fewer than four points, a non-converged
-least-squares solve, or an error above ``max_relative_error``), the curve falls back to a
-shape-preserving monotone cubic (PCHIP) through the measured points, so a controller always gets a
-curve that passes near the data.
+When a logistic fit fails or is worse than the data allow (fewer than four points, a
+non-converged least-squares solve, or an error above ``max_relative_error``), the curve falls back
+to a shape-preserving monotone cubic (PCHIP) through the measured points, so a controller always
+gets a curve that passes near the data. The trace library stores these curves for its measured
+batch sizes and the bundled scenarios' grid (``ModelInfo.curve_fits``), so that a run needs
+neither the fits nor scipy; a model on another batch-size grid, or with imported traces, is fitted
+here when the controller resets.
 
 This module also holds the batch-size grid helpers every batch controller shares: projection of a
 continuous ``log2`` batch onto the measured sizes, and one-step moves along them.
@@ -18,18 +22,16 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator
-from scipy.optimize import OptimizeWarning, curve_fit
 
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ModelInfo
+from openg2g.core.protocols import ModelInfo, StoredCurve
+from openg2g.datacenter.fits import MAX_RELATIVE_ERROR, fit, log2_batches, pchip_coefficients
 
 __all__ = [
     "Curve",
@@ -86,33 +88,56 @@ class LogisticCurve(Curve):
 
 @dataclass(frozen=True)
 class PchipCurve(Curve):
-    """Monotone cubic through measured points, extrapolated linearly with the end slopes."""
+    """Monotone piecewise cubic (PCHIP) through measured points, continued beyond the ends by the
+    end intervals' cubics.
+
+    :param x: the points' abscissae (log2 batch), ascending.
+    :param y: the points' values.
+    :param coefficients: :attr:`StoredCurve.pchip` rows: row ``j`` holds, per interval ``i``, the
+        coefficient of ``(x - x_i) ** (3 - j)`` (scipy's ``PchipInterpolator(x, y).c``, which
+        :meth:`through` computes; a library stores them so that runs need not import scipy).
+    """
 
     x: tuple[float, ...]
     y: tuple[float, ...]
+    coefficients: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def through(cls, x: np.ndarray, y: np.ndarray) -> PchipCurve:
+        """The PCHIP cubic through ``(x, y)`` (at least two points)."""
+        return cls(tuple(x.tolist()), tuple(y.tolist()), pchip_coefficients(x, y))
 
     @cached_property
-    def _interp(self) -> PchipInterpolator:
-        return PchipInterpolator(np.asarray(self.x), np.asarray(self.y), extrapolate=True)
+    def _value_rows(self) -> np.ndarray:
+        return np.asarray(self.coefficients, dtype=float)
 
     @cached_property
-    def _deriv(self) -> PchipInterpolator:
-        return self._interp.derivative()
+    def _slope_rows(self) -> np.ndarray:
+        return self._value_rows[:-1] * np.array([3.0, 2.0, 1.0])[:, None]
+
+    def _evaluate(self, rows: np.ndarray, x: float | np.ndarray) -> np.ndarray | float:
+        # the polynomial of x's interval in powers of (x - x_i), summed from the constant term up:
+        # scipy's PPoly evaluates in this order, so the floats equal its own bit for bit
+        breaks = np.asarray(self.x)
+        xq = np.asarray(x, dtype=float)
+        i = np.clip(np.searchsorted(breaks, xq, side="right") - 1, 0, breaks.size - 2)
+        s = xq - breaks[i]
+        out = np.zeros_like(s)
+        power = np.ones_like(s)
+        for j in range(rows.shape[0] - 1, -1, -1):
+            out = out + rows[j, i] * power
+            if j > 0:
+                power = power * s
+        return float(out) if np.ndim(out) == 0 else out
 
     def value(self, x: float | np.ndarray) -> np.ndarray | float:
-        out = self._interp(np.asarray(x, dtype=float))
-        return float(out) if np.ndim(out) == 0 else out
+        return self._evaluate(self._value_rows, x)
 
     def slope(self, x: float | np.ndarray) -> np.ndarray | float:
-        out = self._deriv(np.asarray(x, dtype=float))
-        return float(out) if np.ndim(out) == 0 else out
+        return self._evaluate(self._slope_rows, x)
 
 
-def _logistic(x: np.ndarray, l_span: float, x0: float, k: float, b0: float) -> np.ndarray:
-    return b0 + l_span / (1.0 + np.exp(np.clip(-k * (x - x0), -60.0, 60.0)))
-
-
-def fit_curve(x: Sequence[float], y: Sequence[float], *, max_relative_error: float = 0.05) -> Curve:
+def fit_curve(x: Sequence[float], y: Sequence[float], *, max_relative_error: float = MAX_RELATIVE_ERROR) -> Curve:
     """Fit a logistic to ``(x, y)``; fall back to PCHIP when the fit is poor or impossible.
 
     :param x: log2 batch sizes, ascending.
@@ -121,35 +146,27 @@ def fit_curve(x: Sequence[float], y: Sequence[float], *, max_relative_error: flo
     :return: the fitted curve.
     :raises ControllerError: fewer than two points, or non-finite data.
     """
+    xa, ya = _points(x, y)
+    return _curve(xa, ya, fit(xa, ya, max_relative_error))
+
+
+def _points(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     xa = np.asarray(x, dtype=float)
     ya = np.asarray(y, dtype=float)
     if xa.size < 2 or xa.size != ya.size:
         raise ControllerError(f"need at least two (x, y) points of equal length to fit a curve, got {xa.size}")
     if not (np.all(np.isfinite(xa)) and np.all(np.isfinite(ya))):
         raise ControllerError("cannot fit a curve to non-finite measurements")
-    span = float(ya.max() - ya.min())
-    fallback = PchipCurve(tuple(xa.tolist()), tuple(ya.tolist()))
-    if xa.size < 4 or span <= 0.0:
-        return fallback
-    best: tuple[float, np.ndarray] | None = None
-    sign = 1.0 if ya[-1] >= ya[0] else -1.0
-    for x0_start in np.linspace(xa.min(), xa.max() + 2.0, 5):
-        for k_start in (0.5, 1.0, 2.0):
-            p0 = [sign * span * 1.2, x0_start, k_start, float(ya.min() if sign > 0 else ya.max())]
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", OptimizeWarning)
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    params, _ = curve_fit(_logistic, xa, ya, p0=p0, maxfev=4000)
-            except (RuntimeError, ValueError):
-                continue
-            err = float(np.max(np.abs(_logistic(xa, *params) - ya)))
-            if np.all(np.isfinite(params)) and (best is None or err < best[0]):
-                best = (err, params)
-    if best is None or best[0] > max_relative_error * span:
-        return fallback
-    l_span, x0, k, b0 = (float(v) for v in best[1])
-    return LogisticCurve(l_span=l_span, x0=x0, k=k, b0=b0)
+    return xa, ya
+
+
+def _curve(xa: np.ndarray, ya: np.ndarray, stored: StoredCurve) -> Curve:
+    """The curve ``stored`` describes, through the points ``(xa, ya)``."""
+    if stored.logistic is not None:
+        l_span, x0, k, b0 = stored.logistic
+        return LogisticCurve(l_span=l_span, x0=x0, k=k, b0=b0)
+    assert stored.pchip is not None  # a StoredCurve holds exactly one of the two
+    return PchipCurve(tuple(xa.tolist()), tuple(ya.tolist()), stored.pchip)
 
 
 @dataclass(frozen=True)
@@ -171,17 +188,20 @@ class ModelCurves:
 
     @classmethod
     def from_model_info(cls, info: ModelInfo) -> ModelCurves:
-        """Fit the three curves to the measured per-batch means of one model."""
+        """The three curves of one model's measured per-batch means: the library's stored fits when
+        it has them for these batch sizes, else fitted now."""
         if not info.batch_sizes:
             raise ControllerError(f"model {info.model!r} has no measured batch sizes")
-        x = [math.log2(b) for b in info.batch_sizes]
-        return cls(
-            model=info.model,
-            batch_sizes=tuple(int(b) for b in info.batch_sizes),
-            power_w=_fit_cached(tuple(x), tuple(info.power_w)),
-            itl_s=_fit_cached(tuple(x), tuple(info.itl_s)),
-            throughput_tok_s=_fit_cached(tuple(x), tuple(info.throughput_tok_s)),
-        )
+        batch_sizes = tuple(int(b) for b in info.batch_sizes)
+        x = log2_batches(batch_sizes)
+        ys = (tuple(info.power_w), tuple(info.itl_s), tuple(info.throughput_tok_s))
+        stored = info.curve_fits
+        if stored is not None and stored.batch_sizes == batch_sizes:
+            params = (stored.power_w, stored.itl_s, stored.throughput_tok_s)
+            curves = [_curve(*_points(x, y), p) for y, p in zip(ys, params)]
+        else:
+            curves = [_fit_cached(x, y) for y in ys]
+        return cls(info.model, batch_sizes, *curves)
 
     @property
     def x_min(self) -> float:

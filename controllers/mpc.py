@@ -55,7 +55,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import minimize
 
 from controllers._base import ControllerConfig
 from controllers._sites import active_replicas, phase_share, resolve_sites
@@ -381,6 +380,8 @@ class MPCController(Controller):
 
     def _optimize_storage(self, prob: MPCProblem, x: np.ndarray) -> float:
         """Battery plan for fixed batches (bounded L-BFGS-B); returns the first-step power (W)."""
+        from scipy.optimize import minimize  # 0.3 s to import: only when an MPC solves
+
         m_n = prob.m * prob.n
 
         def f(pu: np.ndarray) -> tuple[float, np.ndarray]:
@@ -391,6 +392,8 @@ class MPCController(Controller):
         return float(res.x[0]) * prob.p_max_w
 
     def _solve_continuous(self, prob: MPCProblem, x_now: np.ndarray, ub: np.ndarray) -> tuple[list[int], float]:
+        from scipy.optimize import minimize  # 0.3 s to import: only when an MPC solves
+
         cfg = self.config
         m, n = prob.m, prob.n
         lo = np.array([c.x_min for c in self.curves])

@@ -1,10 +1,7 @@
 """openg2g: datacenter-grid co-simulation on simpy and pandapower."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("openg2g")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+local"
+__version__ = "0.1.0"
+"""The package version; the single source of it (``pyproject.toml`` reads it from here), so that
+importing openg2g does not pay for ``importlib.metadata`` (80 ms)."""
 
 __all__ = ["__version__"]

@@ -14,17 +14,63 @@ from types import MappingProxyType
 import numpy as np
 
 from openg2g.core.commands import Command
-from openg2g.core.state import DatacenterState, GridState, Observation
+from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
 
 __all__ = [
     "ControlContext",
     "Controller",
+    "CurveFits",
     "DatacenterBackend",
     "GridBackend",
+    "LogisticParams",
     "ModelInfo",
     "RegulatorInfo",
     "SiteInfo",
+    "StoredCurve",
 ]
+
+
+LogisticParams = tuple[float, float, float, float]
+"""``(l_span, x0, k, b0)`` of ``y = b0 + l_span / (1 + exp(-k (x - x0)))``, ``x = log2(batch size)``."""
+
+
+@dataclass(frozen=True)
+class StoredCurve:
+    """One curve of a measured quantity against ``x = log2(batch size)``: a logistic where one fits
+    the measured means, else the monotone piecewise cubic (PCHIP) through them. Exactly one is set.
+
+    :param logistic: the logistic's parameters, in the units of the quantity.
+    :param pchip: the cubic's coefficients: row ``j`` (0-3) holds, for each interval ``i`` between
+        consecutive measured ``x``, the coefficient of ``(x - x_i) ** (3 - j)``; beyond the ends
+        the end intervals' cubics continue.
+    """
+
+    logistic: LogisticParams | None = None
+    pchip: tuple[tuple[float, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.logistic is None) == (self.pchip is None):
+            raise ValueError("a stored curve is either a logistic or a PCHIP cubic")
+
+
+@dataclass(frozen=True)
+class CurveFits:
+    """A model's curves of per-batch means against ``x = log2(batch size)``, fitted when the trace
+    library was built (:mod:`openg2g.datacenter.fits`) so that controllers need not fit at run time.
+
+    They describe the measured means at ``batch_sizes`` only: they apply to a :class:`ModelInfo`
+    with the same ``batch_sizes``.
+
+    :param batch_sizes: batch sizes fitted, ascending.
+    :param power_w: mean GPU power per replica (W).
+    :param itl_s: mean inter-token latency (s).
+    :param throughput_tok_s: output throughput per replica (tok/s).
+    """
+
+    batch_sizes: tuple[int, ...]
+    power_w: StoredCurve
+    itl_s: StoredCurve
+    throughput_tok_s: StoredCurve
 
 
 @dataclass(frozen=True)
@@ -43,6 +89,8 @@ class ModelInfo:
     :param throughput_tok_s: output throughput per replica at each batch size (tok/s).
     :param itl_deadline_s: ITL deadline (s), ``None`` if none.
     :param initial_batch_size: batch size at the start of the run.
+    :param curve_fits: the trace library's fits of these means, ``None`` if it has none for
+        these batch sizes (controllers then fit them).
     """
 
     model: str
@@ -54,6 +102,7 @@ class ModelInfo:
     throughput_tok_s: tuple[float, ...]
     itl_deadline_s: float | None
     initial_batch_size: int
+    curve_fits: CurveFits | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +182,15 @@ class DatacenterBackend(ABC):
     @abstractmethod
     def step(self, t_s: float, dt_s: float) -> DatacenterState:
         """Advance over ``(t_s - dt_s, t_s]`` and return the state at ``t_s``."""
+
+    def step_block(self, t_s: np.ndarray, dt_s: float) -> DatacenterSeries:
+        """Advance over consecutive steps ending at ``t_s`` (ascending, ``dt_s`` apart).
+
+        The engine calls this between two instants at which a command can arrive, so nothing but
+        time changes within the block. It must equal calling :meth:`step` at each time;
+        vectorized backends override it, the default does exactly that.
+        """
+        return DatacenterSeries.from_states([self.step(float(t), dt_s) for t in t_s])
 
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:
@@ -216,4 +274,3 @@ class Controller(ABC):
     @abstractmethod
     def step(self, observation: Observation) -> list[Command]:
         """Return the commands to send at this control step (possibly none)."""
-

@@ -2,6 +2,7 @@
 
 - :mod:`~openg2g.datacenter.library`: :class:`TraceLibrary`, measured power timelines + metadata.
 - :mod:`~openg2g.datacenter.build`: builds the bundled library, imports raw power logs.
+- :mod:`~openg2g.datacenter.fits`: the controllers' curve fits, stored with the library.
 - :mod:`~openg2g.datacenter.replay`: :class:`ReplayDatacenter`, the backend.
 - :mod:`~openg2g.datacenter.training`: the parameterized training-job power model.
 """

@@ -16,15 +16,21 @@
    where ``k = throughput * mean_ITL / avg_batch_size`` of the largest leaderboard-measured
    batch of the same model and GPUs (k < 1: time spent in prefill and scheduling); their mean
    output length is taken from that same entry.
+4. Fit the controllers' curves (:mod:`openg2g.datacenter.fits`) of each (model, GPUs) on its
+   measured batch sizes and on each grid of :data:`FIT_GRIDS` it was measured at, and store them
+   in ``index.json`` (:class:`~openg2g.datacenter.library.StoredFits`).
 
 :func:`import_trace` reads a raw log (``tsv``: the benchmark's raw timeline format;
-``nvidia-smi``: ``nvidia-smi --query-gpu=timestamp,power.draw --format=csv``), checks and resamples
-it the same way and adds it to a library folder (creating it if needed).
+``nvidia-smi``: ``nvidia-smi --query-gpu=timestamp,power.draw --format=csv``; ``zeus``: the Zeus
+power monitor's ``Time,Power`` CSV, one per GPU, power in mW), checks and resamples it the same
+way and adds it to a library folder (creating it if needed).
 """
 
 from __future__ import annotations
 
+import calendar
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -38,26 +44,32 @@ from typing import Literal
 import numpy as np
 
 from openg2g.core.errors import TraceError
+from openg2g.datacenter.fits import fit_model
 from openg2g.datacenter.library import (
     FORMAT,
     INDEX_FILE,
     POWER_FILE,
     ItlMixture,
     LibraryIndex,
+    StoredFits,
     TraceConfig,
     power_key,
 )
 
 __all__ = [
     "DT_S",
+    "FIT_GRIDS",
     "LEADERBOARD_FILES",
+    "MAX_TRACE_S",
     "MAX_W_PER_GPU",
     "MIN_W_PER_GPU",
     "build_library",
     "check_power",
+    "fit_library",
     "import_trace",
     "read_nvidia_smi",
     "read_tsv",
+    "read_zeus",
     "resample",
     "write_library",
 ]
@@ -70,6 +82,15 @@ MIN_W_PER_GPU = 20.0
 
 MAX_W_PER_GPU = 1200.0
 """Highest plausible board power of one GPU (W): above any current board limit (H100 SXM 700 W, B200 1000 W)."""
+
+FIT_GRIDS: tuple[tuple[int, ...], ...] = ((8, 16, 32, 64, 128, 256, 512),)
+"""Batch-size grids, besides each model's measured sizes, whose curve fits the library stores:
+the bundled scenarios restrict every model to the powers of two from 8 to 512."""
+
+MAX_TRACE_S = 86_400.0
+"""Longest timeline a library trace may hold (s): one day, 864,000 samples at 0.1 s (3.5 MB). The
+measured traces last 2-75 minutes; a longer span means a wrong timestamp or unit, and resampling it
+would allocate ``span / 0.1 s`` samples."""
 
 LEADERBOARD_FILES: dict[str, str] = {
     "Llama-3.1-8B": "meta-llama__Llama-3.1-8B-Instruct__lm-arena-chat.json",
@@ -94,7 +115,8 @@ def check_power(t_s: np.ndarray, power_w: np.ndarray, gpus: int, file: str, firs
     :param gpus: GPUs the samples sum over.
     :param file: file name for messages.
     :param first_row: file row number of sample 0 (1-based, header counted), for messages.
-    :raises TraceError: naming the file and row of the first bad sample.
+    :raises TraceError: naming the file and row of the first bad sample, or a span over
+        :data:`MAX_TRACE_S`.
     """
     if t_s.size < 2:
         raise TraceError(f"{file}: needs at least 2 samples, got {t_s.size}")
@@ -106,6 +128,12 @@ def check_power(t_s: np.ndarray, power_w: np.ndarray, gpus: int, file: str, firs
     if back.size:
         i = back[0] + 1
         raise TraceError(f"{file}: row {first_row + i}: time {t_s[i]} s does not increase (previous {t_s[i - 1]} s)")
+    span = float(t_s[-1] - t_s[0])
+    if span > MAX_TRACE_S:
+        raise TraceError(
+            f"{file}: rows {first_row}-{first_row + t_s.size - 1} span {span:.6g} s, longer than the "
+            f"{MAX_TRACE_S:.0f} s a trace may last; is a timestamp wrong or in other units?"
+        )
     per_gpu = power_w / gpus
     bad = np.flatnonzero((per_gpu < MIN_W_PER_GPU) | (per_gpu > MAX_W_PER_GPU))
     if bad.size:
@@ -222,7 +250,7 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
         digests[configs[-1].key] = _sha256(traces_dir / row["trace_file"])
         arrays[configs[-1].key] = power
     configs = [c.model_copy(update={"source_sha256": digests[c.key]}) for c in configs]
-    write_library(out, configs, arrays)
+    write_library(out, configs, arrays, fit_library(configs))
     used = sorted({c.model for c in configs} & set(LEADERBOARD_FILES))
     inputs = [summary, fits_file, *(source / "mlenergy-leaderboard" / LEADERBOARD_FILES[m] for m in used)]
     (out / "PROVENANCE.md").write_text(
@@ -231,8 +259,12 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
     return configs
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha256(*paths: Path) -> str:
+    """SHA-256 of the files' bytes, concatenated in the order given."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _provenance(configs: Sequence[TraceConfig], inputs: dict[str, str]) -> str:
@@ -275,6 +307,11 @@ def _provenance(configs: Sequence[TraceConfig], inputs: dict[str, str]) -> str:
         "   `k * batch / mean_ITL`, `k` being the measured `throughput * mean_ITL / avg_batch` of the",
         "   largest leaderboard batch of that model (prefill/scheduling overhead), and that entry's output",
         "   length.",
+        "4. The controllers' curves of mean power, ITL and throughput against log2(batch) (a logistic,",
+        "   or the PCHIP cubic through the means where no logistic fits) are fitted per (model, GPUs) on",
+        "   its measured batch sizes and on the bundled scenarios' grid (8-512, powers of two) by",
+        "   `openg2g.datacenter.fits` and stored in `index.json` (`curve_fits`), so that runs need not",
+        "   fit them; a model on another grid or with imported traces is fitted at run time.",
         "",
         "At run time the replay backend closes each trace into a loop with a 5 s linear cross-fade",
         "(`openg2g.datacenter.replay.loop_trace`) that keeps its mean; the stored data are unchanged.",
@@ -334,11 +371,36 @@ def _config(
     )
 
 
-def write_library(out: Path, configs: Sequence[TraceConfig], arrays: dict[str, np.ndarray]) -> None:
-    """Write ``index.json`` and ``power.npz`` (float32, compressed) into folder ``out``."""
+def fit_library(configs: Sequence[TraceConfig]) -> list[StoredFits]:
+    """Curves of each (model, GPUs) on its measured batch sizes and on each of :data:`FIT_GRIDS` it
+    was measured at; none for a (model, GPUs) with one batch size or a configuration lacking ITL or
+    throughput."""
+    by_model: dict[tuple[str, int], dict[int, TraceConfig]] = {}
+    for c in configs:
+        by_model.setdefault((c.model, c.gpus), {})[c.batch] = c
+    out = []
+    for (model, gpus), by_batch in sorted(by_model.items()):
+        measured = tuple(sorted(by_batch))
+        grids = [measured, *(g for g in FIT_GRIDS if g != measured and set(g) <= set(measured))]
+        for grid in grids:
+            cfgs = [by_batch[b] for b in grid]
+            itl = [c.mean_itl_s for c in cfgs if c.mean_itl_s is not None]
+            throughput = [c.throughput_tok_s for c in cfgs if c.throughput_tok_s is not None]
+            if len(grid) < 2 or len(itl) < len(grid) or len(throughput) < len(grid):
+                continue
+            out.append(StoredFits.of(model, gpus, fit_model(grid, [c.mean_power_w for c in cfgs], itl, throughput)))
+    return out
+
+
+def write_library(
+    out: Path, configs: Sequence[TraceConfig], arrays: dict[str, np.ndarray], fits: Sequence[StoredFits] = ()
+) -> None:
+    """Write ``index.json`` (with ``fits``) and ``power.npz`` (float32, compressed) into folder ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     ordered = sorted(configs, key=lambda c: (c.model, c.gpus, c.batch))
-    index = LibraryIndex(format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered))
+    index = LibraryIndex(
+        format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered), curve_fits=list(fits)
+    )
     (out / INDEX_FILE).write_text(json.dumps(index.model_dump(mode="json"), indent=1) + "\n")
     _save_npz(out / POWER_FILE, {c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
 
@@ -455,34 +517,107 @@ def read_nvidia_smi(path: Path, gpus: int) -> tuple[np.ndarray, np.ndarray]:
     return t_s - t_s[0], p_w
 
 
+@functools.lru_cache(maxsize=4096)
+def _utc_seconds(text: str) -> int:
+    """Whole seconds since the epoch of ``YYYY-MM-DD HH:MM:SS`` in UTC (cached: ~10 readings share one)."""
+    return calendar.timegm(datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timetuple())
+
+
+def _read_zeus_log(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Times (ns since the epoch, int64) and power (W) of one Zeus log, checked as one GPU."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: unreadable: {exc}") from None
+    if not lines or [c.strip() for c in lines[0].split(",")][:2] != ["Time", "Power"]:
+        raise TraceError(
+            f"{path}: row 1: expected the Zeus header 'Time,Power', got {lines[0][:80] if lines else ''!r}"
+        )
+    t_ns, p_mw = [], []
+    for row_no, line in enumerate(lines[1:], start=2):
+        cells = line.split(",")
+        try:
+            whole, _, frac = cells[0].strip().partition(".")
+            if len(frac) > 9 or not (frac.isdigit() or frac == ""):
+                raise ValueError(frac)
+            t_ns.append(_utc_seconds(whole) * 1_000_000_000 + int(frac.ljust(9, "0")))
+            p_mw.append(float(cells[1]))
+        except (ValueError, IndexError):
+            raise TraceError(
+                f"{path}: row {row_no}: expected 'YYYY-MM-DD HH:MM:SS.fffffffff,<milliwatts>', got {line[:80]!r}"
+            ) from None
+    t = np.array(t_ns, dtype=np.int64)
+    p_w = np.array(p_mw) / 1000.0
+    check_power((t - t[0]) / 1e9 if t.size else t.astype(float), p_w, 1, str(path))
+    return t, p_w
+
+
+def read_zeus(paths: Sequence[Path]) -> tuple[np.ndarray, np.ndarray]:
+    """Read the Zeus power monitor's logs of one replica, one log per GPU, and sum them.
+
+    Zeus's monitor (``zeus_monitor LOGFILE DURATION SLEEP_MS GPU_IDX``) writes a CSV with header
+    ``Time,Power`` and one row per reading: ``Time`` the wall-clock time in UTC as
+    ``YYYY-MM-DD HH:MM:SS.fffffffff`` (up to nanoseconds), ``Power`` NVML's power reading of that
+    GPU in **milliwatts** (``nvmlDeviceGetPowerUsage``). Each GPU is polled by its own monitor at
+    its own instants, so the logs are interpolated linearly onto the union of their times within
+    the span all of them cover, and summed there.
+
+    :param paths: one log per GPU of the replica.
+    :return: times (s, from the start of the common span) and summed power (W).
+    :raises TraceError: naming the file and row of the first problem, or logs that do not overlap.
+    """
+    logs = [_read_zeus_log(p) for p in paths]
+    start, end = max(t[0] for t, _ in logs), min(t[-1] for t, _ in logs)
+    if end <= start:
+        names = ", ".join(str(p) for p in paths)
+        raise TraceError(f"{names}: the GPUs' logs do not overlap in time, so they cannot be summed")
+    grid = np.unique(np.concatenate([t[(t >= start) & (t <= end)] for t, _ in logs]))
+    t_s = (grid - start) / 1e9
+    total = np.zeros(grid.size)
+    for t, p_w in logs:
+        total += np.interp(t_s, (t - start) / 1e9, p_w)
+    return t_s, total
+
+
 def import_trace(
-    file: Path,
+    file: Path | Sequence[Path],
     library: Path,
     model: str,
     gpus: int,
     batch: int,
-    fmt: Literal["tsv", "nvidia-smi"] = "tsv",
+    fmt: Literal["tsv", "nvidia-smi", "zeus"] = "tsv",
 ) -> TraceConfig:
-    """Check, resample to 0.1 s and add one raw power log to the library folder ``library``.
+    """Check, resample to 0.1 s and add one replica's raw power log to the library folder ``library``.
 
     An existing configuration with the same (model, gpus, batch) has its power replaced and keeps
     its latency and throughput metadata; a new one has none (its ITL and throughput are unknown).
+    The library's curve fits of that (model, gpus) are dropped: controllers refit it at run time.
 
+    :param file: the log; for ``zeus`` one log per GPU (``gpus`` of them), see :func:`read_zeus`.
     :raises TraceError: unreadable or implausible log, or an unreadable existing library.
     """
     if gpus <= 0 or batch <= 0:
         raise TraceError(f"--gpus and --batch must be positive, got {gpus} and {batch}")
+    files = [file] if isinstance(file, Path) else list(file)
+    wanted = gpus if fmt == "zeus" else 1
+    if len(files) != wanted:
+        per = f"one log per GPU (--gpus {gpus})" if fmt == "zeus" else "one log"
+        raise TraceError(f"format {fmt} takes {per}, got {len(files)}: {[str(f) for f in files]}")
     if fmt == "tsv":
-        t_s, p_w = read_tsv(file, gpus, batch)
+        t_s, p_w = read_tsv(files[0], gpus, batch)
     elif fmt == "nvidia-smi":
-        t_s, p_w = read_nvidia_smi(file, gpus)
+        t_s, p_w = read_nvidia_smi(files[0], gpus)
+    elif fmt == "zeus":
+        t_s, p_w = read_zeus(files)
     else:
-        raise TraceError(f"unknown format {fmt!r}; valid: ['tsv', 'nvidia-smi']")
+        raise TraceError(f"unknown format {fmt!r}; valid: ['tsv', 'nvidia-smi', 'zeus']")
     power = resample(t_s, p_w)
+    names = ", ".join(f.name for f in files)
     if power.size < 2:
-        raise TraceError(f"{file}: spans {t_s[-1] - t_s[0]:.3f} s, shorter than two {DT_S} s samples")
+        raise TraceError(f"{names}: spans {t_s[-1] - t_s[0]:.3f} s, shorter than two {DT_S} s samples")
     configs: dict[str, TraceConfig] = {}
     arrays: dict[str, np.ndarray] = {}
+    fits: list[StoredFits] = []
     if (library / INDEX_FILE).exists():
         from openg2g.datacenter.library import TraceLibrary
 
@@ -490,6 +625,8 @@ def import_trace(
         for c in lib.configs():
             configs[c.key] = c
             arrays[c.key] = lib.power(c.model, c.gpus, c.batch)
+        # the new trace changes its model's means: controllers refit that model at run time
+        fits = [f for f in lib.index.curve_fits if (f.model, f.gpus) != (model, gpus)]
     key = power_key(model, gpus, batch)
     fields = {
         "model": model,
@@ -498,16 +635,16 @@ def import_trace(
         "samples": power.size,
         "duration_s": round(power.size * DT_S, 6),
         "mean_power_w": float(power.astype(np.float64).mean()),
-        "source": file.name,
-        "source_sha256": _sha256(file),
+        "source": names,
+        "source_sha256": _sha256(*files),
     }
     old = configs.get(key)
     cfg = old.model_copy(update=fields) if old is not None else TraceConfig.model_validate(fields)
     configs[key] = cfg
     arrays[key] = power
-    write_library(library, list(configs.values()), arrays)
+    write_library(library, list(configs.values()), arrays, fits)
     note = (
-        f"- `{file.name}` (SHA-256 `{fields['source_sha256']}`, format {fmt}) imported as {model} on {gpus} GPUs "
+        f"- `{names}` (SHA-256 `{fields['source_sha256']}`, format {fmt}) imported as {model} on {gpus} GPUs "
         f"at batch {batch} by `openg2g traces import`: checked, resampled to {DT_S} s; "
         f"{'latency metadata kept from the replaced trace' if old is not None else 'no latency metadata'}.\n"
     )

@@ -1,10 +1,12 @@
 """The trace library: measured per-replica GPU power timelines plus per-configuration metadata.
 
-On disk a library is a folder with two files (format ``openg2g-traces/1``):
+On disk a library is a folder with two files (format ``openg2g-traces/2``):
 
-- ``index.json``: :class:`LibraryIndex`, the sample period and one :class:`TraceConfig` per
+- ``index.json``: :class:`LibraryIndex`, the sample period, one :class:`TraceConfig` per
   (model, GPUs per replica, batch size) with its mean power, inter-token-latency (ITL) mixture,
-  throughput and provenance;
+  throughput and provenance, and the controllers' curves (:class:`StoredFits`) of each
+  (model, GPUs) on some batch-size grids. Format ``openg2g-traces/1`` is the same without fits
+  and still loads (controllers then fit at run time);
 - ``power.npz``: one compressed float32 array per configuration (key
   :func:`power_key`), the summed board power of the replica's GPUs (W) every ``dt_s`` seconds.
 
@@ -27,6 +29,7 @@ from scipy.special import ndtr
 
 from openg2g.core.errors import TraceError
 from openg2g.core.paths import bundled_dir
+from openg2g.core.protocols import CurveFits, LogisticParams, StoredCurve
 
 __all__ = [
     "FORMAT",
@@ -34,12 +37,14 @@ __all__ = [
     "POWER_FILE",
     "ItlMixture",
     "LibraryIndex",
+    "StoredCurveModel",
+    "StoredFits",
     "TraceConfig",
     "TraceLibrary",
     "power_key",
 ]
 
-FORMAT: Final = "openg2g-traces/1"
+FORMAT: Final = "openg2g-traces/2"
 INDEX_FILE = "index.json"
 POWER_FILE = "power.npz"
 
@@ -113,20 +118,23 @@ class ItlMixture(_Frozen):
         :param u: uniforms in [0, 1) choosing the sub-component.
         :param z: standard normals.
         """
-        cum, scales, sigmas = _time_weighted_components(self)
-        k = np.minimum(np.searchsorted(cum, u, side="right"), cum.size - 1)
-        return self.loc_s + scales[k] * np.exp(sigmas[k] * z)
+        cum, log_scales, sigmas = _time_weighted_components(self)
+        # the part whose cumulative weight u passes: u >= cum[0] + u >= cum[1] + u >= cum[2]
+        k = (u >= cum[0]).astype(np.intp)
+        k += u >= cum[1]
+        k += u >= cum[2]
+        return self.loc_s + np.exp(log_scales[k] + sigmas[k] * z)
 
 
 @functools.lru_cache(maxsize=1024)
 def _time_weighted_components(mix: ItlMixture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cumulative weights, scales (s) and log-sds of the length-biased mixture's four parts."""
-    weights, scales, sigmas = [], [], []
+    """Cumulative weights, log-scales and log-sds of the length-biased mixture's four parts."""
+    weights, log_scales, sigmas = [], [], []
     for w, s, c in zip(mix.weight, mix.sigma, mix.scale_s):
         weights += [w * mix.loc_s, w * c * math.exp(s * s / 2)]
-        scales += [c, c * math.exp(s * s)]
+        log_scales += [math.log(c), math.log(c) + s * s]
         sigmas += [s, s]
-    return np.cumsum(weights) / sum(weights), np.array(scales), np.array(sigmas)
+    return np.cumsum(weights) / sum(weights), np.array(log_scales), np.array(sigmas)
 
 
 class TraceConfig(_Frozen):
@@ -141,8 +149,10 @@ class TraceConfig(_Frozen):
     samples: int = Field(gt=1, description="Number of power samples.")
     duration_s: float = Field(gt=0, description="Trace duration (s).")
     mean_power_w: float = Field(gt=0, description="Mean summed GPU power of one replica over the trace (W).")
-    source: str = Field(description="Source file the trace was derived from.")
-    source_sha256: str | None = Field(default=None, description="SHA-256 of the source file's bytes.")
+    source: str = Field(description="Source file(s) the trace was derived from (comma-separated).")
+    source_sha256: str | None = Field(
+        default=None, description="SHA-256 of the source files' bytes, concatenated in the order of source."
+    )
     itl: ItlMixture | None = Field(default=None, description="Per-token ITL mixture (s).")
     mean_itl_s: float | None = Field(default=None, description="Mean per-token ITL of the mixture (s).")
     median_itl_s: float | None = Field(default=None, description="Median per-token ITL of the mixture (s).")
@@ -166,13 +176,80 @@ class TraceConfig(_Frozen):
         return power_key(self.model, self.gpus, self.batch)
 
 
+class StoredCurveModel(_Frozen):
+    """One stored curve (:class:`~openg2g.core.protocols.StoredCurve`): exactly one of ``logistic``
+    (``[l_span, x0, k, b0]``) and ``pchip`` (four rows of per-interval cubic coefficients)."""
+
+    logistic: LogisticParams | None = None
+    pchip: tuple[tuple[float, ...], ...] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> StoredCurveModel:
+        if (self.logistic is None) == (self.pchip is None):
+            raise ValueError("give exactly one of logistic and pchip")
+        values = list(self.logistic or ()) + [v for row in self.pchip or () for v in row]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError("curve parameters must be finite")
+        return self
+
+
+class StoredFits(_Frozen):
+    """The curves (:mod:`openg2g.datacenter.fits`) of one (model, GPUs) on one batch-size grid,
+    fitted to the library's ``mean_power_w``, ``mean_itl_s`` and ``throughput_tok_s`` at
+    ``batch_sizes``."""
+
+    model: str
+    gpus: int = Field(gt=0, description="GPUs per replica.")
+    batch_sizes: tuple[int, ...] = Field(min_length=2, description="Batch sizes fitted, ascending, all measured.")
+    power_w: StoredCurveModel = Field(description="Mean power per replica (W).")
+    itl_s: StoredCurveModel = Field(description="Mean inter-token latency (s).")
+    throughput_tok_s: StoredCurveModel = Field(description="Output throughput per replica (tok/s).")
+
+    @model_validator(mode="after")
+    def _check(self) -> StoredFits:
+        if any(b <= a for a, b in zip(self.batch_sizes, self.batch_sizes[1:])):
+            raise ValueError(f"batch_sizes must be strictly ascending, got {list(self.batch_sizes)}")
+        intervals = len(self.batch_sizes) - 1
+        for name in ("power_w", "itl_s", "throughput_tok_s"):
+            pchip = getattr(self, name).pchip
+            if pchip is not None and (len(pchip) != 4 or any(len(row) != intervals for row in pchip)):
+                raise ValueError(f"{name}: pchip needs 4 rows of {intervals} coefficients (one per interval)")
+        return self
+
+    @classmethod
+    def of(cls, model: str, gpus: int, fits: CurveFits) -> StoredFits:
+        """The stored form of ``fits``."""
+        curves = {
+            name: StoredCurveModel(logistic=c.logistic, pchip=c.pchip)
+            for name, c in (
+                ("power_w", fits.power_w),
+                ("itl_s", fits.itl_s),
+                ("throughput_tok_s", fits.throughput_tok_s),
+            )
+        }
+        return cls(model=model, gpus=gpus, batch_sizes=fits.batch_sizes, **curves)
+
+    def curve_fits(self) -> CurveFits:
+        """The curves as a controller receives them in ``ModelInfo.curve_fits``."""
+        return CurveFits(
+            self.batch_sizes,
+            *(
+                StoredCurve(logistic=c.logistic, pchip=c.pchip)
+                for c in (self.power_w, self.itl_s, self.throughput_tok_s)
+            ),
+        )
+
+
 class LibraryIndex(_Frozen):
     """Contents of ``index.json``."""
 
-    format: Literal["openg2g-traces/1"] = FORMAT
+    format: Literal["openg2g-traces/1", "openg2g-traces/2"] = FORMAT
     dt_s: float = Field(gt=0, description="Sample period of every trace (s).")
     description: str = ""
     configs: list[TraceConfig]
+    curve_fits: list[StoredFits] = Field(
+        default=[], description="Curve fits per (model, GPUs) and batch-size grid (format 2 only)."
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> LibraryIndex:
@@ -180,7 +257,47 @@ class LibraryIndex(_Frozen):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
             raise ValueError(f"configuration listed twice: {dup}")
+        if self.curve_fits and self.format == "openg2g-traces/1":
+            raise ValueError("curve_fits need format openg2g-traces/2")
+        measured: dict[tuple[str, int], set[int]] = {}
+        for c in self.configs:
+            measured.setdefault((c.model, c.gpus), set()).add(c.batch)
+        seen = set()
+        for i, f in enumerate(self.curve_fits):
+            grid = (f.model, f.gpus, f.batch_sizes)
+            if grid in seen:
+                raise ValueError(f"curve_fits.{i}: {f.model} on {f.gpus} GPUs at {list(f.batch_sizes)} listed twice")
+            seen.add(grid)
+            missing = sorted(set(f.batch_sizes) - measured.get((f.model, f.gpus), set()))
+            if missing:
+                raise ValueError(f"curve_fits.{i}: {f.model} on {f.gpus} GPUs has no configuration at batch {missing}")
         return self
+
+
+@functools.lru_cache(maxsize=8)
+def _read_library(folder: Path, stamps: tuple[tuple[int, int], ...]) -> TraceLibrary:
+    """Read and check a library folder; ``stamps`` (size and mtime of its files) only key the cache."""
+    index_file, power_file = folder / INDEX_FILE, folder / POWER_FILE
+    try:
+        index = LibraryIndex.model_validate(json.loads(index_file.read_text()))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise TraceError(f"{index_file}: malformed trace index: {exc}") from None
+    power: dict[str, np.ndarray] = {}
+    try:
+        with np.load(power_file) as npz:
+            for c in index.configs:
+                if c.key not in npz.files:
+                    raise TraceError(f"{power_file}: no array {c.key!r} listed in {index_file.name}")
+                arr = np.asarray(npz[c.key], dtype=np.float64)
+                if arr.ndim != 1 or arr.size != c.samples or not np.all(np.isfinite(arr)):
+                    raise TraceError(
+                        f"{power_file}: array {c.key!r} has shape {arr.shape}, expected ({c.samples},) finite values"
+                    )
+                arr.flags.writeable = False
+                power[c.key] = arr
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{power_file}: unreadable trace arrays: {exc}") from None
+    return TraceLibrary(index, power, folder)
 
 
 def power_key(model: str, gpus: int, batch: int) -> str:
@@ -202,10 +319,15 @@ class TraceLibrary:
         self.dt_s: float = index.dt_s
         self._configs = {(c.model, c.gpus, c.batch): c for c in index.configs}
         self._power_w = power_w
+        self._fits = {(f.model, f.gpus, f.batch_sizes): f for f in index.curve_fits}
 
     @classmethod
     def load(cls, path: Path | None = None) -> TraceLibrary:
         """Read a library folder; ``None`` reads the bundled one.
+
+        A library is read once per process while its two files keep their size and modification
+        time (30 ms saved per later load: a run loads it to validate and again to build): the
+        object is immutable, so every caller shares it.
 
         :raises TraceError: missing files, malformed index, or arrays inconsistent with it.
         """
@@ -213,30 +335,13 @@ class TraceLibrary:
             folder = Path(path) if path is not None else bundled_dir("traces")
         except FileNotFoundError as exc:
             raise TraceError(f"no bundled trace library: {exc}") from None
-        index_file, power_file = folder / INDEX_FILE, folder / POWER_FILE
-        for f in (index_file, power_file):
+        stamps = []
+        for f in (folder / INDEX_FILE, folder / POWER_FILE):
             if not f.is_file():
                 raise TraceError(f"{f}: trace library file not found")
-        try:
-            index = LibraryIndex.model_validate(json.loads(index_file.read_text()))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise TraceError(f"{index_file}: malformed trace index: {exc}") from None
-        power: dict[str, np.ndarray] = {}
-        try:
-            with np.load(power_file) as npz:
-                for c in index.configs:
-                    if c.key not in npz.files:
-                        raise TraceError(f"{power_file}: no array {c.key!r} listed in {index_file.name}")
-                    arr = np.asarray(npz[c.key], dtype=np.float64)
-                    if arr.ndim != 1 or arr.size != c.samples or not np.all(np.isfinite(arr)):
-                        raise TraceError(
-                            f"{power_file}: array {c.key!r} has shape {arr.shape}, expected ({c.samples},) finite values"
-                        )
-                    arr.flags.writeable = False
-                    power[c.key] = arr
-        except (OSError, ValueError) as exc:
-            raise TraceError(f"{power_file}: unreadable trace arrays: {exc}") from None
-        return cls(index, power, folder)
+            stat = f.stat()
+            stamps.append((stat.st_size, stat.st_mtime_ns))
+        return _read_library(folder, tuple(stamps))
 
     def models(self) -> list[str]:
         """Model names, sorted."""
@@ -263,6 +368,12 @@ class TraceLibrary:
             return self._configs[(model, gpus, batch)]
         except KeyError:
             raise TraceError(self._missing(model, gpus, batch)) from None
+
+    def curve_fits(self, model: str, gpus: int, batch_sizes: tuple[int, ...]) -> CurveFits | None:
+        """The stored curve fits of ``model`` on ``gpus`` GPUs at exactly ``batch_sizes`` (ascending),
+        ``None`` when the library has none for that grid."""
+        stored = self._fits.get((model, gpus, tuple(batch_sizes)))
+        return stored.curve_fits() if stored is not None else None
 
     def power(self, model: str, gpus: int, batch: int) -> np.ndarray:
         """Read-only replica power (W, summed over its GPUs), one sample every :attr:`dt_s` s."""

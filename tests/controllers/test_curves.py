@@ -1,14 +1,18 @@
-"""Curve fits and batch-grid helpers."""
+"""Curve fits (run-time and stored with the trace library) and batch-grid helpers."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from controllers.curves import LogisticCurve, ModelCurves, PchipCurve, fit_curve, project_batch, step_batch
+from controllers.curves import Curve, LogisticCurve, ModelCurves, PchipCurve, fit_curve, project_batch, step_batch
 from openg2g.core.errors import ControllerError
+from openg2g.core.protocols import CurveFits, ModelInfo, StoredCurve
+from openg2g.datacenter.build import FIT_GRIDS
+from openg2g.datacenter.library import TraceLibrary
 from tests.controllers.conftest import toy_model
 
 
@@ -62,3 +66,85 @@ def test_projection_and_steps_stay_on_measured_sizes():
     assert step_batch(128, sizes, -1) == 64
     assert step_batch(512, sizes, +1) == 512
     assert step_batch(100, sizes, +2) == 512
+
+
+def _bits(curve: Curve) -> tuple[str, tuple[str, ...]]:
+    """A curve's kind and the exact bits of its parameters (``float.hex``), for bit-for-bit comparison."""
+    if isinstance(curve, LogisticCurve):
+        return "logistic", tuple(v.hex() for v in (curve.l_span, curve.x0, curve.k, curve.b0))
+    assert isinstance(curve, PchipCurve)
+    return "pchip", tuple(v.hex() for v in (*curve.x, *curve.y, *(c for row in curve.coefficients for c in row)))
+
+
+def test_stored_fits_equal_the_run_time_fit_bit_for_bit() -> None:
+    library = TraceLibrary.load()
+    grids = {(f.model, f.gpus, f.batch_sizes) for f in library.index.curve_fits}
+    for model in library.models():
+        (gpus,) = library.gpus(model)
+        # every bundled model has fits on its measured sizes and on the bundled scenarios' grid
+        assert {(model, gpus, library.batch_sizes(model, gpus)), *((model, gpus, g) for g in FIT_GRIDS)} <= grids
+    for model, gpus, batch_sizes in sorted(grids):
+        cfgs = [library.config(model, gpus, b) for b in batch_sizes]
+        ys = {
+            name: tuple(float(getattr(c, field)) for c in cfgs)
+            for name, field in (
+                ("power_w", "mean_power_w"),
+                ("itl_s", "mean_itl_s"),
+                ("throughput_tok_s", "throughput_tok_s"),
+            )
+        }
+        stored = library.curve_fits(model, gpus, batch_sizes)
+        assert stored is not None
+        info = ModelInfo(
+            model=model,
+            gpus_per_replica=gpus,
+            replicas=1,
+            batch_sizes=batch_sizes,
+            power_w=ys["power_w"],
+            itl_s=ys["itl_s"],
+            throughput_tok_s=ys["throughput_tok_s"],
+            itl_deadline_s=None,
+            initial_batch_size=batch_sizes[0],
+            curve_fits=stored,
+        )
+        curves = ModelCurves.from_model_info(info)
+        x = [math.log2(b) for b in batch_sizes]
+        for name, y in ys.items():
+            assert _bits(getattr(curves, name)) == _bits(fit_curve(x, y)), (model, batch_sizes, name)
+
+
+def test_stored_fits_are_used_only_for_their_own_batch_sizes() -> None:
+    info = toy_model()
+    fitted = ModelCurves.from_model_info(info)
+    pchip = ((0.0,) * 6, (0.0,) * 6, (1.0,) * 6, (2.0,) * 6)  # y = 2 + (x - x_i) on every interval
+    stored = CurveFits(
+        info.batch_sizes,
+        StoredCurve(logistic=(1.0, 2.0, 3.0, 4.0)),
+        StoredCurve(pchip=pchip),
+        StoredCurve(logistic=(5.0, 6.0, 7.0, 8.0)),
+    )
+    curves = ModelCurves.from_model_info(replace(info, curve_fits=stored))
+    assert curves.power_w == LogisticCurve(l_span=1.0, x0=2.0, k=3.0, b0=4.0)
+    assert curves.throughput_tok_s == LogisticCurve(l_span=5.0, x0=6.0, k=7.0, b0=8.0)
+    x = tuple(math.log2(b) for b in info.batch_sizes)
+    assert curves.itl_s == PchipCurve(x, info.itl_s, pchip)
+    assert curves.itl_s.value(3.5) == 2.5 and curves.itl_s.slope(3.5) == 1.0
+    # curves of another grid (e.g. the full measured one when the scenario restricts batch sizes) are ignored
+    other = replace(stored, batch_sizes=(8, 16, 32, 64, 128, 256, 512, 1024))
+    assert ModelCurves.from_model_info(replace(info, curve_fits=other)) == fitted
+
+
+def test_pchip_curve_equals_scipy_bit_for_bit() -> None:
+    from scipy.interpolate import PchipInterpolator
+
+    rng = np.random.default_rng(7)
+    x = np.log2(np.array([8, 16, 32, 64, 96, 128, 256, 512], dtype=float))
+    y = np.array([300.0, 320.0, 380.0, 380.0, 450.0, 430.0, 500.0, 505.0])  # flat and falling parts too
+    curve = PchipCurve.through(x, y)
+    ref = PchipInterpolator(x, y, extrapolate=True)
+    points = np.concatenate(
+        [rng.uniform(x[0] - 3.0, x[-1] + 3.0, 10_000), x, np.nextafter(x, 99.0), np.nextafter(x, -99.0)]
+    )
+    for ours, theirs in ((curve.value, ref), (curve.slope, ref.derivative())):
+        assert np.array_equal(np.asarray(ours(points)).view(np.int64), theirs(points).view(np.int64))
+        assert all(ours(float(p)) == float(theirs(p)) for p in points[:200])

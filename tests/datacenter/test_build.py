@@ -1,4 +1,4 @@
-"""Building a library from ML.ENERGY-shaped data; the committed library is what the build makes."""
+"""Building a library from ML.ENERGY-shaped data, with curve fits; the committed library is what the build makes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pytest
 
 from openg2g.core.errors import TraceError
 from openg2g.core.paths import bundled_dir
-from openg2g.datacenter.build import LEADERBOARD_FILES, build_library
-from openg2g.datacenter.library import TraceLibrary
+from openg2g.core.protocols import StoredCurve
+from openg2g.datacenter.build import FIT_GRIDS, LEADERBOARD_FILES, build_library, fit_library
+from openg2g.datacenter.fits import logistic
+from openg2g.datacenter.library import TraceConfig, TraceLibrary
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 FIT = "0.005,0.9,0.1,0.01,0.1,0.5,0.05"
@@ -82,3 +84,53 @@ def test_committed_library_is_what_the_build_makes(tmp_path: Path) -> None:
         assert (tmp_path / "traces" / name).read_bytes() == (bundled_dir("traces") / name).read_bytes(), (
             f"traces/{name} is stale: run openg2g traces build --source ../shared/data --out traces"
         )
+
+
+def test_build_stores_curve_fits_of_the_measured_sizes(tmp_path: Path) -> None:
+    build_library(_source(tmp_path / "src"), tmp_path / "lib")
+    lib = TraceLibrary.load(tmp_path / "lib")
+    b8, b16 = (lib.config("Llama-3.1-8B", 1, b) for b in (8, 16))
+    # two batch sizes are too few for a four-parameter logistic: the stored curves are the straight
+    # lines through the two means (x = log2(batch) = 3, 4), as PCHIP cubics
+    stored = lib.curve_fits("Llama-3.1-8B", 1, (8, 16))
+    assert stored is not None
+    for curve, y8, y16 in (
+        (stored.power_w, b8.mean_power_w, b16.mean_power_w),
+        (stored.itl_s, b8.mean_itl_s, b16.mean_itl_s),
+        (stored.throughput_tok_s, b8.throughput_tok_s, b16.throughput_tok_s),
+    ):
+        assert y8 is not None and y16 is not None
+        assert curve == StoredCurve(pchip=((0.0,), (0.0,), (y16 - y8,), (y8,)))
+
+
+def _config(model: str, batch: int, power_w: float, itl_s: float | None, throughput: float | None) -> TraceConfig:
+    return TraceConfig(
+        model=model,
+        gpus=1,
+        batch=batch,
+        samples=2,
+        duration_s=0.2,
+        mean_power_w=power_w,
+        source="synthetic",
+        mean_itl_s=itl_s,
+        throughput_tok_s=throughput,
+    )
+
+
+def test_fit_library_fits_the_measured_sizes_and_the_scenario_grid() -> None:
+    # exact logistics in x = log2(batch): (l_span, x0, k, b0) of power (W), ITL (s), throughput (tok/s)
+    true = {
+        "power_w": (400.0, 6.0, 1.0, 300.0),
+        "itl_s": (0.05, 8.0, 1.5, 0.01),
+        "throughput_tok_s": (5000.0, 6.0, 1.0, 100.0),
+    }
+    batches = (8, 16, 32, 64, 96, 128, 256, 512)
+    x = np.log2(np.array(batches, dtype=float))
+    p, itl, tput = (logistic(x, *true[name]) for name in ("power_w", "itl_s", "throughput_tok_s"))
+    configs = [_config("M", b, float(p[i]), float(itl[i]), float(tput[i])) for i, b in enumerate(batches)]
+    configs += [_config("N", b, 500.0, None, None) for b in FIT_GRIDS[0]]  # imported: no latency, no fit
+    fits = fit_library(configs)
+    assert [(f.model, f.batch_sizes) for f in fits] == [("M", batches), ("M", FIT_GRIDS[0])]
+    for f in fits:
+        for name, params in true.items():
+            assert getattr(f, name).logistic == pytest.approx(params, rel=1e-6), (f.batch_sizes, name)

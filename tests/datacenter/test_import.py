@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -9,8 +11,10 @@ import pytest
 
 from openg2g.cli.main import main
 from openg2g.core.errors import TraceError
-from openg2g.datacenter.build import import_trace, resample
+from openg2g.datacenter.build import fit_library, import_trace, resample, write_library
 from openg2g.datacenter.library import TraceLibrary
+
+from .conftest import synthetic_library
 
 HEADER = "timestamp\trelative_time_s\tpower_total_W\tmax_num_seqs\tnum_gpus\tfolder_name\n"
 
@@ -145,3 +149,92 @@ def test_library_files_are_byte_reproducible(tmp_path: Path) -> None:
     import_trace(src, tmp_path / "b", "M", 8, 512)
     for name in ("index.json", "power.npz"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def _zeus(path: Path, start: str, rows: Sequence[tuple[int, float]]) -> Path:
+    """A Zeus power monitor log: readings ``(ns after start, milliwatts)``; ``start`` whole seconds, UTC."""
+    t0 = datetime.strptime(start, "%Y-%m-%d %H:%M:%S")
+    lines = ["Time,Power"]
+    for ns, mw in rows:
+        stamp = (t0 + timedelta(seconds=ns // 1_000_000_000)).strftime("%Y-%m-%d %H:%M:%S")
+        lines.append(f"{stamp}.{ns % 1_000_000_000:09d},{mw:.0f}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_zeus_log_is_read_in_milliwatts(tmp_path: Path) -> None:
+    # one GPU ramping 200 -> 400 W over 2 s, read every 50 ms, across a minute boundary
+    rows = [(50_000_000 * i, 200_000 + 5_000 * i) for i in range(41)]
+    src = _zeus(tmp_path / "gpu0.csv", "2022-07-13 02:07:59", rows)
+    cfg = import_trace([src], tmp_path / "lib", "M", 1, 64, "zeus")
+    assert cfg.samples == 21 and cfg.duration_s == pytest.approx(2.1)
+    assert cfg.mean_power_w == pytest.approx(300.0, rel=1e-9)
+    power = TraceLibrary.load(tmp_path / "lib").power("M", 1, 64)
+    assert power[0] == pytest.approx(200.0) and power[-1] == pytest.approx(400.0)
+
+
+def test_zeus_logs_of_two_gpus_are_summed_over_their_common_span(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gpu0 = _zeus(tmp_path / "gpu0.csv", "2022-07-13 02:07:36", [(100_000_000 * i, 250_000) for i in range(31)])
+    # polled by another thread: readings 55 ms later, from 0.55 s to 2.55 s
+    gpu1 = _zeus(
+        tmp_path / "gpu1.csv", "2022-07-13 02:07:36", [(550_000_000 + 100_000_000 * i, 350_000) for i in range(21)]
+    )
+    args = ["traces", "import", str(gpu0), str(gpu1), "--format", "zeus", "--library", str(tmp_path / "lib")]
+    assert main([*args, "--model", "M", "--gpus", "2", "--batch", "64"]) == 0
+    assert "gpu0.csv" in capsys.readouterr().out
+    cfg = TraceLibrary.load(tmp_path / "lib").config("M", 2, 64)
+    assert cfg.samples == 21  # the 2.0 s both logs cover
+    assert cfg.mean_power_w == pytest.approx(600.0, rel=1e-12)
+    assert cfg.source == "gpu0.csv, gpu1.csv"
+
+
+def test_bad_zeus_logs_are_refused_with_file_and_row(tmp_path: Path) -> None:
+    good = [(100_000_000 * i, 300_000) for i in range(10)]
+    src = _zeus(tmp_path / "z.csv", "2022-07-13 02:07:36", good)
+    src.write_text(src.read_text().replace("Time,Power", "timestamp,power"))
+    with pytest.raises(TraceError, match=r"z\.csv: row 1: expected the Zeus header 'Time,Power'"):
+        import_trace([src], tmp_path / "lib", "M", 1, 64, "zeus")
+    src = _zeus(tmp_path / "z.csv", "2022-07-13 02:07:36", good)
+    src.write_text(src.read_text() + "2022-07-13 02:07:37.1,abc\n")
+    with pytest.raises(TraceError, match=r"z\.csv: row 12: expected 'YYYY-MM-DD HH:MM:SS.fffffffff,<milliwatts>'"):
+        import_trace([src], tmp_path / "lib", "M", 1, 64, "zeus")
+    src = _zeus(tmp_path / "z.csv", "2022-07-13 02:07:36", [(0, 300_000), (100_000_000, 5_000)])
+    with pytest.raises(TraceError, match=r"z\.csv: row 3: 5.0 W over 1 GPUs is 5.0 W per GPU, outside"):
+        import_trace([src], tmp_path / "lib", "M", 1, 64, "zeus")
+    src = _zeus(tmp_path / "z.csv", "2022-07-13 02:07:36", good)
+    with pytest.raises(TraceError, match=r"format zeus takes one log per GPU \(--gpus 2\), got 1"):
+        import_trace([src], tmp_path / "lib", "M", 2, 64, "zeus")
+    late = _zeus(tmp_path / "late.csv", "2022-07-13 02:08:36", good)
+    with pytest.raises(TraceError, match=r"late\.csv: the GPUs' logs do not overlap in time"):
+        import_trace([src, late], tmp_path / "lib", "M", 2, 64, "zeus")
+    assert not (tmp_path / "lib").exists()
+
+
+def test_a_log_spanning_a_billion_seconds_is_refused(tmp_path: Path) -> None:
+    # resampled to 0.1 s this would be 1e10 samples (40 GB): refused before anything is allocated
+    src = _tsv(tmp_path / "long.tsv", [(0.0, 4000.0), (1e9, 4000.0)])
+    with pytest.raises(
+        TraceError, match=r"long\.tsv: rows 2-3 span 1e\+09 s, longer than the 86400 s a trace may last"
+    ):
+        import_trace(src, tmp_path / "lib", "M", 8, 512)
+    zeus = tmp_path / "z.csv"
+    zeus.write_text("Time,Power\n1990-07-13 02:07:36.000000000,300000\n2022-07-13 02:07:36.000000000,300000\n")
+    with pytest.raises(TraceError, match=r"z\.csv: rows 2-3 span 1\.00984e\+09 s, longer than the 86400 s"):
+        import_trace([zeus], tmp_path / "lib", "M", 1, 64, "zeus")
+    assert not (tmp_path / "lib").exists()
+
+
+def test_import_drops_the_stored_fits_of_the_imported_model_only(tmp_path: Path) -> None:
+    grid = (8, 16, 32, 64, 128, 256, 512)
+    lib = synthetic_library(tmp_path / "lib", {(m, 8, b): np.full(20, 3000.0 + b) for m in ("M", "N") for b in grid})
+    configs = lib.configs()
+    arrays = {c.key: lib.power(c.model, c.gpus, c.batch) for c in configs}
+    write_library(tmp_path / "lib", configs, arrays, fit_library(configs))
+    before = TraceLibrary.load(tmp_path / "lib")
+    assert before.curve_fits("M", 8, grid) is not None and before.curve_fits("N", 8, grid) is not None
+    import_trace(_tsv(tmp_path / "run.tsv", _good_rows()), tmp_path / "lib", "M", 8, 512)
+    after = TraceLibrary.load(tmp_path / "lib")
+    assert after.curve_fits("M", 8, grid) is None  # M's means changed: controllers refit it
+    assert after.curve_fits("N", 8, grid) == before.curve_fits("N", 8, grid)

@@ -1,0 +1,103 @@
+"""Start-up time of ``openg2g run``: everything before the first simulation step, split by phase.
+
+Each sample is a fresh interpreter (a child process of this script), so imports are cold in the
+sense that matters (no module cached in ``sys.modules``; the OS file cache is warm after the first
+sample). A sample times, in the order ``openg2g run`` does them:
+
+1. ``imports``: ``openg2g.cli.main`` and the command-line parser with every sub-command, then the
+   modules the ``run`` command loads (scenario loader, engine);
+2. ``load``: ``load_scenario`` (read, merge ``--set``, validate);
+3. ``build``: the sites, the grid and the controllers (:class:`Simulation` constructor);
+4. ``reset``: ``Simulation.start`` (site, grid and controller resets, output writers), with the
+   controllers' own ``reset`` (curve fits of OFO/MPC) also shown on its own;
+
+and then, apart from the start-up, ``first 1 s``: the first simulated second (the first steps of
+every component, with whatever they import on first use).
+
+Run: ``python bench/bench_startup.py [--scenario ieee13_ofo] [--repeat 5]``. Prints the median and
+the minimum of each phase over the samples (wall seconds, and the process's CPU seconds in total,
+which a busy machine inflates less); asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PHASES = ("imports", "load", "build", "reset", "  of which controllers", "total", "total CPU", "first 1 s")
+
+
+def sample(scenario: str) -> dict[str, float]:
+    """One start-up in this process; seconds per phase. Must be the first openg2g use of the process."""
+    cpu = time.process_time()
+    t_imp = time.perf_counter()
+    from openg2g.cli.main import build_parser
+
+    build_parser()
+    from openg2g.engine.simulation import Simulation
+    from openg2g.scenario.loader import load_scenario
+
+    t_load = time.perf_counter()
+    loaded = load_scenario(scenario, ["outputs.plots=false"])
+    t_build = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        sim = Simulation(loaded, Path(out))
+        t_reset = time.perf_counter()
+        controller_s = 0.0
+        for sched in sim._controllers:
+            ctrl = sched.controller
+            reset = ctrl.reset
+
+            def timed_reset(*args, _reset=reset, **kwargs):  # type: ignore[no-untyped-def]
+                nonlocal controller_s
+                start = time.perf_counter()
+                _reset(*args, **kwargs)
+                controller_s += time.perf_counter() - start
+
+            ctrl.reset = timed_reset  # type: ignore[method-assign]
+        sim.start()
+        t_end = time.perf_counter()
+        cpu_end = time.process_time()
+        sim.run_until(1)
+        t_first = time.perf_counter()
+    return {
+        "imports": t_load - t_imp,
+        "load": t_build - t_load,
+        "build": t_reset - t_build,
+        "reset": t_end - t_reset,
+        "  of which controllers": controller_s,
+        "total": t_end - t_imp,
+        "total CPU": cpu_end - cpu,
+        "first 1 s": t_first - t_end,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", default="ieee13_ofo", help="bundled scenario name or file (default ieee13_ofo)")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh processes to sample (default 5)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(sample(args.scenario)))
+        return
+    runs = []
+    for _ in range(args.repeat):
+        cmd = [sys.executable, __file__, "--child", "--scenario", args.scenario]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        runs.append(json.loads(out.splitlines()[-1]))
+    print(f"start-up of {args.scenario} before the first step, {args.repeat} fresh processes (seconds)")
+    print(f"{'phase':<24}{'median':>8}{'min':>8}")
+    for phase in PHASES:
+        values = [r[phase] for r in runs]
+        print(f"{phase:<24}{statistics.median(values):>8.3f}{min(values):>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
