@@ -1,4 +1,9 @@
-"""``openg2g run SCENARIO``: run a scenario file, write outputs, print the summary table."""
+"""``openg2g run SCENARIO``: run a scenario file, write outputs, print the summary table.
+
+Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
+events included) and the output folder is checked writable. The folder keeps the scenario as
+run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +13,66 @@ import sys
 from pathlib import Path
 
 from openg2g.cli.table import format_table
-from openg2g.engine.simulation import run_scenario
-from openg2g.scenario.loader import load_scenario
 
-__all__ = ["register"]
+__all__ = ["SCENARIO_IS_CODE", "register"]
+
+SCENARIO_IS_CODE = """\
+A scenario from someone else is code. A controller named by file (kind: path/to/file.py:Class)
+is imported and executed by `openg2g validate` as well as by `openg2g run`, and an RL policy
+(.zip, kind: rl_policy) is unpickled, which can run arbitrary code. Validate and run only
+scenarios, controller files and policies you trust (see docs/scenario-reference.md)."""
+"""The warning shown in ``run`` and ``validate`` help and in the scenario reference."""
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # `kill` ends the run like Ctrl-C: outputs flushed, summary says interrupted
+    # `kill` ends the run like Ctrl-C: outputs flushed, summary says interrupted (and by what)
+    raise KeyboardInterrupt("terminated by SIGTERM")
 
 
 def _run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `openg2g --help` and the other commands need none of this
+    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+    from openg2g.engine.preflight import check_start
+    from openg2g.engine.simulation import run_scenario
+    from openg2g.scenario.loader import load_scenario, write_resolved_scenario
+
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # a shell starts background jobs with SIGINT ignored; `kill -INT` must still end the run cleanly
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     loaded = load_scenario(args.scenario, args.set)
-    out_dir = Path(args.out) if args.out else Path("runs") / loaded.scenario.name
+    check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
+    out_dir = prepare_out_dir(Path(args.out) if args.out else default_out_dir(loaded.scenario.name))
+    write_resolved_scenario(loaded, out_dir)
     try:
         result = run_scenario(loaded, out_dir, progress=not args.no_progress)
     except KeyboardInterrupt:
         print(f"interrupted; partial outputs kept in {out_dir}", file=sys.stderr)
         return 130
     print(format_table([(loaded.scenario.name, result.summary)]))
+    summary = result.summary
+    if summary["nonconverged_steps"]:
+        print(
+            f"warning: {summary['nonconverged_steps']} of {summary['grid_steps']} grid steps did not converge; "
+            "the voltage figures cover the converged steps only",
+            file=sys.stderr,
+        )
     print(f"\noutputs: {out_dir}")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
-    p = subparsers.add_parser("run", help="run a scenario file", description=__doc__)
+    p = subparsers.add_parser(
+        "run",
+        help="run a scenario file",
+        description=__doc__,
+        epilog=SCENARIO_IS_CODE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("scenario", help="scenario YAML file, or the name of a bundled scenario (e.g. ieee13_ofo)")
-    p.add_argument("--out", help="output directory (default runs/<scenario name>)")
+    p.add_argument(
+        "--out", help="output directory (default runs/<scenario name>, the name reduced to a plain folder name)"
+    )
     p.add_argument(
         "--set",
         action="append",

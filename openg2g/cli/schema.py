@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from openg2g.scenario.reference import scenario_reference
-
 __all__ = ["register"]
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from openg2g.scenario.reference import scenario_reference
+
     print(scenario_reference(), end="")
     return 0
 

@@ -17,24 +17,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from openg2g.cli.sweep import add_engine_options, interrupted
 from openg2g.core.errors import G2GError, ScenarioError
-from openg2g.scenario.loader import resolve_scenario_path
-from openg2g.studies.common import Topology, feeder_topology, read_base
-from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
-from openg2g.studies.pv_placement import run_pv_placement
-from openg2g.studies.siting import run_siting
-from openg2g.studies.spec import HostingSpec, PVPlacementSpec, SitingSpec, load_study
-from openg2g.sweep.engines import make_engine
-from openg2g.sweep.spec import SweepError, read_yaml_mapping
+
+# The studies (pandas, scipy's MILP, matplotlib) are imported by the handlers that run them, so
+# that `openg2g run` and `openg2g --help`, which build this parser too, do not pay for them.
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from openg2g.studies.common import Topology
 
 __all__ = ["register"]
 
 
 def _topology(feeder: str, required: bool) -> Topology | None:
+    from openg2g.studies.common import feeder_topology
+
     try:
         return feeder_topology(feeder)
     except (G2GError, OSError) as exc:
@@ -45,16 +45,22 @@ def _topology(feeder: str, required: bool) -> Topology | None:
 
 
 def _engine(args: argparse.Namespace, retries: int):  # type: ignore[no-untyped-def]
+    from openg2g.sweep.engines import make_engine
+
     return make_engine(args.engine, args.workers, retries, args.address)
 
 
 def _print(df: pd.DataFrame, cols: list[str]) -> None:
+    import pandas as pd
+
     cols = [c for c in cols if c in df.columns]
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.max_colwidth", 60):
         print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
 def _parse_mix(items: list[str] | None) -> dict[str, int] | None:
+    from openg2g.sweep.spec import SweepError
+
     if not items:
         return None
     mix: dict[str, int] = {}
@@ -67,13 +73,19 @@ def _parse_mix(items: list[str] | None) -> dict[str, int] | None:
 
 
 def _hosting(args: argparse.Namespace) -> int:
+    from openg2g.scenario.loader import resolve_scenario_path
+    from openg2g.studies.common import read_base
+    from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
+    from openg2g.studies.spec import HostingSpec, load_study
+    from openg2g.sweep.spec import SweepError, read_yaml_mapping
+
     target = Path(args.feeder)
     spec: HostingSpec | None = None
     if target.suffix in (".yaml", ".yml") and target.is_file() and read_yaml_mapping(target, "study").get("study"):
-        loaded = load_study(target, HostingSpec)
+        loaded = load_study(target, HostingSpec, args.set)
         assert isinstance(loaded.spec, HostingSpec)
         spec = loaded.spec
-        base = read_base(loaded.base.path, [*spec.set, *args.set]) if args.set else loaded.base
+        base = loaded.base
         name = spec.name
     else:
         if args.base:
@@ -101,7 +113,7 @@ def _hosting(args: argparse.Namespace) -> int:
         mix=pick(_parse_mix(args.mix), "mix", None),
     )
     topology = _topology(base.feeder, required=config.buses is None)
-    out = Path(args.out) if args.out else Path("runs") / name
+    out = _out(args, name)
     engine = _engine(args, spec.retries if spec is not None else 1)
     try:
         table = run_hosting_capacity(base, config, out, engine, topology=topology, progress=not args.no_progress)
@@ -130,10 +142,13 @@ def _hosting(args: argparse.Namespace) -> int:
 
 
 def _siting(args: argparse.Namespace) -> int:
-    loaded = load_study(args.study, SitingSpec)
+    from openg2g.studies.siting import run_siting
+    from openg2g.studies.spec import SitingSpec, load_study
+
+    loaded = load_study(args.study, SitingSpec, args.set)
     spec: SitingSpec = loaded.spec  # type: ignore[assignment]
     topology = _topology(loaded.base.feeder, required=not isinstance(spec.candidates, list))
-    out = Path(args.out) if args.out else Path("runs") / spec.name
+    out = _out(args, spec.name)
     engine = _engine(args, spec.retries)
     try:
         table = run_siting(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)
@@ -156,14 +171,17 @@ def _siting(args: argparse.Namespace) -> int:
     for _, row in table[table["status"] != "complete"].head(10).iterrows():
         print(f"{row['placement']} / {row['controller']}: {row['status']}: {row['error']}", file=sys.stderr)
     print(f"\ntable and plots: {out}")
-    return 0
+    return 0 if (table["status"] == "complete").all() else 1
 
 
 def _pv_placement(args: argparse.Namespace) -> int:
-    loaded = load_study(args.study, PVPlacementSpec)
+    from openg2g.studies.pv_placement import run_pv_placement
+    from openg2g.studies.spec import PVPlacementSpec, load_study
+
+    loaded = load_study(args.study, PVPlacementSpec, args.set)
     spec: PVPlacementSpec = loaded.spec  # type: ignore[assignment]
     topology = _topology(loaded.base.feeder, required=False)
-    out = Path(args.out) if args.out else Path("runs") / spec.name
+    out = _out(args, spec.name)
     engine = _engine(args, spec.retries)
     try:
         result = run_pv_placement(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)
@@ -210,8 +228,18 @@ def _pv_placement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _out(args: argparse.Namespace, name: str) -> Path:
+    """The study's output folder (``--out``, else ``runs/<name>``), checked writable before any run."""
+    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+
+    return prepare_out_dir(Path(args.out) if args.out else default_out_dir(name, "study"))
+
+
 def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (reused to resume; default runs/<study name>)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)"
+    )
     add_engine_options(p)
 
 
@@ -230,9 +258,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--max-mw", type=float, help="largest site considered, MW peak (default 30)")
     h.add_argument(
         "--mix", nargs="+", metavar="MODEL=N", help="replicas per block (default: the site's counts over their gcd)"
-    )
-    h.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)"
     )
     _engine_options(h)
     h.set_defaults(func=_hosting)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from openg2g.sweep.engines import ENGINES
-from openg2g.sweep.runner import run_sweep
-from openg2g.sweep.spec import load_sweep
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["add_engine_options", "interrupted", "print_results", "register"]
 
@@ -42,6 +42,8 @@ def interrupted(out: Path) -> int:
 
 def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) -> None:
     """Print the first ``limit`` rows of a results table: id, parameters, status, key figures."""
+    import pandas as pd
+
     cols = ["run_id", *param_names, "status", *(c for c in _SHOW if c in table.columns)]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table[cols].head(limit).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -53,8 +55,13 @@ def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) 
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    loaded = load_sweep(args.sweep)
-    out = Path(args.out)
+    # imported here, not at the top: pandas and pyarrow are needed only once a sweep runs
+    from openg2g.cli.outdir import prepare_out_dir
+    from openg2g.sweep.runner import run_sweep
+    from openg2g.sweep.spec import load_sweep
+
+    loaded = load_sweep(args.sweep, args.set)
+    out = prepare_out_dir(Path(args.out))
     try:
         result = run_sweep(
             loaded,
@@ -79,6 +86,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep", help="run a parameter sweep over a scenario", description=__doc__)
     p.add_argument("sweep", help="sweep YAML file (see scenarios/sweep_*.yaml)")
     p.add_argument("--out", required=True, help="output folder (reused to resume)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the base scenario of every run, after the sweep file's set (repeatable)",
+    )
     add_engine_options(p)
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the sweep file's)")
     p.set_defaults(func=_sweep)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SUMMARY_COLUMNS", "format_table"]
+__all__ = ["NONCONVERGED_COLUMN", "SUMMARY_COLUMNS", "format_table"]
 
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
@@ -32,10 +32,18 @@ def _cell(value: Any, fmt: str) -> str:
         return str(value)
 
 
+NONCONVERGED_COLUMN = ("nonconverged_steps", "non-conv. steps", "{:d}")
+"""Shown after the voltage columns when any run has grid steps that did not converge: the voltage
+figures then cover only the steps that did."""
+
+
 def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
     """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text."""
-    headers = ["run", *(h for _, h, _ in SUMMARY_COLUMNS)]
-    body = [[label, *(_cell(s.get(k), f) for k, _, f in SUMMARY_COLUMNS)] for label, s in rows]
+    columns = list(SUMMARY_COLUMNS)
+    if any(s.get("nonconverged_steps") for _, s in rows):
+        columns.insert(6, NONCONVERGED_COLUMN)
+    headers = ["run", *(h for _, h, _ in columns)]
+    body = [[label, *(_cell(s.get(k), f) for k, _, f in columns)] for label, s in rows]
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in body]

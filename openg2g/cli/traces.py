@@ -2,8 +2,9 @@
 
 - ``openg2g traces list [--json] [--library DIR]``: one row per (model, GPUs per replica, batch).
 - ``openg2g traces build --source DATA --out DIR``: build a library from the ML.ENERGY data folder.
-- ``openg2g traces import FILE --library DIR --model M --gpus G --batch B [--format tsv|nvidia-smi]``:
-  check, resample to 0.1 s and add a raw power log.
+- ``openg2g traces import FILE... --library DIR --model M --gpus G --batch B [--format tsv|nvidia-smi|zeus]``:
+  check, resample to 0.1 s and add a replica's raw power log (``zeus``: one ``Time,Power`` CSV per
+  GPU, power in mW, as Zeus's power monitor writes them).
 
 Errors print one message on stderr and exit with status 2.
 """
@@ -39,12 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.set_defaults(func=_guard(_build))
 
     imp = sub.add_parser("import", help="add a raw power log to a library")
-    imp.add_argument("file", type=Path, help="raw power log")
+    imp.add_argument("file", type=Path, nargs="+", help="raw power log (zeus: one log per GPU of the replica)")
     imp.add_argument("--library", type=Path, required=True, help="library folder (created if missing)")
     imp.add_argument("--model", required=True, help="model name")
     imp.add_argument("--gpus", type=int, required=True, help="GPUs per replica the log sums over")
     imp.add_argument("--batch", type=int, required=True, help="batch size (max_num_seqs) of the run")
-    imp.add_argument("--format", choices=("tsv", "nvidia-smi"), default="tsv", help="log format (default tsv)")
+    imp.add_argument("--format", choices=("tsv", "nvidia-smi", "zeus"), default="tsv", help="log format (default tsv)")
     imp.set_defaults(func=_guard(_import))
 
 
@@ -113,7 +114,7 @@ def _import(args: argparse.Namespace) -> int:
 
     cfg = import_trace(args.file, args.library, args.model, args.gpus, args.batch, args.format)
     print(
-        f"imported {args.file} as {cfg.model} on {cfg.gpus} GPUs at batch {cfg.batch}: "
+        f"imported {', '.join(str(f) for f in args.file)} as {cfg.model} on {cfg.gpus} GPUs at batch {cfg.batch}: "
         f"{cfg.samples} samples ({cfg.duration_s:.1f} s), mean {cfg.mean_power_w:.1f} W into {args.library}"
     )
     return 0

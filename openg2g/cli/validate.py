@@ -1,33 +1,117 @@
-"""``openg2g validate SCENARIO...``: check scenario files without running them (exit 2 on problems)."""
+"""``openg2g validate FILE...``: check scenario, sweep and study files without running them (exit 2 on problems).
+
+A scenario is checked as ``openg2g run`` would check it and more: the schema, the feeder and the
+trace library, then its components are built and started (controllers check their parameters
+against the feeder, the sites and the trace library) and every event is fired on them, so an
+event that would be rejected mid-run is reported now. A sweep file (``parameters:``) is checked
+with its first run in full (base scenario, fixed overrides, first point) and its size bounded;
+the other points are checked as they run. A study file (``study:``) is checked with its base
+scenario under the study's overrides. ``--set`` applies to the
+scenario, or to a sweep's or study's base scenario.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.core.errors import ScenarioError
-from openg2g.scenario.loader import load_scenario
 
-__all__ = ["register"]
+__all__ = ["file_kind", "register"]
+
+
+def file_kind(name: str) -> str:
+    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key) or ``scenario``.
+
+    A bundled scenario name or an unreadable file counts as a scenario (the scenario loader then
+    says what is wrong with it).
+    """
+    from openg2g.scenario.loader import read_yaml_mapping
+
+    path = Path(name)
+    if not path.is_file():
+        return "scenario"
+    try:
+        data = read_yaml_mapping(path)
+    except ScenarioError:
+        return "scenario"
+    if "study" in data:
+        return "study"
+    if "parameters" in data and "base" in data:
+        return "sweep"
+    return "scenario"
+
+
+def _scenario(name: str, overrides: list[str]) -> str:
+    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.loader import load_scenario
+
+    loaded = load_scenario(name, overrides)
+    check_start(loaded)
+    return f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})"
+
+
+def _sweep(name: str, overrides: list[str]) -> str:
+    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.loader import load_scenario
+    from openg2g.sweep.expand import expand_block, point_overrides
+    from openg2g.sweep.spec import load_sweep
+
+    loaded = load_sweep(name, overrides)
+    spec = loaded.spec
+    first = {k: v for block in spec.parameters for k, v in expand_block(block)[0].items()}
+    try:
+        check_start(load_scenario(loaded.base_path, [*spec.set, *point_overrides(first)]))
+    except ScenarioError as exc:
+        raise ScenarioError([(f"{loc} (first run of sweep {loaded.path})", msg) for loc, msg in exc.problems]) from None
+    return (
+        f"{loaded.path}: ok (sweep {spec.name}: {spec.n_runs()} runs of {loaded.base_path.name}; the first checked "
+        "in full, the others are checked as they run)"
+    )
+
+
+def _study(name: str, overrides: list[str]) -> str:
+    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.loader import load_scenario
+    from openg2g.studies.common import feeder_topology, study_buses
+    from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
+
+    loaded = load_study(name, overrides=overrides)
+    check_start(load_scenario(loaded.base.path, loaded.base.fixed))
+    spec = loaded.spec
+    buses = spec.candidates if isinstance(spec, SitingSpec) else spec.buses if isinstance(spec, HostingSpec) else None
+    if isinstance(buses, list):  # the buses a site is placed on must be three-phase buses of the feeder
+        field = "candidates" if isinstance(spec, SitingSpec) else "buses"
+        study_buses(buses, feeder_topology(loaded.base.feeder), f"{loaded.path}: {field}", "")
+    return f"{loaded.path}: ok (study {loaded.spec.study} {loaded.spec.name}, base {loaded.base.path.name})"
+
+
+_CHECKS = {"scenario": _scenario, "sweep": _sweep, "study": _study}
 
 
 def _validate(args: argparse.Namespace) -> int:
     failed = 0
     for name in args.scenarios:
         try:
-            loaded = load_scenario(name, args.set)
+            print(_CHECKS[file_kind(name)](name, args.set))
         except ScenarioError as exc:
             failed += 1
             for loc, msg in exc.problems:
                 print(f"{loc}: {msg}", file=sys.stderr)
-            continue
-        print(f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})")
     return 2 if failed else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``validate`` sub-command."""
-    p = subparsers.add_parser("validate", help="validate scenario files", description=__doc__)
-    p.add_argument("scenarios", nargs="+", help="scenario files or bundled scenario names")
+    p = subparsers.add_parser(
+        "validate",
+        help="validate scenario, sweep and study files",
+        description=__doc__,
+        epilog=SCENARIO_IS_CODE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenarios", nargs="+", help="scenario, sweep or study files, or bundled scenario names")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override before validating")
     p.set_defaults(func=_validate)

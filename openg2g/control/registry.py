@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from openg2g.core.errors import ControllerError
+from pydantic import ValidationError
+
+from openg2g.core.errors import ControllerError, G2GError
 from openg2g.core.protocols import Controller
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["build_controller", "resolve_controller", "stock_controllers"]
+__all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
+
+T = TypeVar("T")
 
 
 def stock_controllers() -> dict[str, type[Controller]]:
@@ -70,20 +76,44 @@ def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
     return cls
 
 
+def describe_controller(spec: ControllerSpec, base_dir: Path) -> str:
+    """How messages name a controller: its label, and the file it comes from for a user's class."""
+    label = spec.name or spec.kind
+    file_part, _, class_name = spec.kind.rpartition(":")
+    if file_part.endswith(".py"):
+        return f"controller {label!r} (class {class_name} in {(base_dir / file_part).resolve()})"
+    return f"controller {label!r}"
+
+
+def _guarded(who: str, step: str, make: Callable[[], T]) -> T:
+    """``make()``, with any failure but a parameter ``ValidationError`` as a ControllerError naming ``who``."""
+    try:
+        return make()
+    except ValidationError:
+        raise  # the loader reports each parameter by its field path
+    except G2GError as exc:
+        raise ControllerError(f"{who}: {exc}") from exc
+    except Exception as exc:  # a user's class may fail in any way; say which, where and how
+        raise ControllerError(f"{who}: {step} raised {type(exc).__name__}: {exc}") from exc
+
+
 def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:
     """Instantiate the controller of ``spec`` with its validated parameters.
 
-    :raises ControllerError: see :func:`resolve_controller`, or a constructor that rejects ``params``.
+    :raises ControllerError: see :func:`resolve_controller`, or a ``Config`` or constructor that
+        rejects ``params`` or fails in any other way (the message names the controller, its file
+        and the exception).
     :raises pydantic.ValidationError: ``params`` do not fit the controller's ``Config``.
     """
     cls = resolve_controller(spec.kind, base_dir)
     config_cls = getattr(cls, "Config", None)
-    if config_cls is not None:
-        controller = cls(config_cls(**spec.params))
+    who = describe_controller(spec, base_dir)
+    if config_cls is None:
+        controller = _guarded(who, "__init__", lambda: cls(**spec.params))
     else:
-        try:
-            controller = cls(**spec.params)
-        except TypeError as exc:
-            raise ControllerError(f"{spec.kind}: bad parameters {sorted(spec.params)}: {exc}") from exc
+        config = _guarded(
+            who, f"{getattr(config_cls, '__name__', 'Config')}(**params)", lambda: config_cls(**spec.params)
+        )
+        controller = _guarded(who, "__init__", lambda: cls(config))
     controller.name = spec.name or spec.kind
     return controller

@@ -1,15 +1,28 @@
 """Commands: the small typed values that controllers and scenario events send to components.
 
 A command is a frozen dataclass. Datacenter commands name the ``site`` they act on; grid
-commands name the grid element. The engine routes each command by its type (see
-:func:`is_datacenter_command`) and the receiving backend validates it: a command outside the
-component's limits raises :class:`~openg2g.core.errors.CommandError`, it is never clamped.
+commands name the grid element. Every field is type-checked when the command is made (a
+``bool`` is not a number, ``1.5`` is not a tap step, ``"no"`` is not ``False``; numbers must be
+finite): a wrong type raises :class:`~openg2g.core.errors.CommandError` naming the command and
+the field. The engine routes each command by its type (see :func:`is_datacenter_command`) and
+the receiving backend checks its limits: a command outside them raises ``CommandError``, it is
+never clamped.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import numbers
 import re
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ClassVar, TypeGuard
+
+import numpy as np
+
+from openg2g.core.errors import CommandError
 
 __all__ = [
     "COMMANDS",
@@ -34,9 +47,74 @@ __all__ = [
 ]
 
 
+def _integer(value: Any) -> int | None:
+    """``value`` as an ``int`` when it is a whole number (``3``, ``numpy.int64(3)``, ``3.0``)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        return int(float(value))
+    return None
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a finite ``float`` when it is a real number other than a boolean."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+# annotation text -> (converter returning None for a wrong value, what the field expects)
+_Check = tuple[Callable[[Any], Any], str]
+_SCALARS: dict[str, _Check] = {
+    "str": (lambda v: v if isinstance(v, str) else None, "a string"),
+    "bool": (lambda v: bool(v) if isinstance(v, (bool, np.bool_)) else None, "true or false"),
+    "int": (_integer, "a whole number"),
+    "float": (_real, "a finite number"),
+}
+
+
+def _field_check(annotation: str) -> tuple[Callable[[Any], Any], str, bool]:
+    """(converter, expectation, None allowed) of a command field's annotation text."""
+    optional = annotation.endswith(" | None")
+    base = annotation.removesuffix(" | None")
+    if base == "tuple[int, ...]":
+
+        def taps(value: Any) -> tuple[int, ...] | None:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+                return None
+            items = [_integer(x) for x in value]
+            return None if any(x is None for x in items) else tuple(typing.cast(list[int], items))
+
+        return taps, "a list of whole numbers", optional
+    convert, expected = _SCALARS[base]
+    return convert, expected, optional
+
+
 @dataclass(frozen=True)
 class Command:
-    """Base of all commands."""
+    """Base of all commands; checks (and normalizes, e.g. ``numpy.int64`` to ``int``) every field."""
+
+    _checks: ClassVar[dict[type, list[tuple[str, Callable[[Any], Any], str, bool]]]] = {}
+
+    def __post_init__(self) -> None:
+        cls = type(self)
+        checks = Command._checks.get(cls)
+        if checks is None:
+            checks = [(f.name, *_field_check(str(f.type))) for f in dataclasses.fields(cls)]
+            Command._checks[cls] = checks
+        for name, convert, expected, optional in checks:
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            converted = convert(value)
+            if converted is None:
+                raise CommandError(
+                    f"{cls.__name__}.{name}: expected {expected}{' or None' if optional else ''}, "
+                    f"got {value!r} ({type(value).__name__})"
+                )
+            object.__setattr__(self, name, converted)  # frozen: set the normalized value once, here
 
 
 @dataclass(frozen=True)
@@ -83,7 +161,9 @@ class SetReplicas(DatacenterCommand):
     """Start or stop replicas of one model so that ``replicas`` are active after ``ramp_s`` seconds.
 
     :param model: model name.
-    :param replicas: target number of active replicas (>= 0, within the site's GPU capacity).
+    :param replicas: target number of active replicas, a whole number (>= 0, within the site's GPU
+        capacity). Replicas are started and stopped whole; the fractional counts a site reports
+        during a ramp are the ramp's progress, so a fractional target is refused.
     :param ramp_s: duration of the linear ramp (s); 0 switches at once.
     """
 
@@ -181,7 +261,7 @@ class SetLineInService(GridCommand):
     in_service: bool
 
 
-def is_datacenter_command(command: Command) -> bool:
+def is_datacenter_command(command: Command) -> TypeGuard[DatacenterCommand]:
     """True for commands the engine routes to a datacenter site rather than to the grid."""
     return isinstance(command, DatacenterCommand)
 

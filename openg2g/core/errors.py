@@ -10,6 +10,7 @@ __all__ = [
     "ControllerError",
     "FeederError",
     "G2GError",
+    "OutputError",
     "PowerFlowError",
     "ScenarioError",
     "SimulationError",
@@ -55,3 +56,7 @@ class SimulationError(G2GError):
 
 class PowerFlowError(SimulationError):
     """A grid power flow did not converge."""
+
+
+class OutputError(SimulationError):
+    """Run outputs could not be written (full or read-only disk, ...)."""

@@ -7,7 +7,6 @@ keys; the label of a run is the mapping key, the ``label`` entry, or the ``scena
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
@@ -56,18 +55,13 @@ Rows: TypeAlias = "pd.DataFrame | Mapping[str, Mapping[str, Any]] | Sequence[Map
 
 
 def read_summaries(run_dirs: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
-    """``(label, summary)`` of each run directory, labelled like ``openg2g compare``.
+    """``(label, summary)`` of each run directory, labelled like ``openg2g compare`` (distinct labels).
 
-    :raises FileNotFoundError: a directory has no ``summary.json``.
+    :raises G2GError: a directory has no readable ``summary.json`` holding a JSON object.
     """
-    rows = []
-    for run_dir in run_dirs:
-        summary = json.loads((Path(run_dir) / "summary.json").read_text())
-        label = str(summary.get("scenario", Path(run_dir).name))
-        if summary.get("status", "complete") != "complete":
-            label += f" [{summary['status']}]"
-        rows.append((label, summary))
-    return rows
+    from openg2g.cli.compare import labelled_summaries
+
+    return labelled_summaries(list(run_dirs))
 
 
 def summary_frame(rows: Rows) -> pd.DataFrame:

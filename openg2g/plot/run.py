@@ -6,14 +6,17 @@ figure; :func:`plot_run` writes the standard set of PNGs next to the tables.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from matplotlib.figure import Figure
 
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 
 __all__ = [
+    "itl_deadlines",
     "plot_batch_sizes",
     "plot_dc_power",
     "plot_latency",
@@ -21,7 +24,6 @@ __all__ = [
     "plot_voltage_envelope",
     "read_table",
 ]
-
 
 
 def read_table(out_dir: Path, name: str) -> pd.DataFrame:
@@ -66,12 +68,26 @@ def plot_voltage_envelope(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) 
     return fig
 
 
-def _per_model(models: pd.DataFrame, column: str, ylabel: str, title: str, log2: bool = False) -> Figure:
+def _per_model(
+    models: pd.DataFrame,
+    column: str,
+    ylabel: str,
+    title: str,
+    log2: bool = False,
+    levels: Mapping[tuple[str, str], float] | None = None,
+    level_label: str = "",
+) -> Figure:
+    """One line per (site, model); ``levels`` adds a dashed line of the same colour per (site, model),
+    shown once in the legend as ``level_label``."""
     with styled():
         fig = new_figure()
         ax = fig.axes[0]
         for (site, model), df in models.groupby(["site", "model"], observed=True):
-            ax.plot(df["t_s"], df[column], lw=0.8, label=f"{site}/{model}")
+            (line,) = ax.plot(df["t_s"], df[column], lw=0.8, label=f"{site}/{model}")
+            level = (levels or {}).get((str(site), str(model)))
+            if level is not None:  # one legend entry for all levels: the colour says whose it is
+                labelled = any(ln.get_label() == level_label for ln in ax.get_lines())
+                ax.axhline(level, color=line.get_color(), ls="--", lw=0.8, label="_" if labelled else level_label)
         if log2:
             ax.set_yscale("log", base=2)
         ax.set_xlabel("time (s)")
@@ -87,14 +103,43 @@ def plot_batch_sizes(models: pd.DataFrame) -> Figure:
     return _per_model(models, "batch_size", "batch size (max_num_seqs)", "Batch size per model", log2=True)
 
 
-def plot_latency(models: pd.DataFrame) -> Figure:
-    """Mean inter-token latency of each model over time (ms)."""
+def plot_latency(models: pd.DataFrame, deadlines_s: Mapping[tuple[str, str], float] | None = None) -> Figure:
+    """Mean inter-token latency of each model over time (ms), with its ITL deadline as a dashed line.
+
+    :param deadlines_s: ``(site, model)`` -> ITL deadline (s); models without one get no line.
+    """
     frame = models.assign(itl_ms=models["itl_s"] * 1e3)
-    return _per_model(frame, "itl_ms", "inter-token latency (ms)", "Inter-token latency per model")
+    levels = {key: d * 1e3 for key, d in (deadlines_s or {}).items()}
+    return _per_model(
+        frame,
+        "itl_ms",
+        "inter-token latency (ms)",
+        "Inter-token latency per model",
+        levels=levels,
+        level_label="ITL deadline (dashed, model colour)",
+    )
+
+
+def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
+    """``(site, model)`` -> ITL deadline (s) from the run's ``scenario.yaml``; empty without one."""
+    path = Path(out_dir) / "scenario.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {
+        (str(site["name"]), str(m["model"])): float(m["itl_deadline_s"])
+        for site in data.get("datacenters") or []
+        for m in site.get("models") or []
+        if m.get("itl_deadline_s") is not None
+    }
 
 
 def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
-    """Write ``dc_power.png``, ``voltage_envelope.png``, ``batch_sizes.png``, ``latency.png``."""
+    """Write ``dc_power.png``, ``voltage_envelope.png``, ``batch_sizes.png``, ``latency.png``.
+
+    The latency plot draws each model's ITL deadline when the run folder keeps its scenario
+    (``scenario.yaml``, written by ``openg2g run`` and sweeps).
+    """
     out_dir = Path(out_dir)
     datacenter, grid, models = (read_table(out_dir, n) for n in ("datacenter", "grid", "models"))
     figures: dict[str, Figure] = {}
@@ -104,7 +149,7 @@ def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
         figures["voltage_envelope.png"] = plot_voltage_envelope(grid, v_min_pu, v_max_pu)
     if not models.empty:
         figures["batch_sizes.png"] = plot_batch_sizes(models)
-        figures["latency.png"] = plot_latency(models)
+        figures["latency.png"] = plot_latency(models, itl_deadlines(out_dir))
     written = []
     for name, fig in figures.items():
         fig.savefig(out_dir / name, dpi=110)

@@ -3,7 +3,12 @@
 Validation has two layers: the pydantic schema (types, ranges, unknown keys) and the checks that
 need the world the scenario points at (feeder buses and regulators, trace library models and
 batch sizes, controller classes and their parameters, event commands). Every problem is reported
-at once, each as ``<file>: <field.path>: <reason>``.
+at once, each as ``<file>: <field.path>: <reason>``. :func:`openg2g.engine.preflight.check_start`
+adds a third, run by ``openg2g validate`` and ``openg2g run``: the components are built and
+started, and every event is fired on them, so nothing the run would refuse later passes.
+
+What is read is bounded: YAML aliases may not expand a file (or a ``--set`` value) beyond
+:data:`MAX_YAML_NODES` values, and nesting beyond Python's recursion limit is refused.
 """
 
 from __future__ import annotations
@@ -25,12 +30,16 @@ from openg2g.core.paths import bundled_dir
 from openg2g.scenario.schema import Scenario, _Model
 
 __all__ = [
+    "MAX_YAML_NODES",
+    "RESOLVED_SCENARIO",
     "LoadedScenario",
     "apply_override",
     "build_event_command",
     "load_scenario",
     "read_yaml_mapping",
     "resolve_scenario_path",
+    "resolved_scenario_text",
+    "write_resolved_scenario",
 ]
 
 
@@ -78,6 +87,9 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
         ) from None
     except RecursionError:
         raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
+    too_big = _check_expansion(value)
+    if too_big:
+        raise ScenarioError([(source, f"--set {key}: {too_big}")])
     parts = key.split(".")
     node: Any = data
     for i, part in enumerate(parts):
@@ -118,6 +130,48 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_YAML_NODES = 1_000_000
+"""Most values (mapping keys, values and list items, counted as written out) one YAML document
+may hold once its aliases are expanded; a bundled scenario holds a few hundred."""
+
+
+def _check_expansion(data: Any) -> str | None:
+    """Why ``data`` (as loaded, aliases shared) is too big to write out, or None if it is not.
+
+    Counts each value as often as the aliases repeat it, without expanding them (shared
+    containers are counted once and remembered), so a YAML alias bomb is caught in linear time.
+    """
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()
+
+    def size(value: Any) -> int:
+        if not isinstance(value, (dict, list)):
+            return 1
+        key = id(value)
+        if key in sizes:
+            return sizes[key]
+        if key in open_ids:
+            raise ValueError("a YAML alias refers to the structure it is part of (a cycle)")
+        open_ids.add(key)
+        total = 1
+        for item in (*value.keys(), *value.values()) if isinstance(value, dict) else value:
+            total += size(item)
+            if total > MAX_YAML_NODES:
+                break
+        open_ids.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        if size(data) > MAX_YAML_NODES:
+            return f"YAML aliases expand it to more than {MAX_YAML_NODES:,} values (an alias bomb?)"
+    except ValueError as exc:
+        return str(exc)
+    except RecursionError:
+        return "nested too deeply to read"
+    return None
+
+
 def read_yaml_mapping(
     path: Path,
     kind: str = "scenario",
@@ -143,6 +197,9 @@ def read_yaml_mapping(
         raise error([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
     except RecursionError:
         raise error([(str(path), "nested too deeply to read")]) from None
+    too_big = _check_expansion(data)
+    if too_big:
+        raise error([(str(path), too_big)])
     if not isinstance(data, dict):
         raise error([(str(path), f"a {kind} file must be a mapping of sections (name, ...)")])
     return data
@@ -196,17 +253,22 @@ def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
 
 
 def _check_controllers(scenario: Scenario, base_dir: Path) -> list[tuple[str, str]]:
-    from openg2g.control.registry import build_controller
+    from openg2g.control.registry import build_controller, resolve_controller
 
     problems: list[tuple[str, str]] = []
     for i, spec in enumerate(scenario.controllers):
         try:
-            build_controller(spec, base_dir)
-        except ValidationError as exc:
-            for err in exc.errors():
-                problems.append((f"controllers.{i}.params.{_loc(err['loc'])}", f"{spec.kind}: {err['msg']}"))
+            resolve_controller(spec.kind, base_dir)
         except ControllerError as exc:
             problems.append((f"controllers.{i}.kind", str(exc)))
+        else:
+            try:
+                build_controller(spec, base_dir)
+            except ValidationError as exc:
+                for err in exc.errors():
+                    problems.append((f"controllers.{i}.params.{_loc(err['loc'])}", f"{spec.kind}: {err['msg']}"))
+            except ControllerError as exc:
+                problems.append((f"controllers.{i}", str(exc)))
         if spec.period_s is not None and spec.period_s % scenario.periods.grid_s:
             problems.append(
                 (
@@ -236,6 +298,55 @@ def _check_components(scenario: Scenario, base_dir: Path) -> list[tuple[str, str
 def _scenario_hash(scenario: Scenario) -> str:
     canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+RESOLVED_SCENARIO = "scenario.yaml"
+"""File name of the resolved scenario in a run's output folder."""
+
+
+def resolved_scenario_text(loaded: LoadedScenario) -> str:
+    """The scenario as it runs (overrides applied, defaults filled in) as YAML, re-runnable anywhere.
+
+    Paths the scenario resolves against its own folder (a feeder file, a trace library, PV and
+    load profiles, controller files) are written absolute; a controller's own ``params`` are
+    written as given.
+    """
+    from openg2g.grid.feeders import list_feeders
+
+    data = loaded.scenario.model_dump(mode="json")
+    here = loaded.base_dir
+
+    def absolute(text: str) -> str:
+        return str((here / text).resolve())
+
+    grid = data["grid"]
+    if grid["feeder"] not in list_feeders():
+        grid["feeder"] = absolute(grid["feeder"])
+    for item in (*grid["pv"], *grid["extra_loads"]):
+        if item["profile"] is not None:
+            item["profile"] = absolute(item["profile"])
+    for site in data["datacenters"]:
+        if site["traces"] != "bundled":
+            site["traces"] = absolute(site["traces"])
+    for ctrl in data["controllers"]:
+        file_part, _, class_name = ctrl["kind"].rpartition(":")
+        if file_part.endswith(".py"):
+            ctrl["kind"] = f"{absolute(file_part)}:{class_name}"
+    header = (
+        f"# The scenario as run: {loaded.path} with its overrides applied and defaults filled in\n"
+        f"# (validated scenario sha256 {loaded.sha256}); paths made absolute. Rerun: openg2g run <this file>\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def write_resolved_scenario(loaded: LoadedScenario, out_dir: Path) -> Path:
+    """Write :func:`resolved_scenario_text` to ``out_dir/scenario.yaml`` (atomically); returns the path."""
+    path = Path(out_dir) / RESOLVED_SCENARIO
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(resolved_scenario_text(loaded), encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> LoadedScenario:

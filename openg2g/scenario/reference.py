@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from fractions import Fraction
@@ -13,7 +14,7 @@ from pydantic_core import PydanticUndefined
 from openg2g.core.commands import COMMANDS
 from openg2g.scenario.schema import Scenario
 
-__all__ = ["scenario_reference"]
+__all__ = ["CODE_EXECUTION", "scenario_reference"]
 
 
 def _type_name(annotation: Any) -> str:
@@ -61,12 +62,32 @@ def _section(model: type[BaseModel], seen: set[type[BaseModel]]) -> list[str]:
     return lines
 
 
+CODE_EXECUTION = """\
+## A scenario can run code
+
+A scenario from someone else is code: read it before you validate or run it.
+
+- `kind: path/to/file.py:ClassName` imports that file and builds the class. `openg2g validate`
+  does this too (it builds and starts every controller to check its parameters), as do `run`,
+  `sweep`, `study`, `train` and `evaluate`.
+- `kind: rl_policy` loads a Stable-Baselines3 policy `.zip`, which unpickles Python objects:
+  a policy file can run arbitrary code when it is loaded, during `validate` as well.
+- Everything else in a scenario is data: YAML is read with a safe loader (no Python tags) and
+  aliases may not expand a file beyond a million values. The files it names (feeder `.dss`,
+  trace library, profiles) are read, so a scenario can read any file you can.
+
+Validate and run only scenarios, controller files and policies from sources you trust.
+"""
+"""The scenario reference's section on code execution (also summarized in ``openg2g run --help``)."""
+
+
 def scenario_reference() -> str:
     """Markdown reference of every scenario field and every event command."""
     lines = ["# Scenario file reference", "", "Generated from `openg2g/scenario/schema.py` (`openg2g schema`).", ""]
+    lines += [CODE_EXECUTION]
     lines += _section(Scenario, set())
     lines += ["### Event commands", "", "| command | fields |", "|---|---|"]
     for name, cls in COMMANDS.items():
-        fields = ", ".join(f"`{f}`" for f in cls.__dataclass_fields__)
+        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
         lines.append(f"| `{name}` | {fields} |")
     return "\n".join(lines) + "\n"

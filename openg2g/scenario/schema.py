@@ -246,6 +246,15 @@ class GridSpec(_Model):
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
 
+    @field_validator("feeder")
+    @classmethod
+    def _feeder(cls, v: str) -> str:
+        # a path must name a .dss file: the reader is never pointed at other files, whose
+        # contents its errors would quote (`feeder: /etc/passwd`)
+        if any(c in v for c in "/\\.") and not v.lower().endswith(".dss"):
+            raise ValueError(f"{v!r}: give a bundled feeder name or the path of an OpenDSS master file ending in .dss")
+        return v
+
     @model_validator(mode="after")
     def _limits(self) -> GridSpec:
         if not self.v_min_pu < self.v_max_pu:

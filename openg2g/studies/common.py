@@ -15,9 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from openg2g.scenario.loader import apply_override
+from openg2g.scenario.loader import apply_override, read_yaml_mapping
 from openg2g.scenario.schema import parse_seconds
 from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import fingerprint
@@ -59,8 +57,11 @@ class BaseScenario:
 
     @property
     def feeder(self) -> str:
-        """The ``grid.feeder`` the scenario names."""
-        return str(self.data.get("grid", {}).get("feeder", ""))
+        """The ``grid.feeder`` the scenario names (a relative feeder file resolved against the scenario's folder)."""
+        from openg2g.grid.feeders import resolve_feeder
+
+        grid = self.data.get("grid")
+        return resolve_feeder(str(grid.get("feeder", "") if isinstance(grid, dict) else ""), self.path.parent)
 
     def site_index(self, name: str | None) -> int:
         """Index of the datacenter site named ``name`` (None: the first).
@@ -90,11 +91,13 @@ class BaseScenario:
 
 
 def read_base(path: Path, overrides: Sequence[str] = ()) -> BaseScenario:
-    """Read a base scenario file as data and apply ``overrides`` (validation happens per run)."""
+    """Read a base scenario file as data and apply ``overrides`` (validation happens per run).
+
+    :raises SweepError: unreadable file or YAML (as for a scenario: file, line and reason), or
+        an override that does not apply.
+    """
+    data = read_yaml_mapping(Path(path), "base scenario", SweepError)
     raw = Path(path).read_bytes()
-    data = yaml.safe_load(raw) or {}
-    if not isinstance(data, dict):
-        raise SweepError([(str(path), "a scenario file must be a mapping of sections")])
     for assignment in overrides:
         apply_override(data, assignment, str(path))
     return BaseScenario(Path(path).resolve(), hashlib.sha256(raw).hexdigest(), data, tuple(overrides))
@@ -112,8 +115,7 @@ def controller_override(name: str, base_path: Path) -> list[dict[str, Any]]:
     prefix = base_path.stem.rsplit("_", 1)[0]
     sibling = base_path.parent / f"{prefix}_{name}.yaml"
     if sibling.is_file():
-        data = yaml.safe_load(sibling.read_text()) or {}
-        controllers = data.get("controllers")
+        controllers = read_yaml_mapping(sibling, "scenario", SweepError).get("controllers")
         if controllers:
             return list(controllers)
     return [{"kind": name}]
@@ -156,12 +158,29 @@ def three_phase_buses(topology: Topology) -> list[str]:
 def study_buses(given: Sequence[str] | None, topology: Topology | None, field: str, hint: str) -> list[str]:
     """The buses a study covers: ``given``, else every three-phase bus of ``topology``.
 
+    Given buses are checked against ``topology`` when there is one: each must be a three-phase
+    bus off the source side (a site needs one), so no run is spent on a bus that cannot host it.
+
     :param field: the option or study field the buses come from, for the error.
     :param hint: the error's message when neither buses nor a topology is given.
-    :raises SweepError: no buses given and no topology.
+    :raises SweepError: no buses given and no topology, or given buses the feeder cannot host a
+        site on (the message names them and lists the valid ones).
     """
     if given:
-        return [str(b) for b in given]
+        buses = [str(b) for b in given]
+        if topology is not None:
+            valid = three_phase_buses(topology)
+            bad = [b for b in buses if b.lower() not in {v.lower() for v in valid}]
+            if bad:
+                raise SweepError(
+                    [
+                        (
+                            field,
+                            f"{bad}: not three-phase buses of feeder {topology.name} off the source side; valid: {valid}",
+                        )
+                    ]
+                )
+        return buses
     if topology is None:
         raise SweepError([(field, hint)])
     return three_phase_buses(topology)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -340,12 +341,14 @@ class LoadedStudy:
     base: BaseScenario
 
 
-def load_study(path: str | Path, kind: type[StudySpec] | None = None) -> LoadedStudy:
+def load_study(path: str | Path, kind: type[StudySpec] | None = None, overrides: Sequence[str] = ()) -> LoadedStudy:
     """Read and validate a study file, of the given kind or of the kind its ``study:`` names.
 
     A PV placement study's ``pv_shape.csv`` becomes an absolute path, and the study is checked
     against its base scenario (buses on the feeder, enough grid steps).
 
+    :param overrides: ``dotted.key=value`` assignments (``openg2g study ... --set``) applied to
+        the base scenario after the file's ``set``, in every run.
     :raises SweepError: with every problem, each naming file, field path and reason.
     """
     path = Path(path)
@@ -361,7 +364,7 @@ def load_study(path: str | Path, kind: type[StudySpec] | None = None) -> LoadedS
         raise SweepError([(f"{path}: study", f"expected 'study: {names[kind]}', got {data.get('study')!r}")])
     spec = validate_model(kind, data, path)
     base_path = resolve_base(spec.base, path.resolve().parent, path)
-    base = read_base(base_path, spec.set)
+    base = read_base(base_path, [*spec.set, *overrides])
     if isinstance(spec, PVPlacementSpec):
         spec = _resolved_pv_study(spec, path, base)
     return LoadedStudy(spec, path, base)

@@ -1,10 +1,46 @@
-"""Parameter sweeps over a base scenario: expansion, resumable execution on local or Ray workers, one results table."""
+"""Parameter sweeps over a base scenario: expansion, resumable execution on local or Ray workers, one results table.
 
-from openg2g.sweep.engines import ENGINES, Engine, LocalEngine, RayEngine, SerialEngine, check_ray_address, make_engine
-from openg2g.sweep.expand import encode_value, expand_block, expand_parameters, point_overrides, run_ids
-from openg2g.sweep.runner import SweepResult, execute_tasks, plan_sweep, results_table, run_sweep
-from openg2g.sweep.spec import Distribution, LoadedSweep, ParameterBlock, RandomBlock, SweepError, SweepSpec, load_sweep
-from openg2g.sweep.tasks import RunTask, execute_task, run_scenario_files
+The names below are loaded from their modules on first use (PEP 562), so that importing one
+light module of the package (``openg2g.sweep.engines`` for the command line's choices) does not
+import pandas and pyarrow with the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openg2g.sweep.engines import (
+        ENGINES,
+        Engine,
+        LocalEngine,
+        RayEngine,
+        SerialEngine,
+        check_ray_address,
+        make_engine,
+    )
+    from openg2g.sweep.expand import encode_value, expand_block, expand_parameters, point_overrides, run_ids
+    from openg2g.sweep.runner import SweepResult, execute_tasks, plan_sweep, results_table, run_sweep
+    from openg2g.sweep.spec import (
+        Distribution,
+        LoadedSweep,
+        ParameterBlock,
+        RandomBlock,
+        SweepError,
+        SweepSpec,
+        load_sweep,
+    )
+    from openg2g.sweep.tasks import RunTask, execute_task, run_scenario_files
+
+_MODULES = {
+    "engines": ("ENGINES", "Engine", "LocalEngine", "RayEngine", "SerialEngine", "check_ray_address", "make_engine"),
+    "expand": ("encode_value", "expand_block", "expand_parameters", "point_overrides", "run_ids"),
+    "runner": ("SweepResult", "execute_tasks", "plan_sweep", "results_table", "run_sweep"),
+    "spec": ("Distribution", "LoadedSweep", "ParameterBlock", "RandomBlock", "SweepError", "SweepSpec", "load_sweep"),
+    "tasks": ("RunTask", "execute_task", "run_scenario_files"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "ENGINES",
@@ -35,3 +71,16 @@ __all__ = [
     "run_scenario_files",
     "run_sweep",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -26,8 +26,10 @@ written into the scenario exactly as given (strings stay strings, ``"671"`` is n
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from openg2g.scenario import loader
 from openg2g.scenario.loader import resolve_scenario_path
 
 __all__ = [
+    "MAX_RUNS",
     "Distribution",
     "LoadedSweep",
     "ParameterBlock",
@@ -55,8 +58,26 @@ class SweepError(ScenarioError):
     """A sweep or study file is malformed; ``problems`` lists ``(file: field, reason)`` pairs."""
 
 
+MAX_RUNS = 100_000
+"""Most runs one sweep may expand to (checked before anything is expanded)."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _plain(value: Any, where: str) -> None:
+    """Refuse a value that cannot be written into a scenario (a YAML date or time, a binary blob)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _plain(k, where)
+            _plain(v, where)
+    elif isinstance(value, list):
+        for v in value:
+            _plain(v, where)
+    elif value is not None and not isinstance(value, (str, int, float)):
+        hint = "; quote it to use the text" if isinstance(value, (datetime.date, datetime.datetime)) else ""
+        raise ValueError(f"{where}: {value!r} is a YAML {type(value).__name__}, not a scenario value{hint}")
 
 
 def _check_key(key: str) -> str:
@@ -73,6 +94,12 @@ class Distribution(_Model):
         None, description="[low, high): real whose logarithm is uniform; both bounds > 0."
     )
     choice: list[Any] | None = Field(None, min_length=1, description="Equally likely values.")
+
+    @field_validator("choice")
+    @classmethod
+    def _plain_choices(cls, v: list[Any] | None) -> list[Any] | None:
+        _plain(v, "choice")
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Distribution:
@@ -131,11 +158,21 @@ class ParameterBlock(_Model):
                 _check_key(key)
                 if not values:
                     raise ValueError(f"{given[0]}: {key}: empty list of values")
+                _plain(values, f"{given[0]}: {key}")
             if self.zip is not None:
                 lengths = {k: len(v) for k, v in self.zip.items()}
                 if len(set(lengths.values())) > 1:
                     raise ValueError(f"zip: lists must have equal lengths, got {lengths}")
         return self
+
+    def n_points(self) -> int:
+        """How many points the block gives, without expanding it."""
+        if self.random is not None:
+            return self.random.n
+        if self.zip is not None:
+            return len(next(iter(self.zip.values())))
+        assert self.product is not None
+        return math.prod(len(v) for v in self.product.values())
 
     def parameter_keys(self) -> list[str]:
         """The dotted keys this block sets."""
@@ -164,6 +201,21 @@ class SweepSpec(_Model):
                 raise ValueError(f"{item!r}: expected dotted.key=value")
             _check_key(key)
         return v
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SweepSpec:
+        n = self.n_runs()
+        if n > MAX_RUNS:
+            sizes = " x ".join(str(b.n_points()) for b in self.parameters)
+            raise ValueError(
+                f"parameters: the blocks give {sizes} = {n:,} runs, more than the {MAX_RUNS:,} one sweep may have; "
+                "split the sweep or sample it with a random block"
+            )
+        return self
+
+    def n_runs(self) -> int:
+        """How many runs the sweep expands to (the product of its blocks' sizes), without expanding it."""
+        return math.prod(b.n_points() for b in self.parameters)
 
     @model_validator(mode="after")
     def _disjoint(self) -> SweepSpec:
@@ -226,12 +278,23 @@ class LoadedSweep:
     base_sha256: str
 
 
-def load_sweep(path: str | Path) -> LoadedSweep:
+def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSweep:
     """Read and validate a sweep file.
 
-    :raises SweepError: with every problem found, each naming file, field path and reason.
+    :param overrides: ``dotted.key=value`` assignments (``openg2g sweep --set``) added to the
+        file's ``set``: applied to the base scenario of every run, before the varied parameters.
+    :raises SweepError: with every problem found, each naming file, field path and reason; the
+        fixed overrides are applied to the base scenario's data here, so a bad one is refused
+        before any run.
     """
     path = Path(path)
-    spec: SweepSpec = validate_model(SweepSpec, read_yaml_mapping(path, "sweep"), path)
+    data = read_yaml_mapping(path, "sweep")
+    if overrides:
+        given = data.get("set")
+        data["set"] = [*(given if isinstance(given, list) else [given] if given is not None else []), *overrides]
+    spec: SweepSpec = validate_model(SweepSpec, data, path)
     base_path = resolve_base(spec.base, path.resolve().parent, path)
+    base_data = read_yaml_mapping(base_path, "base scenario")
+    for assignment in spec.set:
+        loader.apply_override(base_data, assignment, f"{path}: set")
     return LoadedSweep(spec, path, base_path, hashlib.sha256(base_path.read_bytes()).hexdigest())

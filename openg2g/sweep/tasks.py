@@ -6,6 +6,7 @@ comes back with status ``invalid`` and the validation problems, a failed run wit
 
 ``run.json``      the task (run id, parameters, overrides, fingerprint), written first
 ``summary.json``  the engine's summary, or one written here for ``invalid`` / lost runs
+``scenario.yaml`` the scenario as run (overrides applied), for valid runs
 (everything else the engine writes)
 """
 
@@ -38,11 +39,15 @@ RunFn = Callable[[str, tuple[str, ...], Path], Mapping[str, Any]]
 
 
 def run_scenario_files(scenario: str, overrides: tuple[str, ...], out_dir: Path) -> Mapping[str, Any]:
-    """The default run function: load, validate and run a scenario with overrides into ``out_dir``."""
+    """The default run function: load, validate and run a scenario with overrides into ``out_dir``
+    (which keeps the scenario as run, ``scenario.yaml``)."""
+    from openg2g.engine.preflight import check_start
     from openg2g.engine.simulation import run_scenario
-    from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.loader import load_scenario, write_resolved_scenario
 
     loaded = load_scenario(scenario, overrides)
+    check_start(loaded)  # a bad event or controller parameter makes the run invalid, not failed mid-run
+    write_resolved_scenario(loaded, out_dir)
     return run_scenario(loaded, out_dir).summary
 
 

@@ -12,6 +12,7 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection, QuadMesh
 from matplotlib.figure import Figure
 
+from openg2g.core.errors import G2GError
 from openg2g.plot import (
     bus_voltages,
     plot_comparison,
@@ -265,5 +266,33 @@ def test_read_summaries_labels_runs_like_compare(tmp_path):
         (tmp_path / name / "summary.json").write_text(json.dumps({"scenario": f"sc_{name}", "status": status}))
     rows = read_summaries([tmp_path / "a", tmp_path / "b"])
     assert [label for label, _ in rows] == ["sc_a", "sc_b [interrupted]"]
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(G2GError, match="no summary.json"):
         read_summaries([tmp_path / "missing"])
+
+
+def test_latency_plot_draws_each_models_deadline(tmp_path):
+    import yaml
+
+    from openg2g.plot import plot_latency
+    from openg2g.plot.run import itl_deadlines
+
+    (tmp_path / "scenario.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "datacenters": [
+                    {"name": "dc1", "models": [{"model": "A", "itl_deadline_s": 0.08}, {"model": "B"}]},
+                ]
+            }
+        )
+    )
+    deadlines = itl_deadlines(tmp_path)
+    assert deadlines == {("dc1", "A"): 0.08}
+    models = pd.DataFrame(
+        {"t_s": [0.0, 1.0, 0.0, 1.0], "site": "dc1", "model": ["A", "A", "B", "B"], "itl_s": [0.05, 0.06, 0.02, 0.03]}
+    )
+    ax = plot_latency(models, deadlines).axes[0]
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_ydata()) == [80.0, 80.0]
+    model_a = next(line for line in ax.get_lines() if line.get_label() == "dc1/A")
+    assert dashed[0].get_color() == model_a.get_color() and "deadline" in dashed[0].get_label()
+    assert itl_deadlines(tmp_path / "elsewhere") == {}
