@@ -48,7 +48,8 @@ def test_cli_run_writes_outputs_and_compare_reads_them(tmp_path, capsys):
     volts = pd.read_parquet(out / "grid_voltages")
     assert set(volts["bus_phase"].astype(str)) >= {"671.a", "671.b", "671.c"}
     assert main(["compare", str(out), str(out), "--markdown"]) == 0
-    assert capsys.readouterr().out.count("| ieee13_none |") == 2
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {out}")]
+    assert len(rows) == 2 and rows[1].startswith(f"| {out} #2 |")  # one run named twice stays two rows
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -56,10 +57,7 @@ def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     out = tmp_path / "cut"
     cmd = [sys.executable, "-m", "openg2g.cli.main", "run", "ieee13_none", "--out", str(out), "--no-progress",
            "--set", "outputs.flush_every_s=5"]
-    # A test suite started as a background job inherits SIGINT as ignored, and Python keeps an
-    # ignored SIGINT ignored; the child starts as a terminal user's process would.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.time() + 120
     while time.time() < deadline and not list((out / "grid").glob("part-00001.parquet")):
         time.sleep(0.2)
@@ -68,9 +66,23 @@ def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     assert proc.returncode == 130, err.decode()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "interrupted"
+    assert summary["error"] == ("terminated by SIGTERM" if sig == signal.SIGTERM else "interrupted by the user (Ctrl-C)")
     grid = pd.read_parquet(out / "grid")
     assert grid["t_s"].iloc[-1] == pytest.approx(summary["sim_time_s"])
     assert 10.0 <= summary["sim_time_s"] < 3600.0
     volts = pd.read_parquet(out / "grid_voltages")
     assert volts["t_s"].max() == grid["t_s"].max()
     assert not list(out.rglob("*.tmp"))
+
+
+def test_steps_that_did_not_converge_are_shown(tmp_path, capsys):
+    # 100 MW per phase at bus 671 is past the feeder's collapse point: no step converges
+    args = ["run", "ieee13_none", "--set", "duration_s=2", "--set", "grid.on_nonconvergence=flag", "--no-progress"]
+    args += ["--set", "datacenters.0.base_load_kw_per_phase=100000", "--set", "outputs.plots=false"]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    header, _, row = captured.out.splitlines()[:3]
+    assert "non-conv. steps" in header and row.split()[7] == "20"
+    assert "20 of 20 grid steps did not converge" in captured.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["nonconverged_steps"] == 20 and summary["violation_integral_pu_s"] == 0.0

@@ -6,7 +6,7 @@ change what the engine records. Phases are always ordered ``a, b, c``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -14,8 +14,10 @@ import numpy as np
 
 __all__ = [
     "PHASES",
+    "DatacenterSeries",
     "DatacenterState",
     "GridState",
+    "ModelSeries",
     "ModelState",
     "Observation",
     "frozen_array",
@@ -87,6 +89,121 @@ class DatacenterState:
     def power_w(self) -> float:
         """Total active power over the three phases (W)."""
         return float(self.p_w.sum())
+
+
+@dataclass(frozen=True)
+class ModelSeries:
+    """One served model over consecutive datacenter steps: :class:`ModelState` fields as arrays.
+
+    Every array has one entry per step; ``power_cap_w`` is NaN where uncapped.
+    """
+
+    model: str
+    replicas: np.ndarray
+    batch_size: np.ndarray
+    power_w: np.ndarray
+    itl_s: np.ndarray
+    throughput_tok_s: np.ndarray
+    deadline_miss_fraction: np.ndarray
+    power_cap_w: np.ndarray
+    itl_deadline_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("replicas", "power_w", "itl_s", "throughput_tok_s", "deadline_miss_fraction", "power_cap_w"):
+            object.__setattr__(self, name, frozen_array(getattr(self, name)))
+        object.__setattr__(self, "batch_size", frozen_array(self.batch_size, np.int64))
+
+    def state(self, i: int) -> ModelState:
+        """The model's state at step ``i`` of the series."""
+        cap = float(self.power_cap_w[i])
+        return ModelState(
+            model=self.model,
+            replicas=float(self.replicas[i]),
+            batch_size=int(self.batch_size[i]),
+            power_w=float(self.power_w[i]),
+            itl_s=float(self.itl_s[i]),
+            throughput_tok_s=float(self.throughput_tok_s[i]),
+            itl_deadline_s=self.itl_deadline_s,
+            deadline_miss_fraction=float(self.deadline_miss_fraction[i]),
+            power_cap_w=None if np.isnan(cap) else cap,
+        )
+
+    @classmethod
+    def from_states(cls, states: Sequence[ModelState]) -> ModelSeries:
+        """Stack per-step states of one model."""
+        first = states[0]
+        return cls(
+            model=first.model,
+            replicas=np.array([s.replicas for s in states]),
+            batch_size=np.array([s.batch_size for s in states]),
+            power_w=np.array([s.power_w for s in states]),
+            itl_s=np.array([s.itl_s for s in states]),
+            throughput_tok_s=np.array([s.throughput_tok_s for s in states]),
+            deadline_miss_fraction=np.array([s.deadline_miss_fraction for s in states]),
+            power_cap_w=np.array([np.nan if s.power_cap_w is None else s.power_cap_w for s in states]),
+            itl_deadline_s=first.itl_deadline_s,
+        )
+
+
+@dataclass(frozen=True)
+class DatacenterSeries:
+    """One datacenter site over consecutive steps: :class:`DatacenterState` fields as arrays.
+
+    :param site: site name.
+    :param t_s: step end times (s), shape ``(K,)``.
+    :param p_w: active power per step and phase a, b, c (W), shape ``(K, 3)``.
+    :param q_var: reactive power per step and phase (var), shape ``(K, 3)``.
+    :param models: model name -> its series.
+    :param training_power_w: training job power per step (W), shape ``(K,)``.
+    :param online: per step, False while the site is out, shape ``(K,)``.
+    """
+
+    site: str
+    t_s: np.ndarray
+    p_w: np.ndarray
+    q_var: np.ndarray
+    models: Mapping[str, ModelSeries]
+    training_power_w: np.ndarray
+    online: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("t_s", "p_w", "q_var", "training_power_w"):
+            object.__setattr__(self, name, frozen_array(getattr(self, name)))
+        object.__setattr__(self, "online", frozen_array(self.online, bool))
+        object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    @property
+    def power_w(self) -> np.ndarray:
+        """Total active power per step over the three phases (W)."""
+        return self.p_w.sum(axis=1)
+
+    def state(self, i: int = -1) -> DatacenterState:
+        """The site's state at step ``i`` of the series (default: the last)."""
+        return DatacenterState(
+            site=self.site,
+            t_s=float(self.t_s[i]),
+            p_w=self.p_w[i],
+            q_var=self.q_var[i],
+            models={name: m.state(i) for name, m in self.models.items()},
+            training_power_w=float(self.training_power_w[i]),
+            online=bool(self.online[i]),
+        )
+
+    @classmethod
+    def from_states(cls, states: Sequence[DatacenterState]) -> DatacenterSeries:
+        """Stack per-step states of one site (for backends that step one instant at a time)."""
+        return cls(
+            site=states[0].site,
+            t_s=np.array([s.t_s for s in states]),
+            p_w=np.stack([s.p_w for s in states]),
+            q_var=np.stack([s.q_var for s in states]),
+            models={name: ModelSeries.from_states([s.models[name] for s in states]) for name in states[0].models},
+            training_power_w=np.array([s.training_power_w for s in states]),
+            online=np.array([s.online for s in states]),
+        )
 
 
 @dataclass(frozen=True)

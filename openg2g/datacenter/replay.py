@@ -79,7 +79,7 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, TraceError
 from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
-from openg2g.core.state import DatacenterState, ModelState
+from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
 from openg2g.datacenter.training import TrainingJob
 
@@ -112,6 +112,7 @@ CAP_MAX_W = 700.0
 ITL_SAMPLES = 256
 """Replicas per model whose ITL is sampled each step (all of them when fewer)."""
 _WEIGHT_FLOOR = 1e-4
+_TABLES_KEPT = 32  # phase tables kept per model (least recently used dropped first)
 
 
 def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
@@ -173,14 +174,19 @@ class _Model:
     batch: int = 0
     ramp: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # (a0, a1, t0, t1)
     cap_w_per_gpu: float | None = None
+    tables: dict[tuple[int, int, float | None], np.ndarray] = field(default_factory=dict)  # see phase_table
+    uniform_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL component choice
+    normal_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL lognormal draws
+
+    def active_block(self, t_s: np.ndarray) -> np.ndarray:
+        """Active (possibly fractional) replica count at each time (linear ramp)."""
+        a0, a1, t0, t1 = self.ramp
+        if t1 <= t0:
+            return np.where(t_s >= t1, a1, a0)
+        return np.where(t_s >= t1, a1, np.where(t_s <= t0, a0, a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)))
 
     def active(self, t_s: float) -> float:
-        a0, a1, t0, t1 = self.ramp
-        if t_s >= t1:
-            return a1
-        if t_s <= t0:
-            return a0
-        return a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)
+        return float(self.active_block(np.array([t_s]))[0])
 
     def target(self) -> float:
         return self.ramp[1]
@@ -188,12 +194,55 @@ class _Model:
     def set_target(self, t_s: float, replicas: float, ramp_s: float) -> None:
         self.ramp = (self.active(t_s), float(replicas), t_s, t_s + max(ramp_s, 0.0))
 
-    def weights_at(self, t_s: float) -> dict[int, float]:
-        decay = math.exp(-max(t_s - self.weights_t_s, 0.0) / self.tau_s)
-        out = {b: w * decay for b, w in self.weights.items() if b != self.batch}
-        out = {b: w for b, w in out.items() if w > _WEIGHT_FLOOR}
-        out[self.batch] = 1.0 - sum(out.values())
+    def width(self) -> int:
+        """Replica columns a block computes: enough for the whole present ramp.
+
+        Fixed for a ramp, not for a block, so every array a block reduces has the same length
+        whatever the block's span: block-stepped and step-by-step runs agree bit for bit.
+        """
+        a0, a1, _, _ = self.ramp
+        return min(math.ceil(max(a0, a1) - 1e-9), self.slots)
+
+    def weights_block(self, t_s: np.ndarray) -> dict[int, np.ndarray]:
+        """Weight of each batch configuration at each time; the current batch takes the rest."""
+        decay = np.exp(-np.maximum(t_s - self.weights_t_s, 0.0) / self.tau_s)
+        out: dict[int, np.ndarray] = {}
+        for b, w in self.weights.items():
+            if b == self.batch:
+                continue
+            wb = w * decay
+            wb = np.where(wb > _WEIGHT_FLOOR, wb, 0.0)
+            if wb.any():
+                out[b] = wb
+        out[self.batch] = 1.0 - sum(out.values(), np.zeros_like(t_s))
         return out
+
+    def phase_table(self, batch: int, n_full: int) -> np.ndarray:
+        """Power per phase (W) of replicas ``0 .. n_full - 1`` at ``batch`` under the present cap,
+        at every sample index of the looped trace: shape ``(length, 3)``. Built once and kept."""
+        key = (batch, n_full, self.cap_w_per_gpu)
+        if key in self.tables:
+            self.tables[key] = self.tables.pop(key)  # most recently used last
+        else:
+            if len(self.tables) >= _TABLES_KEPT:
+                del self.tables[next(iter(self.tables))]
+            c = self.configs[batch]
+            x = c.doubled_w[: c.length]
+            if self.cap_w_per_gpu is not None:
+                x = np.minimum(x, self.gpus * self.cap_w_per_gpu)
+            # T_p(k) = sum over replicas r of phase p of x[(o_r + k) mod L] = sum_j h_p[j] x[(j + k) mod L]
+            # with h_p the histogram of their offsets: a circular cross-correlation, done by FFT in
+            # O(L log L) whatever the replica count (rounding ~1e-15 of the phase's power)
+            spectrum = np.fft.rfft(x)
+            table = np.zeros((3, c.length))
+            for p in range(3):
+                h = np.bincount(c.offsets[:n_full][self.phase[:n_full] == p], minlength=c.length)
+                table[p] = np.fft.irfft(np.conj(np.fft.rfft(h)) * spectrum, n=c.length)
+            self.tables[key] = np.ascontiguousarray(table.T)
+        return self.tables[key]
+
+    def weights_at(self, t_s: float) -> dict[int, float]:
+        return {b: float(w[0]) for b, w in self.weights_block(np.array([t_s])).items() if w[0] > 0 or b == self.batch}
 
 
 class ReplayDatacenter(DatacenterBackend):
@@ -300,6 +349,7 @@ class ReplayDatacenter(DatacenterBackend):
                 ),
                 itl_deadline_s=m.deadline_s,
                 initial_batch_size=m.initial_batch,
+                curve_fits=self.library.curve_fits(m.name, m.gpus, m.batch_sizes),
             )
         return SiteInfo(
             site=self.name, bus=self.spec.bus, models=infos, power_factor=self.spec.power_factor, pue=self.spec.pue
@@ -308,11 +358,16 @@ class ReplayDatacenter(DatacenterBackend):
     def reset(self, seed: int) -> None:
         """Initial replicas, batch sizes and no caps; replica offsets and ITL draws from ``seed``."""
         seqs = np.random.SeedSequence(seed).spawn(len(self._models) + 1)
-        self._rng = np.random.default_rng(seqs[-1])
-        for m, ss in zip(self._models.values(), seqs):
+        # one uniform and one normal stream per model, so a block's draws are the concatenation of
+        # its steps' draws whatever the block's length
+        itl_seqs = seqs[-1].spawn(2 * len(self._models))
+        for i, (m, ss) in enumerate(zip(self._models.values(), seqs)):
+            m.uniform_rng = np.random.default_rng(itl_seqs[2 * i])
+            m.normal_rng = np.random.default_rng(itl_seqs[2 * i + 1])
             m.raw_offsets = np.random.default_rng(ss).integers(0, 2**40, size=m.slots, dtype=np.int64)
             for c in m.configs.values():
                 c.offsets = m.raw_offsets % c.length
+            m.tables = {}
             m.batch = m.initial_batch
             m.weights = {m.batch: 1.0}
             m.weights_t_s = 0.0
@@ -324,104 +379,181 @@ class ReplayDatacenter(DatacenterBackend):
 
     def step(self, t_s: float, dt_s: float) -> DatacenterState:
         """Advance over ``(t_s - dt_s, t_s]``; power is the mean over the library samples it covers."""
+        return self.step_block(np.array([t_s]), dt_s).state(0)
+
+    def step_block(self, t_s: np.ndarray, dt_s: float) -> DatacenterSeries:
+        """Advance over the steps ending at ``t_s``, all in one vectorized pass (no command between)."""
+        t = np.asarray(t_s, dtype=np.float64)
         dt_lib = self.library.dt_s
-        k_end = round(t_s / dt_lib)
         n_sub = max(1, round(dt_s / dt_lib))
-        sample_idx = np.arange(k_end - n_sub + 1, k_end + 1)
-        it_phase_w = np.zeros(3)
-        states: dict[str, ModelState] = {}
+        # library sample indices each step covers, shape (K, n_sub)
+        sample_idx = np.rint(t / dt_lib).astype(np.int64)[:, None] + np.arange(1 - n_sub, 1)
+        it_phase_w = np.zeros((t.size, 3))
+        models: dict[str, ModelSeries] = {}
         for m in self._models.values():
-            state, phase_w = self._step_model(m, t_s, dt_s, sample_idx)
-            states[m.name] = state
+            models[m.name], phase_w = self._model_block(m, t, sample_idx)
             it_phase_w += phase_w
-        train_w = 0.0
+        train_w = np.zeros(t.size)
         if self._training is not None:
-            train_w = float(self._training.power_w(sample_idx * dt_lib).mean())
-            it_phase_w += train_w * self._training_share
+            train_w = self._training.power_w(sample_idx * dt_lib).mean(axis=1)
+            it_phase_w += train_w[:, None] * self._training_share
         if self._online:
             p_w = self.spec.pue * it_phase_w + self._base_w
         else:
-            p_w = np.zeros(3)
-            train_w = 0.0
-        self.energy_j += float(p_w.sum()) * dt_s
-        return DatacenterState(
+            p_w = np.zeros((t.size, 3))
+            train_w = np.zeros(t.size)
+        for total_w in p_w.sum(axis=1).tolist():
+            self.energy_j += total_w * dt_s
+        return DatacenterSeries(
             site=self.name,
-            t_s=t_s,
+            t_s=t,
             p_w=p_w,
             q_var=p_w * self._q_per_p,
-            models=states,
+            models=models,
             training_power_w=train_w,
-            online=self._online,
+            online=np.full(t.size, self._online),
         )
 
-    def _step_model(self, m: _Model, t_s: float, dt_s: float, sample_idx: np.ndarray) -> tuple[ModelState, np.ndarray]:
-        replicas = m.active(t_s)
-        n_on = min(math.ceil(replicas - 1e-9), m.slots)
-        weights = m.weights_at(t_s)
+    def _model_block(self, m: _Model, t: np.ndarray, sample_idx: np.ndarray) -> tuple[ModelSeries, np.ndarray]:
+        """One model over a block: its series and its GPU power per step and phase (W)."""
+        k, n_sub = sample_idx.shape
+        replicas = m.active_block(t)
+        n_on = np.minimum(np.ceil(replicas - 1e-9), m.slots).astype(np.int64)
+        width = m.width()
         cap = m.cap_w_per_gpu
-        nan = float("nan")
-        if n_on <= 0 or not self._online:
-            off = ModelState(m.name, replicas if self._online else 0.0, m.batch, 0.0, nan, 0.0, m.deadline_s, 0.0, cap)
-            return off, np.zeros(3)
-        power = np.zeros(n_on)
+        if not self._online or width <= 0:
+            reported = replicas if self._online else np.zeros(k)
+            return self._series(m, reported, np.zeros(k), np.full(k, np.nan), np.zeros(k), np.zeros(k)), np.zeros(
+                (k, 3)
+            )
+        weights = m.weights_block(t)
+        phase_w = np.zeros((k, 3))
+        # Once a ramp is over the replica count is fixed, and a phase's power is a periodic function
+        # of the sample index: read it from a table. During a ramp, sum replica by replica.
+        steady = t >= m.ramp[3]
+        if n_sub > 1 and cap is not None:  # the cap clips each replica's step mean: no table
+            steady[:] = False
+        if steady.any():
+            phase_w[steady] = self._phase_power_steady(m, weights, sample_idx, steady)
+        if not steady.all():
+            ramping = ~steady
+            w_ramp = {b: w[ramping] for b, w in weights.items()}
+            phase_w[ramping] = self._phase_power_direct(m, w_ramp, sample_idx[ramping], replicas[ramping], width)
+        itl_s, tput, miss = self._serving_block(m, weights, replicas, n_on, width)
+        return self._series(m, replicas, phase_w.sum(axis=1), itl_s, tput, miss), phase_w
+
+    def _phase_power_direct(
+        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, replicas: np.ndarray, width: int
+    ) -> np.ndarray:
+        """GPU power per step and phase (W), replica by replica (any replica counts)."""
+        k, n_sub = sample_idx.shape
+        cap = m.cap_w_per_gpu
+        n_on = np.minimum(np.ceil(replicas - 1e-9), m.slots).astype(np.int64)
+        power = np.zeros((k, width))
         for b, w in weights.items():
             c = m.configs[b]
-            off_r = c.offsets[:n_on]
-            acc = np.zeros(n_on)
-            for k in sample_idx:
-                acc += c.doubled_w[off_r + int(k) % c.length]
+            offsets = c.offsets[None, :width]
+            acc = np.zeros((k, width))
+            for j in range(n_sub):
+                acc += c.doubled_w[offsets + (sample_idx[:, j] % c.length)[:, None]]
             if cap is not None:
-                acc = np.minimum(acc / len(sample_idx), m.gpus * cap) * len(sample_idx)
-            power += (w / len(sample_idx)) * acc
+                acc = np.minimum(acc / n_sub, m.gpus * cap) * n_sub
+            power += (w[:, None] / n_sub) * acc
+        # the last active replica of a fractional count runs at that fraction of its power
+        rows = np.flatnonzero(n_on > 0)
+        frac = replicas[rows] - (n_on[rows] - 1)
+        power[rows, n_on[rows] - 1] *= np.where(frac < 1.0, frac, 1.0)
+        power = np.where(np.arange(width)[None, :] < n_on[:, None], power, 0.0)
+        # row sums of C-ordered copies: the same summation order for one step as for many
+        return np.stack([np.ascontiguousarray(power[:, m.phase[:width] == p]).sum(axis=1) for p in range(3)], axis=1)
+
+    def _phase_power_steady(
+        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, rows: np.ndarray
+    ) -> np.ndarray:
+        """GPU power per step and phase (W) at the ramp's final count, from per-phase tables."""
+        n_sub = sample_idx.shape[1]
+        idx = sample_idx[rows]
+        replicas = min(m.ramp[1], float(m.slots))
+        n_on = min(math.ceil(replicas - 1e-9), m.slots)
         frac = replicas - (n_on - 1)
-        if frac < 1.0:
-            power[-1] *= frac
-        phase_w = np.bincount(m.phase[:n_on], weights=power, minlength=3)
-        itl_s, tput, miss = self._serving(m, weights, replicas, n_on)
-        state = ModelState(
+        n_full = n_on - 1 if frac < 1.0 else n_on
+        phase_w = np.zeros((idx.shape[0], 3))
+        for b, w in weights.items():
+            c = m.configs[b]
+            table = m.phase_table(b, n_full)
+            acc = np.zeros((idx.shape[0], 3))
+            for j in range(n_sub):
+                acc += table[idx[:, j] % c.length]
+            if n_full < n_on:  # the fractional last replica
+                x = c.doubled_w[c.offsets[n_full] + idx % c.length]
+                if m.cap_w_per_gpu is not None:
+                    x = np.minimum(x, m.gpus * m.cap_w_per_gpu)
+                acc[:, m.phase[n_full]] += frac * x.sum(axis=1)
+            phase_w += (w[rows][:, None] / n_sub) * acc
+        return phase_w
+
+    @staticmethod
+    def _series(
+        m: _Model, replicas: np.ndarray, power_w: np.ndarray, itl_s: np.ndarray, tput: np.ndarray, miss: np.ndarray
+    ) -> ModelSeries:
+        k = replicas.size
+        cap = np.nan if m.cap_w_per_gpu is None else m.cap_w_per_gpu
+        return ModelSeries(
             model=m.name,
             replicas=replicas,
-            batch_size=m.batch,
-            power_w=float(power.sum()),
+            batch_size=np.full(k, m.batch),
+            power_w=power_w,
             itl_s=itl_s,
             throughput_tok_s=tput,
-            itl_deadline_s=m.deadline_s,
             deadline_miss_fraction=miss,
-            power_cap_w=cap,
+            power_cap_w=np.full(k, cap),
+            itl_deadline_s=m.deadline_s,
         )
-        return state, phase_w
 
     def _slowdown(self, m: _Model, c: _Config) -> float:
         if m.cap_w_per_gpu is None:
             return 1.0
         return max(1.0, c.mean_w / (m.gpus * m.cap_w_per_gpu)) ** CAP_ALPHA
 
-    def _serving(self, m: _Model, weights: dict[int, float], replicas: float, n_on: int) -> tuple[float, float, float]:
-        """Token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction of one step."""
-        n = min(n_on, ITL_SAMPLES)
-        u = self._rng.random(n)
-        z = self._rng.standard_normal(n)
-        itl = np.zeros(n)
-        conc = 0.0
-        rate_share: dict[int, float] = {}
+    def _serving_block(
+        self, m: _Model, weights: dict[int, np.ndarray], replicas: np.ndarray, n_on: np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction per step."""
+        k = replicas.size
+        n_w = min(width, ITL_SAMPLES)
+        u = m.uniform_rng.random((k, n_w))
+        z = m.normal_rng.standard_normal((k, n_w))
+        n_valid = np.minimum(n_on, ITL_SAMPLES)
+        itl = np.zeros((k, n_w))
+        conc = np.zeros(k)
+        rate_share: dict[int, np.ndarray] = {}
         for b, w in weights.items():
             c = m.configs[b]
             mix = c.meta.itl
             if mix is None:
-                return float("nan"), float("nan"), 0.0
-            itl += w * mix.time_weighted_sample_s(u, z) * self._slowdown(m, c)
+                return np.full(k, np.nan), np.full(k, np.nan), np.zeros(k)
+            slowdown = self._slowdown(m, c)
+            itl += w[:, None] * mix.time_weighted_sample_s(u, z) * slowdown
             conc += w * c.concurrency
-            rate_share[b] = w * c.concurrency / (mix.mean_s() * self._slowdown(m, c))
-        rate = conc / itl  # tokens per second of each sampled replica
-        itl_mean = float(np.sum(rate * itl) / np.sum(rate))
-        tput = replicas * float(rate.mean())
-        miss = 0.0
+            rate_share[b] = w * c.concurrency / (mix.mean_s() * slowdown)
+        # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
+        # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
+        inv_itl = 1.0 / itl
+        if (n_valid < n_w).any():
+            inv_itl = np.where(np.arange(n_w)[None, :] < n_valid[:, None], inv_itl, 0.0)
+        inv_sum = inv_itl.sum(axis=1)
+        running = n_valid > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            itl_mean = np.where(running, n_valid / inv_sum, np.nan)
+            tput = np.where(running, replicas * conc * inv_sum / n_valid, 0.0)
+        miss = np.zeros(k)
         if m.deadline_s is not None:
-            total = sum(rate_share.values())
+            total = sum(rate_share.values(), np.zeros(k))
             for b, share in rate_share.items():
                 c = m.configs[b]
                 assert c.meta.itl is not None
                 miss += share / total * _tail(c.meta.itl, m.deadline_s / self._slowdown(m, c))
+            miss = np.where(running, miss, 0.0)
         return itl_mean, tput, miss
 
     # ------------------------------------------------------------------ commands

@@ -10,15 +10,21 @@ Definitions (``dt`` is the component's own period):
 - mean throughput (tok/s) = time mean of the summed output throughput of all sites;
 - ITL deadline miss fraction = missed tokens / all tokens, tokens = throughput x ``dt``;
 - batch changes = number of times any (site, model) batch size changed between samples.
+
+Grid steps that did not converge (kept, with ``grid.on_nonconvergence: flag``) have no voltages:
+they are counted in ``nonconverged_steps`` and add nothing to the violation integral, the time in
+violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g run`` and
+``compare`` show the count beside them whenever it is not zero.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
-from openg2g.core.state import DatacenterState, GridState
+from openg2g.core.state import DatacenterSeries
 
 __all__ = ["RunMetrics", "violation_pu"]
 
@@ -52,42 +58,59 @@ class RunMetrics:
         self.n_batch_changes = 0
         self._last_batch: dict[tuple[str, str], int] = {}
 
-    def add_grid(self, state: GridState, dt_s: float) -> np.ndarray:
-        """Account one grid step; returns its per-bus-phase violation (pu) for recording."""
-        self.grid_steps += 1
-        if not state.converged:
-            self.nonconverged_steps += 1
-        below = np.nan_to_num(np.maximum(self.v_min_pu - state.v_pu, 0.0), nan=0.0)
-        violation = violation_pu(state.v_pu, self.v_min_pu, self.v_max_pu)
-        total = float(violation.sum())
-        under = float(below.sum())
-        self.violation_integral_pu_s += total * dt_s
-        self.undervoltage_integral_pu_s += under * dt_s
-        self.overvoltage_integral_pu_s += (total - under) * dt_s
-        if total > 0:
-            self.violation_time_s += dt_s
-        if np.isfinite(state.v_pu).any():
-            self.v_lo_pu = min(self.v_lo_pu, float(np.nanmin(state.v_pu)))
-            self.v_hi_pu = max(self.v_hi_pu, float(np.nanmax(state.v_pu)))
+    def add_grid_block(self, v_pu: np.ndarray, converged: np.ndarray, dt_s: float) -> np.ndarray:
+        """Account consecutive grid steps; returns their per-bus-phase violations (pu) for recording.
+
+        :param v_pu: voltages per step and bus-phase (pu), shape ``(steps, n_bus_phases)``.
+        :param converged: per step, whether its power flow converged.
+
+        Sums run step by step in time order, so any split of a run into blocks gives the same
+        floats.
+        """
+        self.grid_steps += len(v_pu)
+        self.nonconverged_steps += int(np.count_nonzero(~converged))
+        below = np.nan_to_num(np.maximum(self.v_min_pu - v_pu, 0.0), nan=0.0)
+        violation = violation_pu(v_pu, self.v_min_pu, self.v_max_pu)
+        totals = violation.sum(axis=1).tolist()
+        unders = below.sum(axis=1).tolist()
+        for total, under in zip(totals, unders):
+            self.violation_integral_pu_s += total * dt_s
+            self.undervoltage_integral_pu_s += under * dt_s
+            self.overvoltage_integral_pu_s += (total - under) * dt_s
+            if total > 0:
+                self.violation_time_s += dt_s
+        if np.isfinite(v_pu).any():
+            self.v_lo_pu = min(self.v_lo_pu, float(np.nanmin(v_pu)))
+            self.v_hi_pu = max(self.v_hi_pu, float(np.nanmax(v_pu)))
         return violation
 
-    def add_datacenters(self, states: Mapping[str, DatacenterState], dt_s: float) -> None:
-        """Account one datacenter step over all sites."""
-        throughput = 0.0
-        for site, state in states.items():
-            self.energy_j += state.power_w * dt_s
-            for model, m in state.models.items():
-                throughput += m.throughput_tok_s
-                tokens = m.throughput_tok_s * dt_s
-                self.tokens += tokens
-                self.missed_tokens += m.deadline_miss_fraction * tokens
-                key = (site, model)
-                last = self._last_batch.get(key)
-                if last is not None and last != m.batch_size:
-                    self.n_batch_changes += 1
-                self._last_batch[key] = m.batch_size
-        self.throughput_time_tok += throughput * dt_s
-        self.datacenter_time_s += dt_s
+    def add_datacenter_block(self, block: Sequence[DatacenterSeries], dt_s: float) -> None:
+        """Account consecutive datacenter steps of all sites (one series per site, same times).
+
+        Sums run step by step in time order, then site and model order, so any split of a run
+        into blocks gives the same floats.
+        """
+        energy = np.stack([series.power_w * dt_s for series in block], axis=1).ravel().tolist()
+        for e in energy:
+            self.energy_j += e
+        models = [(series.site, m) for series in block for m in series.models.values()]
+        throughput = np.zeros(len(block[0]))
+        for _, m in models:
+            throughput = throughput + m.throughput_tok_s
+        tokens = np.stack([m.throughput_tok_s * dt_s for _, m in models], axis=1) if models else np.zeros((0, 0))
+        missed = np.stack([m.deadline_miss_fraction for _, m in models], axis=1) * tokens if models else tokens
+        for tok, miss in zip(tokens.ravel().tolist(), missed.ravel().tolist()):
+            self.tokens += tok
+            self.missed_tokens += miss
+        for site, m in models:
+            batches = m.batch_size.tolist()
+            last = self._last_batch.get((site, m.model))
+            previous = ([last] if last is not None else []) + batches
+            self.n_batch_changes += sum(a != b for a, b in itertools.pairwise(previous))
+            self._last_batch[(site, m.model)] = batches[-1]
+        for tput in throughput.tolist():
+            self.throughput_time_tok += tput * dt_s
+            self.datacenter_time_s += dt_s
 
     def summary(self) -> dict[str, float | int | None]:
         """The figures as a flat dict with unit-suffixed keys."""

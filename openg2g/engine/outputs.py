@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from openg2g.core.commands import Command, command_name
-from openg2g.core.state import PHASES, DatacenterState, GridState
+from openg2g.core.errors import OutputError
+from openg2g.core.state import PHASES, DatacenterSeries, GridState
 from openg2g.engine.recorder import TableWriter, write_json_atomic
 
-__all__ = ["RunOutputs", "command_fields_json"]
+__all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
+
+PLOT_FILES = ("dc_power.png", "voltage_envelope.png", "batch_sizes.png", "latency.png")
+"""The plots written at the end of a complete run (:func:`openg2g.plot.run.plot_run`)."""
 
 
 def command_fields_json(command: Command) -> str:
@@ -48,62 +53,120 @@ class RunOutputs:
         self._n_bp = len(bus_phases)
         self._codes = np.arange(self._n_bp, dtype=np.int32)
         self._banks = banks
+        self._dc_blocks: list[Sequence[DatacenterSeries]] = []
+        self._grid_blocks: list[tuple[Sequence[GridState], np.ndarray, np.ndarray]] = []
         self.datacenter = TableWriter(out_dir / "datacenter", dictionary_columns=("site",))
         self.models = TableWriter(out_dir / "models", dictionary_columns=("site", "model"))
         self.grid = TableWriter(out_dir / "grid")
         self.voltages = TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if all_voltages else None
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
+        # a rerun into the same folder starts from empty tables and no plots of the earlier run
+        for writer in self._writers():
+            writer.clear()
+        for name in PLOT_FILES:
+            (out_dir / name).unlink(missing_ok=True)
 
-    def record_datacenter(self, state: DatacenterState) -> None:
-        """One site's datacenter step."""
-        row: dict[str, Any] = {"t_s": state.t_s, "site": state.site}
-        for i, ph in enumerate(PHASES):
-            row[f"p_{ph}_w"] = float(state.p_w[i])
-        for i, ph in enumerate(PHASES):
-            row[f"q_{ph}_var"] = float(state.q_var[i])
-        row["power_w"] = state.power_w
-        row["training_power_w"] = state.training_power_w
-        row["online"] = state.online
-        self.datacenter.append_row(**row)
-        for m in state.models.values():
-            self.models.append_row(
-                t_s=state.t_s,
-                site=state.site,
-                model=m.model,
-                replicas=float(m.replicas),
-                batch_size=int(m.batch_size),
-                power_w=float(m.power_w),
-                itl_s=float(m.itl_s),
-                throughput_tok_s=float(m.throughput_tok_s),
-                deadline_miss_fraction=float(m.deadline_miss_fraction),
-                power_cap_w=float("nan") if m.power_cap_w is None else float(m.power_cap_w),
-            )
+    def record_datacenter_block(self, block: Sequence[DatacenterSeries]) -> None:
+        """Consecutive datacenter steps of all sites (one series per site, same times, same site
+        order every call). Kept as they are until the next flush turns them into table rows."""
+        self._dc_blocks.append(block)
 
-    def record_grid(self, state: GridState, violation: np.ndarray) -> None:
-        """One grid step: envelope row, and every bus-phase if configured."""
-        finite = np.isfinite(state.v_pu).any()
-        row: dict[str, Any] = {
-            "t_s": state.t_s,
-            "v_min_pu": float(np.nanmin(state.v_pu)) if finite else float("nan"),
-            "v_max_pu": float(np.nanmax(state.v_pu)) if finite else float("nan"),
-            "v_mean_pu": float(np.nanmean(state.v_pu)) if finite else float("nan"),
-            "violation_pu": float(violation.sum()),
-            "n_violating": int(np.count_nonzero(violation)),
-        }
+    def record_grid_block(self, states: Sequence[GridState], v_pu: np.ndarray, violation: np.ndarray) -> None:
+        """Consecutive grid steps (envelope rows, and every bus-phase if configured), kept until
+        the next flush.
+
+        :param v_pu: their voltages, shape ``(len(states), n_bus_phases)``.
+        :param violation: per-step, per-bus-phase violation (pu), same shape.
+        """
+        self._grid_blocks.append((states, v_pu, violation))
+
+    def _datacenter_rows(self) -> None:
+        """Buffered datacenter blocks -> rows in time order, then site order, then model order."""
+        if not self._dc_blocks:
+            return
+        by_site = list(zip(*self._dc_blocks))  # per site, its series of every block
+        n = sum(len(series) for series in by_site[0])
+
+        def interleave(get: Callable[[Any], np.ndarray], items: list[tuple[Any, ...]]) -> np.ndarray:
+            per_item = [np.concatenate([get(x) for x in runs]) for runs in items]
+            return per_item[0] if len(per_item) == 1 else np.stack(per_item, axis=1).reshape(-1)
+
+        def names(values: list[str]) -> np.ndarray:
+            return np.array(values * n, dtype=object)
+
+        sites = [tuple(runs) for runs in by_site]
+        columns: dict[str, Any] = {"t_s": interleave(lambda s: s.t_s, sites), "site": names([r[0].site for r in sites])}
+        p_w, q_var = interleave(lambda s: s.p_w, sites).reshape(-1, 3), interleave(lambda s: s.q_var, sites).reshape(-1, 3)
         for i, ph in enumerate(PHASES):
-            row[f"p_sub_{ph}_w"] = float(state.p_sub_w[i])
+            columns[f"p_{ph}_w"] = p_w[:, i]
         for i, ph in enumerate(PHASES):
-            row[f"q_sub_{ph}_var"] = float(state.q_sub_var[i])
-        row["losses_w"] = float(state.losses_w)
+            columns[f"q_{ph}_var"] = q_var[:, i]
+        columns["power_w"] = interleave(lambda s: s.power_w, sites)
+        columns["training_power_w"] = interleave(lambda s: s.training_power_w, sites)
+        columns["online"] = interleave(lambda s: s.online, sites)
+        self.datacenter.append(columns)
+        models = [tuple(s.models[name] for s in runs) for runs in sites for name in runs[0].models]
+        times = [runs for runs in sites for _ in runs[0].models]
+        self._dc_blocks = []
+        if not models:
+            return
+        self.models.append(
+            {
+                "t_s": interleave(lambda s: s.t_s, times),
+                "site": names([runs[0].site for runs in times]),
+                "model": names([runs[0].model for runs in models]),
+                "replicas": interleave(lambda m: m.replicas, models),
+                "batch_size": interleave(lambda m: m.batch_size, models),
+                "power_w": interleave(lambda m: m.power_w, models),
+                "itl_s": interleave(lambda m: m.itl_s, models),
+                "throughput_tok_s": interleave(lambda m: m.throughput_tok_s, models),
+                "deadline_miss_fraction": interleave(lambda m: m.deadline_miss_fraction, models),
+                "power_cap_w": interleave(lambda m: m.power_cap_w, models),
+            }
+        )
+
+    def _grid_rows(self) -> None:
+        """Buffered grid blocks -> envelope rows (and per-bus-phase rows)."""
+        if not self._grid_blocks:
+            return
+        states = [s for block, _, _ in self._grid_blocks for s in block]
+        v_pu = np.concatenate([v for _, v, _ in self._grid_blocks])
+        violation = np.concatenate([x for _, _, x in self._grid_blocks])
+        self._grid_blocks = []
+        t_s = np.array([s.t_s for s in states])
+        columns: dict[str, Any] = {"t_s": t_s}
+        if np.isfinite(v_pu).all():
+            columns.update(v_min_pu=v_pu.min(axis=1), v_max_pu=v_pu.max(axis=1), v_mean_pu=v_pu.mean(axis=1))
+        else:
+            finite = np.isfinite(v_pu).any(axis=1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows of non-converged steps
+                columns["v_min_pu"] = np.where(finite, np.nanmin(v_pu, axis=1), np.nan)
+                columns["v_max_pu"] = np.where(finite, np.nanmax(v_pu, axis=1), np.nan)
+                columns["v_mean_pu"] = np.where(finite, np.nanmean(v_pu, axis=1), np.nan)
+        columns["violation_pu"] = violation.sum(axis=1)
+        columns["n_violating"] = np.count_nonzero(violation, axis=1)
+        p_sub = np.array([s.p_sub_w for s in states])
+        q_sub = np.array([s.q_sub_var for s in states])
+        for i, ph in enumerate(PHASES):
+            columns[f"p_sub_{ph}_w"] = p_sub[:, i]
+        for i, ph in enumerate(PHASES):
+            columns[f"q_sub_{ph}_var"] = q_sub[:, i]
+        columns["losses_w"] = np.array([s.losses_w for s in states], dtype=np.float64)
         for bank in self._banks:
-            for k, tap in enumerate(state.taps.get(bank, ())):
-                row[f"tap_{bank}_{k}"] = int(tap)
-        row["converged"] = bool(state.converged)
-        self.grid.append_row(**row)
+            taps = np.array([s.taps.get(bank, ()) for s in states], dtype=np.int64).reshape(len(states), -1)
+            for k in range(taps.shape[1]):
+                columns[f"tap_{bank}_{k}"] = taps[:, k]
+        columns["converged"] = np.array([s.converged for s in states], dtype=bool)
+        self.grid.append(columns)
         if self.voltages is not None:
             self.voltages.append(
-                {"t_s": np.full(self._n_bp, state.t_s), "bus_phase": self._codes, "v_pu": np.asarray(state.v_pu)}
+                {
+                    "t_s": np.repeat(t_s, self._n_bp),
+                    "bus_phase": np.tile(self._codes, len(states)),
+                    "v_pu": v_pu.reshape(-1),
+                }
             )
 
     def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
@@ -120,12 +183,36 @@ class RunOutputs:
         """A scenario event that fired."""
         self.events.append_row(t_s=t_s, command=command_name(type(command)), fields=command_fields_json(command))
 
+    def _writers(self) -> list[TableWriter]:
+        tables = (self.datacenter, self.models, self.grid, self.voltages, self.commands, self.events)
+        return [w for w in tables if w is not None]
+
     def flush(self) -> None:
-        """Write every buffered row."""
-        for writer in (self.datacenter, self.models, self.grid, self.voltages, self.commands, self.events):
-            if writer is not None:
-                writer.flush()
+        """Write every buffered row: all tables' parts first, then made visible together, so the
+        tables always end at the same step.
+
+        :raises OutputError: a part could not be written (full or read-only disk, ...); nothing of
+            this flush is visible and the rows stay buffered.
+        """
+        self._datacenter_rows()
+        self._grid_rows()
+        prepared: list[tuple[TableWriter, Path | None]] = []
+        try:
+            for writer in self._writers():
+                prepared.append((writer, writer.prepare()))
+        except OSError as exc:
+            for writer, tmp in prepared:
+                writer.discard(tmp)
+            raise OutputError(f"cannot write the outputs in {self.out_dir}: {exc}") from exc
+        for writer, tmp in prepared:
+            writer.commit(tmp)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
-        """Replace ``summary.json`` atomically."""
-        write_json_atomic(self.out_dir / "summary.json", summary)
+        """Replace ``summary.json`` atomically.
+
+        :raises OutputError: it could not be written.
+        """
+        try:
+            write_json_atomic(self.out_dir / "summary.json", summary)
+        except OSError as exc:
+            raise OutputError(f"cannot write {self.out_dir / 'summary.json'}: {exc}") from exc

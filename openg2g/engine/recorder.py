@@ -1,9 +1,10 @@
 """Incremental, crash-safe output tables.
 
 Each table is a directory of parquet parts (``grid_voltages/part-00000.parquet``, ...). Rows are
-buffered in memory and written as a new part every flush; each part is written to a temporary
-name and renamed, so a crash, Ctrl-C or kill leaves only complete parts. ``pandas.read_parquet``
-reads the directory as one table. Memory stays bounded by the flush interval.
+buffered in memory and written as a new part every flush; each part is written under a hidden
+temporary name (``.part-00000.parquet.tmp``, which ``pandas.read_parquet`` skips) and renamed, so a
+crash, Ctrl-C or kill leaves only complete parts. ``pandas.read_parquet`` reads the directory as
+one table. Memory stays bounded by the flush interval.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class TableWriter:
         self._dictionary = dictionary_columns
         self._columns: dict[str, list[Any]] = {}
         self._parts = 0
+        self._pending_rows = 0
         self.rows_written = 0
 
     def append_row(self, **values: Any) -> None:
@@ -76,15 +78,45 @@ class TableWriter:
 
     def flush(self) -> None:
         """Write the buffered rows as one new part (nothing if empty)."""
+        self.commit(self.prepare())
+
+    def prepare(self) -> Path | None:
+        """Write the buffered rows to a hidden temporary part; :meth:`commit` makes it visible.
+
+        Splitting the two lets several tables be written first and renamed together, so they
+        always end at the same step. ``None`` if nothing was buffered.
+
+        :raises OSError: the part could not be written (the temporary file is removed).
+        """
         if not self._columns:
-            return
+            return None
         table = pa.Table.from_arrays(
             [self._column(name, pieces) for name, pieces in self._columns.items()], names=list(self._columns)
         )
-        final = self.directory / f"part-{self._parts:05d}.parquet"
-        tmp = final.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        tmp = self.directory / f".part-{self._parts:05d}.parquet.tmp"
+        try:
+            pq.write_table(table, tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._pending_rows = table.num_rows
+        return tmp
+
+    def commit(self, tmp: Path | None) -> None:
+        """Rename a part written by :meth:`prepare` to its final name and drop the buffered rows."""
+        if tmp is None:
+            return
+        os.replace(tmp, self.directory / f"part-{self._parts:05d}.parquet")
         self._parts += 1
-        self.rows_written += table.num_rows
+        self.rows_written += self._pending_rows
         self._columns = {}
+
+    def discard(self, tmp: Path | None) -> None:
+        """Remove a part written by :meth:`prepare` that will not be committed (rows stay buffered)."""
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+    def clear(self) -> None:
+        """Remove parts left in the directory by an earlier run into the same folder."""
+        for old in [*self.directory.glob("part-*.parquet"), *self.directory.glob(".part-*.parquet.tmp")]:
+            old.unlink()

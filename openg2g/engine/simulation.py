@@ -15,14 +15,19 @@ Order within one instant (fixed; simpy event priorities enforce it):
 Components run first at their own first period (a datacenter with 0.1 s period first samples at
 0.1 s over (0, 0.1]); events at ``t_s = 0`` apply before anything runs.
 
-When ``grid.batch`` is on and the grid allows it (no controls with memory), grid steps between
-two instants at which anything can change the grid (a control step, an event, a delivered
-command, an output flush, the end) are solved in one batch call; results equal step-by-step
-solving because nothing but the loads changes in between.
+Steps 3 and 4 run in blocks (*block stepping*): between two instants at which anything can change
+a component's inputs (an event, a delivered command, a control step, an output flush, the end),
+the datacenters produce all their samples in one vectorized call
+(:meth:`DatacenterBackend.step_block`) and, when ``grid.batch`` is on and the grid allows it (no
+controls with memory), the grid solves them in one batch call per control window. Work is done
+when something needs it (a command is about to apply, a controller observes, outputs flush, the
+run ends), so the order of effects above holds exactly; blocks produce the same numbers, bit for
+bit, as stepping one instant at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,9 +41,9 @@ from simpy.events import Event
 
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
-from openg2g.core.errors import CommandError, ControllerError, PowerFlowError, SimulationError
+from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
 from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
-from openg2g.core.state import DatacenterState, GridState, Observation
+from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
@@ -103,6 +108,25 @@ def build_components(
     grid = FeederGrid.from_spec(sc.grid, sc.datacenters, loaded.base_dir)
     controllers = [build_controller(spec, loaded.base_dir) for spec in sc.controllers]
     return sites, grid, controllers
+
+
+_BLOCK_CELLS = 1_000_000
+"""Upper bound on (datacenter steps x replica columns) computed in one block, to bound memory."""
+
+
+def _block_steps(sites: Sequence[DatacenterBackend]) -> int:
+    """Datacenter steps per block: as many as keep a block's arrays within :data:`_BLOCK_CELLS`."""
+    columns = sum(sum(m.replicas for m in s.info().models.values()) for s in sites)
+    return max(1, min(3000, _BLOCK_CELLS // max(columns, 1)))
+
+
+def _mean_of_rows(x: np.ndarray) -> np.ndarray:
+    """Mean over axis 1 of ``(steps, rows, 3)``, summed row after row (the same floats for any
+    number of steps)."""
+    total = x[:, 0].copy()
+    for j in range(1, x.shape[1]):
+        total += x[:, j]
+    return total / x.shape[1]
 
 
 class Simulation:
@@ -187,11 +211,15 @@ class Simulation:
         self.outputs = (
             RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all") if self.out_dir else None
         )
-        self._dc_latest: dict[str, DatacenterState] = {}
-        self._dc_window: dict[str, list[DatacenterState]] = {s.name: [] for s in self.sites}
+        self._dc_latest: dict[str, DatacenterSeries] = {}
+        # per site, the (P, Q) rows sampled since the grid last took its loads
+        self._dc_window: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {s.name: [] for s in self.sites}
+        self._dc_done = 0  # ticks up to which the datacenters have sampled
+        self._grid_done = 0  # ticks up to which the grid has solved
         self._grid_latest: GridState | None = None
         self._grid_pending: list[tuple[float, dict[str, DatacenterState]]] = []
         self._batching = sc.grid.batch and self.grid.can_batch()
+        self._block_ticks = self._dc_ticks * _block_steps(self.sites)
         self._sensitivity_cache: dict[str, np.ndarray] = {}
         self._stop_ticks = self._end_ticks
         self._n_commands = 0
@@ -202,9 +230,6 @@ class Simulation:
 
             self._bar = tqdm(total=float(sc.duration_s), unit="sim s", desc=sc.name, leave=False, dynamic_ncols=True)
         self.env.process(self._event_process())
-        for i, site in enumerate(self.sites):
-            self.env.process(self._datacenter_process(i, site))
-        self.env.process(self._grid_process())
         for sched in self._controllers:
             self.env.process(self._controller_process(sched))
         if self.outputs is not None:
@@ -222,53 +247,62 @@ class Simulation:
         for ticks, _, command in self._events:
             if ticks > self.env.now:
                 yield _Wake(self.env, ticks - self.env.now, Phase.EVENTS)
-            self._apply(command, f"event {type(command).__name__}")
+            self._apply(command, f"event {type(command).__name__}", before_sampling=True)
             if self.outputs is not None:
                 self.outputs.record_event(self.t_s, command)
 
-    def _datacenter_process(self, index: int, site: DatacenterBackend):
+    def _catch_up_datacenters(self, through: int) -> None:
+        """Sample every site at each datacenter instant up to tick ``through``, in blocks."""
         dt_s = self.clock.seconds(self._dc_ticks)
-        while True:
-            yield _Wake(self.env, self._dc_ticks, Phase.DATACENTER + index)
-            state = site.step(self.t_s, dt_s)
-            self._dc_latest[site.name] = state
-            self._dc_window[site.name].append(state)
-            if index == len(self.sites) - 1:
-                self.metrics.add_datacenters(self._dc_latest, dt_s)
+        while self._dc_done + self._dc_ticks <= through:
+            first = self._dc_done + self._dc_ticks
+            last = min(through - through % self._dc_ticks, self._dc_done + self._block_ticks)
+            t_s = np.array([self.clock.seconds(k) for k in range(first, last + 1, self._dc_ticks)])
+            block = [site.step_block(t_s, dt_s) for site in self.sites]
+            self._dc_done = last
+            for series in block:
+                self._dc_latest[series.site] = series
+                self._dc_window[series.site].append((series.p_w, series.q_var))
+            self.metrics.add_datacenter_block(block, dt_s)
             if self.outputs is not None:
-                self.outputs.record_datacenter(state)
+                self.outputs.record_datacenter_block(block)
 
-    def _grid_loads(self) -> dict[str, DatacenterState]:
-        loads: dict[str, DatacenterState] = {}
+    def _catch_up(self, through: int) -> None:
+        """Bring datacenters and grid up to tick ``through``, a block at a time.
+
+        Grid steps are solved in windows that close at every barrier (:meth:`_is_barrier`) and at
+        each call's end, as step-by-step running would, so blocks never change a number.
+        """
+        while self._grid_done + self._grid_ticks <= through:
+            self._catch_up_datacenters(min(through, self._grid_done + max(self._block_ticks, self._grid_ticks)))
+            for loads in self._take_grid_loads((self._dc_done - self._grid_done) // self._grid_ticks):
+                self._grid_done += self._grid_ticks
+                self._grid_pending.append((self.clock.seconds(self._grid_done), loads))
+                if self._is_barrier(self._grid_done) or not self._batching:
+                    self._solve_pending()
+        self._catch_up_datacenters(through)
+        self._solve_pending()
+
+    def _take_grid_loads(self, n_steps: int) -> list[dict[str, DatacenterState]]:
+        """Each site's load for the next ``n_steps`` grid steps, from the samples each step covers:
+        their mean (``grid.load_aggregation: mean``) or the last one."""
+        per_step = self._grid_ticks // self._dc_ticks
+        loads: list[dict[str, DatacenterState]] = [{} for _ in range(n_steps)]
         for name, window in self._dc_window.items():
-            if not window:
-                continue
-            last = window[-1]
-            if self.scenario.grid.load_aggregation == "mean" and len(window) > 1:
-                loads[name] = DatacenterState(
-                    site=name,
-                    t_s=last.t_s,
-                    p_w=np.mean([s.p_w for s in window], axis=0),
-                    q_var=np.mean([s.q_var for s in window], axis=0),
-                    models=last.models,
-                    training_power_w=last.training_power_w,
-                    online=last.online,
-                )
+            p_w = np.concatenate([p for p, _ in window])
+            q_var = np.concatenate([q for _, q in window])
+            used = n_steps * per_step
+            window[:] = [(p_w[used:], q_var[used:])]
+            p_steps = p_w[:used].reshape(n_steps, per_step, 3)
+            q_steps = q_var[:used].reshape(n_steps, per_step, 3)
+            if self.scenario.grid.load_aggregation == "mean" and per_step > 1:
+                p_load, q_load = _mean_of_rows(p_steps), _mean_of_rows(q_steps)
             else:
-                loads[name] = last
-            window.clear()
+                p_load, q_load = p_steps[:, -1], q_steps[:, -1]
+            for i in range(n_steps):
+                t_s = self.clock.seconds(self._grid_done + (i + 1) * self._grid_ticks)
+                loads[i][name] = DatacenterState(name, t_s, p_load[i], q_load[i], {})
         return loads
-
-    def _grid_process(self):
-        while True:
-            yield _Wake(self.env, self._grid_ticks, Phase.GRID)
-            loads = self._grid_loads()
-            if self._batching:
-                self._grid_pending.append((self.t_s, loads))
-                if self._is_barrier(self.env.now):
-                    self._flush_grid()
-            else:
-                self._on_grid_states([self._solve(self.t_s, loads)])
 
     def _is_barrier(self, ticks: int) -> bool:
         # Windows close at every control_s whether or not a controller runs, so adding a
@@ -291,12 +325,15 @@ class Simulation:
         taps = self._grid_latest.taps if self._grid_latest else {}
         return GridState(t_s, self._bus_phases, np.full(len(self._bus_phases), np.nan), taps, nan3, nan3, float("nan"), False)
 
-    def _flush_grid(self) -> None:
+    def _solve_pending(self) -> None:
         if not self._grid_pending:
             return
         times = [t for t, _ in self._grid_pending]
         loads = [load for _, load in self._grid_pending]
         self._grid_pending = []
+        if len(times) == 1:
+            self._on_grid_states([self._solve(times[0], loads[0])])
+            return
         dt_s = self.clock.seconds(self._grid_ticks)
         try:
             states = self.grid.solve_batch(times, loads, dt_s)
@@ -308,11 +345,11 @@ class Simulation:
 
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
         dt_s = self.clock.seconds(self._grid_ticks)
-        for state in states:
-            violation = self.metrics.add_grid(state, dt_s)
-            if self.outputs is not None:
-                self.outputs.record_grid(state, violation)
-            self._grid_latest = state  # per state: a Ctrl-C inside this loop leaves the summary in step
+        v_pu = np.stack([s.v_pu for s in states])
+        violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s)
+        if self.outputs is not None:
+            self.outputs.record_grid_block(states, v_pu, violations)
+        self._grid_latest = states[-1]
         self._sensitivity_cache.clear()
         if self._bar is not None:
             self._bar.update(states[-1].t_s - self._bar.n)
@@ -328,7 +365,8 @@ class Simulation:
     def _flush_process(self):
         while True:
             yield _Wake(self.env, self._flush_ticks, Phase.FLUSH)
-            self._flush_outputs("running")
+            self._catch_up(self.env.now)
+            self._write_outputs("running")
 
     # ----------------------------------------------------------------------------- commands
     @staticmethod
@@ -353,17 +391,21 @@ class Simulation:
 
     def _deliver_later(self, command: Command, source: str, delay_ticks: int):
         yield _Wake(self.env, delay_ticks, Phase.COMMANDS)
-        self._apply(command, f"controller {source!r}")
+        self._apply(command, f"controller {source!r}", before_sampling=True)
 
-    def _apply(self, command: Command, source: str) -> None:
+    def _apply(self, command: Command, source: str, before_sampling: bool = False) -> None:
+        """Carry out ``command`` now; ``before_sampling``: it acts before this instant's samples
+        (events and delivered commands), otherwise after them (a controller's undelayed command)."""
+        done = self.env.now - 1 if before_sampling else self.env.now
         try:
             if is_datacenter_command(command):
+                self._catch_up_datacenters(done)
                 # a shift is offered to the destination first, so a refusal leaves both sites unchanged
                 targets = [command.to_site, command.site] if isinstance(command, ShiftReplicas) else [command.site]
                 for name in targets:
                     self._site_index[name].apply(command, self.t_s)
             else:
-                self._flush_grid()
+                self._catch_up(done)
                 self.grid.apply(command, self.t_s)
                 self._sensitivity_cache.clear()
         except (CommandError, KeyError) as exc:
@@ -385,12 +427,12 @@ class Simulation:
 
     def observation(self) -> Observation:
         """What a controller sees now: latest datacenter states and grid state."""
-        self._flush_grid()
+        self._catch_up(self.env.now)
         if self._grid_latest is None:
             raise SimulationError(f"t={self.t_s:g} s: no grid solution yet to observe")
         return Observation(
             t_s=self.t_s,
-            datacenters=dict(self._dc_latest),
+            datacenters={name: series.state() for name, series in self._dc_latest.items()},
             grid=self._grid_latest,
             v_min_pu=self.scenario.grid.v_min_pu,
             v_max_pu=self.scenario.grid.v_max_pu,
@@ -410,7 +452,7 @@ class Simulation:
             # a wake-up after every phase of the target instant: the run ends with `now == target`
             self.env.run(until=_Wake(self.env, target - self.env.now, Phase.END))
             self._ran = True
-        self._flush_grid()
+        self._catch_up(target)
 
     @property
     def done(self) -> bool:
@@ -437,22 +479,30 @@ class Simulation:
             result["error"] = error
         return result
 
-    def _flush_outputs(self, status: str, error: str | None = None) -> None:
+    def _write_outputs(self, status: str, error: str | None = None) -> dict[str, Any]:
+        """Write every buffered row and the summary; returns the summary written.
+
+        :raises OutputError: the outputs could not be written; the summary then says ``failed``
+            with the reason if it can still be written.
+        """
+        summary = self.summary(status, error)
         if self.outputs is None:
-            return
-        self._flush_grid()
-        self.outputs.flush()
-        self.outputs.write_summary(self.summary(status, error))
+            return summary
+        try:
+            self.outputs.flush()
+        except OutputError as exc:
+            with contextlib.suppress(OutputError):
+                self.outputs.write_summary(self.summary("failed", str(exc)))
+            raise
+        self.outputs.write_summary(summary)
+        return summary
 
     def close(self, status: str, error: str | None = None) -> dict[str, Any]:
         """Write everything recorded so far with ``status`` and return the summary."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        if self.outputs is not None:
-            self.outputs.flush()
-            self.outputs.write_summary(self.summary(status, error))
-        return self.summary(status, error)
+        return self._write_outputs(status, error)
 
     def run(self) -> dict[str, Any]:
         """Run to the end and return the summary; outputs are complete whatever happens.
@@ -463,8 +513,8 @@ class Simulation:
         self.start()  # a failure here has nothing to save and propagates as it is
         try:
             self.run_until(self.scenario.duration_s)
-        except KeyboardInterrupt:
-            self.close("interrupted", "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as exc:
+            self.close("interrupted", str(exc) or "interrupted by the user (Ctrl-C)")
             raise
         except Exception as exc:
             self.close("failed", f"{type(exc).__name__}: {exc}")

@@ -18,6 +18,7 @@ from openg2g.core.commands import (
     ShiftReplicas,
 )
 from openg2g.core.errors import CommandError, TraceError
+from openg2g.core.state import DatacenterState
 from openg2g.datacenter import ReplayDatacenter, TraceLibrary, validate_site
 from openg2g.datacenter.replay import loop_trace
 
@@ -299,3 +300,57 @@ def test_validate_site_lists_every_problem(library: TraceLibrary) -> None:
     assert "exceed gpu_capacity 20" in problems["datacenters.2.gpu_capacity"]
     with pytest.raises(TraceError, match="unknown model"):
         ReplayDatacenter.from_spec(spec, library)
+
+
+def test_datacenter_block_equals_single_steps(library: TraceLibrary) -> None:
+    def site() -> ReplayDatacenter:
+        dc = ReplayDatacenter.from_spec(reference_spec(training={"gpus": 2400, "start_s": 2, "end_s": 8}), library)
+        dc.reset(7)
+        dc.apply(SetBatchSize("dc1", "Llama-3.1-70B", 32), 0.0)
+        dc.apply(SetInferenceScale("dc1", 0.61, ramp_s=9.0), 0.0)
+        dc.apply(SetPowerCap("dc1", 400.0, "Qwen3-30B-A3B"), 0.0)
+        return dc
+
+    times = np.round(np.arange(1, 121) * 0.1, 10)
+    one, block = site(), site()
+    singles = [one.step(float(t), 0.1) for t in times]
+    series = block.step_block(times, 0.1)
+    for i, state in enumerate(singles):
+        _assert_same(series.state(i), state)
+    assert one.energy_j == block.energy_j
+
+
+def _assert_same(a: DatacenterState, b: DatacenterState) -> None:
+    np.testing.assert_array_equal(a.p_w, b.p_w)
+    np.testing.assert_array_equal(a.q_var, b.q_var)
+    for name in a.models:
+        x, y = a.models[name], b.models[name]
+        assert (x.replicas, x.batch_size, x.power_w, x.throughput_tok_s, x.deadline_miss_fraction) == (
+            y.replicas,
+            y.batch_size,
+            y.power_w,
+            y.throughput_tok_s,
+            y.deadline_miss_fraction,
+        )
+        assert x.itl_s == y.itl_s or (np.isnan(x.itl_s) and np.isnan(y.itl_s))
+
+
+def test_steady_power_tables_equal_replica_sums(library: TraceLibrary) -> None:
+    """After a ramp, power comes from per-phase tables; during one, from replica-by-replica sums.
+    A "ramp" to the count already running keeps the second path: both must agree."""
+
+    def site(ramp_s: float) -> ReplayDatacenter:
+        dc = ReplayDatacenter.from_spec(reference_spec(), library)
+        dc.reset(11)
+        dc.apply(SetInferenceScale("dc1", 0.613, ramp_s=0.0), 0.0)  # fractional counts (441.36 of 720, ...)
+        dc.apply(SetPowerCap("dc1", 330.0, "Llama-3.1-70B"), 0.0)
+        dc.apply(SetBatchSize("dc1", "Qwen3-30B-A3B", 64), 0.0)  # a transition of weights too
+        dc.apply(SetInferenceScale("dc1", 0.613, ramp_s=ramp_s), 0.0)
+        return dc
+
+    times = np.round(np.arange(1, 201) * 0.1, 10)
+    tables, sums = site(0.0).step_block(times, 0.1), site(1e6).step_block(times, 0.1)
+    np.testing.assert_allclose(tables.p_w, sums.p_w, rtol=1e-12)
+    for name, model in tables.models.items():
+        np.testing.assert_allclose(model.power_w, sums.models[name].power_w, rtol=1e-12)
+    assert tables.models["Llama-3.1-8B"].replicas[0] == pytest.approx(0.613 * 720)
