@@ -51,26 +51,26 @@ class TableWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._categories = {k: pa.array(list(v), type=pa.string()) for k, v in (categories or {}).items()}
         self._dictionary = dictionary_columns
-        self._columns: dict[str, list[Any]] = {}
+        # one entry per append: a chunk is buffered whole or not at all, so a Ctrl-C in the middle
+        # of recording never leaves columns of different lengths
+        self._chunks: list[dict[str, Any]] = []
         self._parts = 0
         self._pending_rows = 0
         self.rows_written = 0
 
     def append_row(self, **values: Any) -> None:
         """Buffer one row of scalars."""
-        for name, value in values.items():
-            self._columns.setdefault(name, []).append(value)
+        self._chunks.append({name: [value] for name, value in values.items()})
 
     def append(self, columns: Mapping[str, np.ndarray]) -> None:
         """Buffer a chunk of rows given as equal-length arrays."""
-        for name, array in columns.items():
-            self._columns.setdefault(name, []).append(array)
+        self._chunks.append(dict(columns))
 
     def _column(self, name: str, pieces: list[Any]) -> pa.Array:
         if isinstance(pieces[0], np.ndarray):
-            values = np.concatenate(pieces)
+            values: Any = np.concatenate(pieces)
         else:
-            values = pieces
+            values = [v for piece in pieces for v in piece]
         if name in self._categories:
             return pa.DictionaryArray.from_arrays(pa.array(np.asarray(values, dtype=np.int32)), self._categories[name])
         array = pa.array(values)
@@ -88,10 +88,11 @@ class TableWriter:
 
         :raises OSError: the part could not be written (the temporary file is removed).
         """
-        if not self._columns:
+        if not self._chunks:
             return None
+        names = list(self._chunks[0])
         table = pa.Table.from_arrays(
-            [self._column(name, pieces) for name, pieces in self._columns.items()], names=list(self._columns)
+            [self._column(name, [chunk[name] for chunk in self._chunks]) for name in names], names=names
         )
         tmp = self.directory / f".part-{self._parts:05d}.parquet.tmp"
         try:
@@ -109,7 +110,7 @@ class TableWriter:
         os.replace(tmp, self.directory / f"part-{self._parts:05d}.parquet")
         self._parts += 1
         self.rows_written += self._pending_rows
-        self._columns = {}
+        self._chunks = []
 
     def discard(self, tmp: Path | None) -> None:
         """Remove a part written by :meth:`prepare` that will not be committed (rows stay buffered)."""

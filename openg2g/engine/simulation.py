@@ -358,7 +358,12 @@ class Simulation:
         while True:
             yield _Wake(self.env, sched.period_ticks, Phase.CONTROL + sched.index)
             observation = self.observation()
-            commands = sched.controller.step(observation)
+            try:
+                commands = sched.controller.step(observation)
+            except Exception as exc:  # controller code (a user's too) may fail in any way
+                raise ControllerError(
+                    f"t={self.t_s:g} s: controller {sched.controller.name!r} step() raised {type(exc).__name__}: {exc}"
+                ) from exc
             self._check_commands(sched.controller.name, commands)
             self._dispatch(commands, sched.controller.name, sched.delay_ticks)
 

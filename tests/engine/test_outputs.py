@@ -1,11 +1,13 @@
-"""Output files under faults: hidden temporary parts, reruns into the same folder, a full disk."""
+"""Output files under faults: hidden temporary parts, reruns into the same folder, a full disk, Ctrl-C."""
 
 from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -54,3 +56,33 @@ def test_a_full_disk_fails_the_run_with_all_tables_ending_together(tmp_path: Pat
     ends = {table: pd.read_parquet(tmp_path / table)["t_s"].max() for table in TABLES}
     assert set(ends.values()) == {2.0}  # the flush at 3 s made no table longer than the others
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+class _InterruptedChunk(Mapping):
+    """Column chunk whose third column is never delivered: Ctrl-C arrives while it is recorded."""
+
+    def __init__(self, columns: dict):
+        self._columns = columns
+
+    def __getitem__(self, name):  # type: ignore[no-untyped-def]
+        if name == list(self._columns)[2]:
+            raise KeyboardInterrupt
+        return self._columns[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
+def test_a_chunk_cut_by_ctrl_c_is_not_half_recorded(tmp_path: Path) -> None:
+    writer = recorder.TableWriter(tmp_path / "t")
+    chunk = {name: np.arange(3.0) + i for i, name in enumerate("abcd")}
+    writer.append(chunk)
+    with pytest.raises(KeyboardInterrupt):
+        writer.append(_InterruptedChunk({name: np.arange(2.0) for name in "abcd"}))
+    writer.append_row(a=10.0, b=11.0, c=12.0, d=13.0)
+    writer.flush()  # columns of different lengths would raise pyarrow's ArrowInvalid here
+    table = pd.read_parquet(tmp_path / "t")
+    assert list(table["c"]) == [2.0, 3.0, 4.0, 12.0]

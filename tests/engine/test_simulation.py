@@ -175,6 +175,21 @@ def test_controller_returning_garbage_is_named(log):
         sim.run()
 
 
+def test_controller_raising_is_named_with_the_time(log, tmp_path):
+    class Broken(ScriptedController):
+        def step(self, observation):
+            if observation.t_s >= 3:
+                return [1 / 0]
+            return []
+
+    loaded = make_loaded(controllers=[{"kind": "broken"}])
+    sim = Simulation(loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Broken(log, name="mine")]))
+    with pytest.raises(ControllerError, match=r"t=3 s: controller 'mine' step\(\) raised ZeroDivisionError: division by zero"):
+        sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["sim_time_s"] == 3.0
+
+
 def test_rejected_command_stops_with_time_and_source(log):
     class StrictGrid(TwoBusGrid):
         def apply(self, command, t_s):
