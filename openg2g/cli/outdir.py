@@ -12,13 +12,16 @@ from openg2g.core.errors import ScenarioError
 __all__ = ["default_out_dir", "prepare_out_dir"]
 
 
-def prepare_out_dir(path: Path, option: str = "--out") -> Path:
+def prepare_out_dir(path: Path | str, option: str = "--out") -> Path:
     """Create ``path`` (a folder) if needed and prove it writable, so a run never fails at its first write.
 
     :param option: how the user gave the path, for the message (``--out``).
     :raises ScenarioError: ``path`` or a folder above it is a file, or the folder cannot be created or
-        written (no permission, read-only or full disk, a pseudo file system such as ``/proc``).
+        written (no permission, read-only or full disk, a pseudo file system such as ``/proc``), or
+        ``path`` is an empty string.
     """
+    if isinstance(path, str) and not path.strip():
+        raise ScenarioError([(f"{option} {path!r}", "is empty: give a folder (omit the option for the default)")])
     path = Path(path)
     for p in (path, *path.parents):
         if p.exists():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 
 from openg2g.cli.table import format_table
 
@@ -41,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
-    out_dir = prepare_out_dir(Path(args.out) if args.out else default_out_dir(loaded.scenario.name))
+    out_dir = prepare_out_dir(args.out if args.out is not None else default_out_dir(loaded.scenario.name))
     write_resolved_scenario(loaded, out_dir)
     try:
         result = run_scenario(loaded, out_dir, progress=not args.no_progress)

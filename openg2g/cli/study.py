@@ -232,7 +232,7 @@ def _out(args: argparse.Namespace, name: str) -> Path:
     """The study's output folder (``--out``, else ``runs/<name>``), checked writable before any run."""
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir
 
-    return prepare_out_dir(Path(args.out) if args.out else default_out_dir(name, "study"))
+    return prepare_out_dir(args.out if args.out is not None else default_out_dir(name, "study"))
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:

@@ -61,7 +61,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from openg2g.sweep.spec import load_sweep
 
     loaded = load_sweep(args.sweep, args.set)
-    out = prepare_out_dir(Path(args.out))
+    out = prepare_out_dir(args.out)
     try:
         result = run_sweep(
             loaded,

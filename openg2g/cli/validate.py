@@ -13,6 +13,7 @@ scenario, or to a sweep's or study's base scenario.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -75,12 +76,22 @@ def _sweep(name: str, overrides: list[str]) -> str:
 def _study(name: str, overrides: list[str]) -> str:
     from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
-    from openg2g.studies.common import feeder_topology, study_buses
+    from openg2g.studies.common import controller_override, feeder_topology, study_buses
     from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
 
     loaded = load_study(name, overrides=overrides)
     check_start(load_scenario(loaded.base.path, loaded.base.fixed))
     spec = loaded.spec
+    if isinstance(spec, SitingSpec | HostingSpec):
+        loaded.base.site_index(spec.site)  # the site the study places or scales exists
+        for choice in spec.controllers:  # each controller choice builds against the base scenario
+            controllers = json.dumps(controller_override(choice, loaded.base.path))
+            try:
+                check_start(load_scenario(loaded.base.path, [*loaded.base.fixed, f"controllers={controllers}"]))
+            except ScenarioError as exc:
+                raise ScenarioError(
+                    [(f"{loaded.path}: controllers ({choice!r}): {loc}", msg) for loc, msg in exc.problems]
+                ) from None
     buses = spec.candidates if isinstance(spec, SitingSpec) else spec.buses if isinstance(spec, HostingSpec) else None
     if isinstance(buses, list):  # the buses a site is placed on must be three-phase buses of the feeder
         field = "candidates" if isinstance(spec, SitingSpec) else "buses"
@@ -99,7 +110,7 @@ def _validate(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             failed += 1
             for loc, msg in exc.problems:
-                print(f"{loc}: {msg}", file=sys.stderr)
+                print(f"error: {loc}: {msg}", file=sys.stderr)
     return 2 if failed else 0
 
 

@@ -78,6 +78,7 @@ from openg2g.core.commands import (
     ShiftReplicas,
 )
 from openg2g.core.errors import CommandError, TraceError
+from openg2g.core.limits import MAX_DURATION_S
 from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
@@ -645,8 +646,10 @@ class ReplayDatacenter(DatacenterBackend):
         return self._models[name]
 
     def _check_ramp(self, ramp_s: float) -> None:
-        if not ramp_s >= 0:
-            raise CommandError(f"site {self.name!r}: ramp_s must be >= 0, got {ramp_s}")
+        if not 0 <= ramp_s <= MAX_DURATION_S:
+            raise CommandError(
+                f"site {self.name!r}: ramp_s must be >= 0 s and at most a year ({MAX_DURATION_S} s), got {ramp_s}"
+            )
 
     def _check_capacity(self, targets: dict[str, float], t_s: float) -> None:
         """GPUs of every model at max(present, target) plus training must fit the capacity."""
@@ -654,6 +657,8 @@ class ReplayDatacenter(DatacenterBackend):
         need, parts = training, []
         for m in self._models.values():
             count = max(m.active(t_s), targets.get(m.name, m.target()), 0.0 if m.name in targets else m.target())
+            if not math.isfinite(count):
+                raise CommandError(f"site {self.name!r}: {m.name}: {count} replicas is not a finite count")
             gpus = math.ceil(count - 1e-9) * m.gpus
             need += gpus
             parts.append(f"{m.name}: {gpus}")

@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError, create_model
 
 from openg2g.core.commands import COMMANDS, Command, ShiftReplicas, is_datacenter_command
-from openg2g.core.errors import ControllerError, G2GError, ScenarioError
+from openg2g.core.errors import CommandError, ControllerError, G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
 from openg2g.scenario.schema import Scenario, _Model
 
@@ -87,6 +87,8 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
         ) from None
     except RecursionError:
         raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
+    except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
+        raise ScenarioError([(source, f"--set {key}: value cannot be read: {exc}")]) from None
     too_big = _check_expansion(value)
     if too_big:
         raise ScenarioError([(source, f"--set {key}: {too_big}")])
@@ -197,6 +199,8 @@ def read_yaml_mapping(
         raise error([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
     except RecursionError:
         raise error([(str(path), "nested too deeply to read")]) from None
+    except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
+        raise error([(str(path), f"a value cannot be read: {exc}")]) from None
     too_big = _check_expansion(data)
     if too_big:
         raise error([(str(path), too_big)])
@@ -222,11 +226,13 @@ def _event_model(name: str) -> type[_Model]:
 def build_event_command(name: str, fields: dict[str, Any]) -> Command:
     """Build a command from its scenario name and fields.
 
-    :raises ValidationError: a field is missing, unknown or of the wrong type.
+    :raises ValidationError: a field is missing or unknown.
+    :raises CommandError: a field has the wrong type (the command checks the values as written:
+        ``online: 'no'`` is not a boolean, ``cap_w_per_gpu: '400'`` not a number).
     :raises KeyError: no command has that name.
     """
     model = _event_model(name).model_validate(fields)
-    values = model.model_dump()
+    values = {**model.model_dump(), **fields}  # defaults filled in; given values unconverted
     return COMMANDS[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
@@ -243,6 +249,9 @@ def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
         except ValidationError as exc:
             for err in exc.errors():
                 problems.append((f"{where}.{_loc(err['loc'])}", err["msg"]))
+            continue
+        except CommandError as exc:
+            problems.append((where, str(exc)))
             continue
         if is_datacenter_command(command):
             targets = [command.site] + ([command.to_site] if isinstance(command, ShiftReplicas) else [])

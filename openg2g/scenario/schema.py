@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -17,9 +17,12 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+
+from openg2g.core.limits import MAX_DURATION_S
 
 __all__ = [
     "MAX_DURATION_S",
@@ -44,8 +47,6 @@ __all__ = [
 ]
 
 
-MAX_DURATION_S = 366 * 86_400
-"""Longest run accepted (s): a leap year."""
 MAX_STEPS = 10**9
 """Most datacenter steps in one run (about 30 h of wall time at 0.1 ms per step)."""
 MAX_TAP_STEPS = 32
@@ -91,8 +92,37 @@ Seconds = Annotated[
 """An exact rational number of seconds."""
 
 
+MAX_KW = 1_000_000.0
+"""Largest power of one load, generator or battery (kW): a gigawatt."""
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type is (or holds) ``int`` or ``float`` and no ``bool``."""
+    parts, found = [annotation], False
+    while parts:
+        part = parts.pop()
+        if part is bool:
+            return False
+        found = found or part in (int, float)
+        parts.extend(get_args(part))
+    return found
+
+
+def _has_bool(value: Any) -> bool:
+    return isinstance(value, bool) or (isinstance(value, list | tuple) and any(_has_bool(v) for v in value))
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads `true` as 1: a YAML boolean where a number belongs is a mistake
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _has_bool(value) and _numeric(field.annotation):
+            raise ValueError(f"expected a number, got a boolean ({value!r})")
+        return value
 
 
 class Periods(_Model):
@@ -111,6 +141,10 @@ class Periods(_Model):
     def _positive(cls, v: Fraction) -> Fraction:
         if v <= 0:
             raise ValueError(f"must be > 0 s, got {v}")
+        if v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
         return v
 
     @model_validator(mode="after")
@@ -172,7 +206,7 @@ class PVSpec(_VoltageDependence):
     name: Name
     bus: Name
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
-    kw: float = Field(gt=0, description="Rated AC output over all phases (kW).")
+    kw: float = Field(gt=0, le=MAX_KW, description="Rated AC output over all phases (kW).")
     power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
     profile: str | None = Field(
         None,
@@ -189,7 +223,7 @@ class StorageSpec(_Model):
 
     name: Name
     bus: Name
-    kw: float = Field(gt=0, description="Power rating (kW), charge and discharge.")
+    kw: float = Field(gt=0, le=MAX_KW, description="Power rating (kW), charge and discharge.")
     kwh: float = Field(gt=0, description="Energy capacity (kWh).")
     soc0: float = Field(0.5, ge=0, le=1, description="Initial state of charge (fraction).")
     soc_min: float = Field(0.1, ge=0, le=1)
@@ -208,7 +242,7 @@ class ExtraLoadSpec(_VoltageDependence):
 
     name: Name
     bus: Name
-    kw_per_phase: float = Field(ge=0)
+    kw_per_phase: float = Field(ge=0, le=MAX_KW)
     power_factor: float = Field(0.95, gt=0, le=1)
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
     profile: str | None = Field(
@@ -232,13 +266,13 @@ class GridSpec(_Model):
         None, ge=0.8, le=1.2, description="Source voltage (pu); None keeps the feeder file's."
     )
     v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
-    v_max_pu: float = Field(1.05, gt=0, description="Upper voltage limit (pu).")
+    v_max_pu: float = Field(1.05, gt=0, le=2.0, description="Upper voltage limit (pu).")
     monitored_buses: list[Name] | None = Field(
         None, min_length=1, description="Buses whose phases count for limits; None = every bus past the substation."
     )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
     capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
-    load_scale: float = Field(1.0, ge=0, description="Multiplier on the feeder's own loads.")
+    load_scale: float = Field(1.0, ge=0, le=100, description="Multiplier on the feeder's own loads.")
     pv: list[PVSpec] = Field(default_factory=list)
     storage: list[StorageSpec] = Field(default_factory=list)
     extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)
@@ -287,8 +321,13 @@ class TrainingSpec(_Model):
     """
 
     gpus: int = Field(gt=0, le=10_000_000, description="GPUs running the job (reserved in the site's capacity).")
-    start_s: float = Field(ge=0, allow_inf_nan=False, description="Job start (s).")
-    end_s: float = Field(gt=0, allow_inf_nan=False, description="Job end (s); the job draws power in [start_s, end_s).")
+    start_s: float = Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False, description="Job start (s).")
+    end_s: float = Field(
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Job end (s); the job draws power in [start_s, end_s).",
+    )
     high_w_per_gpu: float = Field(
         225.0, gt=0, le=2000, description="Compute plateau level per GPU before the peak rescale (W)."
     )
@@ -361,8 +400,8 @@ class SiteSpec(_VoltageDependence):
     bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
     traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
     power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
-    pue: float = Field(1.0, ge=1, description="Power usage effectiveness: facility power / IT power.")
-    base_load_kw_per_phase: float = Field(0.0, ge=0, description="Constant non-GPU load per phase (kW).")
+    pue: float = Field(1.0, ge=1, le=5, description="Power usage effectiveness: facility power / IT power.")
+    base_load_kw_per_phase: float = Field(0.0, ge=0, le=MAX_KW, description="Constant non-GPU load per phase (kW).")
     gpu_capacity: int | None = Field(
         None, gt=0, le=10_000_000, description="GPUs installed; None = exactly those the models use."
     )
@@ -392,6 +431,10 @@ class ControllerSpec(_Model):
     def _delay(cls, v: Fraction) -> Fraction:
         if v < 0:
             raise ValueError(f"must be >= 0 s, got {v}")
+        if v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
         return v
 
     @field_validator("period_s")
@@ -399,6 +442,10 @@ class ControllerSpec(_Model):
     def _period(cls, v: Fraction | None) -> Fraction | None:
         if v is not None and v <= 0:
             raise ValueError(f"must be > 0 s, got {v}")
+        if v is not None and v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
         return v
 
 
@@ -419,6 +466,10 @@ class EventSpec(_Model):
     def _time(cls, v: Fraction) -> Fraction:
         if v < 0:
             raise ValueError(f"must be >= 0 s, got {v}")
+        if v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is later than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
         return v
 
     def fields(self) -> dict[str, Any]:
@@ -433,7 +484,9 @@ class OutputSpec(_Model):
         "all", description="all: every bus-phase at every grid step; envelope: min/max/mean only."
     )
     plots: bool = Field(True, description="Write PNG plots at the end of the run.")
-    flush_every_s: float = Field(60.0, gt=0, description="Simulated seconds between writes of output parts.")
+    flush_every_s: float = Field(
+        60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."
+    )
 
 
 class Scenario(_Model):

@@ -47,7 +47,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -70,7 +70,7 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _StudyFile(_Model):
@@ -131,7 +131,7 @@ class HostingSpec(_StudyBase):
     tolerance_pu_s: float = Field(0.0, ge=0, description="Largest violation integral that counts as hosted (pu.s).")
     duration_s: float = Field(60.0, gt=0, description="Run duration (s).")
     max_mw: float = Field(30.0, gt=0, description="Largest site considered (MW peak).")
-    mix: dict[str, int] | None = Field(
+    mix: dict[str, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="Replicas per block by model (a finer block); None = the site's counts over their gcd."
     )
 

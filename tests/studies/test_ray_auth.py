@@ -28,9 +28,12 @@ import yaml
 from openg2g.core.errors import G2GError
 from openg2g.sweep.engines import RAY_AUTH_DOC, prepare_ray_auth
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g[ray]')"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g[ray]')"
+    ),
+    pytest.mark.slow,  # a real token-protected head: 10-20 s of Ray start-up
+]
 
 # Ray tries the cluster for about 20 s before giving up; one second shows the same refusal
 SHORT_CONNECT = {"RAY_gcs_server_port_wait_time_s": "1"}
