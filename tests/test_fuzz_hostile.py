@@ -1033,6 +1033,7 @@ STUDY_CASES: list[Case] = [
         ("hosting-tolerance-negative", {"study": "hosting_capacity", "tolerance_pu_s": -1}, ("tolerance_pu_s",)),
         ("hosting-unknown-bus", {"study": "hosting_capacity", "buses": ["nowhere"]}, ("buses",)),
         ("hosting-mix-negative", {"study": "hosting_capacity", "mix": {"Llama-3.1-8B": -1}}, ("mix",)),
+        ("hosting-mix-unknown-model", {"study": "hosting_capacity", "mix": {"GPT-5": 1}}, ("mix", "GPT-5")),
         ("study-set-bad", {"study": "siting", "candidates": ["671"], "set": ["duration_s=[1"]}, ("--set duration_s",)),
         ("study-base-missing", {"study": "siting", "candidates": ["671"], "base": "none.yaml"}, ("none.yaml",)),
         ("study-retries-negative", {"study": "siting", "candidates": ["671"], "retries": -1}, ("retries",)),

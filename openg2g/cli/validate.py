@@ -77,13 +77,19 @@ def _study(name: str, overrides: list[str]) -> str:
     from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
     from openg2g.studies.common import controller_override, feeder_topology, study_buses
+    from openg2g.studies.hosting import model_mix
     from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
 
     loaded = load_study(name, overrides=overrides)
     check_start(load_scenario(loaded.base.path, loaded.base.fixed))
     spec = loaded.spec
     if isinstance(spec, SitingSpec | HostingSpec):
-        loaded.base.site_index(spec.site)  # the site the study places or scales exists
+        site = loaded.base.site_index(spec.site)  # the site the study places or scales exists
+        if isinstance(spec, HostingSpec) and spec.mix is not None:  # the block names models the site serves
+            try:
+                model_mix(loaded.base.data["datacenters"][site], spec.mix)
+            except ScenarioError as exc:
+                raise ScenarioError([(f"{loaded.path}: {loc}", msg) for loc, msg in exc.problems]) from None
         for choice in spec.controllers:  # each controller choice builds against the base scenario
             controllers = json.dumps(controller_override(choice, loaded.base.path))
             try:
