@@ -11,7 +11,11 @@ import math
 from collections.abc import Iterable
 from fractions import Fraction
 
+import numpy as np
+
 __all__ = ["Clock", "fraction_gcd"]
+
+_EXACT_INT = 2**53  # integers below this are exact in a float64
 
 
 def fraction_gcd(values: Iterable[Fraction]) -> Fraction:
@@ -39,4 +43,13 @@ class Clock:
 
     def seconds(self, ticks: int) -> float:
         """Time in seconds of a tick count, rounded once from the exact rational."""
-        return float(ticks * self.tick_s)
+        # int / int is correctly rounded in Python: the same float as float(ticks * tick_s)
+        return ticks * self.tick_s.numerator / self.tick_s.denominator
+
+    def seconds_of(self, ticks: np.ndarray) -> np.ndarray:
+        """:meth:`seconds` of many tick counts at once (the same floats, bit for bit)."""
+        products = np.asarray(ticks, dtype=np.int64) * self.tick_s.numerator
+        if products.size and int(np.abs(products).max()) >= _EXACT_INT:  # not exact as a float64
+            return np.array([self.seconds(int(k)) for k in np.asarray(ticks).ravel()]).reshape(products.shape)
+        # both operands are exact in float64, and IEEE division rounds the quotient once
+        return products.astype(np.float64) / float(self.tick_s.denominator)

@@ -257,7 +257,7 @@ class Simulation:
         while self._dc_done + self._dc_ticks <= through:
             first = self._dc_done + self._dc_ticks
             last = min(through - through % self._dc_ticks, self._dc_done + self._block_ticks)
-            t_s = np.array([self.clock.seconds(k) for k in range(first, last + 1, self._dc_ticks)])
+            t_s = self.clock.seconds_of(np.arange(first, last + 1, self._dc_ticks))
             block = [site.step_block(t_s, dt_s) for site in self.sites]
             self._dc_done = last
             for series in block:
@@ -299,8 +299,8 @@ class Simulation:
                 p_load, q_load = _mean_of_rows(p_steps), _mean_of_rows(q_steps)
             else:
                 p_load, q_load = p_steps[:, -1], q_steps[:, -1]
-            for i in range(n_steps):
-                t_s = self.clock.seconds(self._grid_done + (i + 1) * self._grid_ticks)
+            times = self.clock.seconds_of(self._grid_done + self._grid_ticks * np.arange(1, n_steps + 1)).tolist()
+            for i, t_s in enumerate(times):
                 loads[i][name] = DatacenterState(name, t_s, p_load[i], q_load[i], {})
         return loads
 

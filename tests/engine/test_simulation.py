@@ -32,6 +32,12 @@ def test_fraction_gcd_and_clock_are_exact():
     assert clock.ticks(Fraction(86400)) == 864000
     with pytest.raises(ValueError, match="not a whole number"):
         clock.ticks(Fraction(1, 3))
+    # seconds of many ticks at once: the float nearest the exact rational, as one at a time
+    thirds = Clock([Fraction(1, 3), Fraction(1, 10)])
+    ticks = np.arange(0, 3 * 86400 * 30, 997)
+    exact = [float(int(k) * Fraction(1, 30)) for k in ticks]
+    assert thirds.seconds_of(ticks).tolist() == exact == [thirds.seconds(int(k)) for k in ticks]
+    assert clock.seconds_of(np.array([3])).tolist() == [0.3] != [3 * 0.1]
 
 
 def test_order_within_one_instant(log):
