@@ -522,5 +522,5 @@ class MPCController(Controller):
             p_kw = float(np.clip(p_w / 1e3, -st.p_max_kw, st.p_max_kw))
             if self._p_sent_kw is None or abs(p_kw - self._p_sent_kw) > self.config.storage_resolution_kw:
                 self._p_sent_kw = p_kw
-                out.append(SetStoragePower(name=st.name, p_kw=p_kw))
+                out.append(SetStoragePower(name=st.name, p_w=p_kw * 1000.0))
         return out

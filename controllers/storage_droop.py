@@ -91,4 +91,5 @@ class StorageDroopController(Controller):
             if dp <= self.config.resolution_kw and dq <= self.config.resolution_kvar:
                 return []
         self._sent = (p, q)
-        return [SetStoragePower(name=self.config.storage, p_kw=p, q_kvar=q)]
+        # the droop curves are set in kW and kvar; the command takes W and var
+        return [SetStoragePower(name=self.config.storage, p_w=p * 1000.0, q_var=q * 1000.0)]

@@ -131,8 +131,8 @@ def test_validate_refuses_a_bad_sweep_point(tmp_path, capsys):
         (lambda: SetReplicas(site="dc1", model="m", replicas=True), "SetReplicas.replicas"),
         (lambda: SetSiteOnline("dc1", "no"), "SetSiteOnline.online"),
         (lambda: SetSiteOnline("dc1", 0), "SetSiteOnline.online"),
-        (lambda: SetStoragePower("b1", True), "SetStoragePower.p_kw"),
-        (lambda: SetStoragePower("b1", float("nan")), "SetStoragePower.p_kw"),
+        (lambda: SetStoragePower("b1", True), "SetStoragePower.p_w"),
+        (lambda: SetStoragePower("b1", float("nan")), "SetStoragePower.p_w"),
         (lambda: SetPowerCap("dc1", "400"), "SetPowerCap.cap_w_per_gpu"),
         (lambda: SetBatchSize(site=7, model="m", batch_size=8), "SetBatchSize.site"),
     ],
@@ -145,7 +145,7 @@ def test_command_with_a_wrong_type_is_refused_naming_the_field(make, field):
 def test_command_normalizes_numeric_types():
     assert SetTaps("reg1", [np.int64(3), 4, 5.0]).taps == (3, 4, 5)
     assert type(SetBatchSize("dc1", "m", np.int64(64)).batch_size) is int
-    assert SetStoragePower("b1", 100).p_kw == 100.0 and SetPowerCap("dc1", None).cap_w_per_gpu is None
+    assert SetStoragePower("b1", 100).p_w == 100.0 and SetPowerCap("dc1", None).cap_w_per_gpu is None
 
 
 # ------------------------------------------------------------------ 3. user controller code failing

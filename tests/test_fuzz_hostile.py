@@ -427,7 +427,9 @@ EVENT_CASES: list[Case] = [
         ("scale-missing-fraction", "command: set_inference_scale, site: dc1", ("fraction",)),
         ("power-cap-word", "command: set_power_cap, site: dc1, cap_w_per_gpu: '400'", ("cap_w_per_gpu",)),
         ("unknown-field", "command: set_taps, bank: reg1, taps: [1, 2, 3], colour: red", ("colour",)),
-        ("storage-unknown", "command: set_storage_power, name: b9, p_kw: 10", ("b9",)),
+        ("storage-unknown", "command: set_storage_power, name: b9, p_w: 10000", ("b9",)),
+        ("storage-kw", "command: set_storage_power, name: b9, p_kw: 10", ("p_kw", "renamed to p_w")),
+        ("storage-p-word", "command: set_storage_power, name: b9, p_w: lots", ("p_w",)),
         (
             "shift-to-self",
             "command: shift_replicas, site: dc1, to_site: dc1, model: Llama-3.1-8B, replicas: 1",

@@ -16,13 +16,16 @@ import math
 import numbers
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import numpy as np
 
 from openg2g.core.errors import CommandError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "COMMANDS",
@@ -44,6 +47,7 @@ __all__ = [
     "ShiftReplicas",
     "command_name",
     "is_datacenter_command",
+    "renamed_fields",
 ]
 
 
@@ -97,6 +101,16 @@ class Command:
     """Base of all commands; checks (and normalizes, e.g. ``numpy.int64`` to ``int``) every field."""
 
     _checks: ClassVar[dict[type, list[tuple[str, Callable[[Any], Any], str, bool]]]] = {}
+
+    renamed: ClassVar[dict[str, str]] = {}
+    """Former field name -> what replaced it; a command given a former name is refused, naming the new one."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # runs before the dataclass __init__, which would only say "unexpected keyword argument"
+        old = renamed_fields(cls, kwargs)
+        if old:
+            raise CommandError(f"{cls.__name__}: {old}")
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         cls = type(self)
@@ -230,11 +244,21 @@ class SetCapacitor(GridCommand):
 
 @dataclass(frozen=True)
 class SetStoragePower(GridCommand):
-    """Battery setpoint: active power ``p_kw`` (> 0 discharges into the grid) and reactive ``q_kvar``."""
+    """Battery setpoint, held until the next one or until the state of charge reaches a limit.
+
+    :param name: battery name, as in the scenario's ``grid.storage``.
+    :param p_w: active power (W); > 0 discharges into the grid, < 0 charges.
+    :param q_var: reactive power (var); > 0 injects into the grid.
+    """
+
+    renamed: ClassVar[dict[str, str]] = {
+        "p_kw": "p_w, in W (it was in kW: multiply by 1000)",
+        "q_kvar": "q_var, in var (it was in kvar: multiply by 1000)",
+    }
 
     name: str
-    p_kw: float
-    q_kvar: float = 0.0
+    p_w: float
+    q_var: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -259,6 +283,12 @@ class SetLineInService(GridCommand):
 
     line: str
     in_service: bool
+
+
+def renamed_fields(cls: type[Command], fields: Iterable[str]) -> str:
+    """A sentence naming the former field names among ``fields`` and their replacements ("" if none)."""
+    old = [name for name in fields if name in cls.renamed]
+    return "; ".join(f"field {name!r} was renamed to {cls.renamed[name]}" for name in old)
 
 
 def is_datacenter_command(command: Command) -> TypeGuard[DatacenterCommand]:

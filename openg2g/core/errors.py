@@ -15,6 +15,7 @@ __all__ = [
     "ScenarioError",
     "SimulationError",
     "TraceError",
+    "UnknownNameError",
 ]
 
 
@@ -44,6 +45,15 @@ class FeederError(G2GError):
 
 class CommandError(G2GError):
     """A command is malformed or outside the receiving component's limits."""
+
+
+class UnknownNameError(G2GError, KeyError):
+    """A name (a site, a bus, an element) the receiving component does not know; the message lists
+    the names it knows. A ``KeyError`` too, for callers that look names up."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; this message is a sentence
+        return str(self.args[0]) if self.args else ""
 
 
 class ControllerError(G2GError):

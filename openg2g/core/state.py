@@ -28,7 +28,7 @@ PHASES: tuple[str, str, str] = ("a", "b", "c")
 
 def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     """Copy ``values`` into a new read-only numpy array."""
-    arr = np.array(values, dtype=dtype)
+    arr: np.ndarray = np.array(values, dtype=dtype)
     arr.flags.writeable = False
     return arr
 
@@ -236,6 +236,13 @@ class GridState:
         object.__setattr__(self, "p_sub_w", frozen_array(self.p_sub_w))
         object.__setattr__(self, "q_sub_var", frozen_array(self.q_sub_var))
         object.__setattr__(self, "taps", MappingProxyType(dict(self.taps)))
+
+    @classmethod
+    def not_converged(cls, t_s: float, bus_phases: tuple[str, ...], taps: Mapping[str, tuple[int, ...]]) -> GridState:
+        """The state of a step whose power flow failed when the run goes on (``on_nonconvergence:
+        flag``): NaN voltages, powers and losses, ``converged=False``, the taps in force."""
+        nan3 = np.full(3, np.nan)
+        return cls(t_s, bus_phases, np.full(len(bus_phases), np.nan), taps, nan3, nan3, float("nan"), converged=False)
 
     def voltage(self, bus_phase: str) -> float:
         """Voltage magnitude (pu) at ``"<bus>.<phase>"``."""

@@ -70,6 +70,7 @@ import numpy as np
 
 from openg2g.core.commands import (
     Command,
+    DatacenterCommand,
     SetBatchSize,
     SetInferenceScale,
     SetPowerCap,
@@ -559,60 +560,76 @@ class ReplayDatacenter(DatacenterBackend):
 
     # ------------------------------------------------------------------ commands
 
+    @functools.singledispatchmethod
     def apply(self, command: Command, t_s: float) -> None:
-        """Carry out a datacenter command at ``t_s`` (see the module docstring for each effect).
+        """Carry out a datacenter command at ``t_s`` (see the module docstring for each effect);
+        one handler per command type.
 
-        :raises CommandError: wrong site, unknown model, unmeasured batch size, cap out of range,
-            negative counts, or a replica target beyond the site's GPU capacity.
+        :raises CommandError: a command a site does not handle, wrong site, unknown model,
+            unmeasured batch size, cap out of range, negative counts, or a replica target beyond
+            the site's GPU capacity.
         """
-        if isinstance(command, ShiftReplicas):
-            self._shift(command, t_s)
-            return
-        site = getattr(command, "site", None)
-        if site != self.name:
-            raise CommandError(f"{type(command).__name__} for site {site!r} delivered to site {self.name!r}")
-        if isinstance(command, SetBatchSize):
-            m = self._model(command.model)
-            if command.batch_size not in m.batch_sizes:
-                raise CommandError(
-                    f"site {self.name!r}: batch size {command.batch_size} not available for {m.name}; "
-                    f"valid: {list(m.batch_sizes)}"
-                )
-            if command.batch_size != m.batch:
-                weights = m.weights_at(t_s)
-                tau = FILL_TAU_S if command.batch_size > m.batch else self._drain_tau_s(m.configs[m.batch])
-                m.weights, m.weights_t_s, m.tau_s = weights, t_s, tau
-                m.batch = command.batch_size
-        elif isinstance(command, SetPowerCap):
-            cap = command.cap_w_per_gpu
-            if cap is not None and not CAP_MIN_W <= cap <= CAP_MAX_W:
-                raise CommandError(
-                    f"site {self.name!r}: power cap {cap} W per GPU outside the H100 range {CAP_MIN_W:.0f}-{CAP_MAX_W:.0f} W"
-                )
-            targets = [self._model(command.model)] if command.model is not None else list(self._models.values())
-            for m in targets:
-                m.cap_w_per_gpu = cap
-        elif isinstance(command, SetReplicas):
-            m = self._model(command.model)
-            self._check_ramp(command.ramp_s)
-            if command.replicas < 0:
-                raise CommandError(f"site {self.name!r}: replicas must be >= 0, got {command.replicas}")
-            self._check_capacity({m.name: float(command.replicas)}, t_s)
-            m.set_target(t_s, command.replicas, command.ramp_s)
-        elif isinstance(command, SetInferenceScale):
-            self._check_ramp(command.ramp_s)
-            if not command.fraction >= 0:
-                raise CommandError(f"site {self.name!r}: inference scale must be >= 0, got {command.fraction}")
-            scaled = {m.name: command.fraction * m.configured for m in self._models.values()}
-            self._check_capacity(scaled, t_s)
-            for m in self._models.values():
-                m.set_target(t_s, scaled[m.name], command.ramp_s)
-        elif isinstance(command, SetSiteOnline):
-            self._online = bool(command.online)
-        else:
-            raise CommandError(f"site {self.name!r} cannot carry out {type(command).__name__}")
+        raise CommandError(f"site {self.name!r} cannot carry out {type(command).__name__}")
 
-    def _shift(self, command: ShiftReplicas, t_s: float) -> None:
+    def _check_site(self, command: DatacenterCommand) -> None:
+        if command.site != self.name:
+            raise CommandError(f"{type(command).__name__} for site {command.site!r} delivered to site {self.name!r}")
+
+    @apply.register
+    def _set_batch_size(self, command: SetBatchSize, t_s: float) -> None:
+        self._check_site(command)
+        m = self._model(command.model)
+        if command.batch_size not in m.batch_sizes:
+            raise CommandError(
+                f"site {self.name!r}: batch size {command.batch_size} not available for {m.name}; "
+                f"valid: {list(m.batch_sizes)}"
+            )
+        if command.batch_size != m.batch:
+            weights = m.weights_at(t_s)
+            tau = FILL_TAU_S if command.batch_size > m.batch else self._drain_tau_s(m.configs[m.batch])
+            m.weights, m.weights_t_s, m.tau_s = weights, t_s, tau
+            m.batch = command.batch_size
+
+    @apply.register
+    def _set_power_cap(self, command: SetPowerCap, t_s: float) -> None:
+        self._check_site(command)
+        cap = command.cap_w_per_gpu
+        if cap is not None and not CAP_MIN_W <= cap <= CAP_MAX_W:
+            raise CommandError(
+                f"site {self.name!r}: power cap {cap} W per GPU outside the H100 range {CAP_MIN_W:.0f}-{CAP_MAX_W:.0f} W"
+            )
+        targets = [self._model(command.model)] if command.model is not None else list(self._models.values())
+        for m in targets:
+            m.cap_w_per_gpu = cap
+
+    @apply.register
+    def _set_replicas(self, command: SetReplicas, t_s: float) -> None:
+        self._check_site(command)
+        m = self._model(command.model)
+        self._check_ramp(command.ramp_s)
+        if command.replicas < 0:
+            raise CommandError(f"site {self.name!r}: replicas must be >= 0, got {command.replicas}")
+        self._check_capacity({m.name: float(command.replicas)}, t_s)
+        m.set_target(t_s, command.replicas, command.ramp_s)
+
+    @apply.register
+    def _set_inference_scale(self, command: SetInferenceScale, t_s: float) -> None:
+        self._check_site(command)
+        self._check_ramp(command.ramp_s)
+        if not command.fraction >= 0:
+            raise CommandError(f"site {self.name!r}: inference scale must be >= 0, got {command.fraction}")
+        scaled = {m.name: command.fraction * m.configured for m in self._models.values()}
+        self._check_capacity(scaled, t_s)
+        for m in self._models.values():
+            m.set_target(t_s, scaled[m.name], command.ramp_s)
+
+    @apply.register
+    def _set_site_online(self, command: SetSiteOnline, t_s: float) -> None:
+        self._check_site(command)
+        self._online = bool(command.online)
+
+    @apply.register
+    def _shift_replicas(self, command: ShiftReplicas, t_s: float) -> None:
         if command.site == command.to_site:
             raise CommandError(f"shift_replicas: source and destination are both {command.site!r}")
         if command.replicas < 0:
@@ -674,7 +691,3 @@ class ReplayDatacenter(DatacenterBackend):
         if meta.avg_output_len_tokens is None or meta.mean_itl_s is None:
             return FILL_TAU_S
         return max(FILL_TAU_S, meta.avg_output_len_tokens * meta.mean_itl_s / 2)
-
-    def gpus_in_use(self, t_s: float) -> float:
-        """GPUs of the active inference replicas at ``t_s`` (training excluded)."""
-        return sum(m.active(t_s) * m.gpus for m in self._models.values())

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from openg2g.core.commands import COMMANDS, renamed_fields
 from openg2g.core.limits import MAX_DURATION_S
 
 __all__ = [
@@ -165,7 +166,15 @@ class RegulatorSpec(_Model):
     vreg_v: float | None = Field(
         None, ge=90, le=150, description="Auto mode: set point override (V on the 120 V base)."
     )
-    delay_s: float = Field(15.0, ge=0, description="Auto mode: time outside the band before a tap move (s).")
+    delay_s: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Auto mode: time outside the band before a tap move (s). None keeps the feeder's: the "
+            "RegControl delay of the feeder file (15 s when the file does not set it); a value here "
+            "overrides it for every phase of the bank."
+        ),
+    )
     min_tap: int | None = Field(
         None,
         ge=-MAX_TAP_STEPS,
@@ -471,6 +480,14 @@ class EventSpec(_Model):
                 f"{float(v):g} s is later than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
             )
         return v
+
+    @model_validator(mode="after")
+    def _renamed(self) -> EventSpec:
+        command = COMMANDS.get(self.command)
+        old = renamed_fields(command, self.fields()) if command is not None else ""
+        if old:
+            raise ValueError(f"{self.command}: {old}")
+        return self
 
     def fields(self) -> dict[str, Any]:
         """The command's own fields (everything but ``t_s`` and ``command``)."""

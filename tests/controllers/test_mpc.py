@@ -82,7 +82,7 @@ def test_battery_discharges_on_undervoltage():
     ctrl.reset(ctx, 0)
     cmds = ctrl.step(make_observation(ctx, 0.94))
     bat = [c for c in cmds if isinstance(c, SetStoragePower)]
-    assert len(bat) == 1 and 0.0 < bat[0].p_kw <= 500.0
+    assert len(bat) == 1 and 0.0 < bat[0].p_w <= 500e3
 
 
 def test_bad_params():

@@ -134,10 +134,10 @@ def test_storage_droop_controller_sends_on_change_only():
     v = [0.98, 0.98, 0.98, 1.0, 1.0, 1.0]
     (cmd,) = ctrl.step(make_observation(ctx, v))
     assert isinstance(cmd, SetStoragePower) and cmd.name == "bat1"
-    assert (cmd.p_kw, cmd.q_kvar) == (pytest.approx(100.0), pytest.approx(50.0))
+    assert (cmd.p_w, cmd.q_var) == (pytest.approx(100e3), pytest.approx(50e3))
     assert ctrl.step(make_observation(ctx, [0.98005] * 3 + [1.0] * 3)) == []  # change below resolution
     (cmd,) = ctrl.step(make_observation(ctx, 1.0))
-    assert (cmd.p_kw, cmd.q_kvar) == (0.0, 0.0)
+    assert (cmd.p_w, cmd.q_var) == (0.0, 0.0)
 
 
 def test_storage_droop_unknown_storage():

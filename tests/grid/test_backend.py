@@ -3,6 +3,7 @@ storage, PV, profiles, regulators in auto mode, outages, non-convergence, an ana
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,11 @@ from openg2g.core.commands import (
     SetStoragePower,
     SetTaps,
 )
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
+from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, UnknownNameError
 from openg2g.core.state import DatacenterState
 from openg2g.grid.backend import FeederGrid
-from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
+from openg2g.grid.feeders import load_feeder
+from openg2g.scenario.schema import EventSpec, GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 
 PF = 0.95
 
@@ -154,19 +156,19 @@ def test_storage_soc_and_limits() -> None:
     g = FeederGrid.from_spec(spec, [], Path("."))
     assert g.storages() == ("b1",) and not g.can_batch()
     base = g.solve(0.0, {}, 0.0)
-    g.apply(SetStoragePower("b1", 180.0, 0.0), 0.0)
+    g.apply(SetStoragePower("b1", 180e3, 0.0), 0.0)
     s = g.solve(3600.0, {}, 3600.0)  # one hour at 180 kW discharge: 200 kWh out of the cells
-    assert g._storage["b1"].soc == pytest.approx(0.5 - 180.0 / 0.9 / 1000.0)
+    assert g._batteries["b1"].soc == pytest.approx(0.5 - 180.0 / 0.9 / 1000.0)
     assert s.p_sub_w.sum() < base.p_sub_w.sum() - 1.7e5
-    g.apply(SetStoragePower("b1", -300.0, 0.0), 3600.0)
+    g.apply(SetStoragePower("b1", -300e3, 0.0), 3600.0)
     g.solve(7200.0, {}, 3600.0)  # one hour charging at 300 kW: 270 kWh into the cells
-    assert g._storage["b1"].soc == pytest.approx(0.3 + 300.0 * 0.9 / 1000.0)
-    g.apply(SetStoragePower("b1", -500.0, 0.0), 7200.0)
+    assert g._batteries["b1"].soc == pytest.approx(0.3 + 300.0 * 0.9 / 1000.0)
+    g.apply(SetStoragePower("b1", -500e3, 0.0), 7200.0)
     for k in range(5):
         g.solve(7200.0 + 3600.0 * (k + 1), {}, 3600.0)
-    assert g._storage["b1"].soc == pytest.approx(0.9) and g._storage["b1"].p_kw == 0.0
+    assert g._batteries["b1"].soc == pytest.approx(0.9) and g._batteries["b1"].p_w == 0.0
     with pytest.raises(CommandError, match="exceeds"):
-        g.apply(SetStoragePower("b1", 400.0, 400.0), 0.0)
+        g.apply(SetStoragePower("b1", 400e3, 400e3), 0.0)
     with pytest.raises(CommandError, match="unknown battery"):
         g.apply(SetStoragePower("b2", 1.0), 0.0)
 
@@ -205,6 +207,44 @@ def test_auto_regulator_waits_for_delay() -> None:
     g.apply(SetRegulatorMode("reg1", "fixed"), 80.0)
     frozen = g.solve(80.0, {"dc": dc(1e6)}, 10.0).taps["reg1"]
     assert g.solve(200.0, {"dc": dc(1e6)}, 120.0).taps["reg1"] == frozen
+
+
+def test_feeder_regcontrol_delay_is_the_default_and_the_scenario_overrides_it() -> None:
+    """The RegControl delay of the feeder file times the moves unless the scenario sets delay_s."""
+    base = load_feeder("openg2g-ieee13")
+    slow = [dataclasses.replace(rc, delay_s=30.0) for rc in base.model.regcontrols]
+    feeder = dataclasses.replace(base, model=dataclasses.replace(base.model, regcontrols=slow), _net=None)
+
+    def first_move_s(spec: RegulatorSpec) -> float:
+        g = FeederGrid(feeder, GridSpec(feeder="openg2g-ieee13", regulators={"reg1": spec}), [site()], Path("."))
+        for i in range(1, 8):
+            if g.solve(10.0 * i, {"dc": dc(1e6)}, 10.0).taps["reg1"] != (0, 0, 0):
+                return 10.0 * i
+        raise AssertionError("no tap move in 70 s")
+
+    # a move decided at the solve where the timer reaches the delay is in force at the next solve
+    assert first_move_s(RegulatorSpec(taps=[0, 0, 0], mode="auto")) == 40.0
+    assert first_move_s(RegulatorSpec(taps=[0, 0, 0], mode="auto", delay_s=10.0)) == 20.0
+
+
+def test_storage_power_is_in_watts_and_the_old_names_are_refused() -> None:
+    with pytest.raises(CommandError, match=r"SetStoragePower: field 'p_kw' was renamed to p_w, in W"):
+        SetStoragePower(name="b1", p_kw=100.0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r"set_storage_power: field 'q_kvar' was renamed to q_var"):
+        EventSpec.model_validate({"t_s": 1, "command": "set_storage_power", "name": "b1", "p_w": 0, "q_kvar": 5})
+    spec = GridSpec(feeder="openg2g-ieee13", storage=[{"name": "b1", "bus": "675", "kw": 500, "kwh": 1000}])
+    g = FeederGrid.from_spec(spec, [], Path("."))
+    idle = g.solve(0.0, {}, 0.0).p_sub_w.sum()
+    g.apply(SetStoragePower(name="b1", p_w=500e3), 0.0)  # the full rating, discharging
+    assert idle - g.solve(1.0, {}, 1.0).p_sub_w.sum() == pytest.approx(500e3, rel=0.05)  # less losses
+    with pytest.raises(CommandError, match=r"\|500001.0 W \+ j0.0 var\| exceeds the 500000 W rating"):
+        g.apply(SetStoragePower(name="b1", p_w=500001.0), 1.0)
+
+
+def test_load_for_an_unknown_site_names_it_and_the_sites() -> None:
+    g = og13(on_nonconvergence="flag")  # a wrong name is not a power flow failure, even in flag mode
+    with pytest.raises(UnknownNameError, match=r"load for unknown site 'dc2' \(sites: dc\)"):
+        g.solve(0.0, {"dc2": dc(1e6, name="dc2")}, 1.0)
 
 
 def test_nonconvergence() -> None:
