@@ -1080,6 +1080,49 @@ def _bank_names(transformers: list[TransformerModel], controlled: set[str]) -> N
         t.bank = groups[key]
 
 
+def _build_regcontrol(e: _Elem, transformers: set[str]) -> RegControlModel:
+    p = e.props
+    if p["transformer"] not in transformers:
+        raise FeederError(f"{e.where}: regcontrol.{e.name}: unknown transformer {p['transformer']!r}")
+    if p["winding"] != 2:
+        raise FeederError(f"{e.where}: regcontrol.{e.name}: only winding=2 (the tapped winding) is supported")
+    return RegControlModel(
+        name=e.name,
+        transformer=p["transformer"],
+        winding=p["winding"],
+        vreg_v=p["vreg"],
+        band_v=p["band"],
+        ptratio=p["ptratio"],
+        ctprim_a=p["ctprim"],
+        r_v=p["r"],
+        x_v=p["x"],
+        delay_s=p["delay"],
+        ptphase=p["ptphase"],
+    )
+
+
+def _bus_phase_sets(
+    source: SourceModel,
+    lines: list[LineModel],
+    transformers: list[TransformerModel],
+    loads: list[LoadModel],
+    capacitors: list[CapacitorModel],
+) -> dict[str, set[str]]:
+    """Bus -> the phases any element connects there (the source bus has all three)."""
+    phases: dict[str, set[str]] = {source.bus: {"a", "b", "c"}}
+    for ln in lines:
+        phases.setdefault(ln.bus1, set()).update(ln.phases1)
+        phases.setdefault(ln.bus2, set()).update(ln.phases2)
+    for t in transformers:
+        for w in t.windings:
+            phases.setdefault(w.bus, set()).update(w.phases)
+    for ld in loads:
+        phases.setdefault(ld.bus, set()).update(p for p in ld.phases if p)
+    for c in capacitors:
+        phases.setdefault(c.bus, set()).update(c.phases)
+    return phases
+
+
 def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
     """Read an OpenDSS master file (and everything it redirects to) into a :class:`FeederModel`.
 
@@ -1104,29 +1147,7 @@ def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
     source = _source(reader.circuit)
     lines = [_build_line(reader, e) for e in reader.elements["line"].values()]
     transformers = [_build_transformer(e) for e in reader.elements["transformer"].values()]
-    tnames = {t.name for t in transformers}
-    regcontrols = []
-    for e in reader.elements["regcontrol"].values():
-        p = e.props
-        if p["transformer"] not in tnames:
-            raise FeederError(f"{e.where}: regcontrol.{e.name}: unknown transformer {p['transformer']!r}")
-        if p["winding"] != 2:
-            raise FeederError(f"{e.where}: regcontrol.{e.name}: only winding=2 (the tapped winding) is supported")
-        regcontrols.append(
-            RegControlModel(
-                name=e.name,
-                transformer=p["transformer"],
-                winding=p["winding"],
-                vreg_v=p["vreg"],
-                band_v=p["band"],
-                ptratio=p["ptratio"],
-                ctprim_a=p["ctprim"],
-                r_v=p["r"],
-                x_v=p["x"],
-                delay_s=p["delay"],
-                ptphase=p["ptphase"],
-            )
-        )
+    regcontrols = [_build_regcontrol(e, {t.name for t in transformers}) for e in reader.elements["regcontrol"].values()]
     controlled = {r.transformer for r in regcontrols}
     for t in transformers:
         if t.name not in controlled:
@@ -1135,17 +1156,7 @@ def read_dss(path: str | Path, name: str | None = None) -> FeederModel:
     loads = [_build_load(e) for e in reader.elements["load"].values()]
     capacitors = [_build_capacitor(e) for e in reader.elements["capacitor"].values()]
     bus_kv = _bus_kv(source, lines, transformers, reader.voltagebases)
-    phases: dict[str, set[str]] = {source.bus: {"a", "b", "c"}}
-    for ln in lines:
-        phases.setdefault(ln.bus1, set()).update(ln.phases1)
-        phases.setdefault(ln.bus2, set()).update(ln.phases2)
-    for t in transformers:
-        for w in t.windings:
-            phases.setdefault(w.bus, set()).update(w.phases)
-    for ld in loads:
-        phases.setdefault(ld.bus, set()).update(p for p in ld.phases if p)
-    for c in capacitors:
-        phases.setdefault(c.bus, set()).update(c.phases)
+    phases = _bus_phase_sets(source, lines, transformers, loads, capacitors)
     orphans = [b for b in phases if b not in bus_kv]
     if orphans:
         raise FeederError(f"{path}: buses not connected to the source: {sorted(orphans)}")

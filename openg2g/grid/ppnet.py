@@ -45,13 +45,8 @@ def sequence_impedance(z: np.ndarray) -> tuple[complex, complex]:
     return zs - zm, zs + 2 * zm
 
 
-def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
-    """Build the pandapower network of ``model`` (see the module docstring for its tables)."""
-    net = pp.create_empty_network(name=model.name, f_hz=model.frequency_hz)
-    bus_idx: dict[str, int] = {}
-    for bus, kv in model.bus_kv.items():
-        bus_idx[bus] = pp.create_bus(net, vn_kv=kv, name=bus, geodata=model.coords.get(bus))
-    net.bus["phases"] = ["".join(model.bus_phases[b]) for b in net.bus.name]
+def _add_source(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
+    """The source as an external grid with its short-circuit impedance."""
     src = model.source
     z1 = complex(*src.z1_ohm)
     z0 = complex(*src.z0_ohm)
@@ -67,6 +62,10 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         x0x_max=z0.imag / z1.imag if z1.imag else 1.0,
         r0x0_max=z0.real / z0.imag if z0.imag else 0.1,
     )
+
+
+def _add_lines(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
+    """Lines from their sequence impedances; the phase data kept in ``net.line_phase``."""
     w = 2 * math.pi * model.frequency_hz
     phase_rows = []
     for ln in model.lines:
@@ -105,6 +104,11 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
     net.line["phases_to"] = [r["phases_to"] for r in phase_rows]
     net.line["switch"] = [r["switch"] for r in phase_rows]
     net["line_phase"] = pd.DataFrame(phase_rows)
+
+
+def _add_transformers(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
+    """One pandapower transformer per regulator bank (it has a single tap) or plain transformer;
+    the per-phase taps of the banks in ``net.regulator``."""
     reg_rows = []
     made_banks: set[str] = set()
     trafo_banks: list[str | None] = []
@@ -164,6 +168,10 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
     net["regulator"] = pd.DataFrame(
         reg_rows, columns=["bank", "transformer", "phase", "tap_pos", "tap_min", "tap_max", "tap_step_pu"]
     )
+
+
+def _add_loads(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
+    """Loads as asymmetric loads (a delta branch's power on its first phase)."""
     for ld in model.loads:
         p = {ph: 0.0 for ph in "abc"}
         q = {ph: 0.0 for ph in "abc"}
@@ -190,6 +198,10 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         )
     net.asymmetric_load["model"] = [ld.model for ld in model.loads] if model.loads else []
     net.asymmetric_load["phases"] = ["".join(p or "" for p in ld.phases) for ld in model.loads] if model.loads else []
+
+
+def _add_capacitors(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
+    """Capacitors as shunts."""
     for cap in model.capacitors:
         pp.create_shunt(
             net,
@@ -201,4 +213,18 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
             in_service=cap.closed,
         )
     net.shunt["phases"] = ["".join(c.phases) for c in model.capacitors] if model.capacitors else []
+
+
+def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
+    """Build the pandapower network of ``model`` (see the module docstring for its tables)."""
+    net = pp.create_empty_network(name=model.name, f_hz=model.frequency_hz)
+    bus_idx: dict[str, int] = {}
+    for bus, kv in model.bus_kv.items():
+        bus_idx[bus] = pp.create_bus(net, vn_kv=kv, name=bus, geodata=model.coords.get(bus))
+    net.bus["phases"] = ["".join(model.bus_phases[b]) for b in net.bus.name]
+    _add_source(net, model, bus_idx)
+    _add_lines(net, model, bus_idx)
+    _add_transformers(net, model, bus_idx)
+    _add_loads(net, model, bus_idx)
+    _add_capacitors(net, model, bus_idx)
     return net

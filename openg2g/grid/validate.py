@@ -19,26 +19,10 @@ def _some(names: Sequence[str], n: int = 12) -> str:
     return head + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
-    """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
+def _check_sites(feeder: Feeder, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+    """Each site's bus exists and has three phases."""
     problems: list[tuple[str, str]] = []
     buses = feeder.bus_phases
-    bus_list = list(buses)
-
-    def bus_ok(path: str, bus: str, need: Sequence[str] = ()) -> None:
-        b = bus.lower()
-        if b not in buses:
-            problems.append((path, f"unknown bus {bus!r} on feeder {feeder.name}; buses are {_some(bus_list)}"))
-            return
-        missing = [p for p in need if p not in buses[b]]
-        if missing:
-            problems.append(
-                (
-                    path,
-                    f"bus {bus!r} has phases {''.join(buses[b])}, missing {''.join(missing)} (needs {''.join(need)})",
-                )
-            )
-
     three = [b for b, ph in buses.items() if len(ph) == 3]
     for i, site in enumerate(sites):
         b = site.bus.lower()
@@ -59,6 +43,29 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
                     ),
                 )
             )
+    return problems
+
+
+def _check_element_buses(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """PV, storage, extra-load and monitored buses exist and have the phases their elements use."""
+    problems: list[tuple[str, str]] = []
+    buses = feeder.bus_phases
+    bus_list = list(buses)
+
+    def bus_ok(path: str, bus: str, need: Sequence[str] = ()) -> None:
+        b = bus.lower()
+        if b not in buses:
+            problems.append((path, f"unknown bus {bus!r} on feeder {feeder.name}; buses are {_some(bus_list)}"))
+            return
+        missing = [p for p in need if p not in buses[b]]
+        if missing:
+            problems.append(
+                (
+                    path,
+                    f"bus {bus!r} has phases {''.join(buses[b])}, missing {''.join(missing)} (needs {''.join(need)})",
+                )
+            )
+
     for i, pv in enumerate(spec.pv):
         bus_ok(f"grid.pv.{i}.bus", pv.bus, pv.phases)
     for i, st in enumerate(spec.storage):
@@ -67,6 +74,13 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
         bus_ok(f"grid.extra_loads.{i}.bus", ld.bus, ld.phases)
     for i, b in enumerate(spec.monitored_buses or []):
         bus_ok(f"grid.monitored_buses.{i}", b)
+    return problems
+
+
+def _check_regulators(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """Regulator banks exist, with a non-empty tap range and one tap per phase inside it (one value
+    on a ganged bank)."""
+    problems: list[tuple[str, str]] = []
     for bank, reg in spec.regulators.items():
         info = feeder.regulators.get(bank.lower())
         if info is None:
@@ -105,6 +119,11 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
                         ),
                     )
                 )
+    return problems
+
+
+def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
     for cap in spec.capacitors:
         if cap.lower() not in feeder.capacitors:
             problems.append(
@@ -114,6 +133,16 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
                 )
             )
     return problems
+
+
+def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+    """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
+    return [
+        *_check_sites(feeder, sites),
+        *_check_element_buses(feeder, spec),
+        *_check_regulators(feeder, spec),
+        *_check_capacitors(feeder, spec),
+    ]
 
 
 def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | None = None) -> list[tuple[str, str]]:
@@ -137,11 +166,12 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
         return [("grid.feeder", msg)]
     problems = check_against_feeder(feeder, spec, sites)
     folder = Path(".") if base_dir is None else base_dir
-    for path, items in (("grid.pv", spec.pv), ("grid.extra_loads", spec.extra_loads)):
-        for i, item in enumerate(items):
-            if item.profile is not None:
-                try:
-                    Profile.read(folder / item.profile, f"{path}.{i}.profile")
-                except ScenarioError as exc:
-                    problems.extend(exc.problems)
+    profiles = [(f"grid.pv.{i}.profile", pv.profile) for i, pv in enumerate(spec.pv)]
+    profiles += [(f"grid.extra_loads.{i}.profile", x.profile) for i, x in enumerate(spec.extra_loads)]
+    for where, profile in profiles:
+        if profile is not None:
+            try:
+                Profile.read(folder / profile, where)
+            except ScenarioError as exc:
+                problems.extend(exc.problems)
     return problems
