@@ -15,7 +15,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from openg2g.engine.simulation import Simulation, build_components
+from openg2g.engine.simulation import Simulation
+from openg2g.scenario.build import build_components
 from openg2g.scenario.loader import load_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the analytic toys live with the tests

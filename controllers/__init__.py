@@ -1,4 +1,5 @@
-"""Stock controllers, by the name a scenario file uses in ``controllers[].kind``.
+"""Stock controllers. A scenario names them in ``controllers[].kind`` by the entry-point names of
+the ``openg2g.controllers`` group in ``pyproject.toml`` (``ofo``, ``mpc``, ``pid``, ...).
 
 Each class subclasses :class:`openg2g.core.protocols.Controller`, has a pydantic ``Config`` (frozen,
 unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
@@ -6,19 +7,17 @@ unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 
 from __future__ import annotations
 
-from controllers.load_shift import LoadShiftController
-from controllers.mpc import MPCController
-from controllers.noop import NoopController
-from controllers.ofo import OFOController
-from controllers.pid import PIDController
-from controllers.rl_policy import RLPolicy
-from controllers.rule_based import RuleBasedController
-from controllers.storage_droop import StorageDroopController
-from controllers.tap_schedule import TapScheduleController
-from openg2g.core.protocols import Controller
+from openg2g.controllers.load_shift import LoadShiftController
+from openg2g.controllers.mpc import MPCController
+from openg2g.controllers.noop import NoopController
+from openg2g.controllers.ofo import OFOController
+from openg2g.controllers.pid import PIDController
+from openg2g.controllers.rl_policy import RLPolicy
+from openg2g.controllers.rule_based import RuleBasedController
+from openg2g.controllers.storage_droop import StorageDroopController
+from openg2g.controllers.tap_schedule import TapScheduleController
 
 __all__ = [
-    "STOCK",
     "LoadShiftController",
     "MPCController",
     "NoopController",
@@ -29,16 +28,3 @@ __all__ = [
     "StorageDroopController",
     "TapScheduleController",
 ]
-
-STOCK: dict[str, type[Controller]] = {
-    "noop": NoopController,
-    "rule_based": RuleBasedController,
-    "pid": PIDController,
-    "ofo": OFOController,
-    "mpc": MPCController,
-    "tap_schedule": TapScheduleController,
-    "storage_droop": StorageDroopController,
-    "load_shift": LoadShiftController,
-    "rl_policy": RLPolicy,
-}
-"""Scenario name -> controller class."""

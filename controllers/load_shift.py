@@ -21,9 +21,9 @@ import math
 import numpy as np
 from pydantic import Field
 
-from controllers._base import ControllerConfig
-from controllers._sites import active_replicas, resolve_sites
-from controllers._voltage import zone_indices
+from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._sites import active_replicas, resolve_sites
+from openg2g.controllers._voltage import zone_indices
 from openg2g.core.commands import Command, ShiftReplicas
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller

@@ -56,10 +56,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from controllers._base import ControllerConfig
-from controllers._sites import active_replicas, phase_share, resolve_sites
-from controllers._voltage import SensitivityCache, zone_indices
-from controllers.curves import ModelCurves, project_batch
+from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._sites import active_replicas, phase_share, resolve_sites
+from openg2g.controllers._voltage import SensitivityCache, zone_indices
+from openg2g.controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Command, SetBatchSize, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controllers._base import ControllerConfig
+from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Command
 from openg2g.core.protocols import Controller
 from openg2g.core.state import Observation

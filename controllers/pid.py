@@ -54,10 +54,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from controllers._base import ControllerConfig
-from controllers._sites import resolve_sites
-from controllers._voltage import zone_indices
-from controllers.curves import log2_bounds, project_batch
+from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._sites import resolve_sites
+from openg2g.controllers._voltage import zone_indices
+from openg2g.controllers.curves import log2_bounds, project_batch
 from openg2g.core.commands import Command, SetBatchSize, SetPowerCap
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller

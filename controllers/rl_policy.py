@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from controllers._base import ControllerConfig
+from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Command
 from openg2g.core.protocols import ControlContext, Controller
 from openg2g.core.state import Observation

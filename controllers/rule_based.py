@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from controllers._base import ControllerConfig
-from controllers._sites import resolve_sites
-from controllers._voltage import zone_indices
-from controllers.curves import step_batch
+from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._sites import resolve_sites
+from openg2g.controllers._voltage import zone_indices
+from openg2g.controllers.curves import step_batch
 from openg2g.core.commands import Command, SetBatchSize
 from openg2g.core.protocols import ControlContext, Controller, ModelInfo
 from openg2g.core.state import ModelState, Observation

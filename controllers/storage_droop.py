@@ -20,8 +20,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from controllers._base import ControllerConfig
-from controllers._voltage import zone_indices
+from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._voltage import zone_indices
 from openg2g.core.commands import Command, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from controllers._base import ControllerConfig
+from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import ControlContext, Controller

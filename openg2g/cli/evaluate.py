@@ -34,16 +34,8 @@ __all__ = ["evaluate_policy", "policy_controller_spec", "register"]
 
 
 def policy_controller_spec(policy: Path) -> dict[str, Any]:
-    """The scenario ``controllers`` entry that runs ``policy`` (stock ``rl_policy``, or by file path)."""
-    from openg2g.control.registry import stock_controllers
-
-    if "rl_policy" in stock_controllers():
-        kind = "rl_policy"
-    else:  # not registered in this checkout: load the class from its file
-        import controllers
-
-        kind = f"{Path(controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
-    return {"kind": kind, "name": "rl_policy", "params": {"policy": str(policy)}}
+    """The scenario ``controllers`` entry that runs ``policy`` with the stock ``rl_policy``."""
+    return {"kind": "rl_policy", "name": "rl_policy", "params": {"policy": str(policy)}}
 
 
 def held_out_variations(loaded: LoadedScenario, meta: PolicyMeta, n: int) -> list[tuple[str, LoadedScenario]]:

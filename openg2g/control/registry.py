@@ -1,7 +1,9 @@
 """Find and build controllers named in a scenario: stock ones by name, users' own by file path.
 
-``kind: ofo`` names a stock controller from the top-level ``controllers`` package;
-``kind: path/to/file.py:ClassName`` loads a class from a file (relative to the scenario file).
+``kind: ofo`` names a registered controller: the stock ones (the repository's ``controllers/``
+folder, installed as :mod:`openg2g.controllers`) and any other package's, each an entry point of
+the ``openg2g.controllers`` group; ``kind: path/to/file.py:ClassName`` loads a class from a file
+(relative to the scenario file).
 A controller class with a ``Config`` attribute (a pydantic model) is built as
 ``cls(cls.Config(**params))``; one without is built as ``cls(**params)``.
 """
@@ -11,25 +13,38 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
+from openg2g.control.config import ControllerSpec
 from openg2g.core.errors import ControllerError, G2GError
 from openg2g.core.protocols import Controller
-from openg2g.scenario.schema import ControllerSpec
 
 __all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
 
 T = TypeVar("T")
 
 
-def stock_controllers() -> dict[str, type[Controller]]:
-    """The stock controllers by scenario name."""
-    from controllers import STOCK
+ENTRY_POINT_GROUP = "openg2g.controllers"
+"""Package entry-point group of controllers a scenario can name by ``kind`` (the stock ones, in
+openg2g's ``pyproject.toml``, and any other installed package's)."""
 
-    return dict(STOCK)
+
+def stock_controllers() -> dict[str, type[Controller]]:
+    """The registered controllers by scenario name: every ``openg2g.controllers`` entry point.
+
+    :raises ControllerError: an entry point that cannot be imported (the message names it).
+    """
+    found: dict[str, type[Controller]] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            found[entry.name] = entry.load()
+        except Exception as exc:  # another package's controller may fail in any way; say which
+            raise ControllerError(f"controller {entry.name!r} ({entry.value}) failed to import: {exc}") from exc
+    return found
 
 
 def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:

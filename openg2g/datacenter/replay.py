@@ -64,7 +64,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -82,11 +81,9 @@ from openg2g.core.errors import CommandError, TraceError
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
+from openg2g.datacenter.config import SiteSpec
 from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
 from openg2g.datacenter.training import TrainingJob
-
-if TYPE_CHECKING:  # the scenario package imports this one; avoid the cycle at runtime
-    from openg2g.scenario.schema import SiteSpec
 
 __all__ = [
     "CAP_ALPHA",

@@ -31,12 +31,10 @@ far smaller swings. The job draws power in ``[start_s, end_s)`` and nothing outs
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # the scenario package imports this one; avoid the cycle at runtime
-    from openg2g.scenario.schema import TrainingSpec
+from openg2g.datacenter.config import TrainingSpec
 
 __all__ = ["TRACE_DT_S", "TrainingJob", "synthesize_trace"]
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from openg2g.datacenter.config import SiteSpec
 from openg2g.datacenter.library import TraceLibrary
-
-if TYPE_CHECKING:  # the scenario package imports this one; avoid the cycle at runtime
-    from openg2g.scenario.schema import SiteSpec
 
 __all__ = ["validate_site"]
 

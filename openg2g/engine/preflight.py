@@ -43,7 +43,8 @@ def check_start(loaded: LoadedScenario) -> None:
     :raises ScenarioError: every problem, each naming file, field path and reason.
     """
     from openg2g.control.registry import describe_controller
-    from openg2g.engine.simulation import Simulation, build_components
+    from openg2g.engine.simulation import Simulation
+    from openg2g.scenario.build import build_components
 
     sc, where = loaded.scenario, str(loaded.path)
     try:

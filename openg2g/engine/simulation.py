@@ -42,15 +42,16 @@ from simpy.events import Event
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
-from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
+from openg2g.scenario.build import Components, build_components
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["Phase", "RunResult", "Simulation", "build_components", "run_scenario"]
+__all__ = ["Phase", "RunResult", "Simulation", "run_scenario"]
 
 
 class Phase:
@@ -91,25 +92,6 @@ class _Scheduled:
     index: int
 
 
-def build_components(
-    loaded: LoadedScenario,
-) -> tuple[list[DatacenterBackend], GridBackend, list[Controller]]:
-    """Build the datacenter sites, the grid and the controllers a validated scenario describes."""
-    from openg2g.control.registry import build_controller
-    from openg2g.datacenter.library import TraceLibrary
-    from openg2g.datacenter.replay import ReplayDatacenter
-    from openg2g.grid.backend import FeederGrid
-
-    sc = loaded.scenario
-    sites: list[DatacenterBackend] = []
-    for spec in sc.datacenters:
-        library = TraceLibrary.load(None if spec.traces == "bundled" else loaded.base_dir / spec.traces)
-        sites.append(ReplayDatacenter.from_spec(spec, library))
-    grid = FeederGrid.from_spec(sc.grid, sc.datacenters, loaded.base_dir)
-    controllers = [build_controller(spec, loaded.base_dir) for spec in sc.controllers]
-    return sites, grid, controllers
-
-
 _BLOCK_CELLS = 1_000_000
 """Upper bound on (datacenter steps x replica columns) computed in one block, to bound memory."""
 
@@ -148,7 +130,7 @@ class Simulation:
         loaded: LoadedScenario,
         out_dir: Path | str | None = None,
         progress: bool = False,
-        components: tuple[list[DatacenterBackend], GridBackend, list[Controller]] | None = None,
+        components: Components | None = None,
     ):
         self.loaded = loaded
         sc = loaded.scenario

@@ -20,13 +20,12 @@ Importing this package registers the environments::
 from gymnasium.envs.registration import register, registry
 
 from openg2g.envs.config import EnvConfig, ObsConfig, RewardWeights
-from openg2g.envs.env import ComponentCache, G2GEnv, make_env
+from openg2g.envs.env import G2GEnv, make_env
 from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.variations import ScenarioGenerator, Variation, VariationSpec
 
 __all__ = [
     "ENV_IDS",
-    "ComponentCache",
     "EnvConfig",
     "G2GEnv",
     "ObsConfig",

@@ -15,8 +15,6 @@ flow that does not converge), with the ``failure`` penalty.
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -26,79 +24,25 @@ import gymnasium as gym
 import numpy as np
 
 from openg2g.core.errors import ScenarioError, SimulationError
-from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.core.protocols import ControlContext
 from openg2g.core.state import Observation
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.render import RENDER_MODES, render_frame, render_text
 from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.variations import ScenarioGenerator, Variation
+from openg2g.scenario.build import ComponentBuilder, Components
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Scenario
 
-__all__ = ["ComponentCache", "ComponentsFactory", "G2GEnv", "make_env"]
+__all__ = ["ComponentsFactory", "G2GEnv", "make_env"]
 
-Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
 ComponentsFactory = Callable[[LoadedScenario], Components]
-"""Builds ``(sites, grid, controllers)`` for a scenario, as the engine's ``build_components``."""
+"""Builds ``(sites, grid, controllers)`` for a scenario, as :class:`~openg2g.scenario.build.ComponentBuilder`."""
 
 
 def _problem(source: str, message: str) -> ScenarioError:
     return ScenarioError([(source, message)])
-
-
-class ComponentCache:
-    """Builds the real backends for each episode's scenario, reusing what does not change.
-
-    Trace libraries are loaded once per folder; the feeder once per (grid spec, site buses);
-    a site once per site spec (a few recent ones are kept). The engine resets every component
-    at the start of a run, so reuse is safe.
-
-    :param max_sites: site objects kept per cache.
-    """
-
-    def __init__(self, max_sites: int = 8):
-        self._libraries: dict[str, Any] = {}
-        self._grids: dict[str, GridBackend] = {}
-        self._sites: OrderedDict[str, DatacenterBackend] = OrderedDict()
-        self._max_sites = max_sites
-
-    def __call__(self, loaded: LoadedScenario) -> Components:
-        from openg2g.control.registry import build_controller
-        from openg2g.datacenter.library import TraceLibrary
-        from openg2g.datacenter.replay import ReplayDatacenter
-        from openg2g.grid.backend import FeederGrid
-
-        sc = loaded.scenario
-        sites: list[DatacenterBackend] = []
-        for spec in sc.datacenters:
-            key = json.dumps([str(loaded.base_dir), spec.model_dump(mode="json")], sort_keys=True)
-            site = self._sites.get(key)
-            if site is None:
-                traces = "bundled" if spec.traces == "bundled" else str(loaded.base_dir / spec.traces)
-                if traces not in self._libraries:
-                    self._libraries[traces] = TraceLibrary.load(None if traces == "bundled" else Path(traces))
-                site = ReplayDatacenter.from_spec(spec, self._libraries[traces])
-                self._sites[key] = site
-                while len(self._sites) > self._max_sites:
-                    self._sites.popitem(last=False)
-            else:
-                self._sites.move_to_end(key)
-            sites.append(site)
-        grid_key = json.dumps(
-            [
-                str(loaded.base_dir),
-                sc.grid.model_dump(mode="json"),
-                [s.model_dump(mode="json", exclude={"training"}) for s in sc.datacenters],
-            ],
-            sort_keys=True,
-        )
-        grid = self._grids.get(grid_key)
-        if grid is None:
-            grid = FeederGrid.from_spec(sc.grid, sc.datacenters, loaded.base_dir)
-            self._grids = {grid_key: grid}
-        controllers = [build_controller(spec, loaded.base_dir) for spec in sc.controllers]
-        return sites, grid, controllers
 
 
 class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -112,7 +56,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     :param scenario: the validated scenario.
     :param config: an :class:`EnvConfig` or a mapping of its fields.
     :param components: builds the components of each episode's scenario; default the real
-        backends through a :class:`ComponentCache`.
+        backends through a :class:`~openg2g.scenario.build.ComponentBuilder`.
     :param render_mode: ``None`` (no rendering; runs write plots instead), ``"ansi"`` (:meth:`render`
         returns text) or ``"rgb_array"`` (:meth:`render` returns an image), see :mod:`openg2g.envs.render`.
     :raises ScenarioError: the scenario has no datacenter, no controllable model, or is shorter
@@ -166,7 +110,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             )
         self.episode_steps = steps
         self.generator = ScenarioGenerator(sc, self.config.variations, (steps + 1) * self.control_s)
-        self._components = components or ComponentCache()
+        self._components = components or ComponentBuilder()
         self._eval_set: list[Variation] | None = None
 
         sim = self._simulation(self.generator.as_written().scenario)

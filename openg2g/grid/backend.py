@@ -49,6 +49,7 @@ from openg2g.core.commands import (
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.protocols import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
+from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.injections import Injections
 from openg2g.grid.network import NodeIndex, Switching, load_ports, node_index
@@ -57,7 +58,6 @@ from openg2g.grid.sensitivity import finite_difference_sensitivity
 from openg2g.grid.solver import CompiledNetwork, Solution
 from openg2g.grid.storage import Battery
 from openg2g.grid.validate import check_against_feeder
-from openg2g.scenario.schema import GridSpec, SiteSpec
 
 if TYPE_CHECKING:
     from openg2g.grid.ppsolve import PandapowerNetwork
@@ -102,7 +102,7 @@ class FeederGrid(GridBackend):
     :raises FeederError: a regulator's initial taps lie outside the scenario's tap range.
     """
 
-    def __init__(self, feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path) -> None:
+    def __init__(self, feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> None:
         problems = check_against_feeder(feeder, spec, sites)
         if problems:
             raise ScenarioError(problems)
@@ -128,7 +128,7 @@ class FeederGrid(GridBackend):
 
     # ----------------------------------------------------------------------------- building
     @classmethod
-    def from_spec(cls, spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path) -> FeederGrid:
+    def from_spec(cls, spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> FeederGrid:
         """Load ``spec.feeder`` (a bundled name, or a .dss path relative to ``base_dir``) and
         build the backend.
 

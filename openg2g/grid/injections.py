@@ -22,11 +22,11 @@ import numpy as np
 
 from openg2g.core.errors import CommandError, UnknownNameError
 from openg2g.core.state import PHASES, DatacenterState
+from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder
 from openg2g.grid.network import LoadPorts, NodeIndex
 from openg2g.grid.profile import Profile
 from openg2g.grid.storage import Battery
-from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["Injection", "Injections", "tan_phi"]
 
@@ -103,7 +103,7 @@ class Injections:
         self,
         feeder: Feeder,
         spec: GridSpec,
-        sites: Sequence[SiteSpec],
+        sites: Sequence[GridSite],
         nodes: NodeIndex,
         batteries: Mapping[str, Battery],
         base_dir: Path,

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from openg2g.core.errors import CommandError, FeederError
 from openg2g.core.protocols import RegulatorInfo
+from openg2g.grid.config import RegulatorSpec
 from openg2g.grid.feeders import Feeder
 from openg2g.grid.model import RegControlModel, TransformerModel
 from openg2g.grid.network import NodeIndex, Switching, transformer_winding_admittance
 from openg2g.grid.solver import Solution
-from openg2g.scenario.schema import RegulatorSpec
 
 __all__ = ["RegulatorBank", "RegulatorUnit", "Regulators", "UnitKey"]
 

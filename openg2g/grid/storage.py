@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from openg2g.core.errors import CommandError
-from openg2g.scenario.schema import StorageSpec
+from openg2g.grid.config import StorageSpec
 
 __all__ = ["Battery"]
 

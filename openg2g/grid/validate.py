@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from openg2g.core.errors import FeederError, ScenarioError
+from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
 from openg2g.grid.profile import Profile
-from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["check_against_feeder", "validate_grid"]
 
@@ -19,7 +19,7 @@ def _some(names: Sequence[str], n: int = 12) -> str:
     return head + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-def _check_sites(feeder: Feeder, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+def _check_sites(feeder: Feeder, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Each site's bus exists and has three phases."""
     problems: list[tuple[str, str]] = []
     buses = feeder.bus_phases
@@ -135,7 +135,7 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
-def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpec]) -> list[tuple[str, str]]:
+def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
     return [
         *_check_sites(feeder, sites),
@@ -145,7 +145,7 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[SiteSpe
     ]
 
 
-def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | None = None) -> list[tuple[str, str]]:
+def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None = None) -> list[tuple[str, str]]:
     """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
 
     Checks: the feeder exists (lists the valid names), each site's bus exists and has three

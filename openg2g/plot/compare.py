@@ -7,6 +7,7 @@ keys; the label of a run is the mapping key, the ``label`` entry, or the ``scena
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from openg2g.core.errors import G2GError
 from openg2g.plot.style import new_figure, styled
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Rows", "plot_comparison", "read_summaries", "summary_frame"]
@@ -54,14 +56,53 @@ Rows: TypeAlias = "pd.DataFrame | Mapping[str, Mapping[str, Any]] | Sequence[Map
 """Run summaries: a frame (one row per run), ``{label: summary}``, summaries, or ``(label, summary)`` pairs."""
 
 
-def read_summaries(run_dirs: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
-    """``(label, summary)`` of each run directory, labelled like ``openg2g compare`` (distinct labels).
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """The ``summary.json`` of a run directory, as a mapping.
 
-    :raises G2GError: a directory has no readable ``summary.json`` holding a JSON object.
+    :raises G2GError: no such file, unreadable, not UTF-8 JSON, or not a JSON object.
     """
-    from openg2g.cli.compare import labelled_summaries
+    path = Path(run_dir) / "summary.json"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise G2GError(f"{run_dir}: no summary.json (is this a run output directory?)") from None
+    except OSError as exc:
+        raise G2GError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise G2GError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise G2GError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise G2GError(f"{path}: nested too deeply to read") from None
+    if not isinstance(data, dict):
+        raise G2GError(f"{path}: expected a JSON object of run figures, got a JSON {type(data).__name__}")
+    return data
 
-    return labelled_summaries(list(run_dirs))
+
+def read_summaries(run_dirs: Iterable[str | Path]) -> list[tuple[str, dict[str, Any]]]:
+    """``(label, summary)`` per run directory, every label distinct.
+
+    A run is labelled by its scenario name; runs sharing a scenario name (two runs of one
+    scenario, e.g. with different ``--set``) are labelled by their folder as given instead. An
+    unfinished run's label ends in ``[status]``.
+
+    :raises G2GError: see :func:`read_summary`.
+    """
+    run_dirs = list(run_dirs)
+    summaries = [read_summary(Path(d)) for d in run_dirs]
+    names = [str(s.get("scenario", Path(d).name)) for d, s in zip(run_dirs, summaries)]
+    labels = [name if names.count(name) == 1 else str(d) for name, d in zip(names, run_dirs)]
+    seen: dict[str, int] = {}
+    rows = []
+    for label, summary in zip(labels, summaries):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:  # the same folder given twice
+            label += f" #{seen[label]}"
+        status = summary.get("status", "complete")
+        if status != "complete":
+            label += f" [{status}]"
+        rows.append((label, summary))
+    return rows
 
 
 def summary_frame(rows: Rows) -> pd.DataFrame:

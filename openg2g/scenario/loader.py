@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,11 @@ import yaml
 from pydantic import ValidationError, create_model
 
 from openg2g.core.commands import COMMANDS, Command, ShiftReplicas, is_datacenter_command
-from openg2g.core.errors import CommandError, ControllerError, G2GError, ScenarioError
+from openg2g.core.config import ConfigModel, field_path
+from openg2g.core.errors import CommandError, G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
-from openg2g.scenario.schema import Scenario, _Model
+from openg2g.scenario.build import check_components
+from openg2g.scenario.schema import LoadedScenario, Scenario
 
 __all__ = [
     "MAX_YAML_NODES",
@@ -41,22 +42,6 @@ __all__ = [
     "resolved_scenario_text",
     "write_resolved_scenario",
 ]
-
-
-@dataclass(frozen=True)
-class LoadedScenario:
-    """A validated scenario and where it came from.
-
-    :param scenario: the validated model.
-    :param path: the file it was read from.
-    :param base_dir: directory that relative paths in the file are resolved against.
-    :param sha256: hash of the validated scenario (after overrides), recorded in outputs.
-    """
-
-    scenario: Scenario
-    path: Path
-    base_dir: Path
-    sha256: str
 
 
 def resolve_scenario_path(name_or_path: str | Path) -> Path:
@@ -111,10 +96,6 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
                 node = node.setdefault(part, {})
         else:
             raise ScenarioError([(source, f"--set {key}: {'.'.join(parts[:i])} is a value, not a section")])
-
-
-def _loc(loc: Sequence[Any]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -209,17 +190,17 @@ def read_yaml_mapping(
     return data
 
 
-_EVENT_MODELS: dict[str, type[_Model]] = {}
+_EVENT_MODELS: dict[str, type[ConfigModel]] = {}
 
 
-def _event_model(name: str) -> type[_Model]:
+def _event_model(name: str) -> type[ConfigModel]:
     """A strict pydantic model mirroring a command dataclass, so events are validated field by field."""
     if name not in _EVENT_MODELS:
         cls = COMMANDS[name]
         fields = {
             f.name: (f.type, ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
         }
-        _EVENT_MODELS[name] = create_model(f"{cls.__name__}Event", __base__=_Model, __module__=cls.__module__, **fields)
+        _EVENT_MODELS[name] = create_model(f"{cls.__name__}Event", __base__=ConfigModel, __module__=cls.__module__, **fields)
     return _EVENT_MODELS[name]
 
 
@@ -248,7 +229,7 @@ def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
             command = build_event_command(event.command, event.fields())
         except ValidationError as exc:
             for err in exc.errors():
-                problems.append((f"{where}.{_loc(err['loc'])}", err["msg"]))
+                problems.append((f"{where}.{field_path(err['loc'])}", err["msg"]))
             continue
         except CommandError as exc:
             problems.append((where, str(exc)))
@@ -258,49 +239,6 @@ def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
             for target in targets:
                 if target not in sites:
                     problems.append((f"{where}.site", f"no datacenter site named {target!r}; sites: {sorted(sites)}"))
-    return problems
-
-
-def _check_controllers(scenario: Scenario, base_dir: Path) -> list[tuple[str, str]]:
-    from openg2g.control.registry import build_controller, resolve_controller
-
-    problems: list[tuple[str, str]] = []
-    for i, spec in enumerate(scenario.controllers):
-        try:
-            resolve_controller(spec.kind, base_dir)
-        except ControllerError as exc:
-            problems.append((f"controllers.{i}.kind", str(exc)))
-        else:
-            try:
-                build_controller(spec, base_dir)
-            except ValidationError as exc:
-                for err in exc.errors():
-                    problems.append((f"controllers.{i}.params.{_loc(err['loc'])}", f"{spec.kind}: {err['msg']}"))
-            except ControllerError as exc:
-                problems.append((f"controllers.{i}", str(exc)))
-        if spec.period_s is not None and spec.period_s % scenario.periods.grid_s:
-            problems.append(
-                (
-                    f"controllers.{i}.period_s",
-                    f"{spec.period_s} s is not a whole multiple of periods.grid_s ({scenario.periods.grid_s})",
-                )
-            )
-    return problems
-
-
-def _check_components(scenario: Scenario, base_dir: Path) -> list[tuple[str, str]]:
-    from openg2g.datacenter import validate_site
-    from openg2g.datacenter.library import TraceLibrary
-    from openg2g.grid import validate_grid
-
-    problems = list(validate_grid(scenario.grid, scenario.datacenters, base_dir))
-    for i, site in enumerate(scenario.datacenters):
-        try:
-            library = TraceLibrary.load(None if site.traces == "bundled" else base_dir / site.traces)
-        except G2GError as exc:
-            problems.append((f"datacenters.{i}.traces", str(exc)))
-            continue
-        problems.extend(validate_site(site, library, i))
     return problems
 
 
@@ -372,9 +310,9 @@ def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Lo
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError([(f"{path}: {_loc(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+        raise ScenarioError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
     base_dir = path.resolve().parent
-    problems = _check_events(scenario) + _check_controllers(scenario, base_dir) + _check_components(scenario, base_dir)
+    problems = _check_events(scenario) + check_components(scenario, base_dir)
     if problems:
         raise ScenarioError([(f"{path}: {loc}", msg) for loc, msg in problems])
     return LoadedScenario(scenario=scenario, path=path, base_dir=base_dir, sha256=_scenario_hash(scenario))

@@ -8,7 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controllers.curves import Curve, LogisticCurve, ModelCurves, PchipCurve, fit_curve, project_batch, step_batch
+from openg2g.controllers.curves import (
+    Curve,
+    LogisticCurve,
+    ModelCurves,
+    PchipCurve,
+    fit_curve,
+    project_batch,
+    step_batch,
+)
 from openg2g.core.errors import ControllerError
 from openg2g.core.protocols import CurveFits, ModelInfo, StoredCurve
 from openg2g.datacenter.build import FIT_GRIDS

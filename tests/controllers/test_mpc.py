@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from controllers.mpc import MPCController
+from openg2g.controllers.mpc import MPCController
 from openg2g.core.commands import SetBatchSize, SetStoragePower
 from tests.controllers.conftest import make_context, make_observation, toy_model
 

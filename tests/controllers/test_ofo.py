@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from controllers.ofo import OFOController
+from openg2g.controllers.ofo import OFOController
 from openg2g.core.commands import SetBatchSize
 from tests.controllers.conftest import K_PU_PER_W, make_context, make_observation, toy_model
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from controllers.pid import DiscretePID, PIDController
+from openg2g.controllers.pid import DiscretePID, PIDController
 from openg2g.core.commands import SetBatchSize, SetPowerCap
 from tests.controllers.conftest import make_context, make_observation, toy_model
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-import controllers
-from controllers import STOCK
+import openg2g.controllers
+from openg2g.control.registry import stock_controllers
 from openg2g.core.protocols import Controller
 
 MINIMAL_PARAMS = {
@@ -21,10 +21,14 @@ MINIMAL_PARAMS = {
 }
 
 
+STOCK = stock_controllers()
+
+
 def test_registry_names_and_exports():
+    """Every stock controller is an entry point of the package and exported by openg2g.controllers."""
     assert set(MINIMAL_PARAMS) <= set(STOCK)  # the stock set may grow (e.g. rl_policy)
     for kind in MINIMAL_PARAMS:
-        assert STOCK[kind].__name__ in controllers.__all__
+        assert STOCK[kind].__name__ in openg2g.controllers.__all__
 
 
 @pytest.mark.parametrize("kind", sorted(MINIMAL_PARAMS))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from controllers.load_shift import LoadShiftController
-from controllers.noop import NoopController
-from controllers.rule_based import RuleBasedController
-from controllers.storage_droop import StorageDroopController, droop_setpoint
-from controllers.tap_schedule import TapScheduleController
+from openg2g.controllers.load_shift import LoadShiftController
+from openg2g.controllers.noop import NoopController
+from openg2g.controllers.rule_based import RuleBasedController
+from openg2g.controllers.storage_droop import StorageDroopController, droop_setpoint
+from openg2g.controllers.tap_schedule import TapScheduleController
 from openg2g.core.commands import SetStoragePower, SetTaps, ShiftReplicas
 from openg2g.core.errors import ControllerError
 from tests.controllers.conftest import make_context, make_observation, toy_model

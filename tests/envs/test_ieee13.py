@@ -121,10 +121,10 @@ def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
     """``kind: rl_policy`` with the bundled ``ieee13_ppo`` policy, through the loader and the engine."""
     from pathlib import Path
 
-    import controllers
+    import openg2g.controllers
     from openg2g.engine.simulation import run_scenario
 
-    if not (Path(controllers.__file__).parent / "policies" / "ieee13_ppo.zip").is_file():
+    if not (Path(openg2g.controllers.__file__).parent / "policies" / "ieee13_ppo.zip").is_file():
         pytest.skip("no bundled ieee13_ppo policy")
     overrides = ["duration_s=10", "events=[]", "controllers=[{kind: rl_policy, params: {policy: ieee13_ppo}}]"]
     result = run_scenario(SHORT, tmp_path / "run", overrides=overrides)

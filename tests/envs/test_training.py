@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import controllers
+import openg2g.controllers
 from openg2g.cli.main import build_parser
 from openg2g.cli.train import parse_env_settings
 from openg2g.control.registry import build_controller
@@ -22,7 +22,7 @@ from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.scenario.schema import ControllerSpec
 from tests.envs.conftest import TOY_STEPS
 
-RL_POLICY_KIND = f"{Path(controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
 
 
 def test_ppo_beats_random_on_held_out_set(trained_toy):

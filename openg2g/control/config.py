@@ -1,0 +1,49 @@
+"""A controller as a scenario names it: which class, its label, timing and parameters.
+
+Read from a scenario's ``controllers`` list (:mod:`openg2g.scenario.schema` composes it) and
+turned into a controller by :func:`openg2g.control.registry.build_controller`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from openg2g.core.config import ConfigModel, Name, Seconds
+from openg2g.core.limits import MAX_DURATION_S
+
+__all__ = ["ControllerSpec"]
+
+
+class ControllerSpec(ConfigModel):
+    """One controller. Several run each control step in the order listed."""
+
+    kind: str = Field(description="Stock controller name (see controllers/) or 'path/to/file.py:ClassName'.")
+    name: Name | None = Field(None, description="Label in outputs; defaults to kind.")
+    period_s: Seconds | None = Field(None, description="Own period (s); default periods.control_s.")
+    delay_s: Seconds = Field(Fraction(0), description="Communication delay before its commands take effect (s).")
+    params: dict[str, Any] = Field(default_factory=dict, description="Validated by the controller's own Config.")
+
+    @field_validator("delay_s")
+    @classmethod
+    def _delay(cls, v: Fraction) -> Fraction:
+        if v < 0:
+            raise ValueError(f"must be >= 0 s, got {v}")
+        if v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
+        return v
+
+    @field_validator("period_s")
+    @classmethod
+    def _period(cls, v: Fraction | None) -> Fraction | None:
+        if v is not None and v <= 0:
+            raise ValueError(f"must be > 0 s, got {v}")
+        if v is not None and v > MAX_DURATION_S:
+            raise ValueError(
+                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
+            )
+        return v

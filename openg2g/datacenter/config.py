@@ -1,0 +1,134 @@
+"""A datacenter site's configuration: its bus, facility, models served and training job.
+
+Read from a scenario's ``datacenters`` list (:mod:`openg2g.scenario.schema` composes it) and
+taken by :class:`openg2g.datacenter.replay.ReplayDatacenter`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
+from openg2g.core.limits import MAX_DURATION_S
+
+__all__ = ["ModelSpec", "SiteSpec", "TrainingSpec"]
+
+
+class ModelSpec(ConfigModel):
+    """One model served at a site."""
+
+    model: Name = Field(description="Model name in the trace library (openg2g traces list).")
+    gpus_per_replica: int = Field(gt=0, description="GPUs per replica; must match a measured configuration.")
+    replicas: int = Field(ge=0, description="Replica count at the start.")
+    batch_size: int = Field(gt=0, description="Initial batch size (a measured max_num_seqs).")
+    batch_sizes: list[int] | None = Field(None, description="Batch sizes controllers may set; None = all measured.")
+    itl_deadline_s: float | None = Field(None, ge=1e-3, le=60, description="Inter-token latency deadline (s).")
+
+
+class TrainingSpec(ConfigModel):
+    """A training job: a parameterized synthetic model (not a measured trace), see openg2g.datacenter.training.
+
+    The defaults are the public OpenG2G study's job (arXiv 2605.05519, gpu2grid/openg2g 0.2.0
+    ``TrainingTraceParams`` and ``TrainingRun``): a 1000 s per-GPU trace of 35-40 s plateaus at
+    225 W and 10-15 s at 175 W with 50 W noise, 0.3 s smoothing, rare 120-125 W dips and an 18 s
+    start-up ramp from 50 W, rescaled to a 400 W peak (mean 253 W per GPU), all GPUs in lockstep.
+    """
+
+    gpus: int = Field(gt=0, le=10_000_000, description="GPUs running the job (reserved in the site's capacity).")
+    start_s: float = Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False, description="Job start (s).")
+    end_s: float = Field(
+        gt=0,
+        le=MAX_DURATION_S,
+        allow_inf_nan=False,
+        description="Job end (s); the job draws power in [start_s, end_s).",
+    )
+    high_w_per_gpu: float = Field(
+        225.0, gt=0, le=2000, description="Compute plateau level per GPU before the peak rescale (W)."
+    )
+    low_w_per_gpu: float = Field(
+        175.0, ge=0, le=2000, description="Communication plateau level per GPU before the peak rescale (W)."
+    )
+    high_s: tuple[float, float] = Field(
+        (35.0, 40.0), description="Range of compute plateau lengths, drawn uniformly (s)."
+    )
+    low_s: tuple[float, float] = Field(
+        (10.0, 15.0), description="Range of communication plateau lengths, drawn uniformly (s)."
+    )
+    noise_w: float = Field(
+        50.0, ge=0, le=2000, description="Standard deviation of white noise on each 0.1 s sample (W)."
+    )
+    smoothing_s: float = Field(0.3, ge=0, le=60, description="Moving-average window applied after the noise (s).")
+    dips_per_s: float = Field(0.01, ge=0, le=10, description="Rate of brief power dips (1/s, Poisson).")
+    dip_depth_w: tuple[float, float] = Field(
+        (120.0, 125.0), description="Range of dip depths below the current level (W)."
+    )
+    dip_s: tuple[float, float] = Field(
+        (0.06, 0.14), description="Range of dip lengths (s); dips shorter than 0.05 s vanish."
+    )
+    ramp_s: float = Field(
+        18.0, ge=0, le=3600, description="Start-up ramp: power is capped by a line rising over ramp_s (s)."
+    )
+    ramp_from_w_per_gpu: float = Field(
+        50.0, ge=0, le=2000, description="Start of the ramp line, before the peak rescale (W)."
+    )
+    peak_w_per_gpu: float | None = Field(
+        400.0,
+        gt=0,
+        le=1000,
+        description="Rescale the trace so that its maximum is this (W per GPU); None keeps the levels.",
+    )
+    trace_s: float = Field(
+        1000.0, ge=1, le=86_400, description="Length of the synthesized trace, which then repeats (s)."
+    )
+    seed: int = Field(2, ge=0, description="Seed of the trace synthesis (2 reproduces the study's trace).")
+    sync: Literal["lockstep", "independent"] = Field(
+        "lockstep",
+        description=(
+            "lockstep: every GPU follows the same trace (synchronous data-parallel training); "
+            "independent: each 8-GPU server replays it from its own seeded offset."
+        ),
+    )
+
+    @field_validator("high_s", "low_s", "dip_depth_w", "dip_s")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
+            raise ValueError(f"need a finite range 0 <= low <= high, got [{lo}, {hi}]")
+        return v
+
+    @model_validator(mode="after")
+    def _window(self) -> TrainingSpec:
+        if self.end_s <= self.start_s:
+            raise ValueError(f"end_s ({self.end_s}) must be after start_s ({self.start_s})")
+        for name in ("high_s", "low_s"):
+            if getattr(self, name)[0] < 0.1:
+                raise ValueError(f"{name}: plateaus must last at least one 0.1 s sample, got {getattr(self, name)}")
+        return self
+
+
+class SiteSpec(VoltageDependence):
+    """A datacenter site on one three-phase bus."""
+
+    name: Name = Field(description="Site name (commands and outputs use it).")
+    bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
+    traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
+    power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
+    pue: float = Field(1.0, ge=1, le=5, description="Power usage effectiveness: facility power / IT power.")
+    base_load_kw_per_phase: float = Field(0.0, ge=0, le=MAX_KW, description="Constant non-GPU load per phase (kW).")
+    gpu_capacity: int | None = Field(
+        None, gt=0, le=10_000_000, description="GPUs installed; None = exactly those the models use."
+    )
+    models: list[ModelSpec] = Field(min_length=1)
+    training: TrainingSpec | None = None
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> SiteSpec:
+        names = [m.model for m in self.models]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"model listed twice at site {self.name!r}: {sorted(dup)}")
+        return self

@@ -1,0 +1,174 @@
+"""The grid's configuration: the feeder, its regulators, PV, storage, extra loads and limits.
+
+Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes it) and taken by
+:class:`openg2g.grid.backend.FeederGrid`. A datacenter site reaches the grid as a
+:class:`GridSite`: its name, bus, power factor and voltage dependence, nothing of its servers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from pydantic import Field, field_validator, model_validator
+
+from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
+
+__all__ = ["MAX_TAP_STEPS", "ExtraLoadSpec", "GridSite", "GridSpec", "PVSpec", "RegulatorSpec", "StorageSpec"]
+
+MAX_TAP_STEPS = 32
+"""Largest tap step magnitude a scenario may allow (32 x 0.625 % = 20 % on a standard regulator)."""
+
+
+class GridSite(Protocol):
+    """What the grid needs of a datacenter site: where it draws and how its power follows voltage."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def bus(self) -> str: ...
+    @property
+    def power_factor(self) -> float: ...
+    @property
+    def load_model(self) -> Literal["constant_power", "opendss"]: ...
+    @property
+    def vminpu(self) -> float: ...
+    @property
+    def vmaxpu(self) -> float: ...
+
+
+class RegulatorSpec(ConfigModel):
+    """Initial setting of one regulator bank."""
+
+    taps: list[int] | None = Field(None, description="Per-phase tap steps; None keeps the feeder file's.")
+    mode: Literal["fixed", "auto"] = Field("fixed", description="fixed taps, or the bank's own band control.")
+    band_v: float | None = Field(None, gt=0, le=20, description="Auto mode: bandwidth override (V on the 120 V base).")
+    vreg_v: float | None = Field(
+        None, ge=90, le=150, description="Auto mode: set point override (V on the 120 V base)."
+    )
+    delay_s: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Auto mode: time outside the band before a tap move (s). None keeps the feeder's: the "
+            "RegControl delay of the feeder file (15 s when the file does not set it); a value here "
+            "overrides it for every phase of the bank."
+        ),
+    )
+    min_tap: int | None = Field(
+        None,
+        ge=-MAX_TAP_STEPS,
+        le=MAX_TAP_STEPS,
+        description="Lowest tap step of this regulator; None keeps the feeder's (-16 on a 32-step regulator).",
+    )
+    max_tap: int | None = Field(
+        None,
+        ge=-MAX_TAP_STEPS,
+        le=MAX_TAP_STEPS,
+        description="Highest tap step of this regulator; None keeps the feeder's (+16 on a 32-step regulator).",
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> RegulatorSpec:
+        if self.min_tap is not None and self.max_tap is not None and self.min_tap >= self.max_tap:
+            raise ValueError(f"need min_tap < max_tap, got {self.min_tap} and {self.max_tap}")
+        return self
+
+
+class PVSpec(VoltageDependence):
+    """A PV plant: a three-phase (or single-phase) generator following a profile."""
+
+    name: Name
+    bus: Name
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    kw: float = Field(gt=0, le=MAX_KW, description="Rated AC output over all phases (kW).")
+    power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
+    profile: str | None = Field(
+        None,
+        description=(
+            "CSV with columns t_s, scale (>= 0, may exceed 1), relative to the scenario file, read by "
+            "linear interpolation and held outside its range; None = constant."
+        ),
+    )
+    scale: float = Field(1.0, ge=0, description="Initial output as a fraction of kw when no profile is given.")
+
+
+class StorageSpec(ConfigModel):
+    """A battery: P/Q setpoints from controllers, state of charge tracked by the grid backend."""
+
+    name: Name
+    bus: Name
+    kw: float = Field(gt=0, le=MAX_KW, description="Power rating (kW), charge and discharge.")
+    kwh: float = Field(gt=0, description="Energy capacity (kWh).")
+    soc0: float = Field(0.5, ge=0, le=1, description="Initial state of charge (fraction).")
+    soc_min: float = Field(0.1, ge=0, le=1)
+    soc_max: float = Field(0.9, ge=0, le=1)
+    efficiency: float = Field(0.95, gt=0, le=1, description="One-way efficiency.")
+
+    @model_validator(mode="after")
+    def _soc(self) -> StorageSpec:
+        if not self.soc_min <= self.soc0 <= self.soc_max:
+            raise ValueError(f"need soc_min <= soc0 <= soc_max, got {self.soc_min}, {self.soc0}, {self.soc_max}")
+        return self
+
+
+class ExtraLoadSpec(VoltageDependence):
+    """An additional load with an optional time profile."""
+
+    name: Name
+    bus: Name
+    kw_per_phase: float = Field(ge=0, le=MAX_KW)
+    power_factor: float = Field(0.95, gt=0, le=1)
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    profile: str | None = Field(
+        None, description="CSV with columns t_s, scale (>= 0), like a PV profile; None = constant."
+    )
+
+
+class GridSpec(ConfigModel):
+    """The feeder and its options."""
+
+    feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
+    solver: Literal["exact", "pandapower"] = Field(
+        "exact",
+        description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference.",
+    )
+    load_aggregation: Literal["mean", "last"] = Field(
+        "mean", description="What a grid solve draws from the datacenter samples since the last solve."
+    )
+    batch: bool = Field(True, description="Solve the steps between control actions in one batch call when possible.")
+    source_pu: float | None = Field(
+        None, ge=0.8, le=1.2, description="Source voltage (pu); None keeps the feeder file's."
+    )
+    v_min_pu: float = Field(0.95, gt=0, description="Lower voltage limit (pu).")
+    v_max_pu: float = Field(1.05, gt=0, le=2.0, description="Upper voltage limit (pu).")
+    monitored_buses: list[Name] | None = Field(
+        None, min_length=1, description="Buses whose phases count for limits; None = every bus past the substation."
+    )
+    regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
+    capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
+    load_scale: float = Field(1.0, ge=0, le=100, description="Multiplier on the feeder's own loads.")
+    pv: list[PVSpec] = Field(default_factory=list)
+    storage: list[StorageSpec] = Field(default_factory=list)
+    extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)
+    on_nonconvergence: Literal["stop", "flag"] = Field(
+        "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
+    )
+
+    @field_validator("feeder")
+    @classmethod
+    def _feeder(cls, v: str) -> str:
+        # a path must name a .dss file: the reader is never pointed at other files, whose
+        # contents its errors would quote (`feeder: /etc/passwd`)
+        if any(c in v for c in "/\\.") and not v.lower().endswith(".dss"):
+            raise ValueError(f"{v!r}: give a bundled feeder name or the path of an OpenDSS master file ending in .dss")
+        return v
+
+    @model_validator(mode="after")
+    def _limits(self) -> GridSpec:
+        if not self.v_min_pu < self.v_max_pu:
+            raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
+        names = [e.name for e in (*self.pv, *self.storage, *self.extra_loads)]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")
+        return self
