@@ -15,11 +15,12 @@ from openg2g.cli.train import parse_env_settings
 from openg2g.control.registry import build_controller
 from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
+from openg2g.envs import make_toy_env
 from openg2g.envs.policy import load_policy, read_meta
-from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
 from openg2g.envs.training import TrainSettings, score_policy, train_policy
 from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.scenario.schema import ControllerSpec
+from openg2g.testing import toy_components, toy_scenario
 from tests.envs.conftest import TOY_STEPS
 
 RL_POLICY_KIND = f"{Path(controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"

@@ -10,8 +10,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 import openg2g.envs  # noqa: F401  (registers the ids)
+from openg2g.envs import make_toy_env
 from openg2g.envs.render import FRAME_SHAPE
-from openg2g.envs.toy import make_toy_env
 
 
 def _play(vec, steps: int) -> tuple[np.ndarray, np.ndarray]:
