@@ -841,7 +841,7 @@ def run_pv_placement(
     """Run (or resume) a PV placement study and write its tables and plots.
 
     :param base: base scenario with the study's fixed overrides.
-    :param spec: the study, as :func:`~openg2g.studies.spec.load_study` returns it (CSV path resolved).
+    :param spec: the study, as :func:`~openg2g.studies.load.load_study` returns it (CSV path resolved).
     :param topology: the feeder's topology, for the map.
     :raises SweepError: the run without PV does not complete, too many operating points for the
         run, or the base scenario already has a plant named like a planned one.
