@@ -1,6 +1,6 @@
 """Stock controllers, by the name a scenario file uses in ``controllers[].kind``.
 
-Each class subclasses :class:`openg2g.core.protocols.Controller`, has a pydantic ``Config`` (frozen,
+Each class subclasses :class:`openg2g.core.interfaces.Controller`, has a pydantic ``Config`` (frozen,
 unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 """
 
@@ -15,7 +15,7 @@ from controllers.rl_policy import RLPolicy
 from controllers.rule_based import RuleBasedController
 from controllers.storage_droop import StorageDroopController
 from controllers.tap_schedule import TapScheduleController
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 __all__ = [
     "STOCK",

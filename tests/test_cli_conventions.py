@@ -153,7 +153,7 @@ def test_command_normalizes_numeric_types():
 
 USER_CONTROLLERS = """
 from pydantic import BaseModel, model_validator
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 class InitFails(Controller):
     def __init__(self, gain=1.0):

@@ -17,7 +17,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from openg2g.core.errors import ControllerError, G2GError
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 from openg2g.scenario.schema import ControllerSpec
 
 __all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
@@ -59,7 +59,7 @@ def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
     """The controller class a scenario's ``kind`` names.
 
     :raises ControllerError: unknown stock name (the message lists the valid ones), missing file
-        or class, or a class that is not a :class:`~openg2g.core.protocols.Controller`.
+        or class, or a class that is not a :class:`~openg2g.core.interfaces.Controller`.
     """
     if ":" in kind and kind.rpartition(":")[0].endswith(".py"):
         cls = _load_from_file(kind, base_dir)
@@ -72,7 +72,7 @@ def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
             )
         cls = stock[kind]
     if not (isinstance(cls, type) and issubclass(cls, Controller)):
-        raise ControllerError(f"{kind!r} is not a subclass of openg2g.core.protocols.Controller")
+        raise ControllerError(f"{kind!r} is not a subclass of openg2g.core.interfaces.Controller")
     return cls
 
 

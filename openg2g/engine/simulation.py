@@ -42,7 +42,7 @@ from simpy.events import Event
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
-from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, GridBackend
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
@@ -50,10 +50,10 @@ from openg2g.engine.outputs import RunOutputs
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["Phase", "RunResult", "Simulation", "build_components", "run_scenario"]
+__all__ = ["Priority", "RunResult", "Simulation", "build_components", "run_scenario"]
 
 
-class Phase:
+class Priority:
     """simpy priorities of the steps within one instant (lower runs first)."""
 
     EVENTS = 10
@@ -66,7 +66,7 @@ class Phase:
 
 
 class _Wake(Event):
-    """A timeout with an explicit priority, so same-instant processes run in :class:`Phase` order."""
+    """A timeout with an explicit priority, so same-instant processes run in :class:`Priority` order."""
 
     def __init__(self, env: simpy.Environment, delay: int, priority: int):
         super().__init__(env)
@@ -246,7 +246,7 @@ class Simulation:
     def _event_process(self):
         for ticks, _, command in self._events:
             if ticks > self.env.now:
-                yield _Wake(self.env, ticks - self.env.now, Phase.EVENTS)
+                yield _Wake(self.env, ticks - self.env.now, Priority.EVENTS)
             self._apply(command, f"event {type(command).__name__}", before_sampling=True)
             if self.outputs is not None:
                 self.outputs.record_event(self.t_s, command)
@@ -356,7 +356,7 @@ class Simulation:
 
     def _controller_process(self, sched: _Scheduled):
         while True:
-            yield _Wake(self.env, sched.period_ticks, Phase.CONTROL + sched.index)
+            yield _Wake(self.env, sched.period_ticks, Priority.CONTROL + sched.index)
             observation = self.observation()
             try:
                 commands = sched.controller.step(observation)
@@ -369,7 +369,7 @@ class Simulation:
 
     def _flush_process(self):
         while True:
-            yield _Wake(self.env, self._flush_ticks, Phase.FLUSH)
+            yield _Wake(self.env, self._flush_ticks, Priority.FLUSH)
             self._catch_up(self.env.now)
             self._write_outputs("running")
 
@@ -395,7 +395,7 @@ class Simulation:
                 self.env.process(self._deliver_later(command, source, delay_ticks))
 
     def _deliver_later(self, command: Command, source: str, delay_ticks: int):
-        yield _Wake(self.env, delay_ticks, Phase.COMMANDS)
+        yield _Wake(self.env, delay_ticks, Priority.COMMANDS)
         self._apply(command, f"controller {source!r}", before_sampling=True)
 
     def _apply(self, command: Command, source: str, before_sampling: bool = False) -> None:
@@ -455,7 +455,7 @@ class Simulation:
         self._stop_ticks = target
         if target > self.env.now or not self._ran:
             # a wake-up after every phase of the target instant: the run ends with `now == target`
-            self.env.run(until=_Wake(self.env, target - self.env.now, Phase.END))
+            self.env.run(until=_Wake(self.env, target - self.env.now, Priority.END))
             self._ran = True
         self._catch_up(target)
 

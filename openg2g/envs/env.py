@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from openg2g.core.errors import ScenarioError, SimulationError
-from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend, GridBackend
+from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, GridBackend
 from openg2g.core.state import Observation
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.config import EnvConfig

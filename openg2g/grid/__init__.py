@@ -2,7 +2,7 @@
 ``FeederGrid`` backend.
 
 - :mod:`openg2g.grid.feeders`: ``list_feeders``, ``load_feeder``, ``Feeder``;
-- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.protocols.GridBackend`);
+- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.interfaces.GridBackend`);
 - :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
 """
 

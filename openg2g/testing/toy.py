@@ -38,7 +38,7 @@ from openg2g.core.commands import (
     SetTaps,
 )
 from openg2g.core.errors import CommandError
-from openg2g.core.protocols import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
+from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState
 from openg2g.datacenter.training import TrainingJob
 from openg2g.scenario.loader import LoadedScenario, apply_override

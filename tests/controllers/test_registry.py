@@ -7,7 +7,7 @@ import pytest
 
 import controllers
 from controllers import STOCK
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 MINIMAL_PARAMS = {
     "noop": {},

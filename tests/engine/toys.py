@@ -16,7 +16,7 @@ import numpy as np
 
 from openg2g.core.commands import Command, SetBatchSize, SetTaps
 from openg2g.core.errors import CommandError
-from openg2g.core.protocols import Controller, DatacenterBackend, ModelInfo, SiteInfo
+from openg2g.core.interfaces import Controller, DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState, Observation
 from openg2g.scenario.loader import LoadedScenario
 from openg2g.scenario.schema import Scenario
