@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from openg2g.studies.common import Topology
+    from openg2g.sweep.engines import Engine
 
 __all__ = ["register"]
 
@@ -44,7 +45,7 @@ def _topology(feeder: str, required: bool) -> Topology | None:
         return None
 
 
-def _engine(args: argparse.Namespace, retries: int):  # type: ignore[no-untyped-def]
+def _engine(args: argparse.Namespace, retries: int) -> Engine:
     from openg2g.sweep.engines import make_engine
 
     return make_engine(args.engine, args.workers, retries, args.address)

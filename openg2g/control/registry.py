@@ -114,6 +114,6 @@ def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:
         config = _guarded(
             who, f"{getattr(config_cls, '__name__', 'Config')}(**params)", lambda: config_cls(**spec.params)
         )
-        controller = _guarded(who, "__init__", lambda: cls(config))
+        controller = _guarded(who, "__init__", lambda: cls(config))  # type: ignore[call-arg]  # a class with a Config takes it
     controller.name = spec.name or spec.kind
     return controller

@@ -28,7 +28,7 @@ PHASES: tuple[str, str, str] = ("a", "b", "c")
 
 def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     """Copy ``values`` into a new read-only numpy array."""
-    arr = np.array(values, dtype=dtype)
+    arr: np.ndarray = np.array(values, dtype=dtype)
     arr.flags.writeable = False
     return arr
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import Event
+from simpy.events import Event, EventPriority
 
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
@@ -72,7 +72,7 @@ class _Wake(Event):
         super().__init__(env)
         self._ok = True
         self._value = None
-        env.schedule(self, priority, delay)
+        env.schedule(self, EventPriority(priority), delay)
 
 
 @dataclass
@@ -239,14 +239,19 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- processes
     @property
+    def _now(self) -> int:
+        """Current simulation time (ticks); simpy's clock only ever advances by whole ticks here."""
+        return int(self.env.now)
+
+    @property
     def t_s(self) -> float:
         """Current simulation time (s)."""
-        return self.clock.seconds(self.env.now)
+        return self.clock.seconds(self._now)
 
     def _event_process(self):
         for ticks, _, command in self._events:
-            if ticks > self.env.now:
-                yield _Wake(self.env, ticks - self.env.now, Priority.EVENTS)
+            if ticks > self._now:
+                yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
             self._apply(command, f"event {type(command).__name__}", before_sampling=True)
             if self.outputs is not None:
                 self.outputs.record_event(self.t_s, command)
@@ -370,7 +375,7 @@ class Simulation:
     def _flush_process(self):
         while True:
             yield _Wake(self.env, self._flush_ticks, Priority.FLUSH)
-            self._catch_up(self.env.now)
+            self._catch_up(self._now)
             self._write_outputs("running")
 
     # ----------------------------------------------------------------------------- commands
@@ -388,7 +393,7 @@ class Simulation:
         for command in commands:
             self._n_commands += 1
             if self.outputs is not None:
-                self.outputs.record_command(self.t_s, self.clock.seconds(self.env.now + delay_ticks), source, command)
+                self.outputs.record_command(self.t_s, self.clock.seconds(self._now + delay_ticks), source, command)
             if delay_ticks == 0:
                 self._apply(command, f"controller {source!r}")
             else:
@@ -401,7 +406,7 @@ class Simulation:
     def _apply(self, command: Command, source: str, before_sampling: bool = False) -> None:
         """Carry out ``command`` now; ``before_sampling``: it acts before this instant's samples
         (events and delivered commands), otherwise after them (a controller's undelayed command)."""
-        done = self.env.now - 1 if before_sampling else self.env.now
+        done = self._now - 1 if before_sampling else self._now
         try:
             if is_datacenter_command(command):
                 self._catch_up_datacenters(done)
@@ -432,7 +437,7 @@ class Simulation:
 
     def observation(self) -> Observation:
         """What a controller sees now: latest datacenter states and grid state."""
-        self._catch_up(self.env.now)
+        self._catch_up(self._now)
         if self._grid_latest is None:
             raise SimulationError(f"t={self.t_s:g} s: no grid solution yet to observe")
         return Observation(
@@ -450,23 +455,23 @@ class Simulation:
         if not self._started:
             self.start()
         target = min(self.clock.ticks(Fraction(str(t_s))), self._end_ticks)
-        if target < self.env.now:
+        if target < self._now:
             raise SimulationError(f"cannot run back to {t_s} s from {self.t_s} s")
         self._stop_ticks = target
-        if target > self.env.now or not self._ran:
+        if target > self._now or not self._ran:
             # a wake-up after every phase of the target instant: the run ends with `now == target`
-            self.env.run(until=_Wake(self.env, target - self.env.now, Priority.END))
+            self.env.run(until=_Wake(self.env, target - self._now, Priority.END))
             self._ran = True
         self._catch_up(target)
 
     @property
     def done(self) -> bool:
         """True once the scenario's end has been simulated."""
-        return self._started and self.env.now >= self._end_ticks
+        return self._started and self._now >= self._end_ticks
 
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``."""
-        sim_time = min(self.clock.seconds(self.env.now), float(self.scenario.duration_s)) if self._started else 0.0
+        sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
         result: dict[str, Any] = {
             "scenario": self.scenario.name,
             "status": status,
@@ -525,7 +530,7 @@ class Simulation:
             self.close("failed", f"{type(exc).__name__}: {exc}")
             raise
         summary = self.close("complete")
-        if self.outputs is not None and self.scenario.outputs.plots:
+        if self.outputs is not None and self.out_dir is not None and self.scenario.outputs.plots:
             from openg2g.plot.run import plot_run
 
             plot_run(self.out_dir, v_min_pu=self.scenario.grid.v_min_pu, v_max_pu=self.scenario.grid.v_max_pu)

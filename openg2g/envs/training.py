@@ -133,7 +133,7 @@ class _ProgressBar(ProgressBarCallback):
         self.description = description
 
     def _on_training_start(self) -> None:
-        from tqdm import tqdm  # type: ignore[import-untyped]
+        from tqdm import tqdm
 
         self.pbar = tqdm(
             total=self.total_steps,

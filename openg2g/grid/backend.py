@@ -75,9 +75,12 @@ _SENS_DP_W = 1000.0
 
 
 class _VoltageDependent(Protocol):
-    load_model: str
-    vminpu: float
-    vmaxpu: float
+    @property
+    def load_model(self) -> str: ...
+    @property
+    def vminpu(self) -> float: ...
+    @property
+    def vmaxpu(self) -> float: ...
 
 
 def _band(element: _VoltageDependent | None) -> tuple[float, float] | None:

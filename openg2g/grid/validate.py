@@ -8,7 +8,7 @@ from pathlib import Path
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
 from openg2g.grid.profile import Profile
-from openg2g.scenario.schema import GridSpec, SiteSpec
+from openg2g.scenario.schema import ExtraLoadSpec, GridSpec, PVSpec, SiteSpec
 
 __all__ = ["check_against_feeder", "validate_grid"]
 
@@ -137,7 +137,11 @@ def validate_grid(spec: GridSpec, sites: Sequence[SiteSpec], base_dir: Path | No
         return [("grid.feeder", msg)]
     problems = check_against_feeder(feeder, spec, sites)
     folder = Path(".") if base_dir is None else base_dir
-    for path, items in (("grid.pv", spec.pv), ("grid.extra_loads", spec.extra_loads)):
+    profiled: tuple[tuple[str, Sequence[PVSpec | ExtraLoadSpec]], ...] = (
+        ("grid.pv", spec.pv),
+        ("grid.extra_loads", spec.extra_loads),
+    )
+    for path, items in profiled:
         for i, item in enumerate(items):
             if item.profile is not None:
                 try:

@@ -16,7 +16,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,9 @@ class LocalEngine(Engine):
         attempts: Counter[str] = Counter()
         pool = ProcessPool(max_workers=self.workers, context=_mp_context())
         try:
-            pending = {pool.schedule(execute_in_worker, (task,)): task for task in tasks}
+            pending: dict[Future[dict[str, Any]], RunTask] = {
+                pool.submit(execute_in_worker, None, task): task for task in tasks
+            }
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -144,7 +146,7 @@ class LocalEngine(Engine):
                     except ProcessExpired as exc:
                         attempts[task.run_id] += 1
                         if attempts[task.run_id] <= self.retries:
-                            pending[pool.schedule(execute_in_worker, (task,))] = task
+                            pending[pool.submit(execute_in_worker, None, task)] = task
                             continue
                         why = f"worker process died with exit code {exc.exitcode}"
                         record = self._lost(task, attempts[task.run_id], why)
