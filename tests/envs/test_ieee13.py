@@ -51,6 +51,7 @@ def test_down_lowers_power_on_ieee13(real_env):
     assert obs[i] < first
 
 
+@pytest.mark.slow  # needs the session's PPO run on the toy (trained_toy)
 def test_toy_policy_refused_by_ieee13(trained_toy, tmp_path, real_env):
     """A policy trained on the toy case does not fit ieee13: the run stops with both shapes named."""
     from openg2g.cli.evaluate import evaluate_policy

@@ -26,6 +26,7 @@ from tests.envs.conftest import TOY_STEPS
 RL_POLICY_KIND = f"{Path(controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_ppo_beats_random_on_held_out_set(trained_toy):
     result, out = trained_toy
     ev = result.evaluation
@@ -39,6 +40,7 @@ def test_ppo_beats_random_on_held_out_set(trained_toy):
     assert (out / "monitor.csv").is_file()
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_checkpoints_and_resume(trained_toy, tmp_path):
     _, out = trained_toy
     found = latest_checkpoint(out / "checkpoints")
@@ -81,6 +83,7 @@ def _run_as_controller(policy: Path, scenario) -> dict:
     return sim.metrics.summary()
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_saved_policy_runs_as_controller_like_in_the_env(trained_toy):
     result, _ = trained_toy
     model, meta = load_policy(result.policy)
@@ -98,6 +101,7 @@ def test_saved_policy_runs_as_controller_like_in_the_env(trained_toy):
     assert in_env["n_batch_changes"] > 0
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_policy_refuses_a_scenario_with_other_spaces(trained_toy):
     result, _ = trained_toy
     models = toy_scenario(11).scenario.datacenters[0].models
