@@ -104,8 +104,7 @@ def main() -> None:
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO measurement")
     args = parser.parse_args()
 
-    from openg2g.envs import G2GEnv
-    from openg2g.envs.toy import make_toy_env
+    from openg2g.envs import G2GEnv, make_toy_env
 
     cases = [("toy", lambda: make_toy_env(duration_s=args.episode_steps + 1))]
     cases.append((args.scenario, lambda: G2GEnv.from_scenario(args.scenario, episode_steps=args.episode_steps)))

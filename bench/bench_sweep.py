@@ -21,7 +21,7 @@ import pandas as pd
 import yaml
 
 from openg2g.sweep import run_sweep
-from openg2g.sweep.toy import toy_run
+from openg2g.testing import toy_run
 
 
 def sweep_file(directory: Path, runs: int, duration_s: float, base: str = "ieee13_none", tag: str = "real") -> Path:

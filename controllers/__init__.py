@@ -1,7 +1,7 @@
 """Stock controllers. A scenario names them in ``controllers[].kind`` by the entry-point names of
 the ``openg2g.controllers`` group in ``pyproject.toml`` (``ofo``, ``mpc``, ``pid``, ...).
 
-Each class subclasses :class:`openg2g.core.protocols.Controller`, has a pydantic ``Config`` (frozen,
+Each class subclasses :class:`openg2g.core.interfaces.Controller`, has a pydantic ``Config`` (frozen,
 unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 """
 

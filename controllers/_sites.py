@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import DatacenterState
 
 __all__ = ["active_replicas", "phase_share", "resolve_sites"]

@@ -1,7 +1,8 @@
-"""Voltage zones and violation measures shared by the stock controllers.
+"""Voltage zones and sensitivities shared by the stock controllers.
 
 A *zone* is a list of buses; its bus-phases are the monitored ``"<bus>.<phase>"`` entries of the
-context whose bus is in the list (case-insensitive). All measures are in pu.
+context whose bus is in the list (case-insensitive). Violation measures are those of the engine
+(:func:`openg2g.engine.metrics.violation_pu`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,7 @@ import numpy as np
 from openg2g.core.errors import ControllerError
 from openg2g.core.state import Observation
 
-__all__ = [
-    "SensitivityCache",
-    "bus_of",
-    "overvoltage_pu",
-    "undervoltage_pu",
-    "violation_pu",
-    "worst_violation_pu",
-    "zone_indices",
-]
+__all__ = ["SensitivityCache", "bus_of", "zone_indices"]
 
 
 def bus_of(bus_phase: str) -> str:
@@ -43,27 +36,6 @@ def zone_indices(bus_phases: Sequence[str], buses: Sequence[str] | None) -> np.n
         valid = sorted(set(known))
         raise ControllerError(f"buses {missing} are not monitored; valid buses: {valid}")
     return np.array([i for i, b in enumerate(known) if b in wanted], dtype=int)
-
-
-def undervoltage_pu(v_pu: np.ndarray, v_min_pu: float) -> np.ndarray:
-    """Per bus-phase undervoltage ``max(v_min - v, 0)``."""
-    return np.maximum(v_min_pu - np.asarray(v_pu, dtype=float), 0.0)
-
-
-def overvoltage_pu(v_pu: np.ndarray, v_max_pu: float) -> np.ndarray:
-    """Per bus-phase overvoltage ``max(v - v_max, 0)``."""
-    return np.maximum(np.asarray(v_pu, dtype=float) - v_max_pu, 0.0)
-
-
-def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
-    """Per bus-phase distance outside ``[v_min, v_max]`` (0 inside)."""
-    return undervoltage_pu(v_pu, v_min_pu) + overvoltage_pu(v_pu, v_max_pu)
-
-
-def worst_violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> float:
-    """Largest distance outside ``[v_min, v_max]`` over the bus-phases (0 if none or empty)."""
-    v = np.asarray(v_pu, dtype=float)
-    return float(violation_pu(v, v_min_pu, v_max_pu).max()) if v.size else 0.0
 
 
 class SensitivityCache:

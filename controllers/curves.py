@@ -30,7 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ModelInfo, StoredCurve
+from openg2g.core.interfaces import ModelInfo, StoredCurve
 from openg2g.datacenter.fits import MAX_RELATIVE_ERROR, fit, log2_batches, pchip_coefficients
 
 __all__ = [

@@ -10,7 +10,7 @@ replicas of a model served at both sites (the one with the highest power per rep
 
 The controller never moves more than the active replicas of a model at the source, nor more than
 ``max_replicas_moved[model]`` in total from the configured counts (a site's GPU capacity is not in
-:class:`~openg2g.core.protocols.SiteInfo`, so it is bounded by this parameter). It does not move
+:class:`~openg2g.core.interfaces.SiteInfo`, so it is bounded by this parameter). It does not move
 replicas back on its own.
 """
 
@@ -21,18 +21,18 @@ import math
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._sites import active_replicas, resolve_sites
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._sites import active_replicas
 from openg2g.controllers._voltage import zone_indices
 from openg2g.core.commands import Command, ShiftReplicas
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 __all__ = ["LoadShiftController"]
 
 
-class LoadShiftController(Controller):
+class LoadShiftController(ConfiguredController):
     """Moves replicas between sites with :class:`ShiftReplicas` when one site's zone is stressed."""
 
     name = "load_shift"
@@ -58,12 +58,10 @@ class LoadShiftController(Controller):
             default_factory=dict, description="Model -> largest net number moved into any one site (replicas)."
         )
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or self.Config()
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
-        self._sites = resolve_sites(context, self.config.sites, controller=self.name)
         if len(self._sites) < 2:
             raise ControllerError(f"load_shift needs at least two sites, got {self._sites}")
         unknown = [s for s in self.config.zones if s not in self._sites]

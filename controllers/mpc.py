@@ -56,13 +56,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._sites import active_replicas, phase_share, resolve_sites
-from openg2g.controllers._voltage import SensitivityCache, zone_indices
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._voltage import SensitivityCache
 from openg2g.controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Command, SetBatchSize, SetStoragePower
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 __all__ = ["MPCController", "MPCProblem", "MPCStorage"]
@@ -178,7 +178,7 @@ class MPCProblem:
         return cost, grad
 
 
-class MPCController(Controller):
+class MPCController(ConfiguredController):
     """Receding-horizon batch-size (and battery) control on the linearized grid."""
 
     name = "mpc"
@@ -218,14 +218,11 @@ class MPCController(Controller):
         storage_resolution_kw: float = Field(1.0, ge=0, description="Smallest battery change worth a command (kW).")
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or self.Config()
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         cfg = self.config
-        self._sites = resolve_sites(context, cfg.sites, controller=self.name)
-        self._zone = zone_indices(context.bus_phases, cfg.buses)
         if cfg.storage is not None:
             if cfg.storage.name not in context.storages:
                 raise ControllerError(f"mpc: unknown storage {cfg.storage.name!r}; valid: {list(context.storages)}")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Command
-from openg2g.core.protocols import Controller
 from openg2g.core.state import Observation
 
 __all__ = ["NoopController"]
 
 
-class NoopController(Controller):
+class NoopController(ConfiguredController):
     """Does nothing at every step."""
 
     name = "noop"
@@ -18,8 +17,7 @@ class NoopController(Controller):
     class Config(ControllerConfig):
         """No parameters."""
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or self.Config()
+    config: Config
 
     def step(self, observation: Observation) -> list[Command]:
         return []

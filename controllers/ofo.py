@@ -56,18 +56,18 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._sites import active_replicas, phase_share, resolve_sites
-from openg2g.controllers._voltage import SensitivityCache, zone_indices
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._voltage import SensitivityCache
 from openg2g.controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Command, SetBatchSize
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 __all__ = ["OFOController"]
 
 
-class OFOController(Controller):
+class OFOController(ConfiguredController):
     """Primal-dual online feedback optimization of per-model batch sizes."""
 
     name = "ofo"
@@ -104,16 +104,13 @@ class OFOController(Controller):
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or self.Config()
+    config: Config
 
     # -- setup -------------------------------------------------------------------------------
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         cfg = self.config
-        self._sites = resolve_sites(context, cfg.sites, controller=self.name)
-        self._zone = zone_indices(context.bus_phases, cfg.buses)
         self._keys: list[tuple[str, str]] = [(s, m) for s in self._sites for m in context.sites[s].models]
         self.curves: dict[tuple[str, str], ModelCurves] = {
             (s, m): ModelCurves.from_model_info(context.sites[s].models[m]) for s, m in self._keys

@@ -54,13 +54,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._sites import resolve_sites
-from openg2g.controllers._voltage import zone_indices
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.controllers.curves import log2_bounds, project_batch
 from openg2g.core.commands import Command, SetBatchSize, SetPowerCap
-from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
+from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W
 from openg2g.core.state import Observation
 
 __all__ = ["DiscretePID", "PIDController"]
@@ -124,10 +122,11 @@ class DiscretePID:
         return u
 
 
-class PIDController(Controller):
+class PIDController(ConfiguredController):
     """Holds a measured voltage or power at a setpoint by moving power caps or batch sizes."""
 
     name = "pid"
+    requires = "at least params setpoint and kp"
 
     class Config(ControllerConfig):
         """Parameters of :class:`PIDController`."""
@@ -148,10 +147,12 @@ class PIDController(Controller):
             None, gt=0, description="Back-calculation gain Kt (1/s); None = 1/period (reset in one step)."
         )
         output_min: float | None = Field(
-            None, description="Lower output limit: W per GPU for power_cap (default 200), level for batch_size (0)."
+            None,
+            description=f"Lower output limit: W per GPU for power_cap (default {CAP_MIN_W:g}), level for batch_size (0).",
         )
         output_max: float | None = Field(
-            None, description="Upper output limit: W per GPU for power_cap (default 700), level for batch_size (1)."
+            None,
+            description=f"Upper output limit: W per GPU for power_cap (default {CAP_MAX_W:g}), level for batch_size (1).",
         )
         power_cap_resolution_w: float = Field(5.0, ge=0, description="Smallest cap change worth a command (W).")
 
@@ -168,21 +169,16 @@ class PIDController(Controller):
 
         def limits(self) -> tuple[float, float]:
             """``(output_min, output_max)`` with the actuator's defaults filled in."""
-            lo_default, hi_default = (200.0, 700.0) if self.actuator == "power_cap" else (0.0, 1.0)
+            lo_default, hi_default = (CAP_MIN_W, CAP_MAX_W) if self.actuator == "power_cap" else (0.0, 1.0)
             lo = lo_default if self.output_min is None else self.output_min
             hi = hi_default if self.output_max is None else self.output_max
             return lo, hi
 
-    def __init__(self, config: Config | None = None) -> None:
-        if config is None:
-            raise ControllerError("pid needs at least params setpoint and kp")
-        self.config = config
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         cfg = self.config
-        self._sites = resolve_sites(context, cfg.sites, controller=self.name)
-        self._zone = zone_indices(context.bus_phases, cfg.buses)
         lo, hi = cfg.limits()
         u0 = hi if cfg.actuator == "power_cap" else self._initial_level()
         sign = -1.0 if cfg.measurement == "worst_undervoltage" else 1.0

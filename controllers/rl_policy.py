@@ -25,7 +25,7 @@ from pydantic import Field
 
 from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Command
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext, Controller
 from openg2g.core.state import Observation
 
 if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when a scenario uses this controller

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._sites import resolve_sites
-from openg2g.controllers._voltage import zone_indices
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.controllers.curves import step_batch
 from openg2g.core.commands import Command, SetBatchSize
-from openg2g.core.protocols import ControlContext, Controller, ModelInfo
+from openg2g.core.interfaces import ControlContext, ModelInfo
 from openg2g.core.state import ModelState, Observation
 
 __all__ = ["RuleBasedController"]
 
 
-class RuleBasedController(Controller):
+class RuleBasedController(ConfiguredController):
     """Steps batch sizes along the measured grid from voltage and latency rules."""
 
     name = "rule_based"
@@ -63,13 +61,10 @@ class RuleBasedController(Controller):
                 )
             return self
 
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or self.Config()
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
-        self._sites = resolve_sites(context, self.config.sites, controller=self.name)
-        self._zone = zone_indices(context.bus_phases, self.config.buses)
         self._last_change_s: dict[tuple[str, str], float] = {}
         self._batch: dict[tuple[str, str], int] = {
             (s, m): info.initial_batch_size for s in self._sites for m, info in context.sites[s].models.items()

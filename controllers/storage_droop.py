@@ -20,11 +20,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._voltage import zone_indices
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Command, SetStoragePower
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 __all__ = ["StorageDroopController", "droop_setpoint"]
@@ -41,10 +40,11 @@ def droop_setpoint(v_pu: float, v_ref_pu: float, deadband_pu: float, gain_per_pu
     return float(np.clip(-gain_per_pu * d, -limit, limit))
 
 
-class StorageDroopController(Controller):
+class StorageDroopController(ConfiguredController):
     """Sets one battery's P and Q from the voltage at its bus."""
 
     name = "storage_droop"
+    requires = "params storage and buses"
 
     class Config(ControllerConfig):
         """Parameters of :class:`StorageDroopController`."""
@@ -61,10 +61,7 @@ class StorageDroopController(Controller):
         resolution_kw: float = Field(1.0, ge=0, description="Smallest change of P worth a new setpoint (kW).")
         resolution_kvar: float = Field(1.0, ge=0, description="Smallest change of Q worth a new setpoint (kvar).")
 
-    def __init__(self, config: Config | None = None) -> None:
-        if config is None:
-            raise ControllerError("storage_droop needs params storage and buses")
-        self.config = config
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
@@ -72,7 +69,6 @@ class StorageDroopController(Controller):
             raise ControllerError(
                 f"storage_droop: unknown storage {self.config.storage!r}; valid: {list(context.storages)}"
             )
-        self._zone = zone_indices(context.bus_phases, self.config.buses)
         self._sent: tuple[float, float] | None = None
 
     def setpoint(self, v_pu: float) -> tuple[float, float]:

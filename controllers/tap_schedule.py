@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from openg2g.controllers._base import ControllerConfig
+from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Command, SetTaps
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import ControlContext, Controller
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 __all__ = ["TapEntry", "TapScheduleController"]
@@ -38,10 +38,11 @@ class TapEntry(BaseModel):
     taps: tuple[int, ...] = Field(min_length=1, description="Tap steps per regulated phase, in phase order.")
 
 
-class TapScheduleController(Controller):
+class TapScheduleController(ConfiguredController):
     """Sends :class:`SetTaps` commands at scheduled times."""
 
     name = "tap_schedule"
+    requires = "a schedule (params.schedule)"
 
     class Config(ControllerConfig):
         """Parameters of :class:`TapScheduleController`."""
@@ -53,11 +54,7 @@ class TapScheduleController(Controller):
         def _sorted(cls, v: tuple[TapEntry, ...]) -> tuple[TapEntry, ...]:
             return tuple(sorted(v, key=lambda e: e.t_s))
 
-    def __init__(self, config: Config | None = None) -> None:
-        if config is None:
-            raise ControllerError("tap_schedule needs a schedule (params.schedule)")
-        self.config = config
-        self._next = 0
+    config: Config
 
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)

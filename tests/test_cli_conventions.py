@@ -153,7 +153,7 @@ def test_command_normalizes_numeric_types():
 
 USER_CONTROLLERS = """
 from pydantic import BaseModel, model_validator
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 class InitFails(Controller):
     def __init__(self, gain=1.0):
@@ -297,7 +297,7 @@ def test_sweep_set_overrides_every_run(tmp_path):
 
 
 def test_study_set_overrides_the_base(tmp_path):
-    from openg2g.studies.spec import load_study
+    from openg2g.studies.load import load_study
 
     loaded = load_study(SCENARIOS / "study_ieee13_siting.yaml", overrides=["grid.load_scale=0.5"])
     assert loaded.base.data["grid"]["load_scale"] == 0.5 and loaded.base.fixed[-1] == "grid.load_scale=0.5"

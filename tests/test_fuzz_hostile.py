@@ -1213,18 +1213,30 @@ ACCEPTED: list[Case] = [
 ]
 
 
-ALL: list[Case] = [
-    *_field_cases(),
-    *RAW_CASES,
-    *EVENT_CASES,
-    *CONTROLLER_CASES,
-    *SET_CASES,
-    *DSS_CASES,
-    *TRACE_CASES,
-    *SWEEP_CASES,
-    *STUDY_CASES,
-    *CLI_CASES,
+GROUPS: list[list[Case]] = [
+    _field_cases(),
+    RAW_CASES,
+    EVENT_CASES,
+    CONTROLLER_CASES,
+    SET_CASES,
+    DSS_CASES,
+    TRACE_CASES,
+    SWEEP_CASES,
+    STUDY_CASES,
+    CLI_CASES,
 ]
+ALL: list[Case] = [case for group in GROUPS for case in group]
+
+FAST_EVERY = 10
+"""Every tenth case of each group (its first included) runs in the fast path; the rest are marked slow."""
+
+
+def _hostile_params() -> list[Any]:
+    return [
+        pytest.param(case, id=case.id, marks=() if i % FAST_EVERY == 0 else pytest.mark.slow)
+        for group in GROUPS
+        for i, case in enumerate(group)
+    ]
 
 
 def test_the_fuzz_set_is_large_and_its_ids_unique() -> None:
@@ -1239,7 +1251,7 @@ def test_the_tiny_feeder_and_base_scenario_are_valid(tmp_path: Path, capsys: pyt
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
+@pytest.mark.parametrize("case", _hostile_params())
 def test_hostile_input_is_refused_clearly(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run_result(case.make(tmp_path), capsys)
     assert code in (1, 2), f"exit {code} (silent acceptance?); stderr: {err}"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from openg2g.studies.common import Topology
+    from openg2g.sweep.engines import Engine
 
 __all__ = ["register"]
 
@@ -44,7 +45,7 @@ def _topology(feeder: str, required: bool) -> Topology | None:
         return None
 
 
-def _engine(args: argparse.Namespace, retries: int):  # type: ignore[no-untyped-def]
+def _engine(args: argparse.Namespace, retries: int) -> Engine:
     from openg2g.sweep.engines import make_engine
 
     return make_engine(args.engine, args.workers, retries, args.address)
@@ -76,7 +77,8 @@ def _hosting(args: argparse.Namespace) -> int:
     from openg2g.scenario.loader import resolve_scenario_path
     from openg2g.studies.common import read_base
     from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
-    from openg2g.studies.spec import HostingSpec, load_study
+    from openg2g.studies.load import load_study
+    from openg2g.studies.spec import HostingSpec
     from openg2g.sweep.spec import SweepError, read_yaml_mapping
 
     target = Path(args.feeder)
@@ -101,17 +103,16 @@ def _hosting(args: argparse.Namespace) -> int:
                 ) from None
         base = read_base(base_path.resolve(), args.set)
         name = f"{base_path.stem}_hosting"
-    pick = lambda cli, key, default: cli if cli is not None else (getattr(spec, key) if spec is not None else default)
-    buses = pick(args.buses, "buses", None)
-    config = HostingConfig(
-        buses=None if buses in (None, "three_phase") else list(buses),
-        controllers=tuple(pick(args.controller, "controllers", ["none", "ofo"])),
-        tolerance_pu_s=pick(args.tolerance_pu_s, "tolerance_pu_s", 0.0),
-        duration_s=pick(args.duration_s, "duration_s", 60.0),
-        max_mw=pick(args.max_mw, "max_mw", 30.0),
-        site=pick(None, "site", None),
-        mix=pick(_parse_mix(args.mix), "mix", None),
-    )
+    given = {
+        "buses": None if args.buses is None else list(args.buses),
+        "controllers": None if args.controller is None else tuple(args.controller),
+        "tolerance_pu_s": args.tolerance_pu_s,
+        "duration_s": args.duration_s,
+        "max_mw": args.max_mw,
+        "mix": _parse_mix(args.mix),
+    }
+    from_file = spec.config_fields() if spec is not None else {}
+    config = HostingConfig(**{**from_file, **{k: v for k, v in given.items() if v is not None}})
     topology = _topology(base.feeder, required=config.buses is None)
     out = _out(args, name)
     engine = _engine(args, spec.retries if spec is not None else 1)
@@ -142,8 +143,9 @@ def _hosting(args: argparse.Namespace) -> int:
 
 
 def _siting(args: argparse.Namespace) -> int:
+    from openg2g.studies.load import load_study
     from openg2g.studies.siting import run_siting
-    from openg2g.studies.spec import SitingSpec, load_study
+    from openg2g.studies.spec import SitingSpec
 
     loaded = load_study(args.study, SitingSpec, args.set)
     spec: SitingSpec = loaded.spec  # type: ignore[assignment]
@@ -175,8 +177,9 @@ def _siting(args: argparse.Namespace) -> int:
 
 
 def _pv_placement(args: argparse.Namespace) -> int:
+    from openg2g.studies.load import load_study
     from openg2g.studies.pv_placement import run_pv_placement
-    from openg2g.studies.spec import PVPlacementSpec, load_study
+    from openg2g.studies.spec import PVPlacementSpec
 
     loaded = load_study(args.study, PVPlacementSpec, args.set)
     spec: PVPlacementSpec = loaded.spec  # type: ignore[assignment]

@@ -78,7 +78,8 @@ def _study(name: str, overrides: list[str]) -> str:
     from openg2g.scenario.loader import load_scenario
     from openg2g.studies.common import controller_override, feeder_topology, study_buses
     from openg2g.studies.hosting import model_mix
-    from openg2g.studies.spec import HostingSpec, SitingSpec, load_study
+    from openg2g.studies.load import load_study
+    from openg2g.studies.spec import HostingSpec, SitingSpec
 
     loaded = load_study(name, overrides=overrides)
     check_start(load_scenario(loaded.base.path, loaded.base.fixed))

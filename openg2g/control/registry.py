@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from openg2g.control.config import ControllerSpec
 from openg2g.core.errors import ControllerError, G2GError
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 __all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
 
@@ -74,7 +74,7 @@ def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
     """The controller class a scenario's ``kind`` names.
 
     :raises ControllerError: unknown stock name (the message lists the valid ones), missing file
-        or class, or a class that is not a :class:`~openg2g.core.protocols.Controller`.
+        or class, or a class that is not a :class:`~openg2g.core.interfaces.Controller`.
     """
     if ":" in kind and kind.rpartition(":")[0].endswith(".py"):
         cls = _load_from_file(kind, base_dir)
@@ -87,7 +87,7 @@ def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
             )
         cls = stock[kind]
     if not (isinstance(cls, type) and issubclass(cls, Controller)):
-        raise ControllerError(f"{kind!r} is not a subclass of openg2g.core.protocols.Controller")
+        raise ControllerError(f"{kind!r} is not a subclass of openg2g.core.interfaces.Controller")
     return cls
 
 
@@ -129,6 +129,6 @@ def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:
         config = _guarded(
             who, f"{getattr(config_cls, '__name__', 'Config')}(**params)", lambda: config_cls(**spec.params)
         )
-        controller = _guarded(who, "__init__", lambda: cls(config))
+        controller = _guarded(who, "__init__", lambda: cls(config))  # type: ignore[call-arg]  # a class with a Config takes it
     controller.name = spec.name or spec.kind
     return controller

@@ -2,7 +2,7 @@
 
 - :mod:`openg2g.core.commands`: the typed commands controllers and events send;
 - :mod:`openg2g.core.state`: what components report and controllers observe;
-- :mod:`openg2g.core.protocols`: the datacenter, grid and controller interfaces;
+- :mod:`openg2g.core.interfaces`: the datacenter, grid and controller interfaces;
 - :mod:`openg2g.core.errors`: the error hierarchy;
 - :mod:`openg2g.core.paths`: where bundled data lives.
 """

@@ -9,7 +9,7 @@ by least squares from 15 starting points, keeping the fit with the smallest larg
 no logistic fits (:func:`fit_logistic`), the curve is the monotone piecewise cubic (PCHIP) through
 the points. The fits take about 0.1 s per curve and need scipy's optimizer and interpolators
 (0.3-0.5 s to import), so :func:`openg2g.datacenter.build.build_library` stores the curves in the
-trace library (:class:`~openg2g.core.protocols.CurveFits`) and a controller fits only data the
+trace library (:class:`~openg2g.core.interfaces.CurveFits`) and a controller fits only data the
 library has no curves for. A stored curve is exactly the floats :func:`fit` returns.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from openg2g.core.protocols import CurveFits, LogisticParams, StoredCurve
+from openg2g.core.interfaces import CurveFits, LogisticParams, StoredCurve
 
 __all__ = ["MAX_RELATIVE_ERROR", "fit", "fit_logistic", "fit_model", "log2_batches", "logistic", "pchip_coefficients"]
 

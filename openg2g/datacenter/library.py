@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scipy.special import ndtr
 
 from openg2g.core.errors import TraceError
+from openg2g.core.interfaces import CurveFits, LogisticParams, StoredCurve
 from openg2g.core.paths import bundled_dir
-from openg2g.core.protocols import CurveFits, LogisticParams, StoredCurve
 
 __all__ = [
     "FORMAT",
@@ -177,7 +177,7 @@ class TraceConfig(_Frozen):
 
 
 class StoredCurveModel(_Frozen):
-    """One stored curve (:class:`~openg2g.core.protocols.StoredCurve`): exactly one of ``logistic``
+    """One stored curve (:class:`~openg2g.core.interfaces.StoredCurve`): exactly one of ``logistic``
     (``[l_span, x0, k, b0]``) and ``pchip`` (four rows of per-interval cubic coefficients)."""
 
     logistic: LogisticParams | None = None

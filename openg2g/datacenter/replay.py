@@ -78,8 +78,8 @@ from openg2g.core.commands import (
     ShiftReplicas,
 )
 from openg2g.core.errors import CommandError, TraceError
-from openg2g.core.limits import MAX_DURATION_S
-from openg2g.core.protocols import DatacenterBackend, ModelInfo, SiteInfo
+from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo
+from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W, MAX_DURATION_S
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.config import SiteSpec
 from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
@@ -104,10 +104,6 @@ FILL_TAU_S = 1.0
 """Time constant of a batch-size increase (s)."""
 CAP_ALPHA = 0.4
 """Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
-CAP_MIN_W = 200.0
-"""Lowest settable H100 SXM power limit (W)."""
-CAP_MAX_W = 700.0
-"""Highest settable H100 SXM power limit (W)."""
 ITL_SAMPLES = 256
 """Replicas per model whose ITL is sampled each step (all of them when fewer)."""
 _WEIGHT_FLOOR = 1e-4

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from openg2g.core.commands import ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, G2GError, ScenarioError
-from openg2g.core.protocols import SiteInfo
+from openg2g.core.interfaces import SiteInfo
 from openg2g.scenario.loader import LoadedScenario, build_event_command
 
 __all__ = ["check_start"]

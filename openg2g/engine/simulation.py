@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import Event
+from simpy.events import Event, EventPriority
 
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
-from openg2g.core.protocols import ControlContext, Controller, DatacenterBackend
+from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
@@ -51,10 +51,10 @@ from openg2g.scenario.build import Components, build_components
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
 from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["Phase", "RunResult", "Simulation", "run_scenario"]
+__all__ = ["Priority", "RunResult", "Simulation", "run_scenario"]
 
 
-class Phase:
+class Priority:
     """simpy priorities of the steps within one instant (lower runs first)."""
 
     EVENTS = 10
@@ -67,13 +67,13 @@ class Phase:
 
 
 class _Wake(Event):
-    """A timeout with an explicit priority, so same-instant processes run in :class:`Phase` order."""
+    """A timeout with an explicit priority, so same-instant processes run in :class:`Priority` order."""
 
     def __init__(self, env: simpy.Environment, delay: int, priority: int):
         super().__init__(env)
         self._ok = True
         self._value = None
-        env.schedule(self, priority, delay)
+        env.schedule(self, EventPriority(priority), delay)
 
 
 @dataclass
@@ -221,14 +221,19 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- processes
     @property
+    def _now(self) -> int:
+        """Current simulation time (ticks); simpy's clock only ever advances by whole ticks here."""
+        return int(self.env.now)
+
+    @property
     def t_s(self) -> float:
         """Current simulation time (s)."""
-        return self.clock.seconds(self.env.now)
+        return self.clock.seconds(self._now)
 
     def _event_process(self):
         for ticks, _, command in self._events:
-            if ticks > self.env.now:
-                yield _Wake(self.env, ticks - self.env.now, Phase.EVENTS)
+            if ticks > self._now:
+                yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
             self._apply(command, f"event {type(command).__name__}", before_sampling=True)
             if self.outputs is not None:
                 self.outputs.record_event(self.t_s, command)
@@ -338,7 +343,7 @@ class Simulation:
 
     def _controller_process(self, sched: _Scheduled):
         while True:
-            yield _Wake(self.env, sched.period_ticks, Phase.CONTROL + sched.index)
+            yield _Wake(self.env, sched.period_ticks, Priority.CONTROL + sched.index)
             observation = self.observation()
             try:
                 commands = sched.controller.step(observation)
@@ -351,8 +356,8 @@ class Simulation:
 
     def _flush_process(self):
         while True:
-            yield _Wake(self.env, self._flush_ticks, Phase.FLUSH)
-            self._catch_up(self.env.now)
+            yield _Wake(self.env, self._flush_ticks, Priority.FLUSH)
+            self._catch_up(self._now)
             self._write_outputs("running")
 
     # ----------------------------------------------------------------------------- commands
@@ -370,20 +375,20 @@ class Simulation:
         for command in commands:
             self._n_commands += 1
             if self.outputs is not None:
-                self.outputs.record_command(self.t_s, self.clock.seconds(self.env.now + delay_ticks), source, command)
+                self.outputs.record_command(self.t_s, self.clock.seconds(self._now + delay_ticks), source, command)
             if delay_ticks == 0:
                 self._apply(command, f"controller {source!r}")
             else:
                 self.env.process(self._deliver_later(command, source, delay_ticks))
 
     def _deliver_later(self, command: Command, source: str, delay_ticks: int):
-        yield _Wake(self.env, delay_ticks, Phase.COMMANDS)
+        yield _Wake(self.env, delay_ticks, Priority.COMMANDS)
         self._apply(command, f"controller {source!r}", before_sampling=True)
 
     def _apply(self, command: Command, source: str, before_sampling: bool = False) -> None:
         """Carry out ``command`` now; ``before_sampling``: it acts before this instant's samples
         (events and delivered commands), otherwise after them (a controller's undelayed command)."""
-        done = self.env.now - 1 if before_sampling else self.env.now
+        done = self._now - 1 if before_sampling else self._now
         try:
             if is_datacenter_command(command):
                 self._catch_up_datacenters(done)
@@ -414,7 +419,7 @@ class Simulation:
 
     def observation(self) -> Observation:
         """What a controller sees now: latest datacenter states and grid state."""
-        self._catch_up(self.env.now)
+        self._catch_up(self._now)
         if self._grid_latest is None:
             raise SimulationError(f"t={self.t_s:g} s: no grid solution yet to observe")
         return Observation(
@@ -432,23 +437,23 @@ class Simulation:
         if not self._started:
             self.start()
         target = min(self.clock.ticks(Fraction(str(t_s))), self._end_ticks)
-        if target < self.env.now:
+        if target < self._now:
             raise SimulationError(f"cannot run back to {t_s} s from {self.t_s} s")
         self._stop_ticks = target
-        if target > self.env.now or not self._ran:
+        if target > self._now or not self._ran:
             # a wake-up after every phase of the target instant: the run ends with `now == target`
-            self.env.run(until=_Wake(self.env, target - self.env.now, Phase.END))
+            self.env.run(until=_Wake(self.env, target - self._now, Priority.END))
             self._ran = True
         self._catch_up(target)
 
     @property
     def done(self) -> bool:
         """True once the scenario's end has been simulated."""
-        return self._started and self.env.now >= self._end_ticks
+        return self._started and self._now >= self._end_ticks
 
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``."""
-        sim_time = min(self.clock.seconds(self.env.now), float(self.scenario.duration_s)) if self._started else 0.0
+        sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
         result: dict[str, Any] = {
             "scenario": self.scenario.name,
             "status": status,
@@ -507,7 +512,7 @@ class Simulation:
             self.close("failed", f"{type(exc).__name__}: {exc}")
             raise
         summary = self.close("complete")
-        if self.outputs is not None and self.scenario.outputs.plots:
+        if self.outputs is not None and self.out_dir is not None and self.scenario.outputs.plots:
             from openg2g.plot.run import plot_run
 
             plot_run(self.out_dir, v_min_pu=self.scenario.grid.v_min_pu, v_max_pu=self.scenario.grid.v_max_pu)

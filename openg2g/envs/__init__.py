@@ -5,7 +5,7 @@
 - :mod:`~openg2g.envs.spaces`: :class:`SpaceLayout`, observation/action conversion (env and policy);
 - :mod:`~openg2g.envs.variations`: seeded scenario variations and the held-out evaluation set;
 - :mod:`~openg2g.envs.policy`: saving and loading trained policies with their env settings;
-- :mod:`~openg2g.envs.toy`: an analytic toy case for tests and benchmarks.
+- :func:`make_toy_env`: the analytic toy case of :mod:`openg2g.testing` as an env (tests, benchmarks).
 
 Importing this package registers the environments::
 
@@ -20,7 +20,7 @@ Importing this package registers the environments::
 from gymnasium.envs.registration import register, registry
 
 from openg2g.envs.config import EnvConfig, ObsConfig, RewardWeights
-from openg2g.envs.env import G2GEnv, make_env
+from openg2g.envs.env import G2GEnv, make_env, make_toy_env
 from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.variations import ScenarioGenerator, Variation, VariationSpec
 
@@ -35,6 +35,7 @@ __all__ = [
     "Variation",
     "VariationSpec",
     "make_env",
+    "make_toy_env",
 ]
 
 ENV_IDS: dict[str, dict[str, object]] = {

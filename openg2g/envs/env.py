@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from openg2g.core.errors import ScenarioError, SimulationError
-from openg2g.core.protocols import ControlContext
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 from openg2g.engine.simulation import Simulation
 from openg2g.envs.config import EnvConfig
@@ -34,8 +34,9 @@ from openg2g.envs.variations import ScenarioGenerator, Variation
 from openg2g.scenario.build import ComponentBuilder, Components
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Scenario
+from openg2g.testing.toy import toy_components, toy_scenario
 
-__all__ = ["ComponentsFactory", "G2GEnv", "make_env"]
+__all__ = ["ComponentsFactory", "G2GEnv", "make_env", "make_toy_env"]
 
 ComponentsFactory = Callable[[LoadedScenario], Components]
 """Builds ``(sites, grid, controllers)`` for a scenario, as :class:`~openg2g.scenario.build.ComponentBuilder`."""
@@ -272,10 +273,32 @@ def make_env(
 ) -> G2GEnv:
     """Gymnasium entry point: :meth:`G2GEnv.from_scenario` as a plain function.
 
-    ``scenario="toy"`` builds the analytic toy case of :mod:`openg2g.envs.toy`.
+    ``scenario="toy"`` builds the analytic toy case (:func:`make_toy_env`).
     """
     if str(scenario) == "toy":
-        from openg2g.envs.toy import make_toy_env
-
         return make_toy_env(overrides=overrides, render_mode=render_mode, **config)
     return G2GEnv.from_scenario(scenario, overrides, render_mode=render_mode, **config)
+
+
+def make_toy_env(
+    duration_s: float = 60,
+    training: bool = True,
+    overrides: Sequence[str] = (),
+    *,
+    render_mode: str | None = None,
+    **config: Any,
+) -> G2GEnv:
+    """The analytic toy environment of :mod:`openg2g.testing.toy` (registered as ``openg2g/Toy-v0``).
+
+    Like Stable-Baselines3's identity envs it has a known good policy (the largest batches that keep
+    the voltage above ``v_min_pu``) and needs no traces or power-flow solver.
+
+    :param duration_s: scenario length (s); one step per second.
+    :param training: whether the scenario has a training job.
+    :param overrides: scenario ``dotted.key=value`` overrides.
+    :param render_mode: ``None``, ``"ansi"`` or ``"rgb_array"`` (see :class:`G2GEnv`).
+    :param config: :class:`~openg2g.envs.config.EnvConfig` fields.
+    """
+    return G2GEnv(
+        toy_scenario(duration_s, training, overrides), config, components=toy_components, render_mode=render_mode
+    )

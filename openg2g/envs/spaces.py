@@ -1,6 +1,6 @@
 """Observation and action spaces, shared by the Gymnasium env and the ``rl_policy`` controller.
 
-A :class:`SpaceLayout` is built from a run's :class:`~openg2g.core.protocols.ControlContext` and an
+A :class:`SpaceLayout` is built from a run's :class:`~openg2g.core.interfaces.ControlContext` and an
 :class:`~openg2g.envs.config.ObsConfig` plus an action kind. It fixes the order of every feature
 and every controlled model, turns an :class:`~openg2g.core.state.Observation` into a float32 vector
 (:meth:`SpaceLayout.observe`) and an action into :class:`~openg2g.core.commands.SetBatchSize`
@@ -31,7 +31,7 @@ from gymnasium import spaces
 
 from openg2g.core.commands import Command, SetBatchSize
 from openg2g.core.errors import ControllerError, ScenarioError
-from openg2g.core.protocols import ControlContext
+from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 from openg2g.envs.config import ObsConfig
 

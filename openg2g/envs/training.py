@@ -19,7 +19,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ProgressBarCallback
+from stable_baselines3.common.logger import CSVOutputFormat, Logger
+from stable_baselines3.common.utils import configure_logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 from openg2g.core.errors import G2GError
@@ -130,7 +133,7 @@ class _ProgressBar(ProgressBarCallback):
         self.description = description
 
     def _on_training_start(self) -> None:
-        from tqdm import tqdm  # type: ignore[import-untyped]
+        from tqdm import tqdm
 
         self.pbar = tqdm(
             total=self.total_steps,
@@ -199,113 +202,70 @@ def train_policy(
         or a resume whose settings differ from the run's.
     """
     import torch
-    from stable_baselines3.common.logger import CSVOutputFormat, Logger
-    from stable_baselines3.common.utils import configure_logger
 
     cls = algo_class(algo)
     cfg = env_config if isinstance(env_config, EnvConfig) else EnvConfig.model_validate(dict(env_config or {}))
-    if algo in ("sac", "td3") and cfg.action != "box":
-        raise G2GError(f"{algo} needs continuous actions: set the env's action to 'box' (got {cfg.action!r})")
-    if steps <= 0 or n_envs <= 0 or checkpoint_every <= 0:
-        raise G2GError(f"steps, n_envs and checkpoint_every must be > 0, got {steps}, {n_envs}, {checkpoint_every}")
-    if tensorboard is not None:
-        _require_tensorboard()
+    _check_arguments(algo, cfg, steps, n_envs, checkpoint_every, tensorboard)
     torch.set_num_threads(1)
     out = Path(out)
-    ckpt_dir = out / "checkpoints"
     record_path = out / "train.json"
     settings_json = {k: list(v) if isinstance(v, tuple) else v for k, v in settings.__dict__.items()}
     env_kwargs = cfg.model_dump(mode="json")
     factory = functools.partial(make_env, str(scenario), tuple(overrides), **env_kwargs)
     probe = factory()  # validates scenario and config before any subprocess starts
     meta = PolicyMeta(
-        format=FORMAT,
-        timesteps=0,
-        algo=algo,
-        scenario=str(scenario),
-        overrides=list(overrides),
-        env=cfg,
+        format=FORMAT, timesteps=0, algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg,
         layout=probe.layout.describe(),
-    )
-
-    start = latest_checkpoint(ckpt_dir)
-    if start and not resume:
-        raise G2GError(
-            f"{out} already holds a training run ({start[0].name}); continue it with --resume or choose another --out"
-        )
+    )  # fmt: skip
+    start = _resume_point(out, meta, resume, settings_json, log)
     previous = TrainRecord.read(record_path) if start else None
-    if start:
-        saved = read_meta(start[0])
-        if (saved.algo, saved.env, saved.scenario, saved.overrides) != (algo, cfg, str(scenario), list(overrides)):
-            raise G2GError(
-                f"{start[0]} was trained with algo {saved.algo!r} on {saved.scenario!r} {saved.overrides} and env "
-                f"settings {saved.env.model_dump(mode='json')}; resume with the same scenario, --set, --env and --algo"
-            )
-        if previous is not None:
-            _check_same_run(previous, settings_json, record_path)
-    elif resume:
-        log(f"no checkpoint in {ckpt_dir}; starting fresh")
     done_steps = start[1] if start else 0
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "logs").mkdir(exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
 
-    fns: list[Callable[[], gym.Env]] = [factory] * n_envs
-    vec: VecEnv = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
-    vec.seed(seed + done_steps)
-    vec = monitor(vec, out / "monitor.csv", append=start is not None)  # raw rewards: monitor.csv, ep_rew_mean
-    if settings.normalize_reward:
-        stats = normalization_path(ckpt_dir, done_steps)
-        if start and stats.is_file():
-            vec = load_normalization(stats, vec)
-        else:
-            if start:
-                log(f"no normalization statistics {stats.name} beside the checkpoint; reward scaling starts afresh")
-            vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=settings.gamma)
+    vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
     if start:
         model = cls.load(str(start[0]), env=vec, device="cpu")
         log(f"resuming from {start[0]} ({done_steps} steps)")
     else:
         model = cls("MlpPolicy", vec, seed=seed, device="cpu", verbose=0, **settings.algo_kwargs(algo))
-    # SB3's own TensorBoard logger (named after the run folder, continued on resume) plus the CSV log
-    logger = (
-        configure_logger(0, str(tensorboard), out.resolve().name, reset_num_timesteps=start is None)
-        if tensorboard is not None
-        else Logger(str(out / "logs"), [])
-    )
-    progress_csv = out / "logs" / "progress.csv"
-    logger.output_formats.append(ContinuedCSV(progress_csv) if start else CSVOutputFormat(str(progress_csv)))
-    model.set_logger(logger)
+    model.set_logger(_logger(out, tensorboard, resumed=start is not None))
 
-    record = TrainRecord(
-        record_path,
-        {
-            "scenario": str(scenario),
-            "overrides": list(overrides),
-            "algo": algo,
-            "settings": settings_json,
-            "env": env_kwargs,
-        },
-        previous,
-    )
+    run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
+    record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
     record.start(done_steps, steps, n_envs, seed)
-
-    checkpoints = Checkpoints(checkpoint_every, n_envs, ckpt_dir, meta)
+    checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
     checkpoints.init_callback(model)
-    callbacks: list[BaseCallback] = [checkpoints]
-    if progress:
-        callbacks.append(_ProgressBar(steps, f"train {algo}"))
-    t0 = time.perf_counter()
+    callbacks: list[BaseCallback] = [checkpoints, _ProgressBar(steps, f"train {algo}")] if progress else [checkpoints]
+    wall = _learn(model, vec, checkpoints, CallbackList(callbacks), steps, start, record, log)
+    record.end(int(model.num_timesteps), wall, "finished")
+    policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
+    evaluation = _evaluate(probe, model, cfg, seed, eval_episodes, log)
+    record.finish(evaluation, policy)
+    return TrainResult(policy, int(model.num_timesteps), wall, evaluation)
 
+
+def _learn(
+    model: BaseAlgorithm,
+    vec: VecEnv,
+    checkpoints: Checkpoints,
+    callback: CallbackList,
+    steps: int,
+    start: tuple[Path, int] | None,
+    record: TrainRecord,
+    log: Callable[[str], None],
+) -> float:
+    """Train up to ``steps`` in all and checkpoint the end (also when interrupted, so ``--resume``
+    continues from there); returns the wall time (s). A failure or interruption is written to the
+    run's record before it propagates. The envs and the logger are closed in any case."""
+    done_steps = start[1] if start else 0
+    t0 = time.perf_counter()
     try:
         if steps > done_steps:
-            model.learn(
-                total_timesteps=steps - done_steps, callback=CallbackList(callbacks), reset_num_timesteps=start is None
-            )
+            model.learn(total_timesteps=steps - done_steps, callback=callback, reset_num_timesteps=start is None)
         elif start:
             log(f"{start[0]} already has {done_steps} of the {steps} steps asked for; nothing to train")
         checkpoints.save()  # the next --resume starts exactly here
     except KeyboardInterrupt:
-        # keep what was learned: --resume continues from here
         path = checkpoints.save()
         record.end(int(model.num_timesteps), time.perf_counter() - t0, "interrupted")
         log(f"interrupted at {model.num_timesteps} steps; saved {path}")
@@ -314,33 +274,120 @@ def train_policy(
         record.end(int(model.num_timesteps), time.perf_counter() - t0, "failed")
         raise
     finally:
-        logger.close()
+        model.logger.close()
         try:
             vec.close()
         except (EOFError, ConnectionError, BrokenPipeError):  # workers already gone (Ctrl-C reaches them too)
             pass
-    wall = time.perf_counter() - t0
-    record.end(int(model.num_timesteps), wall, "finished")
-    policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
-    evaluation: dict[str, Any] = {}
-    if eval_episodes > 0:
-        policy_mean, policy_eps = score_policy(probe, lambda o: model.predict(o, deterministic=True)[0], eval_episodes)
-        space = probe.action_space
-        space.seed(seed)
-        random_mean, random_eps = score_policy(probe, lambda o: space.sample(), eval_episodes)
-        evaluation = {
-            "episodes": len(policy_eps),
-            "policy_mean_reward": policy_mean,
-            "random_mean_reward": random_mean,
-            "policy_rewards": policy_eps,
-            "random_rewards": random_eps,
-        }
-        message = f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f}"
-        if cfg.action == "discrete":  # also the do-nothing policy: every model stays at its batch size
-            stay = np.ones(len(probe.layout.controlled), dtype=np.int64)
-            hold_mean, hold_eps = score_policy(probe, lambda o: stay, eval_episodes)
-            evaluation.update(hold_mean_reward=hold_mean, hold_rewards=hold_eps)
-            message += f", hold {hold_mean:.3f}"
-        log(f"{message} ({len(policy_eps)} episodes)")
-    record.finish(evaluation, policy)
-    return TrainResult(policy, int(model.num_timesteps), wall, evaluation)
+    return time.perf_counter() - t0
+
+
+def _check_arguments(
+    algo: str, cfg: EnvConfig, steps: int, n_envs: int, checkpoint_every: int, tensorboard: Path | None
+) -> None:
+    """Refuse arguments :func:`train_policy` cannot run with (see its ``Raises``)."""
+    if algo in ("sac", "td3") and cfg.action != "box":
+        raise G2GError(f"{algo} needs continuous actions: set the env's action to 'box' (got {cfg.action!r})")
+    if steps <= 0 or n_envs <= 0 or checkpoint_every <= 0:
+        raise G2GError(f"steps, n_envs and checkpoint_every must be > 0, got {steps}, {n_envs}, {checkpoint_every}")
+    if tensorboard is not None:
+        _require_tensorboard()
+
+
+def _resume_point(
+    out: Path, meta: PolicyMeta, resume: bool, settings_json: dict[str, Any], log: Callable[[str], None]
+) -> tuple[Path, int] | None:
+    """The checkpoint a run continues from and its steps, or None for a fresh run.
+
+    :raises G2GError: a fresh run into a folder holding one, or a resume with other settings.
+    """
+    ckpt_dir = out / "checkpoints"
+    start = latest_checkpoint(ckpt_dir)
+    if start and not resume:
+        raise G2GError(
+            f"{out} already holds a training run ({start[0].name}); continue it with --resume or choose another --out"
+        )
+    if start:
+        saved = read_meta(start[0])
+        if (saved.algo, saved.env, saved.scenario, saved.overrides) != (
+            meta.algo,
+            meta.env,
+            meta.scenario,
+            meta.overrides,
+        ):
+            raise G2GError(
+                f"{start[0]} was trained with algo {saved.algo!r} on {saved.scenario!r} {saved.overrides} and env "
+                f"settings {saved.env.model_dump(mode='json')}; resume with the same scenario, --set, --env and --algo"
+            )
+        previous = TrainRecord.read(out / "train.json")
+        if previous is not None:
+            _check_same_run(previous, settings_json, out / "train.json")
+    elif resume:
+        log(f"no checkpoint in {ckpt_dir}; starting fresh")
+    return start
+
+
+def _vec_env(
+    factory: Callable[[], gym.Env],
+    n_envs: int,
+    seed: int,
+    out: Path,
+    start: tuple[Path, int] | None,
+    settings: TrainSettings,
+    log: Callable[[str], None],
+) -> VecEnv:
+    """``n_envs`` seeded envs (subprocesses when > 1), monitored into ``monitor.csv`` (raw rewards,
+    continued on resume) and, with ``settings.normalize_reward``, reward-normalized with the
+    checkpoint's statistics when it has them."""
+    vec: VecEnv = SubprocVecEnv([factory] * n_envs) if n_envs > 1 else DummyVecEnv([factory] * n_envs)
+    vec.seed(seed)
+    vec = monitor(vec, out / "monitor.csv", append=start is not None)
+    if not settings.normalize_reward:
+        return vec
+    stats = normalization_path(out / "checkpoints", start[1] if start else 0)
+    if start and stats.is_file():
+        return load_normalization(stats, vec)
+    if start:
+        log(f"no normalization statistics {stats.name} beside the checkpoint; reward scaling starts afresh")
+    return VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=settings.gamma)
+
+
+def _logger(out: Path, tensorboard: Path | None, resumed: bool) -> Logger:
+    """SB3's own TensorBoard logger (named after the run folder, continued on resume) or a bare one,
+    plus the CSV log ``logs/progress.csv`` (continued on resume)."""
+    logger = (
+        configure_logger(0, str(tensorboard), out.resolve().name, reset_num_timesteps=not resumed)
+        if tensorboard is not None
+        else Logger(str(out / "logs"), [])
+    )
+    progress_csv = out / "logs" / "progress.csv"
+    logger.output_formats.append(ContinuedCSV(progress_csv) if resumed else CSVOutputFormat(str(progress_csv)))
+    return logger
+
+
+def _evaluate(
+    probe: G2GEnv, model: BaseAlgorithm, cfg: EnvConfig, seed: int, episodes: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Score the trained policy, a seeded random one and (discrete actions) the do-nothing one on
+    ``episodes`` held-out episodes; empty when ``episodes`` is 0."""
+    if episodes <= 0:
+        return {}
+    policy_mean, policy_eps = score_policy(probe, lambda o: model.predict(o, deterministic=True)[0], episodes)
+    space = probe.action_space
+    space.seed(seed)
+    random_mean, random_eps = score_policy(probe, lambda o: space.sample(), episodes)
+    evaluation: dict[str, Any] = {
+        "episodes": len(policy_eps),
+        "policy_mean_reward": policy_mean,
+        "random_mean_reward": random_mean,
+        "policy_rewards": policy_eps,
+        "random_rewards": random_eps,
+    }
+    message = f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f}"
+    if cfg.action == "discrete":  # also the do-nothing policy: every model stays at its batch size
+        stay = np.ones(len(probe.layout.controlled), dtype=np.int64)
+        hold_mean, hold_eps = score_policy(probe, lambda o: stay, episodes)
+        evaluation.update(hold_mean_reward=hold_mean, hold_rewards=hold_eps)
+        message += f", hold {hold_mean:.3f}"
+    log(f"{message} ({len(policy_eps)} episodes)")
+    return evaluation

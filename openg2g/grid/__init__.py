@@ -2,7 +2,7 @@
 ``FeederGrid`` backend.
 
 - :mod:`openg2g.grid.feeders`: ``list_feeders``, ``load_feeder``, ``Feeder``;
-- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.protocols.GridBackend`),
+- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.interfaces.GridBackend`),
   composed of :mod:`~openg2g.grid.regulators` (banks, tap steps, band control),
   :mod:`~openg2g.grid.storage` (batteries), :mod:`~openg2g.grid.injections` (sites, PV, extra
   loads, scales, profiles) and :mod:`~openg2g.grid.sensitivity` (dV/dP);

@@ -47,7 +47,7 @@ from openg2g.core.commands import (
     SetTaps,
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
-from openg2g.core.protocols import GridBackend, RegulatorInfo
+from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder

@@ -74,12 +74,16 @@ class RegulatorSpec(ConfigModel):
         return self
 
 
+def _all_phases() -> list[Literal["a", "b", "c"]]:
+    return ["a", "b", "c"]
+
+
 class PVSpec(VoltageDependence):
     """A PV plant: a three-phase (or single-phase) generator following a profile."""
 
     name: Name
     bus: Name
-    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=_all_phases)
     kw: float = Field(gt=0, le=MAX_KW, description="Rated AC output over all phases (kW).")
     power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
     profile: str | None = Field(
@@ -118,7 +122,7 @@ class ExtraLoadSpec(VoltageDependence):
     bus: Name
     kw_per_phase: float = Field(ge=0, le=MAX_KW)
     power_factor: float = Field(0.95, gt=0, le=1)
-    phases: list[Literal["a", "b", "c"]] = Field(default_factory=lambda: ["a", "b", "c"])
+    phases: list[Literal["a", "b", "c"]] = Field(default_factory=_all_phases)
     profile: str | None = Field(
         None, description="CSV with columns t_s, scale (>= 0), like a PV profile; None = constant."
     )
@@ -167,7 +171,7 @@ class GridSpec(ConfigModel):
     def _limits(self) -> GridSpec:
         if not self.v_min_pu < self.v_max_pu:
             raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
-        names = [e.name for e in (*self.pv, *self.storage, *self.extra_loads)]
+        names = [*(e.name for e in self.pv), *(e.name for e in self.storage), *(e.name for e in self.extra_loads)]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")

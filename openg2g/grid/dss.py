@@ -892,7 +892,7 @@ def _build_line(reader: _Reader, e: _Elem) -> LineModel:
         )
     # length expressed in the impedance data's unit
     if code_units != "none" and units != "none":
-        factor = length * _UNIT_M[units] / _UNIT_M[code_units]  # type: ignore[operator]
+        factor = length * _UNIT_M[units] / _UNIT_M[code_units]
     else:
         factor = length
     length_unit = units if units != "none" else code_units

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openg2g.core.errors import FeederError
-from openg2g.core.protocols import RegulatorInfo
+from openg2g.core.interfaces import RegulatorInfo
 from openg2g.core.state import PHASES
 from openg2g.grid.dss import read_dss
 from openg2g.grid.model import FeederModel

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from openg2g.core.errors import CommandError, FeederError
-from openg2g.core.protocols import RegulatorInfo
+from openg2g.core.interfaces import RegulatorInfo
 from openg2g.grid.config import RegulatorSpec
 from openg2g.grid.feeders import Feeder
 from openg2g.grid.model import RegControlModel, TransformerModel

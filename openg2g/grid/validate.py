@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from openg2g.core.errors import FeederError, ScenarioError
-from openg2g.grid.config import GridSite, GridSpec
+from openg2g.grid.config import ExtraLoadSpec, GridSite, GridSpec, PVSpec
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
 from openg2g.grid.profile import Profile
 
@@ -166,12 +166,15 @@ def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | No
         return [("grid.feeder", msg)]
     problems = check_against_feeder(feeder, spec, sites)
     folder = Path(".") if base_dir is None else base_dir
-    profiles = [(f"grid.pv.{i}.profile", pv.profile) for i, pv in enumerate(spec.pv)]
-    profiles += [(f"grid.extra_loads.{i}.profile", x.profile) for i, x in enumerate(spec.extra_loads)]
-    for where, profile in profiles:
-        if profile is not None:
-            try:
-                Profile.read(folder / profile, where)
-            except ScenarioError as exc:
-                problems.extend(exc.problems)
+    profiled: tuple[tuple[str, Sequence[PVSpec | ExtraLoadSpec]], ...] = (
+        ("grid.pv", spec.pv),
+        ("grid.extra_loads", spec.extra_loads),
+    )
+    for path, items in profiled:
+        for i, item in enumerate(items):
+            if item.profile is not None:
+                try:
+                    Profile.read(folder / item.profile, f"{path}.{i}.profile")
+                except ScenarioError as exc:
+                    problems.extend(exc.problems)
     return problems

@@ -7,11 +7,12 @@ bus that :func:`bus_voltages` reduces from a run's ``grid_voltages`` table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -127,21 +128,7 @@ def plot_feeder_map(
     with styled(**{"axes.grid": False}):
         fig = new_figure(figsize=(8, 7))
         ax = fig.axes[0]
-        kinds = edges["kind"] if "kind" in edges else pd.Series("line", index=edges.index)
-        in_service = edges["in_service"] if "in_service" in edges else pd.Series(True, index=edges.index)
-        for kind, style in EDGE_STYLE.items():
-            for live in (True, False):
-                mask = (kinds == kind) & (in_service.astype(bool) == live)
-                segs = [
-                    [xy[str(a)], xy[str(b)]]
-                    for a, b in zip(edges.loc[mask, "from_bus"], edges.loc[mask, "to_bus"])
-                    if str(a) in xy and str(b) in xy
-                ]
-                if segs:
-                    lc = LineCollection(
-                        segs, zorder=1, alpha=1.0 if live else 0.25, label=kind if live else f"{kind} (open)", **style
-                    )
-                    ax.add_collection(lc)
+        kinds = _draw_edges(ax, edges, xy)
         names = list(xy)
         x = np.array([xy[b][0] for b in names])
         y = np.array([xy[b][1] for b in names])
@@ -171,7 +158,7 @@ def plot_feeder_map(
                 [xy[b][1] for b in marked],
                 s=260,
                 facecolors="none",
-                edgecolors="#e7298a",
+                edgecolors=HIGHLIGHT_COLOR,
                 linewidths=2,
                 zorder=3,
                 label="datacenter " + ", ".join(marked),
@@ -186,25 +173,53 @@ def plot_feeder_map(
         for spine in ax.spines.values():
             spine.set_visible(False)
         ax.set_title(title)
-        handles = [
-            Line2D([], [], color=str(EDGE_STYLE[k]["colors"]), ls=str(EDGE_STYLE[k]["linestyles"]), label=k)
-            for k in EDGE_STYLE
-            if (kinds == k).any()
-        ]
-        if marked:
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    marker="o",
-                    ls="",
-                    markerfacecolor="none",
-                    markeredgecolor="#e7298a",
-                    markersize=10,
-                    label="datacenter " + ", ".join(marked),
-                )
-            )
-        if handles:
-            ax.legend(handles=handles, loc="best", fontsize=8)
+        _legend(ax, kinds, marked)
         fig.tight_layout()
     return fig
+
+
+HIGHLIGHT_COLOR = "#e7298a"
+"""Ring colour of highlighted (datacenter) buses."""
+
+
+def _draw_edges(ax: Axes, edges: pd.DataFrame, xy: Mapping[str, tuple[float, float]]) -> pd.Series:
+    """Draw the branches between buses that have coordinates, faint when out of service; returns
+    each branch's kind (``line`` when ``edges`` has no ``kind`` column)."""
+    kinds = edges["kind"] if "kind" in edges else pd.Series("line", index=edges.index)
+    in_service = edges["in_service"] if "in_service" in edges else pd.Series(True, index=edges.index)
+    for kind, style in EDGE_STYLE.items():
+        for live in (True, False):
+            mask = (kinds == kind) & (in_service.astype(bool) == live)
+            segs = [
+                [xy[str(a)], xy[str(b)]]
+                for a, b in zip(edges.loc[mask, "from_bus"], edges.loc[mask, "to_bus"])
+                if str(a) in xy and str(b) in xy
+            ]
+            if segs:
+                label = kind if live else f"{kind} (open)"
+                ax.add_collection(LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=label, **style))
+    return kinds
+
+
+def _legend(ax: Axes, kinds: pd.Series, marked: Sequence[str]) -> None:
+    """A legend of the branch kinds present and the highlighted buses (none when both are absent)."""
+    handles = [
+        Line2D([], [], color=str(EDGE_STYLE[k]["colors"]), ls=str(EDGE_STYLE[k]["linestyles"]), label=k)
+        for k in EDGE_STYLE
+        if (kinds == k).any()
+    ]
+    if marked:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                marker="o",
+                ls="",
+                markerfacecolor="none",
+                markeredgecolor=HIGHLIGHT_COLOR,
+                markersize=10,
+                label="datacenter " + ", ".join(marked),
+            )
+        )
+    if handles:
+        ax.legend(handles=handles, loc="best", fontsize=8)

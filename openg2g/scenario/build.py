@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from openg2g.control.registry import build_controller, resolve_controller
 from openg2g.core.config import field_path
 from openg2g.core.errors import ControllerError, G2GError
-from openg2g.core.protocols import Controller, DatacenterBackend, GridBackend
+from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter

@@ -104,7 +104,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable) and key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
@@ -197,7 +197,7 @@ def _event_model(name: str) -> type[ConfigModel]:
     """A strict pydantic model mirroring a command dataclass, so events are validated field by field."""
     if name not in _EVENT_MODELS:
         cls = COMMANDS[name]
-        fields = {
+        fields: dict[str, Any] = {  # (type or its name, default) per field
             f.name: (f.type, ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
         }
         _EVENT_MODELS[name] = create_model(f"{cls.__name__}Event", __base__=ConfigModel, __module__=cls.__module__, **fields)

@@ -9,6 +9,7 @@ from openg2g.studies.common import (
     three_phase_buses,
 )
 from openg2g.studies.hosting import HostingConfig, ModelMix, hosting_settings, model_mix, run_hosting_capacity
+from openg2g.studies.load import LoadedStudy, load_study
 from openg2g.studies.pv_placement import (
     PlacementProblem,
     PlacementSolution,
@@ -18,15 +19,7 @@ from openg2g.studies.pv_placement import (
 )
 from openg2g.studies.search import MaxSearch, bisect_max
 from openg2g.studies.siting import rank_placements, run_siting, siting_settings, split_site
-from openg2g.studies.spec import (
-    STUDY_KINDS,
-    HostingSpec,
-    LoadedStudy,
-    PVPlacementSpec,
-    SitingSpec,
-    StudySpec,
-    load_study,
-)
+from openg2g.studies.spec import STUDY_KINDS, HostingSpec, PVPlacementSpec, SitingSpec, StudySpec
 
 __all__ = [
     "STUDY_KINDS",

@@ -227,46 +227,56 @@ def run_hosting_capacity(
             all_records.update(records)
             reused_all |= reused
             for s, k, task in batch:
-                record = records[task.run_id]
-                if record["status"] == "invalid":
-                    s.error = record["error"]
-                    continue
-                s.runs[k] = record["summary"]
-                s.search.record(k, _ok(record, config.tolerance_pu_s))
-                peak = record["summary"].get("dc_peak_mw")
-                if not s.sized and peak:
-                    s.search.k_max = max(
-                        1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo
-                    )
-                    s.sized = True
+                _advance(s, k, records[task.run_id], config)
     evaluations = results_table(all_tasks, all_records, reused_all)
     table = pd.DataFrame([_row(s, mix, config) for s in searches])
     out.mkdir(parents=True, exist_ok=True)
     write_parquet_atomic(evaluations, out / "evaluations.parquet")
     write_parquet_atomic(table, out / "hosting_capacity.parquet")
-    if not table.empty:
-        from openg2g.studies.plots import plot_bus_values, plot_grouped_bars
+    _plot(table, topology, config, out)
+    return table
 
-        plot_grouped_bars(
-            table,
-            category="bus",
-            value="capacity_peak_mw",
-            group="controller",
-            label="hosting capacity (MW peak)",
-            title=f"hosting capacity, tolerance {config.tolerance_pu_s:g} pu.s, {config.duration_s:g} s runs",
-            path=out / "hosting_capacity_bars.png",
-        )
-    if topology is not None and not table.empty:
+
+def _plot(table: pd.DataFrame, topology: Topology | None, config: HostingConfig, out: Path) -> None:
+    """The capacity per bus as bars, and on the feeder map when the topology is known."""
+    if table.empty:
+        return
+    from openg2g.studies.plots import plot_bus_values, plot_grouped_bars
+
+    title = f"hosting capacity, tolerance {config.tolerance_pu_s:g} pu.s, {config.duration_s:g} s runs"
+    plot_grouped_bars(
+        table,
+        category="bus",
+        value="capacity_peak_mw",
+        group="controller",
+        label="hosting capacity (MW peak)",
+        title=title,
+        path=out / "hosting_capacity_bars.png",
+    )
+    if topology is not None:
         plot_bus_values(
             topology,
             table,
             value="capacity_peak_mw",
             panel="controller",
             label="hosting capacity (MW peak)",
-            title=f"{topology.name}: hosting capacity, tolerance {config.tolerance_pu_s:g} pu.s, {config.duration_s:g} s runs",
+            title=f"{topology.name}: {title}",
             path=out / "hosting_capacity.png",
         )
-    return table
+
+
+def _advance(s: _Search, k: int, record: dict[str, Any], config: HostingConfig) -> None:
+    """Take the run of ``k`` blocks into its search; the first run that reports its peak power
+    bounds the search at ``config.max_mw``. An invalid run ends the search with its error."""
+    if record["status"] == "invalid":
+        s.error = record["error"]
+        return
+    s.runs[k] = record["summary"]
+    s.search.record(k, _ok(record, config.tolerance_pu_s))
+    peak = record["summary"].get("dc_peak_mw")
+    if not s.sized and peak:
+        s.search.k_max = max(1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo)
+        s.sized = True
 
 
 def _row(s: _Search, mix: ModelMix, config: HostingConfig) -> dict[str, Any]:

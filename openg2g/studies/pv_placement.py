@@ -86,7 +86,7 @@ from openg2g.studies.spec import PVPlacementSpec
 from openg2g.sweep.engines import Engine
 from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
-from openg2g.sweep.tasks import COMPLETE
+from openg2g.sweep.tasks import COMPLETE, RunTask
 
 __all__ = [
     "PLAN_PV_PREFIX",
@@ -338,36 +338,21 @@ class PlacementSolution:
 _MILP_STATUS = {0: "optimal", 1: "time_limit"}
 
 
-def solve_placement(
-    problem: PlacementProblem, *, time_limit_s: float = 300.0, mip_gap: float = 1e-4
-) -> PlacementSolution:
-    """Solve the placement MILP with HiGHS.
+def _constraint_rows(
+    p: PlacementProblem, over: np.ndarray, under: np.ndarray
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The MILP's rows over ``[x (nb), s (nb, MW), slacks (one per voltage row)]``: size within
+    ``[smin x_b, smax x_b]``, the plant count (overall and per zone), the total size, and one row per
+    bus-phase that can leave its band (``over``/``under``: ``(bus-phase, operating point)`` pairs).
 
-    :raises G2GError: the solver stopped without a plan (the problem itself is always feasible:
-        building nothing is a plan).
+    :return: ``(A as CSR, lower, upper)``.
     """
     from scipy import sparse
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
-    p = problem
     nb = len(p.candidates)
-    # Sizes are MW inside the solve: voltage coefficients then sit near 1e-2 pu, well clear of
-    # HiGHS's 1e-7 feasibility tolerance (per kW they would be near 1e-5).
-    g = p.dv_pu_per_kw * 1000.0
-    smax, smin = p.max_kw_per_site / 1000.0, p.min_kw_per_site / 1000.0
-    down, up = p.reach_pu()
-    over = np.argwhere(p.v_fixed_pu + up > p.v_max_pu)
-    under = np.argwhere(p.v_fixed_pu + down < p.v_min_pu)
     n_rows = len(over) + len(under)
     n_var = 2 * nb + n_rows
-    cost = np.concatenate(
-        [
-            np.full(nb, p.cost_per_site),
-            np.full(nb, (p.cost_per_kw - p.value_per_kw) * 1000.0),
-            p.penalty_per_pu[over[:, 0]],
-            p.penalty_per_pu[under[:, 0]],
-        ]
-    )
+    smax, smin = p.max_kw_per_site / 1000.0, p.min_kw_per_site / 1000.0
     x_cols, s_cols = np.arange(nb), nb + np.arange(nb)
     eye = sparse.identity(nb, format="csr")
     zeros_slack = sparse.csr_matrix((nb, n_rows))
@@ -390,12 +375,44 @@ def solve_placement(
     if n_rows:
         at = np.vstack([over, under])
         sign = np.concatenate([-np.ones(len(over)), np.ones(len(under))])  # -u above v_max, +l below v_min
-        coefficients = sparse.csr_matrix(g[at[:, 0], at[:, 1]])
+        coefficients = sparse.csr_matrix(p.dv_pu_per_kw[at[:, 0], at[:, 1]] * 1000.0)  # pu per MW
         blocks.append(sparse.hstack([sparse.csr_matrix((n_rows, nb)), coefficients, sparse.diags(sign)]))
         v0 = p.v_fixed_pu[at[:, 0], at[:, 1]]
         lower.append(np.concatenate([np.full(len(over), -np.inf), p.v_min_pu - v0[len(over) :]]))
         upper.append(np.concatenate([p.v_max_pu - v0[: len(over)], np.full(len(under), np.inf)]))
-    a = sparse.vstack(blocks, format="csr")
+    return sparse.vstack(blocks, format="csr"), np.concatenate(lower), np.concatenate(upper)
+
+
+def solve_placement(
+    problem: PlacementProblem, *, time_limit_s: float = 300.0, mip_gap: float = 1e-4
+) -> PlacementSolution:
+    """Solve the placement MILP with HiGHS.
+
+    :raises G2GError: the solver stopped without a plan (the problem itself is always feasible:
+        building nothing is a plan).
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    p = problem
+    nb = len(p.candidates)
+    # Sizes are MW inside the solve: voltage coefficients then sit near 1e-2 pu, well clear of
+    # HiGHS's 1e-7 feasibility tolerance (per kW they would be near 1e-5).
+    smax = p.max_kw_per_site / 1000.0
+    down, up = p.reach_pu()
+    over = np.argwhere(p.v_fixed_pu + up > p.v_max_pu)
+    under = np.argwhere(p.v_fixed_pu + down < p.v_min_pu)
+    n_rows = len(over) + len(under)
+    n_var = 2 * nb + n_rows
+    cost = np.concatenate(
+        [
+            np.full(nb, p.cost_per_site),
+            np.full(nb, (p.cost_per_kw - p.value_per_kw) * 1000.0),
+            p.penalty_per_pu[over[:, 0]],
+            p.penalty_per_pu[under[:, 0]],
+        ]
+    )
+    x_cols, s_cols = np.arange(nb), nb + np.arange(nb)
+    a, lower, upper = _constraint_rows(p, over, under)
     bounds = Bounds(np.zeros(n_var), np.concatenate([np.ones(nb), np.full(nb, smax), np.full(n_rows, np.inf)]))
     integrality = np.concatenate([np.ones(nb), np.zeros(nb + n_rows)])
     start = time.perf_counter()
@@ -403,7 +420,7 @@ def solve_placement(
         cost,
         integrality=integrality,
         bounds=bounds,
-        constraints=LinearConstraint(a, np.concatenate(lower), np.concatenate(upper)),
+        constraints=LinearConstraint(a, lower, upper),
         options={"time_limit": time_limit_s, "mip_rel_gap": mip_gap, "disp": False},
     )
     elapsed = time.perf_counter() - start
@@ -841,7 +858,7 @@ def run_pv_placement(
     """Run (or resume) a PV placement study and write its tables and plots.
 
     :param base: base scenario with the study's fixed overrides.
-    :param spec: the study, as :func:`~openg2g.studies.spec.load_study` returns it (CSV path resolved).
+    :param spec: the study, as :func:`~openg2g.studies.load.load_study` returns it (CSV path resolved).
     :param topology: the feeder's topology, for the map.
     :raises SweepError: the run without PV does not complete, too many operating points for the
         run, or the base scenario already has a plant named like a planned one.
@@ -852,10 +869,7 @@ def run_pv_placement(
     feeder = _load_base_feeder(base)
     candidates = candidate_buses(spec, feeder)
     zones = regulator_zones(feeder.model)
-    base_pv = list((base.data.get("grid") or {}).get("pv") or [])
-    taken = {str(pv.get("name")) for pv in base_pv} & {PLAN_PV_PREFIX + b for b in candidates}
-    if taken:
-        raise SweepError([(f"{base.path}: grid.pv", f"plants named {sorted(taken)} clash with the planned plants")])
+    base_pv = _base_plants(base, candidates)
     runs_dir = out / "runs"
     settings: dict[str, Any] = {"controllers": [], "events": base.events_within(), "outputs.voltages": "all"}
     tasks = [make_task(base, "no_pv", 0, {"case": "no_pv", "pv_kw": 0.0}, settings, runs_dir)]
@@ -867,29 +881,16 @@ def run_pv_placement(
         loaded = load_scenario(tasks[0].scenario, tasks[0].overrides)
         sc = loaded.scenario
         no_pv_dir = Path(tasks[0].out_dir)
-        duration_s = float(sc.duration_s)
-        t_k = pick_operating_points(
-            pd.read_parquet(no_pv_dir / "grid", columns=["t_s"])["t_s"].to_numpy(), duration_s, spec.operating_points
-        )
-        profile = plan_profile(spec, duration_s, t_k)
-        overrides = _all_pv_scales(loaded)
-        hour = 24.0 * t_k / duration_s
-        points = OperatingPoints(
-            t_s=t_k,
-            hour=hour,
-            availability=output_fraction(t_k, profile, overrides),
-            price_per_kwh=spec.price_per_kwh(hour),
-            hours_per_point=24.0 / len(t_k),
-        )
+        points, profile, overrides = _operating_points(spec, loaded, no_pv_dir)
+        t_k = points.t_s
         rating_kw = spec.max_kw_per_site * max(1.0, float(points.availability.max()))
         at_points = _FeederAtPoints(loaded, no_pv_dir, t_k, candidates, rating_kw)
         limits = (sc.grid.v_min_pu, sc.grid.v_max_pu)
         rounds, h_first, v_plan = _optimize(spec, points, at_points, candidates, zones, limits, progress)
         v_no_pv_run = _voltages_at(no_pv_dir, t_k, at_points.bus_phases)
         v_no_pv = rounds[0].problem.v_fixed_pu
-        final = rounds[-1]
-        solution = final.solution
-        v_linear = final.problem.voltages(solution.kw)
+        solution = rounds[-1].solution
+        v_linear = rounds[-1].problem.voltages(solution.kw)
         plan_pv = [
             {"name": PLAN_PV_PREFIX + b, "bus": b, "kw": float(kw), "power_factor": 1.0}
             for b, kw in zip(candidates, solution.kw)
@@ -901,25 +902,19 @@ def run_pv_placement(
             plan_settings = {**settings, "grid.pv": [*base_pv, *({**pv, "profile": str(path)} for pv in plan_pv)]}
             total = float(solution.kw.sum())
             tasks.append(make_task(base, "plan", 1, {"case": "plan", "pv_kw": total}, plan_settings, runs_dir))
-            more, more_reused = execute_tasks(
-                tasks[1:], engine, progress=progress, desc=f"{spec.name}: run with the plan"
-            )
+            more, more_reused = execute_tasks(tasks[1:], engine, progress=progress, desc=f"{spec.name}: run with the plan")
             records.update(more)
             reused |= more_reused
             if more["plan"]["status"] == COMPLETE:
                 v_run = _voltages_at(Path(tasks[1].out_dir), t_k, at_points.bus_phases)
     validation = results_table(tasks, records, reused)
     grid_s = float(sc.periods.grid_s)
-    energy, errors = [], []
-    for task in tasks:
-        grid_dir = Path(task.out_dir) / "grid"
-        steps = pd.read_parquet(grid_dir, columns=["t_s"])["t_s"].to_numpy() if grid_dir.is_dir() else np.empty(0)
-        fraction = output_fraction(steps, profile, overrides)
-        energy.append(float(task.params["pv_kw"]) * float(fraction.sum()) * grid_s / 3600.0)
-        model, run = (v_no_pv, v_no_pv_run) if task.run_id == "no_pv" else (v_linear, v_run)
-        errors.append(_num(float(np.nanmax(np.abs(model - run)))) if run is not None else None)
-    validation["pv_energy_kwh"] = energy
-    validation["max_model_error_pu"] = errors
+    validation["pv_energy_kwh"] = [_pv_energy_kwh(task, profile, overrides, grid_s) for task in tasks]
+    compared = {"no_pv": (v_no_pv, v_no_pv_run), "plan": (v_linear, v_run)}  # linear model vs the run
+    validation["max_model_error_pu"] = [
+        _num(float(np.nanmax(np.abs(model - run)))) if run is not None else None
+        for model, run in (compared[task.run_id] for task in tasks)
+    ]
     candidates_table = _candidate_table(
         candidates, zones, solution, rounds[0].problem, h_first, at_points.bus_phases, spec.max_kw_per_site
     )
@@ -931,6 +926,81 @@ def run_pv_placement(
     write_json_atomic(out / "plan.json", plan)
     _plots(spec, topology, candidates_table, points_table, limits, out)
     return PVPlacementResult(candidates_table, points_table, plan, validation)
+
+
+def _base_plants(base: BaseScenario, candidates: Sequence[str]) -> list[dict[str, Any]]:
+    """The base scenario's own PV plants (as data).
+
+    :raises SweepError: one is named like a planned plant.
+    """
+    base_pv = list((base.data.get("grid") or {}).get("pv") or [])
+    taken = {str(pv.get("name")) for pv in base_pv} & {PLAN_PV_PREFIX + b for b in candidates}
+    if taken:
+        raise SweepError([(f"{base.path}: grid.pv", f"plants named {sorted(taken)} clash with the planned plants")])
+    return base_pv
+
+
+def _operating_points(
+    spec: PVPlacementSpec, loaded: LoadedScenario, no_pv_dir: Path
+) -> tuple[OperatingPoints, tuple[np.ndarray, np.ndarray], list[tuple[float, float]]]:
+    """The study's operating points, picked among the grid steps of the run without PV, with the
+    plants' profile and the scenario's PV scale overrides (as :func:`output_fraction` takes them)."""
+    duration_s = float(loaded.scenario.duration_s)
+    steps = pd.read_parquet(no_pv_dir / "grid", columns=["t_s"])["t_s"].to_numpy()
+    t_k = pick_operating_points(steps, duration_s, spec.operating_points)
+    profile = plan_profile(spec, duration_s, t_k)
+    overrides = _all_pv_scales(loaded)
+    hour = 24.0 * t_k / duration_s
+    points = OperatingPoints(
+        t_s=t_k,
+        hour=hour,
+        availability=output_fraction(t_k, profile, overrides),
+        price_per_kwh=spec.price_per_kwh(hour),
+        hours_per_point=24.0 / len(t_k),
+    )
+    return points, profile, overrides
+
+
+def _pv_energy_kwh(
+    task: RunTask, profile: tuple[np.ndarray, np.ndarray], overrides: Sequence[tuple[float, float]], grid_s: float
+) -> float:
+    """Energy the planned plants of a validation run produce over its recorded grid steps (kWh)."""
+    grid_dir = Path(task.out_dir) / "grid"
+    steps = pd.read_parquet(grid_dir, columns=["t_s"])["t_s"].to_numpy() if grid_dir.is_dir() else np.empty(0)
+    fraction = output_fraction(steps, profile, overrides)
+    return float(task.params["pv_kw"]) * float(fraction.sum()) * grid_s / 3600.0
+
+
+_RUN_FIGURES = (
+    "status",
+    "error",
+    "violation_integral_pu_s",
+    "overvoltage_integral_pu_s",
+    "undervoltage_integral_pu_s",
+    "violation_time_s",
+    "v_min_pu",
+    "v_max_pu",
+    "pv_kw",
+    "pv_energy_kwh",
+    "max_model_error_pu",
+)
+"""Figures of each validation run that ``plan.json`` repeats."""
+
+
+def _rounds_json(rounds: Sequence[_Round], candidates: Sequence[str]) -> list[dict[str, Any]]:
+    """Each linearization round of the plan: where it linearized, what it planned, how well."""
+    return [
+        {
+            "round": r.number,
+            "linearized_at": {b: float(k) for b, k in zip(candidates, r.reference_kw) if k > 0},
+            "plan": {b: float(k) for b, k in zip(candidates, r.solution.kw) if k > 0},
+            "status": r.solution.status,
+            "objective_per_year": r.solution.objective,
+            "mip_gap": _num(r.solution.mip_gap),
+            "linearization_error_pu": _num(r.error_pu),
+        }
+        for r in rounds
+    ]
 
 
 def _plan_json(
@@ -948,21 +1018,8 @@ def _plan_json(
     """The ``plan.json`` contents."""
     final = rounds[-1]
     s, p = final.solution, final.problem
-    figures = [
-        "status",
-        "error",
-        "violation_integral_pu_s",
-        "overvoltage_integral_pu_s",
-        "undervoltage_integral_pu_s",
-        "violation_time_s",
-        "v_min_pu",
-        "v_max_pu",
-        "pv_kw",
-        "pv_energy_kwh",
-        "max_model_error_pu",
-    ]
     runs = {
-        str(row["case"]): {k: (_num(row[k]) if isinstance(row[k], float) else row[k]) for k in figures if k in row}
+        str(row["case"]): {k: (_num(row[k]) if isinstance(row[k], float) else row[k]) for k in _RUN_FIGURES if k in row}
         for _, row in validation.iterrows()
     }
     return {
@@ -1004,18 +1061,7 @@ def _plan_json(
             "plan_v_max_nonlinear_pu": _num(float(np.nanmax(v_plan))),
             "plan_v_min_nonlinear_pu": _num(float(np.nanmin(v_plan))),
         },
-        "rounds": [
-            {
-                "round": r.number,
-                "linearized_at": {b: float(k) for b, k in zip(candidates, r.reference_kw) if k > 0},
-                "plan": {b: float(k) for b, k in zip(candidates, r.solution.kw) if k > 0},
-                "status": r.solution.status,
-                "objective_per_year": r.solution.objective,
-                "mip_gap": _num(r.solution.mip_gap),
-                "linearization_error_pu": _num(r.error_pu),
-            }
-            for r in rounds
-        ],
+        "rounds": _rounds_json(rounds, candidates),
         "validation": runs,
         "settings": spec.model_dump(mode="json", by_alias=True),
     }

@@ -1,5 +1,7 @@
 """Study files: frozen pydantic models, unknown keys rejected, errors naming file and field.
 
+(:func:`openg2g.studies.load.load_study` reads a file into these and checks it against its base scenario.)
+
 A siting study (``openg2g study siting FILE``)::
 
     study: siting
@@ -44,27 +46,23 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from openg2g.studies.common import BaseScenario, read_base
-from openg2g.sweep.spec import SweepError, read_yaml_mapping, resolve_base, validate_model
+from openg2g.studies.hosting import HostingConfig
+from openg2g.sweep.spec import SweepError
 
 __all__ = [
     "STUDY_KINDS",
     "BellShape",
     "HostingSpec",
-    "LoadedStudy",
     "PVPlacementSpec",
     "PVShape",
     "SitingSpec",
     "StudySpec",
-    "load_study",
     "read_shape_csv",
 ]
 
@@ -126,14 +124,28 @@ class HostingSpec(_StudyBase):
     """Largest hosted datacenter per bus (see :mod:`openg2g.studies.hosting`)."""
 
     study: Literal["hosting_capacity"]
-    controllers: list[str] = Field(["none", "ofo"], min_length=1)
+    controllers: list[str] = Field(list(HostingConfig.controllers), min_length=1)
     buses: list[str] | Literal["three_phase"] = Field("three_phase", description="Buses to study.")
-    tolerance_pu_s: float = Field(0.0, ge=0, description="Largest violation integral that counts as hosted (pu.s).")
-    duration_s: float = Field(60.0, gt=0, description="Run duration (s).")
-    max_mw: float = Field(30.0, gt=0, description="Largest site considered (MW peak).")
+    tolerance_pu_s: float = Field(
+        HostingConfig.tolerance_pu_s, ge=0, description="Largest violation integral that counts as hosted (pu.s)."
+    )
+    duration_s: float = Field(HostingConfig.duration_s, gt=0, description="Run duration (s).")
+    max_mw: float = Field(HostingConfig.max_mw, gt=0, description="Largest site considered (MW peak).")
     mix: dict[str, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="Replicas per block by model (a finer block); None = the site's counts over their gcd."
     )
+
+    def config_fields(self) -> dict[str, Any]:
+        """The :class:`~openg2g.studies.hosting.HostingConfig` fields this file sets."""
+        return {
+            "buses": None if self.buses == "three_phase" else list(self.buses),
+            "controllers": tuple(self.controllers),
+            "tolerance_pu_s": self.tolerance_pu_s,
+            "duration_s": self.duration_s,
+            "max_mw": self.max_mw,
+            "site": self.site,
+            "mix": self.mix,
+        }
 
 
 class BellShape(_Model):
@@ -330,56 +342,3 @@ STUDY_KINDS: dict[str, type[StudySpec]] = {
     "pv_placement": PVPlacementSpec,
 }
 """The ``study:`` value of a study file -> its model."""
-
-
-@dataclass(frozen=True)
-class LoadedStudy:
-    """A validated study file and its base scenario read as data."""
-
-    spec: StudySpec
-    path: Path
-    base: BaseScenario
-
-
-def load_study(path: str | Path, kind: type[StudySpec] | None = None, overrides: Sequence[str] = ()) -> LoadedStudy:
-    """Read and validate a study file, of the given kind or of the kind its ``study:`` names.
-
-    A PV placement study's ``pv_shape.csv`` becomes an absolute path, and the study is checked
-    against its base scenario (buses on the feeder, enough grid steps).
-
-    :param overrides: ``dotted.key=value`` assignments (``openg2g study ... --set``) applied to
-        the base scenario after the file's ``set``, in every run.
-    :raises SweepError: with every problem, each naming file, field path and reason.
-    """
-    path = Path(path)
-    data = read_yaml_mapping(path, "study")
-    names = {model: name for name, model in STUDY_KINDS.items()}
-    if kind is None:
-        kind = STUDY_KINDS.get(str(data.get("study")))
-        if kind is None:
-            raise SweepError(
-                [(f"{path}: study", f"unknown study {data.get('study')!r}; valid: {', '.join(STUDY_KINDS)}")]
-            )
-    elif data.get("study") != names[kind]:
-        raise SweepError([(f"{path}: study", f"expected 'study: {names[kind]}', got {data.get('study')!r}")])
-    spec = validate_model(kind, data, path)
-    base_path = resolve_base(spec.base, path.resolve().parent, path)
-    base = read_base(base_path, [*spec.set, *overrides])
-    if isinstance(spec, PVPlacementSpec):
-        spec = _resolved_pv_study(spec, path, base)
-    return LoadedStudy(spec, path, base)
-
-
-def _resolved_pv_study(spec: PVPlacementSpec, path: Path, base: BaseScenario) -> PVPlacementSpec:
-    """``spec`` with its CSV path made absolute, after reading the CSV and checking the study
-    against its base scenario (:func:`~openg2g.studies.pv_placement.check_study`)."""
-    from openg2g.studies.pv_placement import check_study
-
-    if spec.pv_shape.csv is not None:
-        shape = PVShape.model_validate({"csv": str((path.resolve().parent / spec.pv_shape.csv).resolve())})
-        shape.availability(np.zeros(1), f"{path}: pv_shape.csv")
-        spec = spec.model_copy(update={"pv_shape": shape})
-    problems = check_study(spec, base)
-    if problems:
-        raise SweepError([(f"{path}: {field}", message) for field, message in problems])
-    return spec

@@ -14,13 +14,13 @@ import os
 import socket
 import sys
 from abc import ABC, abstractmethod
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
+from pebble import ProcessExpired, ProcessPool
 from typing_extensions import Self
 
 from openg2g.core.errors import G2GError
@@ -121,85 +121,42 @@ def _mp_context() -> multiprocessing.context.BaseContext:
 
 
 class LocalEngine(Engine):
-    """A :class:`~concurrent.futures.ProcessPoolExecutor` of ``workers`` processes.
+    """A :class:`pebble.ProcessPool` of ``workers`` processes.
 
-    When a worker dies the pool breaks and every run in flight is lost with it. If only one run
-    was in flight it is the culprit and is charged an attempt; otherwise those runs are
-    *suspects* and are run again one at a time in a separate one-process pool, where a death is
-    unambiguous. Innocent runs are thus never charged for another run's crash.
+    The pool replaces a worker that dies (killed, out of memory, segfault) and fails only the
+    future of the run that worker was doing, with :class:`pebble.ProcessExpired`; that run is
+    charged an attempt and submitted again, the others go on undisturbed.
     """
 
     name = "local"
 
     def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
-        ctx = _mp_context()
-        queue: deque[RunTask] = deque(tasks)
-        suspects: deque[RunTask] = deque()
         attempts: Counter[str] = Counter()
-        main: ProcessPoolExecutor | None = None
-        solo: ProcessPoolExecutor | None = None
-        in_main: dict[Future, RunTask] = {}
-        in_solo: dict[Future, RunTask] = {}
-
-        def charge(task: RunTask, why: str, requeue: deque[RunTask]) -> None:
-            attempts[task.run_id] += 1
-            if attempts[task.run_id] > self.retries:
-                on_record(self._lost(task, attempts[task.run_id], why))
-            else:
-                requeue.append(task)
-
+        pool = ProcessPool(max_workers=self.workers, context=_mp_context())
         try:
-            while queue or suspects or in_main or in_solo:
-                quarantine = bool(suspects or in_solo) and self.workers > 1
-                main_slots = self.workers - (1 if quarantine else 0)
-                if queue and len(in_main) < main_slots and main is None:
-                    main = ProcessPoolExecutor(self.workers, mp_context=ctx)
-                while queue and len(in_main) < main_slots:
-                    task = queue.popleft()
-                    in_main[main.submit(execute_in_worker, task)] = task  # type: ignore[union-attr]
-                if suspects and not in_solo:
-                    if self.workers == 1:
-                        queue.extendleft(reversed(suspects))
-                        suspects.clear()
-                        continue
-                    if solo is None:
-                        solo = ProcessPoolExecutor(1, mp_context=ctx)
-                    task = suspects.popleft()
-                    in_solo[solo.submit(execute_in_worker, task)] = task
-                done, _ = wait([*in_main, *in_solo], return_when=FIRST_COMPLETED)
-                broken_main: list[RunTask] = []
+            pending: dict[Future[dict[str, Any]], RunTask] = {
+                pool.submit(execute_in_worker, None, task): task for task in tasks
+            }
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    from_solo = future in in_solo
-                    task = (in_solo if from_solo else in_main).pop(future)
+                    task = pending.pop(future)
                     try:
-                        on_record(future.result())
-                    except BrokenProcessPool:
-                        if from_solo:
-                            if solo is not None:
-                                solo.shutdown(wait=False, cancel_futures=True)
-                            solo = None
-                            charge(task, "worker process died", suspects)
-                        else:
-                            broken_main.append(task)
-                if broken_main:
-                    # every future of a broken pool fails; collect the rest and start a new pool
-                    for future, task in list(in_main.items()):
-                        try:
-                            on_record(future.result())
-                        except BrokenProcessPool:
-                            broken_main.append(task)
-                    in_main.clear()
-                    if main is not None:
-                        main.shutdown(wait=False, cancel_futures=True)
-                    main = None
-                    if len(broken_main) == 1:
-                        charge(broken_main[0], "worker process died", queue)
-                    else:
-                        suspects.extend(broken_main)
-        finally:
-            for pool in (main, solo):
-                if pool is not None:
-                    pool.shutdown(wait=False, cancel_futures=True)
+                        record = future.result()
+                    except ProcessExpired as exc:
+                        attempts[task.run_id] += 1
+                        if attempts[task.run_id] <= self.retries:
+                            pending[pool.submit(execute_in_worker, None, task)] = task
+                            continue
+                        why = f"worker process died with exit code {exc.exitcode}"
+                        record = self._lost(task, attempts[task.run_id], why)
+                    on_record(record)
+        except BaseException:  # Ctrl-C or an error in on_record: end the runs in flight too
+            pool.stop()
+            pool.join()
+            raise
+        pool.close()
+        pool.join()
 
 
 def check_ray_address(address: str, timeout_s: float = 5.0) -> None:

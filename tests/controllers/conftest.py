@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from openg2g.core.protocols import ControlContext, ModelInfo, RegulatorInfo, SiteInfo
+from openg2g.core.interfaces import ControlContext, ModelInfo, RegulatorInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState, Observation
 
 K_PU_PER_W = 1e-8

@@ -18,7 +18,7 @@ from openg2g.controllers.curves import (
     step_batch,
 )
 from openg2g.core.errors import ControllerError
-from openg2g.core.protocols import CurveFits, ModelInfo, StoredCurve
+from openg2g.core.interfaces import CurveFits, ModelInfo, StoredCurve
 from openg2g.datacenter.build import FIT_GRIDS
 from openg2g.datacenter.library import TraceLibrary
 from tests.controllers.conftest import toy_model

@@ -7,7 +7,7 @@ import pytest
 
 import openg2g.controllers
 from openg2g.control.registry import stock_controllers
-from openg2g.core.protocols import Controller
+from openg2g.core.interfaces import Controller
 
 MINIMAL_PARAMS = {
     "noop": {},

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from openg2g.core.errors import TraceError
+from openg2g.core.interfaces import StoredCurve
 from openg2g.core.paths import bundled_dir
-from openg2g.core.protocols import StoredCurve
 from openg2g.datacenter.build import FIT_GRIDS, LEADERBOARD_FILES, build_library, fit_library
 from openg2g.datacenter.fits import logistic
 from openg2g.datacenter.library import TraceConfig, TraceLibrary

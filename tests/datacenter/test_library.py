@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from openg2g.core.errors import TraceError
-from openg2g.core.protocols import StoredCurve
+from openg2g.core.interfaces import StoredCurve
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
 

@@ -32,6 +32,11 @@ def test_a_left_over_temporary_part_does_not_break_reading(tmp_path: Path) -> No
     assert len(grid) == 50 and grid["t_s"].iloc[-1] == 5.0
 
 
+def test_the_summary_returned_is_the_one_written(tmp_path: Path) -> None:
+    summary = _sim(tmp_path).run()
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary  # wall_time_s included
+
+
 def test_a_rerun_into_the_same_folder_replaces_the_earlier_tables(tmp_path: Path) -> None:
     _sim(tmp_path, duration_s=5).run()
     summary = _sim(tmp_path, duration_s=2).run()

@@ -58,16 +58,28 @@ def test_two_controllers_run_in_listed_order(log):
     assert names == ["first", "second"] * 5
 
 
-def test_periods_exact_over_24_hours(log):
-    sim = _sim(log, duration_s=86400, periods={"datacenter_s": "1/3", "grid_s": 60, "control_s": 3600})
+def test_a_day_of_third_second_periods_lands_exactly_on_the_tick_grid():
+    """24 h of 1/3 s datacenter, 60 s grid and 1 h control periods: every instant is k/3 s exactly
+    (the float nearest the rational, no accumulated drift), the counts are whole and the last
+    instant is the day's end."""
+    clock = Clock([Fraction(1, 3), Fraction(60), Fraction(3600)])
+    day = clock.ticks(Fraction(86400))
+    dc = clock.seconds_of(np.arange(1, day + 1))
+    grid_every = clock.ticks(Fraction(60))
+    grid = clock.seconds_of(np.arange(grid_every, day + 1, grid_every))
+    assert (len(dc), len(grid)) == (86400 * 3, 1440)
+    assert dc[-1] == grid[-1] == 86400.0
+    assert dc.tolist() == [k / 3 for k in range(1, day + 1)]  # int / int: correctly rounded
+    assert all(dc[k - 1] == float(Fraction(k, 3)) for k in range(1, day + 1, 997))
+
+
+def test_the_engine_samples_at_the_clock_instants(log):
+    sim = _sim(log, duration_s=600, periods={"datacenter_s": "1/3", "grid_s": 60, "control_s": 3600})
     sim.run()
     dc_times = [e[1] for e in log if e[0] == "dc"]
     grid_times = [e[1] for e in log if e[0] == "grid"]
-    assert len(dc_times) == 86400 * 3
-    assert len(grid_times) == 1440
-    assert dc_times[-1] == 86400.0 and grid_times[-1] == 86400.0
-    # every sample lands on k/3 s exactly as float(Fraction(k, 3)): no accumulated drift
-    assert all(t == float(Fraction(k + 1, 3)) for k, t in enumerate(dc_times))
+    assert dc_times == [k / 3 for k in range(1, 600 * 3 + 1)]
+    assert grid_times == [60.0 * k for k in range(1, 11)]
 
 
 def test_command_delay_takes_effect_later(log):

@@ -1,8 +1,9 @@
 """Small analytic components for testing the engine itself (ordering, timing, delays, outputs).
 
 They implement the real interfaces with closed-form physics: a site whose per-phase power is
-``batch_size`` kW, and a two-bus feeder whose load-bus voltage drops linearly with the load
-(v = 1 + 0.00625 * tap - K * P_phase), so every expected number can be computed by hand.
+``batch_size`` kW, and the analytic grid of :mod:`openg2g.testing` with one load bus, whose voltage
+drops linearly with the load (v = 1 + 0.00625 * tap - K * P_phase), so every expected number can be
+computed by hand. Both log their calls.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import numpy as np
 
 from openg2g.core.commands import Command, SetBatchSize, SetTaps
 from openg2g.core.errors import CommandError
-from openg2g.core.protocols import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
+from openg2g.core.interfaces import Controller, DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState, Observation
 from openg2g.scenario.loader import LoadedScenario
 from openg2g.scenario.schema import Scenario
+from openg2g.testing import AnalyticGrid
 
 K_PU_PER_W = 1e-7  # voltage drop per W on one phase
 
@@ -52,45 +54,25 @@ class KilowattSite(DatacenterBackend):
         self.batch = command.batch_size
 
 
-class TwoBusGrid(GridBackend):
-    """Source and one load bus; v = 1 + 0.00625 * tap - K * P on each phase."""
+class TwoBusGrid(AnalyticGrid):
+    """The analytic grid with one load bus and nothing else on it: v = 1 + 0.00625 * tap - K * P on
+    each phase; logs every call and the loads it saw, and refuses all commands but tap changes."""
 
     def __init__(self, log: list, batchable: bool = False):
+        super().__init__(K_PU_PER_W, {"load": 1.0}, feeder_load_w=0.0, pv_w=0.0, batchable=batchable)
         self.log = log
-        self.batchable = batchable
-        self.taps = (0, 0, 0)
         self.seen_loads: list[np.ndarray] = []
-
-    def bus_phases(self) -> tuple[str, ...]:
-        return ("load.a", "load.b", "load.c")
-
-    def regulators(self) -> Mapping[str, RegulatorInfo]:
-        return {"reg1": RegulatorInfo("reg1", ("a", "b", "c"), -16, 16, 0.00625)}
-
-    def storages(self) -> tuple[str, ...]:
-        return ()
-
-    def reset(self, seed: int) -> None:
-        self.taps = (0, 0, 0)
 
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
         self.log.append(("grid", t_s))
-        p = sum((s.p_w for s in loads.values()), np.zeros(3))
-        self.seen_loads.append(p)
-        v = 1.0 + 0.00625 * np.array(self.taps) - K_PU_PER_W * p
-        return GridState(t_s, self.bus_phases(), v, {"reg1": self.taps}, p, np.zeros(3), 0.0)
-
-    def can_batch(self) -> bool:
-        return self.batchable
+        self.seen_loads.append(sum((s.p_w for s in loads.values()), np.zeros(3)))
+        return super().solve(t_s, loads, dt_s)
 
     def apply(self, command: Command, t_s: float) -> None:
         self.log.append(("apply", t_s, command))
         if not isinstance(command, SetTaps):
             raise CommandError(f"unsupported {command}")
-        self.taps = tuple(command.taps)
-
-    def voltage_sensitivity(self, bus: str) -> np.ndarray:
-        return -K_PU_PER_W * np.eye(3)
+        super().apply(command, t_s)
 
 
 class ScriptedController(Controller):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.envs.toy import make_toy_env
+from openg2g.envs import make_toy_env
 from openg2g.envs.training import TrainResult, train_policy
 
 TOY_STEPS = 5000

@@ -9,8 +9,8 @@ from gymnasium.utils.env_checker import check_env
 
 import openg2g.envs  # noqa: F401  (registers the ids)
 from openg2g.core.errors import PowerFlowError
-from openg2g.envs import G2GEnv
-from openg2g.envs.toy import K_PU_PER_W, ToyGrid, make_toy_env, toy_components, toy_scenario
+from openg2g.envs import G2GEnv, make_toy_env
+from openg2g.testing import K_PU_PER_W, AnalyticGrid, toy_components, toy_scenario
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_truncated_at_episode_end_not_terminated():
         env.step(np.ones(2, dtype=np.int64))
 
 
-class _FailingGrid(ToyGrid):
+class _FailingGrid(AnalyticGrid):
     def solve(self, t_s, loads, dt_s):
         if t_s > 3.0:
             raise PowerFlowError(f"t={t_s}: toy power flow did not converge")

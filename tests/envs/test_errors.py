@@ -6,8 +6,8 @@ import pytest
 from gymnasium import spaces
 
 from openg2g.core.errors import ControllerError, ScenarioError
-from openg2g.envs import EnvConfig, G2GEnv, SpaceLayout
-from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
+from openg2g.envs import EnvConfig, G2GEnv, SpaceLayout, make_toy_env
+from openg2g.testing import toy_components, toy_scenario
 
 
 def test_no_datacenter_is_named():

@@ -51,6 +51,7 @@ def test_down_lowers_power_on_ieee13(real_env):
     assert obs[i] < first
 
 
+@pytest.mark.slow  # needs the session's PPO run on the toy (trained_toy)
 def test_toy_policy_refused_by_ieee13(trained_toy, tmp_path, real_env):
     """A policy trained on the toy case does not fit ieee13: the run stops with both shapes named."""
     from openg2g.cli.evaluate import evaluate_policy
@@ -62,6 +63,7 @@ def test_toy_policy_refused_by_ieee13(trained_toy, tmp_path, real_env):
         evaluate_policy(result.policy, [SHORT], tmp_path, overrides=["duration_s=5", "events=[]"])
 
 
+@pytest.mark.slow  # trains on the real IEEE 13 env through the CLI
 def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
     """A (barely) trained ieee13 policy runs through ``openg2g evaluate`` and prints the compare table."""
     from openg2g.cli.main import main

@@ -15,16 +15,18 @@ from openg2g.cli.train import parse_env_settings
 from openg2g.control.registry import build_controller
 from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
+from openg2g.envs import make_toy_env
 from openg2g.envs.policy import load_policy, read_meta
-from openg2g.envs.toy import make_toy_env, toy_components, toy_scenario
 from openg2g.envs.training import TrainSettings, score_policy, train_policy
 from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.scenario.schema import ControllerSpec
+from openg2g.testing import toy_components, toy_scenario
 from tests.envs.conftest import TOY_STEPS
 
 RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_ppo_beats_random_on_held_out_set(trained_toy):
     result, out = trained_toy
     ev = result.evaluation
@@ -38,6 +40,7 @@ def test_ppo_beats_random_on_held_out_set(trained_toy):
     assert (out / "monitor.csv").is_file()
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_checkpoints_and_resume(trained_toy, tmp_path):
     _, out = trained_toy
     found = latest_checkpoint(out / "checkpoints")
@@ -80,6 +83,7 @@ def _run_as_controller(policy: Path, scenario) -> dict:
     return sim.metrics.summary()
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_saved_policy_runs_as_controller_like_in_the_env(trained_toy):
     result, _ = trained_toy
     model, meta = load_policy(result.policy)
@@ -97,6 +101,7 @@ def test_saved_policy_runs_as_controller_like_in_the_env(trained_toy):
     assert in_env["n_batch_changes"] > 0
 
 
+@pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
 def test_policy_refuses_a_scenario_with_other_spaces(trained_toy):
     result, _ = trained_toy
     models = toy_scenario(11).scenario.datacenters[0].models

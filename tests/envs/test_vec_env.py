@@ -10,8 +10,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 import openg2g.envs  # noqa: F401  (registers the ids)
+from openg2g.envs import make_toy_env
 from openg2g.envs.render import FRAME_SHAPE
-from openg2g.envs.toy import make_toy_env
 
 
 def _play(vec, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -51,6 +51,7 @@ def test_subprocess_vec_env_matches_the_in_process_one():
         dummy.close()
 
 
+@pytest.mark.slow  # subprocess envs; test_subprocess_vec_env_matches_the_in_process_one stays in the fast path
 def test_make_vec_env_with_a_factory_function():
     vec = make_vec_env(make_toy_env, n_envs=2, seed=0, env_kwargs={"duration_s": 11}, vec_env_cls=SubprocVecEnv)
     try:

@@ -1,4 +1,4 @@
-"""A toy base file and sweep files for the sweep machinery (see openg2g.sweep.toy)."""
+"""A toy base file and sweep files for the sweep machinery (see openg2g.testing.sweep)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ import pytest
 
 from openg2g.core.errors import G2GError
 from openg2g.sweep import check_ray_address, run_sweep
-from openg2g.sweep.toy import toy_run
+from openg2g.testing import toy_run
+from tests.studies.crashing import crashing_toy_run
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'openg2g[ray]')")
@@ -44,7 +45,7 @@ def test_ray_retries_a_run_whose_worker_died(tmp_path, local_ray):
     from tests.studies.conftest import write_sweep
 
     path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0], "toy.crash": [None, "once"]}}])
-    result = run_sweep(path, tmp_path / "out", engine="ray", retries=1, run_fn=toy_run)
+    result = run_sweep(path, tmp_path / "out", engine="ray", retries=1, run_fn=crashing_toy_run)
     assert list(result.table["status"]) == ["complete", "complete"]
 
 

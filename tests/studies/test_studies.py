@@ -1,6 +1,6 @@
 """Hosting capacity and siting studies on the toy run function (hand-checkable answers).
 
-Toy physics (openg2g.sweep.toy): a site draws 100 kW per GPU; each bus hosts up to its limit
+Toy physics (openg2g.testing.sweep): a site draws 100 kW per GPU; each bus hosts up to its limit
 (671: 2.0 MW, 675: 1.0 MW, 680: 0.5 MW), 1.5 times that with a controller; the violation
 integral is the excess (MW) x duration / 100.
 """
@@ -18,7 +18,7 @@ from openg2g.studies.common import Topology
 from openg2g.studies.hosting import model_mix
 from openg2g.studies.siting import split_site
 from openg2g.sweep.engines import LocalEngine, SerialEngine
-from openg2g.sweep.toy import toy_run
+from openg2g.testing import toy_run
 
 TOPOLOGY = Topology(
     name="toy",

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from openg2g.sweep import load_sweep, run_sweep
-from openg2g.sweep.toy import toy_run, toy_summary
+from openg2g.testing import toy_run, toy_summary
 from tests.studies.conftest import write_sweep
+from tests.studies.crashing import CRASH_EXIT_CODE, crashing_toy_run
 
 
 def test_results_table_has_one_row_per_run_with_parameters_and_figures(toy_sweep, tmp_path):
@@ -79,16 +80,16 @@ def test_failed_run_is_recorded_with_its_error(tmp_path):
 def test_killed_worker_loses_only_its_run_which_is_retried(tmp_path):
     # run 1 kills its worker process on the first attempt; the other runs share the pool
     path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0, 1.5, 3.0], "toy.crash": [None, "once", None, None]}}])
-    result = run_sweep(path, tmp_path / "out", workers=2, retries=1, run_fn=toy_run)
+    result = run_sweep(path, tmp_path / "out", workers=2, retries=1, run_fn=crashing_toy_run)
     assert list(result.table["status"]) == ["complete"] * 4
     assert list(result.table["energy_mwh"]) == pytest.approx([0.05, 0.1, 0.15, 0.3])
 
 
 def test_a_worker_that_always_dies_is_reported_failed_after_its_retries(tmp_path):
     path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0, 1.5], "toy.crash": [None, "always", None]}}])
-    result = run_sweep(path, tmp_path / "out", workers=2, retries=1, run_fn=toy_run)
+    result = run_sweep(path, tmp_path / "out", workers=2, retries=1, run_fn=crashing_toy_run)
     assert list(result.table["status"]) == ["complete", "failed", "complete"]
-    assert "worker process died (attempt 2 of 2" in result.table["error"].iloc[1]
+    assert f"worker process died with exit code {CRASH_EXIT_CODE} (attempt 2 of 2" in result.table["error"].iloc[1]
     summary = json.loads((tmp_path / "out" / result.table["run_id"].iloc[1] / "summary.json").read_text())
     assert summary["status"] == "failed"
 

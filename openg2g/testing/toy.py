@@ -1,4 +1,4 @@
-"""A small analytic datacenter and feeder for fast RL tests and benchmarks (no traces, no solver).
+"""A small analytic datacenter and feeder (no traces, no solver): test fixtures with known answers.
 
 Like Stable-Baselines3's identity envs, the toy case has a known good policy: voltage at the
 datacenter bus falls linearly with the site's power, and the site's power rises with batch size,
@@ -12,8 +12,11 @@ Physics (per step, phases a, b, c):
   throughput ``0.8 * batch / ITL`` tok/s per replica; the fraction of tokens over the deadline
   rises linearly from 0 at 0.8 x deadline to 1 at 1.2 x deadline;
 - site power per phase: one third of the model and training power, plus a constant base;
-- feeder: ``v(bus) = 1 + 0.00625 tap - k(bus) (P_phase + load_scale * P_feeder - P_pv)`` with
-  ``k(dc) = K_PU_PER_W`` and ``k(mid) = K_PU_PER_W / 2``.
+- feeder (:class:`AnalyticGrid`): ``v(bus) = 1 + 0.00625 tap - k(bus) (P_phase + load_scale * P_feeder
+  - pv_scale * P_pv)`` with ``k(dc) = K_PU_PER_W`` and ``k(mid) = K_PU_PER_W / 2``.
+
+The same grid with other constants (one load bus, no feeder load or PV) is what the engine's own
+tests use to check ordering, timing and delays by hand.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -35,16 +38,13 @@ from openg2g.core.commands import (
     SetTaps,
 )
 from openg2g.core.errors import CommandError
-from openg2g.core.protocols import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
+from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState
 from openg2g.datacenter.training import TrainingJob
 from openg2g.scenario.loader import LoadedScenario, apply_override
 from openg2g.scenario.schema import Scenario, SiteSpec
 
-if TYPE_CHECKING:
-    from openg2g.envs.env import G2GEnv
-
-__all__ = ["K_PU_PER_W", "ToyGrid", "ToySite", "make_toy_env", "toy_components", "toy_scenario"]
+__all__ = ["K_PU_PER_W", "TAP_STEP_PU", "AnalyticGrid", "ToySite", "toy_components", "toy_scenario"]
 
 K_PU_PER_W = 1.1e-5
 """Voltage drop at the datacenter bus per W on one phase (pu/W)."""
@@ -54,6 +54,9 @@ FEEDER_LOAD_W = 1000.0
 
 PV_W = 1500.0
 """Toy PV output per phase at PV scale 1 (W)."""
+
+TAP_STEP_PU = 0.00625
+"""Voltage change per regulator tap step (pu)."""
 
 TOY_BATCH_SIZES = (8, 16, 32, 64, 128, 256)
 
@@ -149,23 +152,48 @@ class ToySite(DatacenterBackend):
         self._ramp[model] = (t_s, self._replicas(model, t_s), t_s + ramp_s, target)
 
 
-class ToyGrid(GridBackend):
-    """A radial toy feeder source -> mid -> dc (see module doc); every site sits at bus ``dc``."""
+class AnalyticGrid(GridBackend):
+    """A radial feeder from a source through load buses whose voltage drops linearly with the load.
 
-    BUSES = ("mid", "dc")
+    On each phase ``v(bus) = 1 + TAP_STEP_PU tap - drop(bus) k (P_phase + load_scale feeder_load_w
+    - pv_scale pv_w)``, with ``P_phase`` the sites' summed power on that phase (every site feeds the
+    last bus). One regulator ``reg1`` (taps -16..16) sits at the source.
 
-    def __init__(self, load_scale: float = 1.0, pv_scale: float = 0.0) -> None:
+    :param k_pu_per_w: voltage drop at the last bus per W on one phase (pu/W).
+    :param buses: each load bus and its share of that drop, source side first.
+    :param feeder_load_w: the feeder's own load per phase at load scale 1 (W).
+    :param pv_w: PV output per phase at PV scale 1 (W).
+    :param load_scale: initial load scale.
+    :param pv_scale: initial PV scale.
+    :param batchable: whether the engine may solve many steps at once (:meth:`can_batch`).
+    """
+
+    def __init__(
+        self,
+        k_pu_per_w: float = K_PU_PER_W,
+        buses: Mapping[str, float] | None = None,
+        *,
+        feeder_load_w: float = FEEDER_LOAD_W,
+        pv_w: float = PV_W,
+        load_scale: float = 1.0,
+        pv_scale: float = 0.0,
+        batchable: bool = True,
+    ) -> None:
+        shares = {"mid": 0.5, "dc": 1.0} if buses is None else dict(buses)
+        self.feeder_load_w = feeder_load_w
+        self.pv_w = pv_w
         self.load_scale0 = load_scale
         self.pv_scale0 = pv_scale
-        self._phases = tuple(f"{b}.{p}" for b in self.BUSES for p in "abc")
-        self._k = np.repeat([0.5 * K_PU_PER_W, K_PU_PER_W], 3)
+        self.batchable = batchable
+        self._phases = tuple(f"{b}.{p}" for b in shares for p in "abc")
+        self._k = np.repeat([share * k_pu_per_w for share in shares.values()], 3)
         self.reset(0)
 
     def bus_phases(self) -> tuple[str, ...]:
         return self._phases
 
     def regulators(self) -> Mapping[str, RegulatorInfo]:
-        return {"reg1": RegulatorInfo("reg1", ("a", "b", "c"), -16, 16, 0.00625)}
+        return {"reg1": RegulatorInfo("reg1", ("a", "b", "c"), -16, 16, TAP_STEP_PU)}
 
     def storages(self) -> tuple[str, ...]:
         return ()
@@ -177,12 +205,13 @@ class ToyGrid(GridBackend):
 
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
         p = sum((s.p_w for s in loads.values()), np.zeros(3))
-        net = p + self.load_scale * FEEDER_LOAD_W - self.pv_scale * PV_W
-        v = 1.0 + 0.00625 * np.tile(self.taps, 2) - self._k * np.tile(net, 2)
+        net = p + self.load_scale * self.feeder_load_w - self.pv_scale * self.pv_w
+        n_buses = len(self._phases) // 3
+        v = 1.0 + TAP_STEP_PU * np.tile(self.taps, n_buses) - self._k * np.tile(net, n_buses)
         return GridState(t_s, self._phases, v, {"reg1": self.taps}, net, np.zeros(3), 0.0)
 
     def can_batch(self) -> bool:
-        return True
+        return self.batchable
 
     def apply(self, command: Command, t_s: float) -> None:
         if isinstance(command, SetTaps):
@@ -192,10 +221,10 @@ class ToyGrid(GridBackend):
         elif isinstance(command, SetPVScale):
             self.pv_scale = command.scale
         else:
-            raise CommandError(f"toy grid does not support {type(command).__name__}")
+            raise CommandError(f"analytic grid does not support {type(command).__name__}")
 
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
-        return -self._k[:, None] * np.tile(np.eye(3), (2, 1))
+        return -self._k[:, None] * np.tile(np.eye(3), (len(self._phases) // 3, 1))
 
 
 def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Sequence[str] = ()) -> LoadedScenario:
@@ -268,28 +297,6 @@ def toy_components(loaded: LoadedScenario) -> tuple[list[DatacenterBackend], Gri
     """Build toy components for a (toy) scenario; its controllers are not built."""
     sites: list[DatacenterBackend] = [ToySite(spec) for spec in loaded.scenario.datacenters]
     spec = loaded.scenario.grid
-    grid = ToyGrid(spec.load_scale, spec.pv[0].scale if spec.pv else 0.0)
+    grid = AnalyticGrid(load_scale=spec.load_scale, pv_scale=spec.pv[0].scale if spec.pv else 0.0)
     return sites, grid, []
 
-
-def make_toy_env(
-    duration_s: float = 60,
-    training: bool = True,
-    overrides: Sequence[str] = (),
-    *,
-    render_mode: str | None = None,
-    **config: Any,
-) -> G2GEnv:
-    """The toy environment (registered as ``openg2g/Toy-v0``).
-
-    :param duration_s: scenario length (s); one step per second.
-    :param training: whether the scenario has a training job.
-    :param overrides: scenario ``dotted.key=value`` overrides.
-    :param render_mode: ``None``, ``"ansi"`` or ``"rgb_array"`` (see :class:`~openg2g.envs.env.G2GEnv`).
-    :param config: :class:`~openg2g.envs.config.EnvConfig` fields.
-    """
-    from openg2g.envs.env import G2GEnv
-
-    return G2GEnv(
-        toy_scenario(duration_s, training, overrides), config, components=toy_components, render_mode=render_mode
-    )

@@ -1,4 +1,4 @@
-"""An analytic stand-in for the co-simulation, for tests and benchmarks of the sweep machinery.
+"""An analytic stand-in for the co-simulation, for tests and benchmarks of sweeps and studies.
 
 :func:`toy_run` has the signature of a sweep run function. It reads the base YAML file, applies
 the overrides with the real :func:`~openg2g.scenario.loader.apply_override`, and computes a
@@ -14,13 +14,12 @@ toy.kw_per_gpu + 3 x base_load_kw_per_phase) / 1000`` and may draw up to the lim
 controller is configured; the violation integral sums each site's excess.
 
 ``toy.mw < 0`` is invalid (raises :class:`ScenarioError`); ``toy.fail: true`` raises an error;
-``toy.crash: once`` kills the worker process the first time (a marker file beside the run folder
-remembers), ``toy.crash: always`` every time; ``toy.sleep_s`` waits before returning.
+``toy.sleep_s`` waits before returning. Other keys of the ``toy`` section are left to wrappers (the
+sweep tests add one that kills its worker process, read through :func:`toy_data`).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +32,7 @@ from openg2g.core.errors import ScenarioError
 from openg2g.engine.recorder import write_json_atomic
 from openg2g.scenario.loader import apply_override
 
-__all__ = ["toy_run", "toy_summary"]
+__all__ = ["toy_data", "toy_run", "toy_summary"]
 
 
 def toy_summary(mw: float, limit_mw: float, duration_s: float, seed: int) -> dict[str, Any]:
@@ -49,21 +48,21 @@ def toy_summary(mw: float, limit_mw: float, duration_s: float, seed: int) -> dic
     }
 
 
-def toy_run(scenario: str, overrides: tuple[str, ...], out_dir: Path) -> Mapping[str, Any]:
-    """Run the toy on a YAML file with overrides, writing ``summary.json`` into ``out_dir``."""
+def toy_data(scenario: str, overrides: tuple[str, ...]) -> dict[str, Any]:
+    """The YAML file ``scenario`` as a dict, with the ``dotted.key=value`` overrides applied."""
     data = yaml.safe_load(Path(scenario).read_text()) or {}
     for assignment in overrides:
         apply_override(data, assignment, scenario)
+    return data
+
+
+def toy_run(scenario: str, overrides: tuple[str, ...], out_dir: Path) -> Mapping[str, Any]:
+    """Run the toy on a YAML file with overrides, writing ``summary.json`` into ``out_dir``."""
+    data = toy_data(scenario, overrides)
     toy = data.get("toy", {})
     mw = float(toy.get("mw", 1.0))
     if mw < 0:
         raise ScenarioError([(f"{scenario}: toy.mw", f"must be >= 0 MW, got {mw}")])
-    crash = toy.get("crash")
-    if crash:
-        marker = Path(out_dir).parent / f".{Path(out_dir).name}.crashed"
-        if crash == "always" or not marker.exists():
-            marker.touch()
-            os._exit(3)
     if toy.get("fail"):
         raise RuntimeError("toy failure requested")
     if toy.get("sleep_s"):
