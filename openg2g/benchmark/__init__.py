@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         ControllerChoice,
         LoadedSuite,
         SuiteSpec,
+        check_suite,
         controllers_override,
         load_suite,
     )
@@ -34,6 +35,7 @@ _MODULES = {
         "ControllerChoice",
         "LoadedSuite",
         "SuiteSpec",
+        "check_suite",
         "controllers_override",
         "load_suite",
     ),
@@ -50,6 +52,7 @@ __all__ = [
     "LoadedSuite",
     "SuiteSpec",
     "case_table",
+    "check_suite",
     "controllers_override",
     "leaderboard",
     "load_suite",

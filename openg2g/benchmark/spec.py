@@ -48,6 +48,7 @@ __all__ = [
     "ControllerChoice",
     "LoadedSuite",
     "SuiteSpec",
+    "check_suite",
     "controllers_override",
     "load_suite",
 ]
@@ -266,8 +267,7 @@ def load_suite(path: str | Path, overrides: Sequence[str] = (), *, check: bool =
 
     :param overrides: ``dotted.key=value`` assignments (``--set``) added to the suite's ``set``.
 
-    :param check: also load and start every case (without control) and every controller against
-        the first case of each group it applies to, as the runs will (about half a second each).
+    :param check: also run :func:`check_suite`.
     :raises SweepError: every problem found, each naming the suite file and the field (and the
         case and the scenario field for a case the scenario loader rejects).
     """
@@ -293,16 +293,28 @@ def load_suite(path: str | Path, overrides: Sequence[str] = (), *, check: bool =
                 block, source = _choice_block(choice, case, path, i)
                 controllers[case.case_id][choice.name] = block
                 sources[case.case_id][choice.name] = source
+    suite = LoadedSuite(spec, path, tuple(cases), controllers, sources)
     if check:
-        first_of_group: set[str] = set()
-        for case in cases:
-            group_index = [g.name for g in spec.cases].index(case.group)
-            where = f"cases.{group_index}" + (f".variations (point {case.case_id})" if case.params else "")
-            _check_case(case, [], path, where)
-            if case.group in first_of_group:
-                continue
-            first_of_group.add(case.group)
-            for i, choice in enumerate(spec.controllers):
-                if choice.name in controllers[case.case_id]:
-                    _check_case(case, controllers[case.case_id][choice.name], path, f"controllers.{i} ({choice.name})")
-    return LoadedSuite(spec, path, tuple(cases), controllers, sources)
+        check_suite(suite)
+    return suite
+
+
+def check_suite(suite: LoadedSuite) -> None:
+    """Load and start every case without control, and every controller on the first case of each
+    group it applies to, as the runs will (about half a second each).
+
+    :raises SweepError: the first case or controller a run would reject, naming the suite file,
+        the suite's field, the case and the scenario's field.
+    """
+    groups = [g.name for g in suite.spec.cases]
+    first_of_group: set[str] = set()
+    for case in suite.cases:
+        where = f"cases.{groups.index(case.group)}" + (f".variations (point {case.case_id})" if case.params else "")
+        _check_case(case, [], suite.path, where)
+        if case.group in first_of_group:
+            continue
+        first_of_group.add(case.group)
+        for i, choice in enumerate(suite.spec.controllers):
+            block = suite.controllers[case.case_id].get(choice.name)
+            if block is not None:
+                _check_case(case, block, suite.path, f"controllers.{i} ({choice.name})")

@@ -56,14 +56,15 @@ def format_leaderboard(board: pd.DataFrame) -> str:
 def _benchmark(args: argparse.Namespace) -> int:
     # imported here: pandas, pyarrow and matplotlib are needed only once a suite runs
     from openg2g.benchmark.run import run_benchmark
-    from openg2g.benchmark.spec import load_suite
+    from openg2g.benchmark.spec import check_suite, load_suite
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir
     from openg2g.sweep.engines import make_engine
 
-    suite = load_suite(args.suite, args.set)
+    suite = load_suite(args.suite, args.set, check=False)
     retries = suite.spec.retries if args.retries is None else args.retries
     engine = make_engine(args.engine, args.workers, retries, args.address)
     out = prepare_out_dir(args.out if args.out is not None else default_out_dir(suite.spec.suite, "suite"))
+    check_suite(suite)  # the slow check last: a bad option is reported at once
     print(
         f"{suite.spec.suite}: {len(suite.cases)} cases x ({len(suite.spec.controllers)} controllers + no control) "
         f"= {suite.n_runs()} runs -> {out}",

@@ -26,7 +26,8 @@ __all__ = ["file_kind", "register"]
 
 
 def file_kind(name: str) -> str:
-    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a ``suite:`` key) or ``scenario``.
+    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
+    suite: a ``suite:`` or ``cases:`` key) or ``scenario``.
 
     A bundled scenario name or an unreadable file counts as a scenario (the scenario loader then
     says what is wrong with it).
@@ -42,7 +43,7 @@ def file_kind(name: str) -> str:
         return "scenario"
     if "study" in data:
         return "study"
-    if "suite" in data:
+    if "suite" in data or "cases" in data:
         return "suite"
     if "parameters" in data and "base" in data:
         return "sweep"

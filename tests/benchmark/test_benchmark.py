@@ -86,7 +86,9 @@ def test_leaderboard_is_the_mean_and_worst_of_the_run_summaries(toy_run):
             scores["itl_deadline_miss_pct"].append(100 * s["itl_deadline_miss_fraction"])
             scores["n_tap_changes"].append(s["n_tap_changes"])
         for col, values in scores.items():
-            assert board.loc[controller, f"{col}_mean"] == pytest.approx(sum(values) / len(values), rel=1e-12, abs=1e-12)
+            assert board.loc[controller, f"{col}_mean"] == pytest.approx(
+                sum(values) / len(values), rel=1e-12, abs=1e-12
+            )
             assert board.loc[controller, f"{col}_worst"] == pytest.approx(max(values), rel=1e-12, abs=1e-12)
         assert board.loc[controller, "n_cases"] == 3
     # the baseline loses nothing against itself; the case is one a controller improves
@@ -123,6 +125,12 @@ def test_cli_prints_the_leaderboard(toy_run, capsys):
     assert "9 runs (0 incomplete; 9 reused from earlier)" in printed
 
 
+def test_validate_checks_a_suite(toy_run, capsys):
+    suite, _, _ = toy_run
+    assert main(["validate", str(suite.path)]) == 0
+    assert "ok (suite toy: 3 cases, 2 controllers and no control, 9 runs)" in capsys.readouterr().out
+
+
 def _errors(capsys, path: Path) -> str:
     assert main(["validate", str(path)]) == 2
     return capsys.readouterr().err
@@ -144,10 +152,13 @@ def _errors(capsys, path: Path) -> str:
         ),
         (
             {"cases": [dict(TOY["cases"][0], variations=[{"zip": {"datacenters.0.bus": ["675", "999"]}}])]},
-            ["cases.0.variations (point t13-v1)", "datacenters.0.bus=\"999\"", "unknown bus '999'"],
+            ["cases.0.variations (point t13-v1)", 'datacenters.0.bus="999"', "unknown bus '999'"],
         ),
         ({"controllers": [{"name": "none", "kind": "ofo"}]}, ["controllers.0", "no-control baseline"]),
-        ({"controllers": [{"name": "x", "kind": "ofo", "cases": ["t14"]}]}, ["controllers.0.cases", "['t14'] are not case groups"]),
+        (
+            {"controllers": [{"name": "x", "kind": "ofo", "cases": ["t14"]}]},
+            ["controllers.0.cases", "['t14'] are not case groups"],
+        ),
         ({"controllers": [{"name": "x", "kind": "ofo", "scenario": "ieee13_ofo"}]}, ["exactly one of kind"]),
     ],
 )
@@ -159,7 +170,7 @@ def test_bad_suites_are_refused_before_anything_runs(tmp_path, capsys, changes, 
     for text in expected:
         assert text in err
     assert main(["benchmark", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out" / "runs").exists()
 
 
 def test_bundled_suite_has_twenty_cases_on_three_feeders():
@@ -173,3 +184,11 @@ def test_bundled_suite_has_twenty_cases_on_three_feeders():
 @pytest.mark.slow
 def test_bundled_suite_validates():
     assert main(["validate", str(Path(__file__).parents[2] / "scenarios" / "benchmark_ieee.yaml")]) == 0
+
+
+def test_unusable_out_is_refused_before_the_suite_is_checked(tmp_path, capsys):
+    (tmp_path / "afile").write_text("keep me")
+    path = write_suite(tmp_path)
+    assert main(["benchmark", str(path), "--out", str(tmp_path / "afile"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'afile'}: is a file" in err and "Traceback" not in err
