@@ -29,6 +29,7 @@ lacks is named with its case), and every controller built against each case grou
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,9 @@ class ControllerChoice(_Model):
         "use that file's controllers block (the parameters tuned for that feeder) instead of ``params``.",
     )
     scenario: str | None = Field(
-        None, description="Take this scenario's ``controllers`` block (path relative to the suite file, or bundled)."
+        None,
+        description="Take this scenario's ``controllers`` block (path relative to the suite file, or bundled); "
+        "file paths inside the block are read relative to each case's scenario, as if it were written there.",
     )
     cases: list[str] | None = Field(
         None, min_length=1, description="Case groups this controller applies to; None: all of them."
@@ -138,17 +141,13 @@ class SuiteSpec(_Model):
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 raise ValueError(f"{what}: names must be unique; repeated: {twice}")
-        n_cases = sum(int(g.reference) + (_n_points(g.variations) if g.variations else 0) for g in self.cases)
+        n_cases = sum(
+            int(g.reference) + (math.prod(b.n_points() for b in g.variations) if g.variations else 0)
+            for g in self.cases
+        )
         if n_cases * (len(self.controllers) + 1) > MAX_RUNS:
             raise ValueError(f"{n_cases:,} cases x {len(self.controllers) + 1} runs is more than {MAX_RUNS:,} runs")
         return self
-
-
-def _n_points(blocks: Sequence[ParameterBlock]) -> int:
-    n = 1
-    for block in blocks:
-        n *= block.n_points()
-    return n
 
 
 @dataclass(frozen=True)
@@ -266,7 +265,6 @@ def load_suite(path: str | Path, overrides: Sequence[str] = (), *, check: bool =
     """Read and validate a suite file and expand it into cases and runs.
 
     :param overrides: ``dotted.key=value`` assignments (``--set``) added to the suite's ``set``.
-
     :param check: also run :func:`check_suite`.
     :raises SweepError: every problem found, each naming the suite file and the field (and the
         case and the scenario field for a case the scenario loader rejects).
