@@ -6,6 +6,7 @@
   ``cases.parquet``, ``cases.csv``  one row per case and controller: status, the summary
                          figures, throughput loss against the same case's baseline (%), ITL misses (%)
   ``leaderboard.csv``    one row per controller: mean and worst over its cases of each score
+  ``leaderboard.md``     the same as a Markdown table, ``mean (worst)`` per score
   ``leaderboard.png``    the leaderboard as bars (mean) with whiskers up to the worst case
 
 A rerun of the same suite into the same folder skips runs already complete (same scenario bytes
@@ -14,6 +15,7 @@ and overrides), as ``openg2g sweep`` does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,16 @@ from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import execute_tasks, fingerprint, results_table, write_parquet_atomic
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
 
-__all__ = ["SCORES", "BenchmarkResult", "case_table", "leaderboard", "plan_benchmark", "run_benchmark"]
+__all__ = [
+    "SCORES",
+    "BenchmarkResult",
+    "case_table",
+    "leaderboard",
+    "leaderboard_cells",
+    "leaderboard_markdown",
+    "plan_benchmark",
+    "run_benchmark",
+]
 
 SCORES: dict[str, str] = {
     "violation_integral_pu_s": "violation integral (pu.s)",
@@ -38,6 +49,14 @@ SCORES: dict[str, str] = {
     "n_tap_changes": "tap operations",
 }
 """Per-run scores of the leaderboard (column -> label); lower is better for each."""
+
+_SHORT = {
+    "violation_integral_pu_s": "violation pu.s",
+    "violation_time_s": "violation s",
+    "throughput_loss_pct": "tput loss %",
+    "itl_deadline_miss_pct": "ITL miss %",
+    "n_tap_changes": "tap ops",
+}
 
 
 @dataclass
@@ -135,6 +154,30 @@ def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
     return board
 
 
+def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
+    """The leaderboard as text cells, header first: rank, controller, cases, then ``mean (worst)`` per score.
+
+    A controller with runs that did not complete is marked ``[n incomplete]``; a score without any
+    complete run is ``-``.
+    """
+    lines = [["rank", "controller", "cases", *(f"{_SHORT[col]} mean (worst)" for col in SCORES)]]
+    for _, row in board.iterrows():
+        name = str(row["controller"]) + (f" [{row['n_incomplete']} incomplete]" if row["n_incomplete"] else "")
+        cells = [str(row["rank"]), name, str(row["n_cases"])]
+        for col in SCORES:
+            mean, worst = float(row[f"{col}_mean"]), float(row[f"{col}_worst"])
+            cells.append("-" if math.isnan(mean) else f"{mean:.4g} ({worst:.4g})")
+        lines.append(cells)
+    return lines
+
+
+def leaderboard_markdown(board: pd.DataFrame) -> str:
+    """The leaderboard as a Markdown table (``leaderboard.md``, for a README)."""
+    lines = leaderboard_cells(board)
+    rows = [lines[0], ["---"] * len(lines[0]), *lines[1:]]
+    return "".join("| " + " | ".join(row) + " |\n" for row in rows)
+
+
 def _write_tables(
     tasks: list[RunTask], records: dict[str, dict[str, Any]], reused: set[str], out: Path, controllers: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -143,6 +186,7 @@ def _write_tables(
     write_parquet_atomic(cases, out / "cases.parquet")
     cases.to_csv(out / "cases.csv", index=False)
     board.to_csv(out / "leaderboard.csv", index=False)
+    (out / "leaderboard.md").write_text(leaderboard_markdown(board), encoding="utf-8")
     return cases, board
 
 

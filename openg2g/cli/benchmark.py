@@ -12,7 +12,6 @@ skips complete runs. The suite is checked in full before anything runs (see scen
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -23,33 +22,15 @@ if TYPE_CHECKING:
 
 __all__ = ["format_leaderboard", "register"]
 
-_COLUMNS = {
-    "rank": "rank",
-    "controller": "controller",
-    "n_cases": "cases",
-    "violation_integral_pu_s": "violation pu.s",
-    "violation_time_s": "violation s",
-    "throughput_loss_pct": "tput loss %",
-    "itl_deadline_miss_pct": "ITL miss %",
-    "n_tap_changes": "taps",
-}
-
 
 def format_leaderboard(board: pd.DataFrame) -> str:
-    """The leaderboard as a text table: per score ``mean (worst)``; incomplete runs noted per controller."""
-    header = [label if key in board.columns else f"{label} mean (worst)" for key, label in _COLUMNS.items()]
-    lines = [header]
-    for _, row in board.iterrows():
-        cells = [str(row["rank"]), str(row["controller"]), str(row["n_cases"])]
-        for key in list(_COLUMNS)[3:]:
-            mean, worst = row[f"{key}_mean"], row[f"{key}_worst"]
-            cells.append("-" if math.isnan(mean) else f"{mean:.4g} ({worst:.4g})")  # NaN: no complete run
-        if row["n_incomplete"]:
-            cells[1] += f" [{row['n_incomplete']} incomplete]"
-        lines.append(cells)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    """The leaderboard as an aligned text table (the cells of :func:`~openg2g.benchmark.run.leaderboard_cells`)."""
+    from openg2g.benchmark.run import leaderboard_cells
+
+    lines = leaderboard_cells(board)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join(
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))) for line in lines
+        "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))) for line in lines
     )
 
 

@@ -99,6 +99,8 @@ def test_leaderboard_is_the_mean_and_worst_of_the_run_summaries(toy_run):
     cases = pd.read_parquet(out / "cases.parquet")
     assert len(cases) == 9 and len(pd.read_csv(out / "cases.csv")) == 9
     assert (out / "leaderboard.png").stat().st_size > 0
+    markdown = (out / "leaderboard.md").read_text().splitlines()
+    assert len(markdown) == 2 + 3 and all(line.startswith("| ") for line in markdown)
 
 
 def test_rerun_reuses_complete_runs_and_reruns_a_changed_controller(toy_run, tmp_path):
