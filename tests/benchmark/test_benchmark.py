@@ -194,3 +194,39 @@ def test_unusable_out_is_refused_before_the_suite_is_checked(tmp_path, capsys):
     assert main(["benchmark", str(path), "--out", str(tmp_path / "afile"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"--out {tmp_path / 'afile'}: is a file" in err and "Traceback" not in err
+
+
+def test_incomplete_runs_are_counted_and_left_out_of_the_scores():
+    from openg2g.benchmark import case_table, leaderboard
+
+    def run(case: str, controller: str, status: str, violation: float, throughput: float) -> dict:
+        return {
+            "run_id": f"{case}-{controller}",
+            "case": case,
+            "controller": controller,
+            "status": status,
+            "violation_integral_pu_s": violation,
+            "violation_time_s": 1.0,
+            "mean_throughput_tok_s": throughput,
+            "itl_deadline_miss_fraction": 0.01,
+            "n_tap_changes": 0,
+        }
+
+    results = pd.DataFrame(
+        [
+            run("a", "none", "complete", 4.0, 100.0),
+            run("a", "x", "complete", 1.0, 80.0),
+            run("b", "none", "failed", math.nan, math.nan),  # no baseline: x's throughput loss unknown in b
+            run("b", "x", "complete", 3.0, 50.0),
+            run("c", "none", "complete", 2.0, 100.0),
+            run("c", "x", "failed", 9.0, 10.0),  # a failed run's partial figures do not count
+        ]
+    )
+    board = leaderboard(case_table(results), ["x"]).set_index("controller")
+    assert board.loc["x", "n_cases"] == 3 and board.loc["x", "n_incomplete"] == 1
+    assert board.loc["x", "violation_integral_pu_s_mean"] == pytest.approx(2.0)
+    assert board.loc["x", "violation_integral_pu_s_worst"] == 3.0
+    assert board.loc["x", "throughput_loss_pct_mean"] == pytest.approx(20.0)  # case a only
+    assert board.loc["x", "itl_deadline_miss_pct_worst"] == pytest.approx(1.0)
+    assert board.loc["none", "n_incomplete"] == 1 and board.loc["none", "violation_integral_pu_s_mean"] == 3.0
+    assert list(board.sort_values("rank").index) == ["x", "none"]
