@@ -158,7 +158,7 @@ class Case:
     :param group: the case group's name.
     :param scenario: absolute path of the scenario file.
     :param scenario_sha256: hash of its bytes.
-    :param overrides: the suite's ``set``, the group's ``set``, then the variation point's.
+    :param overrides: the suite's ``set``, the group's ``set``, the variation point's, then ``--set``.
     :param params: the variation point (dotted key -> value); empty for the reference case.
     """
 
@@ -211,17 +211,17 @@ def _controllers_block(path: Path, suite: Path, field: str) -> list[dict[str, An
     return block
 
 
-def _expand_cases(spec: SuiteSpec, suite: Path) -> list[Case]:
+def _expand_cases(spec: SuiteSpec, suite: Path, last: Sequence[str]) -> list[Case]:
     cases: list[Case] = []
     for gi, group in enumerate(spec.cases):
         path = _scenario_path(group.scenario, suite, f"cases.{gi}.scenario")
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
         fixed = (*spec.set, *group.set)
         if group.reference:
-            cases.append(Case(f"{group.name}-ref", group.name, path, sha, fixed, {}))
+            cases.append(Case(f"{group.name}-ref", group.name, path, sha, (*fixed, *last), {}))
         if group.variations:
             for k, point in enumerate(expand_parameters(group.variations)):
-                overrides = (*fixed, *point_overrides(point))
+                overrides = (*fixed, *point_overrides(point), *last)
                 cases.append(Case(f"{group.name}-v{k}", group.name, path, sha, overrides, dict(point)))
     return cases
 
@@ -264,23 +264,21 @@ def _check_case(case: Case, controllers: list[dict[str, Any]], suite: Path, wher
 def load_suite(path: str | Path, overrides: Sequence[str] = (), *, check: bool = True) -> LoadedSuite:
     """Read and validate a suite file and expand it into cases and runs.
 
-    :param overrides: ``dotted.key=value`` assignments (``--set``) added to the suite's ``set``.
+    :param overrides: ``dotted.key=value`` assignments (``--set``) applied to every case last, after
+        the suite's and the group's ``set`` and the variation's values.
     :param check: also run :func:`check_suite`.
     :raises SweepError: every problem found, each naming the suite file and the field (and the
         case and the scenario field for a case the scenario loader rejects).
     """
     path = Path(path)
     data = read_yaml_mapping(path, "benchmark suite")
-    if overrides:
-        given = data.get("set")
-        data["set"] = [*(given if isinstance(given, list) else [given] if given is not None else []), *overrides]
     spec: SuiteSpec = validate_model(SuiteSpec, data, path)
     groups = [g.name for g in spec.cases]
     for i, choice in enumerate(spec.controllers):
         unknown = [c for c in choice.cases or [] if c not in groups]
         if unknown:
             raise SweepError([(f"{path}: controllers.{i}.cases", f"{unknown} are not case groups; groups: {groups}")])
-    cases = _expand_cases(spec, path)
+    cases = _expand_cases(spec, path, overrides)
     controllers: dict[str, dict[str, list[dict[str, Any]]]] = {}
     sources: dict[str, dict[str, str]] = {}
     for case in cases:

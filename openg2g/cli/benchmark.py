@@ -5,8 +5,9 @@ with no control (``none``, the throughput baseline). The leaderboard gives per c
 mean and the worst case of the violation integral (pu.s), the violation time (s), the throughput
 lost against the same case without control (%), the ITL deadline misses (%) and the regulator tap
 operations. Outputs go to OUT (default runs/<suite>): runs/<case>-<controller>/, cases.parquet
-and cases.csv (one row per run), leaderboard.csv and leaderboard.png. Rerunning the same command
-skips complete runs. The suite is checked in full before anything runs (see scenarios/benchmark_ieee.yaml).
+and cases.csv (one row per run), leaderboard.csv, leaderboard.md and leaderboard.png. Rerunning
+the same command skips complete runs. The suite is checked in full before anything runs (format:
+docs/benchmark.md; example: scenarios/benchmark_ieee.yaml).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override the scenario of every run, after the suite's set (repeatable)",
+        help="override the scenario of every run, applied last (repeatable), e.g. duration_s=60",
     )
     add_engine_options(p)
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the suite's)")

@@ -9,7 +9,7 @@ the other points are checked as they run. A study file (``study:``) is checked w
 scenario under the study's overrides. A benchmark suite (``suite:``) is checked as ``openg2g
 benchmark`` checks it before running: every case, and every controller on the first case of each
 group it applies to. ``--set`` applies to the scenario, or to a sweep's or study's base scenario,
-or to every case of a suite.
+or to every case of a suite (last).
 """
 
 from __future__ import annotations

@@ -127,6 +127,12 @@ def test_cli_prints_the_leaderboard(toy_run, capsys):
     assert "9 runs (0 incomplete; 9 reused from earlier)" in printed
 
 
+def test_command_line_overrides_come_last(tmp_path):
+    suite = load_suite(write_suite(tmp_path), ["duration_s=7"], check=False)
+    assert all(case.overrides[-1] == "duration_s=7" for case in suite.cases)
+    assert suite.cases[1].overrides[-2] == 'datacenters.0.bus="675"'
+
+
 def test_validate_checks_a_suite(toy_run, capsys):
     suite, _, _ = toy_run
     assert main(["validate", str(suite.path)]) == 0
