@@ -132,11 +132,12 @@ def case_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
-    """One row per controller (in ``controllers`` order, the baseline first), ranked by mean violation integral.
+    """One row for the baseline and each of ``controllers``, sorted by mean violation integral.
 
-    Columns: ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``, then ``<score>_mean``
-    and ``<score>_worst`` (the largest, every score being lower-is-better) over its complete runs,
-    and ``rank`` (1 = lowest mean violation integral; ties share the order given).
+    Columns: ``rank`` (1 = the lowest mean violation integral; ties keep the baseline first, then
+    the order of ``controllers``), ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
+    then ``<score>_mean`` and ``<score>_worst`` (the largest, every score being lower-is-better)
+    over its complete runs.
     """
     rows = []
     for name in [BASELINE, *controllers]:
