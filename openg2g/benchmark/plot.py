@@ -20,7 +20,7 @@ def plot_leaderboard(board: pd.DataFrame, *, title: str = "", path: Path | None 
     :param board: a leaderboard (:func:`openg2g.benchmark.run.leaderboard`).
     :param path: where to save the figure (PNG), if given.
     """
-    labels = board["controller"].astype(str).tolist()
+    labels = [f"{name} ({n} cases)" for name, n in zip(board["controller"], board["n_cases"])]
     y = np.arange(len(labels))
     with styled(**{"axes.grid.axis": "x"}):
         fig = new_figure(1, len(SCORES), figsize=(3.4 * len(SCORES), 0.4 * len(labels) + 1.6))
