@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "evaluate",
     "sweep",
     "study",
+    "benchmark",
 )
 
 

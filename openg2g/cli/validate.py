@@ -6,8 +6,10 @@ against the feeder, the sites and the trace library) and every event is fired on
 event that would be rejected mid-run is reported now. A sweep file (``parameters:``) is checked
 with its first run in full (base scenario, fixed overrides, first point) and its size bounded;
 the other points are checked as they run. A study file (``study:``) is checked with its base
-scenario under the study's overrides. ``--set`` applies to the
-scenario, or to a sweep's or study's base scenario.
+scenario under the study's overrides. A benchmark suite (``suite:``) is checked as ``openg2g
+benchmark`` checks it before running: every case, and every controller on the first case of each
+group it applies to. ``--set`` applies to the scenario, or to a sweep's or study's base scenario,
+or to every case of a suite (last).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ __all__ = ["file_kind", "register"]
 
 
 def file_kind(name: str) -> str:
-    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key) or ``scenario``.
+    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
+    suite: a ``suite:`` or ``cases:`` key) or ``scenario``.
 
     A bundled scenario name or an unreadable file counts as a scenario (the scenario loader then
     says what is wrong with it).
@@ -40,6 +43,8 @@ def file_kind(name: str) -> str:
         return "scenario"
     if "study" in data:
         return "study"
+    if "suite" in data or "cases" in data:
+        return "suite"
     if "parameters" in data and "base" in data:
         return "sweep"
     return "scenario"
@@ -106,7 +111,17 @@ def _study(name: str, overrides: list[str]) -> str:
     return f"{loaded.path}: ok (study {loaded.spec.study} {loaded.spec.name}, base {loaded.base.path.name})"
 
 
-_CHECKS = {"scenario": _scenario, "sweep": _sweep, "study": _study}
+def _suite(name: str, overrides: list[str]) -> str:
+    from openg2g.benchmark.spec import load_suite
+
+    suite = load_suite(name, overrides)
+    return (
+        f"{suite.path}: ok (suite {suite.spec.suite}: {len(suite.cases)} cases, "
+        f"{len(suite.spec.controllers)} controllers and no control, {suite.n_runs()} runs)"
+    )
+
+
+_CHECKS = {"scenario": _scenario, "sweep": _sweep, "study": _study, "suite": _suite}
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -125,11 +140,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``validate`` sub-command."""
     p = subparsers.add_parser(
         "validate",
-        help="validate scenario, sweep and study files",
+        help="validate scenario, sweep, study and benchmark suite files",
         description=__doc__,
         epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("scenarios", nargs="+", help="scenario, sweep or study files, or bundled scenario names")
+    p.add_argument("scenarios", nargs="+", help="scenario, sweep, study or suite files, or bundled scenario names")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override before validating")
     p.set_defaults(func=_validate)

@@ -9,7 +9,10 @@ Definitions (``dt`` is the component's own period):
 - energy (MWh) = sum over datacenter steps and sites of facility power times ``dt``;
 - mean throughput (tok/s) = time mean of the summed output throughput of all sites;
 - ITL deadline miss fraction = missed tokens / all tokens, tokens = throughput x ``dt``;
-- batch changes = number of times any (site, model) batch size changed between samples.
+- batch changes = number of times any (site, model) batch size changed between samples;
+- tap changes = regulator tap operations: per bank and phase, the number of steps the tap moved
+  between consecutive grid steps (a move from 10 to 16 on one phase counts 6, as six operations
+  of a step-by-step regulator; the taps in force at the start count nothing).
 
 Grid steps that did not converge (kept, with ``grid.on_nonconvergence: flag``) have no voltages:
 they are counted in ``nonconverged_steps`` and add nothing to the violation integral, the time in
@@ -20,7 +23,7 @@ violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -57,6 +60,8 @@ class RunMetrics:
         self.missed_tokens = 0.0
         self.n_batch_changes = 0
         self._last_batch: dict[tuple[str, str], int] = {}
+        self.n_tap_changes = 0
+        self._last_taps: Mapping[str, Sequence[int]] | None = None
 
     def add_grid_block(self, v_pu: np.ndarray, converged: np.ndarray, dt_s: float) -> np.ndarray:
         """Account consecutive grid steps; returns their per-bus-phase violations (pu) for recording.
@@ -83,6 +88,19 @@ class RunMetrics:
             self.v_lo_pu = min(self.v_lo_pu, float(np.nanmin(v_pu)))
             self.v_hi_pu = max(self.v_hi_pu, float(np.nanmax(v_pu)))
         return violation
+
+    def add_taps(self, taps: Sequence[Mapping[str, Sequence[int]]]) -> None:
+        """Count tap operations over consecutive grid steps.
+
+        :param taps: per grid step, regulator bank name -> tap step per phase in force.
+        """
+        for current in taps:
+            last = self._last_taps
+            if last is not None and current is not last:
+                for bank, steps in current.items():
+                    before = last.get(bank, steps)
+                    self.n_tap_changes += sum(abs(a - b) for a, b in zip(steps, before))
+            self._last_taps = current
 
     def add_datacenter_block(self, block: Sequence[DatacenterSeries], dt_s: float) -> None:
         """Account consecutive datacenter steps of all sites (one series per site, same times).
@@ -125,6 +143,7 @@ class RunMetrics:
             "mean_throughput_tok_s": self.throughput_time_tok / self.datacenter_time_s if self.datacenter_time_s else 0.0,
             "itl_deadline_miss_fraction": self.missed_tokens / self.tokens if self.tokens else 0.0,
             "n_batch_changes": self.n_batch_changes,
+            "n_tap_changes": self.n_tap_changes,
             "grid_steps": self.grid_steps,
             "nonconverged_steps": self.nonconverged_steps,
         }

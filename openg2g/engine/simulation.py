@@ -334,6 +334,7 @@ class Simulation:
         dt_s = self.clock.seconds(self._grid_ticks)
         v_pu = np.stack([s.v_pu for s in states])
         violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s)
+        self.metrics.add_taps([s.taps for s in states])
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
         self._grid_latest = states[-1]

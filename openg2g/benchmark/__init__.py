@@ -1,0 +1,75 @@
+"""Controller benchmark: a suite of cases (reference scenarios and seeded variations) run once per
+controller and once without control, scored into a leaderboard (``openg2g benchmark SUITE.yaml``).
+
+The names below are loaded on first use (PEP 562), so that validating a suite file does not
+import pandas and matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openg2g.benchmark.plot import plot_leaderboard
+    from openg2g.benchmark.run import SCORES, BenchmarkResult, case_table, leaderboard, plan_benchmark, run_benchmark
+    from openg2g.benchmark.spec import (
+        BASELINE,
+        Case,
+        CaseGroup,
+        ControllerChoice,
+        LoadedSuite,
+        SuiteSpec,
+        check_suite,
+        controllers_override,
+        load_suite,
+    )
+
+_MODULES = {
+    "plot": ("plot_leaderboard",),
+    "run": ("SCORES", "BenchmarkResult", "case_table", "leaderboard", "plan_benchmark", "run_benchmark"),
+    "spec": (
+        "BASELINE",
+        "Case",
+        "CaseGroup",
+        "ControllerChoice",
+        "LoadedSuite",
+        "SuiteSpec",
+        "check_suite",
+        "controllers_override",
+        "load_suite",
+    ),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = [
+    "BASELINE",
+    "SCORES",
+    "BenchmarkResult",
+    "Case",
+    "CaseGroup",
+    "ControllerChoice",
+    "LoadedSuite",
+    "SuiteSpec",
+    "case_table",
+    "check_suite",
+    "controllers_override",
+    "leaderboard",
+    "load_suite",
+    "plan_benchmark",
+    "plot_leaderboard",
+    "run_benchmark",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

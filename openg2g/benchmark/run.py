@@ -1,0 +1,242 @@
+"""Run a benchmark suite through the sweep engines and score the controllers.
+
+``OUT/``
+  ``benchmark.json``     the validated suite and its cases
+  ``runs/<case>-<controller>/``  each run's outputs (``none`` is the case without control)
+  ``cases.parquet``, ``cases.csv``  one row per case and controller: status, the summary
+                         figures, throughput loss against the same case's baseline (%), ITL misses (%)
+  ``leaderboard.csv``    one row per controller: mean and worst over its cases of each score
+  ``leaderboard.md``     the same as a Markdown table, ``mean (worst)`` per score
+  ``leaderboard.png``    the leaderboard as bars (mean) with whiskers up to the worst case
+
+A rerun of the same suite into the same folder skips runs already complete (same scenario bytes
+and overrides), as ``openg2g sweep`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from openg2g.benchmark.spec import BASELINE, LoadedSuite, controllers_override
+from openg2g.engine.recorder import write_json_atomic
+from openg2g.sweep.engines import Engine
+from openg2g.sweep.expand import encode_value
+from openg2g.sweep.runner import execute_tasks, fingerprint, results_table, write_parquet_atomic
+from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
+
+__all__ = [
+    "SCORES",
+    "BenchmarkResult",
+    "case_table",
+    "leaderboard",
+    "leaderboard_cells",
+    "leaderboard_markdown",
+    "plan_benchmark",
+    "run_benchmark",
+]
+
+SCORES: dict[str, str] = {
+    "violation_integral_pu_s": "violation integral (pu.s)",
+    "violation_time_s": "violation time (s)",
+    "throughput_loss_pct": "throughput loss vs no control (%)",
+    "itl_deadline_miss_pct": "ITL deadline misses (%)",
+    "n_tap_changes": "tap operations",
+}
+"""Per-run scores of the leaderboard (column -> label); lower is better for each."""
+
+_SHORT = {
+    "violation_integral_pu_s": "violation pu.s",
+    "violation_time_s": "violation s",
+    "throughput_loss_pct": "tput loss %",
+    "itl_deadline_miss_pct": "ITL miss %",
+    "n_tap_changes": "tap ops",
+}
+
+
+@dataclass
+class BenchmarkResult:
+    """What :func:`run_benchmark` returns.
+
+    :param cases: the per-case table (as in ``cases.parquet``).
+    :param leaderboard: the leaderboard (as in ``leaderboard.csv``).
+    :param out_dir: the output folder.
+    :param n_reused: runs found complete from an earlier invocation and not run again.
+    """
+
+    cases: pd.DataFrame
+    leaderboard: pd.DataFrame
+    out_dir: Path
+    n_reused: int
+
+    def n_incomplete(self) -> int:
+        """Runs that did not complete (failed, invalid or lost)."""
+        return int((self.cases["status"] != COMPLETE).sum())
+
+
+def plan_benchmark(suite: LoadedSuite, out_dir: Path, run_fn: RunFn = run_scenario_files) -> list[RunTask]:
+    """Every run of the suite: per case, the baseline and then each controller that applies."""
+    runs_dir = Path(out_dir).resolve() / "runs"
+    tasks: list[RunTask] = []
+    for case in suite.cases:
+        variation = ", ".join(f"{k}={encode_value(v)}" for k, v in case.params.items())
+        for name, block in suite.controllers[case.case_id].items():
+            overrides = ("outputs.plots=false", *case.overrides, controllers_override(block))
+            run_id = f"{case.case_id}-{name}"
+            tasks.append(
+                RunTask(
+                    run_id=run_id,
+                    index=len(tasks),
+                    params={
+                        "case": case.case_id,
+                        "group": case.group,
+                        "controller": name,
+                        "controller_source": suite.sources[case.case_id][name],
+                        "variation": variation,
+                    },
+                    scenario=str(case.scenario),
+                    overrides=overrides,
+                    out_dir=str(runs_dir / run_id),
+                    fingerprint=fingerprint(case.scenario_sha256, overrides),
+                    run_fn=run_fn,
+                )
+            )
+    return tasks
+
+
+def case_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Add the benchmark's scores to a results table (one row per run).
+
+    ``throughput_loss_pct`` is ``100 * (1 - throughput / throughput of the same case's baseline)``
+    (NaN when either run is incomplete); ``itl_deadline_miss_pct`` is the fraction of tokens over
+    their deadline in %.
+    """
+    df = results.copy()
+    for col in ("mean_throughput_tok_s", "itl_deadline_miss_fraction", *SCORES):
+        if col not in df.columns:
+            df[col] = np.nan
+    complete = df["status"] == COMPLETE
+    base = df[complete & (df["controller"] == BASELINE)].set_index("case")["mean_throughput_tok_s"]
+    baseline = df["case"].map(base).astype(float)
+    throughput = df["mean_throughput_tok_s"].where(complete).astype(float)
+    df["throughput_loss_pct"] = 100.0 * (1.0 - throughput / baseline.where(baseline > 0))
+    df["itl_deadline_miss_pct"] = 100.0 * df["itl_deadline_miss_fraction"].where(complete).astype(float)
+    for col in SCORES:
+        df[col] = df[col].where(complete).astype(float)
+    return df
+
+
+def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
+    """One row for the baseline and each of ``controllers``, sorted by mean violation integral.
+
+    Columns: ``rank`` (1 = the lowest mean violation integral; ties keep the baseline first, then
+    the order of ``controllers``), ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
+    then ``<score>_mean`` and ``<score>_worst`` (the largest, every score being lower-is-better)
+    over its complete runs.
+    """
+    rows = []
+    for name in [BASELINE, *controllers]:
+        runs = cases[cases["controller"] == name]
+        done = runs[runs["status"] == COMPLETE]
+        row: dict[str, Any] = {"controller": name, "n_cases": len(runs), "n_incomplete": len(runs) - len(done)}
+        for col in SCORES:
+            values = done[col].dropna()
+            row[f"{col}_mean"] = float(values.mean()) if len(values) else np.nan
+            row[f"{col}_worst"] = float(values.max()) if len(values) else np.nan
+        rows.append(row)
+    board = pd.DataFrame(rows)
+    board = board.sort_values("violation_integral_pu_s_mean", kind="stable", na_position="last").reset_index(drop=True)
+    board.insert(0, "rank", np.arange(1, len(board) + 1))
+    return board
+
+
+def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
+    """The leaderboard as text cells, header first: rank, controller, cases, then ``mean (worst)`` per score.
+
+    A controller with runs that did not complete is marked ``[n incomplete]``; a score without any
+    complete run is ``-``.
+    """
+    lines = [["rank", "controller", "cases", *(f"{_SHORT[col]} mean (worst)" for col in SCORES)]]
+    for _, row in board.iterrows():
+        name = str(row["controller"]) + (f" [{row['n_incomplete']} incomplete]" if row["n_incomplete"] else "")
+        cells = [str(row["rank"]), name, str(row["n_cases"])]
+        for col in SCORES:
+            mean, worst = float(row[f"{col}_mean"]), float(row[f"{col}_worst"])
+            cells.append("-" if math.isnan(mean) else f"{mean:.4g} ({worst:.4g})")
+        lines.append(cells)
+    return lines
+
+
+def leaderboard_markdown(board: pd.DataFrame) -> str:
+    """The leaderboard as a Markdown table (``leaderboard.md``, for a README)."""
+    lines = leaderboard_cells(board)
+    rows = [lines[0], ["---"] * len(lines[0]), *lines[1:]]
+    return "".join("| " + " | ".join(row) + " |\n" for row in rows)
+
+
+def _write_tables(
+    tasks: list[RunTask], records: dict[str, dict[str, Any]], reused: set[str], out: Path, controllers: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    cases = case_table(results_table(tasks, records, reused))
+    board = leaderboard(cases, controllers)
+    write_parquet_atomic(cases, out / "cases.parquet")
+    cases.to_csv(out / "cases.csv", index=False)
+    board.to_csv(out / "leaderboard.csv", index=False)
+    (out / "leaderboard.md").write_text(leaderboard_markdown(board), encoding="utf-8")
+    return cases, board
+
+
+def run_benchmark(
+    suite: LoadedSuite,
+    out_dir: str | Path,
+    engine: Engine,
+    *,
+    progress: bool = False,
+    plot: bool = True,
+    run_fn: RunFn = run_scenario_files,
+) -> BenchmarkResult:
+    """Run (or resume) every run of ``suite`` into ``out_dir`` and write the tables and the plot.
+
+    :param engine: a sweep engine (:func:`openg2g.sweep.engines.make_engine`).
+    :param progress: progress bar with ETA on stderr.
+    :param plot: write ``leaderboard.png``.
+    :param run_fn: the function doing one run (default: the co-simulation engine).
+    """
+    out = Path(out_dir)
+    tasks = plan_benchmark(suite, out, run_fn)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(
+        out / "benchmark.json",
+        {
+            "suite_file": str(suite.path),
+            "n_cases": len(suite.cases),
+            "n_runs": len(tasks),
+            "cases": [
+                {"case": c.case_id, "group": c.group, "scenario": str(c.scenario), "overrides": list(c.overrides)}
+                for c in suite.cases
+            ],
+            "spec": suite.spec.model_dump(mode="json"),
+        },
+    )
+    names = [c.name for c in suite.spec.controllers]
+    records: dict[str, dict[str, Any]] = {}
+    reused: set[str] = set()
+
+    def keep(so_far: dict[str, dict[str, Any]], found: set[str]) -> None:
+        nonlocal records, reused
+        records, reused = so_far, found
+
+    try:
+        execute_tasks(tasks, engine, progress=progress, desc=suite.spec.suite, on_update=keep)
+    finally:  # what finished is kept in the tables even if the suite is interrupted
+        cases, board = _write_tables(tasks, records, reused, out, names)
+    if plot:
+        from openg2g.benchmark.plot import plot_leaderboard
+
+        plot_leaderboard(board, title=suite.spec.suite, path=out / "leaderboard.png")
+    return BenchmarkResult(cases=cases, leaderboard=board, out_dir=out, n_reused=len(reused))
