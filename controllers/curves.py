@@ -20,6 +20,7 @@ continuous ``log2`` batch onto the measured sizes, and one-step moves along them
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from abc import ABC, abstractmethod
@@ -73,6 +74,11 @@ class LogisticCurve(Curve):
     b0: float
 
     def _sigmoid(self, x: float | np.ndarray) -> np.ndarray:
+        if isinstance(x, float):
+            # a controller's step evaluates one x at a time: the same operations on Python floats
+            # (np.clip and array conversions cost more than the arithmetic), the same np.exp
+            z_one = min(max(-self.k * (x - self.x0), -60.0), 60.0)
+            return 1.0 / (1.0 + np.exp(z_one))
         z = np.clip(-self.k * (np.asarray(x, dtype=float) - self.x0), -60.0, 60.0)
         return 1.0 / (1.0 + np.exp(z))
 
@@ -118,6 +124,8 @@ class PchipCurve(Curve):
     def _evaluate(self, rows: np.ndarray, x: float | np.ndarray) -> np.ndarray | float:
         # the polynomial of x's interval in powers of (x - x_i), summed from the constant term up:
         # scipy's PPoly evaluates in this order, so the floats equal its own bit for bit
+        if isinstance(x, float):
+            return self._evaluate_at(rows, x)
         breaks = np.asarray(self.x)
         xq = np.asarray(x, dtype=float)
         i = np.clip(np.searchsorted(breaks, xq, side="right") - 1, 0, breaks.size - 2)
@@ -129,6 +137,17 @@ class PchipCurve(Curve):
             if j > 0:
                 power = power * s
         return float(out) if np.ndim(out) == 0 else out
+
+    def _evaluate_at(self, rows: np.ndarray, x: float) -> float:
+        """:meth:`_evaluate` at one point, in the same float operations on Python floats."""
+        i = min(max(bisect.bisect_right(self.x, x) - 1, 0), len(self.x) - 2)
+        s = x - self.x[i]
+        out, power = 0.0, 1.0
+        for j in range(rows.shape[0] - 1, -1, -1):
+            out = out + float(rows[j, i]) * power
+            if j > 0:
+                power = power * s
+        return out
 
     def value(self, x: float | np.ndarray) -> np.ndarray | float:
         return self._evaluate(self._value_rows, x)

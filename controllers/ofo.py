@@ -132,6 +132,8 @@ class OFOController(ConfiguredController):
         self.mu: dict[tuple[str, str], float] = {key: 0.0 for key in self._keys}
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
         self._steps = 0
+        self._eta: tuple[np.ndarray, bool] | None = None
+        self._responses: dict[str, tuple[tuple[str, int, int], Observation, np.ndarray]] = {}
 
     # -- the three updates -------------------------------------------------------------------
 
@@ -154,6 +156,7 @@ class OFOController(ConfiguredController):
                 d_over = np.minimum(d_over, 0.0)
         self.lam_under = np.maximum(self.lam_under + d_under, 0.0)
         self.lam_over = np.maximum(self.lam_over + d_over, 0.0)
+        self._eta = None  # the voltage price of these duals, computed once for all models (gradient)
         for site, model in self._keys:
             info = self.context.sites[site].models[model]
             dc = observation.datacenters.get(site)
@@ -175,7 +178,18 @@ class OFOController(ConfiguredController):
         dp_dx_w = (
             self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
         )
-        return self._sensitivity(observation, site) @ phase_share(dc) * dp_dx_w
+        return self._site_response(observation, site) * dp_dx_w
+
+    def _site_response(self, observation: Observation, site: str) -> np.ndarray:
+        """``H_s e_s`` (pu per W of site power), the same for every model of the site: kept for the
+        observation and step it was computed at."""
+        key = (site, id(observation), self._steps)
+        cached = self._responses.get(site)
+        if cached is not None and cached[0] == key:
+            return cached[2]
+        response = self._sensitivity(observation, site) @ phase_share(observation.datacenters.get(site))
+        self._responses[site] = (key, observation, response)  # the observation is kept so its id stays unique
+        return response
 
     def gradient(self, observation: Observation, site: str, model: str) -> float:
         """``g_i``: gradient of the Lagrangian with respect to ``x_i`` (per unit log2 batch)."""
@@ -186,8 +200,11 @@ class OFOController(ConfiguredController):
         x = self.x[key]
         t_now = float(c.throughput_tok_s.value(x))
         g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_now if t_now > 0 else 0.0
-        eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
-        if np.any(eta != 0.0):
+        if self._eta is None:
+            eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
+            self._eta = (eta, bool(np.any(eta != 0.0)))
+        eta, priced = self._eta
+        if priced:
             g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))
         if info.itl_deadline_s is not None:
             g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s

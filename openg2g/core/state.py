@@ -33,6 +33,22 @@ def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     return arr
 
 
+def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
+    """``values`` itself if it is already a read-only array of ``dtype`` that owns its data (its
+    producer gave it up: nothing can change it), else a read-only copy (:func:`frozen_array`).
+
+    States are built at every step; producers that hand over read-only arrays skip the copy.
+    """
+    if (
+        type(values) is np.ndarray
+        and values.dtype == dtype
+        and not values.flags.writeable
+        and values.flags.owndata
+    ):
+        return values
+    return frozen_array(values, dtype)
+
+
 @dataclass(frozen=True)
 class ModelState:
     """One served model at one site, at one datacenter step.
@@ -110,8 +126,8 @@ class ModelSeries:
 
     def __post_init__(self) -> None:
         for name in ("replicas", "power_w", "itl_s", "throughput_tok_s", "deadline_miss_fraction", "power_cap_w"):
-            object.__setattr__(self, name, frozen_array(getattr(self, name)))
-        object.__setattr__(self, "batch_size", frozen_array(self.batch_size, np.int64))
+            object.__setattr__(self, name, _kept_or_frozen(getattr(self, name)))
+        object.__setattr__(self, "batch_size", _kept_or_frozen(self.batch_size, np.int64))
 
     def state(self, i: int) -> ModelState:
         """The model's state at step ``i`` of the series."""
@@ -168,8 +184,8 @@ class DatacenterSeries:
 
     def __post_init__(self) -> None:
         for name in ("t_s", "p_w", "q_var", "training_power_w"):
-            object.__setattr__(self, name, frozen_array(getattr(self, name)))
-        object.__setattr__(self, "online", frozen_array(self.online, bool))
+            object.__setattr__(self, name, _kept_or_frozen(getattr(self, name)))
+        object.__setattr__(self, "online", _kept_or_frozen(self.online, bool))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
 
     def __len__(self) -> int:

@@ -39,9 +39,11 @@ __all__ = [
     "LibraryIndex",
     "StoredCurveModel",
     "StoredFits",
+    "TimeWeightedSampler",
     "TraceConfig",
     "TraceLibrary",
     "power_key",
+    "time_weighted_sampler",
 ]
 
 FORMAT: Final = "openg2g-traces/2"
@@ -118,23 +120,48 @@ class ItlMixture(_Frozen):
         :param u: uniforms in [0, 1) choosing the sub-component.
         :param z: standard normals.
         """
-        cum, log_scales, sigmas = _time_weighted_components(self)
-        # the part whose cumulative weight u passes: u >= cum[0] + u >= cum[1] + u >= cum[2]
-        k = (u >= cum[0]).astype(np.intp)
-        k += u >= cum[1]
-        k += u >= cum[2]
-        return self.loc_s + np.exp(log_scales[k] + sigmas[k] * z)
+        return time_weighted_sampler(self).sample_s(u, z)
+
+
+class TimeWeightedSampler:
+    """The four lognormal parts of a mixture's length-biased form, prepared once for many draws.
+
+    :param mix: the per-token mixture (see :meth:`ItlMixture.time_weighted_sample_s`).
+    """
+
+    def __init__(self, mix: ItlMixture) -> None:
+        weights, log_scales, sigmas = [], [], []
+        for w, s, c in zip(mix.weight, mix.sigma, mix.scale_s):
+            weights += [w * mix.loc_s, w * c * math.exp(s * s / 2)]
+            log_scales += [math.log(c), math.log(c) + s * s]
+            sigmas += [s, s]
+        cum = np.cumsum(weights) / sum(weights)
+        self.loc_s = mix.loc_s
+        self.thresholds = tuple(float(c) for c in cum[:3])
+        self.log_scales = np.array(log_scales)
+        self.sigmas = np.array(sigmas)
+
+    def sample_s(self, u: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """ITL samples (s) from uniforms ``u`` (the part) and standard normals ``z`` (same shape)."""
+        # the part whose cumulative weight u passes: u >= cum[0] + u >= cum[1] + u >= cum[2],
+        # counted in place (this runs for every model and step of a run)
+        part = np.zeros(u.shape, dtype=np.intp)
+        passed = np.empty(u.shape, dtype=bool)
+        for threshold in self.thresholds:
+            np.greater_equal(u, threshold, out=passed)
+            np.add(part, passed, out=part)
+        out = self.sigmas.take(part)
+        out *= z
+        out += self.log_scales.take(part)
+        np.exp(out, out=out)
+        out += self.loc_s
+        return out
 
 
 @functools.lru_cache(maxsize=1024)
-def _time_weighted_components(mix: ItlMixture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Cumulative weights, log-scales and log-sds of the length-biased mixture's four parts."""
-    weights, log_scales, sigmas = [], [], []
-    for w, s, c in zip(mix.weight, mix.sigma, mix.scale_s):
-        weights += [w * mix.loc_s, w * c * math.exp(s * s / 2)]
-        log_scales += [math.log(c), math.log(c) + s * s]
-        sigmas += [s, s]
-    return np.cumsum(weights) / sum(weights), np.array(log_scales), np.array(sigmas)
+def time_weighted_sampler(mix: ItlMixture) -> TimeWeightedSampler:
+    """The (cached) :class:`TimeWeightedSampler` of ``mix``."""
+    return TimeWeightedSampler(mix)
 
 
 class TraceConfig(_Frozen):

@@ -82,7 +82,7 @@ from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W, MAX_DURATION_S
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.config import SiteSpec
-from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary
+from openg2g.datacenter.library import ItlMixture, TimeWeightedSampler, TraceConfig, TraceLibrary, time_weighted_sampler
 from openg2g.datacenter.training import TrainingJob
 
 __all__ = [
@@ -131,6 +131,24 @@ def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
     return y * (x.mean() / looped_mean) if looped_mean > 0 else y
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """Hand ``array`` (fresh, owned by nobody else) over to a state, which then needs no copy."""
+    array.flags.writeable = False
+    return array
+
+
+def _constant(cache: dict[tuple[int, type, float | None], np.ndarray], k: int, value: float | None) -> np.ndarray:
+    """A read-only array of ``k`` copies of ``value`` (``None``: NaN), kept in ``cache``: every block
+    of a steady site repeats the same replica counts, batch sizes, caps and flags."""
+    key = (k, type(value), value)
+    array = cache.get(key)
+    if array is None:
+        if len(cache) >= 64:
+            cache.clear()
+        array = cache[key] = _read_only(np.full(k, np.nan if value is None else value))
+    return array
+
+
 @functools.lru_cache(maxsize=4096)
 def _tail(mix: ItlMixture, itl_s: float) -> float:
     """Fraction of tokens with ITL above ``itl_s`` (cached: it changes only with batch and cap)."""
@@ -147,6 +165,26 @@ class _Config:
     mean_w: float
     concurrency: float  # c: decoding sequences; tokens per second of a replica = c / ITL
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
+
+
+@dataclass(frozen=True)
+class _Serving:
+    """What the ITL sampling needs of one batch configuration under one power cap (fixed by them).
+
+    :param sampler: the length-biased ITL mixture; ``None`` if the configuration has no latency data.
+    :param slowdown: power-cap slowdown factor of ITL (1 uncapped).
+    :param concurrency: ``c``, decoding sequences per replica.
+    :param mean_itl_s: per-token mean ITL under the cap (s).
+    :param tail: fraction of tokens over the model's deadline under the cap (0 without a deadline).
+    :param alone_miss: the deadline-miss fraction of a step served by this configuration alone.
+    """
+
+    sampler: TimeWeightedSampler | None
+    slowdown: float
+    concurrency: float
+    mean_itl_s: float
+    tail: float
+    alone_miss: float
 
 
 @dataclass
@@ -172,10 +210,14 @@ class _Model:
     tables: dict[tuple[int, int, float | None], np.ndarray] = field(default_factory=dict)  # see phase_table
     uniform_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL component choice
     normal_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL lognormal draws
+    serving_constants: dict[tuple[int, float | None], _Serving] = field(default_factory=dict)  # see serving()
+    constants: dict[tuple[int, type, float | None], np.ndarray] = field(default_factory=dict)  # see _constant
 
     def active_block(self, t_s: np.ndarray) -> np.ndarray:
         """Active (possibly fractional) replica count at each time (linear ramp)."""
         a0, a1, t0, t1 = self.ramp
+        if t_s.min() >= t1:  # the ramp is over: the common case, without the temporaries below
+            return _constant(self.constants, t_s.size, a1)
         if t1 <= t0:
             return np.where(t_s >= t1, a1, a0)
         return np.where(t_s >= t1, a1, np.where(t_s <= t0, a0, a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)))
@@ -200,6 +242,8 @@ class _Model:
 
     def weights_block(self, t_s: np.ndarray) -> dict[int, np.ndarray]:
         """Weight of each batch configuration at each time; the current batch takes the rest."""
+        if len(self.weights) == 1 and self.batch in self.weights:  # no transition: weight 1 (= 1 - 0)
+            return {self.batch: np.ones(t_s.shape)}
         decay = np.exp(-np.maximum(t_s - self.weights_t_s, 0.0) / self.tau_s)
         out: dict[int, np.ndarray] = {}
         for b, w in self.weights.items():
@@ -236,6 +280,27 @@ class _Model:
             self.tables[key] = np.ascontiguousarray(table.T)
         return self.tables[key]
 
+    def serving(self, batch: int) -> _Serving:
+        """The ITL sampling constants of ``batch`` under the present cap (computed once, kept)."""
+        key = (batch, self.cap_w_per_gpu)
+        cached = self.serving_constants.get(key)
+        if cached is not None:
+            return cached
+        c = self.configs[batch]
+        mix = c.meta.itl
+        slowdown = 1.0 if self.cap_w_per_gpu is None else max(1.0, c.mean_w / (self.gpus * self.cap_w_per_gpu)) ** CAP_ALPHA
+        mean_itl_s = mix.mean_s() * slowdown if mix is not None else float("nan")
+        tail = alone_miss = 0.0
+        if mix is not None and self.deadline_s is not None:
+            tail = _tail(mix, self.deadline_s / slowdown)
+            # the token-share blend of _serving_block for one configuration, in the same operations
+            share = np.ones(1) * c.concurrency / mean_itl_s
+            alone_miss = float((np.zeros(1) + share / (np.zeros(1) + share) * tail)[0])
+        sampler = time_weighted_sampler(mix) if mix is not None else None
+        cached = _Serving(sampler, slowdown, c.concurrency, mean_itl_s, tail, alone_miss)
+        self.serving_constants[key] = cached
+        return cached
+
     def weights_at(self, t_s: float) -> dict[int, float]:
         return {b: float(w[0]) for b, w in self.weights_block(np.array([t_s])).items() if w[0] > 0 or b == self.batch}
 
@@ -265,6 +330,7 @@ class ReplayDatacenter(DatacenterBackend):
         self._q_per_p = math.tan(math.acos(spec.power_factor))
         self._base_w = spec.base_load_kw_per_phase * 1000.0
         self.energy_j = 0.0
+        self._constants: dict[tuple[int, type, float | None], np.ndarray] = {}
         self.reset(0)
 
     @classmethod
@@ -402,11 +468,11 @@ class ReplayDatacenter(DatacenterBackend):
         return DatacenterSeries(
             site=self.name,
             t_s=t,
-            p_w=p_w,
-            q_var=p_w * self._q_per_p,
+            p_w=_read_only(p_w),
+            q_var=_read_only(p_w * self._q_per_p),
             models=models,
-            training_power_w=train_w,
-            online=np.full(t.size, self._online),
+            training_power_w=_read_only(train_w),
+            online=_constant(self._constants, t.size, self._online),
         )
 
     def _model_block(self, m: _Model, t: np.ndarray, sample_idx: np.ndarray) -> tuple[ModelSeries, np.ndarray]:
@@ -422,15 +488,17 @@ class ReplayDatacenter(DatacenterBackend):
                 (k, 3)
             )
         weights = m.weights_block(t)
-        phase_w = np.zeros((k, 3))
         # Once a ramp is over the replica count is fixed, and a phase's power is a periodic function
         # of the sample index: read it from a table. During a ramp, sum replica by replica.
         steady = t >= m.ramp[3]
         if n_sub > 1 and cap is not None:  # the cap clips each replica's step mean: no table
             steady[:] = False
-        if steady.any():
-            phase_w[steady] = self._phase_power_steady(m, weights, sample_idx, steady)
-        if not steady.all():
+        if steady.all():
+            phase_w = self._phase_power_steady(m, weights, sample_idx, None)
+        else:
+            phase_w = np.zeros((k, 3))
+            if steady.any():
+                phase_w[steady] = self._phase_power_steady(m, weights, sample_idx, steady)
             ramping = ~steady
             w_ramp = {b: w[ramping] for b, w in weights.items()}
             phase_w[ramping] = self._phase_power_direct(m, w_ramp, sample_idx[ramping], replicas[ramping], width)
@@ -463,15 +531,22 @@ class ReplayDatacenter(DatacenterBackend):
         return np.stack([np.ascontiguousarray(power[:, m.phase[:width] == p]).sum(axis=1) for p in range(3)], axis=1)
 
     def _phase_power_steady(
-        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, rows: np.ndarray
+        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, rows: np.ndarray | None
     ) -> np.ndarray:
-        """GPU power per step and phase (W) at the ramp's final count, from per-phase tables."""
+        """GPU power per step and phase (W) at the ramp's final count, from per-phase tables, at
+        the steps ``rows`` selects (``None``: all)."""
         n_sub = sample_idx.shape[1]
-        idx = sample_idx[rows]
+        idx = sample_idx if rows is None else sample_idx[rows]
         replicas = min(m.ramp[1], float(m.slots))
         n_on = min(math.ceil(replicas - 1e-9), m.slots)
         frac = replicas - (n_on - 1)
         n_full = n_on - 1 if frac < 1.0 else n_on
+        if n_sub == 1 and n_full == n_on and len(weights) == 1:
+            # one configuration (weight exactly 1), one sample per step, whole replicas: the loop
+            # below reduces to 0 + 1 * (0 + T[k]), i.e. the table row (+ 0.0 turns a -0.0 into 0.0)
+            ((b, _),) = weights.items()
+            table = m.phase_table(b, n_full)
+            return table.take(idx[:, 0] % m.configs[b].length, axis=0) + 0.0
         phase_w = np.zeros((idx.shape[0], 3))
         for b, w in weights.items():
             c = m.configs[b]
@@ -484,7 +559,8 @@ class ReplayDatacenter(DatacenterBackend):
                 if m.cap_w_per_gpu is not None:
                     x = np.minimum(x, m.gpus * m.cap_w_per_gpu)
                 acc[:, m.phase[n_full]] += frac * x.sum(axis=1)
-            phase_w += (w[rows][:, None] / n_sub) * acc
+            w_rows = w if rows is None else w[rows]
+            phase_w += (w_rows[:, None] / n_sub) * acc
         return phase_w
 
     @staticmethod
@@ -492,23 +568,17 @@ class ReplayDatacenter(DatacenterBackend):
         m: _Model, replicas: np.ndarray, power_w: np.ndarray, itl_s: np.ndarray, tput: np.ndarray, miss: np.ndarray
     ) -> ModelSeries:
         k = replicas.size
-        cap = np.nan if m.cap_w_per_gpu is None else m.cap_w_per_gpu
         return ModelSeries(
             model=m.name,
-            replicas=replicas,
-            batch_size=np.full(k, m.batch),
-            power_w=power_w,
-            itl_s=itl_s,
-            throughput_tok_s=tput,
-            deadline_miss_fraction=miss,
-            power_cap_w=np.full(k, cap),
+            replicas=_read_only(replicas),
+            batch_size=_constant(m.constants, k, m.batch),
+            power_w=_read_only(power_w),
+            itl_s=_read_only(itl_s),
+            throughput_tok_s=_read_only(tput),
+            deadline_miss_fraction=_read_only(miss),
+            power_cap_w=_constant(m.constants, k, m.cap_w_per_gpu),
             itl_deadline_s=m.deadline_s,
         )
-
-    def _slowdown(self, m: _Model, c: _Config) -> float:
-        if m.cap_w_per_gpu is None:
-            return 1.0
-        return max(1.0, c.mean_w / (m.gpus * m.cap_w_per_gpu)) ** CAP_ALPHA
 
     def _serving_block(
         self, m: _Model, weights: dict[int, np.ndarray], replicas: np.ndarray, n_on: np.ndarray, width: int
@@ -518,38 +588,52 @@ class ReplayDatacenter(DatacenterBackend):
         n_w = min(width, ITL_SAMPLES)
         u = m.uniform_rng.random((k, n_w))
         z = m.normal_rng.standard_normal((k, n_w))
-        n_valid = np.minimum(n_on, ITL_SAMPLES)
-        itl = np.zeros((k, n_w))
-        conc = np.zeros(k)
-        rate_share: dict[int, np.ndarray] = {}
-        for b, w in weights.items():
-            c = m.configs[b]
-            mix = c.meta.itl
-            if mix is None:
-                return np.full(k, np.nan), np.full(k, np.nan), np.zeros(k)
-            slowdown = self._slowdown(m, c)
-            itl += w[:, None] * mix.time_weighted_sample_s(u, z) * slowdown
-            conc += w * c.concurrency
-            rate_share[b] = w * c.concurrency / (mix.mean_s() * slowdown)
+        serving = [(w, m.serving(b)) for b, w in weights.items()]
+        if any(s.sampler is None for _, s in serving):
+            return np.full(k, np.nan), np.full(k, np.nan), np.zeros(k)
+        conc: float | np.ndarray
+        if len(serving) == 1:
+            # one configuration: its weight is exactly 1, so the blend below reduces to these
+            # operations (the same floats, without the temporaries)
+            one = serving[0][1]
+            assert one.sampler is not None
+            itl = one.sampler.sample_s(u, z)
+            if one.slowdown != 1.0:
+                itl *= one.slowdown
+            conc = 0.0 + one.concurrency
+            miss: float | np.ndarray = one.alone_miss
+        else:
+            itl = np.zeros((k, n_w))
+            conc = np.zeros(k)
+            rate_share: list[tuple[np.ndarray, float]] = []
+            for w, s in serving:
+                assert s.sampler is not None
+                itl += w[:, None] * s.sampler.sample_s(u, z) * s.slowdown
+                conc += w * s.concurrency
+                rate_share.append((w * s.concurrency / s.mean_itl_s, s.tail))
+            miss = np.zeros(k)
+            if m.deadline_s is not None:
+                total = sum((share for share, _ in rate_share), np.zeros(k))
+                for share, tail in rate_share:
+                    miss += share / total * tail
         # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
         # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
-        inv_itl = 1.0 / itl
+        n_valid = np.minimum(n_on, ITL_SAMPLES)
+        inv_itl = np.divide(1.0, itl, out=itl)
         if (n_valid < n_w).any():
             inv_itl = np.where(np.arange(n_w)[None, :] < n_valid[:, None], inv_itl, 0.0)
         inv_sum = inv_itl.sum(axis=1)
         running = n_valid > 0
+        if running.all():
+            itl_mean = n_valid / inv_sum
+            tput = replicas * conc * inv_sum / n_valid
+            miss_steps = np.full(k, miss) if m.deadline_s is not None else np.zeros(k)
+            return itl_mean, tput, miss_steps
         with np.errstate(invalid="ignore", divide="ignore"):
             itl_mean = np.where(running, n_valid / inv_sum, np.nan)
             tput = np.where(running, replicas * conc * inv_sum / n_valid, 0.0)
-        miss = np.zeros(k)
-        if m.deadline_s is not None:
-            total = sum(rate_share.values(), np.zeros(k))
-            for b, share in rate_share.items():
-                c = m.configs[b]
-                assert c.meta.itl is not None
-                miss += share / total * _tail(c.meta.itl, m.deadline_s / self._slowdown(m, c))
-            miss = np.where(running, miss, 0.0)
-        return itl_mean, tput, miss
+        miss_steps = np.where(running, miss, 0.0) if m.deadline_s is not None else np.zeros(k)
+        return itl_mean, tput, miss_steps
 
     # ------------------------------------------------------------------ commands
 

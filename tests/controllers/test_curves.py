@@ -156,3 +156,21 @@ def test_pchip_curve_equals_scipy_bit_for_bit() -> None:
     for ours, theirs in ((curve.value, ref), (curve.slope, ref.derivative())):
         assert np.array_equal(np.asarray(ours(points)).view(np.int64), theirs(points).view(np.int64))
         assert all(ours(float(p)) == float(theirs(p)) for p in points[:200])
+
+
+@pytest.mark.parametrize(
+    "curve",
+    [
+        LogisticCurve(l_span=400.0, x0=6.0, k=1.3, b0=300.0),
+        LogisticCurve(l_span=-0.02, x0=2.0, k=40.0, b0=0.05),  # saturates: the exponent is clipped at +-60
+        PchipCurve.through(np.log2([8.0, 16, 32, 64, 128, 256, 512]), np.array([1.0, 3, 4, 4.5, 7, 7.2, 9])),
+    ],
+)
+def test_one_point_evaluates_to_the_array_evaluation_bit_for_bit(curve: Curve) -> None:
+    # controllers evaluate one x at a time through a Python-float path; it must give the floats
+    # of the vectorized evaluation exactly, beyond the ends and at the break points too
+    x = np.concatenate([np.linspace(-5.0, 15.0, 2001), np.log2([8.0, 16, 512]), [np.nan]])
+    for method in ("value", "slope"):
+        as_array = np.asarray(getattr(curve, method)(x))
+        one_by_one = np.array([getattr(curve, method)(float(xi)) for xi in x])
+        assert as_array.tobytes() == one_by_one.tobytes(), method
