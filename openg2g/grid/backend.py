@@ -70,9 +70,6 @@ _MAX_RETAPS = 50
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one batch call (bounds memory on long batches)."""
 
-_SENS_DP_W = 1000.0
-"""Per-phase active power step of the finite-difference sensitivity (W)."""
-
 
 class _VoltageDependent(Protocol):
     load_model: str
@@ -631,11 +628,13 @@ class FeederGrid(GridBackend):
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
         """dV/dP (pu/W) of every monitored bus-phase w.r.t. per-phase active power drawn at
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
-        factor (unity if no site is there). Central finite differences of +/-1 kW per phase
-        around the last solved operating point, at the taps in force.
+        factor (unity if no site is there). Exact derivatives of the power flow (the solver's
+        Jacobian, every load model included) at the last solved operating point, at the taps in
+        force (:meth:`CompiledNetwork.voltage_sensitivity`).
 
         :return: read-only array of shape ``(len(bus_phases()), 3)``, columns phases a, b, c.
         :raises KeyError: unknown bus or site, or a bus without three phases.
+        :raises PowerFlowError: the operating point no longer converges (e.g. after a tap change).
         """
         site = self._sites.get(bus)
         bus_name = (site.bus if site else bus).lower()
@@ -649,27 +648,10 @@ class FeederGrid(GridBackend):
             return self._sens_cache[key]
         net = self._compile()
         scale, s_pq = self._last if self._last is not None else (self._branch_scale(), self._s_pq([0.0], [{}]))
-        nodes = [self._nodes.index[(bus_name, p)] for p in PHASES]
-        constant = np.isnan(self._pq_band[:, 0])  # perturb a constant-power port: dP is then exact
-        extra = [n for n in nodes if n not in set(self._pq_nodes[constant].tolist())]
-        if extra or not isinstance(net, CompiledNetwork):
-            pq_nodes = np.concatenate([self._pq_nodes, np.array(extra, dtype=int)])
-            constant = np.concatenate([constant, np.ones(len(extra), dtype=bool)])
-            band = np.concatenate([self._pq_band, np.full((len(extra), 2), np.nan)])
-            net = CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, band)
-            s_pq = np.concatenate([s_pq, np.zeros((len(extra), 1), dtype=complex)])
-            net.solve(scale, s_pq)
-        else:
-            pq_nodes = self._pq_nodes
-        pos = [int(np.flatnonzero((pq_nodes == n) & constant)[0]) for n in nodes]
-        ds = _SENS_DP_W * (1.0 + 1j * _tan_phi(pf))
-        cols = np.repeat(s_pq, 6, axis=1)
-        for k, p in enumerate(pos):
-            cols[p, 2 * k] += ds
-            cols[p, 2 * k + 1] -= ds
-        sol = net.solve(scale, cols, tol_pu=1e-12, max_iter=200, u_init=net.u_last[:, :1])
-        vm = np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]
-        sens = (vm[:, 0::2] - vm[:, 1::2]) / (2 * _SENS_DP_W)
-        out = frozen_array(sens)
+        if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
+            net = CompiledNetwork(self._model, self._nodes, self._ports, self._pq_nodes, self._switching, self._pq_band)
+        nodes = np.array([self._nodes.index[(bus_name, p)] for p in PHASES])
+        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, 1.0 + 1j * _tan_phi(pf))
+        out = frozen_array(dv_dp[self._mon_idx] / self._nodes.v_base_v[self._mon_idx][:, None])
         self._sens_cache[key] = out
         return out
