@@ -420,21 +420,22 @@ class CompiledNetwork:
     def _jacobian(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, col: int
     ) -> np.ndarray:
-        """Real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column ``col`` of ``u``, ``(2n, 2n)``,
-        unknowns and residuals ordered real parts then imaginary parts.
-
-        ``i_c`` of a port depends on that port's voltage only (:meth:`_i_comp_derivatives`), so
-        ``dF = du + K (dx Re(du) + dy Im(du))`` with ``dx``, ``dy`` diagonal.
-        """
+        """Real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column ``col`` of ``u`` (see
+        :meth:`_jacobian_of`)."""
         dx, dy = self._i_comp_derivatives(u[:, col : col + 1], _column(ctx, col), s_conj[:, col : col + 1])
-        dx, dy = dx[:, 0], dy[:, 0]
-        kr, ki = self.k.real, self.k.imag
-        n = u.shape[0]
-        jac = np.eye(2 * n)
-        jac[:n, :n] += kr * dx.real - ki * dx.imag
-        jac[:n, n:] += kr * dy.real - ki * dy.imag
-        jac[n:, :n] += ki * dx.real + kr * dx.imag
-        jac[n:, n:] += ki * dy.real + kr * dy.imag
+        return self._jacobian_of(dx[:, 0], dy[:, 0])
+
+    def _jacobian_of(self, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        """Real Jacobian ``(2n, 2n)`` of ``F(u) = u - u0 + K i_c(u)``, unknowns and residuals
+        ordered real parts then imaginary parts, from the derivatives ``dx``, ``dy`` (S) of each
+        port's compensation current with respect to the real and imaginary parts of its own
+        voltage (:meth:`_i_comp_derivatives`): ``dF = du + K dx Re(du) + K dy Im(du)``."""
+        n = dx.shape[0]
+        kx, ky = self.k * dx, self.k * dy
+        jac = np.empty((2 * n, 2 * n))
+        jac[:n, :n], jac[n:, :n] = kx.real, kx.imag
+        jac[:n, n:], jac[n:, n:] = ky.real, ky.imag
+        jac.flat[:: 2 * n + 1] += 1.0
         return jac
 
     def _low_branch(
@@ -643,10 +644,9 @@ class CompiledNetwork:
             u = self.u_last
             ctx = self.kernel.prepare(scale * self.live_branch, 1)
             s_conj = np.conj(s_pq_va * self.live_pq)
-            self._factor(u, ctx, s_conj)
-            assert self._jlu is not None
             dx, dy = self._i_comp_derivatives(u, ctx, s_conj)
-            lin = _Linearization(scale.copy(), s_pq_va.copy(), sol.v[:, 0], dx, dy, self._jlu)
+            lu, piv, _ = dgetrf(self._jacobian_of(dx[:, 0], dy[:, 0]))
+            lin = _Linearization(scale.copy(), s_pq_va.copy(), sol.v[:, 0], dx, dy, (lu, piv))
             self._lin = lin
         self._jlu = lin.lu
         nodes = np.asarray(nodes, dtype=int)
