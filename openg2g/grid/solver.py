@@ -213,6 +213,11 @@ def _pq_model1(
     return dep, LoadKernel(ports)
 
 
+def _same_point(scale_a: np.ndarray, s_pq_a: np.ndarray, scale_b: np.ndarray, s_pq_b: np.ndarray) -> bool:
+    """True if two single-column operating points have the same loads, bit for bit."""
+    return np.array_equal(scale_a, scale_b) and np.array_equal(s_pq_a, s_pq_b)
+
+
 class _NewtonResult(NamedTuple):
     """What :meth:`CompiledNetwork._newton` ends with.
 
@@ -319,6 +324,9 @@ class CompiledNetwork:
         inc[rows[~grounded], ports.to_node[~grounded]] = -1.0
         inc[n_l + np.arange(n_q), self.pq_nodes] = 1.0
         self.inc = inc
+        # the same incidence as node pairs (-1 = ground), to take port differences by indexing
+        self._port_from = np.concatenate([ports.from_node, self.pq_nodes])
+        self._port_to = np.concatenate([ports.to_node, np.full(n_q, -1)])
         self.w = z @ inc.T
         self.k = inc @ self.w
         self.u0 = inc @ self.v0
@@ -340,6 +348,7 @@ class CompiledNetwork:
         self.u_last: np.ndarray = self.u0[:, None].copy()
         self._jlu: tuple[np.ndarray, np.ndarray] | None = None
         self._lin: _Linearization | None = None
+        self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last accepted (scale, s_pq, v)
 
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
         """Change a transformer's winding-2 taps in place by a low-rank (Woodbury) update of ``Z``
@@ -369,7 +378,7 @@ class CompiledNetwork:
         self.k -= w_s.T @ (m @ w_s)
         self.v0 -= z_s @ (m @ v0_s)
         self.u0 = self.inc @ self.v0
-        self._lin = None
+        self._lin = self._solved = None
 
     def _i_comp(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
@@ -569,7 +578,7 @@ class CompiledNetwork:
         u = np.broadcast_to(u_init, (n, n_cols)).copy()
         ctx = self.kernel.prepare(scale * self.live_branch, n_cols)
         s_conj = np.conj(s_pq_va * self.live_pq)
-        self._lin = None
+        self._lin = self._solved = None
         result = self._newton(u, ctx, s_conj, tol_pu, max_iter)
         u, converged, it = result.u, result.converged, result.iterations
         lam = np.ones(n_cols)
@@ -591,6 +600,11 @@ class CompiledNetwork:
             v, s_sub, losses = self._voltages(u, ctx, s_conj)
         if ok:
             self.u_last = u[:, -1:].copy()
+            self._solved = (
+                np.broadcast_to(scale, ctx[3].shape)[:, -1:].copy(),
+                s_pq_va[:, -1:].copy(),
+                v[:, -1].copy(),
+            )
         else:
             for j in np.flatnonzero(collapsed).tolist():
                 v[:, j : j + 1], s_sub[:, j : j + 1], losses[j : j + 1] = self._voltages(
@@ -621,8 +635,9 @@ class CompiledNetwork:
         ``i_m = conj(P s_dir) / conj(V_m)`` is the added load's current and ``K_m`` the port
         voltages it moves per ampere: ``du/dP = -J^-1 K_m conj(s_dir) / conj(V_m)`` with the
         Jacobian ``J`` of :meth:`_jacobian` (every load model as the solver models it), then
-        ``dV = -W di_c - Z_m di_m``. One LU factorization per operating point, shared by calls
-        at the same point and left for the next solve's chord iterations. Nodes that are
+        ``dV = -W di_c - Z_m di_m``. The point is solved unless it is the last column the last
+        :meth:`solve` accepted; one LU factorization per point, shared by calls at the same
+        point and left for the next solve's chord iterations. Nodes that are
         de-energized (or a de-energized ``nodes`` entry) give 0.
 
         :param scale: load multiplier per load branch, ``(n_branch, 1)``.
@@ -634,27 +649,31 @@ class CompiledNetwork:
         :raises PowerFlowError: the operating point does not converge (or is past collapse).
         """
         lin = self._lin
-        if lin is None or not (np.array_equal(lin.scale, scale) and np.array_equal(lin.s_pq_va, s_pq_va)):
-            sol = self.solve(scale, s_pq_va)
-            if not sol.converged:
-                raise PowerFlowError(
-                    "voltage sensitivity: the operating point it is taken at does not converge "
-                    f"(load fraction carried {sol.load_fraction[0]:.3f})"
-                )
+        if lin is None or not _same_point(lin.scale, lin.s_pq_va, scale, s_pq_va):
+            if self._solved is None or not _same_point(*self._solved[:2], scale, s_pq_va):
+                sol = self.solve(scale, s_pq_va)
+                if not sol.converged:
+                    raise PowerFlowError(
+                        "voltage sensitivity: the operating point it is taken at does not converge "
+                        f"(load fraction carried {sol.load_fraction[0]:.3f})"
+                    )
+            assert self._solved is not None
+            v = self._solved[2]
             u = self.u_last
             ctx = self.kernel.prepare(scale * self.live_branch, 1)
             s_conj = np.conj(s_pq_va * self.live_pq)
             dx, dy = self._i_comp_derivatives(u, ctx, s_conj)
             lu, piv, _ = dgetrf(self._jacobian_of(dx[:, 0], dy[:, 0]))
-            lin = _Linearization(scale.copy(), s_pq_va.copy(), sol.v[:, 0], dx, dy, (lu, piv))
+            lin = _Linearization(scale.copy(), s_pq_va.copy(), v, dx, dy, (lu, piv))
             self._lin = lin
         self._jlu = lin.lu
         nodes = np.asarray(nodes, dtype=int)
         v_m = lin.v[nodes]
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.where(v_m != 0, np.conj(s_dir) / np.conj(v_m), 0.0)  # A drawn per W
-        z_m = self.z[:, nodes]
-        du = self._chord_solve(-(self.inc @ z_m) * c)
+        z_m = np.concatenate([self.z[:, nodes], np.zeros((1, nodes.size))])  # last row: ground
+        du = self._chord_solve((z_m[self._port_to] - z_m[self._port_from]) * c)
+        z_m = z_m[:-1]
         dv = -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m * c)
         vm = np.abs(lin.v)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -113,7 +113,8 @@ def test_sensitivity_matches_finite_differences(
 
 
 def test_sensitivity_is_of_the_point_asked_for() -> None:
-    """A linearization is shared by calls at the same point and never reused at another one."""
+    """A linearization is shared by calls at the same point and never reused at another one; the
+    point the last solve accepted is linearized without solving it again."""
     s_dir = 1.0 + 0.3j
     lo, hi = np.full((3, 1), 2e5 * s_dir), np.full((3, 1), 1.5e6 * s_dir)
     net, at = _network("ieee13", "671", None)
@@ -126,3 +127,7 @@ def test_sensitivity_is_of_the_point_asked_for() -> None:
     np.testing.assert_allclose(at_lo_again, at_lo, rtol=0, atol=1e-9 * np.abs(at_lo).max())
     np.testing.assert_allclose(at_hi, fresh_hi, rtol=0, atol=1e-9 * np.abs(at_hi).max())
     assert np.abs(at_hi - at_lo).max() > 1e-3 * np.abs(at_lo).max()
+    # the last column of a batch is linearized where the batch solved it, without a new solve
+    net.solve(scale, np.hstack([lo, hi]))
+    after_batch = net.voltage_sensitivity(scale, hi, at, s_dir)
+    np.testing.assert_allclose(after_batch, fresh_hi, rtol=0, atol=1e-7 * np.abs(at_hi).max())
