@@ -4,8 +4,9 @@
 - :mod:`openg2g.grid.feeders`: ``list_feeders``, ``load_feeder``, ``Feeder``;
 - :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.interfaces.GridBackend`),
   composed of :mod:`~openg2g.grid.regulators` (banks, tap steps, band control),
-  :mod:`~openg2g.grid.storage` (batteries), :mod:`~openg2g.grid.injections` (sites, PV, extra
-  loads, scales, profiles) and :mod:`~openg2g.grid.sensitivity` (dV/dP);
+  :mod:`~openg2g.grid.storage` (batteries) and :mod:`~openg2g.grid.injections` (sites, PV, extra
+  loads, scales, profiles); :mod:`openg2g.grid.solver`: the phase-frame power flow and its exact
+  dV/dP;
 - :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
 """
 

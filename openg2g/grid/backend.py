@@ -19,7 +19,8 @@ Solvers (``GridSpec.solver``):
 ``FeederGrid`` composes the parts, one module each: :mod:`~openg2g.grid.regulators` (banks, tap
 steps, automatic band control), :mod:`~openg2g.grid.storage` (batteries),
 :mod:`~openg2g.grid.injections` (sites, PV, extra loads, scales and profiles, the power at the PQ
-ports) and :mod:`~openg2g.grid.sensitivity`. It owns the compiled network and the switching state
+ports); dV/dP comes from the solver's own Jacobian
+(:meth:`~openg2g.grid.solver.CompiledNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
 (taps, capacitors, lines) in force, and carries out commands, one handler per command type.
 
 Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.regulators`); an automatic tap move
@@ -51,10 +52,9 @@ from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
-from openg2g.grid.injections import Injections
+from openg2g.grid.injections import Injections, tan_phi
 from openg2g.grid.network import NodeIndex, Switching, load_ports, node_index
 from openg2g.grid.regulators import Regulators, UnitKey
-from openg2g.grid.sensitivity import finite_difference_sensitivity
 from openg2g.grid.solver import CompiledNetwork, Solution
 from openg2g.grid.storage import Battery
 from openg2g.grid.validate import check_against_feeder
@@ -375,11 +375,13 @@ class FeederGrid(GridBackend):
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
         """dV/dP (pu/W) of every monitored bus-phase w.r.t. per-phase active power drawn at
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
-        factor (unity if no site is there). Central finite differences of +/-1 kW per phase
-        around the last solved operating point, at the taps in force.
+        factor (unity if no site is there). Exact derivatives of the power flow (the solver's
+        Jacobian, every load model included) at the last solved operating point, at the taps in
+        force (:meth:`CompiledNetwork.voltage_sensitivity`).
 
         :return: read-only array of shape ``(len(bus_phases()), 3)``, columns phases a, b, c.
         :raises KeyError: unknown bus or site, or a bus without three phases.
+        :raises PowerFlowError: the operating point no longer converges (e.g. after a tap change).
         """
         site = self._sites.get(bus)
         bus_name = (site.bus if site else bus).lower()
@@ -396,18 +398,10 @@ class FeederGrid(GridBackend):
             scale, s_pq = self._last
         else:
             scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
-        sens = finite_difference_sensitivity(
-            net if isinstance(net, CompiledNetwork) else None,
-            self._build_network,
-            self._injections.pq_nodes,
-            self._injections.pq_band,
-            scale,
-            s_pq,
-            [self._nodes.index[(bus_name, p)] for p in PHASES],
-            pf,
-            self._mon_idx,
-            self._nodes.v_base_v,
-        )
-        out = frozen_array(sens)
+        if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
+            net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
+        nodes = np.array([self._nodes.index[(bus_name, p)] for p in PHASES])
+        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, 1.0 + 1j * tan_phi(pf))
+        out = frozen_array(dv_dp[self._mon_idx] / self._nodes.v_base_v[self._mon_idx][:, None])
         self._sens_cache[key] = out
         return out

@@ -29,9 +29,12 @@ a warm start.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf, dgetrs
 
+from openg2g.core.errors import PowerFlowError
 from openg2g.grid.model import FeederModel, TransformerModel
 from openg2g.grid.network import (
     LoadPorts,
@@ -57,6 +60,12 @@ BRANCH_CHECK_PU = 0.75
 by continuation. On the bundled feeders the nose of the P-V curve lies near 0.6 pu (IEEE 123 with
 a pf 0.95 datacenter at bus 300: 0.62 pu at 4.8 MW), so low-branch solutions fall below it, while
 operating points inside any voltage limit skip the continuation."""
+
+_CHORD_RATE = 0.1
+"""A chord iteration that reduces the residual by less than this factor refactorizes the Jacobian
+at the current point. Measured on the bundled feeders with 0.1 s load steps: a Jacobian from an
+earlier operating point contracts by 0.15-0.2 per iteration (8-11 iterations to 1e-8 pu), a
+fresh one by 1e-3 or better (2-4 iterations)."""
 
 _PATH_FIRST_STEP = 0.25
 """First load-fraction step of the continuation (doubled after each success, halved on failure)."""
@@ -102,7 +111,7 @@ class LoadKernel:
             slope = (i95 - i_low) / (self.v95[:, 0] - self.vlow[:, 0])
         self.yeq = yeq[:, None]
         self.i_low = i_low[:, None]
-        self.slope = np.nan_to_num(slope)[:, None]
+        self.slope = np.where(switching, np.nan_to_num(slope), 0.0)[:, None]  # model 2 never leaves its range
         self.y_high = np.where(const_i, yeq / ports.vmaxpu, yeq / ports.vmaxpu**2)[:, None]
 
     def prepare(self, scale: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -124,16 +133,45 @@ class LoadKernel:
         i = num / np.conj(u)
         out = (vm <= self.v95) | (vm > self.vmax)
         if out.any():
-            rows, cols = np.nonzero(out)
-            v, m = u[rows, cols], vm[rows, cols]
-            k = sc[rows, cols]
-            yeq = self.yeq[rows, 0] * k
-            y_mid = (self.i_low[rows, 0] + self.slope[rows, 0] * (m - self.vlow[rows, 0])) * k / m
-            y = np.where(
-                m <= self.vlow[rows, 0], yeq, np.where(m <= self.v95[rows, 0], y_mid, self.y_high[rows, 0] * k)
-            )
-            i[rows, cols] = y * v
+            i = np.where(out, self._fallback(vm, sc) * u, i)
         return i
+
+    def derivatives(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Wirtinger derivatives ``di/du`` and ``di/dconj(u)`` (S) of :meth:`currents`, per branch
+        (each current depends on its own branch voltage only): ``di = a du + b conj(du)``.
+
+        In the normal range ``i = num(|u|) / conj(u)`` with ``d|u| = (conj(u) du + u conj(du)) / (2|u|)``;
+        outside it ``i = y(|u|) u``, where ``y`` varies with ``|u|`` only between ``vlowpu`` and
+        ``vminpu``. At a region boundary the derivative is that of the region the voltage lies in.
+        """
+        num, p_pow, q_pow, sc = ctx
+        vm = np.abs(u)
+        ubar = np.conj(u)
+        a = np.zeros_like(u)
+        if self.pow_idx.size:
+            num = num.copy()
+            vp = vm[self.pow_idx]
+            r = vp / self.vb_pow
+            rp, rq = r**self.ap, r**self.aq
+            num[self.pow_idx] = p_pow * rp - 1j * q_pow * rq
+            a[self.pow_idx] = (self.ap * p_pow * rp - 1j * self.aq * q_pow * rq) / (2.0 * vp * vp)
+        i = num / ubar
+        b = a * u / ubar - i / ubar
+        out = (vm <= self.v95) | (vm > self.vmax)
+        if out.any():
+            mid = (vm > self.vlow) & (vm <= self.v95)
+            dy_dm = np.where(mid, sc * (self.slope * self.vlow - self.i_low) / (vm * vm), 0.0)
+            a = np.where(out, self._fallback(vm, sc) + 0.5 * dy_dm * vm, a)
+            b = np.where(out, 0.5 * dy_dm * u * u / vm, b)
+        return a, b
+
+    def _fallback(self, vm: np.ndarray, sc: np.ndarray) -> np.ndarray:
+        """Admittance (S) of every branch outside its normal range at voltage magnitude ``vm`` (V)
+        and load scale ``sc`` (meaningful where the voltage is outside that range)."""
+        y_mid = (self.i_low + self.slope * (vm - self.vlow)) * sc / vm
+        return np.where(vm <= self.vlow, self.yeq * sc, np.where(vm <= self.v95, y_mid, self.y_high * sc))
 
 
 def _column(
@@ -173,6 +211,50 @@ def _pq_model1(
         cvrvars=np.full(n, 2.0),
     )
     return dep, LoadKernel(ports)
+
+
+def _same_point(scale_a: np.ndarray, s_pq_a: np.ndarray, scale_b: np.ndarray, s_pq_b: np.ndarray) -> bool:
+    """True if two single-column operating points have the same loads, bit for bit."""
+    return np.array_equal(scale_a, scale_b) and np.array_equal(s_pq_a, s_pq_b)
+
+
+class _NewtonResult(NamedTuple):
+    """What :meth:`CompiledNetwork._newton` ends with.
+
+    :param u: port voltages (V): when converged, the fixed-point update ``u0 - K i_comp`` of the
+        last iterate.
+    :param converged: every column met the tolerance.
+    :param iterations: iterations used.
+    :param i_comp: compensation currents (A) of the last iterate (when converged, the network
+        driven by them has port voltages ``u``).
+    :param i_actual: load currents (A) of the last iterate.
+    """
+
+    u: np.ndarray
+    converged: bool
+    iterations: int
+    i_comp: np.ndarray
+    i_actual: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Linearization:
+    """A solved operating point and its Jacobian, for voltage sensitivities.
+
+    :param scale: the load multipliers it was solved at.
+    :param s_pq_va: the PQ powers it was solved at (VA).
+    :param v: node voltages (V).
+    :param dx: derivative of each port's compensation current with respect to the real part of
+        its voltage (S), ``(n_ports, 1)``; ``dy`` likewise for the imaginary part.
+    :param lu: LAPACK LU factors and pivots of the Jacobian.
+    """
+
+    scale: np.ndarray
+    s_pq_va: np.ndarray
+    v: np.ndarray
+    dx: np.ndarray
+    dy: np.ndarray
+    lu: tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -242,6 +324,9 @@ class CompiledNetwork:
         inc[rows[~grounded], ports.to_node[~grounded]] = -1.0
         inc[n_l + np.arange(n_q), self.pq_nodes] = 1.0
         self.inc = inc
+        # the same incidence as node pairs (-1 = ground), to take port differences by indexing
+        self._port_from = np.concatenate([ports.from_node, self.pq_nodes])
+        self._port_to = np.concatenate([ports.to_node, np.full(n_q, -1)])
         self.w = z @ inc.T
         self.k = inc @ self.w
         self.u0 = inc @ self.v0
@@ -261,7 +346,9 @@ class CompiledNetwork:
         v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[self.pq_nodes]])
         self.v_ref = v_ref[:, None]
         self.u_last: np.ndarray = self.u0[:, None].copy()
-        self._jinv: np.ndarray | None = None
+        self._jlu: tuple[np.ndarray, np.ndarray] | None = None
+        self._lin: _Linearization | None = None
+        self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last accepted (scale, s_pq, v)
 
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
         """Change a transformer's winding-2 taps in place by a low-rank (Woodbury) update of ``Z``
@@ -291,12 +378,13 @@ class CompiledNetwork:
         self.k -= w_s.T @ (m @ w_s)
         self.v0 -= z_s @ (m @ v0_s)
         self.u0 = self.inc @ self.v0
+        self._lin = self._solved = None
 
     def _i_comp(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Compensation currents (load current minus what ``Y`` already holds) and actual currents."""
-        ul, uq = u[: self.n_load], u[self.n_load :]
+        ul, uq = self._live_voltages(u)
         il = self.kernel.currents(ul, ctx)
         iq = s_pq_conj / np.conj(uq)
         if self._pq_kernel is not None:
@@ -307,30 +395,56 @@ class CompiledNetwork:
             iq[self.dead_pq] = 0.0
         i_actual = np.concatenate([il, iq])
         i_comp = i_actual.copy()
-        i_comp[: self.n_load] -= self.y_nominal[:, None] * ul
+        i_comp[: self.n_load] -= self.y_nominal[:, None] * u[: self.n_load]
         return i_comp, i_actual
+
+    def _live_voltages(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Load-branch and PQ-port voltages to evaluate the load models at: ``u``, with 1 V on
+        de-energized ports (they tend to exactly 0 V, where a load model is 0/0; their currents
+        are zero anyway)."""
+        if self.n_dead:
+            u = np.where(self._dead_ports[:, None], 1.0, u)
+        return u[: self.n_load], u[self.n_load :]
+
+    def _i_comp_derivatives(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Derivatives of the compensation currents of :meth:`_i_comp` with respect to the real and
+        imaginary parts of each port's own voltage (S), ``(n_ports, cols)`` each."""
+        ul, uq = self._live_voltages(u)
+        al, bl = self.kernel.derivatives(ul, ctx)
+        uq_bar = np.conj(uq)
+        aq = np.zeros_like(uq)
+        bq = -s_pq_conj / (uq_bar * uq_bar)  # constant power: i = conj(S) / conj(u)
+        if self._pq_kernel is not None:
+            d = self._pq_dep
+            aq[d], bq[d] = self._pq_kernel.derivatives(uq[d], self._pq_kernel.prepare(s_pq_conj[d], uq.shape[1]))
+        if self.n_dead:
+            al[self.dead_branch] = bl[self.dead_branch] = 0.0
+            aq[self.dead_pq] = bq[self.dead_pq] = 0.0
+        a = np.concatenate([al - self.y_nominal[:, None], aq])
+        b = np.concatenate([bl, bq])
+        return a + b, 1j * (a - b)
 
     def _jacobian(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, col: int
     ) -> np.ndarray:
-        """Real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column ``col`` of ``u``, ``(2n, 2n)``.
+        """Real Jacobian of ``F(u) = u - u0 + K i_c(u)`` at column ``col`` of ``u`` (see
+        :meth:`_jacobian_of`)."""
+        dx, dy = self._i_comp_derivatives(u[:, col : col + 1], _column(ctx, col), s_conj[:, col : col + 1])
+        return self._jacobian_of(dx[:, 0], dy[:, 0])
 
-        ``i_c`` of a port depends on that port's voltage only, so its derivative is one 2x2 real
-        block per port, taken by forward differences in the real and imaginary directions.
-        """
-        c0 = _column(ctx, col)
-        u1, s1 = u[:, col : col + 1], s_conj[:, col : col + 1]
-        h = 1e-7 * self.v_ref
-        i0, _ = self._i_comp(u1, c0, s1)
-        dx = (self._i_comp(u1 + h, c0, s1)[0] - i0)[:, 0] / h[:, 0]
-        dy = (self._i_comp(u1 + 1j * h, c0, s1)[0] - i0)[:, 0] / h[:, 0]
-        kr, ki = self.k.real, self.k.imag
-        n = u.shape[0]
-        jac = np.eye(2 * n)
-        jac[:n, :n] += kr * dx.real - ki * dx.imag
-        jac[:n, n:] += kr * dy.real - ki * dy.imag
-        jac[n:, :n] += ki * dx.real + kr * dx.imag
-        jac[n:, n:] += ki * dy.real + kr * dy.imag
+    def _jacobian_of(self, dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        """Real Jacobian ``(2n, 2n)`` of ``F(u) = u - u0 + K i_c(u)``, unknowns and residuals
+        ordered real parts then imaginary parts, from the derivatives ``dx``, ``dy`` (S) of each
+        port's compensation current with respect to the real and imaginary parts of its own
+        voltage (:meth:`_i_comp_derivatives`): ``dF = du + K dx Re(du) + K dy Im(du)``."""
+        n = dx.shape[0]
+        kx, ky = self.k * dx, self.k * dy
+        jac = np.empty((2 * n, 2 * n))
+        jac[:n, :n], jac[n:, :n] = kx.real, kx.imag
+        jac[:n, n:], jac[n:, n:] = ky.real, ky.imag
+        jac.flat[:: 2 * n + 1] += 1.0
         return jac
 
     def _low_branch(
@@ -340,6 +454,22 @@ class CompiledNetwork:
         sign, _ = np.linalg.slogdet(self._jacobian(u, ctx, s_conj, col))
         return bool(sign <= 0)
 
+    def _factor(
+        self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray
+    ) -> None:
+        """LU-factorize the Jacobian at column 0 of ``u`` for the chord iterations (a singular one
+        gives non-finite steps, which the iteration reports as divergence)."""
+        lu, piv, _ = dgetrf(self._jacobian(u, ctx, s_conj, 0))
+        self._jlu = (lu, piv)
+
+    def _chord_solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``J^-1 rhs`` for the factorized Jacobian, ``rhs`` complex ``(n, cols)`` in the real
+        ordering of :meth:`_jacobian` (the real-linear map applied to each column)."""
+        assert self._jlu is not None
+        n = rhs.shape[0]
+        x, _ = dgetrs(*self._jlu, np.concatenate([rhs.real, rhs.imag]))
+        return x[:n] + 1j * x[n:]
+
     def _newton(
         self,
         u: np.ndarray,
@@ -347,29 +477,27 @@ class CompiledNetwork:
         s_conj: np.ndarray,
         tol_pu: float,
         max_iter: int,
-    ) -> tuple[np.ndarray, bool, int]:
-        """Chord Newton from ``u`` (see :meth:`solve`): the port voltages, whether every column
-        converged, and the iterations used."""
-        n = u.shape[0]
+    ) -> _NewtonResult:
+        """Chord Newton from ``u`` (see :meth:`solve`)."""
         u0 = self.u0[:, None]
-        if self._jinv is None:
-            self._jinv = np.linalg.inv(self._jacobian(u, ctx, s_conj, 0))
+        if self._jlu is None:
+            self._factor(u, ctx, s_conj)
         err_prev = np.inf
         it = 0
+        i_comp = i_actual = u
         for it in range(1, max_iter + 1):
-            i_comp, _ = self._i_comp(u, ctx, s_conj)
+            i_comp, i_actual = self._i_comp(u, ctx, s_conj)
             f = u - (u0 - self.k @ i_comp)
             err = np.max(np.abs(f) / self.v_ref) if u.size else 0.0
             if not err < _DIVERGED_PU:  # also catches NaN
                 break
             if err < tol_pu:
-                return u - f, True, it
-            if err > 0.5 * err_prev:  # slow or diverging: Newton step from here
-                self._jinv = np.linalg.inv(self._jacobian(u, ctx, s_conj, 0))
+                return _NewtonResult(u - f, True, it, i_comp, i_actual)
+            if err > _CHORD_RATE * err_prev:  # slow or diverging: Newton step from here
+                self._factor(u, ctx, s_conj)
             err_prev = err
-            step = self._jinv @ np.concatenate([f.real, f.imag])
-            u = u - (step[:n] + 1j * step[n:])
-        return u, False, it
+            u = u - self._chord_solve(f)
+        return _NewtonResult(u, False, it, i_comp, i_actual)
 
     def _principal(
         self, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray, tol_pu: float
@@ -380,25 +508,32 @@ class CompiledNetwork:
             the whole load is carried).
         """
         u = self.u0[:, None].copy()
-        u[self._dead_ports] = 1.0
         lam, step = 0.0, _PATH_FIRST_STEP
-        self._jinv = None
+        self._jlu = None
         while lam < 1.0 and step >= _PATH_MIN_STEP:
             nxt = min(1.0, lam + step)
             c, sn = _column(ctx, 0, nxt), s_conj * nxt
-            un, ok, _ = self._newton(u.copy(), c, sn, tol_pu, _PATH_MAX_ITER)
+            step_result = self._newton(u.copy(), c, sn, tol_pu, _PATH_MAX_ITER)
+            un, ok = step_result.u, step_result.converged
             if ok and not self._low_branch(un, c, sn, 0):
                 u, lam, step = un, nxt, 2.0 * step
             else:
                 step /= 2.0
-                self._jinv = None
+                self._jlu = None
         return u, lam
 
     def _voltages(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_conj: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Node voltages (V), source power per phase (VA) and losses (W) of port voltages ``u``."""
-        i_comp, i_actual = self._i_comp(u, ctx, s_conj)
+        return self._network(u, *self._i_comp(u, ctx, s_conj))
+
+    def _network(
+        self, u: np.ndarray, i_comp: np.ndarray, i_actual: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Node voltages (V), source power per phase (VA) and losses (W) of the network driven by
+        the ports' compensation currents ``i_comp`` (A), whose port voltages are ``u`` (V) and
+        whose loads draw ``i_actual`` (A)."""
         v = self.v0[:, None] - self.w @ i_comp
         v[self.dead_nodes] = 0.0
         v_src = v[self.src_nodes]
@@ -417,11 +552,14 @@ class CompiledNetwork:
     ) -> Solution:
         """Solve one column per operating point.
 
-        Chord Newton on ``F(u) = u - u0 + K i_c(u) = 0``: the Jacobian inverse is kept from one
-        solve to the next and refreshed at the current point whenever an iteration reduces the
-        residual by less than half (a full Newton step then). It gives up when the residual
-        exceeds 10 pu or ``max_iter`` is reached. It converges when the largest fixed-point update of a port
-        voltage, ``|u - (u0 - K i_c(u))|``, is below ``tol_pu``. Converged columns with a port
+        Chord Newton on ``F(u) = u - u0 + K i_c(u) = 0``: the LU factors of the (analytic)
+        Jacobian are kept from one solve to the next and refreshed at the current point whenever
+        an iteration reduces the residual by less than the factor :data:`_CHORD_RATE` (a full
+        Newton step then); :meth:`voltage_sensitivity` also leaves fresh factors at its operating
+        point. It gives up when the residual exceeds 10 pu or ``max_iter`` is reached. It
+        converges when the largest fixed-point update of a port voltage,
+        ``|u - (u0 - K i_c(u))|``, is below ``tol_pu``; the node voltages are then those of the
+        network driven by the last currents ``i_c(u)`` (whose port voltages are that update). Converged columns with a port
         below :data:`BRANCH_CHECK_PU`, and a single column that did not converge, are solved
         again by continuation from no load (module docstring).
 
@@ -440,8 +578,9 @@ class CompiledNetwork:
         u = np.broadcast_to(u_init, (n, n_cols)).copy()
         ctx = self.kernel.prepare(scale * self.live_branch, n_cols)
         s_conj = np.conj(s_pq_va * self.live_pq)
-        u[self._dead_ports] = 1.0  # any nonzero value: their currents are zero
-        u, converged, it = self._newton(u, ctx, s_conj, tol_pu, max_iter)
+        self._lin = self._solved = None
+        result = self._newton(u, ctx, s_conj, tol_pu, max_iter)
+        u, converged, it = result.u, result.converged, result.iterations
         lam = np.ones(n_cols)
         collapsed = np.zeros(n_cols, dtype=bool)
         ok = converged
@@ -455,9 +594,17 @@ class CompiledNetwork:
                 u[:, j : j + 1], lam[j] = self._principal(_column(ctx, j), s_conj[:, j : j + 1], tol_pu)
             collapsed = (lam > 0.0) & (lam < 1.0)
             ok = bool((lam[check] == 1.0).all())
-        v, s_sub, losses = self._voltages(u, ctx, s_conj)
+        if converged and not low.any():
+            v, s_sub, losses = self._network(u, result.i_comp, result.i_actual)
+        else:
+            v, s_sub, losses = self._voltages(u, ctx, s_conj)
         if ok:
             self.u_last = u[:, -1:].copy()
+            self._solved = (
+                np.broadcast_to(scale, ctx[3].shape)[:, -1:].copy(),
+                s_pq_va[:, -1:].copy(),
+                v[:, -1].copy(),
+            )
         else:
             for j in np.flatnonzero(collapsed).tolist():
                 v[:, j : j + 1], s_sub[:, j : j + 1], losses[j : j + 1] = self._voltages(
@@ -466,7 +613,7 @@ class CompiledNetwork:
             if converged and (lam == 1.0).any():  # never warm-start from a rejected column
                 last = np.flatnonzero(lam == 1.0)[-1]
                 self.u_last = u[:, last : last + 1].copy()
-            self._jinv = None  # taken at a bad point: rebuild from the warm start next time
+            self._jlu = None  # taken at a bad point: rebuild from the warm start next time
         return Solution(
             v=v,
             s_sub_va=s_sub,
@@ -476,3 +623,58 @@ class CompiledNetwork:
             collapsed=collapsed,
             load_fraction=lam,
         )
+
+    def voltage_sensitivity(
+        self, scale: np.ndarray, s_pq_va: np.ndarray, nodes: np.ndarray, s_dir: complex
+    ) -> np.ndarray:
+        """d|V|/dP (V/W) of every node with respect to active power drawn at each of ``nodes`` (a
+        wye constant-power load, its complex power ``P * s_dir``), at the operating point of one
+        column ``(scale, s_pq_va)`` (see :meth:`solve`).
+
+        Implicit function theorem on ``F(u, P) = u - u0 + K i_c(u) + K_m i_m(P) = 0``, where
+        ``i_m = conj(P s_dir) / conj(V_m)`` is the added load's current and ``K_m`` the port
+        voltages it moves per ampere: ``du/dP = -J^-1 K_m conj(s_dir) / conj(V_m)`` with the
+        Jacobian ``J`` of :meth:`_jacobian` (every load model as the solver models it), then
+        ``dV = -W di_c - Z_m di_m``. The point is solved unless it is the last column the last
+        :meth:`solve` accepted; one LU factorization per point, shared by calls at the same
+        point and left for the next solve's chord iterations. Nodes that are
+        de-energized (or a de-energized ``nodes`` entry) give 0.
+
+        :param scale: load multiplier per load branch, ``(n_branch, 1)``.
+        :param s_pq_va: complex power drawn at each PQ node (VA), ``(n_pq, 1)``.
+        :param nodes: node numbers at which power is drawn, one column of the result each.
+        :param s_dir: complex power per watt drawn (``1 + j tan(phi)`` for power factor
+            ``cos(phi)``).
+        :return: ``(n_nodes, len(nodes))``.
+        :raises PowerFlowError: the operating point does not converge (or is past collapse).
+        """
+        lin = self._lin
+        if lin is None or not _same_point(lin.scale, lin.s_pq_va, scale, s_pq_va):
+            if self._solved is None or not _same_point(*self._solved[:2], scale, s_pq_va):
+                sol = self.solve(scale, s_pq_va)
+                if not sol.converged:
+                    raise PowerFlowError(
+                        "voltage sensitivity: the operating point it is taken at does not converge "
+                        f"(load fraction carried {sol.load_fraction[0]:.3f})"
+                    )
+            assert self._solved is not None
+            v = self._solved[2]
+            u = self.u_last
+            ctx = self.kernel.prepare(scale * self.live_branch, 1)
+            s_conj = np.conj(s_pq_va * self.live_pq)
+            dx, dy = self._i_comp_derivatives(u, ctx, s_conj)
+            lu, piv, _ = dgetrf(self._jacobian_of(dx[:, 0], dy[:, 0]))
+            lin = _Linearization(scale.copy(), s_pq_va.copy(), v, dx, dy, (lu, piv))
+            self._lin = lin
+        self._jlu = lin.lu
+        nodes = np.asarray(nodes, dtype=int)
+        v_m = lin.v[nodes]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(v_m != 0, np.conj(s_dir) / np.conj(v_m), 0.0)  # A drawn per W
+        z_m = np.concatenate([self.z[:, nodes], np.zeros((1, nodes.size))])  # last row: ground
+        du = self._chord_solve((z_m[self._port_to] - z_m[self._port_from]) * c)
+        z_m = z_m[:-1]
+        dv = -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m * c)
+        vm = np.abs(lin.v)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(vm > 0, np.real(np.conj(lin.v)[:, None] * dv) / vm, 0.0)
