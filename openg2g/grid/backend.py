@@ -45,7 +45,8 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError
 from openg2g.core.protocols import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.grid.branches import BranchFlows
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.model import RegControlModel
 from openg2g.grid.network import (
@@ -161,6 +162,7 @@ class FeederGrid(GridBackend):
         self._nodes = node_index(model)
         self._ports = load_ports(model, self._nodes)
         self._load_names = [ld.name for ld in model.loads]
+        self._flows = BranchFlows(model, self._nodes)
         base_dir = Path(base_dir)
 
         # PQ ports: one per node and voltage dependence carrying a site, PV, storage or extra load
@@ -311,6 +313,10 @@ class FeederGrid(GridBackend):
         """Battery names."""
         return self._storage_names
 
+    def branches(self) -> BranchSet:
+        """Every line and transformer of the feeder (see :mod:`openg2g.grid.branches`)."""
+        return self._flows.branches
+
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
         charge (the feeder has no randomness; ``seed`` is unused)."""
@@ -419,12 +425,31 @@ class FeederGrid(GridBackend):
                 st.p_kw = 0.0
 
     # ----------------------------------------------------------------------------- solving
-    def _state(self, t_s: float, sol: Solution, col: int, taps: Mapping[str, tuple[int, ...]], ok: bool) -> GridState:
-        """The reported state of column ``col``; a non-converged step reports NaN values."""
-        if not ok:
+    def _branch_results(self, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
+        """Conductor currents (A) and branch loading (%) of every column of ``sol``, at the taps
+        and line states it was solved with."""
+        current_a = self._flows.currents_a(sol.v, self._switching)
+        return current_a, self._flows.loading_pct(current_a)
+
+    def _state(
+        self,
+        t_s: float,
+        sol: Solution,
+        col: int,
+        taps: Mapping[str, tuple[int, ...]],
+        ok: bool,
+        flows: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> GridState:
+        """The reported state of column ``col`` (``flows`` from :meth:`_branch_results`); a
+        non-converged step reports NaN values."""
+        branches = self._flows.branches
+        if not ok or flows is None:
             nan3 = np.full(3, np.nan)
             v_nan = np.full(len(self._bus_phases), np.nan)
-            return GridState(t_s, self._bus_phases, v_nan, taps, nan3, nan3, float("nan"), converged=False)
+            i_nan, loading_nan = np.full(len(branches), np.nan), np.full(len(branches.names), np.nan)
+            return GridState(
+                t_s, self._bus_phases, v_nan, taps, nan3, nan3, float("nan"), False, branches, i_nan, loading_nan
+            )
         v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
         return GridState(
             t_s=t_s,
@@ -435,6 +460,9 @@ class FeederGrid(GridBackend):
             q_sub_var=sol.s_sub_va[:, col].imag,
             losses_w=float(sol.losses_w[col]),
             converged=True,
+            branches=branches,
+            branch_current_a=flows[0][:, col],
+            branch_loading_pct=flows[1][:, col],
         )
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
@@ -474,8 +502,9 @@ class FeederGrid(GridBackend):
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
+        flows = self._branch_results(sol)
         self._regulate(sol, dt_s)
-        return self._state(t_s, sol, 0, taps, True)
+        return self._state(t_s, sol, 0, taps, True, flows)
 
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
@@ -498,7 +527,8 @@ class FeederGrid(GridBackend):
             self._last = (scale, s_pq[:, -1:])
             self._sens_cache.clear()
             taps = self.taps()
-            out.extend(self._state(t, sol, j, taps, True) for j, t in enumerate(chunk_t))
+            flows = self._branch_results(sol)
+            out.extend(self._state(t, sol, j, taps, True, flows) for j, t in enumerate(chunk_t))
         return out
 
     # ----------------------------------------------------------------------------- regulators
