@@ -206,10 +206,16 @@ class Simulation:
         for sched in self._controllers:
             sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), seed)
         self.env = simpy.Environment()
-        self.metrics = RunMetrics(sc.grid.v_min_pu, sc.grid.v_max_pu)
+        self._branches = self.grid.branches()
+        self.metrics = RunMetrics(
+            sc.grid.v_min_pu, sc.grid.v_max_pu, self._branches.names if self._branches is not None else None
+        )
         banks = tuple(self.grid.regulators())
+        table_branches = self._branches if sc.outputs.branches == "all" else None
         self.outputs = (
-            RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all") if self.out_dir else None
+            RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all", table_branches)
+            if self.out_dir
+            else None
         )
         self._dc_latest: dict[str, DatacenterSeries] = {}
         # per site, the (P, Q) rows sampled since the grid last took its loads
@@ -347,6 +353,10 @@ class Simulation:
         dt_s = self.clock.seconds(self._grid_ticks)
         v_pu = np.stack([s.v_pu for s in states])
         violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s)
+        if self._branches is not None:
+            nan = np.full(len(self._branches.names), np.nan)  # a flagged step carries no branch results
+            loading = np.stack([nan if s.branch_loading_pct is None else s.branch_loading_pct for s in states])
+            self.metrics.add_branch_block(loading, dt_s)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
         self._grid_latest = states[-1]

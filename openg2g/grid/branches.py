@@ -21,8 +21,9 @@ Ratings (A per conductor):
   is winding 1's current at ``normhkva``, whose default is 110% of the kVA: openg2g rates a
   transformer at its nameplate (as pandapower's ``loading_percent`` of a transformer does).
 
-All currents of a batch of operating points come from one sparse matrix product
-``|M V|``, ``M`` rebuilt only when taps or line states change.
+All currents of a batch of operating points come from one sparse product ``|M V|`` (a gather
+and a segmented sum over the few nonzeros of ``M``), ``M`` rebuilt only when taps or line states
+change.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from openg2g.core.state import BranchSet
 from openg2g.grid.model import (
@@ -70,8 +70,15 @@ def _branch_set(model: FeederModel) -> BranchSet:
     default_rating: list[bool] = []
     default_emergency: list[bool] = []
 
-    def add(name: str, term: int, phases: tuple[str, ...], norm_a: float | None, emerg_a: float | None,
-            norm_default: float, emerg_default: float) -> None:
+    def add(
+        name: str,
+        term: int,
+        phases: tuple[str, ...],
+        norm_a: float | None,
+        emerg_a: float | None,
+        norm_default: float,
+        emerg_default: float,
+    ) -> None:
         for ph in phases:
             branch.append(len(names) - 1)
             terminal.append(term)
@@ -140,7 +147,7 @@ class BranchFlows:
         self._line_owner = np.concatenate(owner) if owner else empty_i
         self._first_transformer_row = row
         self._key: tuple[object, ...] | None = None
-        self._matrix: sp.csr_matrix | None = None
+        self._matrix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _transformer_entries(self, state: Switching) -> tuple[list[int], list[int], list[complex]]:
         """Coordinates of the transformer rows at the taps of ``state``."""
@@ -171,28 +178,32 @@ class BranchFlows:
                         vals.append(antifloat_admittance(t, w))
         return rows, cols, vals
 
-    def matrix(self, state: Switching) -> sp.csr_matrix:
-        """``M`` with conductor currents ``I = M V`` (A from V) at the switching ``state``."""
+    def matrix(self, state: Switching) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``M`` with conductor currents ``I = M V`` (A from V) at the switching ``state``, as
+        coordinates ``(row starts, columns, values)`` sorted by row. An out-of-service line keeps
+        its entries at zero, so every row has some and the layout never changes with the lines."""
         key = (
             tuple(state.taps_pu[t.name].tobytes() for t in self._model.transformers),
             tuple(state.lines[ln.name] for ln in self._model.lines),
         )
         if key != self._key or self._matrix is None:
             live = np.array(key[1], dtype=bool)
-            keep = live[self._line_owner] if self._line_owner.size else np.zeros(0, dtype=bool)
+            line_vals = self._line_vals * live[self._line_owner] if self._line_owner.size else self._line_vals
             t_rows, t_cols, t_vals = self._transformer_entries(state)
-            rows = np.concatenate([self._line_rows[keep], np.array(t_rows, dtype=np.int64)])
-            cols = np.concatenate([self._line_cols[keep], np.array(t_cols, dtype=np.int64)])
-            vals = np.concatenate([self._line_vals[keep], np.array(t_vals, dtype=complex)])
-            shape = (len(self.branches), len(self._nodes))
-            self._matrix = sp.csr_matrix((vals, (rows, cols)), shape=shape)
+            rows = np.concatenate([self._line_rows, np.array(t_rows, dtype=np.int64)])
+            order = np.argsort(rows, kind="stable")
+            cols = np.concatenate([self._line_cols, np.array(t_cols, dtype=np.int64)])[order]
+            vals = np.concatenate([line_vals, np.array(t_vals, dtype=complex)])[order]
+            starts = np.searchsorted(rows[order], np.arange(len(self.branches)))
+            self._matrix = (starts, cols, vals)
             self._key = key
         return self._matrix
 
     def currents_a(self, v: np.ndarray, state: Switching) -> np.ndarray:
         """Current magnitude per conductor (A), ``(n_conductors, n_cols)``, for node voltages ``v``
         (V, complex, ``(n_nodes, n_cols)``) at the switching ``state``."""
-        return np.abs(self.matrix(state) @ v)
+        starts, cols, vals = self.matrix(state)
+        return np.abs(np.add.reduceat(vals[:, None] * v[cols], starts, axis=0))
 
     def loading_pct(self, current_a: np.ndarray) -> np.ndarray:
         """Loading per branch (%), ``(n_branches, n_cols)``: the largest of its conductors'
