@@ -17,6 +17,7 @@ from openg2g.engine.simulation import run_scenario
 from openg2g.grid.backend import FeederGrid
 from openg2g.grid.build import SOURCES
 from openg2g.grid.dss import read_dss
+from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_feeders
 
@@ -225,6 +226,13 @@ def test_overload_scenario_integral_by_hand(tmp_path: Path) -> None:
     assert summary["overload_integral_pct_s"] == pytest.approx(by_hand, rel=1e-12)
     assert summary["max_loading_pct"] == loading.max()
     assert summary["max_loading_branch"] == "line.650632"
+    # the envelope plot's loading panel: the per-step maximum and the branch it is on
+    envelope = branch_loading_envelope(table)
+    per_step = loading.groupby("t_s").max()
+    np.testing.assert_array_equal(envelope["max_loading_pct"].to_numpy(), per_step.to_numpy())
+    assert set(envelope["branch"]) == {"line.650632"}
+    grid = pd.read_parquet(tmp_path / "run" / "grid")
+    assert len(plot_voltage_envelope(grid, 0.95, 1.05, table).axes) == 2
     lines = table[table["branch"].astype(str).str.startswith("line.")]
     assert lines["rating_default"].all() and (lines["rating_a"] == 400.0).all()
 
