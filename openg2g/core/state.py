@@ -297,8 +297,15 @@ class GridState:
         object.__setattr__(self, "q_sub_var", frozen_array(self.q_sub_var))
         object.__setattr__(self, "taps", MappingProxyType(dict(self.taps)))
         if self.branches is not None:
-            object.__setattr__(self, "branch_current_a", frozen_array(self.branch_current_a))
-            object.__setattr__(self, "branch_loading_pct", frozen_array(self.branch_loading_pct))
+            current, loading = frozen_array(self.branch_current_a), frozen_array(self.branch_loading_pct)
+            if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
+                raise ValueError(
+                    f"GridState: branch_current_a needs one value per conductor ({len(self.branches)}) and "
+                    f"branch_loading_pct one per branch ({len(self.branches.names)}), got shapes "
+                    f"{current.shape} and {loading.shape}"
+                )
+            object.__setattr__(self, "branch_current_a", current)
+            object.__setattr__(self, "branch_loading_pct", loading)
 
     def voltage(self, bus_phase: str) -> float:
         """Voltage magnitude (pu) at ``"<bus>.<phase>"``."""
