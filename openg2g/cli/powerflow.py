@@ -1,5 +1,6 @@
 """``openg2g powerflow FEEDER``: one power flow with the feeder's own loads plus an optional
-balanced datacenter load, printed as a table or as JSON ``{"<bus>.<phase>": pu}``."""
+balanced datacenter load, printed as a table (voltages, substation power, the most loaded
+branches) or as JSON ``{"<bus>.<phase>": pu}``."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from typing import TYPE_CHECKING
 from openg2g.core.errors import G2GError, ScenarioError
 
 if TYPE_CHECKING:
+    from openg2g.core.state import GridState
     from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["register"]
+
+_WORST_BRANCHES = 5
+"""Branches listed, most loaded first."""
 
 
 def _parse_dc(text: str) -> tuple[str, float, float]:
@@ -129,7 +134,30 @@ def _run(args: argparse.Namespace) -> int:
         + "/".join(f"{x / 1e3:.1f}" for x in state.p_sub_w)
         + f"), losses = {state.losses_w / 1e3:.1f} kW"
     )
+    _print_worst_branches(state)
     return 0
+
+
+def _print_worst_branches(state: GridState) -> None:
+    """The most loaded lines and transformers: loading (% of the normal rating) of the branch's
+    most loaded conductor, that conductor's current and rating (``*``: OpenDSS's default)."""
+    import numpy as np
+
+    b, loading, current_a = state.branches, state.branch_loading_pct, state.branch_current_a
+    if b is None or loading is None or current_a is None:
+        return
+    per_conductor = current_a * (100.0 / b.rating_a)
+    print(f"most loaded branches ({_WORST_BRANCHES} of {len(b.names)}; loading = current / normal rating):")
+    print(f"{'branch':>22s} {'loading %':>9s} {'term.ph':>9s} {'current A':>9s} {'rating A':>9s}")
+    for k in np.argsort(-loading, kind="stable")[:_WORST_BRANCHES]:
+        rows = np.flatnonzero(b.branch == k)
+        j = rows[np.argmax(per_conductor[rows])]
+        rating = f"{b.rating_a[j]:.1f}" + ("*" if b.default_rating[j] else " ")
+        print(
+            f"{b.names[k]:>22s} {loading[k]:9.1f} {f'{b.terminal[j]}.{b.phase[j]}':>9s} {current_a[j]:9.1f} {rating:>9s}"
+        )
+    if b.default_rating.any():
+        print("* the feeder file sets no normamps: OpenDSS's default 400 A")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

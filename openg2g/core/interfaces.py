@@ -14,7 +14,7 @@ from types import MappingProxyType
 import numpy as np
 
 from openg2g.core.commands import Command
-from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
+from openg2g.core.state import BranchSet, DatacenterSeries, DatacenterState, GridState, Observation
 
 __all__ = [
     "ControlContext",
@@ -240,6 +240,11 @@ class GridBackend(ABC):
     def can_batch(self) -> bool:
         """True when steps are independent given loads (no automatic controls with memory)."""
         return False
+
+    def branches(self) -> BranchSet | None:
+        """The lines and transformers whose currents every :class:`GridState` reports (the same
+        object as its ``branches``), or ``None`` for a grid that reports none (the default)."""
+        return None
 
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 __all__ = [
     "PHASES",
+    "BranchSet",
     "DatacenterSeries",
     "DatacenterState",
     "GridState",
@@ -39,12 +40,7 @@ def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
 
     States are built at every step; producers that hand over read-only arrays skip the copy.
     """
-    if (
-        type(values) is np.ndarray
-        and values.dtype == dtype
-        and not values.flags.writeable
-        and values.flags.owndata
-    ):
+    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable and values.flags.owndata:
         return values
     return frozen_array(values, dtype)
 
@@ -223,6 +219,57 @@ class DatacenterSeries:
 
 
 @dataclass(frozen=True)
+class BranchSet:
+    """The branches (lines and transformers) whose currents a grid reports, and their ratings.
+
+    One entry per conductor: a line's phase conductors at its sending end (``bus1``), a
+    transformer's phase conductors at each winding's terminals. Conductors of one branch are
+    consecutive. The same object is shared by every :class:`GridState` of a run.
+
+    :param names: branch names, ``"line.<name>"`` or ``"transformer.<name>"``.
+    :param branch: per conductor, its index in ``names``.
+    :param terminal: per conductor, 1 for a line (its ``bus1`` end) or the transformer winding (1, 2).
+    :param phase: per conductor, its phase ``"a"``, ``"b"`` or ``"c"``.
+    :param rating_a: per conductor, the normal current rating (A): 100% loading.
+    :param emergency_a: per conductor, the emergency (short-time) rating (A).
+    :param default_rating: per conductor, True when the file gave no normal rating and OpenDSS's
+        default stands in (lines: 400 A).
+    :param default_emergency: per conductor, True likewise for the emergency rating (lines: 600 A;
+        transformers: 150% of the kVA).
+    """
+
+    names: tuple[str, ...]
+    branch: np.ndarray
+    terminal: np.ndarray
+    phase: tuple[str, ...]
+    rating_a: np.ndarray
+    emergency_a: np.ndarray
+    default_rating: np.ndarray
+    default_emergency: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "branch", frozen_array(self.branch, np.int64))
+        object.__setattr__(self, "terminal", frozen_array(self.terminal, np.int64))
+        object.__setattr__(self, "rating_a", frozen_array(self.rating_a))
+        object.__setattr__(self, "emergency_a", frozen_array(self.emergency_a))
+        object.__setattr__(self, "default_rating", frozen_array(self.default_rating, bool))
+        object.__setattr__(self, "default_emergency", frozen_array(self.default_emergency, bool))
+        n = len(self.phase)
+        if not all(len(a) == n for a in (self.branch, self.terminal, self.rating_a, self.emergency_a)):
+            raise ValueError("BranchSet: every per-conductor array needs one entry per conductor")
+        if n and not (np.all(np.diff(self.branch) >= 0) and self.branch[-1] < len(self.names)):
+            raise ValueError("BranchSet: conductors of one branch must be consecutive, in branch order")
+
+    def __len__(self) -> int:
+        return len(self.phase)
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Index of each branch's first conductor (for ``np.maximum.reduceat``)."""
+        return np.searchsorted(self.branch, np.arange(len(self.names)))
+
+
+@dataclass(frozen=True)
 class GridState:
     """Result of one grid solve at time ``t_s``.
 
@@ -236,6 +283,11 @@ class GridState:
     :param losses_w: total active losses (W).
     :param converged: False if the solver flagged this step as not converged (and the scenario
         asked to continue rather than stop).
+    :param branches: the branches reported, ``None`` for a grid that reports none.
+    :param branch_current_a: current magnitude per conductor of ``branches`` (A); NaN on a step
+        that did not converge.
+    :param branch_loading_pct: loading per branch: its most loaded conductor's current as a
+        percentage of that conductor's normal rating (%).
     """
 
     t_s: float
@@ -246,19 +298,52 @@ class GridState:
     q_sub_var: np.ndarray
     losses_w: float
     converged: bool = True
+    branches: BranchSet | None = None
+    branch_current_a: np.ndarray | None = None
+    branch_loading_pct: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "v_pu", frozen_array(self.v_pu))
         object.__setattr__(self, "p_sub_w", frozen_array(self.p_sub_w))
         object.__setattr__(self, "q_sub_var", frozen_array(self.q_sub_var))
         object.__setattr__(self, "taps", MappingProxyType(dict(self.taps)))
+        if self.branches is not None:
+            current, loading = frozen_array(self.branch_current_a), frozen_array(self.branch_loading_pct)
+            if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
+                raise ValueError(
+                    f"GridState: branch_current_a needs one value per conductor ({len(self.branches)}) and "
+                    f"branch_loading_pct one per branch ({len(self.branches.names)}), got shapes "
+                    f"{current.shape} and {loading.shape}"
+                )
+            object.__setattr__(self, "branch_current_a", current)
+            object.__setattr__(self, "branch_loading_pct", loading)
 
     @classmethod
-    def not_converged(cls, t_s: float, bus_phases: tuple[str, ...], taps: Mapping[str, tuple[int, ...]]) -> GridState:
+    def not_converged(
+        cls,
+        t_s: float,
+        bus_phases: tuple[str, ...],
+        taps: Mapping[str, tuple[int, ...]],
+        branches: BranchSet | None = None,
+    ) -> GridState:
         """The state of a step whose power flow failed when the run goes on (``on_nonconvergence:
-        flag``): NaN voltages, powers and losses, ``converged=False``, the taps in force."""
+        flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps in force."""
         nan3 = np.full(3, np.nan)
-        return cls(t_s, bus_phases, np.full(len(bus_phases), np.nan), taps, nan3, nan3, float("nan"), converged=False)
+        i_nan = None if branches is None else np.full(len(branches), np.nan)
+        loading_nan = None if branches is None else np.full(len(branches.names), np.nan)
+        return cls(
+            t_s,
+            bus_phases,
+            np.full(len(bus_phases), np.nan),
+            taps,
+            nan3,
+            nan3,
+            float("nan"),
+            False,
+            branches,
+            i_nan,
+            loading_nan,
+        )
 
     def voltage(self, bus_phase: str) -> float:
         """Voltage magnitude (pu) at ``"<bus>.<phase>"``."""

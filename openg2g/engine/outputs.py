@@ -6,6 +6,8 @@
   ``models/``           one row per datacenter step, site and model (batch, power, ITL, throughput)
   ``grid/``             one row per grid step (envelope, violation, substation power, taps)
   ``grid_voltages/``    one row per grid step and bus-phase (``outputs.voltages: all``)
+  ``grid_branches/``    one row per grid step and line/transformer conductor: current, loading,
+                        ratings (``outputs.branches: all``)
   ``commands/``         one row per command (issued and effective time, source, fields)
   ``events/``           one row per scenario event fired
   ``*.png``             plots, written when the run ends
@@ -24,7 +26,7 @@ import numpy as np
 
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
-from openg2g.core.state import PHASES, DatacenterSeries, GridState
+from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState
 from openg2g.engine.recorder import TableWriter, write_json_atomic
 
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
@@ -45,9 +47,17 @@ class RunOutputs:
     :param bus_phases: monitored bus-phase names.
     :param banks: regulator bank names (one tap column per bank and phase).
     :param all_voltages: write the per-bus-phase voltage table.
+    :param branches: write the per-conductor branch table for these branches (``None``: no table).
     """
 
-    def __init__(self, out_dir: Path, bus_phases: tuple[str, ...], banks: tuple[str, ...], all_voltages: bool):
+    def __init__(
+        self,
+        out_dir: Path,
+        bus_phases: tuple[str, ...],
+        banks: tuple[str, ...],
+        all_voltages: bool,
+        branches: BranchSet | None = None,
+    ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self._n_bp = len(bus_phases)
@@ -59,6 +69,12 @@ class RunOutputs:
         self.models = TableWriter(out_dir / "models", dictionary_columns=("site", "model"))
         self.grid = TableWriter(out_dir / "grid")
         self.voltages = TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if all_voltages else None
+        self._branches = branches
+        self.branches = (
+            TableWriter(out_dir / "grid_branches", categories={"branch": branches.names, "phase": PHASES})
+            if branches is not None
+            else None
+        )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
         # a rerun into the same folder starts from empty tables and no plots of the earlier run
@@ -168,6 +184,34 @@ class RunOutputs:
                     "v_pu": v_pu.reshape(-1),
                 }
             )
+        if self.branches is not None:
+            self._branch_rows(states, t_s)
+
+    def _branch_rows(self, states: Sequence[GridState], t_s: np.ndarray) -> None:
+        """Per-conductor rows of the branch table (NaN currents where a step did not converge)."""
+        b = self._branches
+        assert b is not None and self.branches is not None
+        nan = np.full(len(b), np.nan)
+        current_a = np.stack([nan if s.branch_current_a is None else s.branch_current_a for s in states])
+        n = len(states)
+
+        def tile(values: np.ndarray) -> np.ndarray:
+            return np.tile(values, n)
+
+        self.branches.append(
+            {
+                "t_s": np.repeat(t_s, len(b)),
+                "branch": tile(b.branch.astype(np.int32)),
+                "terminal": tile(b.terminal.astype(np.int8)),
+                "phase": tile(np.array([PHASES.index(p) for p in b.phase], dtype=np.int32)),
+                "current_a": current_a.reshape(-1),
+                "loading_pct": (current_a * (100.0 / b.rating_a)).reshape(-1),
+                "rating_a": tile(b.rating_a),
+                "emergency_a": tile(b.emergency_a),
+                "rating_default": tile(b.default_rating),
+                "emergency_default": tile(b.default_emergency),
+            }
+        )
 
     def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
         """A command a controller sent (or an agent through the env)."""
@@ -184,7 +228,7 @@ class RunOutputs:
         self.events.append_row(t_s=t_s, command=command_name(type(command)), fields=command_fields_json(command))
 
     def _writers(self) -> list[TableWriter]:
-        tables = (self.datacenter, self.models, self.grid, self.voltages, self.commands, self.events)
+        tables = (self.datacenter, self.models, self.grid, self.voltages, self.branches, self.commands, self.events)
         return [w for w in tables if w is not None]
 
     def flush(self) -> None:

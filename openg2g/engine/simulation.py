@@ -188,10 +188,16 @@ class Simulation:
         for sched in self._controllers:
             sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), seed)
         self.env = simpy.Environment()
-        self.metrics = RunMetrics(sc.grid.v_min_pu, sc.grid.v_max_pu)
+        self._branches = self.grid.branches()
+        self.metrics = RunMetrics(
+            sc.grid.v_min_pu, sc.grid.v_max_pu, self._branches.names if self._branches is not None else None
+        )
         banks = tuple(self.grid.regulators())
+        table_branches = self._branches if sc.outputs.branches == "all" else None
         self.outputs = (
-            RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all") if self.out_dir else None
+            RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all", table_branches)
+            if self.out_dir
+            else None
         )
         self._dc_latest: dict[str, DatacenterSeries] = {}
         # per site, the (P, Q) rows sampled since the grid last took its loads
@@ -305,12 +311,8 @@ class Simulation:
         except PowerFlowError:
             if self.scenario.grid.on_nonconvergence != "flag":
                 raise
-            return self._flagged_state(t_s)
-
-    def _flagged_state(self, t_s: float) -> GridState:
-        nan3 = np.full(3, np.nan)
-        taps = self._grid_latest.taps if self._grid_latest else {}
-        return GridState(t_s, self._bus_phases, np.full(len(self._bus_phases), np.nan), taps, nan3, nan3, float("nan"), False)
+            taps = self._grid_latest.taps if self._grid_latest else {}
+            return GridState.not_converged(t_s, self._bus_phases, taps, self._branches)
 
     def _solve_pending(self) -> None:
         if not self._grid_pending:
@@ -335,6 +337,10 @@ class Simulation:
         v_pu = np.stack([s.v_pu for s in states])
         violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s)
         self.metrics.add_taps([s.taps for s in states])
+        if self._branches is not None:
+            nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
+            loading = np.stack([nan if s.branch_loading_pct is None else s.branch_loading_pct for s in states])
+            self.metrics.add_branch_block(loading, dt_s)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
         self._grid_latest = states[-1]

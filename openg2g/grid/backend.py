@@ -49,7 +49,8 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, DatacenterState, GridState, frozen_array
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.grid.branches import BranchFlows
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.injections import Injections, tan_phi
@@ -113,6 +114,7 @@ class FeederGrid(GridBackend):
         self._model = feeder.model
         self._nodes = node_index(self._model)
         self._ports = load_ports(self._model, self._nodes)
+        self._flows = BranchFlows(self._model, self._nodes)
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
         self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, self._nodes)
@@ -178,6 +180,10 @@ class FeederGrid(GridBackend):
         """Battery names."""
         return tuple(self._batteries)
 
+    def branches(self) -> BranchSet:
+        """Every line and transformer of the feeder (see :mod:`openg2g.grid.branches`)."""
+        return self._flows.branches
+
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
         charge (the feeder has no randomness; ``seed`` is unused)."""
@@ -228,10 +234,25 @@ class FeederGrid(GridBackend):
     def _branch_scale(self) -> np.ndarray:
         return self._injections.branch_scale(self._ports)
 
-    def _state(self, t_s: float, sol: Solution, col: int, taps: Mapping[str, tuple[int, ...]], ok: bool) -> GridState:
-        """The reported state of column ``col``; a non-converged step reports NaN values."""
-        if not ok:
-            return GridState.not_converged(t_s, self._bus_phases, taps)
+    def _branch_results(self, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
+        """Conductor currents (A) and branch loading (%) of every column of ``sol``, at the taps
+        and line states it was solved with."""
+        current_a = self._flows.currents_a(sol.v, self._switching)
+        return current_a, self._flows.loading_pct(current_a)
+
+    def _state(
+        self,
+        t_s: float,
+        sol: Solution,
+        col: int,
+        taps: Mapping[str, tuple[int, ...]],
+        ok: bool,
+        flows: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> GridState:
+        """The reported state of column ``col`` (``flows`` from :meth:`_branch_results`); a
+        non-converged step reports NaN values."""
+        if not ok or flows is None:
+            return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
         v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
         return GridState(
             t_s=t_s,
@@ -242,6 +263,9 @@ class FeederGrid(GridBackend):
             q_sub_var=sol.s_sub_va[:, col].imag,
             losses_w=float(sol.losses_w[col]),
             converged=True,
+            branches=self._flows.branches,
+            branch_current_a=flows[0][:, col],
+            branch_loading_pct=flows[1][:, col],
         )
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
@@ -284,10 +308,11 @@ class FeederGrid(GridBackend):
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
+        flows = self._branch_results(sol)
         moves = self._regulators.regulate(sol, dt_s, self._switching, self._nodes)
         if moves:
             self._set_unit_taps(moves)
-        return self._state(t_s, sol, 0, taps, True)
+        return self._state(t_s, sol, 0, taps, True, flows)
 
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
@@ -310,7 +335,8 @@ class FeederGrid(GridBackend):
             self._last = (scale, s_pq[:, -1:])
             self._sens_cache.clear()
             taps = self.taps()
-            out.extend(self._state(t, sol, j, taps, True) for j, t in enumerate(chunk_t))
+            flows = self._branch_results(sol)
+            out.extend(self._state(t, sol, j, taps, True, flows) for j, t in enumerate(chunk_t))
         return out
 
     # ----------------------------------------------------------------------------- commands

@@ -4,7 +4,8 @@ Supported: ``Clear``, ``New``/``Edit`` (also ``New object=class.name``), ``Class
 ``~``/``More`` continuation, ``Redirect``/``Compile``, ``Set`` (``voltagebases``; other options are
 ignored), ``CalcV``/``CalcVoltageBases``/``Solve``/``Show``/``Export``/``Plot`` (ignored),
 ``SetBusXY``, ``BusCoords``; comments ``!``, ``//`` and ``/* ... */``; RPN in-line math such as
-``(8 1000 /)``; ``like=``. Elements: ``Circuit``/``Vsource``, ``Line`` (linecode, matrices or
+``(8 1000 /)``; ``like=``. Ratings: ``normamps``/``emergamps`` of lines and linecodes (a line takes
+its linecode's when the code is assigned), ``normhkva``/``emerghkva`` of transformers. Elements: ``Circuit``/``Vsource``, ``Line`` (linecode, matrices or
 sequence values, ``Switch=y``), ``LineCode``, two-winding ``Transformer`` (wye/delta, 1- or
 3-phase, ``bank=``), ``RegControl``, ``Load`` (models 1, 2, 4, 5; wye/delta), ``Capacitor``.
 Anything else raises :class:`FeederError` naming the element and ``file:line``, as does a value
@@ -457,7 +458,17 @@ def _vsource_defaults() -> dict[str, Any]:
 
 
 def _linecode_defaults() -> dict[str, Any]:
-    return {"nphases": 3, "r": None, "x": None, "c": None, "seq": _seq_defaults(), "units": "none", "basefreq": None}
+    return {
+        "nphases": 3,
+        "r": None,
+        "x": None,
+        "c": None,
+        "seq": _seq_defaults(),
+        "units": "none",
+        "basefreq": None,
+        "normamps": None,
+        "emergamps": None,
+    }
 
 
 def _seq_defaults() -> dict[str, float]:
@@ -479,6 +490,8 @@ def _line_defaults() -> dict[str, Any]:
         "switch": False,
         "enabled": True,
         "basefreq": None,
+        "normamps": None,
+        "emergamps": None,
     }
 
 
@@ -494,6 +507,8 @@ def _transformer_defaults() -> dict[str, Any]:
         "maxtap": 1.1,
         "mintap": 0.9,
         "numtaps": 32,
+        "normhkva": None,
+        "emerghkva": None,
     }
 
 
@@ -594,6 +609,8 @@ def _set_linecode(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
         p["units"] = _unit(e, val)
     elif key == "basefreq":
         p["basefreq"] = _positive(val)
+    elif key in ("normamps", "emergamps"):
+        p[key] = _positive(val)
     elif key == "like":
         _like(reader, e, val)
     elif key in _IGNORED_PROPS:
@@ -620,8 +637,11 @@ def _set_line(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
         name = _strip(val).lower()
         if name not in reader.elements["linecode"]:
             raise FeederError(f"{e.where}: line.{e.name}: unknown linecode {val!r}")
+        code = reader.elements["linecode"][name].props
         p["linecode"] = name
-        p["phases"] = reader.elements["linecode"][name].props["nphases"]
+        p["phases"] = code["nphases"]
+        # as OpenDSS: assigning a linecode takes its ratings (a later normamps= overrides them)
+        p["normamps"], p["emergamps"] = code["normamps"], code["emergamps"]
     elif key == "length":
         p["length"] = _positive(val)
     elif key == "units":
@@ -644,6 +664,8 @@ def _set_line(reader: _Reader, e: _Elem, key: str | None, val: str) -> None:
         p["enabled"] = _bool(val)
     elif key == "basefreq":
         p["basefreq"] = _positive(val)
+    elif key in ("normamps", "emergamps"):
+        p[key] = _positive(val)
     elif key == "like":
         _like(reader, e, val)
     elif key in _IGNORED_PROPS:
@@ -712,7 +734,9 @@ def _set_transformer(reader: _Reader, e: _Elem, key: str | None, val: str) -> No
             raise ValueError("must be >= 1")
     elif key == "like":
         _like(reader, e, val)
-    elif key in ("sub", "normhkva", "emerghkva", "xrconst", "leadlag", "thermal", "n", "m"):
+    elif key in ("normhkva", "emerghkva"):
+        p[key] = _positive(val)
+    elif key in ("sub", "xrconst", "leadlag", "thermal", "n", "m"):
         return
     else:
         raise _unsupported(e, key)
@@ -914,6 +938,8 @@ def _build_line(reader: _Reader, e: _Elem) -> LineModel:
         length_km=length_km,
         switch=bool(p["switch"]),
         in_service=bool(p["enabled"]),
+        norm_amps=p["normamps"],
+        emerg_amps=p["emergamps"],
     )
 
 
@@ -956,6 +982,8 @@ def _build_transformer(e: _Elem) -> TransformerModel:
         min_tap_pu=p["mintap"],
         max_tap_pu=p["maxtap"],
         num_taps=p["numtaps"],
+        norm_kva=p["normhkva"],
+        emerg_kva=p["emerghkva"],
     )
 
 

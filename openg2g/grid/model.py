@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DEFAULT_EMERG_AMPS",
+    "DEFAULT_EMERG_KVA_FACTOR",
+    "DEFAULT_NORM_AMPS",
     "FREQUENCY_HZ",
     "CapacitorModel",
     "FeederModel",
@@ -29,6 +32,15 @@ __all__ = [
 
 FREQUENCY_HZ = 60.0
 """System frequency of every bundled feeder (Hz)."""
+
+DEFAULT_NORM_AMPS = 400.0
+"""OpenDSS's normal rating of a line or linecode whose file sets no ``normamps`` (A)."""
+
+DEFAULT_EMERG_AMPS = 600.0
+"""OpenDSS's emergency rating of a line or linecode whose file sets no ``emergamps`` (A)."""
+
+DEFAULT_EMERG_KVA_FACTOR = 1.5
+"""OpenDSS's ``emerghkva`` when the file sets none, as a multiple of winding 1's kVA."""
 
 
 @dataclass
@@ -66,6 +78,11 @@ class LineModel:
     :param length_km: length (km), informational (the matrices already hold it).
     :param switch: True for a switch (a near-zero impedance link).
     :param in_service: False when open.
+    :param norm_amps: normal current rating of each conductor (A), from the line's or its
+        linecode's ``normamps``; ``None`` when the file sets none (OpenDSS then assumes
+        :data:`DEFAULT_NORM_AMPS`).
+    :param emerg_amps: emergency (short-time) rating (A), ``emergamps``; ``None`` when the file
+        sets none (:data:`DEFAULT_EMERG_AMPS`).
     """
 
     name: str
@@ -79,6 +96,8 @@ class LineModel:
     length_km: float
     switch: bool = False
     in_service: bool = True
+    norm_amps: float | None = None
+    emerg_amps: float | None = None
 
     def z_ohm(self) -> np.ndarray:
         """Series impedance matrix (ohm), complex n x n."""
@@ -122,6 +141,10 @@ class TransformerModel:
     :param min_tap_pu: lowest tap ratio (pu).
     :param max_tap_pu: highest tap ratio (pu).
     :param num_taps: number of tap steps between the two.
+    :param norm_kva: normal loading limit (kVA, all phases), OpenDSS ``normhkva``; ``None`` when
+        the file sets none (the nameplate ``kva`` of winding 1 is then the rating).
+    :param emerg_kva: emergency loading limit (kVA), ``emerghkva``; ``None`` when the file sets
+        none (OpenDSS then assumes :data:`DEFAULT_EMERG_KVA_FACTOR` times the nameplate).
     """
 
     name: str
@@ -133,6 +156,8 @@ class TransformerModel:
     min_tap_pu: float = 0.9
     max_tap_pu: float = 1.1
     num_taps: int = 32
+    norm_kva: float | None = None
+    emerg_kva: float | None = None
 
     @property
     def step_pu(self) -> float:

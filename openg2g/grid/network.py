@@ -15,20 +15,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openg2g.grid.model import FeederModel, LoadModel, TransformerModel
+from openg2g.grid.model import FeederModel, LineModel, LoadModel, TransformerModel
 
 __all__ = [
     "LoadPorts",
     "NodeIndex",
     "Switching",
     "admittance",
+    "antifloat_admittance",
     "energized",
+    "line_admittance",
     "load_ports",
     "node_index",
     "source_admittance",
     "source_current",
     "transformer_phase_block",
     "transformer_winding_admittance",
+    "winding_kv",
 ]
 
 _SQRT3 = math.sqrt(3.0)
@@ -159,6 +162,11 @@ def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
     return LoadPorts(**{k: np.array(v, dtype=int if k in ints else float) for k, v in cols.items()})
 
 
+def line_admittance(ln: LineModel) -> tuple[np.ndarray, np.ndarray]:
+    """Series admittance matrix and the shunt admittance at each end (half the total) of a line (S)."""
+    return np.linalg.inv(ln.z_ohm()), 0.5j * np.asarray(ln.b_us) * 1e-6
+
+
 def _stamp(y: np.ndarray, idx: list[int], block: np.ndarray) -> None:
     """Add ``block`` at rows/cols ``idx``; index -1 (ground) is dropped."""
     keep = [i for i, n in enumerate(idx) if n >= 0]
@@ -197,16 +205,22 @@ def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) ->
     return [a, b], np.array([1.0, -1.0])
 
 
-def _winding_kv(t: TransformerModel, w: int) -> float:
+def winding_kv(t: TransformerModel, w: int) -> float:
     """Rated voltage across one phase of winding ``w`` (kV)."""
     wd = t.windings[w]
     return wd.kv / _SQRT3 if (wd.conn == "wye" and t.n_phases == 3) else wd.kv
 
 
+def antifloat_admittance(t: TransformerModel, w: int) -> complex:
+    """OpenDSS's anti-float shunt (S) on each conductor of each phase of winding ``w``."""
+    va_1ph = t.windings[0].kva * 1000.0 / t.n_phases
+    return 1j * (-t.ppm_antifloat * 1e-6 / ((winding_kv(t, w) * 1000.0) ** 2 / va_1ph) / 2.0)
+
+
 def transformer_winding_admittance(t: TransformerModel, tap2_pu: float) -> tuple[complex, float]:
     """Series admittance referred to the tapped winding 2 (S) and the ratio n1/n2 of one phase."""
     w1, w2 = t.windings
-    kvw1, kvw2 = _winding_kv(t, 0), _winding_kv(t, 1)
+    kvw1, kvw2 = winding_kv(t, 0), winding_kv(t, 1)
     n1, n2 = w1.tap * kvw1, tap2_pu * kvw2
     s_phase_mva = w1.kva / t.n_phases / 1000.0
     z_pu = complex((w1.r_pct + w2.r_pct) / 100.0, t.x_pct / 100.0)
@@ -268,8 +282,7 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
     for ln in model.lines:
         if not state.lines[ln.name]:
             continue
-        ys = np.linalg.inv(ln.z_ohm())
-        yc = 0.5j * np.asarray(ln.b_us) * 1e-6
+        ys, yc = line_admittance(ln)
         idx = [nodes.index[(ln.bus1, p)] for p in ln.phases1] + [nodes.index[(ln.bus2, p)] for p in ln.phases2]
         _stamp(y, idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
     for t in model.transformers:
@@ -279,12 +292,11 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
             _stamp(y, idx, blk)
         if t.ppm_antifloat:
             # OpenDSS anti-float adder: j*Y_PPM on both conductors of every winding phase
-            va_1ph = t.windings[0].kva * 1000.0 / t.n_phases
-            for w, wd in enumerate(t.windings):
-                y_ppm = -t.ppm_antifloat * 1e-6 / ((_winding_kv(t, w) * 1000.0) ** 2 / va_1ph) / 2.0
+            for w in range(len(t.windings)):
+                y_ppm = antifloat_admittance(t, w)
                 for k in range(t.n_phases):
                     for node in _winding_incidence(t, w, k, nodes)[0]:
-                        y[node, node] += 1j * y_ppm
+                        y[node, node] += y_ppm
     for cap in model.capacitors:
         if not state.capacitors[cap.name]:
             continue

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 
 __all__ = [
+    "branch_loading_envelope",
     "itl_deadlines",
     "plot_batch_sizes",
     "plot_dc_power",
@@ -50,20 +51,46 @@ def plot_dc_power(datacenter: pd.DataFrame) -> Figure:
     return fig
 
 
-def plot_voltage_envelope(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> Figure:
-    """Lowest, highest and mean bus-phase voltage over time, with the limits."""
+def branch_loading_envelope(grid_branches: pd.DataFrame) -> pd.DataFrame:
+    """Per grid step, the highest conductor loading and the branch it is on.
+
+    :param grid_branches: the run's ``grid_branches`` table (``t_s``, ``branch``, ``loading_pct``).
+    :return: frame with columns ``t_s`` (s), ``max_loading_pct`` (%), ``branch``, in time order.
+    """
+    frame = grid_branches.dropna(subset=["loading_pct"])
+    worst = frame.loc[frame.groupby("t_s")["loading_pct"].idxmax(), ["t_s", "loading_pct", "branch"]]
+    worst = worst.rename(columns={"loading_pct": "max_loading_pct"})
+    return worst.assign(branch=worst["branch"].astype(str)).sort_values("t_s").reset_index(drop=True)
+
+
+def plot_voltage_envelope(
+    grid: pd.DataFrame, v_min_pu: float, v_max_pu: float, grid_branches: pd.DataFrame | None = None
+) -> Figure:
+    """Lowest, highest and mean bus-phase voltage over time, with the limits; with the run's
+    ``grid_branches`` table, a second panel beside it (below, same time axis) shows the highest
+    branch loading at each step, the 100% line and the branch where the run's maximum occurred."""
+    loading = branch_loading_envelope(grid_branches) if grid_branches is not None and not grid_branches.empty else None
     with styled():
-        fig = new_figure()
+        fig = new_figure(nrows=2 if loading is not None else 1, sharex=True)
         ax = fig.axes[0]
         ax.fill_between(grid["t_s"], grid["v_min_pu"], grid["v_max_pu"], color="#9ecae1", alpha=0.5, label="min-max")
         ax.plot(grid["t_s"], grid["v_min_pu"], color="#08519c", lw=0.8, label="lowest bus-phase")
         ax.plot(grid["t_s"], grid["v_max_pu"], color="#3182bd", lw=0.8, label="highest bus-phase")
         ax.axhline(v_min_pu, **LIMIT_STYLE, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
         ax.axhline(v_max_pu, **LIMIT_STYLE)
-        ax.set_xlabel("time (s)")
         ax.set_ylabel("voltage (pu)")
-        ax.set_title("Voltage envelope")
+        ax.set_title("Voltage envelope" + (" and branch loading" if loading is not None else ""))
         ax.legend(loc="best", fontsize=8)
+        if loading is not None and not loading.empty:
+            lx = fig.axes[1]
+            peak = loading.loc[loading["max_loading_pct"].idxmax()]
+            lx.plot(loading["t_s"], loading["max_loading_pct"], color="#6a3d9a", lw=0.8, label="most loaded branch")
+            lx.axhline(100.0, **{**LIMIT_STYLE, "label": "normal rating"})
+            peak_label = f"max {peak['max_loading_pct']:.1f}% ({peak['branch']})"
+            lx.plot([peak["t_s"]], [peak["max_loading_pct"]], "o", color="#6a3d9a", ms=4, label=peak_label)
+            lx.set_ylabel("loading (%)")
+            lx.legend(loc="best", fontsize=8)
+        fig.axes[-1].set_xlabel("time (s)")
         fig.tight_layout()
     return fig
 
@@ -135,18 +162,21 @@ def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
 
 
 def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
-    """Write ``dc_power.png``, ``voltage_envelope.png``, ``batch_sizes.png``, ``latency.png``.
+    """Write ``dc_power.png``, ``voltage_envelope.png`` (with branch loading when the run wrote
+    ``grid_branches``), ``batch_sizes.png``, ``latency.png``.
 
     The latency plot draws each model's ITL deadline when the run folder keeps its scenario
     (``scenario.yaml``, written by ``openg2g run`` and sweeps).
     """
     out_dir = Path(out_dir)
-    datacenter, grid, models = (read_table(out_dir, n) for n in ("datacenter", "grid", "models"))
+    datacenter, grid, models, branches = (
+        read_table(out_dir, n) for n in ("datacenter", "grid", "models", "grid_branches")
+    )
     figures: dict[str, Figure] = {}
     if not datacenter.empty:
         figures["dc_power.png"] = plot_dc_power(datacenter)
     if not grid.empty:
-        figures["voltage_envelope.png"] = plot_voltage_envelope(grid, v_min_pu, v_max_pu)
+        figures["voltage_envelope.png"] = plot_voltage_envelope(grid, v_min_pu, v_max_pu, branches)
     if not models.empty:
         figures["batch_sizes.png"] = plot_batch_sizes(models)
         figures["latency.png"] = plot_latency(models, itl_deadlines(out_dir))

@@ -125,6 +125,13 @@ class OutputSpec(ConfigModel):
     voltages: Literal["all", "envelope"] = Field(
         "all", description="all: every bus-phase at every grid step; envelope: min/max/mean only."
     )
+    branches: Literal["none", "all"] = Field(
+        "none",
+        description=(
+            "all: the grid_branches table, current (A) and loading (%) of every line and transformer "
+            "conductor at every grid step; none: only the loading figures of summary.json."
+        ),
+    )
     plots: bool = Field(True, description="Write PNG plots at the end of the run.")
     flush_every_s: float = Field(
         60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from openg2g.core.errors import OutputError
+from openg2g.core.state import BranchSet, DatacenterState, GridState
 from openg2g.engine import recorder
 from openg2g.engine.simulation import Simulation
 from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded
@@ -91,3 +93,52 @@ def test_a_chunk_cut_by_ctrl_c_is_not_half_recorded(tmp_path: Path) -> None:
     writer.flush()  # columns of different lengths would raise pyarrow's ArrowInvalid here
     table = pd.read_parquet(tmp_path / "t")
     assert list(table["c"]) == [2.0, 3.0, 4.0, 12.0]
+
+
+class _LoadedLineGrid(TwoBusGrid):
+    """The two-bus toy feeder with its line reported as a branch: 1 A per 100 W drawn per phase,
+    rated 8 A, so the toy site at batch 1 (1 kW per phase, 10 A) loads it to exactly 125%."""
+
+    BRANCHES = BranchSet(
+        names=("line.feed",),
+        branch=np.zeros(3, dtype=np.int64),
+        terminal=np.ones(3, dtype=np.int64),
+        phase=("a", "b", "c"),
+        rating_a=np.full(3, 8.0),
+        emergency_a=np.full(3, 12.0),
+        default_rating=np.zeros(3, dtype=bool),
+        default_emergency=np.ones(3, dtype=bool),
+    )
+
+    def branches(self) -> BranchSet:
+        return self.BRANCHES
+
+    def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
+        state = super().solve(t_s, loads, dt_s)
+        current_a = sum((s.p_w for s in loads.values()), np.zeros(3)) / 100.0
+        loading = np.array([current_a.max() * 100.0 / 8.0])
+        return dataclasses.replace(state, branches=self.BRANCHES, branch_current_a=current_a, branch_loading_pct=loading)
+
+
+@pytest.mark.parametrize("flush_every_s", [1, 5])
+def test_branch_loading_table_and_summary(tmp_path: Path, flush_every_s: float) -> None:
+    """50 grid steps of 0.1 s at 125%: overload integral 50 x 0.1 s x 25% = 125 %.s whatever the
+    flush blocks; the table (opt-in) has one row per step and conductor."""
+    outputs = {"plots": False, "flush_every_s": flush_every_s, "branches": "all"}
+    loaded = make_loaded(duration_s=5, outputs=outputs)
+    summary = Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
+    assert summary["max_loading_pct"] == 125.0
+    assert summary["max_loading_branch"] == "line.feed"
+    assert summary["overload_integral_pct_s"] == pytest.approx(125.0, rel=1e-12)
+    table = pd.read_parquet(tmp_path / "grid_branches")
+    assert len(table) == 50 * 3 and set(table["phase"].astype(str)) == {"a", "b", "c"}
+    assert (table["current_a"] == 10.0).all() and (table["loading_pct"] == 125.0).all()
+    assert not table["rating_default"].any() and table["emergency_default"].all()
+
+
+def test_branch_table_is_opt_in_and_a_grid_without_branches_reports_none(tmp_path: Path) -> None:
+    summary = Simulation(make_loaded(), tmp_path / "a", components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
+    assert not (tmp_path / "a" / "grid_branches").exists() and summary["overload_integral_pct_s"] > 0
+    summary = _sim(tmp_path / "b").run()
+    assert summary["max_loading_pct"] is None and summary["max_loading_branch"] is None
+    assert summary["overload_integral_pct_s"] is None

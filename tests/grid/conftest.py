@@ -3,13 +3,17 @@ OpenDSS reference solution computed with opendssdirect.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_FEEDERS = REPO.parent / "shared" / "data" / "feeders"
+SHARED_FEEDERS = Path(os.environ.get("OPENG2G_FEEDER_SOURCES") or REPO.parent / "shared" / "data" / "feeders")
+"""The OpenDSS sources: ``../shared/data/feeders`` beside the clone, or ``$OPENG2G_FEEDER_SOURCES``
+(a git worktree kept elsewhere)."""
 
 TEST_TAPS: dict[str, dict[str, list[int]]] = {
     "ieee13": {"reg1": [10, 8, 11]},
@@ -38,7 +42,10 @@ voltage in OpenDSS too, so the test uses a bus near the substation)."""
 def shared_feeders() -> Path:
     """The OpenDSS sources, or skip the test when ../shared is not beside the clone."""
     if not SHARED_FEEDERS.is_dir():
-        pytest.skip(f"OpenDSS feeder sources not found at {SHARED_FEEDERS} (CI has ../shared beside the clone)")
+        pytest.skip(
+            f"OpenDSS feeder sources not found at {SHARED_FEEDERS} (CI has ../shared beside the clone; "
+            "else set OPENG2G_FEEDER_SOURCES)"
+        )
     return SHARED_FEEDERS
 
 
@@ -49,7 +56,44 @@ def opendss_voltages(
     model1_loads: tuple[tuple[str, str, float, float], ...] = (),
     source_pu: float | None = None,
 ) -> dict[str, float]:
-    """OpenDSS's own solution, controls off: ``{"<bus>.<phase>": pu}``.
+    """OpenDSS's own solution, controls off: ``{"<bus>.<phase>": pu}`` (arguments as
+    :func:`opendss_solve`)."""
+    dss = opendss_solve(master, taps, dc, model1_loads, source_pu)
+    out = {}
+    for name, v in zip(dss.Circuit.AllNodeNames(), dss.Circuit.AllBusMagPu()):
+        bus, node = name.rsplit(".", 1)
+        out[f"{bus}.{'abc'[int(node) - 1]}"] = v
+    return out
+
+
+def opendss_branches(
+    master: Path, taps: dict[str, float], dc: tuple[str, float, float] | None = None
+) -> dict[tuple[str, int, str], tuple[float, float]]:
+    """OpenDSS's own branch currents, controls off (arguments as :func:`opendss_solve`):
+    ``{("line.<name>" or "transformer.<name>", terminal, phase): (|I| A, element NormAmps A)}``
+    for every phase conductor of every line's and transformer's terminals (neutrals left out)."""
+    dss = opendss_solve(master, taps, dc)
+    out = {}
+    for cls, names in (("Line", dss.Lines.AllNames()), ("Transformer", dss.Transformers.AllNames())):
+        for name in names:
+            dss.Circuit.SetActiveElement(f"{cls}.{name}")
+            n_cond = dss.CktElement.NumConductors()
+            mags = dss.CktElement.CurrentsMagAng()[::2]
+            for k, node in enumerate(dss.CktElement.NodeOrder()):
+                if node:
+                    key = (f"{cls.lower()}.{name.lower()}", k // n_cond + 1, "abc"[node - 1])
+                    out[key] = (mags[k], dss.CktElement.NormalAmps())
+    return out
+
+
+def opendss_solve(
+    master: Path,
+    taps: dict[str, float],
+    dc: tuple[str, float, float] | None = None,
+    model1_loads: tuple[tuple[str, str, float, float], ...] = (),
+    source_pu: float | None = None,
+) -> Any:
+    """Solve with OpenDSS itself, controls off; returns ``opendssdirect`` with the circuit solved.
 
     :param master: OpenDSS master file.
     :param taps: transformer name -> winding-2 tap (pu).
@@ -85,8 +129,4 @@ def opendss_voltages(
     dss.Text.Command("set maxiterations=1000")  # near the nose of the P-V curve OpenDSS needs > 100
     dss.Text.Command("solve")
     assert dss.Solution.Converged()
-    out = {}
-    for name, v in zip(dss.Circuit.AllNodeNames(), dss.Circuit.AllBusMagPu()):
-        bus, node = name.rsplit(".", 1)
-        out[f"{bus}.{'abc'[int(node) - 1]}"] = v
-    return out
+    return dss
