@@ -1,6 +1,6 @@
 """Digest of every bundled scenario's output tables, to check that a refactor changes nothing.
 
-Runs each bundled run scenario (``scenarios/*.yaml`` that are runs, not sweeps or studies) through
+Runs each bundled run scenario (``scenarios/*.yaml`` that are runs, not sweeps, studies or benchmark suites) through
 the CLI with every table on (``outputs.voltages: all``) and plots off, reads each table back, and
 prints one SHA-256 per table over its column names, types and values (the bytes of the parquet
 files also carry writer metadata, so the data is hashed, not the files), plus the summary
@@ -36,7 +36,7 @@ def run_scenarios() -> list[str]:
     """Names of the bundled scenarios that are single runs (sweeps and studies are not)."""
     names = []
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
-        if not path.name.startswith(("sweep_", "study_")):
+        if not path.name.startswith(("sweep_", "study_", "benchmark_")):
             names.append(path.stem)
     return names
 
