@@ -84,6 +84,7 @@ def _bits(curve: Curve) -> tuple[str, tuple[str, ...]]:
     return "pchip", tuple(v.hex() for v in (*curve.x, *curve.y, *(c for row in curve.coefficients for c in row)))
 
 
+@pytest.mark.slow
 def test_stored_fits_equal_the_run_time_fit_bit_for_bit() -> None:
     library = TraceLibrary.load()
     grids = {(f.model, f.gpus, f.batch_sizes) for f in library.index.curve_fits}

@@ -77,6 +77,7 @@ def test_build_refuses_implausible_source(tmp_path: Path) -> None:
         build_library(src, tmp_path / "lib")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="ML.ENERGY source data not present (fresh clone)")
 def test_committed_library_is_what_the_build_makes(tmp_path: Path) -> None:
     build_library(SHARED, tmp_path / "traces")

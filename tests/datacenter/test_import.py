@@ -226,6 +226,7 @@ def test_a_log_spanning_a_billion_seconds_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "lib").exists()
 
 
+@pytest.mark.slow
 def test_import_drops_the_stored_fits_of_the_imported_model_only(tmp_path: Path) -> None:
     grid = (8, 16, 32, 64, 128, 256, 512)
     lib = synthetic_library(tmp_path / "lib", {(m, 8, b): np.full(20, 3000.0 + b) for m in ("M", "N") for b in grid})

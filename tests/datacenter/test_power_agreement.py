@@ -35,6 +35,7 @@ def _replay_mean_w(library: TraceLibrary, model: str, gpus: int, batch: int) -> 
     return float(total.mean() / REPLICAS)
 
 
+@pytest.mark.slow
 def test_replay_mean_power_matches_trace_and_leaderboard(library: TraceLibrary) -> None:
     mismatched = set()
     for c in library.configs():

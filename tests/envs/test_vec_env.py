@@ -26,6 +26,7 @@ def _play(vec, steps: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(observations), np.array(rewards)
 
 
+@pytest.mark.slow
 def test_subprocess_vec_env_matches_the_in_process_one():
     """make_vec_env by id passes render_mode="rgb_array"; two subprocess envs step like two in-process ones.
 

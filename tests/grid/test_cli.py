@@ -51,7 +51,11 @@ def test_powerflow_table(capsys: pytest.CaptureFixture[str]) -> None:
         (["powerflow", "ieee13", "--taps", "reg1=10,8,30"], "out of range"),
         (["powerflow", "ieee13", "--taps", "reg1=a,b,c"], "integer steps"),
         (["powerflow", "ieee14"], "bundled feeders are"),
-        (["powerflow", "ieee123", "--dc", "300=6"], "voltage collapse at t=0.0 s on feeder ieee123"),
+        pytest.param(
+            ["powerflow", "ieee123", "--dc", "300=6"],
+            "voltage collapse at t=0.0 s on feeder ieee123",
+            marks=pytest.mark.slow,  # the collapse search solves many load levels
+        ),
         (["powerflow", "ieee123", "--taps", "reg1=1,2,3"], "differ per phase"),
         (["powerflow", "no_such_feeder.txt"], "no_such_feeder.txt"),
     ],

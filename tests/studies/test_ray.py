@@ -32,6 +32,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 @needs_ray
 def test_ray_and_local_engines_give_the_same_table(toy_sweep, tmp_path, local_ray):
     local = run_sweep(toy_sweep, tmp_path / "local", engine="local", workers=2, run_fn=toy_run).table
@@ -70,6 +71,7 @@ def test_address_needs_the_ray_engine(toy_sweep, tmp_path):
         run_sweep(toy_sweep, tmp_path / "out", engine="local", address="127.0.0.1:6379", run_fn=toy_run)
 
 
+@pytest.mark.slow
 @needs_ray
 def test_hosting_capacity_on_ray_matches_local(tmp_path, local_ray):
     from openg2g.studies import HostingConfig, read_base, run_hosting_capacity

@@ -50,6 +50,7 @@ def test_real_sweep_summaries_match_the_run_folders(real_sweep):
         assert not list((result.out_dir / row.run_id).glob("*.png"))  # plots off in sweeps
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g[ray]')")
 def test_real_runs_on_ray_equal_local(real_sweep, tmp_path):
     path, local = real_sweep
