@@ -450,7 +450,18 @@ class MPCController(ConfiguredController):
         x_plan, _ = prob.split(z)
         x_plan = np.clip(x_plan, lo[:, None], hi[:, None])
         self.last_plan = x_plan.copy()
-        # project the first step: every floor/ceil combination, rest of the plan fixed
+        p_units = z[m * n :] if prob.has_storage else None
+        chosen = self._project_first_step(prob, x_plan, p_units, x_now, ub)
+        p_w = float(p_units[0]) * prob.p_max_w if p_units is not None else 0.0
+        return chosen, p_w
+
+
+    def _project_first_step(
+        self, prob: MPCProblem, x_plan: np.ndarray, p_units: np.ndarray | None, x_now: np.ndarray, ub: np.ndarray
+    ) -> list[int]:
+        """The batch sizes of the plan's first step on the measured grid: the best floor/ceil
+        combination with the rest of the plan fixed, then a local search around it."""
+        m = prob.m
         options = []
         for i in range(m):
             allowed = self._allowed(i, ub[i], x_now[i])
@@ -459,7 +470,6 @@ class MPCController(ConfiguredController):
             cand = {max(below)} if below else set()
             cand |= {min(above)} if above else set()
             options.append(sorted(cand) or [project_batch(x_plan[i, 0], allowed)])
-        p_units = z[m * n :] if prob.has_storage else None
         best: tuple[float, tuple[int, ...]] | None = None
         for combo in itertools.product(*options):
             x = x_plan.copy()
@@ -468,11 +478,9 @@ class MPCController(ConfiguredController):
             if best is None or j < best[0] - 1e-12:
                 best = (j, combo)
         assert best is not None
-        chosen = self._local_search(
+        return self._local_search(
             prob, x_plan, p_units, list(best[1]), best[0], [self._allowed(i, ub[i], x_now[i]) for i in range(m)]
         )
-        p_w = float(p_units[0]) * prob.p_max_w if p_units is not None else 0.0
-        return chosen, p_w
 
     def _local_search(
         self,

@@ -581,19 +581,7 @@ class CompiledNetwork:
         self._lin = self._solved = None
         result = self._newton(u, ctx, s_conj, tol_pu, max_iter)
         u, converged, it = result.u, result.converged, result.iterations
-        lam = np.ones(n_cols)
-        collapsed = np.zeros(n_cols, dtype=bool)
-        ok = converged
-        # measured against each port's no-load voltage, not its load's rated kV: a file may rate a
-        # wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load
-        v_check = np.where(self._dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(self.u0))[:, None]
-        low = (np.abs(u) < v_check).any(axis=0) if converged else np.full(n_cols, n_cols == 1)
-        if low.any():  # a suspect column, or a single one that did not converge
-            check = np.flatnonzero(low)
-            for j in check.tolist():
-                u[:, j : j + 1], lam[j] = self._principal(_column(ctx, j), s_conj[:, j : j + 1], tol_pu)
-            collapsed = (lam > 0.0) & (lam < 1.0)
-            ok = bool((lam[check] == 1.0).all())
+        lam, collapsed, ok, low = self._continue_suspects(u, ctx, s_conj, converged, tol_pu)
         if converged and not low.any():
             v, s_sub, losses = self._network(u, result.i_comp, result.i_actual)
         else:
@@ -623,6 +611,37 @@ class CompiledNetwork:
             collapsed=collapsed,
             load_fraction=lam,
         )
+
+    def _continue_suspects(
+        self,
+        u: np.ndarray,
+        ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        s_conj: np.ndarray,
+        converged: bool,
+        tol_pu: float,
+    ) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        """Re-solve by continuation from no load (in place in ``u``) every suspect column: a
+        converged one with a port below :data:`BRANCH_CHECK_PU` of its no-load voltage, or a single
+        column that did not converge.
+
+        :return: ``(load fraction reached per column, collapsed per column, all accepted, suspect
+            per column)``.
+        """
+        n_cols = u.shape[1]
+        lam = np.ones(n_cols)
+        collapsed = np.zeros(n_cols, dtype=bool)
+        ok = converged
+        # measured against each port's no-load voltage, not its load's rated kV: a file may rate a
+        # wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load
+        v_check = np.where(self._dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(self.u0))[:, None]
+        low = (np.abs(u) < v_check).any(axis=0) if converged else np.full(n_cols, n_cols == 1)
+        if low.any():
+            check = np.flatnonzero(low)
+            for j in check.tolist():
+                u[:, j : j + 1], lam[j] = self._principal(_column(ctx, j), s_conj[:, j : j + 1], tol_pu)
+            collapsed = (lam > 0.0) & (lam < 1.0)
+            ok = bool((lam[check] == 1.0).all())
+        return lam, collapsed, ok, low
 
     def voltage_sensitivity(
         self, scale: np.ndarray, s_pq_va: np.ndarray, nodes: np.ndarray, s_dir: complex
