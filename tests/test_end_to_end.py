@@ -55,9 +55,21 @@ def test_cli_run_writes_outputs_and_compare_reads_them(tmp_path, capsys):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     out = tmp_path / "cut"
-    cmd = [sys.executable, "-m", "openg2g.cli.main", "run", "ieee13_none", "--out", str(out), "--no-progress",
-           "--set", "outputs.flush_every_s=5"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "openg2g.cli.main",
+        "run",
+        "ieee13_none",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "outputs.flush_every_s=5",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not list((out / "grid").glob("part-00001.parquet")):
         time.sleep(0.2)
@@ -66,7 +78,9 @@ def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     assert proc.returncode == 130, err.decode()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "interrupted"
-    assert summary["error"] == ("terminated by SIGTERM" if sig == signal.SIGTERM else "interrupted by the user (Ctrl-C)")
+    assert summary["error"] == (
+        "terminated by SIGTERM" if sig == signal.SIGTERM else "interrupted by the user (Ctrl-C)"
+    )
     grid = pd.read_parquet(out / "grid")
     assert grid["t_s"].iloc[-1] == pytest.approx(summary["sim_time_s"])
     assert 10.0 <= summary["sim_time_s"] < 3600.0
@@ -86,3 +100,31 @@ def test_steps_that_did_not_converge_are_shown(tmp_path, capsys):
     assert "20 of 20 grid steps did not converge" in captured.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["nonconverged_steps"] == 20 and summary["violation_integral_pu_s"] == 0.0
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_the_blas_thread_count(tmp_path):
+    """ieee123's dense solves split differently over 1 and 2 BLAS threads; openg2g holds BLAS to
+    one thread (openg2g.core.threads), so both processes write the same bits."""
+    outs = []
+    for threads in ("1", "2"):
+        out = tmp_path / f"threads{threads}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "openg2g",
+            "run",
+            "ieee123_ref_ofo",
+            "--set",
+            "duration_s=20",
+            "--set",
+            "outputs.plots=false",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        outs.append(_tables(out))
+    for one, two in zip(*outs):
+        pd.testing.assert_frame_equal(one, two, check_exact=True)

@@ -44,6 +44,7 @@ from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
 from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
+from openg2g.core.threads import one_blas_thread
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
@@ -180,6 +181,10 @@ class Simulation:
 
     def start(self) -> None:
         """Reset every component and schedule the processes; nothing runs yet."""
+        with one_blas_thread():
+            self._start()
+
+    def _start(self) -> None:
         sc = self.scenario
         seed = sc.seed
         for i, site in enumerate(self.sites):
@@ -441,6 +446,10 @@ class Simulation:
     # ----------------------------------------------------------------------------- running
     def run_until(self, t_s: Fraction | float) -> None:
         """Advance through every instant up to and including ``t_s`` (capped at the scenario's end)."""
+        with one_blas_thread():
+            self._advance(t_s)
+
+    def _advance(self, t_s: Fraction | float) -> None:
         if not self._started:
             self.start()
         target = min(self.clock.ticks(Fraction(str(t_s))), self._end_ticks)

@@ -20,6 +20,7 @@ from openg2g.control.registry import build_controller, resolve_controller
 from openg2g.core.config import field_path
 from openg2g.core.errors import ControllerError, G2GError
 from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend
+from openg2g.core.threads import one_blas_thread
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
@@ -97,6 +98,10 @@ class ComponentBuilder:
         self._max_sites = max_sites
 
     def __call__(self, loaded: LoadedScenario) -> Components:
+        with one_blas_thread():  # the same bits on any machine (openg2g.core.threads)
+            return self._build(loaded)
+
+    def _build(self, loaded: LoadedScenario) -> Components:
         sc = loaded.scenario
         sites = [self._site(loaded, i) for i in range(len(sc.datacenters))]
         grid_key = json.dumps(

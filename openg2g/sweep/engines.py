@@ -105,7 +105,7 @@ _PRELOAD = [
     "openg2g.grid.feeders",
     "openg2g.datacenter.replay",
     "openg2g.control.registry",
-    "controllers",
+    "openg2g.controllers",
     "openg2g.plot.run",
 ]
 
