@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openg2g.benchmark.plot import plot_leaderboard
-    from openg2g.benchmark.run import SCORES, BenchmarkResult, case_table, leaderboard, plan_benchmark, run_benchmark
+    from openg2g.benchmark.run import BenchmarkResult, case_table, leaderboard, plan_benchmark, run_benchmark
     from openg2g.benchmark.spec import (
         BASELINE,
+        SCORES,
         Case,
         CaseGroup,
         ControllerChoice,
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
 
 _MODULES = {
     "plot": ("plot_leaderboard",),
-    "run": ("SCORES", "BenchmarkResult", "case_table", "leaderboard", "plan_benchmark", "run_benchmark"),
+    "run": ("BenchmarkResult", "case_table", "leaderboard", "plan_benchmark", "run_benchmark"),
     "spec": (
         "BASELINE",
+        "SCORES",
         "Case",
         "CaseGroup",
         "ControllerChoice",

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from openg2g.benchmark.run import SCORES
+from openg2g.benchmark.spec import SCORES
 from openg2g.plot.style import new_figure, styled
 
 __all__ = ["plot_leaderboard"]
 
 
 def plot_leaderboard(board: pd.DataFrame, *, title: str = "", path: Path | None = None) -> Figure:
-    """One panel per score of :data:`~openg2g.benchmark.run.SCORES`, controllers in leaderboard order.
+    """One panel per score of :data:`~openg2g.benchmark.spec.SCORES`, controllers in leaderboard order.
 
     :param board: a leaderboard (:func:`openg2g.benchmark.run.leaderboard`).
     :param path: where to save the figure (PNG), if given.

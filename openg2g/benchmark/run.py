@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from openg2g.benchmark.spec import BASELINE, LoadedSuite, controllers_override
+from openg2g.benchmark.spec import BASELINE, SCORES, LoadedSuite, controllers_override
 from openg2g.engine.recorder import write_json_atomic
 from openg2g.sweep.engines import Engine
 from openg2g.sweep.expand import encode_value
@@ -40,15 +40,6 @@ __all__ = [
     "plan_benchmark",
     "run_benchmark",
 ]
-
-SCORES: dict[str, str] = {
-    "violation_integral_pu_s": "violation integral (pu.s)",
-    "violation_time_s": "violation time (s)",
-    "throughput_loss_pct": "throughput loss vs no control (%)",
-    "itl_deadline_miss_pct": "ITL deadline misses (%)",
-    "n_tap_changes": "tap operations",
-}
-"""Per-run scores of the leaderboard (column -> label); lower is better for each."""
 
 _SHORT = {
     "violation_integral_pu_s": "violation pu.s",

@@ -44,6 +44,7 @@ from openg2g.sweep.spec import MAX_RUNS, ParameterBlock, SweepError, read_yaml_m
 
 __all__ = [
     "BASELINE",
+    "SCORES",
     "Case",
     "CaseGroup",
     "ControllerChoice",
@@ -53,6 +54,15 @@ __all__ = [
     "controllers_override",
     "load_suite",
 ]
+
+SCORES: dict[str, str] = {
+    "violation_integral_pu_s": "violation integral (pu.s)",
+    "violation_time_s": "violation time (s)",
+    "throughput_loss_pct": "throughput loss vs no control (%)",
+    "itl_deadline_miss_pct": "ITL deadline misses (%)",
+    "n_tap_changes": "tap operations",
+}
+"""Per-run scores of the leaderboard (column -> label); lower is better for each."""
 
 BASELINE = "none"
 """Name of the no-control run of every case (reserved: no controller of a suite may take it)."""
