@@ -11,8 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from openg2g.core.config import ConfigModel, Name, Seconds
-from openg2g.core.limits import MAX_DURATION_S
+from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time
 
 __all__ = ["ControllerSpec"]
 
@@ -29,21 +28,9 @@ class ControllerSpec(ConfigModel):
     @field_validator("delay_s")
     @classmethod
     def _delay(cls, v: Fraction) -> Fraction:
-        if v < 0:
-            raise ValueError(f"must be >= 0 s, got {v}")
-        if v > MAX_DURATION_S:
-            raise ValueError(
-                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
-            )
-        return v
+        return check_run_time(v, zero_ok=True)
 
     @field_validator("period_s")
     @classmethod
     def _period(cls, v: Fraction | None) -> Fraction | None:
-        if v is not None and v <= 0:
-            raise ValueError(f"must be > 0 s, got {v}")
-        if v is not None and v > MAX_DURATION_S:
-            raise ValueError(
-                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
-            )
-        return v
+        return None if v is None else check_run_time(v, zero_ok=False)

@@ -17,7 +17,31 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator
 
-__all__ = ["MAX_KW", "ConfigModel", "Name", "Seconds", "VoltageDependence", "field_path", "parse_seconds"]
+from openg2g.core.limits import MAX_DURATION_S
+
+__all__ = [
+    "MAX_KW",
+    "ConfigModel",
+    "Name",
+    "Seconds",
+    "VoltageDependence",
+    "check_run_time",
+    "field_path",
+    "parse_seconds",
+]
+
+
+def check_run_time(v: Fraction, *, zero_ok: bool, later: bool = False) -> Fraction:
+    """``v`` (s) if it is > 0 (>= 0 with ``zero_ok``) and at most :data:`MAX_DURATION_S`; else
+    ValueError saying which bound it breaks (``later`` words it for an instant, not a length)."""
+    if v < 0 or (v == 0 and not zero_ok):
+        raise ValueError(f"must be {'>=' if zero_ok else '>'} 0 s, got {v}")
+    if v > MAX_DURATION_S:
+        raise ValueError(
+            f"{float(v):g} s is {'later' if later else 'longer'} than a year ({MAX_DURATION_S} s), "
+            "the longest run openg2g accepts"
+        )
+    return v
 
 
 def field_path(loc: Sequence[Any]) -> str:
@@ -98,7 +122,6 @@ class ConfigModel(BaseModel):
         if field is not None and _has_bool(value) and _numeric(field.annotation):
             raise ValueError(f"expected a number, got a boolean ({value!r})")
         return value
-
 
 
 class VoltageDependence(ConfigModel):

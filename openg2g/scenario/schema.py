@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from openg2g.control.config import ControllerSpec
 from openg2g.core.commands import COMMANDS, renamed_fields
-from openg2g.core.config import ConfigModel, Name, Seconds, parse_seconds
+from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time, parse_seconds
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.config import ModelSpec, SiteSpec, TrainingSpec
 from openg2g.grid.config import MAX_TAP_STEPS, ExtraLoadSpec, GridSpec, PVSpec, RegulatorSpec, StorageSpec
@@ -66,13 +66,7 @@ class Periods(ConfigModel):
     @field_validator("datacenter_s", "grid_s", "control_s")
     @classmethod
     def _positive(cls, v: Fraction) -> Fraction:
-        if v <= 0:
-            raise ValueError(f"must be > 0 s, got {v}")
-        if v > MAX_DURATION_S:
-            raise ValueError(
-                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
-            )
-        return v
+        return check_run_time(v, zero_ok=False)
 
     @model_validator(mode="after")
     def _nested(self) -> Periods:
@@ -98,13 +92,7 @@ class EventSpec(ConfigModel):
     @field_validator("t_s")
     @classmethod
     def _time(cls, v: Fraction) -> Fraction:
-        if v < 0:
-            raise ValueError(f"must be >= 0 s, got {v}")
-        if v > MAX_DURATION_S:
-            raise ValueError(
-                f"{float(v):g} s is later than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
-            )
-        return v
+        return check_run_time(v, zero_ok=True, later=True)
 
     @model_validator(mode="after")
     def _renamed(self) -> EventSpec:
@@ -155,13 +143,7 @@ class Scenario(ConfigModel):
     @field_validator("duration_s")
     @classmethod
     def _duration(cls, v: Fraction) -> Fraction:
-        if v <= 0:
-            raise ValueError(f"must be > 0 s, got {v}")
-        if v > MAX_DURATION_S:
-            raise ValueError(
-                f"{float(v):g} s is longer than a year ({MAX_DURATION_S} s), the longest run openg2g accepts"
-            )
-        return v
+        return check_run_time(v, zero_ok=False)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
