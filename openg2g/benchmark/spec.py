@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ScenarioError
 from openg2g.scenario import loader
 from openg2g.sweep.expand import encode_value, expand_parameters, point_overrides
@@ -70,11 +71,7 @@ BASELINE = "none"
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ControllerChoice(_Model):
+class ControllerChoice(ConfigModel):
     """One contestant: a stock (or file) controller with parameters, or a scenario's controllers block."""
 
     name: str = Field(pattern=_NAME, description="Label in the leaderboard and run folders (letters, digits, _.-).")
@@ -106,7 +103,7 @@ class ControllerChoice(_Model):
         return self
 
 
-class CaseGroup(_Model):
+class CaseGroup(ConfigModel):
     """A scenario, its reference case and its seeded variations."""
 
     name: str = Field(pattern=_NAME, description="Group name; cases are <name>-ref and <name>-v<k>.")
@@ -132,7 +129,7 @@ class CaseGroup(_Model):
         return self
 
 
-class SuiteSpec(_Model):
+class SuiteSpec(ConfigModel):
     """A benchmark: controllers, case groups, and overrides of every run."""
 
     suite: str = Field(pattern=_NAME, description="Suite name (the default output folder is runs/<suite>).")

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from openg2g.core.config import ConfigModel
 from openg2g.envs.variations import VariationSpec
 
 __all__ = ["EnvConfig", "ObsConfig", "RewardWeights"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ObsConfig(_Frozen):
+class ObsConfig(ConfigModel):
     """What the observation vector holds (see :class:`openg2g.envs.spaces.SpaceLayout`).
 
     Voltages are normalized to the scenario's band: ``(v - mid) / half`` with ``mid``, ``half`` the
@@ -36,7 +33,7 @@ class ObsConfig(_Frozen):
     clip: float = Field(10.0, gt=0, description="Every feature is clipped to [-clip, clip] (the Box bounds).")
 
 
-class RewardWeights(_Frozen):
+class RewardWeights(ConfigModel):
     """Weights of the reward terms; each step's reward is
 
     ``- voltage * V + throughput * T - latency * L - switching * S - failure * F`` with
@@ -56,7 +53,7 @@ class RewardWeights(_Frozen):
     failure: float = Field(10.0, ge=0, description="Once, when the simulation fails.")
 
 
-class EnvConfig(_Frozen):
+class EnvConfig(ConfigModel):
     """Everything that shapes a :class:`~openg2g.envs.env.G2GEnv` besides the scenario itself."""
 
     observation: ObsConfig = Field(default_factory=lambda: ObsConfig.model_validate({}))

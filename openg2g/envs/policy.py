@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.paths import bundled_dir
 from openg2g.envs.config import EnvConfig
@@ -30,10 +31,8 @@ ALGOS = ("ppo", "a2c", "sac", "td3")
 """Stable-Baselines3 algorithms the CLI trains and the controller loads (sac, td3: box actions only)."""
 
 
-class PolicyMeta(BaseModel):
+class PolicyMeta(ConfigModel):
     """What is saved beside a policy's zip."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: str = Field(FORMAT, description="File format tag.")
     algo: str = Field(description="Stable-Baselines3 algorithm (ppo, a2c, sac, td3).")

@@ -28,9 +28,10 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from openg2g.core.commands import SetInferenceScale, SetLoadScale, SetPVScale, SetReplicas, command_name
+from openg2g.core.config import ConfigModel
 from openg2g.scenario.schema import Scenario
 
 __all__ = ["ScenarioGenerator", "Variation", "VariationSpec"]
@@ -40,10 +41,8 @@ _SET_INFERENCE_SCALE = command_name(SetInferenceScale)
 _RAMP_COMMANDS = (_SET_REPLICAS, _SET_INFERENCE_SCALE)
 
 
-class VariationSpec(BaseModel):
+class VariationSpec(ConfigModel):
     """Ranges of the randomized scenario variations (each ``(low, high)``, drawn uniformly)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     load_scale: tuple[float, float] = Field((0.85, 1.15), description="Factor on the feeder's load scale.")
     pv_scale: tuple[float, float] = Field((0.3, 1.0), description="Factor on each constant PV plant's output.")

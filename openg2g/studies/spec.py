@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from openg2g.core.config import ConfigModel
 from openg2g.studies.hosting import HostingConfig
 from openg2g.sweep.spec import SweepError
 
@@ -67,11 +68,7 @@ __all__ = [
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class _StudyFile(_Model):
+class _StudyFile(ConfigModel):
     name: str
     description: str = ""
     base: str = Field(description="Base scenario: path relative to the study file, or a bundled scenario name.")
@@ -148,7 +145,7 @@ class HostingSpec(_StudyBase):
         }
 
 
-class BellShape(_Model):
+class BellShape(ConfigModel):
     """A clear-sky day: ``peak * sin^2(pi * (h - sunrise_h) / (sunset_h - sunrise_h))`` between
     sunrise and sunset, 0 at night (the public OpenG2G study's PV shape)."""
 
@@ -188,7 +185,7 @@ def read_shape_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray]:
     return hour, avail
 
 
-class PVShape(_Model):
+class PVShape(ConfigModel):
     """PV output over the representative day as a fraction of the rated kW: exactly one of
     ``bell`` or ``csv``."""
 

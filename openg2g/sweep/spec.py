@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ScenarioError
 from openg2g.scenario import loader
 from openg2g.scenario.loader import resolve_scenario_path
@@ -62,10 +63,6 @@ MAX_RUNS = 100_000
 """Most runs one sweep may expand to (checked before anything is expanded)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 def _plain(value: Any, where: str) -> None:
     """Refuse a value that cannot be written into a scenario (a YAML date or time, a binary blob)."""
     if isinstance(value, dict):
@@ -86,7 +83,7 @@ def _check_key(key: str) -> str:
     return key
 
 
-class Distribution(_Model):
+class Distribution(ConfigModel):
     """One random parameter: exactly one of ``uniform``, ``log_uniform`` or ``choice``."""
 
     uniform: tuple[float, float] | None = Field(None, description="[low, high): uniform real.")
@@ -118,7 +115,7 @@ class Distribution(_Model):
         return self
 
 
-class RandomBlock(_Model):
+class RandomBlock(ConfigModel):
     """``n`` joint samples of the listed parameters, drawn by ``numpy.random.default_rng(seed)``.
 
     Samples are drawn sample by sample, parameters in the order listed.
@@ -136,7 +133,7 @@ class RandomBlock(_Model):
         return v
 
 
-class ParameterBlock(_Model):
+class ParameterBlock(ConfigModel):
     """One block of parameter points: exactly one of ``product``, ``zip`` or ``random``."""
 
     product: dict[str, list[Any]] | None = Field(None, description="Dotted key -> values; every combination.")
@@ -181,7 +178,7 @@ class ParameterBlock(_Model):
         return list((self.product if self.product is not None else self.zip) or {})
 
 
-class SweepSpec(_Model):
+class SweepSpec(ConfigModel):
     """A sweep: a base scenario, overrides for every run, and the parameter blocks to vary."""
 
     name: str
