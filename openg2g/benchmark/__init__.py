@@ -7,8 +7,9 @@ import pandas and matplotlib.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openg2g.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openg2g.benchmark.plot import plot_leaderboard
@@ -42,7 +43,7 @@ _MODULES = {
         "load_suite",
     ),
 }
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
 
 __all__ = [
     "BASELINE",
@@ -62,16 +63,3 @@ __all__ = [
     "plot_leaderboard",
     "run_benchmark",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])

@@ -35,13 +35,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ScenarioError
 from openg2g.scenario import loader
 from openg2g.sweep.expand import encode_value, expand_parameters, point_overrides
-from openg2g.sweep.spec import MAX_RUNS, ParameterBlock, SweepError, read_yaml_mapping, resolve_base, validate_model
+from openg2g.sweep.spec import (
+    MAX_RUNS,
+    Overrides,
+    ParameterBlock,
+    SweepError,
+    read_yaml_mapping,
+    resolve_base,
+    validate_model,
+)
 
 __all__ = [
     "BASELINE",
@@ -108,19 +116,11 @@ class CaseGroup(ConfigModel):
 
     name: str = Field(pattern=_NAME, description="Group name; cases are <name>-ref and <name>-v<k>.")
     scenario: str = Field(description="Scenario path relative to the suite file, or a bundled scenario name.")
-    set: list[str] = Field(default_factory=list, description="dotted.key=value overrides of every case of the group.")
+    set: Overrides = Field(default_factory=list, description="dotted.key=value overrides of every case of the group.")
     reference: bool = Field(True, description="Include the scenario as it is (after ``set``) as a case.")
     variations: list[ParameterBlock] = Field(
         default_factory=list, description="Sweep parameter blocks combined as a Cartesian product; each point a case."
     )
-
-    @field_validator("set")
-    @classmethod
-    def _assignments(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if "=" not in item:
-                raise ValueError(f"{item!r}: expected dotted.key=value")
-        return v
 
     @model_validator(mode="after")
     def _some_case(self) -> CaseGroup:
@@ -134,7 +134,7 @@ class SuiteSpec(ConfigModel):
 
     suite: str = Field(pattern=_NAME, description="Suite name (the default output folder is runs/<suite>).")
     description: str = ""
-    set: list[str] = Field(default_factory=list, description="dotted.key=value overrides of every run, applied first.")
+    set: Overrides = Field(default_factory=list, description="dotted.key=value overrides of every run, applied first.")
     controllers: list[ControllerChoice] = Field(min_length=1, description="The contestants (the baseline is implied).")
     cases: list[CaseGroup] = Field(min_length=1, description="Case groups.")
     retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died or was lost.")

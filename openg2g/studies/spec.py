@@ -54,7 +54,7 @@ from pydantic import Field, field_validator, model_validator
 
 from openg2g.core.config import ConfigModel
 from openg2g.studies.hosting import HostingConfig
-from openg2g.sweep.spec import SweepError
+from openg2g.sweep.spec import Overrides, SweepError
 
 __all__ = [
     "STUDY_KINDS",
@@ -72,16 +72,8 @@ class _StudyFile(ConfigModel):
     name: str
     description: str = ""
     base: str = Field(description="Base scenario: path relative to the study file, or a bundled scenario name.")
-    set: list[str] = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
+    set: Overrides = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
     retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died.")
-
-    @field_validator("set")
-    @classmethod
-    def _assignments(cls, v: list[str]) -> list[str]:
-        for item in v:
-            if "=" not in item:
-                raise ValueError(f"{item!r}: expected dotted.key=value")
-        return v
 
 
 def _distinct_buses(v: list[str]) -> list[str]:

@@ -7,8 +7,9 @@ import pandas and pyarrow with the runner.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openg2g.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from openg2g.sweep.engines import (
@@ -40,7 +41,7 @@ _MODULES = {
     "spec": ("Distribution", "LoadedSweep", "ParameterBlock", "RandomBlock", "SweepError", "SweepSpec", "load_sweep"),
     "tasks": ("RunTask", "execute_task", "run_scenario_files"),
 }
-_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
 
 __all__ = [
     "ENGINES",
@@ -71,16 +72,3 @@ __all__ = [
     "run_scenario_files",
     "run_sweep",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])

@@ -32,9 +32,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator, model_validator
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ScenarioError
@@ -45,6 +45,7 @@ __all__ = [
     "MAX_RUNS",
     "Distribution",
     "LoadedSweep",
+    "Overrides",
     "ParameterBlock",
     "RandomBlock",
     "SweepError",
@@ -81,6 +82,19 @@ def _check_key(key: str) -> str:
     if not key or any(not part.strip() for part in key.split(".")) or "=" in key:
         raise ValueError(f"{key!r} is not a dotted scenario key (e.g. grid.load_scale, datacenters.0.bus)")
     return key
+
+
+def _check_assignments(v: list[str]) -> list[str]:
+    for item in v:
+        key, sep, _ = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r}: expected dotted.key=value")
+        _check_key(key)
+    return v
+
+
+Overrides = Annotated[list[str], AfterValidator(_check_assignments)]
+"""``dotted.key=value`` overrides of a base scenario (sweeps, studies, benchmark suites)."""
 
 
 class Distribution(ConfigModel):
@@ -184,20 +198,10 @@ class SweepSpec(ConfigModel):
     name: str
     description: str = ""
     base: str = Field(description="Base scenario: path relative to the sweep file, or a bundled scenario name.")
-    set: list[str] = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
+    set: Overrides = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
     parameters: list[ParameterBlock] = Field(min_length=1, description="Blocks combined as a Cartesian product.")
     retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died or was lost.")
     plots: bool = Field(False, description="Let each run write its PNG plots (slow; off by default).")
-
-    @field_validator("set")
-    @classmethod
-    def _assignments(cls, v: list[str]) -> list[str]:
-        for item in v:
-            key, sep, _ = item.partition("=")
-            if not sep:
-                raise ValueError(f"{item!r}: expected dotted.key=value")
-            _check_key(key)
-        return v
 
     @model_validator(mode="after")
     def _bounded(self) -> SweepSpec:
