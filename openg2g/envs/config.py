@@ -29,6 +29,11 @@ class ObsConfig(ConfigModel):
     zones: dict[str, list[str]] | None = Field(
         None, description="Zone name -> buses (zones mode); None = one zone holding every monitored bus."
     )
+    branch_loading: bool = Field(
+        False,
+        description="One feature: the most loaded line or transformer's current as a fraction of its rating "
+        "(0 when the grid reports no branches).",
+    )
     site_power: bool = Field(True, description="Per site: facility power and training power, as fractions of nominal.")
     clip: float = Field(10.0, gt=0, description="Every feature is clipped to [-clip, clip] (the Box bounds).")
 
@@ -36,9 +41,12 @@ class ObsConfig(ConfigModel):
 class RewardWeights(ConfigModel):
     """Weights of the reward terms; each step's reward is
 
-    ``- voltage * V + throughput * T - latency * L - switching * S - failure * F`` with
+    ``- voltage * V - overload * O + throughput * T - latency * L - switching * S - failure * F`` with
 
     - ``V``: voltage violation (pu) summed over monitored bus-phases, averaged over the step;
+    - ``O``: overload, the loading above 100 % of the grid's lines and transformers as a fraction
+      of their ratings, summed over branches and averaged over the step (0 for a grid that
+      reports no branches);
     - ``T``: served tokens over the step as a fraction of the scenario's maximum (every model at
       its largest batch with its configured replicas), in [0, 1];
     - ``L``: fraction of the step's tokens whose inter-token latency missed the deadline, in [0, 1];
@@ -47,6 +55,7 @@ class RewardWeights(ConfigModel):
     """
 
     voltage: float = Field(100.0, ge=0, description="Per pu of summed violation.")
+    overload: float = Field(0.0, ge=0, description="Per unit of summed overload fraction.")
     throughput: float = Field(1.0, ge=0, description="Per unit of throughput fraction.")
     latency: float = Field(1.0, ge=0, description="Per unit of deadline-miss fraction.")
     switching: float = Field(0.05, ge=0, description="Per batch change per controlled model.")

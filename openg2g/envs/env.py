@@ -197,7 +197,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             - terminated (``bool``): the simulation failed (the episode cannot continue);
             - truncated (``bool``): the episode's last step (time limit);
             - info (``dict``): ``t_s``, the unweighted terms ``voltage_violation_pu``,
-              ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
+              ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
               and ``error`` when the simulation failed.
         """
         if self._needs_reset or self.sim is None or self._observation is None:
@@ -218,6 +218,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         after = self._snapshot()
         c = float(self.control_s)
         violation = (after[0] - before[0]) / c
+        overload = (after[4] - before[4]) / (100.0 * c)
         throughput = (after[1] - before[1]) / (c * self._throughput_ref)
         tokens = after[2] - before[2]
         miss = (after[3] - before[3]) / tokens if tokens > 0 else 0.0
@@ -225,6 +226,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         w = self.config.reward
         reward = (
             -w.voltage * violation
+            - w.overload * overload
             + w.throughput * throughput
             - w.latency * miss
             - w.switching * switches
@@ -236,6 +238,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         info.update(
             t_s=self._observation.t_s,
             voltage_violation_pu=violation,
+            overload_fraction=overload,
             throughput_fraction=throughput,
             deadline_miss_fraction=miss,
             n_batch_changes=len(commands),
@@ -243,9 +246,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         )
         return self.layout.observe(self._observation), float(reward), terminated, truncated, info
 
-    def _snapshot(self) -> tuple[float, float, float, float]:
+    def _snapshot(self) -> tuple[float, float, float, float, float]:
         m = self.sim.metrics  # type: ignore[union-attr]
-        return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens)
+        return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens, m.overload_integral_pct_s)
 
     def render(self) -> str | np.ndarray | None:
         """Draw the latest observed state in the env's ``render_mode``.

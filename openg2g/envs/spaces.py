@@ -11,9 +11,11 @@ Observation vector, in order (all clipped to ``[-clip, clip]``):
 
 1. voltages, normalized so the band limits are -1 and +1: one per monitored bus-phase
    (``bus_phases``), or min, max and mean per zone (``zones``);
-2. per site (if ``site_power``): facility power and training power, as fractions of the site's
+2. if ``branch_loading``: the most loaded line or transformer's loading as a fraction of its
+   rating (1.0 at 100 %);
+3. per site (if ``site_power``): facility power and training power, as fractions of the site's
    nominal power (every model at its largest measured batch, configured replicas, times PUE);
-3. per (site, model), sites and models in context order: normalized log2 batch size (0 at the
+4. per (site, model), sites and models in context order: normalized log2 batch size (0 at the
    smallest measured size, 1 at the largest), ITL / deadline (ITL / ITL at the largest batch when
    the model has no deadline), deadline-miss fraction, active / configured replicas, model power
    as a fraction of its nominal power.
@@ -164,6 +166,8 @@ class SpaceLayout:
         else:
             for zone, _ in self._zone_index:
                 names += [f"v.{zone}.min", f"v.{zone}.max", f"v.{zone}.mean"]
+        if self.obs_config.branch_loading:
+            names.append("grid.max_loading")
         if self.obs_config.site_power:
             for site in self.sites:
                 names += [f"{site}.power", f"{site}.training_power"]
@@ -197,6 +201,11 @@ class SpaceLayout:
                 if finite.size:
                     out[k : k + 3] = (finite.min(), finite.max(), finite.mean())
                 k += 3
+        if self.obs_config.branch_loading:
+            loading = observation.grid.branch_loading_pct
+            if loading is not None and np.isfinite(loading).any():
+                out[k] = float(np.nanmax(loading)) / 100.0
+            k += 1
         datacenters = observation.datacenters
         if self.obs_config.site_power:
             for site in self.sites:

@@ -20,6 +20,7 @@ from openg2g.grid.dss import read_dss
 from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_feeders
+from tests.grid.overload_case import OVERLOAD
 
 REL_TOL = 1e-3
 """Currents agree with OpenDSS within 0.1% ..."""
@@ -186,35 +187,12 @@ def test_open_line_and_new_taps_are_followed() -> None:
     assert not np.allclose(moved.branch_current_a, state.branch_current_a)
 
 
-_OVERLOAD = {
-    "name": "overload_650632",
-    "description": "openg2g-ieee13 with a ~1.2 MW site at 671 that is online from 20 s to 40 s only.",
-    "duration_s": 60,
-    "periods": {"datacenter_s": 1, "grid_s": 1, "control_s": 1},
-    "grid": {"feeder": "openg2g-ieee13", "regulators": {"reg1": {"taps": [14, 6, 15]}}},
-    "datacenters": [
-        {
-            "name": "dc1",
-            "bus": "671",
-            "base_load_kw_per_phase": 400,
-            "models": [{"model": "Llama-3.1-8B", "gpus_per_replica": 1, "replicas": 8, "batch_size": 64}],
-        }
-    ],
-    "events": [
-        {"t_s": 0, "command": "set_site_online", "site": "dc1", "online": False},
-        {"t_s": 20, "command": "set_site_online", "site": "dc1", "online": True},
-        {"t_s": 40, "command": "set_site_online", "site": "dc1", "online": False},
-    ],
-    "outputs": {"branches": "all", "plots": False},
-}
-
-
 def test_overload_scenario_integral_by_hand(tmp_path: Path) -> None:
     """The trunk line 650-632 (400 A, OpenDSS's default) runs at ~67% without the site and ~109%
     with it: it alone is overloaded, exactly while the site is online, and the summary's
     overload integral is the sum over those steps of (loading - 100%) x 1 s."""
     path = tmp_path / "overload.yaml"
-    path.write_text(yaml.safe_dump(_OVERLOAD))
+    path.write_text(yaml.safe_dump(OVERLOAD))
     result = run_scenario(path, tmp_path / "run")
     table = pd.read_parquet(tmp_path / "run" / "grid_branches")
     online = pd.read_parquet(tmp_path / "run" / "datacenter").set_index("t_s")["online"]
@@ -241,7 +219,7 @@ def test_overload_scenario_integral_by_hand(tmp_path: Path) -> None:
 
 
 def test_validate_rejects_bad_branches_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = dict(_OVERLOAD, outputs={"branches": "some"})
+    data = dict(OVERLOAD, outputs={"branches": "some"})
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
     assert main(["validate", str(path)]) == 2
