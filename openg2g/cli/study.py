@@ -1,8 +1,9 @@
 """``openg2g study hosting-capacity|siting|pv-placement``: studies built from runs of a base scenario.
 
 ``hosting-capacity FEEDER`` finds, per bus, the largest datacenter (the base scenario's model
-mix, scaled) hosted without voltage violations (or within ``--tolerance-pu-s``), with each
-controller given. FEEDER is a scenario prefix (``ieee13`` uses the bundled ``ieee13_none``), a
+mix, scaled) hosted without voltage violations (or within ``--tolerance-pu-s``) and without a line
+or transformer above its rating (``--no-thermal`` drops that check), with each controller given;
+the table names the limit the first larger size broke and where. FEEDER is a scenario prefix (``ieee13`` uses the bundled ``ieee13_none``), a
 base scenario file, or a hosting-capacity study file (``study: hosting_capacity``).
 
 ``siting STUDY.yaml`` places a datacenter on candidate buses (and pairs of buses) and ranks the
@@ -107,6 +108,8 @@ def _hosting(args: argparse.Namespace) -> int:
         "buses": None if args.buses is None else list(args.buses),
         "controllers": None if args.controller is None else tuple(args.controller),
         "tolerance_pu_s": args.tolerance_pu_s,
+        "thermal": args.thermal,
+        "overload_tolerance_pct_s": args.overload_tolerance_pct_s,
         "duration_s": args.duration_s,
         "max_mw": args.max_mw,
         "mix": _parse_mix(args.mix),
@@ -121,8 +124,10 @@ def _hosting(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return interrupted(out)
     print(f"model mix per block: {table['model_mix'].iloc[0]}")
+    thermal = f" and overload <= {config.overload_tolerance_pct_s:g} %.s" if config.thermal else ""
     print(
-        f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s over {config.duration_s:g} s\n"
+        f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s{thermal} "
+        f"over {config.duration_s:g} s\n"
     )
     _print(
         table,
@@ -133,6 +138,8 @@ def _hosting(args: argparse.Namespace) -> int:
             "capacity_mean_mw",
             "capacity_gpus",
             "first_failing_peak_mw",
+            "binding_limit",
+            "binding_element",
             "capped",
             "n_runs",
             "error",
@@ -257,6 +264,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--buses", nargs="+", help="buses to study (default: every three-phase bus)")
     h.add_argument("--controller", nargs="+", help="controllers, none = no controller (default: none ofo)")
     h.add_argument("--tolerance-pu-s", type=float, help="largest violation integral counted as hosted (default 0)")
+    h.add_argument(
+        "--overload-tolerance-pct-s",
+        type=float,
+        help="largest overload integral of lines and transformers counted as hosted (default 0)",
+    )
+    h.add_argument(
+        "--no-thermal",
+        dest="thermal",
+        action="store_const",
+        const=False,
+        help="judge voltages only (default: voltages and branch loading)",
+    )
     h.add_argument("--duration-s", type=float, help="simulated seconds per run (default 60)")
     h.add_argument("--max-mw", type=float, help="largest site considered, MW peak (default 30)")
     h.add_argument(

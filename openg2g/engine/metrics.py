@@ -6,6 +6,8 @@ Definitions (``dt`` is the component's own period):
   ``max(0, v_min - v) + max(0, v - v_max)`` times ``dt`` (also reported split into its
   under-voltage and over-voltage parts);
 - time in violation (s) = sum of ``dt`` over grid steps where any bus-phase is outside limits;
+- Vmin, Vmax (pu) = the lowest and highest monitored voltage, with the bus-phase where each
+  occurs (the earliest step, then the first bus-phase in the grid's order, on a tie);
 - energy (MWh) = sum over datacenter steps and sites of facility power times ``dt``;
 - mean throughput (tok/s) = time mean of the summed output throughput of all sites;
 - ITL deadline miss fraction = missed tokens / all tokens, tokens = throughput x ``dt``;
@@ -52,12 +54,21 @@ class RunMetrics:
     :param v_max_pu: upper voltage limit (pu).
     :param branch_names: the grid's branches (:class:`~openg2g.core.state.BranchSet` names),
         ``None`` for a grid that reports none (the loading figures are then ``None``).
+    :param bus_phases: the monitored bus-phases, in the order of the voltages given; ``None``
+        leaves the bus-phases of Vmin and Vmax unnamed.
     """
 
-    def __init__(self, v_min_pu: float, v_max_pu: float, branch_names: tuple[str, ...] | None = None):
+    def __init__(
+        self,
+        v_min_pu: float,
+        v_max_pu: float,
+        branch_names: tuple[str, ...] | None = None,
+        bus_phases: tuple[str, ...] | None = None,
+    ):
         self.v_min_pu = v_min_pu
         self.v_max_pu = v_max_pu
         self.branch_names = branch_names
+        self.bus_phases = bus_phases
         self.max_loading_pct = -np.inf
         self.max_loading_branch: str | None = None
         self.overload_integral_pct_s = 0.0
@@ -67,6 +78,8 @@ class RunMetrics:
         self.violation_time_s = 0.0
         self.v_lo_pu = np.inf
         self.v_hi_pu = -np.inf
+        self.v_lo_at: str | None = None
+        self.v_hi_at: str | None = None
         self.grid_steps = 0
         self.nonconverged_steps = 0
         self.energy_j = 0.0
@@ -101,9 +114,16 @@ class RunMetrics:
             if total > 0:
                 self.violation_time_s += dt_s
         if np.isfinite(v_pu).any():
-            self.v_lo_pu = min(self.v_lo_pu, float(np.nanmin(v_pu)))
-            self.v_hi_pu = max(self.v_hi_pu, float(np.nanmax(v_pu)))
+            lo = np.unravel_index(int(np.nanargmin(v_pu)), v_pu.shape)
+            hi = np.unravel_index(int(np.nanargmax(v_pu)), v_pu.shape)
+            if v_pu[lo] < self.v_lo_pu:
+                self.v_lo_pu, self.v_lo_at = float(v_pu[lo]), self._bus_phase(int(lo[1]))
+            if v_pu[hi] > self.v_hi_pu:
+                self.v_hi_pu, self.v_hi_at = float(v_pu[hi]), self._bus_phase(int(hi[1]))
         return violation
+
+    def _bus_phase(self, index: int) -> str | None:
+        return self.bus_phases[index] if self.bus_phases is not None else None
 
     def add_taps(self, taps: Sequence[Mapping[str, Sequence[int]]]) -> None:
         """Count tap operations over consecutive grid steps.
@@ -172,8 +192,12 @@ class RunMetrics:
             "violation_time_s": self.violation_time_s,
             "v_min_pu": self.v_lo_pu if self.grid_steps and np.isfinite(self.v_lo_pu) else None,
             "v_max_pu": self.v_hi_pu if self.grid_steps and np.isfinite(self.v_hi_pu) else None,
+            "v_min_bus_phase": self.v_lo_at,
+            "v_max_bus_phase": self.v_hi_at,
             "energy_mwh": self.energy_j / 3.6e9,
-            "mean_throughput_tok_s": self.throughput_time_tok / self.datacenter_time_s if self.datacenter_time_s else 0.0,
+            "mean_throughput_tok_s": self.throughput_time_tok / self.datacenter_time_s
+            if self.datacenter_time_s
+            else 0.0,
             "itl_deadline_miss_fraction": self.missed_tokens / self.tokens if self.tokens else 0.0,
             "n_batch_changes": self.n_batch_changes,
             "n_tap_changes": self.n_tap_changes,

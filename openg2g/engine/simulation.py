@@ -195,7 +195,10 @@ class Simulation:
         self.env = simpy.Environment()
         self._branches = self.grid.branches()
         self.metrics = RunMetrics(
-            sc.grid.v_min_pu, sc.grid.v_max_pu, self._branches.names if self._branches is not None else None
+            sc.grid.v_min_pu,
+            sc.grid.v_max_pu,
+            self._branches.names if self._branches is not None else None,
+            tuple(self._bus_phases),
         )
         banks = tuple(self.grid.regulators())
         table_branches = self._branches if sc.outputs.branches == "all" else None

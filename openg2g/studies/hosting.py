@@ -1,4 +1,4 @@
-"""Hosting capacity: per bus, the largest datacenter the feeder hosts within voltage limits.
+"""Hosting capacity: per bus, the largest datacenter the feeder hosts within voltage and thermal limits.
 
 The datacenter is the base scenario's site, scaled in *blocks*: one block is the site's model
 mix reduced by the greatest common divisor of its replica counts (the ieee13 site, 720/180/90/
@@ -8,7 +8,12 @@ job is removed and ``gpu_capacity`` follows the models. Each run is the base sce
 to ``duration_s`` (events after it dropped), the site moved to the bus and the controller set.
 
 A size passes when the run completes with a voltage-violation integral of at most
-``tolerance_pu_s``. Per (bus, controller) the largest passing size is found by galloping up from
+``tolerance_pu_s`` and (with ``thermal``, the default) an overload integral of its lines and
+transformers of at most ``overload_tolerance_pct_s`` (0: no branch above its normal rating). The
+table names what the first failing size broke (``binding_limit``: ``undervoltage``,
+``overvoltage``, ``thermal``, several joined by ``+``, or ``failed`` for a run that did not
+complete) and where (``binding_element``: the bus-phase of the worst voltage, the most loaded
+branch). Per (bus, controller) the largest passing size is found by galloping up from
 the base size and bisecting (:class:`~openg2g.studies.search.MaxSearch`); all searches advance in
 lockstep, one batch of runs per round, on any sweep engine, and finished runs are reused when the
 study is run again.
@@ -46,7 +51,7 @@ from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_ato
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
 
-__all__ = ["HostingConfig", "ModelMix", "hosting_settings", "model_mix", "run_hosting_capacity"]
+__all__ = ["HostingConfig", "ModelMix", "broken_limits", "hosting_settings", "model_mix", "run_hosting_capacity"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class HostingConfig:
     :param buses: candidate buses; None = every three-phase bus off the source side.
     :param controllers: controller choices (``none`` = no controller); each gives a column.
     :param tolerance_pu_s: largest violation integral (pu.s) that still counts as hosted.
+    :param thermal: also require the branch loading limit (for a grid that reports branches).
+    :param overload_tolerance_pct_s: largest overload integral (%.s) that still counts as hosted.
     :param duration_s: simulated time of each run (s).
     :param max_mw: largest site considered (MW of peak facility power, estimated from the
         first run of each search).
@@ -68,6 +75,8 @@ class HostingConfig:
     buses: Sequence[str] | None = None
     controllers: Sequence[str] = ("none", "ofo")
     tolerance_pu_s: float = 0.0
+    thermal: bool = True
+    overload_tolerance_pct_s: float = 0.0
     duration_s: float = 60.0
     max_mw: float = 30.0
     site: str | None = None
@@ -77,6 +86,8 @@ class HostingConfig:
     def __post_init__(self) -> None:
         if self.tolerance_pu_s < 0:
             raise SweepError([("--tolerance-pu-s", f"must be >= 0 pu.s, got {self.tolerance_pu_s}")])
+        if self.overload_tolerance_pct_s < 0:
+            raise SweepError([("--overload-tolerance-pct-s", f"must be >= 0 %.s, got {self.overload_tolerance_pct_s}")])
         if self.duration_s <= 0:
             raise SweepError([("--duration-s", f"must be > 0 s, got {self.duration_s}")])
         if self.max_mw <= 0:
@@ -164,13 +175,40 @@ class _Search:
     controller: str
     search: MaxSearch
     error: str | None = None
-    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # blocks -> summary
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # blocks -> run record
     sized: bool = False
 
 
-def _ok(record: dict[str, Any], tolerance: float) -> bool:
-    viol = record["summary"].get("violation_integral_pu_s")
-    return record["status"] == COMPLETE and viol is not None and float(viol) <= tolerance + 1e-12
+_VOLTAGE_PARTS = (
+    ("undervoltage", "undervoltage_integral_pu_s", "v_min_bus_phase"),
+    ("overvoltage", "overvoltage_integral_pu_s", "v_max_bus_phase"),
+)
+"""Each side of the band: its name, its part of the violation integral and where its extreme is."""
+
+
+def broken_limits(record: Mapping[str, Any], config: HostingConfig) -> list[tuple[str, str | None]]:
+    """The limits a run broke, as ``(limit, element)`` pairs; empty when the size is hosted.
+
+    ``limit`` is ``failed`` (the run did not complete), ``undervoltage`` or ``overvoltage`` (the
+    violation integral is above ``tolerance_pu_s``; each part that contributes, with the bus-phase
+    of Vmin or Vmax; ``voltage`` when the summary does not split the integral) or ``thermal`` (the overload integral is above ``overload_tolerance_pct_s``,
+    with the most loaded branch).
+    """
+    summary = record.get("summary") or {}
+    if record["status"] != COMPLETE or summary.get("violation_integral_pu_s") is None:
+        return [("failed", None)]
+    broken: list[tuple[str, str | None]] = []
+    if float(summary["violation_integral_pu_s"]) > config.tolerance_pu_s + 1e-12:
+        parts = [
+            (limit, summary.get(where))
+            for limit, part, where in _VOLTAGE_PARTS
+            if float(summary.get(part) or 0.0) > 0.0
+        ]
+        broken += parts or [("voltage", None)]
+    overload = summary.get("overload_integral_pct_s")
+    if config.thermal and overload is not None and float(overload) > config.overload_tolerance_pct_s + 1e-12:
+        broken.append(("thermal", summary.get("max_loading_branch")))
+    return broken
 
 
 def run_hosting_capacity(
@@ -271,8 +309,8 @@ def _advance(s: _Search, k: int, record: dict[str, Any], config: HostingConfig) 
     if record["status"] == "invalid":
         s.error = record["error"]
         return
-    s.runs[k] = record["summary"]
-    s.search.record(k, _ok(record, config.tolerance_pu_s))
+    s.runs[k] = record
+    s.search.record(k, not broken_limits(record, config))
     peak = record["summary"].get("dc_peak_mw")
     if not s.sized and peak:
         s.search.k_max = max(1, min(s.search.k_max, math.floor(config.max_mw * k / float(peak))), s.search.lo)
@@ -281,8 +319,9 @@ def _advance(s: _Search, k: int, record: dict[str, Any], config: HostingConfig) 
 
 def _row(s: _Search, mix: ModelMix, config: HostingConfig) -> dict[str, Any]:
     lo, hi = s.search.lo, s.search.hi
-    at = s.runs.get(lo, {})
-    above = s.runs.get(hi, {}) if hi is not None else {}
+    at = s.runs[lo]["summary"] if lo in s.runs else {}
+    above = (s.runs[hi]["summary"] or {}) if hi in s.runs else {}
+    broken = broken_limits(s.runs[hi], config) if hi in s.runs else []
     hours = config.duration_s / 3600.0
     return {
         "bus": s.bus,
@@ -296,9 +335,14 @@ def _row(s: _Search, mix: ModelMix, config: HostingConfig) -> dict[str, Any]:
         "first_failing_blocks": hi,
         "first_failing_peak_mw": above.get("dc_peak_mw", float("nan")),
         "first_failing_violation_pu_s": above.get("violation_integral_pu_s", float("nan")),
+        "first_failing_max_loading_pct": above.get("max_loading_pct", float("nan")),
+        "binding_limit": "+".join(limit for limit, _ in broken) or None,
+        "binding_element": "+".join(e or "?" for limit, e in broken if limit != "failed") or None,
+        "max_loading_pct": at.get("max_loading_pct", float("nan")),
         "capped": s.search.capped,
         "n_runs": len(s.search.history),
         "tolerance_pu_s": config.tolerance_pu_s,
+        "overload_tolerance_pct_s": config.overload_tolerance_pct_s if config.thermal else None,
         "model_mix": mix.describe(),
         "error": s.error,
     }

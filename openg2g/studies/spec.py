@@ -118,6 +118,12 @@ class HostingSpec(_StudyBase):
     tolerance_pu_s: float = Field(
         HostingConfig.tolerance_pu_s, ge=0, description="Largest violation integral that counts as hosted (pu.s)."
     )
+    thermal: bool = Field(HostingConfig.thermal, description="Also require no branch above its rating (see below).")
+    overload_tolerance_pct_s: float = Field(
+        HostingConfig.overload_tolerance_pct_s,
+        ge=0,
+        description="Largest overload integral of the lines and transformers that counts as hosted (%.s).",
+    )
     duration_s: float = Field(HostingConfig.duration_s, gt=0, description="Run duration (s).")
     max_mw: float = Field(HostingConfig.max_mw, gt=0, description="Largest site considered (MW peak).")
     mix: dict[str, Annotated[int, Field(ge=1)]] | None = Field(
@@ -130,6 +136,8 @@ class HostingSpec(_StudyBase):
             "buses": None if self.buses == "three_phase" else list(self.buses),
             "controllers": tuple(self.controllers),
             "tolerance_pu_s": self.tolerance_pu_s,
+            "thermal": self.thermal,
+            "overload_tolerance_pct_s": self.overload_tolerance_pct_s,
             "duration_s": self.duration_s,
             "max_mw": self.max_mw,
             "site": self.site,

@@ -1,0 +1,28 @@
+"""Run metrics by hand: Vmin/Vmax and the bus-phases where they occur."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openg2g.engine.metrics import RunMetrics
+
+
+def test_extreme_voltages_name_their_bus_phase_earliest_first() -> None:
+    m = RunMetrics(0.95, 1.05, bus_phases=("632.a", "675.c", "611.c"))
+    m.add_grid_block(np.array([[1.00, 0.97, 1.06], [0.96, 1.02, 0.99]]), np.array([True, True]), 1.0)
+    # a later block: a tie with Vmin (earliest kept), a NaN step (skipped), a new Vmax
+    m.add_grid_block(
+        np.array([[0.96, 1.00, 1.00], [np.nan] * 3, [1.00, 1.07, 1.00]]), np.array([True, False, True]), 1.0
+    )
+    s = m.summary()
+    assert (s["v_min_pu"], s["v_min_bus_phase"]) == (0.96, "632.a")
+    assert (s["v_max_pu"], s["v_max_bus_phase"]) == (1.07, "675.c")
+    # violation by hand, 1 s steps: 0.01 (611.c at 1.06) + 0.02 (675.c at 1.07); 0.96-1.02 are inside
+    assert s["violation_integral_pu_s"] == pytest.approx(0.03, abs=1e-15)
+
+
+def test_without_names_the_bus_phases_are_none() -> None:
+    m = RunMetrics(0.95, 1.05)
+    m.add_grid_block(np.array([[0.9, 1.1]]), np.array([True]), 1.0)
+    assert m.summary()["v_min_bus_phase"] is None and m.summary()["v_max_pu"] == 1.1
