@@ -403,7 +403,9 @@ class FeederGrid(GridBackend):
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
         factor (unity if no site is there). Exact derivatives of the power flow (the solver's
         Jacobian, every load model included) at the last solved operating point, at the taps in
-        force (:meth:`CompiledNetwork.voltage_sensitivity`).
+        force (:meth:`CompiledNetwork.voltage_sensitivity`). The first call at an operating point
+        also computes (and keeps) those of every site, in the same solve: a controller asks for
+        all of them.
 
         :return: read-only array of shape ``(len(bus_phases()), 3)``, columns phases a, b, c.
         :raises KeyError: unknown bus or site, or a bus without three phases.
@@ -415,10 +417,19 @@ class FeederGrid(GridBackend):
             raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
         if site is None:
             site = next((s for s in self._sites.values() if s.bus.lower() == bus_name), None)
-        pf = site.power_factor if site else 1.0
-        key = f"{bus_name}@{pf}"
-        if key in self._sens_cache:
-            return self._sens_cache[key]
+        key = f"{bus_name}@{site.power_factor if site else 1.0}"
+        if key not in self._sens_cache:
+            wanted = {key: (bus_name, site.power_factor if site else 1.0)}
+            for other in self._sites.values():
+                other_bus = other.bus.lower()
+                if len(self.feeder.bus_phases[other_bus]) == 3:
+                    wanted.setdefault(f"{other_bus}@{other.power_factor}", (other_bus, other.power_factor))
+            self._sensitivities(wanted)
+        return self._sens_cache[key]
+
+    def _sensitivities(self, wanted: Mapping[str, tuple[str, float]]) -> None:
+        """Compute and cache the sensitivities ``key -> (three-phase bus, power factor)`` at the
+        last solved operating point, one right-hand side per bus-phase, in one solve."""
         net = self._compile()
         if self._last is not None:
             scale, s_pq = self._last
@@ -426,8 +437,9 @@ class FeederGrid(GridBackend):
             scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
         if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
             net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
-        nodes = np.array([self._nodes.index[(bus_name, p)] for p in PHASES])
-        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, 1.0 + 1j * tan_phi(pf))
-        out = frozen_array(dv_dp[self._mon_idx] / self._nodes.v_base_v[self._mon_idx][:, None])
-        self._sens_cache[key] = out
-        return out
+        nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
+        s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))
+        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, s_dir, rows=self._mon_idx)
+        dv_dp /= self._nodes.v_base_v[self._mon_idx][:, None]
+        for i, key in enumerate(wanted):
+            self._sens_cache[key] = frozen_array(dv_dp[:, 3 * i : 3 * i + 3])
