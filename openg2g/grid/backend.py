@@ -240,33 +240,37 @@ class FeederGrid(GridBackend):
         current_a = self._flows.currents_a(sol.v, self._switching)
         return current_a, self._flows.loading_pct(current_a)
 
-    def _state(
+    def _states(
         self,
-        t_s: float,
+        t_s: Sequence[float],
         sol: Solution,
-        col: int,
         taps: Mapping[str, tuple[int, ...]],
-        ok: bool,
-        flows: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> GridState:
-        """The reported state of column ``col`` (``flows`` from :meth:`_branch_results`); a
-        non-converged step reports NaN values."""
-        if not ok or flows is None:
-            return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
-        v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
-        return GridState(
-            t_s=t_s,
-            bus_phases=self._bus_phases,
-            v_pu=v,
-            taps=taps,
-            p_sub_w=sol.s_sub_va[:, col].real,
-            q_sub_var=sol.s_sub_va[:, col].imag,
-            losses_w=float(sol.losses_w[col]),
-            converged=True,
-            branches=self._flows.branches,
-            branch_current_a=flows[0][:, col],
-            branch_loading_pct=flows[1][:, col],
-        )
+        flows: tuple[np.ndarray, np.ndarray],
+    ) -> list[GridState]:
+        """The reported state of every column of a converged ``sol`` (``flows`` from
+        :meth:`_branch_results`): each quantity is computed for the whole batch at once and laid
+        out one row per column, so a state is made from contiguous rows."""
+        v_pu = (np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]).T.copy()
+        p_sub, q_sub = sol.s_sub_va.real.T.copy(), sol.s_sub_va.imag.T.copy()
+        current_a, loading_pct = flows[0].T.copy(), flows[1].T.copy()
+        losses = sol.losses_w.tolist()
+        branches = self._flows.branches
+        return [
+            GridState(
+                t,
+                self._bus_phases,
+                v_pu[j],
+                taps,
+                p_sub[j],
+                q_sub[j],
+                losses[j],
+                True,
+                branches,
+                current_a[j],
+                loading_pct[j],
+            )
+            for j, t in enumerate(t_s)
+        ]
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
         """The error of a step that did not converge, or converged only past the collapse point."""
@@ -304,7 +308,7 @@ class FeederGrid(GridBackend):
         taps = self.taps()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
-                return self._state(t_s, sol, 0, taps, False)
+                return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
@@ -312,7 +316,7 @@ class FeederGrid(GridBackend):
         moves = self._regulators.regulate(sol, dt_s, self._switching, self._nodes)
         if moves:
             self._set_unit_taps(moves)
-        return self._state(t_s, sol, 0, taps, True, flows)
+        return self._states([t_s], sol, taps, flows)[0]
 
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
@@ -336,7 +340,7 @@ class FeederGrid(GridBackend):
             self._sens_cache.clear()
             taps = self.taps()
             flows = self._branch_results(sol)
-            out.extend(self._state(t, sol, j, taps, True, flows) for j, t in enumerate(chunk_t))
+            out.extend(self._states(chunk_t, sol, taps, flows))
         return out
 
     # ----------------------------------------------------------------------------- commands
