@@ -83,7 +83,7 @@ class TableWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._categories = {k: arrow_array(np.array(v, dtype=object)) for k, v in (categories or {}).items()}
         self._dictionary = dictionary_columns
-        self._dictionary_columns = [*self._categories, *dictionary_columns]
+        self._dictionary_pages = [*self._categories, *dictionary_columns]
         # one entry per append: a chunk is buffered whole or not at all, so a Ctrl-C in the middle
         # of recording never leaves columns of different lengths
         self._chunks: list[dict[str, Any]] = []
@@ -127,7 +127,7 @@ class TableWriter:
         try:
             # dictionary pages only where a column is dictionary-encoded: trying them on float columns
             # (times, voltages) costs half the write and saves nothing
-            pq.write_table(table, tmp, use_dictionary=self._dictionary_columns or False)
+            pq.write_table(table, tmp, use_dictionary=self._dictionary_pages or False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
