@@ -2,7 +2,11 @@
 
 Also: the engine's pattern (batches of ``--window`` steps, one per control step, each followed
 by a voltage sensitivity at the datacenter bus), timed apart as batch time per step and time per
-sensitivity; and a regulator tap change (on top of the solve).
+sensitivity; a regulator tap change (on top of the solve); and the factorization the solver
+needs per operating point, done two ways: the dense LAPACK LU of the port Jacobian (``2 n_ports``
+unknowns, what the solver does) and a sparse LU (SuperLU, minimum-degree ordering) of the same
+linearization in node space (``2 n_nodes`` unknowns, ``Y + P^T D P``, which is as sparse as the
+feeder), to show which one pays at each feeder's size.
 
 Usage: python bench/bench_grid.py [--steps 2000] [--batch 1000] [--window 10] [--feeders ieee13 ieee123]
 Times are CPU time of this process (time.process_time), so a busy machine does not inflate them.
@@ -22,11 +26,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.linalg.lapack import dgetrf
+from scipy.sparse.linalg import splu
 
 from openg2g.core.commands import SetTaps
 from openg2g.core.state import DatacenterState
 from openg2g.grid.backend import FeederGrid
 from openg2g.grid.feeders import list_feeders
+from openg2g.grid.network import admittance
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
 DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}
@@ -38,6 +46,32 @@ def _loads(n: int, seed: int = 0) -> list[dict[str, DatacenterState]]:
     p = 1e6 * (1 + 0.1 * rng.standard_normal((n, 3)))
     q = p * np.tan(np.arccos(0.95))
     return [{"dc": DatacenterState("dc", 0.1 * i, p[i], q[i], {})} for i in range(n)]
+
+
+def _per_call_ms(f, repeat: int = 50) -> float:
+    f()
+    t0 = time.process_time()
+    for _ in range(repeat):
+        f()
+    return (time.process_time() - t0) / repeat * 1e3
+
+
+def factorizations(grid: FeederGrid) -> tuple[int, int, float, float]:
+    """Ports, nodes, and ms per factorization at the last solved point: dense LU of the port
+    Jacobian, sparse LU of the node-space matrix (its assembly not counted)."""
+    net = grid._net
+    scale, s_pq = grid._last
+    ctx = net.kernel.prepare(scale * net.live_branch, 1)
+    dx, dy = (d[:, 0] for d in net._i_comp_derivatives(net.u_last, ctx, np.conj(s_pq * net.live_pq)))
+    jac = net._jacobian_of(dx, dy)
+    y = sp.csc_matrix(admittance(grid._model, grid._nodes, grid._switching, grid._ports))
+    inc = sp.csr_matrix(net.inc)
+    port = sp.bmat([[sp.diags(dx.real), sp.diags(dy.real)], [sp.diags(dx.imag), sp.diags(dy.imag)]])
+    inc2 = sp.block_diag([inc, inc])
+    a = (sp.bmat([[y.real, -y.imag], [y.imag, y.real]]) + inc2.T @ port @ inc2).tocsc()
+    dense = _per_call_ms(lambda: dgetrf(jac))
+    sparse = _per_call_ms(lambda: splu(a, permc_spec="MMD_AT_PLUS_A"))
+    return net.k.shape[0], len(grid._nodes), dense, sparse
 
 
 def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
@@ -67,6 +101,7 @@ def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
         batch_s += t1 - t0
         sens_s += time.process_time() - t1
     n_windows = -(-batch // window)
+    n_ports, n_nodes, dense_lu_ms, sparse_lu_ms = factorizations(grid)
     bank, info = next(iter(grid.regulators().items()))
     t0 = time.process_time()
     n_taps = 40
@@ -81,6 +116,10 @@ def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
         "window_step_ms": batch_s / batch * 1e3,
         "sensitivity_ms": sens_s / n_windows * 1e3,
         "tap_change_ms": tap_ms,
+        "ports": n_ports,
+        "nodes": n_nodes,
+        "dense_lu_ms": dense_lu_ms,
+        "sparse_lu_ms": sparse_lu_ms,
     }
 
 
@@ -94,12 +133,14 @@ def main() -> None:
     print(
         f"{'feeder':18s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s}"
         f" {f'batch-{args.window} ms/step':>17s} {'sensitivity ms':>15s} {'tap change ms':>14s}"
+        f" {'ports':>6s} {'nodes':>6s} {'dense LU ms':>12s} {'sparse LU ms':>13s}"
     )
     for feeder in args.feeders:
         r = bench(feeder, args.steps, args.batch, args.window)
         print(
             f"{feeder:18s} {r['build_ms']:9.1f} {r['solve_ms']:14.3f} {r['batch_step_ms']:14.4f} "
             f"{r['window_step_ms']:17.4f} {r['sensitivity_ms']:15.3f} {r['tap_change_ms']:14.3f}"
+            f" {r['ports']:6d} {r['nodes']:6d} {r['dense_lu_ms']:12.3f} {r['sparse_lu_ms']:13.3f}"
         )
 
 

@@ -19,7 +19,39 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TableWriter", "write_json_atomic"]
+__all__ = ["TableWriter", "arrow_array", "write_json_atomic"]
+
+
+def arrow_array(values: np.ndarray) -> pa.Array:
+    """A numpy array (numbers, booleans or strings) as an Arrow array of the type ``pa.array``
+    would infer, built from its buffers: ``pa.array`` imports pandas (0.3 s) on its first call to
+    check whether its input is a pandas object, and a run has none.
+
+    :raises TypeError: an array of another kind (e.g. objects that are not strings).
+    """
+    n = len(values)
+    kind = values.dtype.kind
+    if kind in "fiu":
+        data = np.ascontiguousarray(values)
+        return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), n, [None, pa.py_buffer(data)])
+    if kind == "b":
+        bits = np.packbits(values.astype(bool), bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    if kind in "UO":
+        encoded = [str.encode(v) for v in values.tolist()]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+    raise TypeError(f"no Arrow column for a numpy array of dtype {values.dtype}")
+
+
+def _dictionary_array(values: np.ndarray) -> pa.DictionaryArray:
+    """``values`` dictionary-encoded as ``pa.Array.dictionary_encode`` does it (int32 indices,
+    the distinct values in order of first appearance), without importing ``pyarrow.compute``
+    (0.3 s) for it."""
+    distinct: dict[Any, int] = {}
+    codes = np.fromiter((distinct.setdefault(v, len(distinct)) for v in values.tolist()), np.int32, len(values))
+    return pa.DictionaryArray.from_arrays(arrow_array(codes), arrow_array(np.array(list(distinct), dtype=values.dtype)))
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -49,8 +81,9 @@ class TableWriter:
     ):
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._categories = {k: pa.array(list(v), type=pa.string()) for k, v in (categories or {}).items()}
+        self._categories = {k: arrow_array(np.array(v, dtype=object)) for k, v in (categories or {}).items()}
         self._dictionary = dictionary_columns
+        self._dictionary_pages = [*self._categories, *dictionary_columns]
         # one entry per append: a chunk is buffered whole or not at all, so a Ctrl-C in the middle
         # of recording never leaves columns of different lengths
         self._chunks: list[dict[str, Any]] = []
@@ -67,14 +100,10 @@ class TableWriter:
         self._chunks.append(dict(columns))
 
     def _column(self, name: str, pieces: list[Any]) -> pa.Array:
-        if isinstance(pieces[0], np.ndarray):
-            values: Any = np.concatenate(pieces)
-        else:
-            values = [v for piece in pieces for v in piece]
+        values = np.concatenate([np.asarray(piece) for piece in pieces])
         if name in self._categories:
-            return pa.DictionaryArray.from_arrays(pa.array(np.asarray(values, dtype=np.int32)), self._categories[name])
-        array = pa.array(values)
-        return array.dictionary_encode() if name in self._dictionary else array
+            return pa.DictionaryArray.from_arrays(arrow_array(values.astype(np.int32)), self._categories[name])
+        return _dictionary_array(values) if name in self._dictionary else arrow_array(values)
 
     def flush(self) -> None:
         """Write the buffered rows as one new part (nothing if empty)."""
@@ -96,7 +125,9 @@ class TableWriter:
         )
         tmp = self.directory / f".part-{self._parts:05d}.parquet.tmp"
         try:
-            pq.write_table(table, tmp)
+            # dictionary pages only where a column is dictionary-encoded: trying them on float columns
+            # (times, voltages) costs half the write and saves nothing
+            pq.write_table(table, tmp, use_dictionary=self._dictionary_pages or False)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

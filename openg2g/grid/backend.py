@@ -240,33 +240,37 @@ class FeederGrid(GridBackend):
         current_a = self._flows.currents_a(sol.v, self._switching)
         return current_a, self._flows.loading_pct(current_a)
 
-    def _state(
+    def _states(
         self,
-        t_s: float,
+        t_s: Sequence[float],
         sol: Solution,
-        col: int,
         taps: Mapping[str, tuple[int, ...]],
-        ok: bool,
-        flows: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> GridState:
-        """The reported state of column ``col`` (``flows`` from :meth:`_branch_results`); a
-        non-converged step reports NaN values."""
-        if not ok or flows is None:
-            return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
-        v = np.abs(sol.v[self._mon_idx, col]) / self._nodes.v_base_v[self._mon_idx]
-        return GridState(
-            t_s=t_s,
-            bus_phases=self._bus_phases,
-            v_pu=v,
-            taps=taps,
-            p_sub_w=sol.s_sub_va[:, col].real,
-            q_sub_var=sol.s_sub_va[:, col].imag,
-            losses_w=float(sol.losses_w[col]),
-            converged=True,
-            branches=self._flows.branches,
-            branch_current_a=flows[0][:, col],
-            branch_loading_pct=flows[1][:, col],
-        )
+        flows: tuple[np.ndarray, np.ndarray],
+    ) -> list[GridState]:
+        """The reported state of every column of a converged ``sol`` (``flows`` from
+        :meth:`_branch_results`): each quantity is computed for the whole batch at once and laid
+        out one row per column, so a state is made from contiguous rows."""
+        v_pu = (np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]).T.copy()
+        p_sub, q_sub = sol.s_sub_va.real.T.copy(), sol.s_sub_va.imag.T.copy()
+        current_a, loading_pct = flows[0].T.copy(), flows[1].T.copy()
+        losses = sol.losses_w.tolist()
+        branches = self._flows.branches
+        return [
+            GridState(
+                t,
+                self._bus_phases,
+                v_pu[j],
+                taps,
+                p_sub[j],
+                q_sub[j],
+                losses[j],
+                True,
+                branches,
+                current_a[j],
+                loading_pct[j],
+            )
+            for j, t in enumerate(t_s)
+        ]
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
         """The error of a step that did not converge, or converged only past the collapse point."""
@@ -304,7 +308,7 @@ class FeederGrid(GridBackend):
         taps = self.taps()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
-                return self._state(t_s, sol, 0, taps, False)
+                return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
@@ -312,7 +316,7 @@ class FeederGrid(GridBackend):
         moves = self._regulators.regulate(sol, dt_s, self._switching, self._nodes)
         if moves:
             self._set_unit_taps(moves)
-        return self._state(t_s, sol, 0, taps, True, flows)
+        return self._states([t_s], sol, taps, flows)[0]
 
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
@@ -336,7 +340,7 @@ class FeederGrid(GridBackend):
             self._sens_cache.clear()
             taps = self.taps()
             flows = self._branch_results(sol)
-            out.extend(self._state(t, sol, j, taps, True, flows) for j, t in enumerate(chunk_t))
+            out.extend(self._states(chunk_t, sol, taps, flows))
         return out
 
     # ----------------------------------------------------------------------------- commands
@@ -403,7 +407,9 @@ class FeederGrid(GridBackend):
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
         factor (unity if no site is there). Exact derivatives of the power flow (the solver's
         Jacobian, every load model included) at the last solved operating point, at the taps in
-        force (:meth:`CompiledNetwork.voltage_sensitivity`).
+        force (:meth:`CompiledNetwork.voltage_sensitivity`). The first call at an operating point
+        also computes (and keeps) those of every site, in the same solve: a controller asks for
+        all of them.
 
         :return: read-only array of shape ``(len(bus_phases()), 3)``, columns phases a, b, c.
         :raises KeyError: unknown bus or site, or a bus without three phases.
@@ -415,10 +421,19 @@ class FeederGrid(GridBackend):
             raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
         if site is None:
             site = next((s for s in self._sites.values() if s.bus.lower() == bus_name), None)
-        pf = site.power_factor if site else 1.0
-        key = f"{bus_name}@{pf}"
-        if key in self._sens_cache:
-            return self._sens_cache[key]
+        key = f"{bus_name}@{site.power_factor if site else 1.0}"
+        if key not in self._sens_cache:
+            wanted = {key: (bus_name, site.power_factor if site else 1.0)}
+            for other in self._sites.values():
+                other_bus = other.bus.lower()
+                if len(self.feeder.bus_phases[other_bus]) == 3:
+                    wanted.setdefault(f"{other_bus}@{other.power_factor}", (other_bus, other.power_factor))
+            self._sensitivities(wanted)
+        return self._sens_cache[key]
+
+    def _sensitivities(self, wanted: Mapping[str, tuple[str, float]]) -> None:
+        """Compute and cache the sensitivities ``key -> (three-phase bus, power factor)`` at the
+        last solved operating point, one right-hand side per bus-phase, in one solve."""
         net = self._compile()
         if self._last is not None:
             scale, s_pq = self._last
@@ -426,8 +441,9 @@ class FeederGrid(GridBackend):
             scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
         if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
             net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
-        nodes = np.array([self._nodes.index[(bus_name, p)] for p in PHASES])
-        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, 1.0 + 1j * tan_phi(pf))
-        out = frozen_array(dv_dp[self._mon_idx] / self._nodes.v_base_v[self._mon_idx][:, None])
-        self._sens_cache[key] = out
-        return out
+        nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
+        s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))
+        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, s_dir, rows=self._mon_idx)
+        dv_dp /= self._nodes.v_base_v[self._mon_idx][:, None]
+        for i, key in enumerate(wanted):
+            self._sens_cache[key] = frozen_array(dv_dp[:, 3 * i : 3 * i + 3])

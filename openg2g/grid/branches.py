@@ -182,12 +182,10 @@ class BranchFlows:
         """``M`` with conductor currents ``I = M V`` (A from V) at the switching ``state``, as
         coordinates ``(row starts, columns, values)`` sorted by row. An out-of-service line keeps
         its entries at zero, so every row has some and the layout never changes with the lines."""
-        key = (
-            tuple(state.taps_pu[t.name].tobytes() for t in self._model.transformers),
-            tuple(state.lines[ln.name] for ln in self._model.lines),
-        )
+        # asked at every batch: the key reads the state's own containers (their names never change)
+        key = (tuple(t.tobytes() for t in state.taps_pu.values()), tuple(state.lines.values()))
         if key != self._key or self._matrix is None:
-            live = np.array(key[1], dtype=bool)
+            live = np.array([state.lines[ln.name] for ln in self._model.lines], dtype=bool)
             line_vals = self._line_vals * live[self._line_owner] if self._line_owner.size else self._line_vals
             t_rows, t_cols, t_vals = self._transformer_entries(state)
             rows = np.concatenate([self._line_rows, np.array(t_rows, dtype=np.int64)])

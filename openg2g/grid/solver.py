@@ -644,11 +644,16 @@ class CompiledNetwork:
         return lam, collapsed, ok, low
 
     def voltage_sensitivity(
-        self, scale: np.ndarray, s_pq_va: np.ndarray, nodes: np.ndarray, s_dir: complex
+        self,
+        scale: np.ndarray,
+        s_pq_va: np.ndarray,
+        nodes: np.ndarray,
+        s_dir: complex | np.ndarray,
+        rows: np.ndarray | None = None,
     ) -> np.ndarray:
-        """d|V|/dP (V/W) of every node with respect to active power drawn at each of ``nodes`` (a
-        wye constant-power load, its complex power ``P * s_dir``), at the operating point of one
-        column ``(scale, s_pq_va)`` (see :meth:`solve`).
+        """d|V|/dP (V/W) of every node (or of ``rows``) with respect to active power drawn at each
+        of ``nodes`` (a wye constant-power load, its complex power ``P * s_dir``), at the operating
+        point of one column ``(scale, s_pq_va)`` (see :meth:`solve`).
 
         Implicit function theorem on ``F(u, P) = u - u0 + K i_c(u) + K_m i_m(P) = 0``, where
         ``i_m = conj(P s_dir) / conj(V_m)`` is the added load's current and ``K_m`` the port
@@ -656,15 +661,17 @@ class CompiledNetwork:
         Jacobian ``J`` of :meth:`_jacobian` (every load model as the solver models it), then
         ``dV = -W di_c - Z_m di_m``. The point is solved unless it is the last column the last
         :meth:`solve` accepted; one LU factorization per point, shared by calls at the same
-        point and left for the next solve's chord iterations. Nodes that are
-        de-energized (or a de-energized ``nodes`` entry) give 0.
+        point and left for the next solve's chord iterations; every entry of ``nodes`` is one
+        right-hand side of one triangular solve, and only ``rows`` of ``dV`` are formed. Nodes
+        that are de-energized (or a de-energized ``nodes`` entry) give 0.
 
         :param scale: load multiplier per load branch, ``(n_branch, 1)``.
         :param s_pq_va: complex power drawn at each PQ node (VA), ``(n_pq, 1)``.
         :param nodes: node numbers at which power is drawn, one column of the result each.
         :param s_dir: complex power per watt drawn (``1 + j tan(phi)`` for power factor
-            ``cos(phi)``).
-        :return: ``(n_nodes, len(nodes))``.
+            ``cos(phi)``), one value or one per entry of ``nodes``.
+        :param rows: node numbers to report, default every node.
+        :return: ``(len(rows), len(nodes))``.
         :raises PowerFlowError: the operating point does not converge (or is past collapse).
         """
         lin = self._lin
@@ -692,8 +699,10 @@ class CompiledNetwork:
             c = np.where(v_m != 0, np.conj(s_dir) / np.conj(v_m), 0.0)  # A drawn per W
         z_m = np.concatenate([self.z[:, nodes], np.zeros((1, nodes.size))])  # last row: ground
         du = self._chord_solve((z_m[self._port_to] - z_m[self._port_from]) * c)
-        z_m = z_m[:-1]
-        dv = -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m * c)
-        vm = np.abs(lin.v)[:, None]
+        dv = -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m[:-1] * c)  # W[rows] would copy W first
+        v = lin.v[:, None]
+        if rows is not None:
+            dv, v = dv[rows], v[rows]
+        vm = np.abs(v)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(vm > 0, np.real(np.conj(lin.v)[:, None] * dv) / vm, 0.0)
+            return np.where(vm > 0, np.real(np.conj(v) * dv) / vm, 0.0)

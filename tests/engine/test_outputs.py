@@ -142,3 +142,55 @@ def test_branch_table_is_opt_in_and_a_grid_without_branches_reports_none(tmp_pat
     summary = _sim(tmp_path / "b").run()
     assert summary["max_loading_pct"] is None and summary["max_loading_branch"] is None
     assert summary["overload_integral_pct_s"] is None
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([1.5, np.nan, -0.0, np.inf]),
+        np.arange(5),
+        np.arange(3, dtype=np.int8),
+        np.array([True, False, True] * 5),
+        np.array(["a", "bé", ""], dtype=object),
+        np.array(["x", "yy"]),
+    ],
+    ids=["float64", "int64", "int8", "bool", "object-str", "numpy-str"],
+)
+def test_arrow_columns_are_those_pyarrow_infers(values: np.ndarray) -> None:
+    import pyarrow as pa
+
+    built = recorder.arrow_array(values)
+    built.validate(full=True)
+    inferred = pa.array(values.tolist() if values.dtype.kind == "U" else values)
+    assert built.type == inferred.type and built.null_count == 0
+    assert built.to_pylist() == inferred.to_pylist() or values.dtype.kind == "f"
+    if values.dtype.kind == "f":  # NaN != NaN: compare the bits
+        assert np.asarray(built).tobytes() == np.asarray(inferred).tobytes()
+
+
+def test_arrow_columns_of_other_objects_are_refused() -> None:
+    with pytest.raises(TypeError, match="dtype"):
+        recorder.arrow_array(np.array([1j]))
+
+
+def test_writing_the_tables_imports_neither_pandas_nor_pyarrow_compute(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (  # _sim without this module, which imports pandas to read the tables back
+        "import sys; from pathlib import Path; from openg2g.engine.simulation import Simulation; "
+        "from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded; "
+        "loaded = make_loaded(duration_s=5, outputs={'plots': False, 'flush_every_s': 1}); "
+        f"Simulation(loaded, Path({str(tmp_path)!r}), components=([KilowattSite('dc', [])], TwoBusGrid([]), [])).run(); "
+        "print('pandas' in sys.modules or 'pyarrow.compute' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_dictionary_columns_are_those_pyarrow_encodes() -> None:
+    values = np.array(["b", "a", "b", "c", "a"], dtype=object)
+    built = recorder._dictionary_array(values)
+    built.validate(full=True)
+    assert built.equals(recorder.arrow_array(values).dictionary_encode())

@@ -90,6 +90,24 @@ def test_sensitivity_matches_finite_difference() -> None:
     assert np.all(np.diag(sens[i]) < 0)
 
 
+def test_sensitivities_of_all_sites_at_once_equal_each_alone() -> None:
+    """The first call computes every site's sensitivity in one solve; each equals the one
+    computed by itself (one right-hand side each) at the same operating point."""
+    sites = [site("a", "671", 0.95), site("b", "675", 0.9)]
+    spec = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(taps=[14, 6, 15])})
+    loads = {"a": dc(8e5, "a", 0.95), "b": dc(4e5, "b", 0.9)}
+    both = FeederGrid.from_spec(spec, sites, Path("."))
+    both.solve(0.0, loads, 1.0)
+    sens_b = both.voltage_sensitivity("b")
+    assert set(both._sens_cache) == {"671@0.95", "675@0.9"}  # "a" came with "b"
+    for name, key, bus, pf in (("a", "671@0.95", "671", 0.95), ("b", "675@0.9", "675", 0.9)):
+        alone = FeederGrid.from_spec(spec, sites, Path("."))
+        alone.solve(0.0, loads, 1.0)
+        alone._sensitivities({key: (bus, pf)})
+        np.testing.assert_allclose(both.voltage_sensitivity(name), alone._sens_cache[key], rtol=1e-12, atol=1e-18)
+    assert not np.allclose(both.voltage_sensitivity("a"), sens_b)
+
+
 def test_sensitivity_refreshed_after_tap_change() -> None:
     g = og13()
     g.solve(0.0, {"dc": dc(1e6)}, 1.0)
