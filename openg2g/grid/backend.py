@@ -50,6 +50,7 @@ from openg2g.core.commands import (
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.branches import BranchFlows
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
@@ -290,6 +291,7 @@ class FeederGrid(GridBackend):
             )
         return PowerFlowError(f"power flow did not converge at t={t_s} s on feeder {self.feeder.name} ({level})")
 
+    @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
         """Solve at ``t_s``; in auto mode, regulators then update their timers and taps.
 
@@ -318,6 +320,7 @@ class FeederGrid(GridBackend):
             self._set_unit_taps(moves)
         return self._states([t_s], sol, taps, flows)[0]
 
+    @with_one_blas_thread
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
@@ -402,6 +405,7 @@ class FeederGrid(GridBackend):
         self._injections.set_pv_scale(command.scale, command.pv)
 
     # ----------------------------------------------------------------------------- sensitivity
+    @with_one_blas_thread
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
         """dV/dP (pu/W) of every monitored bus-phase w.r.t. per-phase active power drawn at
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
