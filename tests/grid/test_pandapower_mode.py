@@ -25,6 +25,7 @@ def test_pandapower_mode_close_to_exact_on_ieee13() -> None:
     np.testing.assert_allclose(ref.v_pu, exact.v_pu, rtol=0.05)
 
 
+@pytest.mark.slow  # runpp_3ph until it fails: about 4 s
 @pytest.mark.filterwarnings("ignore")
 def test_pandapower_nan_result_is_a_failure_not_a_state() -> None:
     """Past IEEE 123's collapse point runpp_3ph reports convergence with NaN voltages."""

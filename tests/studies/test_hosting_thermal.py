@@ -35,6 +35,7 @@ def _study(directory: Path, thermal: bool):
     return row, yaml.safe_load(failing.read_text())
 
 
+@pytest.mark.slow  # two hosting searches of real runs
 def test_the_line_rating_binds_before_the_voltages(tmp_path: Path) -> None:
     row, failing = _study(tmp_path / "thermal", thermal=True)
     assert row.binding_limit == "thermal" and row.binding_element == "line.650632"

@@ -41,6 +41,7 @@ def test_ray_and_local_engines_give_the_same_table(toy_sweep, tmp_path, local_ra
     assert on_ray["status"].tolist().count("invalid") == 2
 
 
+@pytest.mark.slow  # starts a local Ray cluster (5-15 s)
 @needs_ray
 def test_ray_retries_a_run_whose_worker_died(tmp_path, local_ray):
     from tests.studies.conftest import write_sweep
