@@ -7,9 +7,9 @@ Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes i
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
 
@@ -131,7 +131,17 @@ class ExtraLoadSpec(VoltageDependence):
 class GridSpec(ConfigModel):
     """The feeder and its options."""
 
-    feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
+    feeder: str | None = Field(
+        None, description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file."
+    )
+    pandapower: str | None = Field(
+        None,
+        description=(
+            "Instead of a feeder, a pandapower net solved balanced: the path of a pandapower .json or pickle "
+            "file (relative to the scenario file), a pandapower.networks function without arguments "
+            "(case118, create_cigre_network_mv, mv_oberrhein, ...) or a SimBench code if simbench is installed."
+        ),
+    )
     solver: Literal["exact", "pandapower"] = Field(
         "exact",
         description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference.",
@@ -160,7 +170,9 @@ class GridSpec(ConfigModel):
 
     @field_validator("feeder")
     @classmethod
-    def _feeder(cls, v: str) -> str:
+    def _feeder(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         # a path must name a .dss file: the reader is never pointed at other files, whose
         # contents its errors would quote (`feeder: /etc/passwd`)
         if any(c in v for c in "/\\.") and not v.lower().endswith(".dss"):
@@ -169,6 +181,8 @@ class GridSpec(ConfigModel):
 
     @model_validator(mode="after")
     def _limits(self) -> GridSpec:
+        if (self.feeder is None) == (self.pandapower is None):
+            raise ValueError("give exactly one of feeder (a distribution feeder) and pandapower (a pandapower net)")
         if not self.v_min_pu < self.v_max_pu:
             raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
         names = [*(e.name for e in self.pv), *(e.name for e in self.storage), *(e.name for e in self.extra_loads)]
@@ -176,3 +190,11 @@ class GridSpec(ConfigModel):
         if dup:
             raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a feeder scenario dumps (and hashes) as it did before nets existed
+        data: dict[str, Any] = handler(self)
+        if self.pandapower is None:
+            data.pop("pandapower", None)
+        return data

@@ -145,6 +145,21 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSit
     ]
 
 
+def _validate_net(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
+    """Problems of a scenario on a pandapower net: the net can be read and is a grid
+    (``grid.pandapower``), the options fit it and its buses exist (see
+    :func:`openg2g.grid.balanced.check_net_spec`)."""
+    from openg2g.grid.balanced import check_net_spec  # pandapower is imported only for nets
+    from openg2g.grid.ppnets import load_net
+
+    assert spec.pandapower is not None
+    try:
+        net = load_net(spec.pandapower, base_dir)
+    except FeederError as exc:
+        return [("grid.pandapower", str(exc).removeprefix("grid.pandapower: "))]
+    return check_net_spec(net, spec, sites)
+
+
 def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None = None) -> list[tuple[str, str]]:
     """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
 
@@ -155,9 +170,14 @@ def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | No
     scenario's ``min_tap``/``max_tap`` when it states them; one value on a ganged bank), capacitors exist, PV and extra-load
     profiles are readable (``grid.pv.<i>.profile`` ...).
 
-    :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario
-        file's folder); ``None`` resolves it against the working directory.
+    A pandapower net (``grid.pandapower``) is checked by :func:`_validate_net` instead.
+
+    :param base_dir: folder a relative ``.dss`` feeder or net path is resolved against (the
+        scenario file's folder); ``None`` resolves it against the working directory.
     """
+    if spec.pandapower is not None:
+        return _validate_net(spec, sites, base_dir)
+    assert spec.feeder is not None  # GridSpec holds exactly one of feeder and pandapower
     try:
         feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))
     except FeederError as exc:
