@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
 from openg2g.core.errors import FeederError
+from openg2g.grid.ppnets import quiet_pandapower
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -86,8 +87,7 @@ def run_pandapower(net: pandapowerNet) -> None:
     """
     import pandapower as pp
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
+    with quiet_pandapower():
         pp.runpp(net, numba=False)
 
 

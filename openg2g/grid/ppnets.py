@@ -17,9 +17,11 @@ cases name their buses by the MATPOWER bus number (``case118`` bus ``"59"`` is i
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,10 +30,20 @@ from openg2g.core.errors import FeederError
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["NET_SUFFIXES", "BusNames", "load_net", "looks_like_net_file"]
+__all__ = ["NET_SUFFIXES", "BusNames", "check_net", "load_net", "looks_like_net_file", "quiet_pandapower"]
 
 NET_SUFFIXES = (".json", ".p", ".pkl", ".pickle")
 """File endings read as pandapower nets (JSON, then pickle)."""
+
+
+@contextlib.contextmanager
+def quiet_pandapower() -> Iterator[None]:
+    """pandapower's deprecation notices about nets saved before its 3.0 (the bundled networks are)
+    and its numba notice are not the user's concern: silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def looks_like_net_file(source: str) -> bool:
@@ -67,7 +79,8 @@ def _read_file(path: Path) -> pandapowerNet:
         raise FeederError(f"grid.pandapower: no such file {str(path)!r}")
     reader = pp.from_json if path.suffix.lower() == ".json" else pp.from_pickle
     try:
-        net = reader(str(path))
+        with quiet_pandapower():
+            net = reader(str(path))
     except Exception as exc:  # noqa: BLE001 (pandapower raises anything from json, pickle and pandas)
         raise FeederError(
             f"grid.pandapower: {str(path)!r} is not a pandapower net ({type(exc).__name__}: {exc})"
@@ -109,7 +122,8 @@ def load_net(source: str, base_dir: Path | None = None) -> pandapowerNet:
         label = str(path)
     else:
         fn = _network_function(source)
-        net = fn() if fn is not None else _simbench(source)  # type: ignore[operator]
+        with quiet_pandapower():
+            net = fn() if fn is not None else _simbench(source)  # type: ignore[operator]
         if net is None:
             import difflib
 
