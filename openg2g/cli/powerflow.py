@@ -139,8 +139,8 @@ def _run(args: argparse.Namespace) -> int:
         by_bus.setdefault(bus, {})[ph] = float(v)
     kind = "pandapower net" if spec.pandapower is not None else "feeder"
     solver = "balanced" if spec.pandapower is not None else args.solver
-    taps = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
-    print(f"{kind} {args.feeder} ({solver}); taps: {taps}")
+    tap_text = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
+    print(f"{kind} {args.feeder} ({solver}); taps: {tap_text}")
     print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
     for bus, v_by_phase in by_bus.items():
         cells = [f"{v_by_phase[p]:8.4f}" if p in v_by_phase else f"{'-':>8s}" for p in "abc"]
