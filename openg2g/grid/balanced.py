@@ -17,6 +17,11 @@ feeder. ``<bus>`` follows the naming rule of :mod:`openg2g.grid.ppnets`. The mon
 watt drawn on one phase at ``bus`` (a watt of the site's total), reactive power following at the
 site's power factor: the same column for phases a, b and c.
 
+**Results as a net.** :meth:`PandapowerGrid.results_net` (for given site loads) and
+:func:`to_pandapower_results` (for a step of a finished run) give the net back with every site as
+a load and ``res_bus`` (``vm_pu``, ``va_degree``), ``res_line`` and ``res_trafo`` filled from this
+backend's solution, as ``runpp`` would fill them.
+
 **Branches.** Every line and two-winding transformer, with the current at both ends
 (``terminal`` 1 = from/HV end, 2 = to/LV end; three equal phase conductors each) and loading as
 pandapower reports it: a line's ``max(i_from, i_to) / (max_i_ka * df * parallel)``, a
@@ -48,7 +53,7 @@ from openg2g.grid.ppnets import BusNames, load_net
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["PandapowerGrid", "check_net_spec"]
+__all__ = ["PandapowerGrid", "check_net_spec", "to_pandapower_results"]
 
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one call (bounds memory on long batches)."""
@@ -350,3 +355,131 @@ class PandapowerGrid(GridBackend):
             dv = self.case.voltage_sensitivity(v, np.array([k]), tan_phi(pf))[:, 0] / (self.case.base_mva * 1e6)
             self._sens_cache[key] = frozen_array(np.repeat(dv[self._mon_idx][:, None], 3, axis=1))
         return self._sens_cache[key]
+
+    # ----------------------------------------------------------------------------- results as a net
+    def results_net(self, loads: Mapping[str, DatacenterState], t_s: float = 0.0) -> pandapowerNet:
+        """A copy of the net at one operating point, with this backend's results.
+
+        Each site is a load named ``openg2g:<site>`` at its bus drawing the state's total P and
+        Q; the net's own loads carry the load scale in ``scaling``; ``res_bus`` (``vm_pu``,
+        ``va_degree``), ``res_line`` and ``res_trafo`` (flows, currents, voltages at the ends,
+        ``loading_percent``) are filled from the solution. ``pandapower.runpp`` on the returned
+        net reproduces them. Out-of-service branches read 0 (voltages NaN).
+
+        :raises PowerFlowError: the operating point does not converge.
+        """
+        import pandapower as pp
+
+        s_spec = self.injections([t_s], [loads])
+        sol = self.case.solve(s_spec, self._v_last)
+        if not sol.converged[0]:
+            raise self._failed(t_s, loads)
+        v = sol.v[:, 0]
+        net = copy.deepcopy(self.net)
+        net.load["scaling"] = net.load["scaling"] * self.load_scale
+        for name, state in loads.items():
+            bus = self.names.bus(self._sites[name].bus)
+            pp.create_load(
+                net, bus, p_mw=state.power_w / 1e6, q_mvar=float(np.sum(state.q_var)) / 1e6, name=f"openg2g:{name}"
+            )
+        internal = [self.case.pp_bus.get(int(b), -1) for b in net.bus.index]
+        has = np.array(internal) >= 0
+        v_bus = np.where(has, v[np.maximum(internal, 0)], np.nan)
+        net.res_bus = _frame(net.bus.index, vm_pu=np.abs(v_bus), va_degree=np.degrees(np.angle(v_bus)))
+        net.res_line = self._branch_frame(net.line, "line", v, ("from", "to"))
+        net.res_trafo = self._branch_frame(net.trafo, "trafo", v, ("hv", "lv"))
+        return net
+
+    def _branch_frame(self, table: object, element: str, v: np.ndarray, ends: tuple[str, str]) -> object:
+        """pandapower's result table of ``element`` (``line``/``trafo``) for the solution ``v``."""
+        rows = self.case.branch_rows(element, len(table))  # type: ignore[arg-type]
+        live = rows >= 0
+        r = np.maximum(rows, 0)
+        f_bus, t_bus = self.case.branch_buses()
+        base = self.case.base_mva
+        s_f = v[f_bus[r]] * np.conj(self.case.yf[r] @ v) * base
+        s_t = v[t_bus[r]] * np.conj(self.case.yt[r] @ v) * base
+        i_f, i_t = (x[:, 0] for x in self.case.branch_currents_ka(v[:, None]))
+        i_f, i_t = i_f[r], i_t[r]
+        if element == "line":
+            rating_ka = (table["max_i_ka"] * table["df"] * table["parallel"]).to_numpy(float)  # type: ignore[index]
+            loading = np.maximum(i_f, i_t) / rating_ka * 100.0
+        else:
+            s_rated = (table["sn_mva"] * table["df"] * table["parallel"]).to_numpy(float)  # type: ignore[index]
+            kv = (table["vn_hv_kv"].to_numpy(float), table["vn_lv_kv"].to_numpy(float))  # type: ignore[index]
+            loading = np.maximum(i_f * kv[0], i_t * kv[1]) * _SQRT3 / s_rated * 100.0
+
+        def dead0(x: np.ndarray) -> np.ndarray:
+            return np.where(live, x, 0.0)
+
+        def dead_nan(x: np.ndarray) -> np.ndarray:
+            return np.where(live, x, np.nan)
+
+        a, b = ends
+        columns = {
+            f"p_{a}_mw": dead0(s_f.real),
+            f"q_{a}_mvar": dead0(s_f.imag),
+            f"p_{b}_mw": dead0(s_t.real),
+            f"q_{b}_mvar": dead0(s_t.imag),
+            "pl_mw": dead0(s_f.real + s_t.real),
+            "ql_mvar": dead0(s_f.imag + s_t.imag),
+            f"i_{a}_ka": dead0(i_f),
+            f"i_{b}_ka": dead0(i_t),
+        }
+        if element == "line":
+            columns["i_ka"] = dead0(np.maximum(i_f, i_t))
+        columns.update(
+            {
+                f"vm_{a}_pu": dead_nan(np.abs(v[f_bus[r]])),
+                f"va_{a}_degree": dead_nan(np.degrees(np.angle(v[f_bus[r]]))),
+                f"vm_{b}_pu": dead_nan(np.abs(v[t_bus[r]])),
+                f"va_{b}_degree": dead_nan(np.degrees(np.angle(v[t_bus[r]]))),
+                "loading_percent": dead0(loading),
+            }
+        )
+        return _frame(table.index, **columns)  # type: ignore[attr-defined]
+
+
+def _frame(index: object, **columns: np.ndarray) -> object:
+    import pandas as pd
+
+    return pd.DataFrame(columns, index=index)
+
+
+def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
+    """The net of a finished run on a pandapower net, at its grid step ``t_s`` (s), with
+    ``res_bus``, ``res_line`` and ``res_trafo`` filled (:meth:`PandapowerGrid.results_net`).
+
+    The sites draw what the grid drew at that step: the mean (or, with ``grid.load_aggregation:
+    last``, the last) of the run's datacenter samples over ``(t_s - periods.grid_s, t_s]``, read
+    from ``run_dir/datacenter``; the load scale is the scenario's (a ``set_load_scale`` event is
+    not replayed).
+
+    :param run_dir: the run's output folder (with ``scenario.yaml`` and the ``datacenter`` table).
+    :param t_s: a grid step of the run (s).
+    :raises ScenarioError: the run is not on a pandapower net, or ``t_s`` is not one of its grid steps.
+    """
+    import pandas as pd
+
+    from openg2g.scenario.build import build_grid
+    from openg2g.scenario.loader import load_scenario
+
+    loaded = load_scenario(run_dir / "scenario.yaml")
+    sc = loaded.scenario
+    if sc.grid.pandapower is None:
+        raise ScenarioError([(str(run_dir), "the run is on a feeder, not a pandapower net")])
+    grid_s = float(sc.periods.grid_s)
+    k = round(t_s / grid_s)
+    if k < 1 or abs(k * grid_s - t_s) > 1e-9 * max(1.0, abs(t_s)) or t_s > float(sc.duration_s) + 1e-9:
+        raise ScenarioError([(str(run_dir), f"t_s={t_s} is not a grid step of the run (every {grid_s:g} s)")])
+    dc = pd.read_parquet(run_dir / "datacenter")
+    window = dc[(dc["t_s"] > (k - 1) * grid_s + 1e-9) & (dc["t_s"] <= k * grid_s + 1e-9)]
+    loads: dict[str, DatacenterState] = {}
+    for site, rows in window.groupby("site", sort=False, observed=True):
+        pick = rows if sc.grid.load_aggregation == "mean" else rows.iloc[-1:]
+        p_w = pick[[f"p_{ph}_w" for ph in PHASES]].to_numpy(float).mean(axis=0)
+        q_var = pick[[f"q_{ph}_var" for ph in PHASES]].to_numpy(float).mean(axis=0)
+        loads[str(site)] = DatacenterState(str(site), t_s, p_w, q_var, {})
+    grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
+    assert isinstance(grid, PandapowerGrid)
+    return grid.results_net(loads, t_s)

@@ -163,8 +163,10 @@ class PandapowerCase:
         self._branch_row = np.where(branch_is, np.cumsum(branch_is) - 1, -1)
         self._branch_ranges = dict(net._pd2ppc_lookups.get("branch", {}))
         br = internal["branch"]
-        self._kv_from = self.base_kv[br[:, 0].real.astype(np.int64)]
-        self._kv_to = self.base_kv[br[:, 1].real.astype(np.int64)]
+        self._from_bus = br[:, 0].real.astype(np.int64)
+        self._to_bus = br[:, 1].real.astype(np.int64)
+        self._kv_from = self.base_kv[self._from_bus]
+        self._kv_to = self.base_kv[self._to_bus]
         self._lu_key: bytes | None = None
         self._lu: Solver | None = None
 
@@ -176,6 +178,10 @@ class PandapowerCase:
             return np.full(count, -1, dtype=np.int64)
         f, t = self._branch_ranges[element]
         return np.asarray(self._branch_row[f:t], dtype=np.int64)
+
+    def branch_buses(self) -> tuple[np.ndarray, np.ndarray]:
+        """Internal from (HV) and to (LV) bus of every internal branch."""
+        return self._from_bus, self._to_bus
 
     def load_injection(self, net: pandapowerNet) -> np.ndarray:
         """The net's own loads as internal bus injections (pu, negative = drawn), in service ones

@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 import pandapower as pp
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
@@ -275,3 +276,78 @@ def test_divergence_names_time_site_and_load() -> None:
     )
     states = flagged.solve_batch([0.0, 0.1], [{"dc1": site_state("dc1", 1.0)}, {"dc1": site_state("dc1", 400.0)}], 0.1)
     assert states[0].converged and not states[1].converged and np.isnan(states[1].v_pu).all()
+
+
+# ----------------------------------------------------------------------------- results as a net
+def check_results_equal_runpp(net: object) -> None:
+    """The result tables of ``net`` equal those runpp computes on a copy of it."""
+    ref = copy.deepcopy(net)
+    run_pandapower(ref)
+    np.testing.assert_allclose(net.res_bus.vm_pu, ref.res_bus.vm_pu, rtol=0, atol=V_TOL_PU)
+    np.testing.assert_allclose(net.res_bus.va_degree, ref.res_bus.va_degree, rtol=0, atol=1e-5)
+    for table, cols in (
+        ("res_line", ["p_from_mw", "q_to_mvar", "pl_mw", "i_ka", "vm_to_pu"]),
+        ("res_trafo", ["p_hv_mw", "q_lv_mvar", "i_lv_ka", "vm_hv_pu"]),
+    ):
+        for col in cols:
+            np.testing.assert_allclose(getattr(net, table)[col], getattr(ref, table)[col], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            getattr(net, table).loading_percent, getattr(ref, table).loading_percent, rtol=0, atol=LOADING_TOL_PCT
+        )
+
+
+def test_results_net_equals_runpp_on_its_own_loads() -> None:
+    net = net_of("case118")
+    grid = PandapowerGrid(net, "case118", GridSpec(pandapower="case118", load_scale=0.9), [Site("dc1", "59")])
+    out = grid.results_net({"dc1": site_state("dc1", 200.0)})
+    assert out.load.loc[out.load.name == "openg2g:dc1", "p_mw"].item() == pytest.approx(200.0)
+    check_results_equal_runpp(out)
+
+
+def test_a_run_on_a_net_and_its_results_net(tmp_path: Path) -> None:
+    """The bundled cigre_mv_ofo scenario runs end to end (OFO acting on the net's sensitivity), and
+    the net of one of its steps equals runpp on that step's loads."""
+    from openg2g.cli.main import main
+    from openg2g.grid.balanced import to_pandapower_results
+
+    out = tmp_path / "run"
+    argv = ["run", "cigre_mv_ofo", "--set", "duration_s=30", "--set", "outputs.plots=false"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["max_loading_pct"] > 100  # the benchmark's HV/MV transformer 0 is loaded past its rating
+    assert summary["max_loading_branch"] == "transformer.0"
+    commands = pd.read_parquet(out / "commands")
+    assert len(commands) > 0  # OFO changed batch sizes
+    net = to_pandapower_results(out, 12.0)
+    dc = pd.read_parquet(out / "datacenter")
+    drawn = dc.loc[(dc.t_s > 11.9) & (dc.t_s <= 12.0 + 1e-9), "power_w"].mean()
+    assert net.load.loc[net.load.name == "openg2g:dc1", "p_mw"].item() == pytest.approx(drawn / 1e6, rel=1e-12)
+    check_results_equal_runpp(net)
+    with pytest.raises(ScenarioError, match="not a grid step"):
+        to_pandapower_results(out, 12.05)
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_powerflow_cli_on_a_named_net(capsys: pytest.CaptureFixture[str]) -> None:
+    from openg2g.cli.main import main
+
+    assert main(["powerflow", "case118", "--dc", "59=200@0.95", "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    ref = runpp_with_site(net_of("case118"), "59", 200.0)
+    assert v["118.a"] == pytest.approx(ref.res_bus.at[117, "vm_pu"], abs=1e-6)
+    assert v["75.c"] == pytest.approx(ref.res_bus.at[74, "vm_pu"], abs=1e-6)
+    assert main(["powerflow", "case118", "--dc", "59=200"]) == 0
+    table = capsys.readouterr().out
+    assert "pandapower net case118 (balanced)" in table and "most loaded branches (5 of 186" in table
+
+
+def test_powerflow_cli_on_a_net_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from openg2g.cli.main import main
+
+    pp.to_json(net_of("create_cigre_network_mv"), str(tmp_path / "cigre.json"))
+    assert main(["powerflow", str(tmp_path / "cigre.json"), "--dc", "Bus 14=2", "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    ref = runpp_with_site(net_of("create_cigre_network_mv"), "Bus 14", 2.0)
+    assert v["Bus 14.b"] == pytest.approx(ref.res_bus.at[14, "vm_pu"], abs=1e-6)
+    assert main(["powerflow", str(tmp_path / "cigre.json"), "--dc", "Bus 99=2"]) == 2
+    assert "--dc Bus 99=2: unknown bus 'Bus 99'" in capsys.readouterr().err
