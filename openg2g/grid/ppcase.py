@@ -8,9 +8,10 @@ generator, ward and shunt as pandapower folds them in. A time series then change
 injections, and :meth:`PandapowerCase.solve` solves many operating points (columns) per call
 itself:
 
-- a **chord Newton** step for every column with the Jacobian of the warm start, factorized once
-  per call (the columns of a batch differ only by the datacenter load, so the same LU serves them
-  all, with linear convergence at a small rate), while the mismatch shrinks;
+- **chord Newton** steps for every column with one factorized Jacobian, while the mismatch
+  shrinks: the last one factorized (for the previous batch or a sensitivity; steps differ only by
+  the datacenter load, so it stays close), then, for columns it does not bring home, a fresh one at
+  the warm start. Convergence is linear at a small rate, and one LU serves every column;
 - a **full Newton** per column that the chord steps leave unconverged (Jacobian refactorized at
   every iterate), from the warm start, then from the net's own solution.
 
@@ -244,6 +245,22 @@ class PandapowerCase:
         return v if np.max(np.abs(f), initial=0.0) < TOLERANCE_PU else None
 
     # --------------------------------------------------------------------------- solving
+    def _chord(self, v: np.ndarray, s_spec: np.ndarray, lu: Solver, cols: np.ndarray) -> np.ndarray:
+        """Chord steps with the fixed Jacobian solver ``lu`` on columns ``cols`` of ``v`` (in place)
+        while every open column's mismatch shrinks; whether each of ``cols`` converged."""
+        last = np.full(cols.size, np.inf)
+        done = np.zeros(cols.size, dtype=bool)
+        for _ in range(_CHORD_ITERATIONS):
+            f = self._mismatch(v[:, cols], s_spec[:, cols])
+            err = np.max(np.abs(f), axis=0, initial=0.0)
+            done = err < TOLERANCE_PU
+            if done.all() or not np.all(err[~done] < last[~done]):  # converged, or a column stalls
+                break
+            last = err
+            open_cols = np.flatnonzero(~done)
+            v[:, cols[open_cols]] = self._step(v[:, cols[open_cols]], lu(f[:, open_cols]))
+        return done
+
     def solve(self, s_spec: np.ndarray, v_start: np.ndarray | None = None) -> CaseSolution:
         """Solve every column of ``s_spec`` (pu injections, ``(n_bus, K)``).
 
@@ -257,20 +274,15 @@ class PandapowerCase:
         k = s_spec.shape[1]
         v = np.repeat(v0[:, None], k, axis=1)
         done = np.zeros(k, dtype=bool)
-        last = np.full(k, np.inf)
-        try:
-            lu = self._factor(v0)
-        except RuntimeError:  # singular at the warm start: every column goes to full Newton
-            lu, last = None, np.zeros(k)
-        for _ in range(_CHORD_ITERATIONS if lu is not None else 0):
-            f = self._mismatch(v, s_spec)
-            err = np.max(np.abs(f), axis=0, initial=0.0)
-            done = err < TOLERANCE_PU
-            if done.all() or not np.all(err[~done] < last[~done]):  # converged, or a column stalls
-                break
-            last = err
+        if self._lu is not None:  # the last Jacobian factorized, wherever it was: usually close enough
+            done = self._chord(v, s_spec, self._lu, np.arange(k))
+        if not done.all():  # refactorize at the warm start and restart the open columns from it
             open_cols = np.flatnonzero(~done)
-            v[:, open_cols] = self._step(v[:, open_cols], lu(f[:, open_cols]))  # type: ignore[misc]
+            v[:, open_cols] = v0[:, None]
+            try:
+                done[open_cols] = self._chord(v, s_spec, self._factor(v0), open_cols)
+            except RuntimeError:  # singular at the warm start: full Newton below
+                pass
         for j in np.flatnonzero(~done):
             sol = self._newton(v0.copy(), s_spec[:, j])
             if sol is None and v_start is not None:
