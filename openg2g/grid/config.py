@@ -1,7 +1,8 @@
-"""The grid's configuration: the feeder, its regulators, PV, storage, extra loads and limits.
+"""The grid's configuration: the feeder (or pandapower net), its regulators, PV, storage, extra loads and limits.
 
 Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes it) and taken by
-:class:`openg2g.grid.backend.FeederGrid`. A datacenter site reaches the grid as a
+:class:`openg2g.grid.backend.FeederGrid` (``feeder``) or :class:`openg2g.grid.balanced.PandapowerGrid`
+(``pandapower``). A datacenter site reaches the grid as a
 :class:`GridSite`: its name, bus, power factor and voltage dependence, nothing of its servers.
 """
 
@@ -132,7 +133,11 @@ class GridSpec(ConfigModel):
     """The feeder and its options."""
 
     feeder: str | None = Field(
-        None, description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file."
+        None,
+        description=(
+            "Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file; give exactly one of "
+            "feeder and pandapower."
+        ),
     )
     pandapower: str | None = Field(
         None,
