@@ -245,11 +245,35 @@ class PandapowerGrid(GridBackend):
         return s
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState]) -> PowerFlowError:
+        """The error of a step that did not converge, with the share of the sites' load the net
+        can carry (:meth:`_carryable_fraction`)."""
         attached = ", ".join(f"{n}@{self._sites[n].bus}={s.power_w / 1e6:.3f} MW" for n, s in loads.items())
+        level = f"datacenter loads: {attached or 'none'}; net load scale {self.load_scale:g}"
+        share = self._carryable_fraction(t_s, loads) if loads else None
+        if share is None:
+            return PowerFlowError(f"power flow did not converge at t={t_s} s on net {self.label} ({level})")
+        total_mw = sum(s.power_w for s in loads.values()) / 1e6
         return PowerFlowError(
-            f"power flow did not converge at t={t_s} s on net {self.label} (datacenter loads: {attached or 'none'}; "
-            f"net load scale {self.load_scale:g}): the net cannot carry this load (past the nose of the P-V curve)"
+            f"power flow did not converge at t={t_s} s on net {self.label} ({level}): the net carries at most "
+            f"{100 * share:.1f}% of this datacenter load ({share * total_mw:.3f} MW of {total_mw:.3f} MW) before its "
+            "power flow reaches the nose of the P-V curve"
         )
+
+    def _carryable_fraction(self, t_s: float, loads: Mapping[str, DatacenterState]) -> float | None:
+        """The largest share (to 0.1 %) of the sites' load at which the step still converges, the
+        net's own loads held; None if it does not converge even without the sites."""
+        without = self.injections([t_s], [{}])
+        sites = self.injections([t_s], [loads]) - without
+        lo, hi = 0.0, 1.0
+        if not self.case.solve(without).converged[0]:
+            return None
+        while hi - lo > 1e-3:
+            mid = 0.5 * (lo + hi)
+            if self.case.solve(without + mid * sites).converged[0]:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _states(self, t_s: Sequence[float], s_spec: np.ndarray, v: np.ndarray, ok: np.ndarray) -> list[GridState]:
         """The reported states of solutions ``v`` of injections ``s_spec`` (pu); NaN where not ``ok``."""
