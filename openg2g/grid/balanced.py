@@ -91,7 +91,48 @@ def check_net_spec(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]
         bus_ok(f"datacenters.{i}.bus", site.bus)
     for i, bus in enumerate(spec.monitored_buses or []):
         bus_ok(f"grid.monitored_buses.{i}", bus)
+    site_names = {s.name for s in sites}
+    for name in spec.site_transformers:
+        if name not in site_names:
+            problems.append(
+                (
+                    f"grid.site_transformers.{name}",
+                    f"no datacenter site {name!r} (sites: {', '.join(site_names) or 'none'})",
+                )
+            )
     return problems
+
+
+def _add_site_transformers(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]) -> dict[str, int]:
+    """Add each site's step-up transformer (``grid.site_transformers``) to ``net``: a new bus
+    ``openg2g:<site>`` on its LV side and a transformer of the same name; the pandapower bus each
+    site draws at (that new bus, or the site's own bus)."""
+    import pandapower as pp
+
+    names = BusNames(net)
+    attach: dict[str, int] = {}
+    for site in sites:
+        bus = names.bus(site.bus)
+        assert bus is not None  # checked by check_net_spec
+        t = spec.site_transformers.get(site.name)
+        if t is not None:
+            lv = pp.create_bus(net, vn_kv=t.vn_lv_kv, name=f"openg2g:{site.name}")
+            pp.create_transformer_from_parameters(
+                net,
+                hv_bus=bus,
+                lv_bus=lv,
+                sn_mva=t.sn_mva,
+                vn_hv_kv=float(net.bus.at[bus, "vn_kv"]),
+                vn_lv_kv=t.vn_lv_kv,
+                vkr_percent=t.vkr_percent,
+                vk_percent=t.vk_percent,
+                pfe_kw=0.0,
+                i0_percent=0.0,
+                name=f"openg2g:{site.name}",
+            )
+            bus = int(lv)
+        attach[site.name] = bus
+    return attach
 
 
 def _energized(net: pandapowerNet) -> set[int]:
@@ -146,11 +187,14 @@ class PandapowerGrid(GridBackend):
         self.net = copy.deepcopy(net)
         if spec.source_pu is not None:
             self.net.ext_grid["vm_pu"] = spec.source_pu
+        attach = _add_site_transformers(self.net, spec, sites)
         self.case = PandapowerCase(self.net, label)
         self.names = BusNames(self.net)
         self._s_load = self.case.load_injection(self.net)
         self._sites = {s.name: s for s in sites}
-        self._site_bus = {s.name: self._internal(s.bus) for s in sites}
+        self._site_pp_bus = attach
+        """Site -> pandapower bus it draws at: its bus, or its transformer's LV bus."""
+        self._site_bus = {name: self._internal(b) for name, b in attach.items()}
         self._bus_phases, self._mon_idx = self._monitored(spec.monitored_buses)
         self._branches = _branch_set(self.net)
         rows = np.concatenate(
@@ -172,11 +216,17 @@ class PandapowerGrid(GridBackend):
         assert spec.pandapower is not None
         return cls(load_net(spec.pandapower, base_dir), spec.pandapower, spec, sites)
 
-    def _internal(self, bus: str) -> int:
-        b = self.names.bus(bus)
-        k = None if b is None else self.case.pp_bus.get(b)
+    def _internal(self, bus: int) -> int:
+        """The internal bus of pandapower bus ``bus``.
+
+        :raises ScenarioError: the bus is cut off from every external grid.
+        """
+        k = self.case.pp_bus.get(bus)
         if k is None:
-            raise ScenarioError([("grid.pandapower", f"bus {bus!r} of net {self.label} is not energized")])
+            label = dict(zip(self.names.index, self.names.names))[bus]
+            raise ScenarioError(
+                [("grid.pandapower", f"bus {label!r} of net {self.label} is not connected to an external grid")]
+            )
         return k
 
     def _monitored(self, buses: Sequence[str] | None) -> tuple[tuple[str, ...], np.ndarray]:
@@ -366,7 +416,7 @@ class PandapowerGrid(GridBackend):
         :raises KeyError: unknown bus or site.
         """
         site = self._sites.get(bus)
-        pp_bus = self.names.bus(site.bus if site else bus)
+        pp_bus = self._site_pp_bus[site.name] if site else self.names.bus(bus)
         k = None if pp_bus is None else self.case.pp_bus.get(pp_bus)
         if k is None:
             raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or an energized bus of net {self.label}")
@@ -402,7 +452,7 @@ class PandapowerGrid(GridBackend):
         net = copy.deepcopy(self.net)
         net.load["scaling"] = net.load["scaling"] * self.load_scale
         for name, state in loads.items():
-            bus = self.names.bus(self._sites[name].bus)
+            bus = self._site_pp_bus[name]
             pp.create_load(
                 net, bus, p_mw=state.power_w / 1e6, q_mvar=float(np.sum(state.q_var)) / 1e6, name=f"openg2g:{name}"
             )

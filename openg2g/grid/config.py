@@ -14,7 +14,16 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
 
-__all__ = ["MAX_TAP_STEPS", "ExtraLoadSpec", "GridSite", "GridSpec", "PVSpec", "RegulatorSpec", "StorageSpec"]
+__all__ = [
+    "MAX_TAP_STEPS",
+    "ExtraLoadSpec",
+    "GridSite",
+    "GridSpec",
+    "PVSpec",
+    "RegulatorSpec",
+    "SiteTransformerSpec",
+    "StorageSpec",
+]
 
 MAX_TAP_STEPS = 32
 """Largest tap step magnitude a scenario may allow (32 x 0.625 % = 20 % on a standard regulator)."""
@@ -129,6 +138,23 @@ class ExtraLoadSpec(VoltageDependence):
     )
 
 
+class SiteTransformerSpec(ConfigModel):
+    """A datacenter site's own step-up transformer (pandapower nets only): the site draws at its
+    low-voltage side, a new bus; the high-voltage side is the site's bus, at that bus's ``vn_kv``.
+    No-load losses and magnetizing current are neglected."""
+
+    sn_mva: float = Field(gt=0, le=10_000, description="Rated power (MVA).")
+    vn_lv_kv: float = Field(gt=0, le=1_000, description="Rated voltage of the site side (kV).")
+    vk_percent: float = Field(gt=0, le=100, description="Short-circuit voltage (% of rated voltage).")
+    vkr_percent: float = Field(ge=0, le=100, description="Its resistive part (%): the copper losses at rated power.")
+
+    @model_validator(mode="after")
+    def _vk(self) -> SiteTransformerSpec:
+        if self.vkr_percent > self.vk_percent:
+            raise ValueError(f"need vkr_percent <= vk_percent, got {self.vkr_percent} and {self.vk_percent}")
+        return self
+
+
 class GridSpec(ConfigModel):
     """The feeder and its options."""
 
@@ -169,6 +195,10 @@ class GridSpec(ConfigModel):
     pv: list[PVSpec] = Field(default_factory=list)
     storage: list[StorageSpec] = Field(default_factory=list)
     extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)
+    site_transformers: dict[Name, SiteTransformerSpec] = Field(
+        default_factory=dict,
+        description="Site name -> its own step-up transformer (pandapower nets only); none by default.",
+    )
     on_nonconvergence: Literal["stop", "flag"] = Field(
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
@@ -202,4 +232,6 @@ class GridSpec(ConfigModel):
         data: dict[str, Any] = handler(self)
         if self.pandapower is None:
             data.pop("pandapower", None)
+        if not self.site_transformers:
+            data.pop("site_transformers", None)
         return data

@@ -137,11 +137,13 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
 
 def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
+    on_net_only = [("grid.site_transformers", "available on pandapower nets only (grid.pandapower)")]
     return [
         *_check_sites(feeder, sites),
         *_check_element_buses(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
+        *(on_net_only if spec.site_transformers else []),
     ]
 
 

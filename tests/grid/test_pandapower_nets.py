@@ -356,3 +356,44 @@ def test_powerflow_cli_on_a_net_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert v["Bus 14.b"] == pytest.approx(ref.res_bus.at[14, "vm_pu"], abs=1e-6)
     assert main(["powerflow", str(tmp_path / "cigre.json"), "--dc", "Bus 99=2"]) == 2
     assert "--dc Bus 99=2: unknown bus 'Bus 99'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- site transformers
+def test_a_site_behind_its_own_step_up_transformer() -> None:
+    """A 300 MW campus at case118 bus 59 (138 kV) through a 400 MVA, 138/34.5 kV transformer:
+    equal to runpp on the net with that transformer and the load on its LV side."""
+    net = net_of("case118")
+    spec = GridSpec(
+        pandapower="case118",
+        site_transformers={"dc1": {"sn_mva": 400, "vn_lv_kv": 34.5, "vk_percent": 12, "vkr_percent": 0.3}},
+    )
+    grid = PandapowerGrid(net, "case118", spec, [Site("dc1", "59")])
+    state = grid.solve(0.0, {"dc1": site_state("dc1", 300.0)}, 0.1)
+    ref = copy.deepcopy(net)
+    lv = pp.create_bus(ref, vn_kv=34.5, name="openg2g:dc1")
+    pp.create_transformer_from_parameters(ref, 58, lv, 400, 138.0, 34.5, 0.3, 12, 0.0, 0.0)
+    pp.create_load(ref, lv, p_mw=300.0, q_mvar=300.0 * math.tan(math.acos(0.95)))
+    run_pandapower(ref)
+    check_against_runpp(grid, state, ref)
+    v_lv = state.voltage("openg2g:dc1.a")
+    assert v_lv == pytest.approx(ref.res_bus.at[lv, "vm_pu"], abs=V_TOL_PU) and v_lv < state.voltage("59.a")
+    loading = dict(zip(state.branches.names, state.branch_loading_pct))
+    new_trafo = ref.trafo.index[-1]
+    assert loading[f"transformer.{new_trafo}"] == pytest.approx(
+        ref.res_trafo.at[new_trafo, "loading_percent"], abs=0.01
+    )
+    # the site's own bus is behind the transformer: its voltage now moves with the site's power
+    assert grid.voltage_sensitivity("dc1")[grid.bus_phases().index("openg2g:dc1.a"), 0] < 0
+
+
+def test_site_transformers_are_refused_on_feeders_and_for_unknown_sites() -> None:
+    t = {"sn_mva": 10, "vn_lv_kv": 0.4, "vk_percent": 6, "vkr_percent": 1}
+    feeder = GridSpec(feeder="ieee13", site_transformers={"dc1": t})
+    assert ("grid.site_transformers", "available on pandapower nets only (grid.pandapower)") in validate_grid(
+        feeder, [Site("dc1", "671")]
+    )
+    net = GridSpec(pandapower="create_cigre_network_mv", site_transformers={"dcx": t})
+    [(field, msg)] = validate_grid(net, [Site("dc1", "Bus 14")])
+    assert field == "grid.site_transformers.dcx" and "no datacenter site 'dcx'" in msg
+    with pytest.raises(ValidationError, match="vkr_percent <= vk_percent"):
+        GridSpec(pandapower="case118", site_transformers={"dc1": {**t, "vkr_percent": 7}})
