@@ -91,7 +91,7 @@ def check_net_spec(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]
         bus_ok(f"datacenters.{i}.bus", site.bus)
     for i, bus in enumerate(spec.monitored_buses or []):
         bus_ok(f"grid.monitored_buses.{i}", bus)
-    site_names = {s.name for s in sites}
+    site_names = [s.name for s in sites]
     for name in spec.site_transformers:
         if name not in site_names:
             problems.append(

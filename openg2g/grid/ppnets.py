@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -193,10 +193,6 @@ class BusNames:
         """The first ``n`` names, for messages."""
         head = ", ".join(self.names[:n])
         return head + (f", ... ({len(self.names)} in all)" if len(self.names) > n else "")
-
-    def unknown(self, names: Sequence[str]) -> list[str]:
-        """Those of ``names`` that name no bus."""
-        return [n for n in names if self.bus(n) is None]
 
 
 def _name_text(value: object) -> str | None:
