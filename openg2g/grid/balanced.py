@@ -270,9 +270,11 @@ class PandapowerGrid(GridBackend):
         return True
 
     def reset(self, seed: int) -> None:
-        """The scenario's load scale; the warm start is the net's own solution (no randomness)."""
+        """The scenario's load scale; the warm start is the net's own solution and no Jacobian is
+        kept (no randomness: every run from a reset gives the same bits)."""
         self.load_scale = self.spec.load_scale
         self._v_last = None
+        self.case.forget()
         self._sens_cache.clear()
 
     # ----------------------------------------------------------------------------- solving

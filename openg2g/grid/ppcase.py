@@ -171,6 +171,12 @@ class PandapowerCase:
         self._lu_key: bytes | None = None
         self._lu: Solver | None = None
 
+    def forget(self) -> None:
+        """Drop the factorized Jacobian kept between calls, so that what follows depends on its
+        own inputs only (a run after a reset gives the same bits as the first)."""
+        self._lu_key = None
+        self._lu = None
+
     # --------------------------------------------------------------------------- structure
     def branch_rows(self, element: str, count: int) -> np.ndarray:
         """Internal branch row of each of the ``count`` elements of table ``element`` (``"line"``,

@@ -114,6 +114,22 @@ def test_batch_equals_runpp_at_every_step(case: tuple[str, str, float, object]) 
         check_against_runpp(grid, state, runpp_with_site(net, bus, mw * x))
 
 
+def test_a_run_after_reset_repeats_the_first_bit_for_bit() -> None:
+    grid = PandapowerGrid(
+        net_of("mv_oberrhein"), "oberrhein", GridSpec(pandapower="mv_oberrhein"), [Site("dc1", "Bus 50")]
+    )
+    loads = [{"dc1": site_state("dc1", x)} for x in (1.0, 2.5, 3.0, 1.5)]
+
+    def run() -> list[np.ndarray]:
+        grid.reset(0)
+        out = [grid.solve(0.0, loads[0], 0.1).v_pu, grid.voltage_sensitivity("dc1")]
+        return [*out, *(s.v_pu for s in grid.solve_batch([0.1, 0.2, 0.3], loads[1:], 0.1))]
+
+    first, second = run(), run()
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_json_round_trip_gives_the_same_grid(tmp_path: Path) -> None:
     net = net_of("create_cigre_network_mv")
     pp.to_json(net, str(tmp_path / "cigre.json"))
