@@ -3,8 +3,8 @@ balanced datacenter load, printed as a table (voltages, substation power, the mo
 branches) or as JSON ``{"<bus>.<phase>": pu}``.
 
 ``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
-name such as ``case118``, see :mod:`openg2g.grid.ppnets`): anything that is not a bundled feeder
-or a ``.dss`` file is read as one, and solved balanced (``openg2g powerflow case118 --dc 59=200``).
+name such as ``case118``, see :mod:`openg2g.grid.ppnets`), solved balanced
+(``openg2g powerflow case118 --dc 59=200``).
 """
 
 from __future__ import annotations
@@ -91,10 +91,14 @@ def _specs(
 
 
 def _is_net(source: str) -> bool:
-    """Whether ``source`` names a pandapower net rather than a feeder (not bundled, not a .dss file)."""
+    """Whether ``source`` names a pandapower net: a net file (``.json``/pickle) or a
+    ``pandapower.networks`` name; anything else is a feeder (bundled name or ``.dss`` file)."""
     from openg2g.grid.feeders import list_feeders
+    from openg2g.grid.ppnets import is_network_name, looks_like_net_file
 
-    return source not in list_feeders() and not source.lower().endswith(".dss")
+    if source in list_feeders() or source.lower().endswith(".dss"):
+        return False
+    return looks_like_net_file(source) or is_network_name(source)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -30,7 +30,15 @@ from openg2g.core.errors import FeederError
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["NET_SUFFIXES", "BusNames", "check_net", "load_net", "looks_like_net_file", "quiet_pandapower"]
+__all__ = [
+    "NET_SUFFIXES",
+    "BusNames",
+    "check_net",
+    "is_network_name",
+    "load_net",
+    "looks_like_net_file",
+    "quiet_pandapower",
+]
 
 NET_SUFFIXES = (".json", ".p", ".pkl", ".pickle")
 """File endings read as pandapower nets (JSON, then pickle)."""
@@ -63,6 +71,11 @@ def _network_function(name: str) -> object | None:
     params = inspect.signature(fn).parameters.values()
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     return None if required else fn
+
+
+def is_network_name(name: str) -> bool:
+    """Whether ``name`` is a :mod:`pandapower.networks` function that needs no argument."""
+    return _network_function(name) is not None
 
 
 def _network_names() -> list[str]:
