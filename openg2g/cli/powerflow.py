@@ -1,6 +1,11 @@
 """``openg2g powerflow FEEDER``: one power flow with the feeder's own loads plus an optional
 balanced datacenter load, printed as a table (voltages, substation power, the most loaded
-branches) or as JSON ``{"<bus>.<phase>": pu}``."""
+branches) or as JSON ``{"<bus>.<phase>": pu}``.
+
+``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
+name such as ``case118``, see :mod:`openg2g.grid.ppnets`), solved balanced
+(``openg2g powerflow case118 --dc 59=200``).
+"""
 
 from __future__ import annotations
 
@@ -71,9 +76,10 @@ def _specs(
             sites.append(SiteSpec(name=f"dc{i}", bus=bus, power_factor=pf, models=[model]))
         except ValidationError as exc:
             located(f"datacenters.{i}", exc)
+    grid_source = {"pandapower": args.feeder} if _is_net(args.feeder) else {"feeder": args.feeder}
     try:
         spec = GridSpec(
-            feeder=args.feeder,
+            **grid_source,
             solver=args.solver,
             regulators={bank: RegulatorSpec(taps=t) for bank, t in taps.items()},
         )
@@ -84,11 +90,22 @@ def _specs(
     return sites, spec
 
 
+def _is_net(source: str) -> bool:
+    """Whether ``source`` names a pandapower net: a net file (``.json``/pickle) or a
+    ``pandapower.networks`` name; anything else is a feeder (bundled name or ``.dss`` file)."""
+    from openg2g.grid.feeders import list_feeders
+    from openg2g.grid.ppnets import is_network_name, looks_like_net_file
+
+    if source in list_feeders() or source.lower().endswith(".dss"):
+        return False
+    return looks_like_net_file(source) or is_network_name(source)
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openg2g.core.state import DatacenterState
-    from openg2g.grid.backend import FeederGrid
+    from openg2g.scenario.build import build_grid
 
     try:
         dcs = [_parse_dc(x) for x in args.dc]
@@ -98,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         sites, spec = _specs(args, dcs, taps)
-        grid = FeederGrid.from_spec(spec, sites, Path.cwd())
+        grid = build_grid(spec, sites, Path.cwd())
         loads = {}
         for site, (_, mw, pf) in zip(sites, dcs):
             p = np.full(3, mw * 1e6 / 3)
@@ -110,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
                 loc = f"--dc {args.dc[int(loc.split('.')[1])]}"
             elif loc.startswith("grid.regulators."):
                 loc = f"--taps {loc.split('.')[2]}"
-            elif loc == "grid.feeder":
+            elif loc in ("grid.feeder", "grid.pandapower"):
                 loc = f"FEEDER {args.feeder!r}"
             print(f"error: {loc}: {msg}", file=sys.stderr)
         return 2
@@ -124,7 +141,10 @@ def _run(args: argparse.Namespace) -> int:
     for bp, v in zip(state.bus_phases, state.v_pu):
         bus, ph = bp.rsplit(".", 1)
         by_bus.setdefault(bus, {})[ph] = float(v)
-    print(f"feeder {args.feeder} ({args.solver}); taps: " + ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()))
+    kind = "pandapower net" if spec.pandapower is not None else "feeder"
+    solver = "balanced" if spec.pandapower is not None else args.solver
+    tap_text = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
+    print(f"{kind} {args.feeder} ({solver}); taps: {tap_text}")
     print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
     for bus, v_by_phase in by_bus.items():
         cells = [f"{v_by_phase[p]:8.4f}" if p in v_by_phase else f"{'-':>8s}" for p in "abc"]
@@ -163,7 +183,13 @@ def _print_worst_branches(state: GridState) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--json] [--solver ...]``."""
     p = subparsers.add_parser("powerflow", help="one power flow on a feeder, with an optional datacenter load")
-    p.add_argument("feeder", help="bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file")
+    p.add_argument(
+        "feeder",
+        help=(
+            "bundled feeder name (ieee13, openg2g-ieee13, ...), path to a .dss master file, or a pandapower net "
+            "(a .json/pickle file or a pandapower.networks name such as case118)"
+        ),
+    )
     p.add_argument(
         "--dc",
         action="append",

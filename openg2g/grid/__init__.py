@@ -7,11 +7,23 @@
   :mod:`~openg2g.grid.storage` (batteries) and :mod:`~openg2g.grid.injections` (sites, PV, extra
   loads, scales, profiles); :mod:`openg2g.grid.solver`: the phase-frame power flow and its exact
   dV/dP;
+- :mod:`openg2g.grid.balanced`: ``PandapowerGrid``, the backend on any pandapower net
+  (``grid.pandapower``; :mod:`~openg2g.grid.ppnets` reads the net and names its buses,
+  :mod:`~openg2g.grid.ppcase` solves it balanced), and ``to_pandapower_results``;
 - :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
 """
 
 from openg2g.grid.backend import FeederGrid
+from openg2g.grid.balanced import PandapowerGrid, to_pandapower_results
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
 from openg2g.grid.validate import validate_grid
 
-__all__ = ["Feeder", "FeederGrid", "list_feeders", "load_feeder", "validate_grid"]
+__all__ = [
+    "Feeder",
+    "FeederGrid",
+    "PandapowerGrid",
+    "list_feeders",
+    "load_feeder",
+    "to_pandapower_results",
+    "validate_grid",
+]

@@ -138,6 +138,7 @@ class FeederGrid(GridBackend):
         :raises FeederError: unknown feeder or unreadable feeder file.
         :raises ScenarioError: the spec does not fit the feeder (see :func:`validate_grid`).
         """
+        assert spec.feeder is not None, "FeederGrid needs grid.feeder (a pandapower net is a PandapowerGrid)"
         return cls(load_feeder(resolve_feeder(spec.feeder, base_dir)), spec, sites, base_dir)
 
     def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> CompiledNetwork:

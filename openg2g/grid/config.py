@@ -1,19 +1,29 @@
-"""The grid's configuration: the feeder, its regulators, PV, storage, extra loads and limits.
+"""The grid's configuration: the feeder (or pandapower net), its regulators, PV, storage, extra loads and limits.
 
 Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes it) and taken by
-:class:`openg2g.grid.backend.FeederGrid`. A datacenter site reaches the grid as a
+:class:`openg2g.grid.backend.FeederGrid` (``feeder``) or :class:`openg2g.grid.balanced.PandapowerGrid`
+(``pandapower``). A datacenter site reaches the grid as a
 :class:`GridSite`: its name, bus, power factor and voltage dependence, nothing of its servers.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
 
-__all__ = ["MAX_TAP_STEPS", "ExtraLoadSpec", "GridSite", "GridSpec", "PVSpec", "RegulatorSpec", "StorageSpec"]
+__all__ = [
+    "MAX_TAP_STEPS",
+    "ExtraLoadSpec",
+    "GridSite",
+    "GridSpec",
+    "PVSpec",
+    "RegulatorSpec",
+    "SiteTransformerSpec",
+    "StorageSpec",
+]
 
 MAX_TAP_STEPS = 32
 """Largest tap step magnitude a scenario may allow (32 x 0.625 % = 20 % on a standard regulator)."""
@@ -128,10 +138,41 @@ class ExtraLoadSpec(VoltageDependence):
     )
 
 
+class SiteTransformerSpec(ConfigModel):
+    """A datacenter site's own step-up transformer (pandapower nets only): the site draws at its
+    low-voltage side, a new bus; the high-voltage side is the site's bus, at that bus's ``vn_kv``.
+    No-load losses and magnetizing current are neglected."""
+
+    sn_mva: float = Field(gt=0, le=10_000, description="Rated power (MVA).")
+    vn_lv_kv: float = Field(gt=0, le=1_000, description="Rated voltage of the site side (kV).")
+    vk_percent: float = Field(gt=0, le=100, description="Short-circuit voltage (% of rated voltage).")
+    vkr_percent: float = Field(ge=0, le=100, description="Its resistive part (%): the copper losses at rated power.")
+
+    @model_validator(mode="after")
+    def _vk(self) -> SiteTransformerSpec:
+        if self.vkr_percent > self.vk_percent:
+            raise ValueError(f"need vkr_percent <= vk_percent, got {self.vkr_percent} and {self.vk_percent}")
+        return self
+
+
 class GridSpec(ConfigModel):
     """The feeder and its options."""
 
-    feeder: str = Field(description="Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file.")
+    feeder: str | None = Field(
+        None,
+        description=(
+            "Bundled feeder name (ieee13, openg2g-ieee13, ...) or path to a .dss master file; give exactly one of "
+            "feeder and pandapower."
+        ),
+    )
+    pandapower: str | None = Field(
+        None,
+        description=(
+            "Instead of a feeder, a pandapower net solved balanced: the path of a pandapower .json or pickle "
+            "file (relative to the scenario file), a pandapower.networks function without arguments "
+            "(case118, create_cigre_network_mv, mv_oberrhein, ...) or a SimBench code if simbench is installed."
+        ),
+    )
     solver: Literal["exact", "pandapower"] = Field(
         "exact",
         description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference.",
@@ -154,13 +195,19 @@ class GridSpec(ConfigModel):
     pv: list[PVSpec] = Field(default_factory=list)
     storage: list[StorageSpec] = Field(default_factory=list)
     extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)
+    site_transformers: dict[Name, SiteTransformerSpec] = Field(
+        default_factory=dict,
+        description="Site name -> its own step-up transformer (pandapower nets only); none by default.",
+    )
     on_nonconvergence: Literal["stop", "flag"] = Field(
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
 
     @field_validator("feeder")
     @classmethod
-    def _feeder(cls, v: str) -> str:
+    def _feeder(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         # a path must name a .dss file: the reader is never pointed at other files, whose
         # contents its errors would quote (`feeder: /etc/passwd`)
         if any(c in v for c in "/\\.") and not v.lower().endswith(".dss"):
@@ -169,6 +216,8 @@ class GridSpec(ConfigModel):
 
     @model_validator(mode="after")
     def _limits(self) -> GridSpec:
+        if (self.feeder is None) == (self.pandapower is None):
+            raise ValueError("give exactly one of feeder (a distribution feeder) and pandapower (a pandapower net)")
         if not self.v_min_pu < self.v_max_pu:
             raise ValueError(f"need v_min_pu < v_max_pu, got {self.v_min_pu} and {self.v_max_pu}")
         names = [*(e.name for e in self.pv), *(e.name for e in self.storage), *(e.name for e in self.extra_loads)]
@@ -176,3 +225,13 @@ class GridSpec(ConfigModel):
         if dup:
             raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a feeder scenario dumps (and hashes) as it did before nets existed
+        data: dict[str, Any] = handler(self)
+        if self.pandapower is None:
+            data.pop("pandapower", None)
+        if not self.site_transformers:
+            data.pop("site_transformers", None)
+        return data

@@ -137,12 +137,29 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
 
 def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
+    on_net_only = [("grid.site_transformers", "available on pandapower nets only (grid.pandapower)")]
     return [
         *_check_sites(feeder, sites),
         *_check_element_buses(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
+        *(on_net_only if spec.site_transformers else []),
     ]
+
+
+def _validate_net(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
+    """Problems of a scenario on a pandapower net: the net can be read and is a grid
+    (``grid.pandapower``), the options fit it and its buses exist (see
+    :func:`openg2g.grid.balanced.check_net_spec`)."""
+    from openg2g.grid.balanced import check_net_spec  # pandapower is imported only for nets
+    from openg2g.grid.ppnets import load_net
+
+    assert spec.pandapower is not None
+    try:
+        net = load_net(spec.pandapower, base_dir)
+    except FeederError as exc:
+        return [("grid.pandapower", str(exc).removeprefix("grid.pandapower: "))]
+    return check_net_spec(net, spec, sites)
 
 
 def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None = None) -> list[tuple[str, str]]:
@@ -155,9 +172,14 @@ def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | No
     scenario's ``min_tap``/``max_tap`` when it states them; one value on a ganged bank), capacitors exist, PV and extra-load
     profiles are readable (``grid.pv.<i>.profile`` ...).
 
-    :param base_dir: folder a relative ``.dss`` feeder path is resolved against (the scenario
-        file's folder); ``None`` resolves it against the working directory.
+    A pandapower net (``grid.pandapower``) is checked by :func:`_validate_net` instead.
+
+    :param base_dir: folder a relative ``.dss`` feeder or net path is resolved against (the
+        scenario file's folder); ``None`` resolves it against the working directory.
     """
+    if spec.pandapower is not None:
+        return _validate_net(spec, sites, base_dir)
+    assert spec.feeder is not None  # GridSpec holds exactly one of feeder and pandapower
     try:
         feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))
     except FeederError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -26,9 +27,10 @@ from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
 from openg2g.grid import validate_grid
 from openg2g.grid.backend import FeederGrid
+from openg2g.grid.config import GridSite, GridSpec
 from openg2g.scenario.schema import LoadedScenario, Scenario
 
-__all__ = ["ComponentBuilder", "Components", "build_components", "check_components"]
+__all__ = ["ComponentBuilder", "Components", "build_components", "build_grid", "check_components"]
 
 Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
 """``(sites, grid, controllers)`` of one run."""
@@ -114,7 +116,7 @@ class ComponentBuilder:
         )
         grid = self._grids.get(grid_key)
         if grid is None:
-            grid = FeederGrid.from_spec(sc.grid, sc.datacenters, loaded.base_dir)
+            grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
             self._grids = {grid_key: grid}
         controllers = [build_controller(spec, loaded.base_dir) for spec in sc.controllers]
         return sites, grid, controllers
@@ -134,6 +136,16 @@ class ComponentBuilder:
         while len(self._sites) > self._max_sites:
             self._sites.popitem(last=False)
         return site
+
+
+def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> GridBackend:
+    """The grid backend of a grid spec: a :class:`FeederGrid` on ``grid.feeder``, or a
+    :class:`~openg2g.grid.balanced.PandapowerGrid` on ``grid.pandapower``."""
+    if spec.pandapower is not None:
+        from openg2g.grid.balanced import PandapowerGrid  # pandapower is imported only for nets
+
+        return PandapowerGrid.from_spec(spec, sites, base_dir)
+    return FeederGrid.from_spec(spec, sites, base_dir)
 
 
 def build_components(loaded: LoadedScenario) -> Components:

@@ -259,6 +259,7 @@ def resolved_scenario_text(loaded: LoadedScenario) -> str:
     written as given.
     """
     from openg2g.grid.feeders import list_feeders
+    from openg2g.grid.ppnets import looks_like_net_file
 
     data = loaded.scenario.model_dump(mode="json")
     here = loaded.base_dir
@@ -267,8 +268,10 @@ def resolved_scenario_text(loaded: LoadedScenario) -> str:
         return str((here / text).resolve())
 
     grid = data["grid"]
-    if grid["feeder"] not in list_feeders():
+    if grid["feeder"] is not None and grid["feeder"] not in list_feeders():
         grid["feeder"] = absolute(grid["feeder"])
+    if grid.get("pandapower") is not None and looks_like_net_file(grid["pandapower"]):
+        grid["pandapower"] = absolute(grid["pandapower"])
     for item in (*grid["pv"], *grid["extra_loads"]):
         if item["profile"] is not None:
             item["profile"] = absolute(item["profile"])

@@ -1,0 +1,107 @@
+"""Balanced solver speed on pandapower nets: ``PandapowerGrid`` per step, against ``runpp``.
+
+For each net, a datacenter of ``--mw`` MW (+/-10% per step, pf 0.95) at the given bus: the
+build (one ``runpp`` and the internal case), one ``solve`` per step, ``solve_batch`` of
+``--batch`` steps, the engine's pattern (batches of ``--window`` steps each followed by a voltage
+sensitivity), and pandapower's own ``runpp`` per step (numba off, as installed here) for scale.
+
+Usage: python bench/bench_pandapower.py [--steps 200] [--batch 1000] [--window 10]
+    [--nets case118:59:200 mv_oberrhein:Bus 50:3]
+Times are CPU time of this process (time.process_time). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse
+import copy
+import time
+
+import numpy as np
+import pandapower as pp
+
+from openg2g.core.state import DatacenterState
+from openg2g.grid.balanced import PandapowerGrid
+from openg2g.grid.ppcase import run_pandapower
+from openg2g.grid.ppnets import load_net
+from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
+
+NETS = ["case118:59:200", "mv_oberrhein:Bus 50:3", "create_cigre_network_mv:Bus 14:2", "case300:9001:50"]
+
+
+def _loads(n: int, mw: float, seed: int = 0) -> list[dict[str, DatacenterState]]:
+    rng = np.random.default_rng(seed)
+    p = mw * 1e6 / 3 * (1 + 0.1 * rng.standard_normal((n, 3)))
+    q = p * np.tan(np.arccos(0.95))
+    return [{"dc": DatacenterState("dc", 0.1 * i, p[i], q[i], {})} for i in range(n)]
+
+
+def bench(name: str, bus: str, mw: float, steps: int, batch: int, window: int) -> dict[str, float]:
+    site = SiteSpec(name="dc", bus=bus, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
+    net = load_net(name)
+    t0 = time.process_time()
+    grid = PandapowerGrid(net, name, GridSpec(pandapower=name), [site])
+    build_ms = (time.process_time() - t0) * 1e3
+    loads = _loads(steps, mw)
+    t0 = time.process_time()
+    for i, ld in enumerate(loads):
+        grid.solve(0.1 * i, ld, 0.1)
+    solve_ms = (time.process_time() - t0) / steps * 1e3
+    loads = _loads(batch, mw, seed=1)
+    t_s = [0.1 * i for i in range(batch)]
+    t0 = time.process_time()
+    grid.solve_batch(t_s, loads, 0.1)
+    batch_ms = (time.process_time() - t0) / batch * 1e3
+    batch_s = sens_s = 0.0
+    for start in range(0, batch, window):
+        t0 = time.process_time()
+        grid.solve_batch(t_s[start : start + window], loads[start : start + window], 0.1)
+        t1 = time.process_time()
+        grid.voltage_sensitivity("dc")
+        batch_s += t1 - t0
+        sens_s += time.process_time() - t1
+    ref = copy.deepcopy(net)
+    load = pp.create_load(ref, grid.names.bus(bus), p_mw=mw, q_mvar=0.0)
+    n_runpp = 20
+    t0 = time.process_time()
+    for ld in loads[:n_runpp]:
+        ref.load.loc[load, ["p_mw", "q_mvar"]] = [ld["dc"].power_w / 1e6, float(np.sum(ld["dc"].q_var)) / 1e6]
+        run_pandapower(ref)
+    runpp_ms = (time.process_time() - t0) / n_runpp * 1e3
+    return {
+        "buses": float(len(net.bus)),
+        "build_ms": build_ms,
+        "solve_ms": solve_ms,
+        "batch_step_ms": batch_ms,
+        "window_step_ms": batch_s / batch * 1e3,
+        "sensitivity_ms": sens_s / -(-batch // window) * 1e3,
+        "runpp_ms": runpp_ms,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=200, help="step-by-step solves per net")
+    ap.add_argument("--batch", type=int, default=1000, help="steps in one solve_batch call")
+    ap.add_argument("--window", type=int, default=10, help="steps per batch in the engine's pattern")
+    ap.add_argument("--nets", nargs="*", default=NETS, help="NAME:BUS:MW (a pandapower.networks name or a file)")
+    args = ap.parse_args()
+    print(
+        f"{'net':24s} {'buses':>5s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s}"
+        f" {f'batch-{args.window} ms/step':>17s} {'sensitivity ms':>15s} {'runpp ms':>9s}"
+    )
+    for item in args.nets:
+        name, bus, mw = item.split(":")
+        r = bench(name, bus, float(mw), args.steps, args.batch, args.window)
+        print(
+            f"{name:24s} {r['buses']:5.0f} {r['build_ms']:9.1f} {r['solve_ms']:14.3f} {r['batch_step_ms']:14.4f} "
+            f"{r['window_step_ms']:17.4f} {r['sensitivity_ms']:15.3f} {r['runpp_ms']:9.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""A pandapower net as a scenario's grid: finding it, checking it, and naming its buses.
+
+``grid.pandapower`` names the net in one of three ways, tried in this order:
+
+1. the path of a pandapower file, relative to the scenario file: pandapower's JSON
+   (``pp.to_json``, ending in ``.json``) or pickle (``pp.to_pickle``, ending in ``.p``, ``.pkl``
+   or ``.pickle``). Both formats can rebuild arbitrary Python objects: read only files you trust;
+2. the name of a function of :mod:`pandapower.networks` that needs no argument (``case118``,
+   ``case300``, ``create_cigre_network_mv``, ``mv_oberrhein``, ...);
+3. a SimBench code (``1-HV-mixed--0-sw``), when the ``simbench`` package is installed.
+
+**Bus names.** Sites, monitored buses and outputs name a bus by its pandapower ``bus.name``
+when every bus has a name and no two names are equal ignoring case; otherwise every bus is named
+by its index in ``net.bus`` (as text: ``"58"``). Matching ignores case. pandapower's MATPOWER
+cases name their buses by the MATPOWER bus number (``case118`` bus ``"59"`` is index 58).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openg2g.core.errors import FeederError
+
+if TYPE_CHECKING:
+    from pandapower.auxiliary import pandapowerNet
+
+__all__ = [
+    "NET_SUFFIXES",
+    "BusNames",
+    "check_net",
+    "is_network_name",
+    "load_net",
+    "looks_like_net_file",
+    "quiet_pandapower",
+]
+
+NET_SUFFIXES = (".json", ".p", ".pkl", ".pickle")
+"""File endings read as pandapower nets (JSON, then pickle)."""
+
+
+@contextlib.contextmanager
+def quiet_pandapower() -> Iterator[None]:
+    """pandapower's deprecation notices about nets saved before its 3.0 (the bundled networks are)
+    and its numba notice are not the user's concern: silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def looks_like_net_file(source: str) -> bool:
+    """Whether ``source`` is meant as a file path (it has a path separator or a net file ending)."""
+    return "/" in source or "\\" in source or source.lower().endswith(NET_SUFFIXES)
+
+
+def _network_function(name: str) -> object | None:
+    """The :mod:`pandapower.networks` function ``name`` if it needs no argument, else None."""
+    import pandapower.networks as pn
+
+    if name.startswith("_"):
+        return None
+    fn = getattr(pn, name, None)
+    if not inspect.isfunction(fn):
+        return None
+    params = inspect.signature(fn).parameters.values()
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return None if required else fn
+
+
+def is_network_name(name: str) -> bool:
+    """Whether ``name`` is a :mod:`pandapower.networks` function that needs no argument."""
+    return _network_function(name) is not None
+
+
+def _network_names() -> list[str]:
+    """Every :mod:`pandapower.networks` function that needs no argument."""
+    import pandapower.networks as pn
+
+    return sorted(n for n in dir(pn) if _network_function(n) is not None)
+
+
+def _read_file(path: Path) -> pandapowerNet:
+    import pandapower as pp
+
+    if not path.is_file():
+        raise FeederError(f"grid.pandapower: no such file {str(path)!r}")
+    reader = pp.from_json if path.suffix.lower() == ".json" else pp.from_pickle
+    try:
+        with quiet_pandapower():
+            net = reader(str(path))
+    except Exception as exc:  # noqa: BLE001 (pandapower raises anything from json, pickle and pandas)
+        raise FeederError(
+            f"grid.pandapower: {str(path)!r} is not a pandapower net ({type(exc).__name__}: {exc})"
+        ) from None
+    if not isinstance(net, pp.pandapowerNet) or not hasattr(net, "bus"):
+        raise FeederError(f"grid.pandapower: {str(path)!r} holds a {type(net).__name__}, not a pandapower net")
+    return net
+
+
+def _simbench(code: str) -> pandapowerNet | None:
+    """The SimBench net of ``code``, or None when simbench is not installed or knows no such code."""
+    try:
+        import simbench
+    except ImportError:
+        return None
+    try:
+        return simbench.get_simbench_net(code)
+    except Exception:  # noqa: BLE001 (simbench raises a bare error for unknown codes)
+        return None
+
+
+def load_net(source: str, base_dir: Path | None = None) -> pandapowerNet:
+    """Read the pandapower net that ``grid.pandapower`` names (see the module docstring) and check it.
+
+    :param source: a file path, a :mod:`pandapower.networks` function name or a SimBench code.
+    :param base_dir: folder a relative path is resolved against (the scenario's); None = the
+        working directory.
+    :raises FeederError: no such file, a file that is not a pandapower net, an unknown network
+        name, or a net that cannot be a grid (see :func:`check_net`).
+    """
+    if looks_like_net_file(source):
+        path = Path(source) if base_dir is None else base_dir / source
+        if path.suffix.lower() not in NET_SUFFIXES:
+            raise FeederError(
+                f"grid.pandapower: {source!r}: a net file must end in {', '.join(NET_SUFFIXES)} "
+                "(pandapower's JSON or pickle)"
+            )
+        net = _read_file(path)
+        label = str(path)
+    else:
+        fn = _network_function(source)
+        with quiet_pandapower():
+            net = fn() if fn is not None else _simbench(source)  # type: ignore[operator]
+        if net is None:
+            import difflib
+
+            names = _network_names()
+            close = difflib.get_close_matches(source, names, n=5, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise FeederError(
+                f"grid.pandapower: unknown network {source!r}: give the path of a pandapower .json or "
+                f"pickle file, or a pandapower.networks function without arguments (e.g. case118, "
+                f"create_cigre_network_mv, mv_oberrhein; {len(names)} in all){hint}"
+            )
+        label = source
+    check_net(net, label)
+    return net
+
+
+def check_net(net: pandapowerNet, label: str) -> None:
+    """Refuse a net the balanced backend cannot solve exactly.
+
+    :raises FeederError: no in-service external grid, or a load with a voltage-dependent
+        (constant impedance or current) share.
+    """
+    if not len(net.bus):
+        raise FeederError(f"grid.pandapower: net {label!r} has no bus")
+    if "ext_grid" not in net or not net.ext_grid["in_service"].astype(bool).any():
+        raise FeederError(
+            f"grid.pandapower: net {label!r} has no in-service external grid (net.ext_grid): "
+            "a grid needs a slack bus to hold its voltage"
+        )
+    zip_cols = [c for c in net.load.columns if c.startswith(("const_z", "const_i"))]
+    if zip_cols and len(net.load):
+        live = net.load["in_service"].astype(bool)
+        dependent = net.load.index[live & (net.load[zip_cols].fillna(0.0) != 0).any(axis=1)]
+        if len(dependent):
+            raise FeederError(
+                f"grid.pandapower: net {label!r}: loads {list(dependent[:10])} have a constant-impedance or "
+                "constant-current share (const_z_*/const_i_* percent); the balanced backend draws constant power: "
+                "set those shares to 0"
+            )
+
+
+class BusNames:
+    """The names buses go by (see the module docstring) and the lookup from a name to a bus.
+
+    :param net: the net.
+    """
+
+    def __init__(self, net: pandapowerNet) -> None:
+        index = [int(i) for i in net.bus.index]
+        raw = list(net.bus["name"]) if "name" in net.bus else [None] * len(index)
+        named = [_name_text(n) for n in raw]
+        folded = [n.lower() for n in named if n is not None]
+        self.by_name = all(n is not None for n in named) and len(set(folded)) == len(named)
+        self.names: tuple[str, ...] = tuple(named) if self.by_name else tuple(str(i) for i in index)  # type: ignore[arg-type]
+        self.index: tuple[int, ...] = tuple(index)
+        self._lookup = {n.lower(): i for n, i in zip(self.names, index)}
+
+    def bus(self, name: str) -> int | None:
+        """The pandapower bus index that ``name`` names (case-insensitive), None if none."""
+        return self._lookup.get(str(name).lower())
+
+    def rule(self) -> str:
+        """How this net's buses are named, for messages."""
+        return "by bus.name" if self.by_name else "by index in net.bus (names are missing or repeated)"
+
+    def some(self, n: int = 12) -> str:
+        """The first ``n`` names, for messages."""
+        head = ", ".join(self.names[:n])
+        return head + (f", ... ({len(self.names)} in all)" if len(self.names) > n else "")
+
+
+def _name_text(value: object) -> str | None:
+    """A bus name as text; None for a missing one (None, NaN, empty). Whole floats lose ``.0``."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer():
+            return str(int(value))
+    text = str(value).strip()
+    return text or None
