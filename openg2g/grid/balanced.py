@@ -45,6 +45,7 @@ from openg2g.core.commands import Command, SetLoadScale
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, UnknownNameError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.injections import tan_phi
 from openg2g.grid.ppcase import PandapowerCase
@@ -360,10 +361,12 @@ class PandapowerGrid(GridBackend):
             )
         return out
 
+    @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
         """Solve at ``t_s`` (see :meth:`solve_batch`)."""
         return self.solve_batch([t_s], [loads], dt_s)[0]
 
+    @with_one_blas_thread
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
@@ -408,6 +411,7 @@ class PandapowerGrid(GridBackend):
         self.load_scale = float(command.scale)
 
     # ----------------------------------------------------------------------------- sensitivity
+    @with_one_blas_thread
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
         """dV/dP (pu/W) of every monitored bus-phase w.r.t. one watt drawn on one phase at ``bus``
         (a bus name, or a site name meaning its bus), Q following at the site's power factor
