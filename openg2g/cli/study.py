@@ -28,20 +28,20 @@ from openg2g.core.errors import G2GError, ScenarioError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from openg2g.studies.common import Topology
+    from openg2g.studies.common import BaseScenario, Topology
     from openg2g.sweep.engines import Engine
 
 __all__ = ["register"]
 
 
-def _topology(feeder: str, required: bool) -> Topology | None:
-    from openg2g.studies.common import feeder_topology
+def _topology(base: BaseScenario, required: bool) -> Topology | None:
+    from openg2g.studies.common import base_topology
 
     try:
-        return feeder_topology(feeder)
+        return base_topology(base)
     except (G2GError, OSError) as exc:
         if required:
-            raise G2GError(f"cannot read feeder {feeder!r} for its buses: {exc}") from None
+            raise G2GError(f"cannot read the grid of {base.path} for its buses: {exc}") from None
         print(f"warning: no feeder map ({exc})", file=sys.stderr)
         return None
 
@@ -116,7 +116,7 @@ def _hosting(args: argparse.Namespace) -> int:
     }
     from_file = spec.config_fields() if spec is not None else {}
     config = HostingConfig(**{**from_file, **{k: v for k, v in given.items() if v is not None}})
-    topology = _topology(base.feeder, required=config.buses is None)
+    topology = _topology(base, required=config.buses is None)
     out = _out(args, name)
     engine = _engine(args, spec.retries if spec is not None else 1)
     try:
@@ -156,7 +156,7 @@ def _siting(args: argparse.Namespace) -> int:
 
     loaded = load_study(args.study, SitingSpec, args.set)
     spec: SitingSpec = loaded.spec  # type: ignore[assignment]
-    topology = _topology(loaded.base.feeder, required=not isinstance(spec.candidates, list))
+    topology = _topology(loaded.base, required=not isinstance(spec.candidates, list))
     out = _out(args, spec.name)
     engine = _engine(args, spec.retries)
     try:
@@ -190,7 +190,7 @@ def _pv_placement(args: argparse.Namespace) -> int:
 
     loaded = load_study(args.study, PVPlacementSpec, args.set)
     spec: PVPlacementSpec = loaded.spec  # type: ignore[assignment]
-    topology = _topology(loaded.base.feeder, required=False)
+    topology = _topology(loaded.base, required=False)
     out = _out(args, spec.name)
     engine = _engine(args, spec.retries)
     try:

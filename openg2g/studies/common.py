@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,9 +26,11 @@ from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
 __all__ = [
     "BaseScenario",
     "Topology",
+    "base_topology",
     "controller_override",
     "feeder_topology",
     "make_task",
+    "net_topology",
     "read_base",
     "safe_id",
     "study_buses",
@@ -137,6 +140,40 @@ class Topology:
     coords: Mapping[str, tuple[float, float]]
     edges: tuple[tuple[str, str], ...]
     source_side: tuple[str, ...]
+
+
+def _point(geo: object) -> tuple[float, float] | None:
+    """``(x, y)`` of a pandapower ``bus.geo`` GeoJSON point, None if it is not one."""
+    try:
+        x, y = json.loads(str(geo))["coordinates"][:2]
+        return float(x), float(y)
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def net_topology(source: str, base_dir: Path) -> Topology:
+    """The topology of a pandapower net (``grid.pandapower``, see :mod:`openg2g.grid.ppnets`):
+    every in-service bus with phases a, b and c (a balanced net), drawn at its ``geo`` point where
+    it has one; the ext_grid buses are the source side."""
+    from openg2g.grid.ppnets import BusNames, load_net
+
+    net = load_net(source, base_dir)
+    names = BusNames(net)
+    name = dict(zip(names.index, names.names))
+    live = [int(i) for i in net.bus.index[net.bus.in_service.astype(bool)]]
+    geo = net.bus.get("geo", {})
+    coords = {name[i]: xy for i in live if (xy := _point(geo.get(i))) is not None}
+    edges = [(name[int(a)], name[int(b)]) for a, b in zip(net.line.from_bus, net.line.to_bus)]
+    edges += [(name[int(a)], name[int(b)]) for a, b in zip(net.trafo.hv_bus, net.trafo.lv_bus)]
+    source_side = tuple(name[int(b)] for b in net.ext_grid.bus[net.ext_grid.in_service.astype(bool)])
+    return Topology(source, {name[i]: ("a", "b", "c") for i in live}, coords, tuple(edges), source_side)
+
+
+def base_topology(base: BaseScenario) -> Topology:
+    """The topology of the base scenario's grid: its feeder's, or its pandapower net's."""
+    grid = base.data.get("grid")
+    net = grid.get("pandapower") if isinstance(grid, dict) else None
+    return net_topology(str(net), base.path.parent) if net else feeder_topology(base.feeder)
 
 
 def feeder_topology(feeder: str) -> Topology:
