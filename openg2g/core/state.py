@@ -35,13 +35,16 @@ def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
 
 
 def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
-    """``values`` itself if it is already a read-only array of ``dtype`` that owns its data (its
-    producer gave it up: nothing can change it), else a read-only copy (:func:`frozen_array`).
+    """``values`` itself if it is already a read-only array of ``dtype`` that owns its data, or a
+    read-only view of such an array (e.g. a row of a table of all models), its producer having
+    given it up: nothing can change it; else a read-only copy (:func:`frozen_array`).
 
     States are built at every step; producers that hand over read-only arrays skip the copy.
     """
-    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable and values.flags.owndata:
-        return values
+    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable:
+        owner = values.base if values.base is not None else values
+        if type(owner) is np.ndarray and owner.base is None and not owner.flags.writeable:
+            return values
     return frozen_array(values, dtype)
 
 

@@ -137,20 +137,18 @@ class TimeWeightedSampler:
             sigmas += [s, s]
         cum = np.cumsum(weights) / sum(weights)
         self.loc_s = mix.loc_s
-        self.thresholds = tuple(float(c) for c in cum[:3])
+        self.thresholds = cum[:3]
         self.log_scales = np.array(log_scales)
         self.sigmas = np.array(sigmas)
 
-    def sample_s(self, u: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """ITL samples (s) from uniforms ``u`` (the part) and standard normals ``z`` (same shape)."""
-        # the part whose cumulative weight u passes: u >= cum[0] + u >= cum[1] + u >= cum[2],
-        # counted in place (this runs for every model and step of a run)
-        part = np.zeros(u.shape, dtype=np.intp)
-        passed = np.empty(u.shape, dtype=bool)
-        for threshold in self.thresholds:
-            np.greater_equal(u, threshold, out=passed)
-            np.add(part, passed, out=part)
-        out = self.sigmas.take(part)
+    def sample_s(self, u: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """ITL samples (s) from uniforms ``u`` (the part) and standard normals ``z`` (same shape).
+
+        :param out: an array of that shape to write them to (default: a new one).
+        """
+        # the part whose cumulative weight u passes: the count of thresholds <= u (they ascend)
+        part = np.searchsorted(self.thresholds, u, side="right")
+        out = self.sigmas.take(part, out=out)
         out *= z
         out += self.log_scales.take(part)
         np.exp(out, out=out)
