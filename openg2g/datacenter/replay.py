@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -296,7 +297,7 @@ def _blends(models: list[_Model], t_s: np.ndarray, ones: dict) -> list[list[tupl
         start[r, : len(e)] = [w for _, w in e]
     weights = start[:, :, None] * decay[:, None, :]
     weights = np.where(weights > _WEIGHT_FLOOR, weights, 0.0)
-    kept: list[list[bool]] = weights.any(axis=2).tolist()
+    kept = cast(list[list[bool]], weights.any(axis=2).tolist())
     # the current batch takes what the earlier ones left, summed in their order (zeros add nothing)
     rest = np.zeros(decay.shape)
     for j in range(weights.shape[1]):
@@ -480,7 +481,7 @@ class ReplayDatacenter(DatacenterBackend):
                 reported = replicas if self._online else np.zeros(k)
                 models[m.name] = self._series(m, reported, np.zeros(k), np.full(k, np.nan), np.zeros(k), np.zeros(k))
         train_w = np.zeros(k)
-        if self._training is not None:
+        if self._training is not None and self._training.runs_within(t_first - dt_s, float(t.max()) + dt_s):
             train_w = self._training.power_w(sample_idx * dt_lib).mean(axis=1)
             it_phase_w += train_w[:, None] * self._training_share
         if self._online:
@@ -570,6 +571,12 @@ class ReplayDatacenter(DatacenterBackend):
         for b, w in blend:
             c = m.configs[b]
             table = m.phase_table(b, n_full)
+            w_rows = w if rows is None else w[rows]
+            if n_sub == 1 and n_full == n_on:
+                # the loop below with one sample of whole replicas: 0 + (w / 1) * (0 + T[k]); the
+                # zeros it adds could only turn a -0.0 into 0.0, which the sum into phase_w does
+                phase_w += w_rows[:, None] * table.take(idx[:, 0] % c.length, axis=0)
+                continue
             acc = np.zeros((idx.shape[0], 3))
             for j in range(n_sub):
                 acc += table[idx[:, j] % c.length]
@@ -578,7 +585,6 @@ class ReplayDatacenter(DatacenterBackend):
                 if m.cap_w_per_gpu is not None:
                     x = np.minimum(x, m.gpus * m.cap_w_per_gpu)
                 acc[:, m.phase[n_full]] += frac * x.sum(axis=1)
-            w_rows = w if rows is None else w[rows]
             phase_w += (w_rows[:, None] / n_sub) * acc
         return phase_w
 

@@ -18,6 +18,7 @@ each model's blend adds its terms in its own order.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -138,11 +139,15 @@ def _blend(
         conc[i] = 0.0
         shares = []
         x = np.empty_like(itl_m)
-        for level, (w, c) in enumerate(m.blend):
+        # the configurations share u: one search over all their thresholds picks every term's part
+        grid, tables = _grid(tuple(c.sampler for _, c in m.blend))
+        index = np.searchsorted(grid, u_m, side="right")
+        for level, ((w, c), table) in enumerate(zip(m.blend, tables)):
             # weight x sample x slowdown, added in the blend's order (the first term is the sum so far)
-            term = c.sampler.sample_s(u_m, z_m, out=itl_m if level == 0 else x)  # type: ignore[union-attr]
-            term.reshape(k, -1).__imul__(w[:, None])
-            term *= c.slowdown
+            term = c.sampler.sample_at_s(index, z_m, *table, out=itl_m if level == 0 else x)  # type: ignore[union-attr]
+            np.multiply(term.reshape(k, -1), w[:, None], out=term.reshape(k, -1))
+            if c.slowdown != 1.0:
+                term *= c.slowdown
             if level:
                 itl_m += term
             conc_w = w * c.concurrency
@@ -175,6 +180,13 @@ def _blend(
             tput = np.where(running, replicas * conc * inv_sum / n_valid, 0.0)
         miss = np.where(running, miss, 0.0)
     return list(zip(_rows(itl_mean), _rows(tput), _rows(miss)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _grid(samplers: tuple[TimeWeightedSampler, ...]) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """The union of the samplers' thresholds and each sampler's tables on it (:meth:`TimeWeightedSampler.on_grid`)."""
+    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))
+    return grid, [s.on_grid(grid) for s in samplers]
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
