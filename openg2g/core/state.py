@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -32,6 +33,12 @@ def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     arr: np.ndarray = np.array(values, dtype=dtype)
     arr.flags.writeable = False
     return arr
+
+
+def _read_only_owned(array: np.ndarray) -> np.ndarray:
+    """``array`` (fresh) made read-only."""
+    array.flags.writeable = False
+    return array
 
 
 def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
@@ -96,8 +103,8 @@ class DatacenterState:
     online: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "p_w", frozen_array(self.p_w))
-        object.__setattr__(self, "q_var", frozen_array(self.q_var))
+        object.__setattr__(self, "p_w", _kept_or_frozen(self.p_w))
+        object.__setattr__(self, "q_var", _kept_or_frozen(self.q_var))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
 
     @property
@@ -190,10 +197,10 @@ class DatacenterSeries:
     def __len__(self) -> int:
         return int(self.t_s.size)
 
-    @property
+    @cached_property
     def power_w(self) -> np.ndarray:
-        """Total active power per step over the three phases (W)."""
-        return self.p_w.sum(axis=1)
+        """Total active power per step over the three phases (W); read-only."""
+        return _read_only_owned(self.p_w.sum(axis=1))
 
     def state(self, i: int = -1) -> DatacenterState:
         """The site's state at step ``i`` of the series (default: the last)."""
