@@ -19,6 +19,7 @@ each model's blend adds its terms in its own order.
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -94,7 +95,7 @@ def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np
     """
     n_w = [min(m.width, ITL_SAMPLES) for m in models]
     sampled = [i for i, m in enumerate(models) if all(c.sampler is not None for _, c in m.blend)]
-    starts = np.cumsum([0] + [k * n_w[i] for i in sampled]).tolist()
+    starts = list(itertools.accumulate((k * n_w[i] for i in sampled), initial=0))
     u, z = np.empty(starts[-1]), np.empty(starts[-1])
     segment = {i: (lo, hi) for i, lo, hi in zip(sampled, starts, starts[1:])}
     for i, m in enumerate(models):
@@ -105,6 +106,8 @@ def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np
         else:  # no latency data: the streams advance all the same
             m.uniform_rng.random(k * n_w[i])
             m.normal_rng.standard_normal(k * n_w[i])
+    if sampled and len(sampled) == len(models):
+        return _blend(models, n_w, k, u, z)
     nan = (_frozen(np.full(k, np.nan)), _frozen(np.full(k, np.nan)), _frozen(np.zeros(k)))
     out = [nan] * len(models)
     if sampled:
