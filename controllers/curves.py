@@ -250,10 +250,16 @@ def project_batch(x: float, batch_sizes: Sequence[int]) -> int:
     :param x: continuous log2 batch size.
     :param batch_sizes: measured batch sizes.
     """
-    sizes = sorted(int(b) for b in batch_sizes)
-    if not sizes:
+    grid = _log2_grid(tuple(batch_sizes))
+    if not grid:
         raise ControllerError("cannot project onto an empty batch-size list")
-    return min(sizes, key=lambda b: (abs(math.log2(b) - x), b))
+    return min(grid, key=lambda g: (abs(g[0] - x), g[1]))[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _log2_grid(batch_sizes: tuple[int, ...]) -> tuple[tuple[float, int], ...]:
+    """``(log2(b), b)`` of each batch size, ascending (a controller projects onto the same sizes every step)."""
+    return tuple((math.log2(b), b) for b in sorted(int(b) for b in batch_sizes))
 
 
 def step_batch(batch_size: int, batch_sizes: Sequence[int], steps: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -34,14 +35,23 @@ def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     return arr
 
 
+def _read_only_owned(array: np.ndarray) -> np.ndarray:
+    """``array`` (fresh) made read-only."""
+    array.flags.writeable = False
+    return array
+
+
 def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
-    """``values`` itself if it is already a read-only array of ``dtype`` that owns its data (its
-    producer gave it up: nothing can change it), else a read-only copy (:func:`frozen_array`).
+    """``values`` itself if it is already a read-only array of ``dtype`` that owns its data, or a
+    read-only view of such an array (e.g. a row of a table of all models), its producer having
+    given it up: nothing can change it; else a read-only copy (:func:`frozen_array`).
 
     States are built at every step; producers that hand over read-only arrays skip the copy.
     """
-    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable and values.flags.owndata:
-        return values
+    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable:
+        owner = values.base if values.base is not None else values
+        if type(owner) is np.ndarray and owner.base is None and not owner.flags.writeable:
+            return values
     return frozen_array(values, dtype)
 
 
@@ -93,8 +103,8 @@ class DatacenterState:
     online: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "p_w", frozen_array(self.p_w))
-        object.__setattr__(self, "q_var", frozen_array(self.q_var))
+        object.__setattr__(self, "p_w", _kept_or_frozen(self.p_w))
+        object.__setattr__(self, "q_var", _kept_or_frozen(self.q_var))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
 
     @property
@@ -187,10 +197,10 @@ class DatacenterSeries:
     def __len__(self) -> int:
         return int(self.t_s.size)
 
-    @property
+    @cached_property
     def power_w(self) -> np.ndarray:
-        """Total active power per step over the three phases (W)."""
-        return self.p_w.sum(axis=1)
+        """Total active power per step over the three phases (W); read-only."""
+        return _read_only_owned(self.p_w.sum(axis=1))
 
     def state(self, i: int = -1) -> DatacenterState:
         """The site's state at step ``i`` of the series (default: the last)."""

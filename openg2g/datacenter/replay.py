@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -82,7 +83,8 @@ from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W, MAX_DURATION_S
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.config import SiteSpec
-from openg2g.datacenter.library import ItlMixture, TimeWeightedSampler, TraceConfig, TraceLibrary, time_weighted_sampler
+from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary, time_weighted_sampler
+from openg2g.datacenter.serving import ITL_SAMPLES, ServingConstants, ServingInput, serve_block
 from openg2g.datacenter.training import TrainingJob
 
 __all__ = [
@@ -104,8 +106,6 @@ FILL_TAU_S = 1.0
 """Time constant of a batch-size increase (s)."""
 CAP_ALPHA = 0.4
 """Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
-ITL_SAMPLES = 256
-"""Replicas per model whose ITL is sampled each step (all of them when fewer)."""
 _WEIGHT_FLOOR = 1e-4
 _TABLES_KEPT = 32  # phase tables kept per model (least recently used dropped first)
 
@@ -167,26 +167,6 @@ class _Config:
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
 
 
-@dataclass(frozen=True)
-class _Serving:
-    """What the ITL sampling needs of one batch configuration under one power cap (fixed by them).
-
-    :param sampler: the length-biased ITL mixture; ``None`` if the configuration has no latency data.
-    :param slowdown: power-cap slowdown factor of ITL (1 uncapped).
-    :param concurrency: ``c``, decoding sequences per replica.
-    :param mean_itl_s: per-token mean ITL under the cap (s).
-    :param tail: fraction of tokens over the model's deadline under the cap (0 without a deadline).
-    :param alone_miss: the deadline-miss fraction of a step served by this configuration alone.
-    """
-
-    sampler: TimeWeightedSampler | None
-    slowdown: float
-    concurrency: float
-    mean_itl_s: float
-    tail: float
-    alone_miss: float
-
-
 @dataclass
 class _Model:
     """Runtime state of one served model."""
@@ -210,20 +190,26 @@ class _Model:
     tables: dict[tuple[int, int, float | None], np.ndarray] = field(default_factory=dict)  # see phase_table
     uniform_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL component choice
     normal_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL lognormal draws
-    serving_constants: dict[tuple[int, float | None], _Serving] = field(default_factory=dict)  # see serving()
+    serving_constants: dict[tuple[int, float | None], ServingConstants] = field(default_factory=dict)  # see serving()
     constants: dict[tuple[int, type, float | None], np.ndarray] = field(default_factory=dict)  # see _constant
 
-    def active_block(self, t_s: np.ndarray) -> np.ndarray:
-        """Active (possibly fractional) replica count at each time (linear ramp)."""
+    def counts_block(self, t_s: np.ndarray, t_first: float) -> tuple[np.ndarray, np.ndarray, int]:
+        """Active (possibly fractional) replica count at each time (linear ramp), the replicas
+        running (its ceiling: a fractional last one runs) and their least number; ``t_first`` is
+        ``min(t_s)``."""
         a0, a1, t0, t1 = self.ramp
-        if t_s.min() >= t1:  # the ramp is over: the common case, without the temporaries below
-            return _constant(self.constants, t_s.size, a1)
+        if t_first >= t1:  # the ramp is over: the common case, without the temporaries below
+            n_on = min(math.ceil(a1 - 1e-9), self.slots)
+            return _constant(self.constants, t_s.size, a1), _constant(self.constants, t_s.size, n_on), n_on
         if t1 <= t0:
-            return np.where(t_s >= t1, a1, a0)
-        return np.where(t_s >= t1, a1, np.where(t_s <= t0, a0, a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)))
+            replicas = np.where(t_s >= t1, a1, a0)
+        else:
+            replicas = np.where(t_s >= t1, a1, np.where(t_s <= t0, a0, a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)))
+        running = np.minimum(np.ceil(replicas - 1e-9), self.slots).astype(np.int64)
+        return replicas, running, int(running.min())
 
     def active(self, t_s: float) -> float:
-        return float(self.active_block(np.array([t_s]))[0])
+        return float(self.counts_block(np.array([t_s]), t_s)[0][0])
 
     def target(self) -> float:
         return self.ramp[1]
@@ -239,22 +225,6 @@ class _Model:
         """
         a0, a1, _, _ = self.ramp
         return min(math.ceil(max(a0, a1) - 1e-9), self.slots)
-
-    def weights_block(self, t_s: np.ndarray) -> dict[int, np.ndarray]:
-        """Weight of each batch configuration at each time; the current batch takes the rest."""
-        if len(self.weights) == 1 and self.batch in self.weights:  # no transition: weight 1 (= 1 - 0)
-            return {self.batch: np.ones(t_s.shape)}
-        decay = np.exp(-np.maximum(t_s - self.weights_t_s, 0.0) / self.tau_s)
-        out: dict[int, np.ndarray] = {}
-        for b, w in self.weights.items():
-            if b == self.batch:
-                continue
-            wb = w * decay
-            wb = np.where(wb > _WEIGHT_FLOOR, wb, 0.0)
-            if wb.any():
-                out[b] = wb
-        out[self.batch] = 1.0 - sum(out.values(), np.zeros_like(t_s))
-        return out
 
     def phase_table(self, batch: int, n_full: int) -> np.ndarray:
         """Power per phase (W) of replicas ``0 .. n_full - 1`` at ``batch`` under the present cap,
@@ -280,7 +250,7 @@ class _Model:
             self.tables[key] = np.ascontiguousarray(table.T)
         return self.tables[key]
 
-    def serving(self, batch: int) -> _Serving:
+    def serving(self, batch: int) -> ServingConstants:
         """The ITL sampling constants of ``batch`` under the present cap (computed once, kept)."""
         key = (batch, self.cap_w_per_gpu)
         cached = self.serving_constants.get(key)
@@ -290,19 +260,53 @@ class _Model:
         mix = c.meta.itl
         slowdown = 1.0 if self.cap_w_per_gpu is None else max(1.0, c.mean_w / (self.gpus * self.cap_w_per_gpu)) ** CAP_ALPHA
         mean_itl_s = mix.mean_s() * slowdown if mix is not None else float("nan")
-        tail = alone_miss = 0.0
+        tail = 0.0
         if mix is not None and self.deadline_s is not None:
             tail = _tail(mix, self.deadline_s / slowdown)
-            # the token-share blend of _serving_block for one configuration, in the same operations
-            share = np.ones(1) * c.concurrency / mean_itl_s
-            alone_miss = float((np.zeros(1) + share / (np.zeros(1) + share) * tail)[0])
         sampler = time_weighted_sampler(mix) if mix is not None else None
-        cached = _Serving(sampler, slowdown, c.concurrency, mean_itl_s, tail, alone_miss)
+        cached = ServingConstants(sampler, slowdown, c.concurrency, mean_itl_s, tail)
         self.serving_constants[key] = cached
         return cached
 
     def weights_at(self, t_s: float) -> dict[int, float]:
-        return {b: float(w[0]) for b, w in self.weights_block(np.array([t_s])).items() if w[0] > 0 or b == self.batch}
+        (blend,) = _blends([self], np.array([t_s]), {})
+        return {b: float(w[0]) for b, w in blend if w[0] > 0 or b == self.batch}
+
+
+def _blends(models: list[_Model], t_s: np.ndarray, ones: dict) -> list[list[tuple[int, np.ndarray]]]:
+    """Each model's batch configurations with weight at the times ``t_s``, as ``(batch, weight per
+    time)`` in the order their terms are added: earlier batches in the order of ``weights``, the
+    current batch last, taking the rest. All models' decays are computed together.
+
+    :param ones: a cache of read-only arrays of ones (the weight of a model in no transition).
+    """
+    blends: list[list[tuple[int, np.ndarray]]] = [[] for _ in models]
+    moving = []
+    for i, m in enumerate(models):
+        if len(m.weights) == 1 and m.batch in m.weights:  # no transition: weight 1 (= 1 - 0)
+            blends[i] = [(m.batch, _constant(ones, t_s.size, 1.0))]
+        else:
+            moving.append(i)
+    if not moving:
+        return blends
+    earlier = [[(b, w) for b, w in models[i].weights.items() if b != models[i].batch] for i in moving]
+    since = t_s[None, :] - np.array([models[i].weights_t_s for i in moving])[:, None]
+    decay = np.exp(-np.maximum(since, 0.0) / np.array([models[i].tau_s for i in moving])[:, None])
+    start = np.zeros((len(moving), max(len(e) for e in earlier)))
+    for r, e in enumerate(earlier):
+        start[r, : len(e)] = [w for _, w in e]
+    weights = start[:, :, None] * decay[:, None, :]
+    weights = np.where(weights > _WEIGHT_FLOOR, weights, 0.0)
+    kept = cast(list[list[bool]], weights.any(axis=2).tolist())
+    # the current batch takes what the earlier ones left, summed in their order (zeros add nothing)
+    rest = np.zeros(decay.shape)
+    for j in range(weights.shape[1]):
+        rest += weights[:, j]
+    current = 1.0 - rest
+    for r, i in enumerate(moving):
+        blends[i] = [(b, weights[r, j]) for j, (b, _) in enumerate(earlier[r]) if kept[r][j]]
+        blends[i].append((models[i].batch, current[r]))
+    return blends
 
 
 class ReplayDatacenter(DatacenterBackend):
@@ -445,24 +449,46 @@ class ReplayDatacenter(DatacenterBackend):
     def step_block(self, t_s: np.ndarray, dt_s: float) -> DatacenterSeries:
         """Advance over the steps ending at ``t_s``, all in one vectorized pass (no command between)."""
         t = np.asarray(t_s, dtype=np.float64)
+        k = t.size
         dt_lib = self.library.dt_s
         n_sub = max(1, round(dt_s / dt_lib))
         # library sample indices each step covers, shape (K, n_sub)
         sample_idx = np.rint(t / dt_lib).astype(np.int64)[:, None] + np.arange(1 - n_sub, 1)
-        it_phase_w = np.zeros((t.size, 3))
+        t_first = float(t.min())
+        counts = {m.name: m.counts_block(t, t_first) for m in self._models.values()}
+        running = [m for m in self._models.values() if self._online and m.width() > 0]
+        blends = _blends(running, t, self._constants)
+        it_phase_w = np.zeros((k, 3))
+        power_w: dict[str, np.ndarray] = {}
+        inputs: list[ServingInput] = []
+        for m, blend in zip(running, blends):
+            replicas, n_on, n_on_min = counts[m.name]
+            phase_w = self._phase_power(m, blend, t, t_first, sample_idx, replicas)
+            it_phase_w += phase_w
+            power_w[m.name] = phase_w.sum(axis=1)
+            serving = [(w, m.serving(b)) for b, w in blend]
+            has_deadline = m.deadline_s is not None
+            inputs.append(
+                ServingInput(m.uniform_rng, m.normal_rng, m.width(), replicas, n_on, n_on_min, serving, has_deadline)
+            )
+        figures = dict(zip(power_w, serve_block(inputs, k)))
         models: dict[str, ModelSeries] = {}
         for m in self._models.values():
-            models[m.name], phase_w = self._model_block(m, t, sample_idx)
-            it_phase_w += phase_w
-        train_w = np.zeros(t.size)
-        if self._training is not None:
+            replicas = counts[m.name][0]
+            if m.name in figures:
+                models[m.name] = self._series(m, replicas, power_w[m.name], *figures[m.name])
+            else:  # offline, or no replica to run
+                reported = replicas if self._online else np.zeros(k)
+                models[m.name] = self._series(m, reported, np.zeros(k), np.full(k, np.nan), np.zeros(k), np.zeros(k))
+        train_w = np.zeros(k)
+        if self._training is not None and self._training.runs_within(t_first - dt_s, float(t.max()) + dt_s):
             train_w = self._training.power_w(sample_idx * dt_lib).mean(axis=1)
             it_phase_w += train_w[:, None] * self._training_share
         if self._online:
             p_w = self.spec.pue * it_phase_w + self._base_w
         else:
-            p_w = np.zeros((t.size, 3))
-            train_w = np.zeros(t.size)
+            p_w = np.zeros((k, 3))
+            train_w = np.zeros(k)
         for total_w in p_w.sum(axis=1).tolist():
             self.energy_j += total_w * dt_s
         return DatacenterSeries(
@@ -472,48 +498,42 @@ class ReplayDatacenter(DatacenterBackend):
             q_var=_read_only(p_w * self._q_per_p),
             models=models,
             training_power_w=_read_only(train_w),
-            online=_constant(self._constants, t.size, self._online),
+            online=_constant(self._constants, k, self._online),
         )
 
-    def _model_block(self, m: _Model, t: np.ndarray, sample_idx: np.ndarray) -> tuple[ModelSeries, np.ndarray]:
-        """One model over a block: its series and its GPU power per step and phase (W)."""
-        k, n_sub = sample_idx.shape
-        replicas = m.active_block(t)
-        n_on = np.minimum(np.ceil(replicas - 1e-9), m.slots).astype(np.int64)
-        width = m.width()
-        cap = m.cap_w_per_gpu
-        if not self._online or width <= 0:
-            reported = replicas if self._online else np.zeros(k)
-            return self._series(m, reported, np.zeros(k), np.full(k, np.nan), np.zeros(k), np.zeros(k)), np.zeros(
-                (k, 3)
-            )
-        weights = m.weights_block(t)
+    def _phase_power(
+        self,
+        m: _Model,
+        blend: list[tuple[int, np.ndarray]],
+        t: np.ndarray,
+        t_first: float,
+        sample_idx: np.ndarray,
+        replicas: np.ndarray,
+    ) -> np.ndarray:
+        """GPU power per step and phase of one running model (W)."""
         # Once a ramp is over the replica count is fixed, and a phase's power is a periodic function
         # of the sample index: read it from a table. During a ramp, sum replica by replica.
-        steady = t >= m.ramp[3]
-        if n_sub > 1 and cap is not None:  # the cap clips each replica's step mean: no table
-            steady[:] = False
-        if steady.all():
-            phase_w = self._phase_power_steady(m, weights, sample_idx, None)
-        else:
-            phase_w = np.zeros((k, 3))
-            if steady.any():
-                phase_w[steady] = self._phase_power_steady(m, weights, sample_idx, steady)
-            ramping = ~steady
-            w_ramp = {b: w[ramping] for b, w in weights.items()}
-            phase_w[ramping] = self._phase_power_direct(m, w_ramp, sample_idx[ramping], replicas[ramping], width)
-        itl_s, tput, miss = self._serving_block(m, weights, replicas, n_on, width)
-        return self._series(m, replicas, phase_w.sum(axis=1), itl_s, tput, miss), phase_w
+        tables = sample_idx.shape[1] == 1 or m.cap_w_per_gpu is None  # a cap clips each replica's step mean
+        if tables and t_first >= m.ramp[3]:
+            return self._phase_power_steady(m, blend, sample_idx, None)
+        steady = t >= m.ramp[3] if tables else np.zeros(t.size, dtype=bool)
+        phase_w = np.zeros((t.size, 3))
+        if steady.any():
+            phase_w[steady] = self._phase_power_steady(m, blend, sample_idx, steady)
+        ramping = ~steady
+        w_ramp = [(b, w[ramping]) for b, w in blend]
+        phase_w[ramping] = self._phase_power_direct(m, w_ramp, sample_idx[ramping], replicas[ramping], m.width())
+        return phase_w
 
     def _phase_power_direct(
-        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, replicas: np.ndarray, width: int
+        self, m: _Model, blend: list[tuple[int, np.ndarray]], sample_idx: np.ndarray, replicas: np.ndarray, width: int
     ) -> np.ndarray:
         """GPU power per step and phase (W), replica by replica (any replica counts)."""
         k, n_sub = sample_idx.shape
         cap = m.cap_w_per_gpu
         n_on = np.minimum(np.ceil(replicas - 1e-9), m.slots).astype(np.int64)
         power = np.zeros((k, width))
-        for b, w in weights.items():
+        for b, w in blend:
             c = m.configs[b]
             offsets = c.offsets[None, :width]
             acc = np.zeros((k, width))
@@ -531,7 +551,7 @@ class ReplayDatacenter(DatacenterBackend):
         return np.stack([np.ascontiguousarray(power[:, m.phase[:width] == p]).sum(axis=1) for p in range(3)], axis=1)
 
     def _phase_power_steady(
-        self, m: _Model, weights: dict[int, np.ndarray], sample_idx: np.ndarray, rows: np.ndarray | None
+        self, m: _Model, blend: list[tuple[int, np.ndarray]], sample_idx: np.ndarray, rows: np.ndarray | None
     ) -> np.ndarray:
         """GPU power per step and phase (W) at the ramp's final count, from per-phase tables, at
         the steps ``rows`` selects (``None``: all)."""
@@ -541,16 +561,22 @@ class ReplayDatacenter(DatacenterBackend):
         n_on = min(math.ceil(replicas - 1e-9), m.slots)
         frac = replicas - (n_on - 1)
         n_full = n_on - 1 if frac < 1.0 else n_on
-        if n_sub == 1 and n_full == n_on and len(weights) == 1:
+        if n_sub == 1 and n_full == n_on and len(blend) == 1:
             # one configuration (weight exactly 1), one sample per step, whole replicas: the loop
             # below reduces to 0 + 1 * (0 + T[k]), i.e. the table row (+ 0.0 turns a -0.0 into 0.0)
-            ((b, _),) = weights.items()
+            ((b, _),) = blend
             table = m.phase_table(b, n_full)
             return table.take(idx[:, 0] % m.configs[b].length, axis=0) + 0.0
         phase_w = np.zeros((idx.shape[0], 3))
-        for b, w in weights.items():
+        for b, w in blend:
             c = m.configs[b]
             table = m.phase_table(b, n_full)
+            w_rows = w if rows is None else w[rows]
+            if n_sub == 1 and n_full == n_on:
+                # the loop below with one sample of whole replicas: 0 + (w / 1) * (0 + T[k]); the
+                # zeros it adds could only turn a -0.0 into 0.0, which the sum into phase_w does
+                phase_w += w_rows[:, None] * table.take(idx[:, 0] % c.length, axis=0)
+                continue
             acc = np.zeros((idx.shape[0], 3))
             for j in range(n_sub):
                 acc += table[idx[:, j] % c.length]
@@ -559,7 +585,6 @@ class ReplayDatacenter(DatacenterBackend):
                 if m.cap_w_per_gpu is not None:
                     x = np.minimum(x, m.gpus * m.cap_w_per_gpu)
                 acc[:, m.phase[n_full]] += frac * x.sum(axis=1)
-            w_rows = w if rows is None else w[rows]
             phase_w += (w_rows[:, None] / n_sub) * acc
         return phase_w
 
@@ -579,61 +604,6 @@ class ReplayDatacenter(DatacenterBackend):
             power_cap_w=_constant(m.constants, k, m.cap_w_per_gpu),
             itl_deadline_s=m.deadline_s,
         )
-
-    def _serving_block(
-        self, m: _Model, weights: dict[int, np.ndarray], replicas: np.ndarray, n_on: np.ndarray, width: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction per step."""
-        k = replicas.size
-        n_w = min(width, ITL_SAMPLES)
-        u = m.uniform_rng.random((k, n_w))
-        z = m.normal_rng.standard_normal((k, n_w))
-        serving = [(w, m.serving(b)) for b, w in weights.items()]
-        if any(s.sampler is None for _, s in serving):
-            return np.full(k, np.nan), np.full(k, np.nan), np.zeros(k)
-        conc: float | np.ndarray
-        if len(serving) == 1:
-            # one configuration: its weight is exactly 1, so the blend below reduces to these
-            # operations (the same floats, without the temporaries)
-            one = serving[0][1]
-            assert one.sampler is not None
-            itl = one.sampler.sample_s(u, z)
-            if one.slowdown != 1.0:
-                itl *= one.slowdown
-            conc = 0.0 + one.concurrency
-            miss: float | np.ndarray = one.alone_miss
-        else:
-            itl = np.zeros((k, n_w))
-            conc = np.zeros(k)
-            rate_share: list[tuple[np.ndarray, float]] = []
-            for w, s in serving:
-                assert s.sampler is not None
-                itl += w[:, None] * s.sampler.sample_s(u, z) * s.slowdown
-                conc += w * s.concurrency
-                rate_share.append((w * s.concurrency / s.mean_itl_s, s.tail))
-            miss = np.zeros(k)
-            if m.deadline_s is not None:
-                total = sum((share for share, _ in rate_share), np.zeros(k))
-                for share, tail in rate_share:
-                    miss += share / total * tail
-        # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
-        # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
-        n_valid = np.minimum(n_on, ITL_SAMPLES)
-        inv_itl = np.divide(1.0, itl, out=itl)
-        if (n_valid < n_w).any():
-            inv_itl = np.where(np.arange(n_w)[None, :] < n_valid[:, None], inv_itl, 0.0)
-        inv_sum = inv_itl.sum(axis=1)
-        running = n_valid > 0
-        if running.all():
-            itl_mean = n_valid / inv_sum
-            tput = replicas * conc * inv_sum / n_valid
-            miss_steps = np.full(k, miss) if m.deadline_s is not None else np.zeros(k)
-            return itl_mean, tput, miss_steps
-        with np.errstate(invalid="ignore", divide="ignore"):
-            itl_mean = np.where(running, n_valid / inv_sum, np.nan)
-            tput = np.where(running, replicas * conc * inv_sum / n_valid, 0.0)
-        miss_steps = np.where(running, miss, 0.0) if m.deadline_s is not None else np.zeros(k)
-        return itl_mean, tput, miss_steps
 
     # ------------------------------------------------------------------ commands
 

@@ -105,6 +105,11 @@ class TrainingJob:
         """Mean per-GPU power over one period of the trace, ramp excluded (W)."""
         return float(self.per_gpu_w.mean())
 
+    def runs_within(self, first_s: float, last_s: float) -> bool:
+        """Whether the job draws power at any time in ``[first_s, last_s]`` (else :meth:`power_w`
+        is 0 there)."""
+        return last_s >= self.spec.start_s and first_s < self.spec.end_s
+
     def power_w(self, t_s: np.ndarray | float) -> np.ndarray:
         """Total power of the job's GPUs at times ``t_s`` (W), shaped like ``t_s``.
 

@@ -43,7 +43,7 @@ from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
 from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend
-from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, Observation
+from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
@@ -101,6 +101,16 @@ def _block_steps(sites: Sequence[DatacenterBackend]) -> int:
     """Datacenter steps per block: as many as keep a block's arrays within :data:`_BLOCK_CELLS`."""
     columns = sum(sum(m.replicas for m in s.info().models.values()) for s in sites)
     return max(1, min(3000, _BLOCK_CELLS // max(columns, 1)))
+
+
+_NO_MODELS: dict[str, ModelState] = {}
+"""The models of a site's load as the grid receives it (none: the grid needs only its power)."""
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """``array`` (fresh, owned here) made read-only, so the states built on it need no copies."""
+    array.flags.writeable = False
+    return array
 
 
 def _mean_of_rows(x: np.ndarray) -> np.ndarray:
@@ -288,21 +298,23 @@ class Simulation:
         """Each site's load for the next ``n_steps`` grid steps, from the samples each step covers:
         their mean (``grid.load_aggregation: mean``) or the last one."""
         per_step = self._grid_ticks // self._dc_ticks
+        used = n_steps * per_step
         loads: list[dict[str, DatacenterState]] = [{} for _ in range(n_steps)]
+        times = self.clock.seconds_of(self._grid_done + self._grid_ticks * np.arange(1, n_steps + 1)).tolist()
         for name, window in self._dc_window.items():
-            p_w = np.concatenate([p for p, _ in window])
-            q_var = np.concatenate([q for _, q in window])
-            used = n_steps * per_step
-            window[:] = [(p_w[used:], q_var[used:])]
+            if len(window) == 1:  # one block's samples (read-only): the loads are views of them
+                p_w, q_var = window[0]
+            else:
+                p_w, q_var = _read_only(np.concatenate([p for p, _ in window])), _read_only(np.concatenate([q for _, q in window]))
+            window[:] = [(p_w[used:], q_var[used:])] if used < len(p_w) else []
             p_steps = p_w[:used].reshape(n_steps, per_step, 3)
             q_steps = q_var[:used].reshape(n_steps, per_step, 3)
             if self.scenario.grid.load_aggregation == "mean" and per_step > 1:
-                p_load, q_load = _mean_of_rows(p_steps), _mean_of_rows(q_steps)
+                p_load, q_load = _read_only(_mean_of_rows(p_steps)), _read_only(_mean_of_rows(q_steps))
             else:
                 p_load, q_load = p_steps[:, -1], q_steps[:, -1]
-            times = self.clock.seconds_of(self._grid_done + self._grid_ticks * np.arange(1, n_steps + 1)).tolist()
-            for i, t_s in enumerate(times):
-                loads[i][name] = DatacenterState(name, t_s, p_load[i], q_load[i], {})
+            for i, (t_s, p, q) in enumerate(zip(times, p_load, q_load)):
+                loads[i][name] = DatacenterState(name, t_s, p, q, _NO_MODELS)
         return loads
 
     def _is_barrier(self, ticks: int) -> bool:

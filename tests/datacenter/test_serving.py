@@ -1,0 +1,97 @@
+"""A site's serving figures computed for all its models in one pass equal each model computed alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from openg2g.datacenter import TraceLibrary
+from openg2g.datacenter.library import time_weighted_sampler
+from openg2g.datacenter.serving import ITL_SAMPLES, ServingConstants, ServingInput, serve_block
+from openg2g.datacenter.training import TrainingJob
+from openg2g.scenario.schema import TrainingSpec
+
+
+def _constants(library: TraceLibrary, model: str, gpus: int, batch: int, slowdown: float) -> ServingConstants:
+    meta = library.config(model, gpus, batch)
+    assert meta.itl is not None and meta.throughput_tok_s is not None and meta.mean_itl_s is not None
+    concurrency = meta.throughput_tok_s * meta.mean_itl_s
+    return ServingConstants(time_weighted_sampler(meta.itl), slowdown, concurrency, meta.mean_itl_s * slowdown, 0.03)
+
+
+def _inputs(library: TraceLibrary, seed: int) -> list[ServingInput]:
+    """Three models: one configuration; a blend of three (one capped) during a ramp that starts at 0
+    replicas; a blend of two with no deadline and more replicas than are sampled."""
+    k = 7
+    rise = np.linspace(0.0, 1.0, k)
+    specs = [
+        ("Llama-3.1-8B", 1, [(np.ones(k), 128, 1.0)], np.full(k, 40.0), True),
+        (
+            "Llama-3.1-70B",
+            4,
+            [(0.3 * (1 - rise), 64, 1.0), (0.2 * (1 - rise), 256, 1.07), (0.5 + 0.5 * rise, 128, 1.0)],
+            np.linspace(0.0, 5.5, k),
+            True,
+        ),
+        ("Qwen3-30B-A3B", 2, [(1 - rise, 8, 1.0), (rise, 512, 1.0)], np.full(k, 300.0), False),
+    ]
+    rngs = np.random.SeedSequence(seed).spawn(2 * len(specs))
+    inputs = []
+    for i, (model, gpus, blend, replicas, deadline) in enumerate(specs):
+        n_on = np.ceil(replicas - 1e-9).astype(np.int64)
+        inputs.append(
+            ServingInput(
+                uniform_rng=np.random.default_rng(rngs[2 * i]),
+                normal_rng=np.random.default_rng(rngs[2 * i + 1]),
+                width=int(np.ceil(replicas.max())),
+                replicas=replicas,
+                n_on=n_on,
+                n_on_min=int(n_on.min()),
+                blend=[(w, _constants(library, model, gpus, b, s)) for w, b, s in blend],
+                has_deadline=deadline,
+            )
+        )
+    return inputs
+
+
+def test_site_in_one_pass_equals_models_alone(library: TraceLibrary) -> None:
+    together = serve_block(_inputs(library, 5), 7)
+    alone = [serve_block([m], 7)[0] for m in _inputs(library, 5)]
+    for a, b in zip(together, alone):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)  # the same floats, NaN where no replica runs
+    itl, tput, miss = together[1]
+    assert np.isnan(itl[0]) and tput[0] == 0.0 and miss[0] == 0.0  # no replica yet
+    assert np.all(together[2][2] == 0.0)  # no deadline: no misses
+    assert np.all(together[0][2] == together[0][2][0]) and 0 < together[0][2][0] < 1  # one config: its tail
+
+
+def test_one_configuration_mean_itl_estimates_the_mixture_mean(library: TraceLibrary) -> None:
+    """Token-weighted ITL over many sampled replicas approaches the per-token mean of the mixture."""
+    c = _constants(library, "Llama-3.1-8B", 1, 128, 1.0)
+    k = 400
+    rngs = (np.random.default_rng(1), np.random.default_rng(2))
+    m = ServingInput(*rngs, 600, np.full(k, 600.0), np.full(k, 600), 600, [(np.ones(k), c)], True)
+    ((itl, tput, _),) = serve_block([m], k)
+    assert abs(np.mean(itl) / c.mean_itl_s - 1) < 0.01
+    # throughput: replicas x c / ITL on average (the leaderboard's measured rate)
+    assert abs(np.mean(tput) / (600 * c.concurrency / c.mean_itl_s) - 1) < 0.01
+    assert ITL_SAMPLES < 600  # more replicas than are sampled
+
+
+def test_samples_on_a_shared_grid_equal_own_samples(library: TraceLibrary) -> None:
+    samplers = [time_weighted_sampler(library.config("Llama-3.1-70B", 4, b).itl) for b in (8, 128, 512)]  # type: ignore[arg-type]
+    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))
+    rng = np.random.default_rng(3)
+    u, z = rng.random(5000), rng.standard_normal(5000)
+    u[:3] = samplers[1].thresholds  # exactly on a threshold
+    index = np.searchsorted(grid, u, side="right")
+    for s in samplers:
+        np.testing.assert_array_equal(s.sample_at_s(index, z, *s.on_grid(grid)), s.sample_s(u, z))
+
+
+def test_training_job_is_idle_outside_its_window() -> None:
+    job = TrainingJob(TrainingSpec(gpus=16, start_s=10.0, end_s=20.0))
+    assert not job.runs_within(0.0, 9.9) and not job.runs_within(20.0, 30.0)
+    assert job.runs_within(9.9, 10.0) and job.runs_within(19.9, 25.0)
+    assert np.all(job.power_w(np.array([0.0, 9.9, 20.0, 30.0])) == 0.0)
+    assert np.all(job.power_w(np.array([10.0, 19.9])) > 0.0)
