@@ -122,3 +122,34 @@ def test_negative_limit_in_a_scenario_names_the_field():
                 "controllers.0.params.max_tap_operations_per_hour=-3",
             ],
         )
+
+
+OVERVOLTAGE = [
+    "duration_s=150",
+    "outputs.plots=false",
+    # the tap schedule's late state, early: phase c at +17 while inference runs at half load
+    (
+        "events=[{t_s: 5, command: set_inference_scale, site: dc1, fraction: 0.5, ramp_s: 0},"
+        " {t_s: 10, command: set_taps, bank: reg1, taps: [16, 6, 17]}]"
+    ),
+]
+
+
+@pytest.mark.slow
+def test_closed_loop_joint_removes_an_overvoltage_batches_cannot():
+    """Phase c over 1.05 pu with every batch already large: the MPC alone cannot lower it, the joint
+    controller moves phase c down within its budget and the violation integral falls."""
+    from openg2g.engine.simulation import run_scenario
+
+    def run(controllers: str) -> dict:
+        return run_scenario(SCENARIOS / "ieee13_joint.yaml", overrides=[*OVERVOLTAGE, controllers]).summary
+
+    mpc = run("controllers=[{kind: mpc, params: {miss_fraction_target: 0.045}}]")
+    joint = run(
+        "controllers=[{kind: ../controllers/joint.py:JointController,"
+        " params: {max_tap_operations_per_hour: 3, miss_fraction_target: 0.045}}]"
+    )
+    assert mpc["overvoltage_integral_pu_s"] > 0.1, "the case must over-volt"
+    assert joint["overvoltage_integral_pu_s"] < 0.5 * mpc["overvoltage_integral_pu_s"]
+    scheduled = 2 + 2  # the event moves phases a and c by two steps each
+    assert scheduled < joint["n_tap_changes"] <= scheduled + 3
