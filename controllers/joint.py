@@ -71,7 +71,8 @@ class JointController(MPCController):
         names = list(context.regulators) if self.config.banks is None else list(self.config.banks)
         unknown = [b for b in names if b not in context.regulators]
         if unknown:
-            raise ControllerError(f"joint: unknown regulator banks {unknown}; valid banks: {sorted(context.regulators)}")
+            valid = sorted(context.regulators)
+            raise ControllerError(f"joint: unknown regulator banks {unknown}; valid banks: {valid}")
         self._banks = names
         self._incidence = {b: tap_incidence(self._zone_names, context.regulators[b]) for b in names}
         self._moves: deque[float] = deque()  # times of the tap steps made, one entry per step

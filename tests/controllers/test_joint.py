@@ -25,7 +25,9 @@ def _context():
     return make_context(
         [
             toy_model("m1", batch_sizes=SIZES, replicas=400, initial_batch_size=32, itl_deadline_s=None),
-            toy_model("m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None),
+            toy_model(
+                "m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None
+            ),
         ]
     )
 

@@ -75,6 +75,26 @@ def test_two_site_solver_matches_brute_force(v_pu):
     np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
 
 
+@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951])
+def test_site_descent_reaches_a_blockwise_optimum(v_pu):
+    """No site's batches, re-chosen over all its combinations with the others held, lower the cost."""
+    m1, m2 = _two_models()
+    m3 = toy_model("m3", batch_sizes=SIZES, replicas=80, p_span_w=2000.0, itl_deadline_s=None)
+    ctx = make_context(sites={"dc1": [m1, m3], "dc2": [m2]})
+    ctrl = MPCController(MPCController.Config(horizon_steps=2, voltage_noise_pu=0.002))
+    ctrl.reset(ctx, 0)
+    h = {"dc1": np.full((6, 3), -4e-8), "dc2": np.full((6, 3), -2e-8)}
+    obs = replace(make_observation(ctx, v_pu), _sensitivity=lambda site: h[site])
+    prob = ctrl.problem(obs)
+    choice = prob._site_descent()
+    best = prob.cost(choice)[0]
+    for site_models in ([0, 1], [2]):
+        trials = np.repeat(choice[None], len(SIZES) ** len(site_models), axis=0)
+        trials[:, site_models] = list(itertools.product(range(len(SIZES)), repeat=len(site_models)))
+        assert prob.cost(trials).min() >= best - 1e-12
+    assert best <= prob.cost(np.array([list(o.batches).index(32) for o in prob.options]))[0]
+
+
 def test_coordinate_descent_beyond_the_enumeration_limit_never_raises_the_cost():
     ctx = make_context(_two_models())
     ctrl = MPCController(MPCController.Config(max_move_log2=10.0))
