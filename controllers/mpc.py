@@ -38,6 +38,10 @@ violation per step). It is convex in each ``v_jk``, and so in ``dW``. The latenc
 the one of OFO's chance constraint: ``c_i`` a filtered ratio of the measured to the library's ITL
 at the batch in force, and with ``miss_fraction_target = eps`` each guard ``g_i`` integrates the
 measured deadline-miss fraction ``m_i``: ``g_i <- clip(g_i - a (m_i / eps - 1), 0.05, latency_guard)``.
+An over-voltage is the one violation larger batches fight; with ``overvoltage_miss_fraction``
+the target is that larger value while the zone is above ``v_max`` and the model's run so far
+(token-weighted, as ``summary.json`` counts) is within ``eps``: the run's miss budget, unspent
+while batches sat low in an under-voltage, goes where it lowers the violation.
 
 **Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized). With one
 site the violation term is a convex function ``F`` of the scalar ``dW``: its continuous minimizer
@@ -326,6 +330,15 @@ class MPCController(ConfiguredController):
             description="eps: adapt each model's guard so its deadline-miss fraction stays <= eps.",
         )
         miss_adapt_gain: float = Field(0.01, ge=0, description="Guard change per step per unit (m/eps - 1).")
+        overvoltage_miss_fraction: float | None = Field(
+            None,
+            gt=0,
+            lt=1,
+            description=(
+                "eps_over: the guard's target while the zone is above v_max (larger batches lower it), as long "
+                "as the model's deadline-miss fraction over the run so far is below eps; None = eps throughout."
+            ),
+        )
         max_combinations: int = Field(
             50_000, gt=0, description="Enumerate up to this many batch combinations; beyond, coordinate descent."
         )
@@ -342,6 +355,8 @@ class MPCController(ConfiguredController):
         self._sent = {key: info.initial_batch_size for key, info in zip(self._keys, self._infos)}
         self._itl_ratio = np.ones(len(self._keys))
         self._guard = np.full(len(self._keys), cfg.latency_guard)
+        self._tokens = np.zeros(len(self._keys))  # token rates summed over control steps (tok/s)
+        self._missed = np.zeros(len(self._keys))  # the same, times the deadline-miss fraction
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
         alpha = 1.0 - math.exp(-context.dt_s / cfg.noise_filter_s)
         self._training = {
@@ -360,6 +375,8 @@ class MPCController(ConfiguredController):
     def _latency_ok(self, observation: Observation) -> list[np.ndarray]:
         """Per model, which measured sizes meet the corrected ITL bound (updates ratio and guard)."""
         cfg = self.config
+        v = np.asarray(observation.grid.v_pu, dtype=float)[self._zone]
+        over = bool(np.any(v > observation.v_max_pu))
         out = []
         for i, ((site, model), info) in enumerate(zip(self._keys, self._infos)):
             itl = np.asarray(info.itl_s, dtype=float)
@@ -371,7 +388,10 @@ class MPCController(ConfiguredController):
                     a = cfg.latency_correction_filter
                     self._itl_ratio[i] = a * self._itl_ratio[i] + (1 - a) * state.itl_s / lib
                 if cfg.miss_fraction_target is not None and info.itl_deadline_s is not None:
-                    excess = state.deadline_miss_fraction / cfg.miss_fraction_target - 1.0
+                    if math.isfinite(state.throughput_tok_s) and state.throughput_tok_s > 0:
+                        self._tokens[i] += state.throughput_tok_s
+                        self._missed[i] += state.throughput_tok_s * state.deadline_miss_fraction
+                    excess = state.deadline_miss_fraction / self._miss_target(i, over) - 1.0
                     g = self._guard[i] - cfg.miss_adapt_gain * excess
                     self._guard[i] = float(np.clip(g, 0.05, cfg.latency_guard))
             if info.itl_deadline_s is None:
@@ -379,6 +399,16 @@ class MPCController(ConfiguredController):
             else:
                 out.append(self._itl_ratio[i] * itl <= self._guard[i] * info.itl_deadline_s)
         return out
+
+    def _miss_target(self, i: int, over: bool) -> float:
+        """The guard's target for model ``i`` this step: ``eps``, or ``eps_over`` during an over-voltage
+        while the model's run so far is within ``eps`` (token-weighted, as ``summary.json`` counts)."""
+        cfg = self.config
+        eps = float(cfg.miss_fraction_target or 0.0)
+        relief = cfg.overvoltage_miss_fraction
+        if relief is None or not over or self._missed[i] >= eps * self._tokens[i]:
+            return eps
+        return relief
 
     def _options(self, observation: Observation, latency_ok: list[np.ndarray]) -> tuple[ModelOptions, ...]:
         cfg = self.config

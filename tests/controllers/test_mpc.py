@@ -166,6 +166,30 @@ def test_latency_bound_excludes_slow_batches():
     assert max(ctrl.last_problem.options[0].batches) == limit
 
 
+def test_overvoltage_relief_spends_the_unused_miss_budget():
+    """At 8% misses the guard tightens (target 4%) except during an over-voltage while the run so
+    far is within 4% (relief target 12%); once the run's share passes 4% it tightens again."""
+    info = toy_model("m1", itl_deadline_s=0.1)
+    ctx = make_context([info])
+    cfg = MPCController.Config(miss_fraction_target=0.04, overvoltage_miss_fraction=0.12, miss_adapt_gain=0.1)
+
+    def guard_after(v_pu: float, miss: float, history: tuple[float, float] = (0.0, 0.0)) -> float:
+        ctrl = MPCController(cfg)
+        ctrl.reset(ctx, 0)
+        ctrl._tokens[0], ctrl._missed[0] = history
+        obs = make_observation(ctx, v_pu)
+        state = obs.datacenters["dc1"].models["m1"]
+        dc = replace(obs.datacenters["dc1"], models={"m1": replace(state, deadline_miss_fraction=miss)})
+        ctrl._latency_ok(replace(obs, datacenters={"dc1": dc}))
+        return float(ctrl._guard[0])
+
+    assert guard_after(1.0, 0.08) == pytest.approx(0.9)  # 1 - 0.1 (0.08 / 0.04 - 1)
+    banked = (1e9, 0.01e9)  # the run so far at 1% misses
+    assert guard_after(1.06, 0.08, banked) == pytest.approx(1.0)  # relief: 0.08 < 0.12, the guard stays at its cap
+    assert guard_after(1.0, 0.08, banked) == pytest.approx(0.9)  # no over-voltage: no relief
+    assert guard_after(1.06, 0.08, history=(1e9, 0.05e9)) == pytest.approx(0.9)  # run at 5%: no relief
+
+
 def test_bad_params():
     with pytest.raises(ValidationError, match="horizon_steps"):
         MPCController.Config(horizon_steps=0)
