@@ -40,8 +40,8 @@ at the batch in force, and with ``miss_fraction_target = eps`` each guard ``g_i`
 measured deadline-miss fraction ``m_i``: ``g_i <- clip(g_i - a (m_i / eps - 1), 0.05, latency_guard)``.
 An over-voltage is the one violation larger batches fight; with ``overvoltage_miss_fraction``
 the target is that larger value while the zone is above ``v_max`` and the model's run so far
-(token-weighted, as ``summary.json`` counts) is within ``eps``: the run's miss budget, unspent
-while batches sat low in an under-voltage, goes where it lowers the violation.
+(token-weighted, as ``summary.json`` counts) is within ``miss_fraction_budget`` (``B > eps``): the
+run's miss budget, unspent while batches sat low or at ``eps < B``, goes where it lowers the violation.
 
 **Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized). With one
 site the violation term is a convex function ``F`` of the scalar ``dW``: its continuous minimizer
@@ -336,8 +336,14 @@ class MPCController(ConfiguredController):
             lt=1,
             description=(
                 "eps_over: the guard's target while the zone is above v_max (larger batches lower it), as long "
-                "as the model's deadline-miss fraction over the run so far is below eps; None = eps throughout."
+                "as the model's deadline-miss fraction over the run so far is below the budget; None = eps throughout."
             ),
+        )
+        miss_fraction_budget: float | None = Field(
+            None,
+            gt=0,
+            lt=1,
+            description="B: the run-level deadline-miss fraction that ends the over-voltage relief; None = eps.",
         )
         max_combinations: int = Field(
             50_000, gt=0, description="Enumerate up to this many batch combinations; beyond, coordinate descent."
@@ -402,11 +408,12 @@ class MPCController(ConfiguredController):
 
     def _miss_target(self, i: int, over: bool) -> float:
         """The guard's target for model ``i`` this step: ``eps``, or ``eps_over`` during an over-voltage
-        while the model's run so far is within ``eps`` (token-weighted, as ``summary.json`` counts)."""
+        while the model's run so far is within the budget (token-weighted, as ``summary.json`` counts)."""
         cfg = self.config
         eps = float(cfg.miss_fraction_target or 0.0)
+        budget = eps if cfg.miss_fraction_budget is None else cfg.miss_fraction_budget
         relief = cfg.overvoltage_miss_fraction
-        if relief is None or not over or self._missed[i] >= eps * self._tokens[i]:
+        if relief is None or not over or self._missed[i] >= budget * self._tokens[i]:
             return eps
         return relief
 

@@ -168,7 +168,7 @@ def test_latency_bound_excludes_slow_batches():
 
 def test_overvoltage_relief_spends_the_unused_miss_budget():
     """At 8% misses the guard tightens (target 4%) except during an over-voltage while the run so
-    far is within 4% (relief target 12%); once the run's share passes 4% it tightens again."""
+    far is within its budget (4%, or miss_fraction_budget) (relief target 12%); past it, it tightens."""
     info = toy_model("m1", itl_deadline_s=0.1)
     ctx = make_context([info])
     cfg = MPCController.Config(miss_fraction_target=0.04, overvoltage_miss_fraction=0.12, miss_adapt_gain=0.1)
@@ -188,6 +188,8 @@ def test_overvoltage_relief_spends_the_unused_miss_budget():
     assert guard_after(1.06, 0.08, banked) == pytest.approx(1.0)  # relief: 0.08 < 0.12, the guard stays at its cap
     assert guard_after(1.0, 0.08, banked) == pytest.approx(0.9)  # no over-voltage: no relief
     assert guard_after(1.06, 0.08, history=(1e9, 0.05e9)) == pytest.approx(0.9)  # run at 5%: no relief
+    cfg = cfg.model_copy(update={"miss_fraction_budget": 0.06})
+    assert guard_after(1.06, 0.08, history=(1e9, 0.05e9)) == pytest.approx(1.0)  # within a 6% budget: relief
 
 
 def test_bad_params():
