@@ -37,7 +37,7 @@ tokens/s at the initial batches; ``w_T = 1`` prices 1% of it like ``0.01 / (w_v 
 violation per step). It is convex in each ``v_jk``, and so in ``dW``. The latency constraint is
 the one of OFO's chance constraint: ``c_i`` a filtered ratio of the measured to the library's ITL
 at the batch in force, and with ``miss_fraction_target = eps`` each guard ``g_i`` integrates the
-measured deadline-miss fraction ``m_i``: ``g_i <- clip(g_i - a (m_i / eps - 1), 0.05, latency_guard)``.
+measured deadline-miss fraction ``m_i``: ``g_i <- clip(g_i - a min(m_i / eps - 1, 1), 0.05, latency_guard)``.
 An over-voltage is the one violation larger batches fight; with ``overvoltage_miss_fraction``
 the target is that larger value while the zone is above ``v_max`` and the model's run so far
 (token-weighted, as ``summary.json`` counts) is within ``miss_fraction_budget`` (``B > eps``): the
@@ -397,7 +397,8 @@ class MPCController(ConfiguredController):
                     if math.isfinite(state.throughput_tok_s) and state.throughput_tok_s > 0:
                         self._tokens[i] += state.throughput_tok_s
                         self._missed[i] += state.throughput_tok_s * state.deadline_miss_fraction
-                    excess = state.deadline_miss_fraction / self._miss_target(i, over) - 1.0
+                    # saturated as OFO's latency dual: a burst of misses must not collapse the guard
+                    excess = min(state.deadline_miss_fraction / self._miss_target(i, over) - 1.0, 1.0)
                     g = self._guard[i] - cfg.miss_adapt_gain * excess
                     self._guard[i] = float(np.clip(g, 0.05, cfg.latency_guard))
             if info.itl_deadline_s is None:
