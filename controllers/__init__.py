@@ -7,6 +7,7 @@ unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 
 from __future__ import annotations
 
+from openg2g.controllers.joint import JointController
 from openg2g.controllers.load_shift import LoadShiftController
 from openg2g.controllers.mpc import MPCController
 from openg2g.controllers.noop import NoopController
@@ -18,6 +19,7 @@ from openg2g.controllers.storage_droop import StorageDroopController
 from openg2g.controllers.tap_schedule import TapScheduleController
 
 __all__ = [
+    "JointController",
     "LoadShiftController",
     "MPCController",
     "NoopController",

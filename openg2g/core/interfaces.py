@@ -25,8 +25,10 @@ __all__ = [
     "LogisticParams",
     "ModelInfo",
     "RegulatorInfo",
+    "ScheduledEvent",
     "SiteInfo",
     "StoredCurve",
+    "TrainingInfo",
 ]
 
 
@@ -106,6 +108,24 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class TrainingInfo:
+    """A site's training job as its operator announces it: when it runs and how much it draws.
+
+    :param start_s: job start (s); it draws power in ``[start_s, end_s)``.
+    :param end_s: job end (s).
+    :param gpus: GPUs running the job.
+    :param mean_power_w: mean GPU power of the whole job once started (W).
+    :param peak_power_w: largest GPU power of the whole job (W).
+    """
+
+    start_s: float
+    end_s: float
+    gpus: int
+    mean_power_w: float
+    peak_power_w: float
+
+
+@dataclass(frozen=True)
 class SiteInfo:
     """Static facts about one datacenter site.
 
@@ -114,6 +134,7 @@ class SiteInfo:
     :param models: model name -> facts.
     :param power_factor: facility power factor (lagging, 0-1].
     :param pue: power usage effectiveness used for the non-GPU overhead.
+    :param training: the site's training job, ``None`` if it runs none.
     """
 
     site: str
@@ -121,6 +142,7 @@ class SiteInfo:
     models: Mapping[str, ModelInfo]
     power_factor: float
     pue: float
+    training: TrainingInfo | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
@@ -138,6 +160,14 @@ class RegulatorInfo:
 
 
 @dataclass(frozen=True)
+class ScheduledEvent:
+    """A scenario event known in advance: ``command`` fires at ``t_s`` (s)."""
+
+    t_s: float
+    command: Command
+
+
+@dataclass(frozen=True)
 class ControlContext:
     """Everything static a controller may know when a run starts.
 
@@ -148,6 +178,8 @@ class ControlContext:
     :param v_max_pu: upper voltage limit (pu).
     :param dt_s: the controller's own period (s).
     :param storages: battery names the controller may command.
+    :param events: the scenario's scheduled events, by time: a forecast a controller may plan with
+        (read-only; the engine fires them whatever the controller does).
     """
 
     sites: Mapping[str, SiteInfo]
@@ -157,6 +189,7 @@ class ControlContext:
     v_max_pu: float
     dt_s: float
     storages: tuple[str, ...] = field(default=())
+    events: tuple[ScheduledEvent, ...] = field(default=())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sites", MappingProxyType(dict(self.sites)))

@@ -79,7 +79,7 @@ from openg2g.core.commands import (
     ShiftReplicas,
 )
 from openg2g.core.errors import CommandError, TraceError
-from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo
+from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo, TrainingInfo
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W, MAX_DURATION_S
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.config import SiteSpec
@@ -416,8 +416,25 @@ class ReplayDatacenter(DatacenterBackend):
                 initial_batch_size=m.initial_batch,
                 curve_fits=self.library.curve_fits(m.name, m.gpus, m.batch_sizes),
             )
+        job = self._training
+        training = (
+            None
+            if job is None
+            else TrainingInfo(
+                start_s=job.spec.start_s,
+                end_s=job.spec.end_s,
+                gpus=job.spec.gpus,
+                mean_power_w=job.mean_w_per_gpu * job.spec.gpus,
+                peak_power_w=float(job.per_gpu_w.max()) * job.spec.gpus,
+            )
+        )
         return SiteInfo(
-            site=self.name, bus=self.spec.bus, models=infos, power_factor=self.spec.power_factor, pue=self.spec.pue
+            site=self.name,
+            bus=self.spec.bus,
+            models=infos,
+            power_factor=self.spec.power_factor,
+            pue=self.spec.pue,
+            training=training,
         )
 
     def reset(self, seed: int) -> None:

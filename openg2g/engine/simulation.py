@@ -42,7 +42,7 @@ from simpy.events import Event, EventPriority
 from openg2g import __version__
 from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
-from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend
+from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, ScheduledEvent
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
 from openg2g.engine.clock import Clock
@@ -187,6 +187,7 @@ class Simulation:
             v_max_pu=self.scenario.grid.v_max_pu,
             dt_s=dt_s,
             storages=self.grid.storages(),
+            events=tuple(ScheduledEvent(self.clock.seconds(ticks), command) for ticks, _, command in self._events),
         )
 
     def start(self) -> None:

@@ -1,117 +1,199 @@
-"""MPC: agreement with brute force on a tiny problem, latency bounds, battery dispatch."""
+"""MPC: the exact solver against brute force, the expected-violation term against its integral,
+the forecast of announced training and scheduled taps, latency bounds, bad parameters."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from openg2g.controllers.mpc import MPCController
-from openg2g.core.commands import SetBatchSize, SetStoragePower
-from tests.controllers.conftest import make_context, make_observation, toy_model
+from openg2g.controllers.mpc import MPCController, MPCProblem, expected_shortfall
+from openg2g.core.commands import SetBatchSize, SetTaps
+from openg2g.core.interfaces import ScheduledEvent, TrainingInfo
+from tests.controllers.conftest import K_PU_PER_W, make_context, make_observation, toy_model
 
-SIZES = (8, 16, 32, 64)
-
-
-def _tiny_context():
-    return make_context(
-        [
-            toy_model("m1", batch_sizes=SIZES, replicas=400, initial_batch_size=32, itl_deadline_s=None),
-            toy_model(
-                "m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None
-            ),
-        ]
-    )
+SIZES = (8, 16, 32, 64, 128)
 
 
-def _brute_force(ctrl: MPCController, obs) -> tuple[int, ...]:
-    prob, _, _ = ctrl.problem(obs)
-    best = None
-    for combo in itertools.product(SIZES, repeat=2):
-        x = np.log2(np.array(combo, dtype=float))[:, None]
-        j = prob.cost(x.ravel(), with_grad=False)[0]
-        if best is None or j < best[0]:
-            best = (j, combo)
-    return best[1]
+def _brute_force(prob: MPCProblem) -> np.ndarray:
+    combos = np.array(list(itertools.product(*[range(o.batches.size) for o in prob.options])))
+    costs = prob.cost(combos)
+    return combos[int(np.argmin(costs))]
 
 
-@pytest.mark.parametrize("v_pu", [0.93, 0.945, 0.947, 0.949, 0.95, 0.951, 0.953, 0.955, 0.96, 0.99])
-@pytest.mark.parametrize("solver", ["lbfgsb", "slsqp", "enumerate"])
-def test_one_step_mpc_matches_brute_force(v_pu, solver):
-    """Interior optima (mixed batch sizes) appear for 0.949 <= v <= 0.953."""
-    ctx = _tiny_context()
-    cfg = MPCController.Config(horizon_steps=1, max_move_log2=10.0, switching_weight=0.0, solver=solver, margin_pu=0.0)
-    ctrl = MPCController(cfg)
+def _two_models(**kw):
+    return [
+        toy_model("m1", batch_sizes=SIZES, replicas=400, initial_batch_size=32, itl_deadline_s=None, **kw),
+        toy_model("m2", batch_sizes=SIZES, replicas=150, p_span_w=900.0, initial_batch_size=32, itl_deadline_s=None),
+    ]
+
+
+@pytest.mark.parametrize("v_pu", [0.93, 0.945, 0.948, 0.95, 0.952, 0.955, 0.96, 1.045, 1.052, 1.06])
+def test_single_site_solver_matches_brute_force(v_pu):
+    """The staircase pruning keeps the optimum: its choice is the enumerated minimum, at voltages
+    from deep under-voltage through the band to over-voltage (interior optima near the limits)."""
+    ctx = make_context(_two_models())
+    ctrl = MPCController(MPCController.Config(horizon_steps=3, max_move_log2=10.0, voltage_noise_pu=0.002))
     ctrl.reset(ctx, 0)
-    obs = make_observation(ctx, v_pu, sensitivity=-5e-8 * np.ones((6, 3)))
-    expected = _brute_force(ctrl, obs)
-    prob, x_now, ub = ctrl.problem(obs)
-    batches, _ = ctrl.solve(prob, x_now, ub)
-    assert tuple(batches) == expected
+    prob = ctrl.problem(make_observation(ctx, v_pu, sensitivity=-5e-8 * np.ones((6, 3))))
+    assert prob.n_combinations() == len(SIZES) ** 2
+    np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
 
 
-def test_undervoltage_cuts_power_within_move_limits():
-    ctx = _tiny_context()
-    ctrl = MPCController(MPCController.Config(horizon_steps=3, max_move_log2=1.0))
+@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951, 0.953, 1.049, 1.055])
+def test_single_site_solver_matches_brute_force_on_343_combinations(v_pu):
+    sizes = (8, 16, 32, 64, 128, 256, 512)
+    models = [
+        toy_model("m1", batch_sizes=sizes, replicas=400, initial_batch_size=32, itl_deadline_s=None),
+        toy_model("m2", batch_sizes=sizes, replicas=150, p_span_w=900.0, itl_deadline_s=None),
+        toy_model("m3", batch_sizes=sizes, replicas=60, p_idle_w=1000.0, p_span_w=2500.0, itl_deadline_s=None),
+    ]
+    ctx = make_context(models)
+    ctrl = MPCController(MPCController.Config(horizon_steps=4, voltage_noise_pu=0.001))
+    ctrl.reset(ctx, 0)
+    prob = ctrl.problem(make_observation(ctx, v_pu, sensitivity=-3e-8 * np.ones((6, 3))))
+    assert prob.n_combinations() == 343
+    np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
+
+
+@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951, 0.96])
+def test_two_site_solver_matches_brute_force(v_pu):
+    m1, m2 = _two_models()
+    ctx = make_context(sites={"dc1": [m1], "dc2": [m2]})
+    ctrl = MPCController(MPCController.Config(horizon_steps=2, max_move_log2=10.0, voltage_noise_pu=0.002))
+    ctrl.reset(ctx, 0)
+    # dc1 weighs on bus 671, dc2 on bus 680
+    h = {"dc1": np.diag([-6e-8] * 3 + [-1e-8] * 3)[:, :3], "dc2": np.diag([-1e-8] * 3 + [-6e-8] * 3)[:, 3:]}
+    obs = make_observation(ctx, v_pu)
+    obs = replace(obs, _sensitivity=lambda site: np.repeat(h[site].sum(axis=1, keepdims=True), 3, axis=1))
+    prob = ctrl.problem(obs)
+    assert prob.gain.shape[0] == 2
+    np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
+
+
+@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951])
+def test_site_descent_reaches_a_blockwise_optimum(v_pu):
+    """No site's batches, re-chosen over all its combinations with the others held, lower the cost."""
+    m1, m2 = _two_models()
+    m3 = toy_model("m3", batch_sizes=SIZES, replicas=80, p_span_w=2000.0, itl_deadline_s=None)
+    ctx = make_context(sites={"dc1": [m1, m3], "dc2": [m2]})
+    ctrl = MPCController(MPCController.Config(horizon_steps=2, voltage_noise_pu=0.002))
+    ctrl.reset(ctx, 0)
+    h = {"dc1": np.full((6, 3), -4e-8), "dc2": np.full((6, 3), -2e-8)}
+    obs = replace(make_observation(ctx, v_pu), _sensitivity=lambda site: h[site])
+    prob = ctrl.problem(obs)
+    choice = prob._site_descent()
+    best = prob.cost(choice)[0]
+    for site_models in ([0, 1], [2]):
+        trials = np.repeat(choice[None], len(SIZES) ** len(site_models), axis=0)
+        trials[:, site_models] = list(itertools.product(range(len(SIZES)), repeat=len(site_models)))
+        assert prob.cost(trials).min() >= best - 1e-12
+    assert best <= prob.cost(np.array([list(o.batches).index(32) for o in prob.options]))[0]
+
+
+def test_coordinate_descent_beyond_the_enumeration_limit_never_raises_the_cost():
+    ctx = make_context(_two_models())
+    ctrl = MPCController(MPCController.Config(max_move_log2=10.0))
+    ctrl.reset(ctx, 0)
+    prob = ctrl.problem(make_observation(ctx, 0.948))
+    keep = np.array([list(o.batches).index(32) for o in prob.options])
+    local = prob.solve(max_combinations=1)
+    assert prob.cost(local)[0] <= prob.cost(keep)[0]
+
+
+@pytest.mark.parametrize("d", [-0.004, -0.001, 0.0, 0.0005, 0.003])
+def test_expected_shortfall_equals_its_integral(d):
+    sigma = 0.001
+    e = np.linspace(-10 * sigma, 10 * sigma, 200_001)
+    density = np.exp(-0.5 * (e / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
+    numeric = np.trapezoid(np.maximum(d - e, 0.0) * density, e)
+    assert expected_shortfall(np.array(d), np.array(sigma)) == pytest.approx(numeric, rel=1e-6, abs=1e-12)
+
+
+def test_undervoltage_cuts_batches_and_margin_lets_them_grow():
+    ctx = make_context(_two_models()[:1])
+    # on the toy grid one log2 step moves 671 by ~2e-4 pu: violation must outweigh the throughput
+    ctrl = MPCController(MPCController.Config(max_move_log2=1.0, violation_weight=1e4))
     ctrl.reset(ctx, 0)
     cmds = ctrl.step(make_observation(ctx, 0.93))
-    assert cmds and all(isinstance(c, SetBatchSize) for c in cmds)
-    assert all(c.batch_size == 16 for c in cmds)  # one move (one log2 step) down from 32
+    assert [c.batch_size for c in cmds if isinstance(c, SetBatchSize)] == [16]  # one move down from 32
+    ctrl.reset(ctx, 0)
+    cmds = ctrl.step(make_observation(ctx, 1.0))
+    assert [c.batch_size for c in cmds if isinstance(c, SetBatchSize)] == [64]  # room: one move up
+
+
+def test_announced_training_start_is_in_the_forecast():
+    """Before the job starts the prediction already holds its announced mean from the start on:
+    ``v`` falls by ``K * pue * mean`` (the toy grid: K pu per W of site power, balanced)."""
+    mean_w, start_s = 2.0e5, 3.0
+    ctx = make_context(_two_models())
+    site = replace(ctx.sites["dc1"], training=TrainingInfo(start_s, 100.0, 500, mean_w, 1.5 * mean_w))
+    ctx = replace(ctx, sites={"dc1": site})
+    ctrl = MPCController(MPCController.Config(horizon_steps=5))
+    ctrl.reset(ctx, 0)
+    prob = ctrl.problem(make_observation(ctx, 0.97, t_s=0.0))
+    expected = np.where(np.arange(1, 6) >= start_s, 0.97 - K_PU_PER_W * mean_w, 0.97)
+    np.testing.assert_allclose(prob.base[0], expected, atol=1e-12)
+    spread = K_PU_PER_W * 0.25 * mean_w  # half the peak-to-mean gap before any observation
+    np.testing.assert_allclose(prob.sigma[0, 3:], math.hypot(spread, ctrl.config.voltage_noise_pu))
+
+
+def test_scheduled_taps_are_in_the_forecast():
+    ctx = make_context(_two_models())
+    ctx = replace(ctx, events=(ScheduledEvent(2.0, SetTaps(bank="reg1", taps=(0, 0, 2))),))
+    ctrl = MPCController(MPCController.Config(horizon_steps=4))
+    ctrl.reset(ctx, 0)
+    prob = ctrl.problem(make_observation(ctx, 0.99, t_s=0.0))
+    step = 2 * ctx.regulators["reg1"].step_pu
+    # bus-phases 671.c and 680.c (rows 2 and 5) rise by two steps from t = 2 s on; a and b stay
+    np.testing.assert_allclose(prob.base[2], [0.99, 0.99 + step, 0.99 + step, 0.99 + step])
+    np.testing.assert_allclose(prob.base[[0, 1, 3, 4]], 0.99)
 
 
 def test_latency_bound_excludes_slow_batches():
     info = toy_model("m1", batch_sizes=(8, 16, 32, 64, 128, 256, 512), itl_deadline_s=0.05)
     ctx = make_context([info])
-    ctrl = MPCController(MPCController.Config(horizon_steps=2, max_move_log2=3.0, throughput_weight=10.0))
+    ctrl = MPCController(MPCController.Config(max_move_log2=3.0, throughput_weight=10.0))
     ctrl.reset(ctx, 0)
     limit = max(b for b, l in zip(info.batch_sizes, info.itl_s) if l <= 0.05)
     for k in range(5):
         for c in ctrl.step(make_observation(ctx, 1.0, t_s=k)):
             assert c.batch_size <= limit
-    _, _, ub = ctrl.problem(make_observation(ctx, 1.0))
-    assert ub[0] < math.log2(limit) + 1.0
+    assert max(ctrl.last_problem.options[0].batches) == limit
 
 
-def test_battery_discharges_on_undervoltage():
-    ctx = make_context([toy_model()], storages=("bat1",))
-    cfg = MPCController.Config(storage={"name": "bat1", "site": "dc1", "p_max_kw": 500.0}, storage_weight=0.01)
-    ctrl = MPCController(cfg)
-    ctrl.reset(ctx, 0)
-    cmds = ctrl.step(make_observation(ctx, 0.94))
-    bat = [c for c in cmds if isinstance(c, SetStoragePower)]
-    assert len(bat) == 1 and 0.0 < bat[0].p_w <= 500e3
+def test_overvoltage_relief_spends_the_unused_miss_budget():
+    """At 8% misses the guard tightens (target 4%) except during an over-voltage while the run so
+    far is within its budget (4%, or miss_fraction_budget) (relief target 12%); past it, it tightens."""
+    info = toy_model("m1", itl_deadline_s=0.1)
+    ctx = make_context([info])
+    cfg = MPCController.Config(miss_fraction_target=0.04, overvoltage_miss_fraction=0.12, miss_adapt_gain=0.1)
+
+    def guard_after(v_pu: float, miss: float, history: tuple[float, float] = (0.0, 0.0)) -> float:
+        ctrl = MPCController(cfg)
+        ctrl.reset(ctx, 0)
+        ctrl._tokens[0], ctrl._missed[0] = history
+        obs = make_observation(ctx, v_pu)
+        state = obs.datacenters["dc1"].models["m1"]
+        dc = replace(obs.datacenters["dc1"], models={"m1": replace(state, deadline_miss_fraction=miss)})
+        ctrl._latency_ok(replace(obs, datacenters={"dc1": dc}))
+        return float(ctrl._guard[0])
+
+    assert guard_after(1.0, 0.08) == pytest.approx(0.9)  # 1 - 0.1 (0.08 / 0.04 - 1)
+    banked = (1e9, 0.01e9)  # the run so far at 1% misses
+    assert guard_after(1.06, 0.08, banked) == pytest.approx(1.0)  # relief: 0.08 < 0.12, the guard stays at its cap
+    assert guard_after(1.0, 0.08, banked) == pytest.approx(0.9)  # no over-voltage: no relief
+    assert guard_after(1.06, 0.08, history=(1e9, 0.05e9)) == pytest.approx(0.9)  # run at 5%: no relief
+    cfg = cfg.model_copy(update={"miss_fraction_budget": 0.06})
+    assert guard_after(1.06, 0.08, history=(1e9, 0.05e9)) == pytest.approx(1.0)  # within a 6% budget: relief
 
 
 def test_bad_params():
     with pytest.raises(ValidationError, match="horizon_steps"):
         MPCController.Config(horizon_steps=0)
-    with pytest.raises(ValidationError, match="p_max_kw"):
-        MPCController.Config(storage={"name": "b", "site": "dc1", "p_max_kw": -1})
-
-
-def test_cost_gradient_matches_finite_differences():
-    ctx = make_context([toy_model("m1"), toy_model("m2", p_span_w=900.0)], storages=("bat1",))
-    cfg = MPCController.Config(
-        horizon_steps=3,
-        voltage_weight_linear=1e3,
-        switching_weight=0.5,
-        storage={"name": "bat1", "site": "dc1", "p_max_kw": 300.0},
-    )
-    ctrl = MPCController(cfg)
-    ctrl.reset(ctx, 0)
-    prob, _, _ = ctrl.problem(make_observation(ctx, 0.947, sensitivity=-5e-8 * np.ones((6, 3))))
-    prob.move_limit, prob.w_move = 0.5, 10.0
-    rng = np.random.default_rng(0)
-    z = np.concatenate([rng.uniform(4.0, 8.0, prob.m * prob.n), rng.uniform(-0.5, 0.5, prob.n)])
-    _, grad = prob.cost(z)
-    h = 1e-6
-    numeric = np.array(
-        [
-            (prob.cost(z + h * e, with_grad=False)[0] - prob.cost(z - h * e, with_grad=False)[0]) / (2 * h)
-            for e in np.eye(z.size)
-        ]
-    )
-    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValidationError, match="voltage_noise_pu"):
+        MPCController.Config(voltage_noise_pu=0.0)
