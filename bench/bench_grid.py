@@ -27,25 +27,17 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from _grid_timing import site_loads, time_solves
 from scipy.linalg.lapack import dgetrf
 from scipy.sparse.linalg import splu
 
 from openg2g.core.commands import SetTaps
-from openg2g.core.state import DatacenterState
 from openg2g.grid.backend import FeederGrid
 from openg2g.grid.feeders import list_feeders
 from openg2g.grid.network import admittance
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
 DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}
-
-
-def _loads(n: int, seed: int = 0) -> list[dict[str, DatacenterState]]:
-    """A 1 MW per phase datacenter with +/-10% per-phase fluctuation, pf 0.95."""
-    rng = np.random.default_rng(seed)
-    p = 1e6 * (1 + 0.1 * rng.standard_normal((n, 3)))
-    q = p * np.tan(np.arccos(0.95))
-    return [{"dc": DatacenterState("dc", 0.1 * i, p[i], q[i], {})} for i in range(n)]
 
 
 def _per_call_ms(f, repeat: int = 50) -> float:
@@ -79,28 +71,10 @@ def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
     site = SiteSpec(name="dc", bus=bus, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
     t0 = time.process_time()
     grid = FeederGrid.from_spec(GridSpec(feeder=feeder), [site], Path("."))
-    grid.solve(0.0, _loads(1)[0], 0.1)
+    grid.solve(0.0, site_loads(1, 3.0)[0], 0.1)
     build_ms = (time.process_time() - t0) * 1e3
-    loads = _loads(steps)
-    t0 = time.process_time()
-    for i, ld in enumerate(loads):
-        grid.solve(0.1 * i, ld, 0.1)
-    solve_ms = (time.process_time() - t0) / steps * 1e3
-    loads = _loads(batch, seed=1)
-    t_s = [0.1 * i for i in range(batch)]
-    grid.solve_batch(t_s[:10], loads[:10], 0.1)
-    t0 = time.process_time()
-    grid.solve_batch(t_s, loads, 0.1)
-    batch_ms = (time.process_time() - t0) / batch * 1e3
-    batch_s = sens_s = 0.0
-    for start in range(0, batch, window):
-        t0 = time.process_time()
-        grid.solve_batch(t_s[start : start + window], loads[start : start + window], 0.1)
-        t1 = time.process_time()
-        grid.voltage_sensitivity("dc")
-        batch_s += t1 - t0
-        sens_s += time.process_time() - t1
-    n_windows = -(-batch // window)
+    timing = time_solves(grid, site_loads(steps, 3.0), site_loads(batch, 3.0, seed=1), window)
+    loads = site_loads(batch, 3.0, seed=1)
     n_ports, n_nodes, dense_lu_ms, sparse_lu_ms = factorizations(grid)
     bank, info = next(iter(grid.regulators().items()))
     t0 = time.process_time()
@@ -108,13 +82,10 @@ def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
     for i in range(n_taps):
         grid.apply(SetTaps(bank, tuple([i % 5] * len(info.phases))), 0.1 * i)
         grid.solve(0.1 * i, loads[i], 0.1)
-    tap_ms = (time.process_time() - t0) / n_taps * 1e3 - solve_ms
+    tap_ms = (time.process_time() - t0) / n_taps * 1e3 - timing["solve_ms"]
     return {
         "build_ms": build_ms,
-        "solve_ms": solve_ms,
-        "batch_step_ms": batch_ms,
-        "window_step_ms": batch_s / batch * 1e3,
-        "sensitivity_ms": sens_s / n_windows * 1e3,
+        **timing,
         "tap_change_ms": tap_ms,
         "ports": n_ports,
         "nodes": n_nodes,

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 import pandapower as pp
+from _grid_timing import site_loads, time_solves
 
-from openg2g.core.state import DatacenterState
 from openg2g.grid.balanced import PandapowerGrid
 from openg2g.grid.ppcase import run_pandapower
 from openg2g.grid.ppnets import load_net
@@ -33,52 +33,25 @@ from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 NETS = ["case118:59:200", "mv_oberrhein:Bus 50:3", "create_cigre_network_mv:Bus 14:2", "case300:9001:50"]
 
 
-def _loads(n: int, mw: float, seed: int = 0) -> list[dict[str, DatacenterState]]:
-    rng = np.random.default_rng(seed)
-    p = mw * 1e6 / 3 * (1 + 0.1 * rng.standard_normal((n, 3)))
-    q = p * np.tan(np.arccos(0.95))
-    return [{"dc": DatacenterState("dc", 0.1 * i, p[i], q[i], {})} for i in range(n)]
-
-
 def bench(name: str, bus: str, mw: float, steps: int, batch: int, window: int) -> dict[str, float]:
     site = SiteSpec(name="dc", bus=bus, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
     net = load_net(name)
     t0 = time.process_time()
     grid = PandapowerGrid(net, name, GridSpec(pandapower=name), [site])
     build_ms = (time.process_time() - t0) * 1e3
-    loads = _loads(steps, mw)
-    t0 = time.process_time()
-    for i, ld in enumerate(loads):
-        grid.solve(0.1 * i, ld, 0.1)
-    solve_ms = (time.process_time() - t0) / steps * 1e3
-    loads = _loads(batch, mw, seed=1)
-    t_s = [0.1 * i for i in range(batch)]
-    t0 = time.process_time()
-    grid.solve_batch(t_s, loads, 0.1)
-    batch_ms = (time.process_time() - t0) / batch * 1e3
-    batch_s = sens_s = 0.0
-    for start in range(0, batch, window):
-        t0 = time.process_time()
-        grid.solve_batch(t_s[start : start + window], loads[start : start + window], 0.1)
-        t1 = time.process_time()
-        grid.voltage_sensitivity("dc")
-        batch_s += t1 - t0
-        sens_s += time.process_time() - t1
+    timing = time_solves(grid, site_loads(steps, mw), site_loads(batch, mw, seed=1), window)
     ref = copy.deepcopy(net)
     load = pp.create_load(ref, grid.names.bus(bus), p_mw=mw, q_mvar=0.0)
     n_runpp = 20
     t0 = time.process_time()
-    for ld in loads[:n_runpp]:
+    for ld in site_loads(n_runpp, mw, seed=1):
         ref.load.loc[load, ["p_mw", "q_mvar"]] = [ld["dc"].power_w / 1e6, float(np.sum(ld["dc"].q_var)) / 1e6]
         run_pandapower(ref)
     runpp_ms = (time.process_time() - t0) / n_runpp * 1e3
     return {
         "buses": float(len(net.bus)),
         "build_ms": build_ms,
-        "solve_ms": solve_ms,
-        "batch_step_ms": batch_ms,
-        "window_step_ms": batch_s / batch * 1e3,
-        "sensitivity_ms": sens_s / -(-batch // window) * 1e3,
+        **timing,
         "runpp_ms": runpp_ms,
     }
 

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from openg2g.core.commands import Command, SetLoadScale
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, UnknownNameError
+from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import GridSite, GridSpec
-from openg2g.grid.injections import tan_phi
+from openg2g.grid.injections import tan_phi, unknown_site
 from openg2g.grid.ppcase import PandapowerCase
 from openg2g.grid.ppnets import BusNames, load_net
 
@@ -290,10 +290,7 @@ class PandapowerGrid(GridBackend):
             for name, state in step.items():
                 k = self._site_bus.get(name)
                 if k is None:
-                    raise UnknownNameError(
-                        f"t={t_s[j]} s, net {self.label}: load for unknown site {name!r} "
-                        f"(sites: {', '.join(self._site_bus) or 'none'})"
-                    )
+                    raise unknown_site(t_s[j], f"net {self.label}", name, self._site_bus)
                 s[k, j] -= (float(np.sum(state.p_w)) + 1j * float(np.sum(state.q_var))) * to_pu
         return s
 

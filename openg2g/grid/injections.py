@@ -13,7 +13,7 @@ power drawn at every port at every step (:meth:`Injections.s_pq`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +28,7 @@ from openg2g.grid.network import LoadPorts, NodeIndex
 from openg2g.grid.profile import Profile
 from openg2g.grid.storage import Battery
 
-__all__ = ["Injection", "Injections", "tan_phi"]
+__all__ = ["Injection", "Injections", "tan_phi", "unknown_site"]
 
 Band = tuple[float, float]
 """``(vminpu, vmaxpu)`` of an OpenDSS model-1 element."""
@@ -48,6 +48,11 @@ def _band(element: _VoltageDependent | None) -> Band | None:
     if element is None or element.load_model == "constant_power":
         return None
     return (element.vminpu, element.vmaxpu)
+
+
+def unknown_site(t_s: float, grid: str, name: str, sites: Iterable[str]) -> UnknownNameError:
+    """The error for a load handed to ``grid`` (e.g. ``"feeder ieee13"``) by a site it does not serve."""
+    return UnknownNameError(f"t={t_s} s, {grid}: load for unknown site {name!r} (sites: {', '.join(sites) or 'none'})")
 
 
 def tan_phi(pf: float) -> float:
@@ -211,10 +216,7 @@ class Injections:
             for name, state in step_loads.items():
                 inj = self.sites.get(name)
                 if inj is None:
-                    raise UnknownNameError(
-                        f"t={t[j]} s, feeder {self._feeder_name}: load for unknown site {name!r} "
-                        f"(sites: {', '.join(self.sites) or 'none'})"
-                    )
+                    raise unknown_site(float(t[j]), f"feeder {self._feeder_name}", name, self.sites)
                 column = sites.setdefault(name, np.zeros((len(inj.ports), t.size), dtype=complex))
                 column[:, j] = np.asarray(state.p_w) + 1j * np.asarray(state.q_var)
         for name, values in sites.items():
