@@ -123,39 +123,58 @@ def case_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
-    """One row for the baseline and each of ``controllers``, sorted by mean violation integral.
+    """One row for the baseline and each of ``controllers``, ranked on the cases they all share.
 
-    Columns: ``rank`` (1 = the lowest mean violation integral; ties keep the baseline first, then
-    the order of ``controllers``), ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
-    then ``<score>_mean`` and ``<score>_worst`` (the largest, every score being lower-is-better)
-    over its complete runs.
+    Columns: ``rank``, ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
+    ``violation_integral_pu_s_shared`` (its mean violation integral over the *shared* cases: those
+    that every listed controller and the baseline completed; a controller limited to some case
+    groups would otherwise be compared on easier or harder cases), then ``<score>_mean`` and
+    ``<score>_worst`` (the largest, every score being lower-is-better) over all its complete runs.
+    ``rank`` 1 is the lowest shared mean (then the lowest overall mean; ties keep the baseline
+    first, then the order of ``controllers``). The number of shared cases is ``board.attrs["n_shared"]``.
     """
+    names = [BASELINE, *controllers]
+    done_all = cases[cases["status"] == COMPLETE]
+    per_case = done_all.groupby("case")["controller"].agg(set)
+    shared = sorted(c for c, ran in per_case.items() if set(names) <= ran)
     rows = []
-    for name in [BASELINE, *controllers]:
+    for name in names:
         runs = cases[cases["controller"] == name]
         done = runs[runs["status"] == COMPLETE]
-        row: dict[str, Any] = {"controller": name, "n_cases": len(runs), "n_incomplete": len(runs) - len(done)}
+        on_shared = done[done["case"].isin(shared)]["violation_integral_pu_s"].dropna()
+        row: dict[str, Any] = {
+            "controller": name,
+            "n_cases": len(runs),
+            "n_incomplete": len(runs) - len(done),
+            "violation_integral_pu_s_shared": float(on_shared.mean()) if len(on_shared) else np.nan,
+        }
         for col in SCORES:
             values = done[col].dropna()
             row[f"{col}_mean"] = float(values.mean()) if len(values) else np.nan
             row[f"{col}_worst"] = float(values.max()) if len(values) else np.nan
         rows.append(row)
     board = pd.DataFrame(rows)
-    board = board.sort_values("violation_integral_pu_s_mean", kind="stable", na_position="last").reset_index(drop=True)
+    board = board.sort_values(
+        ["violation_integral_pu_s_shared", "violation_integral_pu_s_mean"], kind="stable", na_position="last"
+    ).reset_index(drop=True)
     board.insert(0, "rank", np.arange(1, len(board) + 1))
+    board.attrs["n_shared"] = len(shared)
     return board
 
 
 def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
-    """The leaderboard as text cells, header first: rank, controller, cases, then ``mean (worst)`` per score.
+    """The leaderboard as text cells, header first: rank, controller, cases, the violation integral
+    on the shared cases (the ranking), then ``mean (worst)`` per score.
 
     A controller with runs that did not complete is marked ``[n incomplete]``; a score without any
     complete run is ``-``.
     """
-    lines = [["rank", "controller", "cases", *(f"{_SHORT[col]} mean (worst)" for col in SCORES)]]
+    shared = f"violation pu.s, {board.attrs.get('n_shared', '?')} shared cases"
+    lines = [["rank", "controller", "cases", shared, *(f"{_SHORT[col]} mean (worst)" for col in SCORES)]]
     for _, row in board.iterrows():
         name = str(row["controller"]) + (f" [{row['n_incomplete']} incomplete]" if row["n_incomplete"] else "")
-        cells = [str(row["rank"]), name, str(row["n_cases"])]
+        on_shared = float(row["violation_integral_pu_s_shared"])
+        cells = [str(row["rank"]), name, str(row["n_cases"]), "-" if math.isnan(on_shared) else f"{on_shared:.4g}"]
         for col in SCORES:
             mean, worst = float(row[f"{col}_mean"]), float(row[f"{col}_worst"])
             cells.append("-" if math.isnan(mean) else f"{mean:.4g} ({worst:.4g})")

@@ -202,22 +202,24 @@ def test_unusable_out_is_refused_before_the_suite_is_checked(tmp_path, capsys):
     assert f"--out {tmp_path / 'afile'}: is a file" in err and "Traceback" not in err
 
 
+def _result(case: str, controller: str, status: str, violation: float, throughput: float) -> dict:
+    return {
+        "run_id": f"{case}-{controller}",
+        "case": case,
+        "controller": controller,
+        "status": status,
+        "violation_integral_pu_s": violation,
+        "violation_time_s": 1.0,
+        "mean_throughput_tok_s": throughput,
+        "itl_deadline_miss_fraction": 0.01,
+        "n_tap_changes": 0,
+    }
+
+
 def test_incomplete_runs_are_counted_and_left_out_of_the_scores():
     from openg2g.benchmark import case_table, leaderboard
 
-    def run(case: str, controller: str, status: str, violation: float, throughput: float) -> dict:
-        return {
-            "run_id": f"{case}-{controller}",
-            "case": case,
-            "controller": controller,
-            "status": status,
-            "violation_integral_pu_s": violation,
-            "violation_time_s": 1.0,
-            "mean_throughput_tok_s": throughput,
-            "itl_deadline_miss_fraction": 0.01,
-            "n_tap_changes": 0,
-        }
-
+    run = _result
     results = pd.DataFrame(
         [
             run("a", "none", "complete", 4.0, 100.0),
@@ -236,3 +238,25 @@ def test_incomplete_runs_are_counted_and_left_out_of_the_scores():
     assert board.loc["x", "itl_deadline_miss_pct_worst"] == pytest.approx(1.0)
     assert board.loc["none", "n_incomplete"] == 1 and board.loc["none", "violation_integral_pu_s_mean"] == 3.0
     assert list(board.sort_values("rank").index) == ["x", "none"]
+
+
+def test_ranking_uses_the_cases_every_controller_ran():
+    """``y`` ran only the easy case: its overall mean (1.8) is the lowest of all, yet on the case
+    that everyone ran ``x`` does better (1.5), so ``x`` ranks first."""
+    from openg2g.benchmark import case_table, leaderboard
+
+    results = pd.DataFrame(
+        [
+            _result("easy", "none", "complete", 2.0, 100.0),
+            _result("easy", "x", "complete", 1.5, 100.0),
+            _result("easy", "y", "complete", 1.8, 100.0),
+            _result("hard", "none", "complete", 20.0, 100.0),
+            _result("hard", "x", "complete", 5.0, 100.0),
+        ]
+    )
+    board = leaderboard(case_table(results), ["x", "y"]).set_index("controller")
+    assert board.attrs["n_shared"] == 1
+    assert board.loc["y", "violation_integral_pu_s_mean"] == 1.8 < board.loc["x", "violation_integral_pu_s_mean"]
+    assert board.loc["y", "violation_integral_pu_s_shared"] == 1.8
+    assert board.loc["x", "violation_integral_pu_s_shared"] == 1.5
+    assert list(board.sort_values("rank").index) == ["x", "y", "none"]
