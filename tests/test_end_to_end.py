@@ -52,7 +52,7 @@ def test_cli_run_writes_outputs_and_compare_reads_them(tmp_path, capsys):
     assert len(rows) == 2 and rows[1].startswith(f"| {out} #2 |")  # one run named twice stays two rows
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     out = tmp_path / "cut"
     cmd = [

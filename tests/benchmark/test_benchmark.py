@@ -47,7 +47,7 @@ def toy_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("bench")
     suite = load_suite(write_suite(directory))
     out = directory / "out"
-    return suite, out, run_benchmark(suite, out, make_engine("local", workers=2))
+    return suite, out, run_benchmark(suite, out, make_engine("serial"))  # the local pool: tests/studies
 
 
 def _summary(out: Path, case: str, controller: str) -> dict:

@@ -119,6 +119,7 @@ def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
         assert rows[0][1][key] == pytest.approx(in_env[key], rel=1e-9), key
 
 
+@pytest.mark.slow
 def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
     """``kind: rl_policy`` with the bundled ``ieee13_ppo`` policy, through the loader and the engine."""
     from pathlib import Path

@@ -52,6 +52,7 @@ def test_ieee13_banks_and_elements() -> None:
     assert load_feeder("openg2g-ieee13").capacitors == ()
 
 
+@pytest.mark.slow
 def test_ieee123_single_phase_regulators() -> None:
     f = load_feeder("ieee123")
     assert f.regulators["reg2"].phases == ("a",)

@@ -130,6 +130,7 @@ def test_a_run_after_reset_repeats_the_first_bit_for_bit() -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_json_round_trip_gives_the_same_grid(tmp_path: Path) -> None:
     net = net_of("create_cigre_network_mv")
     pp.to_json(net, str(tmp_path / "cigre.json"))
@@ -282,6 +283,7 @@ def test_feeder_options_are_refused_on_a_net() -> None:
     assert fields == {"grid.capacitors", "grid.solver"}
 
 
+@pytest.mark.slow
 def test_divergence_names_time_site_and_load() -> None:
     net = net_of("create_cigre_network_mv")
     grid = PandapowerGrid(net, "cigre", GridSpec(pandapower="create_cigre_network_mv"), [Site("dc1", "Bus 14")])
@@ -325,6 +327,7 @@ def test_results_net_equals_runpp_on_its_own_loads() -> None:
     check_results_equal_runpp(out)
 
 
+@pytest.mark.slow
 def test_a_run_on_a_net_and_its_results_net(tmp_path: Path) -> None:
     """The bundled cigre_mv_ofo scenario runs end to end (OFO acting on the net's sensitivity), and
     the net of one of its steps equals runpp on that step's loads."""
@@ -349,6 +352,7 @@ def test_a_run_on_a_net_and_its_results_net(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_powerflow_cli_on_a_named_net(capsys: pytest.CaptureFixture[str]) -> None:
     from openg2g.cli.main import main
 

@@ -176,7 +176,7 @@ def test_yaml_syntax_error_names_line(tmp_path):
     [
         (b"name: a\nname: b\n", "key 'name' appears twice"),
         (b"name: caf\xe9\n", "not UTF-8"),
-        (b"name: " + b"[" * 20000 + b"\n", "nested too deeply"),
+        pytest.param(b"name: " + b"[" * 20000 + b"\n", "nested too deeply", marks=pytest.mark.slow),
         (b"name: !!python/object:os.system {}\n", "not valid YAML"),
     ],
     ids=["duplicate-key", "latin-1", "deep-nesting", "python-tag"],
@@ -219,7 +219,15 @@ def test_run_refuses_invalid_scenario_without_traceback(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("override", ["duration_s=[1", "name=*x", "name=!!python/name:os.system", "x=" + "[" * 20000])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "duration_s=[1",
+        "name=*x",
+        "name=!!python/name:os.system",
+        pytest.param("x=" + "[" * 20000, marks=pytest.mark.slow),
+    ],
+)
 def test_set_override_bad_yaml(tmp_path, override):
     with pytest.raises(ScenarioError, match="--set"):
         load_scenario(_write(tmp_path, BASE), [override])
