@@ -9,12 +9,13 @@
   dV/dP;
 - :mod:`openg2g.grid.balanced`: ``PandapowerGrid``, the backend on any pandapower net
   (``grid.pandapower``; :mod:`~openg2g.grid.ppnets` reads the net and names its buses,
-  :mod:`~openg2g.grid.ppcase` solves it balanced), and ``to_pandapower_results``;
+  :mod:`~openg2g.grid.ppcase` solves it balanced; a finished run's net with results:
+  :func:`openg2g.engine.net_results.to_pandapower_results`);
 - :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
 """
 
 from openg2g.grid.backend import FeederGrid
-from openg2g.grid.balanced import PandapowerGrid, to_pandapower_results
+from openg2g.grid.balanced import PandapowerGrid
 from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
 from openg2g.grid.validate import validate_grid
 
@@ -24,6 +25,5 @@ __all__ = [
     "PandapowerGrid",
     "list_feeders",
     "load_feeder",
-    "to_pandapower_results",
     "validate_grid",
 ]

@@ -18,7 +18,7 @@ watt drawn on one phase at ``bus`` (a watt of the site's total), reactive power 
 site's power factor: the same column for phases a, b and c.
 
 **Results as a net.** :meth:`PandapowerGrid.results_net` (for given site loads) and
-:func:`to_pandapower_results` (for a step of a finished run) give the net back with every site as
+:func:`openg2g.engine.net_results.to_pandapower_results` (for a step of a finished run) give the net back with every site as
 a load and ``res_bus`` (``vm_pu``, ``va_degree``), ``res_line`` and ``res_trafo`` filled from this
 backend's solution, as ``runpp`` would fill them.
 
@@ -54,7 +54,7 @@ from openg2g.grid.ppnets import BusNames, load_net
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["PandapowerGrid", "check_net_spec", "to_pandapower_results"]
+__all__ = ["PandapowerGrid", "check_net_spec"]
 
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one call (bounds memory on long batches)."""
@@ -521,42 +521,3 @@ def _frame(index: object, **columns: np.ndarray) -> object:
     import pandas as pd
 
     return pd.DataFrame(columns, index=index)
-
-
-def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
-    """The net of a finished run on a pandapower net, at its grid step ``t_s`` (s), with
-    ``res_bus``, ``res_line`` and ``res_trafo`` filled (:meth:`PandapowerGrid.results_net`).
-
-    The sites draw what the grid drew at that step: the mean (or, with ``grid.load_aggregation:
-    last``, the last) of the run's datacenter samples over ``(t_s - periods.grid_s, t_s]``, read
-    from ``run_dir/datacenter``; the load scale is the scenario's (a ``set_load_scale`` event is
-    not replayed).
-
-    :param run_dir: the run's output folder (with ``scenario.yaml`` and the ``datacenter`` table).
-    :param t_s: a grid step of the run (s).
-    :raises ScenarioError: the run is not on a pandapower net, or ``t_s`` is not one of its grid steps.
-    """
-    import pandas as pd
-
-    from openg2g.scenario.build import build_grid
-    from openg2g.scenario.loader import load_scenario
-
-    loaded = load_scenario(run_dir / "scenario.yaml")
-    sc = loaded.scenario
-    if sc.grid.pandapower is None:
-        raise ScenarioError([(str(run_dir), "the run is on a feeder, not a pandapower net")])
-    grid_s = float(sc.periods.grid_s)
-    k = round(t_s / grid_s)
-    if k < 1 or abs(k * grid_s - t_s) > 1e-9 * max(1.0, abs(t_s)) or t_s > float(sc.duration_s) + 1e-9:
-        raise ScenarioError([(str(run_dir), f"t_s={t_s} is not a grid step of the run (every {grid_s:g} s)")])
-    dc = pd.read_parquet(run_dir / "datacenter")
-    window = dc[(dc["t_s"] > (k - 1) * grid_s + 1e-9) & (dc["t_s"] <= k * grid_s + 1e-9)]
-    loads: dict[str, DatacenterState] = {}
-    for site, rows in window.groupby("site", sort=False, observed=True):
-        pick = rows if sc.grid.load_aggregation == "mean" else rows.iloc[-1:]
-        p_w = pick[[f"p_{ph}_w" for ph in PHASES]].to_numpy(float).mean(axis=0)
-        q_var = pick[[f"q_{ph}_var" for ph in PHASES]].to_numpy(float).mean(axis=0)
-        loads[str(site)] = DatacenterState(str(site), t_s, p_w, q_var, {})
-    grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
-    assert isinstance(grid, PandapowerGrid)
-    return grid.results_net(loads, t_s)

@@ -1,0 +1,58 @@
+"""A finished run on a pandapower net, back as a pandapower net with results for one grid step.
+
+Reads the run's ``scenario.yaml`` and ``datacenter`` table (:mod:`openg2g.engine.outputs`), so it
+sits above the grid and the scenario: :meth:`openg2g.grid.balanced.PandapowerGrid.results_net`
+does the solving.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openg2g.core.errors import ScenarioError
+from openg2g.core.state import PHASES, DatacenterState
+from openg2g.grid.balanced import PandapowerGrid
+from openg2g.scenario.build import build_grid
+from openg2g.scenario.loader import load_scenario
+
+if TYPE_CHECKING:
+    from pandapower.auxiliary import pandapowerNet
+
+__all__ = ["to_pandapower_results"]
+
+
+def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
+    """The net of a finished run on a pandapower net, at its grid step ``t_s`` (s), with
+    ``res_bus``, ``res_line`` and ``res_trafo`` filled (:meth:`PandapowerGrid.results_net`).
+
+    The sites draw what the grid drew at that step: the mean (or, with ``grid.load_aggregation:
+    last``, the last) of the run's datacenter samples over ``(t_s - periods.grid_s, t_s]``, read
+    from ``run_dir/datacenter``; the load scale is the scenario's (a ``set_load_scale`` event is
+    not replayed).
+
+    :param run_dir: the run's output folder (with ``scenario.yaml`` and the ``datacenter`` table).
+    :param t_s: a grid step of the run (s).
+    :raises ScenarioError: the run is not on a pandapower net, or ``t_s`` is not one of its grid steps.
+    """
+    import pandas as pd
+
+    loaded = load_scenario(run_dir / "scenario.yaml")
+    sc = loaded.scenario
+    if sc.grid.pandapower is None:
+        raise ScenarioError([(str(run_dir), "the run is on a feeder, not a pandapower net")])
+    grid_s = float(sc.periods.grid_s)
+    k = round(t_s / grid_s)
+    if k < 1 or abs(k * grid_s - t_s) > 1e-9 * max(1.0, abs(t_s)) or t_s > float(sc.duration_s) + 1e-9:
+        raise ScenarioError([(str(run_dir), f"t_s={t_s} is not a grid step of the run (every {grid_s:g} s)")])
+    dc = pd.read_parquet(run_dir / "datacenter")
+    window = dc[(dc["t_s"] > (k - 1) * grid_s + 1e-9) & (dc["t_s"] <= k * grid_s + 1e-9)]
+    loads: dict[str, DatacenterState] = {}
+    for site, rows in window.groupby("site", sort=False, observed=True):
+        pick = rows if sc.grid.load_aggregation == "mean" else rows.iloc[-1:]
+        p_w = pick[[f"p_{ph}_w" for ph in PHASES]].to_numpy(float).mean(axis=0)
+        q_var = pick[[f"q_{ph}_var" for ph in PHASES]].to_numpy(float).mean(axis=0)
+        loads[str(site)] = DatacenterState(str(site), t_s, p_w, q_var, {})
+    grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
+    assert isinstance(grid, PandapowerGrid)
+    return grid.results_net(loads, t_s)
