@@ -94,11 +94,11 @@ def _is_net(source: str) -> bool:
     """Whether ``source`` names a pandapower net: a net file (``.json``/pickle) or a
     ``pandapower.networks`` name; anything else is a feeder (bundled name or ``.dss`` file)."""
     from openg2g.grid.feeders import list_feeders
-    from openg2g.grid.ppnets import is_network_name, looks_like_net_file
+    from openg2g.grid.ppnets import is_network_name, looks_like_net_file, looks_like_simbench_code
 
     if source in list_feeders() or source.lower().endswith(".dss"):
         return False
-    return looks_like_net_file(source) or is_network_name(source)
+    return looks_like_net_file(source) or is_network_name(source) or looks_like_simbench_code(source)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,8 +18,10 @@ cases name their buses by the MATPOWER bus number (``case118`` bus ``"59"`` is i
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
 import math
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +39,7 @@ __all__ = [
     "is_network_name",
     "load_net",
     "looks_like_net_file",
+    "looks_like_simbench_code",
     "quiet_pandapower",
 ]
 
@@ -103,6 +106,11 @@ def _read_file(path: Path) -> pandapowerNet:
     return net
 
 
+def looks_like_simbench_code(name: str) -> bool:
+    """Whether ``name`` has the shape of a SimBench code (``1-HV-urban--0-no_sw``)."""
+    return re.fullmatch(r"\d-[A-Za-z]+-[A-Za-z0-9_-]+", name) is not None
+
+
 def _simbench(code: str) -> pandapowerNet | None:
     """The SimBench net of ``code``, or None when simbench is not installed or knows no such code."""
     try:
@@ -137,6 +145,11 @@ def load_net(source: str, base_dir: Path | None = None) -> pandapowerNet:
         fn = _network_function(source)
         with quiet_pandapower():
             net = fn() if fn is not None else _simbench(source)  # type: ignore[operator]
+        if net is None and looks_like_simbench_code(source) and importlib.util.find_spec("simbench") is None:
+            raise FeederError(
+                f"grid.pandapower: {source!r} looks like a SimBench code, and the simbench package is not "
+                'installed: pip install "openg2g[simbench]" (or simbench)'
+            )
         if net is None:
             import difflib
 
