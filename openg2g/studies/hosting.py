@@ -84,13 +84,13 @@ class HostingConfig:
     mix: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
-        if self.tolerance_pu_s < 0:
+        if not (math.isfinite(self.tolerance_pu_s) and self.tolerance_pu_s >= 0):
             raise SweepError([("--tolerance-pu-s", f"must be >= 0 pu.s, got {self.tolerance_pu_s}")])
-        if self.overload_tolerance_pct_s < 0:
+        if not (math.isfinite(self.overload_tolerance_pct_s) and self.overload_tolerance_pct_s >= 0):
             raise SweepError([("--overload-tolerance-pct-s", f"must be >= 0 %.s, got {self.overload_tolerance_pct_s}")])
-        if self.duration_s <= 0:
+        if not (math.isfinite(self.duration_s) and self.duration_s > 0):
             raise SweepError([("--duration-s", f"must be > 0 s, got {self.duration_s}")])
-        if self.max_mw <= 0:
+        if not (math.isfinite(self.max_mw) and self.max_mw > 0):
             raise SweepError([("--max-mw", f"must be > 0 MW, got {self.max_mw}")])
         if not self.controllers:
             raise SweepError([("--controller", "give at least one controller (none for no controller)")])

@@ -14,6 +14,7 @@ import yaml
 from openg2g.studies import HostingConfig, read_base, run_hosting_capacity
 from openg2g.studies.hosting import broken_limits
 from openg2g.sweep.engines import SerialEngine
+from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import COMPLETE
 from tests.grid.overload_case import OVERLOAD
 
@@ -88,3 +89,19 @@ def test_broken_limits_by_hand(config: HostingConfig, summary: dict, expected: l
 
 def test_a_failed_run_breaks_the_limits() -> None:
     assert broken_limits({"status": "failed", "summary": None}, TIGHT) == [("failed", None)]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("overload_tolerance_pct_s", float("nan")),
+        ("overload_tolerance_pct_s", float("inf")),
+        ("overload_tolerance_pct_s", -1.0),
+        ("tolerance_pu_s", float("nan")),
+        ("duration_s", float("nan")),
+        ("max_mw", float("inf")),
+    ],
+)
+def test_bad_limits_are_refused_naming_the_option(field: str, value: float) -> None:
+    with pytest.raises(SweepError, match=rf"--{field.replace('_', '-')}: must be"):
+        HostingConfig(buses=["x"], **{field: value})
