@@ -22,6 +22,7 @@ __all__ = [
     "ModelSeries",
     "ModelState",
     "Observation",
+    "column_rows",
     "frozen_array",
 ]
 
@@ -35,10 +36,24 @@ def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
     return arr
 
 
+def column_rows(array: np.ndarray) -> list[np.ndarray]:
+    """The columns of a 2-D ``array`` as read-only rows of one new C-ordered copy: the per-step
+    arrays of a batch solved one column per step, which states keep without copying again."""
+    rows = array.T.copy()
+    rows.flags.writeable = False
+    return list(rows)
+
+
 def _read_only_owned(array: np.ndarray) -> np.ndarray:
     """``array`` (fresh) made read-only."""
     array.flags.writeable = False
     return array
+
+
+def _kept_mapping(values: Mapping) -> Mapping:
+    """``values`` itself if it is already a read-only mapping (its producer having given up the
+    dict behind it), else a read-only copy."""
+    return values if type(values) is MappingProxyType else MappingProxyType(dict(values))
 
 
 def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
@@ -105,7 +120,7 @@ class DatacenterState:
     def __post_init__(self) -> None:
         object.__setattr__(self, "p_w", _kept_or_frozen(self.p_w))
         object.__setattr__(self, "q_var", _kept_or_frozen(self.q_var))
-        object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
+        object.__setattr__(self, "models", _kept_mapping(self.models))
 
     @property
     def power_w(self) -> float:
@@ -313,12 +328,12 @@ class GridState:
     branch_loading_pct: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "v_pu", frozen_array(self.v_pu))
-        object.__setattr__(self, "p_sub_w", frozen_array(self.p_sub_w))
-        object.__setattr__(self, "q_sub_var", frozen_array(self.q_sub_var))
-        object.__setattr__(self, "taps", MappingProxyType(dict(self.taps)))
+        object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
+        object.__setattr__(self, "p_sub_w", _kept_or_frozen(self.p_sub_w))
+        object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
+        object.__setattr__(self, "taps", _kept_mapping(self.taps))
         if self.branches is not None:
-            current, loading = frozen_array(self.branch_current_a), frozen_array(self.branch_loading_pct)
+            current, loading = _kept_or_frozen(self.branch_current_a), _kept_or_frozen(self.branch_loading_pct)
             if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
                 raise ValueError(
                     f"GridState: branch_current_a needs one value per conductor ({len(self.branches)}) and "

@@ -42,9 +42,21 @@ __all__ = ["RunMetrics", "violation_pu"]
 
 def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
     """Per-bus-phase distance outside ``[v_min_pu, v_max_pu]`` (pu, 0 inside); NaN counts as 0."""
+    return _violations(v_pu, v_min_pu, v_max_pu)[0]
+
+
+def _violations(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> tuple[np.ndarray, np.ndarray, bool]:
+    """:func:`violation_pu`, its under-voltage part, and whether every voltage is finite."""
     below = np.maximum(v_min_pu - v_pu, 0.0)
-    above = np.maximum(v_pu - v_max_pu, 0.0)
-    return np.nan_to_num(below + above, nan=0.0)
+    total = below + np.maximum(v_pu - v_max_pu, 0.0)
+    if np.isfinite(total).all():  # nan_to_num would change nothing, at ten times the cost
+        return total, below, True
+    return _finite(total), _finite(below), False
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    """``x`` with NaN as 0 (and infinities as the largest floats): a step that did not converge adds nothing."""
+    return np.nan_to_num(x, nan=0.0)
 
 
 class RunMetrics:
@@ -103,8 +115,7 @@ class RunMetrics:
         """
         self.grid_steps += len(v_pu)
         self.nonconverged_steps += int(np.count_nonzero(~converged))
-        below = np.nan_to_num(np.maximum(self.v_min_pu - v_pu, 0.0), nan=0.0)
-        violation = violation_pu(v_pu, self.v_min_pu, self.v_max_pu)
+        violation, below, finite = _violations(v_pu, self.v_min_pu, self.v_max_pu)
         totals = violation.sum(axis=1).tolist()
         unders = below.sum(axis=1).tolist()
         for total, under in zip(totals, unders):
@@ -113,9 +124,9 @@ class RunMetrics:
             self.overvoltage_integral_pu_s += (total - under) * dt_s
             if total > 0:
                 self.violation_time_s += dt_s
-        if np.isfinite(v_pu).any():
-            lo = np.unravel_index(int(np.nanargmin(v_pu)), v_pu.shape)
-            hi = np.unravel_index(int(np.nanargmax(v_pu)), v_pu.shape)
+        if finite or np.isfinite(v_pu).any():
+            lo = np.unravel_index(int(np.argmin(v_pu) if finite else np.nanargmin(v_pu)), v_pu.shape)
+            hi = np.unravel_index(int(np.argmax(v_pu) if finite else np.nanargmax(v_pu)), v_pu.shape)
             if v_pu[lo] < self.v_lo_pu:
                 self.v_lo_pu, self.v_lo_at = float(v_pu[lo]), self._bus_phase(int(lo[1]))
             if v_pu[hi] > self.v_hi_pu:
@@ -146,11 +157,13 @@ class RunMetrics:
 
         Sums run step by step in time order, so any split of a run into blocks gives the same floats.
         """
-        excess = np.nan_to_num(np.maximum(loading_pct - 100.0, 0.0), nan=0.0).sum(axis=1).tolist()
-        for pct in excess:
+        excess = np.maximum(loading_pct - 100.0, 0.0)
+        finite = bool(np.isfinite(excess).all())
+        for pct in (excess if finite else _finite(excess)).sum(axis=1).tolist():
             self.overload_integral_pct_s += pct * dt_s
-        if self.branch_names is not None and np.isfinite(loading_pct).any():
-            step, branch = np.unravel_index(int(np.nanargmax(loading_pct)), loading_pct.shape)
+        if self.branch_names is not None and (finite or np.isfinite(loading_pct).any()):
+            at = np.argmax(loading_pct) if finite else np.nanargmax(loading_pct)
+            step, branch = np.unravel_index(int(at), loading_pct.shape)
             if loading_pct[step, branch] > self.max_loading_pct:
                 self.max_loading_pct = float(loading_pct[step, branch])
                 self.max_loading_branch = self.branch_names[branch]

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -103,7 +104,7 @@ def _block_steps(sites: Sequence[DatacenterBackend]) -> int:
     return max(1, min(3000, _BLOCK_CELLS // max(columns, 1)))
 
 
-_NO_MODELS: dict[str, ModelState] = {}
+_NO_MODELS: Mapping[str, ModelState] = MappingProxyType({})
 """The models of a site's load as the grid receives it (none: the grid needs only its power)."""
 
 

@@ -33,6 +33,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,7 +50,7 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.branches import BranchFlows
 from openg2g.grid.config import GridSite, GridSpec
@@ -252,26 +253,15 @@ class FeederGrid(GridBackend):
         """The reported state of every column of a converged ``sol`` (``flows`` from
         :meth:`_branch_results`): each quantity is computed for the whole batch at once and laid
         out one row per column, so a state is made from contiguous rows."""
-        v_pu = (np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]).T.copy()
-        p_sub, q_sub = sol.s_sub_va.real.T.copy(), sol.s_sub_va.imag.T.copy()
-        current_a, loading_pct = flows[0].T.copy(), flows[1].T.copy()
+        v_pu = np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]
+        in_force = MappingProxyType(taps)
         losses = sol.losses_w.tolist()
         branches = self._flows.branches
         return [
-            GridState(
-                t,
-                self._bus_phases,
-                v_pu[j],
-                taps,
-                p_sub[j],
-                q_sub[j],
-                losses[j],
-                True,
-                branches,
-                current_a[j],
-                loading_pct[j],
+            GridState(t, self._bus_phases, v, in_force, p, q, loss, True, branches, i, pct)
+            for t, v, p, q, loss, i, pct in zip(
+                t_s, *map(column_rows, (v_pu, sol.s_sub_va.real, sol.s_sub_va.imag)), losses, *map(column_rows, flows)
             )
-            for j, t in enumerate(t_s)
         ]
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:

@@ -37,6 +37,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,7 @@ import numpy as np
 from openg2g.core.commands import Command, SetLoadScale
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, frozen_array
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.injections import tan_phi, unknown_site
@@ -336,27 +337,16 @@ class PandapowerGrid(GridBackend):
         stacked = np.vstack([i_from, i_to, np.zeros((1, v.shape[1]))])
         current_a = stacked[self._gather] * 1000.0
         loading = np.maximum.reduceat(current_a * (100.0 / self._branches.rating_a)[:, None], self._starts, axis=0)
-        out = []
-        for j, t in enumerate(t_s):
-            if not ok[j]:
-                out.append(GridState.not_converged(t, self._bus_phases, {}, self._branches))
-                continue
-            out.append(
-                GridState(
-                    t_s=t,
-                    bus_phases=self._bus_phases,
-                    v_pu=vm[:, j],
-                    taps={},
-                    p_sub_w=np.full(3, s_slack[j].real / 3),
-                    q_sub_var=np.full(3, s_slack[j].imag / 3),
-                    losses_w=float(losses[j]),
-                    converged=True,
-                    branches=self._branches,
-                    branch_current_a=current_a[:, j],
-                    branch_loading_pct=loading[:, j],
-                )
-            )
-        return out
+        no_taps: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+        p_sub = np.repeat(s_slack.real[None, :] / 3, 3, axis=0)
+        q_sub = np.repeat(s_slack.imag[None, :] / 3, 3, axis=0)
+        columns = zip(*map(column_rows, (vm, p_sub, q_sub, current_a, loading)))
+        return [
+            GridState(t, self._bus_phases, v, no_taps, p, q, float(loss), True, self._branches, i, pct)
+            if good
+            else GridState.not_converged(t, self._bus_phases, {}, self._branches)
+            for t, good, loss, (v, p, q, i, pct) in zip(t_s, ok, losses, columns)
+        ]
 
     @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
