@@ -229,6 +229,7 @@ class Simulation:
         self._batching = sc.grid.batch and self.grid.can_batch()
         self._block_ticks = self._dc_ticks * _block_steps(self.sites)
         self._sensitivity_cache: dict[str, np.ndarray] = {}
+        self._site_bus = {s.name: s.info().bus for s in self.sites}  # info() builds every model's facts: once
         self._stop_ticks = self._end_ticks
         self._n_commands = 0
         self._wall_start = time.perf_counter()
@@ -440,8 +441,7 @@ class Simulation:
     # ----------------------------------------------------------------------------- observing
     def _sensitivity(self, site: str) -> np.ndarray:
         if site not in self._sensitivity_cache:
-            bus = self._site_index[site].info().bus
-            matrix = np.array(self.grid.voltage_sensitivity(bus))
+            matrix = np.array(self.grid.voltage_sensitivity(self._site_bus[site]))
             matrix.flags.writeable = False
             self._sensitivity_cache[site] = matrix
         return self._sensitivity_cache[site]
