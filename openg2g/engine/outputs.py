@@ -27,7 +27,7 @@ import numpy as np
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState
-from openg2g.engine.recorder import TableWriter, write_json_atomic
+from openg2g.engine.recorder import TableWriter, clear_table, write_json_atomic
 
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
 
@@ -77,9 +77,13 @@ class RunOutputs:
         )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
-        # a rerun into the same folder starts from empty tables and no plots of the earlier run
+        # a rerun into the same folder starts from empty tables and no plots of the earlier run,
+        # and keeps no table this run does not write (e.g. every voltage, recorded the last time)
         for writer in self._writers():
             writer.clear()
+        for name, writer in (("grid_voltages", self.voltages), ("grid_branches", self.branches)):
+            if writer is None:
+                clear_table(out_dir / name)
         for name in PLOT_FILES:
             (out_dir / name).unlink(missing_ok=True)
 

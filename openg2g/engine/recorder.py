@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TableWriter", "arrow_array", "write_json_atomic"]
+__all__ = ["TableWriter", "arrow_array", "clear_table", "write_json_atomic"]
 
 
 def arrow_array(values: np.ndarray) -> pa.Array:
@@ -150,5 +150,10 @@ class TableWriter:
 
     def clear(self) -> None:
         """Remove parts left in the directory by an earlier run into the same folder."""
-        for old in [*self.directory.glob("part-*.parquet"), *self.directory.glob(".part-*.parquet.tmp")]:
-            old.unlink()
+        clear_table(self.directory)
+
+
+def clear_table(directory: Path) -> None:
+    """Remove the parts of a table (complete and temporary) from ``directory``, if any."""
+    for old in [*directory.glob("part-*.parquet"), *directory.glob(".part-*.parquet.tmp")]:
+        old.unlink()

@@ -47,6 +47,17 @@ def test_a_rerun_into_the_same_folder_replaces_the_earlier_tables(tmp_path: Path
     assert len(pd.read_parquet(tmp_path / "grid")) == 20
 
 
+def test_a_rerun_without_an_optional_table_leaves_none_of_the_earlier_one(tmp_path: Path) -> None:
+    def run(voltages: str) -> None:
+        loaded = make_loaded(duration_s=2, outputs={"plots": False, "voltages": voltages})
+        Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
+
+    run("all")
+    assert len(pd.read_parquet(tmp_path / "grid_voltages")) > 0
+    run("envelope")  # the voltages of the first run must not pass for this run's
+    assert not list((tmp_path / "grid_voltages").glob("*.parquet"))
+
+
 def test_a_full_disk_fails_the_run_with_all_tables_ending_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write = pq.write_table
 
