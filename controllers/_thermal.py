@@ -9,6 +9,7 @@ current as a percentage of the conductor's normal rating. The sensitivities are 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -19,7 +20,7 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
-__all__ = ["LoadingSensitivityCache", "ThermalParams", "branch_loading", "thermal_rows"]
+__all__ = ["LoadingForecast", "LoadingSensitivityCache", "ThermalParams", "branch_loading", "thermal_rows"]
 
 
 class ThermalParams(ControllerConfig):
@@ -80,3 +81,35 @@ class LoadingSensitivityCache(SensitivityCache):
 
     def _matrix(self, observation: Observation, site: str) -> np.ndarray:
         return observation.loading_sensitivity(site)
+
+
+@dataclass(frozen=True)
+class LoadingForecast:
+    """The constrained branches' loading over a horizon, linear in the sites' power changes, and
+    the cost of its overload (a horizon controller's thermal term).
+
+    ``L_bk = base_bk + sum_s gain_sbk dW_s``; the cost of the changes ``dW`` is
+    ``weight sum_b sum_k [L_bk - limit]_+``, convex (piecewise linear) in ``dW``.
+
+    :param base: predicted loading with no batch change, ``(B, N)`` (%).
+    :param gain: loading per W of each site's power change, ``(S, B, N)`` (% per W).
+    :param limit_pct: loading limit (%).
+    :param weight: cost per % of overload per branch and step.
+    """
+
+    base: np.ndarray
+    gain: np.ndarray
+    limit_pct: float
+    weight: float
+
+    def cost(self, dw: np.ndarray) -> np.ndarray:
+        """Overload cost of site power changes ``dw`` (W, ``(C, S)``), ``(C,)``."""
+        loading = self.base[None] + np.einsum("cs,sbn->cbn", dw, self.gain)
+        return self.weight * np.maximum(loading - self.limit_pct, 0.0).sum(axis=(1, 2))
+
+    def held(self, dw: np.ndarray, site: int) -> LoadingForecast:
+        """The forecast of site ``site`` alone, the other sites' changes ``dw`` (W, ``(S,)``) held."""
+        others = dw.copy()
+        others[site] = 0.0
+        base = self.base + np.einsum("s,sbn->bn", others, self.gain)
+        return LoadingForecast(base, self.gain[site : site + 1], self.limit_pct, self.weight)

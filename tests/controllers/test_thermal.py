@@ -1,11 +1,13 @@
-"""Thermal limits in OFO: the dual update and the gradient's thermal price on a hand-computed case,
-the branch selection, bad parameters refused before anything runs, and the closed loop on
+"""Thermal limits in OFO and MPC: OFO's dual update and the gradient's thermal price on a
+hand-computed case, MPC's overload term by hand and its exact solver against brute force, the
+branch selection, bad parameters refused before anything runs, and the closed loop on
 ``scenarios/ieee13_thermal_ofo.yaml`` (with the limit the trunk 650-632 is brought under its
-rating; without it OFO leaves it overloaded)."""
+rating, by OFO and by MPC; without it they leave it overloaded)."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from pathlib import Path
 
@@ -14,6 +16,8 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
+from openg2g.controllers._thermal import LoadingForecast
+from openg2g.controllers.mpc import MPCController
 from openg2g.controllers.ofo import OFOController
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
@@ -120,6 +124,53 @@ def test_unknown_branch_or_a_grid_without_branches_is_refused_at_reset() -> None
     _ofo(make_context([toy_model()]))  # no thermal limit asked: a grid without branches is fine
 
 
+def test_loading_forecast_cost_by_hand() -> None:
+    """Two sites, one branch, two steps: L = base + sum_s gain_s dW_s, cost = weight sum [L - limit]_+;
+    holding site 1's change moves its part into the base of site 0's forecast."""
+    forecast = LoadingForecast(
+        base=np.array([[99.0, 99.5]]), gain=np.array([[[1e-5, 2e-5]], [[3e-5, 3e-5]]]), limit_pct=100.0, weight=2.0
+    )
+    dw = np.array([[1e5, 0.0], [0.0, 5e4], [-1e5, 1e5], [0.0, 1e5]])
+    # loadings: [100, 101.5], [100.5, 101], [101, 100.5], [102, 102.5]
+    np.testing.assert_allclose(forecast.cost(dw), [2.0 * 1.5, 2.0 * 1.5, 2.0 * 1.5, 2.0 * 4.5])
+    held = forecast.held(np.array([-1e5, 1e5]), 0)
+    np.testing.assert_allclose(held.base, [[102.0, 102.5]])
+    np.testing.assert_allclose(held.cost(np.array([[-1e5]])), forecast.cost(dw[2:3]))
+
+
+def _mpc(context: ControlContext, **params) -> MPCController:
+    ctrl = MPCController(MPCController.Config(horizon_steps=3, max_move_log2=10.0, **params))
+    ctrl.reset(context, 0)
+    return ctrl
+
+
+def test_mpc_overload_term_by_hand_and_its_exact_solution() -> None:
+    """The trunk at 99% of a 100% limit, voltages mid-band: without the limit MPC takes the
+    largest batch; with it the forecast is the present loading plus ``G e a_k dW`` (balanced
+    site: ``G e`` the row mean), its cost ``w_L dt / N`` per % over, and the solver's choice is
+    the enumerated minimum, a smaller batch whose predicted loading stays under the limit."""
+    ctx = _context(replicas=200, itl_deadline_s=None, initial_batch_size=32)
+    obs = _observation(ctx, [99.0, 50.0])
+    free = _mpc(ctx)
+    free_prob = free.problem(obs)
+    assert free_prob.thermal is None and free_prob.options[0].batches[free_prob.solve(10**6)[0]] == 512
+    ctrl = _mpc(ctx, thermal=True, overload_weight=50.0)
+    prob = ctrl.problem(obs)
+    assert prob.thermal is not None
+    a_k = 1.0 - np.exp(-np.arange(1, 4) * 1.0 / 3.0)  # dt 1 s, tau 3 s
+    np.testing.assert_allclose(prob.thermal.base, [[99.0] * 3, [50.0] * 3])
+    np.testing.assert_allclose(prob.thermal.gain[0], G_PCT_PER_W.mean(axis=1)[:, None] * a_k[None, :], rtol=1e-12)
+    dw = prob.options[0].dw_w
+    by_hand = [50.0 / 3 * np.maximum(99.0 + G_PCT_PER_W[0].mean() * a_k * w - 100.0, 0.0).sum() for w in dw]
+    np.testing.assert_allclose(prob.thermal.cost(dw[:, None]), by_hand, rtol=1e-12)
+    combos = np.array(list(itertools.product(*[range(o.batches.size) for o in prob.options])))
+    best = combos[int(np.argmin(prob.cost(combos)))]
+    choice = prob.solve(10**6)
+    np.testing.assert_array_equal(choice, best)
+    assert prob.options[0].batches[choice[0]] < 512
+    assert 99.0 + G_PCT_PER_W[0].mean() * a_k[-1] * dw[choice[0]] <= 100.0  # within the horizon
+
+
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "ieee13_thermal_ofo.yaml"
 
 
@@ -143,3 +194,17 @@ def test_ofo_with_the_thermal_limit_brings_the_trunk_under_its_rating(tmp_path: 
     assert with_limit["overload_integral_pct_s"] < 0.05 * without["overload_integral_pct_s"]
     # the price of the limit is throughput: the batches it holds down
     assert with_limit["mean_throughput_tok_s"] < without["mean_throughput_tok_s"]
+
+
+def test_mpc_with_the_thermal_limit_brings_the_trunk_under_its_rating(tmp_path: Path) -> None:
+    """The same case under MPC: with the limit the loading is under the rating from 30 s on, and
+    under the 98% aimed at on average (the traces' noise swings it by a few tenths)."""
+    mpc = "controllers=[{kind: mpc, params: {thermal: true, max_loading_pct: 98, miss_fraction_target: 0.05}}]"
+    without = run_scenario(
+        SCENARIO, tmp_path / "without", overrides=["duration_s=90", "outputs.plots=false", mpc.replace("true", "false")]
+    )
+    with_limit = run_scenario(SCENARIO, tmp_path / "with", overrides=["duration_s=90", "outputs.plots=false", mpc])
+    loose, held = _trunk_loading(tmp_path / "without"), _trunk_loading(tmp_path / "with")
+    assert loose[loose.index >= 30].min() > 105.0
+    assert held[held.index >= 30].max() < 100.0 and held[held.index >= 30].mean() < 98.0
+    assert with_limit.summary["overload_integral_pct_s"] < 0.05 * without.summary["overload_integral_pct_s"]
