@@ -86,7 +86,13 @@ from pydantic import Field
 from openg2g.controllers._base import ConfiguredController
 from openg2g.controllers._forecast import TrainingEstimate, scheduled_tap_shift
 from openg2g.controllers._sites import active_replicas, phase_share
-from openg2g.controllers._thermal import LoadingForecast, LoadingSensitivityCache, ThermalParams, thermal_rows
+from openg2g.controllers._thermal import (
+    LoadingForecast,
+    LoadingSensitivityCache,
+    ThermalParams,
+    branch_loading,
+    thermal_rows,
+)
 from openg2g.controllers._voltage import SensitivityCache
 from openg2g.core.commands import Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
@@ -520,9 +526,8 @@ class MPCController(ConfiguredController):
             return None
         cfg = self.config
         rows = self._loading_sens.zone
-        loading = observation.grid.branch_loading_pct
-        now = np.full(rows.size, np.nan) if loading is None else np.asarray(loading, dtype=float)[rows]
-        base = np.repeat(np.nan_to_num(now)[:, None], a_k.size, axis=1)  # a step without results: no overload seen
+        now = np.nan_to_num(branch_loading(observation, rows))  # a step without results: no overload seen
+        base = np.repeat(now[:, None], a_k.size, axis=1)
         gain = np.empty((len(self._sites), rows.size, a_k.size))
         for s, site in enumerate(self._sites):
             dc = observation.datacenters.get(site)
