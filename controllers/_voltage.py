@@ -57,7 +57,11 @@ class SensitivityCache:
         cached = self._cache.get(site)
         due = step % self.every_steps == 0
         if cached is None or (due and cached[0] != step):
-            h = np.asarray(observation.voltage_sensitivity(site), dtype=float)[self.zone]
+            h = np.asarray(self._matrix(observation, site), dtype=float)[self.zone]
             self._cache[site] = (step, h)
             return h
         return cached[1]
+
+    def _matrix(self, observation: Observation, site: str) -> np.ndarray:
+        """The whole sensitivity matrix the zone's rows are taken from."""
+        return observation.voltage_sensitivity(site)

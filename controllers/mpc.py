@@ -43,6 +43,14 @@ the target is that larger value while the zone is above ``v_max`` and the model'
 (token-weighted, as ``summary.json`` counts) is within ``miss_fraction_budget`` (``B > eps``): the
 run's miss budget, unspent while batches sat low or at ``eps < B``, goes where it lowers the violation.
 
+**Thermal limits** (``thermal: true``, off by default): the constrained branches' loading
+(``thermal_branches``, all when not given; % of the normal rating) is predicted like the voltages,
+``L_bk = L_b + f^L_bk + sum_s gl_sb a_k dW_s`` with ``gl_s = G_s e_s`` from the grid's exact
+``d(loading)/dP`` (``observation.loading_sensitivity``) and ``f^L`` the training level's shift,
+and the cost gains ``w_L dt (1/N) sum_k sum_b [L_bk - L_max]_+`` (``w_L = overload_weight``, per
+%.s of overload, the unit of ``summary.json``'s ``overload_integral_pct_s``). It is convex in
+``dW`` too, so the exact solver below stays exact (:class:`controllers._thermal.LoadingForecast`).
+
 **Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized). With one
 site the violation term is a convex function ``F`` of the scalar ``dW``: its continuous minimizer
 ``W*`` is bracketed by golden section in ``[a, b]``; left of ``a`` ``F`` falls as ``dW`` grows, so a
@@ -75,9 +83,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._base import ConfiguredController
 from openg2g.controllers._forecast import TrainingEstimate, scheduled_tap_shift
 from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._thermal import (
+    LoadingForecast,
+    LoadingSensitivityCache,
+    ThermalParams,
+    branch_loading,
+    thermal_rows,
+)
 from openg2g.controllers._voltage import SensitivityCache
 from openg2g.core.commands import Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
@@ -137,6 +152,7 @@ class MPCProblem:
     :param v_lo: lower limit aimed at (pu).
     :param v_hi: upper limit aimed at (pu).
     :param violation_weight: ``w_v dt / N`` (cost per pu of expected violation per bus-phase-step).
+    :param thermal: the constrained branches' loading forecast, ``None`` without thermal limits.
     """
 
     base: np.ndarray
@@ -146,6 +162,7 @@ class MPCProblem:
     v_lo: float
     v_hi: float
     violation_weight: float
+    thermal: LoadingForecast | None = None
 
     def shifted(self, dv_pu: np.ndarray) -> MPCProblem:
         """The same problem with every step's voltages shifted by ``dv_pu`` (shape ``(J,)``)."""
@@ -165,7 +182,8 @@ class MPCProblem:
         base, sigma, gain = (self.base, self.sigma, self.gain) if rows is None else self._rows(rows)
         v = base[None] + np.einsum("cs,sjn->cjn", dw, gain)
         e = expected_shortfall(self.v_lo - v, sigma[None]) + expected_shortfall(v - self.v_hi, sigma[None])
-        return self.violation_weight * e.sum(axis=(1, 2))
+        cost = self.violation_weight * e.sum(axis=(1, 2))
+        return cost if self.thermal is None else cost + self.thermal.cost(dw)
 
     def cost(self, choice: np.ndarray) -> np.ndarray:
         """Total cost of choices ``(C, M)`` (option indices per model)."""
@@ -208,7 +226,7 @@ class MPCProblem:
             return self._site_descent()
         choice = self.enumerate()
         dw, value = self._dw(choice)
-        if rows.size == 0:
+        if rows.size == 0 and self.thermal is None:
             return choice[int(np.argmax(value))]
         if n_sites == 1:
             keep = self._undominated(dw[:, 0], value, rows)
@@ -235,6 +253,7 @@ class MPCProblem:
                     v_lo=self.v_lo,
                     v_hi=self.v_hi,
                     violation_weight=self.violation_weight,
+                    thermal=None if self.thermal is None else self.thermal.held(dw[0], s),
                 )
                 trial = choice.copy()
                 trial[mine] = sub.solve(_MAX_SCORED)
@@ -299,8 +318,9 @@ class MPCController(ConfiguredController):
 
     name = "mpc"
 
-    class Config(ControllerConfig):
-        """Parameters of :class:`MPCController` (symbols as in the module docstring)."""
+    class Config(ThermalParams):
+        """Parameters of :class:`MPCController` (symbols as in the module docstring; the thermal
+        limit's ``thermal``, ``thermal_branches`` and ``max_loading_pct`` from :class:`ThermalParams`)."""
 
         sites: list[str] | None = Field(None, description="Sites to control; None = all.")
         buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
@@ -351,6 +371,9 @@ class MPCController(ConfiguredController):
             50_000, gt=0, description="Enumerate up to this many batch combinations; beyond, coordinate descent."
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
+        overload_weight: float = Field(
+            10.0, ge=0, description="w_L: cost per %.s of overload summed over the constrained branches."
+        )
 
     config: Config
 
@@ -375,6 +398,8 @@ class MPCController(ConfiguredController):
             info.replicas * info.throughput_tok_s[info.batch_sizes.index(info.initial_batch_size)]
             for info in self._infos
         )
+        rows = thermal_rows(context, cfg.thermal_branches, controller=self.name) if cfg.thermal else None
+        self._loading_sens = None if rows is None else LoadingSensitivityCache(rows, cfg.sensitivity_every_steps)
         self._steps = 0
         self.last_problem: MPCProblem | None = None
 
@@ -489,9 +514,31 @@ class MPCController(ConfiguredController):
             v_lo=observation.v_min_pu + cfg.margin_pu,
             v_hi=observation.v_max_pu - cfg.margin_pu,
             violation_weight=cfg.violation_weight * dt / n,
+            thermal=self._loading_forecast(observation, a_k, times),
         )
         self.last_problem = prob
         return prob
+
+    def _loading_forecast(self, observation: Observation, a_k: np.ndarray, times: np.ndarray) -> LoadingForecast | None:
+        """The constrained branches' loading over the horizon (module docstring), None without
+        thermal limits; the training estimates are those :meth:`problem` has just updated."""
+        if self._loading_sens is None:
+            return None
+        cfg = self.config
+        rows = self._loading_sens.zone
+        now = np.nan_to_num(branch_loading(observation, rows))  # a step without results: no overload seen
+        base = np.repeat(now[:, None], a_k.size, axis=1)
+        gain = np.empty((len(self._sites), rows.size, a_k.size))
+        for s, site in enumerate(self._sites):
+            dc = observation.datacenters.get(site)
+            g = self._loading_sens.get(observation, site, self._steps) @ phase_share(dc)
+            gain[s] = g[:, None] * a_k[None, :]
+            est = self._training.get(site)
+            if est is not None:
+                p_train = dc.training_power_w if dc is not None else 0.0
+                base += (g * self.context.sites[site].pue)[:, None] * (est.level(times) - p_train)[None, :]
+        weight = cfg.overload_weight * self.context.dt_s / a_k.size
+        return LoadingForecast(base, gain, cfg.max_loading_pct, weight)
 
     def batch_commands(self, prob: MPCProblem, choice: np.ndarray) -> list[Command]:
         """``SetBatchSize`` for every model whose chosen size differs from the one last sent."""

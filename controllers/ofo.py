@@ -7,6 +7,7 @@ approximately solves, by feedback::
     max  sum_i w_T log T_i(x_i)                                (throughput, proportionally fair)
     s.t. v_min <= v_j(x) <= v_max     for each monitored bus-phase j of the zone
          l_i(x_i) <= d_i              for each model with an ITL deadline d_i
+         L_b(x) <= L_max              for each constrained branch b (with ``thermal``)
 
 Update equations, at control step k with measured voltages v_j, measured mean ITL l_i (or
 fraction m_i of tokens over the deadline, a chance constraint ``m_i <= eps``) and active replicas
@@ -16,11 +17,13 @@ n_i (``[.]_+ = max(., 0)``)::
     lam_j^+ <- [lam_j^+ + rho_v (v_j - v_max)]_+                 overvoltage duals
     mu_i    <- [mu_i + rho_l sat(l_i / d_i - 1)]_+               latency duals (normalized,
                [mu_i + rho_l sat(m_i / eps - 1)]_+               sat = clip to [-1, 1])
+    nu_b    <- [nu_b + rho_th (L_b / L_max - 1)]_+               thermal duals (normalized)
 
     dv/dx_i = H_s e_s * pue_s * n_i * P_i'(x_i)                  pu per unit log2 batch
     g_i     = - w_T T_i'(x_i) / T_i(x_i)                         throughput value
               + k_v (lam^+ - lam^- + kappa (o - u))^T dv/dx_i    voltage price
               + mu_i l_i'(x_i) / d_i                             latency price
+              + k_th (nu + kappa_th w)^T dL/dx_i / L_max         thermal price
               + gamma (x_i - x_i^prev)                           switching damping
     x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i - rho_x g_i)
     b_i     =  measured batch size nearest 2^x_i (log2 distance)
@@ -36,6 +39,20 @@ pure primal-dual loop (a double integrator through the grid). ``H_s`` is
 power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i`` the logistic fits
 of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`controllers.curves`).
 A :class:`SetBatchSize` is sent only when ``b_i`` changes.
+
+Thermal limits (``thermal: true``, off by default): ``L_b`` is branch ``b``'s loading as the grid
+reports it (% of its normal rating, ``GridState.branch_loading_pct``), for the branches
+``thermal_branches`` (grid_branches names such as ``line.650632``; all when not given), and
+``dL/dx_i = G_s e_s * pue_s * n_i * P_i'(x_i)`` with ``G_s`` the grid's exact ``d(loading)/dP``
+(``observation.loading_sensitivity(site)``, % per W of per-phase power). ``w_b = [L_b / L_max - 1]_+``
+is the present overload, the thermal counterpart of ``kappa (o - u)``. With ``dual_anti_windup`` the
+thermal increments are clipped at 0 while every ``x_i`` sits at its lower bound. On ieee13 with a
+site at 671 (``scenarios/ieee13_thermal_ofo.yaml``) the trunk 650-632 (400 A) moves by ~2% per log2
+step of 1,440 x Llama-3.1-8B, so ``k_th = 300`` with ``kappa_th = 10`` turns a 5% overload into a
+gradient of ~3, above the throughput weight's, at once. Measured there over 300 s (limit 100%):
+``k_th`` = 100, 300, 1000 left 95, 56, 40 %.s of overload, each then holding the line at the limit
+on average, with 18, 22, 35 batch changes; the loop settles *on* the limit (an integral action),
+so a scenario that must stay under the rating sets ``max_loading_pct`` a little below 100.
 
 Tuning on ieee13 (``scenarios/ieee13_ofo.yaml``, the defaults): at bus 671 ``dv/dx_i`` of the
 lowest bus-phases is ~7e-4 pu per log2 step for the largest models (720 x Llama-3.1-8B,
@@ -56,8 +73,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._base import ConfiguredController
 from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
 from openg2g.controllers._voltage import SensitivityCache
 from openg2g.controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Command, SetBatchSize
@@ -72,8 +90,9 @@ class OFOController(ConfiguredController):
 
     name = "ofo"
 
-    class Config(ControllerConfig):
-        """Parameters of :class:`OFOController` (symbols as in the module docstring)."""
+    class Config(ThermalParams):
+        """Parameters of :class:`OFOController` (symbols as in the module docstring; the thermal
+        limit's ``thermal``, ``thermal_branches`` and ``max_loading_pct`` from :class:`ThermalParams`)."""
 
         sites: list[str] | None = Field(None, description="Sites to control; None = all.")
         buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
@@ -103,6 +122,13 @@ class OFOController(ConfiguredController):
             True, description="Stop raising a voltage price while every batch already sits at the bound it pushes to."
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
+        thermal_dual_step: float = Field(1.0, ge=0, description="rho_th: thermal dual step (per unit loading/limit).")
+        thermal_weight: float = Field(
+            300.0, ge=0, description="k_th: scale of the thermal price in the primal gradient (1)."
+        )
+        thermal_proportional_gain: float = Field(
+            10.0, ge=0, description="kappa_th: weight of the present overload added to the thermal duals (1)."
+        )
 
     config: Config
 
@@ -131,9 +157,15 @@ class OFOController(ConfiguredController):
         self._over = np.zeros(self._zone.size)
         self.mu: dict[tuple[str, str], float] = {key: 0.0 for key in self._keys}
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
+        rows = thermal_rows(context, cfg.thermal_branches, controller=self.name) if cfg.thermal else np.zeros(0, int)
+        self._thermal_rows = rows
+        self.nu = np.zeros(rows.size)
+        self._overload = np.zeros(rows.size)
+        self._loading_sens = LoadingSensitivityCache(rows, cfg.sensitivity_every_steps)
         self._steps = 0
         self._eta: tuple[np.ndarray, bool] | None = None
-        self._responses: dict[str, tuple[tuple[str, int, int], Observation, np.ndarray]] = {}
+        self._zeta: tuple[np.ndarray, bool] | None = None
+        self._responses: dict[tuple[int, str], tuple[tuple[int, int], Observation, np.ndarray]] = {}
 
     # -- the three updates -------------------------------------------------------------------
 
@@ -147,16 +179,19 @@ class OFOController(ConfiguredController):
         self._over = np.maximum(v - v_max, 0.0)
         d_under = cfg.voltage_dual_step * (v_min - v)
         d_over = cfg.voltage_dual_step * (v - v_max)
+        at_floor = all(self.x[k] <= self.curves[k].x_min + 1e-9 for k in self._keys)
         if cfg.dual_anti_windup:
             # conditional integration: a price stops rising once every batch is already at the bound
             # it pushes toward (the violation is then beyond what batch control can fix)
-            if all(self.x[k] <= self.curves[k].x_min + 1e-9 for k in self._keys):
+            if at_floor:
                 d_under = np.minimum(d_under, 0.0)
             if all(self.x[k] >= self._x_hi[k] - 1e-9 for k in self._keys):
                 d_over = np.minimum(d_over, 0.0)
         self.lam_under = np.maximum(self.lam_under + d_under, 0.0)
         self.lam_over = np.maximum(self.lam_over + d_over, 0.0)
         self._eta = None  # the voltage price of these duals, computed once for all models (gradient)
+        if self._thermal_rows.size:
+            self._update_thermal_duals(observation, at_floor and cfg.dual_anti_windup)
         for site, model in self._keys:
             info = self.context.sites[site].models[model]
             dc = observation.datacenters.get(site)
@@ -170,25 +205,44 @@ class OFOController(ConfiguredController):
             excess = min(max(excess, -1.0), 1.0)
             self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * excess, 0.0)
 
+    def _update_thermal_duals(self, observation: Observation, hold: bool) -> None:
+        """Projected dual ascent on the thermal constraints (``nu``); ``hold``: clip the increments
+        at 0 (every batch at its lower bound). A step without branch results leaves them as they are."""
+        cfg = self.config
+        excess = branch_loading(observation, self._thermal_rows) / cfg.max_loading_pct - 1.0
+        excess = np.where(np.isfinite(excess), excess, 0.0)
+        d_nu = cfg.thermal_dual_step * excess
+        if hold:
+            d_nu = np.minimum(d_nu, 0.0)
+        self.nu = np.maximum(self.nu + d_nu, 0.0)
+        self._overload = np.maximum(excess, 0.0)
+        self._zeta = None  # the thermal price of these duals, computed once for all models (gradient)
+
+    def _power_slope_w(self, observation: Observation, site: str, model: str) -> float:
+        """``pue_s n_i P_i'(x_i)``: the site's power per unit log2 batch of the model (W)."""
+        info = self.context.sites[site].models[model]
+        n = active_replicas(observation.datacenters.get(site), model, info.replicas)
+        return self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
+
     def voltage_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
         """``dv/dx_i`` over the zone (pu per unit log2 batch) at the present ``x_i``."""
-        info = self.context.sites[site].models[model]
-        dc = observation.datacenters.get(site)
-        n = active_replicas(dc, model, info.replicas)
-        dp_dx_w = (
-            self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
-        )
-        return self._site_response(observation, site) * dp_dx_w
+        return self._site_response(observation, site, self._sens) * self._power_slope_w(observation, site, model)
 
-    def _site_response(self, observation: Observation, site: str) -> np.ndarray:
-        """``H_s e_s`` (pu per W of site power), the same for every model of the site: kept for the
-        observation and step it was computed at."""
-        key = (site, id(observation), self._steps)
-        cached = self._responses.get(site)
+    def loading_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
+        """``dL/dx_i`` of the constrained branches (% per unit log2 batch) at the present ``x_i``."""
+        return self._site_response(observation, site, self._loading_sens) * self._power_slope_w(
+            observation, site, model
+        )
+
+    def _site_response(self, observation: Observation, site: str, sens: SensitivityCache) -> np.ndarray:
+        """``H_s e_s`` (or ``G_s e_s``: per W of site power) from ``sens``, the same for every model of
+        the site: kept for the observation and step it was computed at."""
+        key = (id(observation), self._steps)
+        cached = self._responses.get((id(sens), site))
         if cached is not None and cached[0] == key:
             return cached[2]
-        response = self._sensitivity(observation, site) @ phase_share(observation.datacenters.get(site))
-        self._responses[site] = (key, observation, response)  # the observation is kept so its id stays unique
+        response = sens.get(observation, site, self._steps) @ phase_share(observation.datacenters.get(site))
+        self._responses[(id(sens), site)] = (key, observation, response)  # the observation keeps its id unique
         return response
 
     def gradient(self, observation: Observation, site: str, model: str) -> float:
@@ -206,13 +260,16 @@ class OFOController(ConfiguredController):
         eta, priced = self._eta
         if priced:
             g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))
+        if self._zeta is None:
+            zeta = self.nu + cfg.thermal_proportional_gain * self._overload
+            self._zeta = (zeta, bool(np.any(zeta != 0.0)))
+        zeta, loaded = self._zeta
+        if loaded:
+            g += cfg.thermal_weight * float(zeta @ self.loading_slope(observation, site, model)) / cfg.max_loading_pct
         if info.itl_deadline_s is not None:
             g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s
         g += cfg.switching_weight * (x - self._x_prev[key])
         return g
-
-    def _sensitivity(self, observation: Observation, site: str) -> np.ndarray:
-        return self._sens.get(observation, site, self._steps)
 
     def step(self, observation: Observation) -> list[Command]:
         self.update_duals(observation)

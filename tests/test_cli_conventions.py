@@ -69,13 +69,24 @@ def test_events_that_would_fail_when_fired_are_refused(tmp_path, event, reason):
         ({"kind": "ofo", "params": {"buses": ["nowhere"]}}, "valid buses"),
         ({"kind": "ofo", "params": {"sites": ["dc9"]}}, "unknown sites ['dc9']"),
         ({"kind": "tap_schedule", "params": {"schedule": [{"t_s": 1, "bank": "reg9", "taps": [1, 1, 1]}]}}, "reg9"),
+        ({"kind": "ofo", "params": {"thermal": True, "thermal_branches": ["line.nowhere"]}}, "valid branches"),
     ],
-    ids=["bus", "site", "bank"],
+    ids=["bus", "site", "bank", "thermal-branch"],
 )
 def test_controller_parameters_are_checked_against_feeder_and_sites(tmp_path, controller, reason):
     path = _scenario(tmp_path, controllers=[controller], events=[])
     problems = _problems(path)
     assert any(loc == f"{path}: controllers.0" and reason in msg for loc, msg in problems), problems
+
+
+@pytest.mark.parametrize("limit", [0, -10, ".nan"])
+def test_a_thermal_limit_that_is_not_positive_is_refused_by_validate(tmp_path, capsys, limit):
+    path = tmp_path / "scenario.yaml"
+    controller = f"[{{kind: ofo, params: {{thermal: true, max_loading_pct: {limit}}}}}]"
+    _scenario(tmp_path, events=[])
+    assert main(["validate", str(path), "--set", f"controllers={controller}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: controllers.0.params.max_loading_pct" in err and "Traceback" not in err
 
 
 def test_imported_trace_without_latency_data_is_refused_for_ofo(tmp_path, capsys):

@@ -180,6 +180,8 @@ class ControlContext:
     :param storages: battery names the controller may command.
     :param events: the scenario's scheduled events, by time: a forecast a controller may plan with
         (read-only; the engine fires them whatever the controller does).
+    :param branches: the lines and transformers whose loading ``GridState.branch_loading_pct``
+        reports (names and ratings), ``None`` when the grid reports none.
     """
 
     sites: Mapping[str, SiteInfo]
@@ -190,6 +192,7 @@ class ControlContext:
     dt_s: float
     storages: tuple[str, ...] = field(default=())
     events: tuple[ScheduledEvent, ...] = field(default=())
+    branches: BranchSet | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sites", MappingProxyType(dict(self.sites)))
@@ -293,6 +296,18 @@ class GridBackend(ABC):
         Shape ``(len(bus_phases()), 3)``; reactive power is assumed to move with P at the
         attached site's power factor. Valid at the last solved operating point and taps.
         """
+
+    def loading_sensitivity(self, bus: str) -> np.ndarray:
+        """d(loading)/dP of each branch of :meth:`branches` w.r.t. per-phase active power at
+        ``bus`` (% per W), as :meth:`voltage_sensitivity` (same operating point, same reactive
+        power assumption): the derivative of each branch's most loaded conductor.
+
+        Shape ``(len(branches().names), 3)``. Grids that report branches override this; the
+        default (a grid without branches) refuses.
+
+        :raises NotImplementedError: the grid reports no branches.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reports no branches, so no loading sensitivity")
 
 
 class Controller(ABC):

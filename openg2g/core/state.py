@@ -15,6 +15,7 @@ import numpy as np
 
 __all__ = [
     "PHASES",
+    "TIED_LOADING",
     "BranchSet",
     "DatacenterSeries",
     "DatacenterState",
@@ -27,6 +28,9 @@ __all__ = [
 ]
 
 PHASES: tuple[str, str, str] = ("a", "b", "c")
+
+TIED_LOADING = 1e-9
+"""Conductors of a branch whose loadings differ by less than this fraction count as equally loaded."""
 
 
 def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
@@ -293,6 +297,20 @@ class BranchSet:
         """Index of each branch's first conductor (for ``np.maximum.reduceat``)."""
         return np.searchsorted(self.branch, np.arange(len(self.names)))
 
+    def loading_slopes_pct(self, current_a: np.ndarray, slopes_a: np.ndarray) -> np.ndarray:
+        """Derivatives of each branch's loading (% per unit of ``x``, ``(n_branches, k)``) from
+        its conductors' currents (A, ``(n_conductors,)``) and their derivatives ``d|I|/dx`` (A per
+        unit of ``x``, ``(n_conductors, k)``). The loading is the most loaded conductor's
+        ``100 |I| / rating``; where several are equally loaded (to :data:`TIED_LOADING`, e.g. the
+        phases of a balanced branch) it is the largest of their slopes: the derivative of the
+        maximum as ``x`` grows.
+        """
+        per_conductor = current_a / self.rating_a
+        peak = np.maximum.reduceat(per_conductor, self.starts)
+        tied = per_conductor >= peak[self.branch] * (1.0 - TIED_LOADING)
+        slopes_pct = slopes_a * (100.0 / self.rating_a)[:, None]
+        return np.maximum.reduceat(np.where(tied[:, None], slopes_pct, -np.inf), self.starts, axis=0)
+
 
 @dataclass(frozen=True)
 class GridState:
@@ -395,6 +413,7 @@ class Observation:
     v_min_pu: float
     v_max_pu: float
     _sensitivity: Callable[[str], np.ndarray] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _loading_sensitivity: Callable[[str], np.ndarray] | None = field(repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "datacenters", MappingProxyType(dict(self.datacenters)))
@@ -409,3 +428,15 @@ class Observation:
         if self._sensitivity is None:
             raise RuntimeError("this observation carries no voltage sensitivity (grid backend has none)")
         return self._sensitivity(site)
+
+    def loading_sensitivity(self, site: str) -> np.ndarray:
+        """d(loading)/dP of every branch of ``grid.branches`` with respect to the site's per-phase
+        active power.
+
+        :param site: datacenter site name.
+        :return: read-only array of shape ``(len(grid.branches.names), 3)`` in % per W, for the
+            present operating point and taps (reactive power follows at the site's power factor).
+        """
+        if self._loading_sensitivity is None:
+            raise RuntimeError("this observation carries no loading sensitivity (grid backend has none)")
+        return self._loading_sensitivity(site)

@@ -189,6 +189,7 @@ class Simulation:
             dt_s=dt_s,
             storages=self.grid.storages(),
             events=tuple(ScheduledEvent(self.clock.seconds(ticks), command) for ticks, _, command in self._events),
+            branches=self.grid.branches(),
         )
 
     def start(self) -> None:
@@ -228,7 +229,7 @@ class Simulation:
         self._grid_pending: list[tuple[float, dict[str, DatacenterState]]] = []
         self._batching = sc.grid.batch and self.grid.can_batch()
         self._block_ticks = self._dc_ticks * _block_steps(self.sites)
-        self._sensitivity_cache: dict[str, np.ndarray] = {}
+        self._sensitivity_cache: dict[tuple[str, str], np.ndarray] = {}
         self._site_bus = {s.name: s.info().bus for s in self.sites}  # info() builds every model's facts: once
         self._stop_ticks = self._end_ticks
         self._n_commands = 0
@@ -440,11 +441,20 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- observing
     def _sensitivity(self, site: str) -> np.ndarray:
-        if site not in self._sensitivity_cache:
-            matrix = np.array(self.grid.voltage_sensitivity(self._site_bus[site]))
+        return self._cached_sensitivity("voltage", self.grid.voltage_sensitivity, site)
+
+    def _loading_sensitivity(self, site: str) -> np.ndarray:
+        return self._cached_sensitivity("loading", self.grid.loading_sensitivity, site)
+
+    def _cached_sensitivity(self, kind: str, of: Callable[[str], np.ndarray], site: str) -> np.ndarray:
+        """``of(site's bus)`` as a read-only copy, kept (as ``kind``) until the grid state or
+        switching changes."""
+        key = (kind, site)
+        if key not in self._sensitivity_cache:
+            matrix = np.array(of(self._site_bus[site]))
             matrix.flags.writeable = False
-            self._sensitivity_cache[site] = matrix
-        return self._sensitivity_cache[site]
+            self._sensitivity_cache[key] = matrix
+        return self._sensitivity_cache[key]
 
     def observation(self) -> Observation:
         """What a controller sees now: latest datacenter states and grid state."""
@@ -458,6 +468,7 @@ class Simulation:
             v_min_pu=self.scenario.grid.v_min_pu,
             v_max_pu=self.scenario.grid.v_max_pu,
             _sensitivity=self._sensitivity,
+            _loading_sensitivity=self._loading_sensitivity if self._branches is not None else None,
         )
 
     # ----------------------------------------------------------------------------- running

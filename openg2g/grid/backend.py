@@ -58,7 +58,7 @@ from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.injections import Injections, tan_phi
 from openg2g.grid.network import NodeIndex, Switching, load_ports, node_index
 from openg2g.grid.regulators import Regulators, UnitKey
-from openg2g.grid.solver import CompiledNetwork, Solution
+from openg2g.grid.solver import CompiledNetwork, Solution, magnitude_slopes
 from openg2g.grid.storage import Battery
 from openg2g.grid.validate import check_against_feeder
 
@@ -125,7 +125,7 @@ class FeederGrid(GridBackend):
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
         self._net: CompiledNetwork | PandapowerNetwork | None = None
         self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
-        self._sens_cache: dict[str, np.ndarray] = {}
+        self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self._retaps = 0
         self.reset(0)
@@ -410,10 +410,29 @@ class FeederGrid(GridBackend):
         :raises KeyError: unknown bus or site, or a bus without three phases.
         :raises PowerFlowError: the operating point no longer converges (e.g. after a tap change).
         """
+        return self._sensitivity(bus, "voltage_sensitivity")[0]
+
+    @with_one_blas_thread
+    def loading_sensitivity(self, bus: str) -> np.ndarray:
+        """d(loading)/dP (%/W) of every branch of :meth:`branches` w.r.t. per-phase active power
+        drawn at ``bus``, as :meth:`voltage_sensitivity` (same operating point, linearization and
+        arguments): each conductor's ``d|I|/dP = Re(conj(I) M dV/dP) / |I|`` with the complex
+        ``dV/dP`` of :meth:`CompiledNetwork.voltage_derivatives`, through the branch's most loaded
+        conductor (:meth:`BranchSet.loading_slopes_pct`).
+
+        :return: read-only array of shape ``(len(branches().names), 3)``, columns phases a, b, c.
+        :raises KeyError: unknown bus or site, or a bus without three phases.
+        :raises PowerFlowError: the operating point no longer converges.
+        """
+        return self._sensitivity(bus, "loading_sensitivity")[1]
+
+    def _sensitivity(self, bus: str, asked: str) -> tuple[np.ndarray, np.ndarray]:
+        """The cached voltage and loading sensitivities to ``bus`` (a site or a three-phase bus),
+        computing them, with those of every site, when the operating point has none yet."""
         site = self._sites.get(bus)
         bus_name = (site.bus if site else bus).lower()
         if bus_name not in self.feeder.bus_phases or len(self.feeder.bus_phases[bus_name]) != 3:
-            raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
+            raise KeyError(f"{asked}: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
         if site is None:
             site = next((s for s in self._sites.values() if s.bus.lower() == bus_name), None)
         key = f"{bus_name}@{site.power_factor if site else 1.0}"
@@ -427,8 +446,8 @@ class FeederGrid(GridBackend):
         return self._sens_cache[key]
 
     def _sensitivities(self, wanted: Mapping[str, tuple[str, float]]) -> None:
-        """Compute and cache the sensitivities ``key -> (three-phase bus, power factor)`` at the
-        last solved operating point, one right-hand side per bus-phase, in one solve."""
+        """Compute and cache the voltage and loading sensitivities ``key -> (three-phase bus, power
+        factor)`` at the last solved operating point, one right-hand side per bus-phase, in one solve."""
         net = self._compile()
         if self._last is not None:
             scale, s_pq = self._last
@@ -438,7 +457,10 @@ class FeederGrid(GridBackend):
             net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
         nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
         s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))
-        dv_dp = net.voltage_sensitivity(scale, s_pq, nodes, s_dir, rows=self._mon_idx)
+        v, dv = net.voltage_derivatives(scale, s_pq, nodes, s_dir)
+        dv_dp = magnitude_slopes(v[self._mon_idx], dv[self._mon_idx])
         dv_dp /= self._nodes.v_base_v[self._mon_idx][:, None]
+        dl_dp = self._flows.branches.loading_slopes_pct(*self._flows.current_slopes(v, dv, self._switching))
         for i, key in enumerate(wanted):
-            self._sens_cache[key] = frozen_array(dv_dp[:, 3 * i : 3 * i + 3])
+            cols = slice(3 * i, 3 * i + 3)
+            self._sens_cache[key] = (frozen_array(dv_dp[:, cols]), frozen_array(dl_dp[:, cols]))

@@ -15,7 +15,8 @@ feeder. ``<bus>`` follows the naming rule of :mod:`openg2g.grid.ppnets`. The mon
 
 **Sensitivity.** ``voltage_sensitivity(bus)`` is dVm/dP of the monitored bus-phases w.r.t. one
 watt drawn on one phase at ``bus`` (a watt of the site's total), reactive power following at the
-site's power factor: the same column for phases a, b and c.
+site's power factor: the same column for phases a, b and c. ``loading_sensitivity(bus)`` is d(loading)/dP of
+every branch from the same linearization.
 
 **Results as a net.** :meth:`PandapowerGrid.results_net` (for given site loads) and
 :func:`openg2g.engine.net_results.to_pandapower_results` (for a step of a finished run) give the net back with every site as
@@ -207,6 +208,8 @@ class PandapowerGrid(GridBackend):
         self.load_scale = spec.load_scale
         self._v_last: np.ndarray | None = None
         self._sens_cache: dict[str, np.ndarray] = {}
+        self._w_per_pu = self.case.base_mva * 1e6
+        """W per pu of baseMVA."""
 
     @classmethod
     def from_spec(cls, spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> PandapowerGrid:
@@ -408,20 +411,52 @@ class PandapowerGrid(GridBackend):
         :return: read-only array of shape ``(len(bus_phases()), 3)``, the three columns equal.
         :raises KeyError: unknown bus or site.
         """
+        k, q_per_p, key = self._sensitivity_point(bus, "voltage_sensitivity")
+        if key not in self._sens_cache:
+            dv = self.case.voltage_sensitivity(self._v_point(), np.array([k]), q_per_p)[:, 0] / self._w_per_pu
+            self._sens_cache[key] = frozen_array(np.repeat(dv[self._mon_idx][:, None], 3, axis=1))
+        return self._sens_cache[key]
+
+    @with_one_blas_thread
+    def loading_sensitivity(self, bus: str) -> np.ndarray:
+        """d(loading)/dP (%/W) of every branch of :meth:`branches` w.r.t. one watt drawn on one
+        phase at ``bus``, as :meth:`voltage_sensitivity`: each end's ``d|I|/dP = Re(conj(I) Y dV/dP)
+        / |I|`` (``Y`` the branch's ``Yf`` or ``Yt`` row, ``dV/dP`` complex from the same
+        linearization), through the branch's most loaded end.
+
+        :return: read-only array of shape ``(len(branches().names), 3)``, the three columns equal.
+        :raises KeyError: unknown bus or site.
+        """
+        k, q_per_p, key = self._sensitivity_point(bus, "loading_sensitivity")
+        if key not in self._sens_cache:
+            v = self._v_point()
+            dv = self.case.voltage_derivatives(v, np.array([k]), q_per_p) / self._w_per_pu
+            i_from, i_to, di_from, di_to = self.case.branch_current_slopes_ka(v, dv)
+            current_a = np.concatenate([i_from, i_to, [0.0]])[self._gather] * 1000.0
+            slopes_a = np.vstack([di_from, di_to, np.zeros((1, 1))])[self._gather] * 1000.0
+            loading = self._branches.loading_slopes_pct(current_a, slopes_a)
+            self._sens_cache[key] = frozen_array(np.repeat(loading, 3, axis=1))
+        return self._sens_cache[key]
+
+    def _sensitivity_point(self, bus: str, asked: str) -> tuple[int, float, str]:
+        """Internal bus, reactive power per unit of active power and cache key of a sensitivity
+        ``asked`` to ``bus`` (a site, meaning its bus, or an energized bus).
+
+        :raises KeyError: unknown bus or site.
+        """
         site = self._sites.get(bus)
         pp_bus = self._site_pp_bus[site.name] if site else self.names.bus(bus)
         k = None if pp_bus is None else self.case.pp_bus.get(pp_bus)
         if k is None:
-            raise KeyError(f"voltage_sensitivity: {bus!r} is not a site or an energized bus of net {self.label}")
+            raise KeyError(f"{asked}: {bus!r} is not a site or an energized bus of net {self.label}")
         if site is None:
             site = next((s for s in self._sites.values() if self._site_bus[s.name] == k), None)
         pf = site.power_factor if site else 1.0
-        key = f"{k}@{pf}"
-        if key not in self._sens_cache:
-            v = self.case.v_net if self._v_last is None else self._v_last
-            dv = self.case.voltage_sensitivity(v, np.array([k]), tan_phi(pf))[:, 0] / (self.case.base_mva * 1e6)
-            self._sens_cache[key] = frozen_array(np.repeat(dv[self._mon_idx][:, None], 3, axis=1))
-        return self._sens_cache[key]
+        return k, tan_phi(pf), f"{asked}:{k}@{pf}"
+
+    def _v_point(self) -> np.ndarray:
+        """The operating point sensitivities are taken at: the last solution, or the net's own."""
+        return self.case.v_net if self._v_last is None else self._v_last
 
     # ----------------------------------------------------------------------------- results as a net
     def results_net(self, loads: Mapping[str, DatacenterState], t_s: float = 0.0) -> pandapowerNet:

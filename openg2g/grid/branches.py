@@ -47,6 +47,7 @@ from openg2g.grid.network import (
     line_admittance,
     transformer_phase_block,
 )
+from openg2g.grid.solver import magnitude_slopes
 
 __all__ = ["BranchFlows", "transformer_rated_a"]
 
@@ -202,6 +203,17 @@ class BranchFlows:
         (V, complex, ``(n_nodes, n_cols)``) at the switching ``state``."""
         starts, cols, vals = self.matrix(state)
         return np.abs(np.add.reduceat(vals[:, None] * v[cols], starts, axis=0))
+
+    def current_slopes(self, v: np.ndarray, dv: np.ndarray, state: Switching) -> tuple[np.ndarray, np.ndarray]:
+        """Current magnitude per conductor (A, ``(n_conductors,)``) at node voltages ``v`` (V,
+        complex, ``(n_nodes,)``) and its derivatives (A per unit of ``x``, ``(n_conductors, k)``)
+        along node-voltage derivatives ``dv = dV/dx`` (V per unit of ``x``, ``(n_nodes, k)``), at the
+        switching ``state``: with ``I = M V``, ``d|I| = Re(conj(I) M dV) / |I|``, 0 where no current
+        flows (an open line)."""
+        starts, cols, vals = self.matrix(state)
+        current = np.add.reduceat(vals * v[cols], starts)
+        d_current = np.add.reduceat(vals[:, None] * dv[cols], starts, axis=0)
+        return np.abs(current), magnitude_slopes(current, d_current)
 
     def loading_pct(self, current_a: np.ndarray) -> np.ndarray:
         """Loading per branch (%), ``(n_branches, n_cols)``: the largest of its conductors'

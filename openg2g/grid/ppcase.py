@@ -38,6 +38,7 @@ from scipy.sparse.linalg import splu
 
 from openg2g.core.errors import FeederError
 from openg2g.grid.ppnets import quiet_pandapower
+from openg2g.grid.solver import magnitude_slopes
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -304,6 +305,29 @@ class PandapowerCase:
 
         :return: ``(n_bus, len(buses))``; zero at slack and PV buses (their magnitude is held).
         """
+        dx = self._state_derivatives(v, buses, q_per_p)
+        out = np.zeros((self.n_bus, len(buses)))
+        out[self.pq] = dx[self.pvpq.size :]
+        return out
+
+    def voltage_derivatives(self, v: np.ndarray, buses: np.ndarray, q_per_p: float) -> np.ndarray:
+        """Complex dV/dP (pu per pu of baseMVA) of every bus at the solution ``v``, load drawn as
+        for :meth:`voltage_sensitivity`: ``dV = V (dVm / Vm + j dVa)`` from the same derivatives
+        of the magnitudes and angles.
+
+        :return: ``(n_bus, len(buses))``.
+        """
+        dx = self._state_derivatives(v, buses, q_per_p)
+        d_angle = np.zeros((self.n_bus, len(buses)))
+        d_log_vm = np.zeros((self.n_bus, len(buses)))
+        d_angle[self.pvpq] = dx[: self.pvpq.size]
+        d_log_vm[self.pq] = dx[self.pvpq.size :] / np.abs(v[self.pq])[:, None]
+        return v[:, None] * (d_log_vm + 1j * d_angle)
+
+    def _state_derivatives(self, v: np.ndarray, buses: np.ndarray, q_per_p: float) -> np.ndarray:
+        """Implicit function theorem at the solution ``v``: the derivatives of the unknowns (angles
+        at PV and PQ buses, then magnitudes at PQ buses) w.r.t. a load drawn at each of ``buses``,
+        ``dx/dP = -J^-1 dF/dP``, ``(n_unknowns, len(buses))``."""
         pos_p = {int(b): i for i, b in enumerate(self.pvpq)}
         pos_q = {int(b): self.pvpq.size + i for i, b in enumerate(self.pq)}
         rhs = np.zeros((self.pvpq.size + self.pq.size, len(buses)))
@@ -313,10 +337,7 @@ class PandapowerCase:
                 rhs[pos_p[int(b)], c] = 1.0
             if int(b) in pos_q:
                 rhs[pos_q[int(b)], c] = q_per_p
-        dx = -self._factor(v)(rhs)
-        out = np.zeros((self.n_bus, len(buses)))
-        out[self.pq] = dx[self.pvpq.size :]
-        return out
+        return -self._factor(v)(rhs)
 
     # --------------------------------------------------------------------------- results
     def branch_currents_ka(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -326,6 +347,21 @@ class PandapowerCase:
         i_from = np.abs(self.yf @ v) * (to_ka / self._kv_from)[:, None]
         i_to = np.abs(self.yt @ v) * (to_ka / self._kv_to)[:, None]
         return i_from, i_to
+
+    def branch_current_slopes_ka(
+        self, v: np.ndarray, dv: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """At one solution ``v`` (pu, ``(n_bus,)``) and along bus-voltage derivatives ``dv`` (pu per
+        unit of ``x``, ``(n_bus, k)``): the current magnitudes (kA) at the from and to ends of every
+        internal branch (as :meth:`branch_currents_ka`) and their derivatives (kA per unit of ``x``,
+        ``(n_branch, k)``)."""
+        to_ka = self.base_mva / _SQRT3
+        ends = []
+        for y, kv in ((self.yf, self._kv_from), (self.yt, self._kv_to)):
+            current, per_pu = y @ v, to_ka / kv
+            ends.append((np.abs(current) * per_pu, magnitude_slopes(current, y @ dv) * per_pu[:, None]))
+        (i_from, di_from), (i_to, di_to) = ends
+        return i_from, i_to, di_from, di_to
 
     def injections(self, v: np.ndarray) -> np.ndarray:
         """Bus injections ``V conj(Ybus V)`` (pu) of solutions ``v``."""

@@ -47,7 +47,7 @@ from openg2g.grid.network import (
     transformer_phase_block,
 )
 
-__all__ = ["BRANCH_CHECK_PU", "OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution"]
+__all__ = ["BRANCH_CHECK_PU", "OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution", "magnitude_slopes"]
 
 OPENDSS_VLOWPU = 0.5
 """OpenDSS's default ``Vlowpu``: below it a model-1 load is its nominal admittance (pu)."""
@@ -211,6 +211,16 @@ def _pq_model1(
         cvrvars=np.full(n, 2.0),
     )
     return dep, LoadKernel(ports)
+
+
+def magnitude_slopes(z: np.ndarray, dz: np.ndarray) -> np.ndarray:
+    """Derivatives ``d|z| = Re(conj(z) dz) / |z|`` of the magnitudes of complex ``z`` (``(n,)``)
+    along derivatives ``dz`` (``(n, k)``), in the units of ``dz``; 0 where ``z`` is 0 (a
+    de-energized node, a branch carrying nothing)."""
+    zc = z[:, None]
+    magnitude = np.abs(zc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(magnitude > 0, np.real(np.conj(zc) * dz) / magnitude, 0.0)
 
 
 def _same_point(scale_a: np.ndarray, s_pq_a: np.ndarray, scale_b: np.ndarray, s_pq_b: np.ndarray) -> bool:
@@ -652,8 +662,26 @@ class CompiledNetwork:
         rows: np.ndarray | None = None,
     ) -> np.ndarray:
         """d|V|/dP (V/W) of every node (or of ``rows``) with respect to active power drawn at each
-        of ``nodes`` (a wye constant-power load, its complex power ``P * s_dir``), at the operating
-        point of one column ``(scale, s_pq_va)`` (see :meth:`solve`).
+        of ``nodes``, from :meth:`voltage_derivatives` (arguments and errors as there).
+
+        :param rows: node numbers to report, default every node.
+        :return: ``(len(rows), len(nodes))``.
+        """
+        v, dv = self.voltage_derivatives(scale, s_pq_va, nodes, s_dir)
+        if rows is not None:
+            dv, v = dv[rows], v[rows]
+        return magnitude_slopes(v, dv)
+
+    def voltage_derivatives(
+        self,
+        scale: np.ndarray,
+        s_pq_va: np.ndarray,
+        nodes: np.ndarray,
+        s_dir: complex | np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Complex node voltages ``V`` (V) and their derivatives dV/dP (V/W) with respect to
+        active power drawn at each of ``nodes`` (a wye constant-power load, its complex power
+        ``P * s_dir``), at the operating point of one column ``(scale, s_pq_va)`` (see :meth:`solve`).
 
         Implicit function theorem on ``F(u, P) = u - u0 + K i_c(u) + K_m i_m(P) = 0``, where
         ``i_m = conj(P s_dir) / conj(V_m)`` is the added load's current and ``K_m`` the port
@@ -662,16 +690,16 @@ class CompiledNetwork:
         ``dV = -W di_c - Z_m di_m``. The point is solved unless it is the last column the last
         :meth:`solve` accepted; one LU factorization per point, shared by calls at the same
         point and left for the next solve's chord iterations; every entry of ``nodes`` is one
-        right-hand side of one triangular solve, and only ``rows`` of ``dV`` are formed. Nodes
-        that are de-energized (or a de-energized ``nodes`` entry) give 0.
+        right-hand side of one triangular solve. Nodes that are de-energized (or a de-energized
+        ``nodes`` entry) give 0. ``P`` is real, so ``dV`` is an ordinary derivative although ``V``
+        is not holomorphic in the power.
 
         :param scale: load multiplier per load branch, ``(n_branch, 1)``.
         :param s_pq_va: complex power drawn at each PQ node (VA), ``(n_pq, 1)``.
         :param nodes: node numbers at which power is drawn, one column of the result each.
         :param s_dir: complex power per watt drawn (``1 + j tan(phi)`` for power factor
             ``cos(phi)``), one value or one per entry of ``nodes``.
-        :param rows: node numbers to report, default every node.
-        :return: ``(len(rows), len(nodes))``.
+        :return: ``V`` of shape ``(n_nodes,)`` and ``dV/dP`` of shape ``(n_nodes, len(nodes))``.
         :raises PowerFlowError: the operating point does not converge (or is past collapse).
         """
         lin = self._lin
@@ -699,10 +727,4 @@ class CompiledNetwork:
             c = np.where(v_m != 0, np.conj(s_dir) / np.conj(v_m), 0.0)  # A drawn per W
         z_m = np.concatenate([self.z[:, nodes], np.zeros((1, nodes.size))])  # last row: ground
         du = self._chord_solve((z_m[self._port_to] - z_m[self._port_from]) * c)
-        dv = -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m[:-1] * c)  # W[rows] would copy W first
-        v = lin.v[:, None]
-        if rows is not None:
-            dv, v = dv[rows], v[rows]
-        vm = np.abs(v)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(vm > 0, np.real(np.conj(v) * dv) / vm, 0.0)
+        return lin.v, -(self.w @ (lin.dx * du.real + lin.dy * du.imag) + z_m[:-1] * c)
