@@ -115,9 +115,9 @@ def eu_net(scenario: str = "on_peak_566") -> Any:
     return copy.deepcopy(_eu(scenario))
 
 
-def phase_solution(net: Any) -> tuple[dict[tuple[str, str], complex], Any]:
+def phase_solution(net: Any) -> tuple[dict[tuple[str, str], complex], Any, np.ndarray]:
     """Node voltages (pu, complex) of the converted net solved by the phase-frame solver, keyed
-    ``(bus index as text, phase)``, and the model."""
+    ``(bus index as text, phase)``, the model, and the source's power per phase (VA)."""
     model = feeder_model(net, "test")
     nodes = node_index(model)
     ports = load_ports(model, nodes)
@@ -131,7 +131,7 @@ def phase_solution(net: Any) -> tuple[dict[tuple[str, str], complex], Any]:
             k = nodes.index.get((name.lower(), p))
             if k is not None:
                 v[(str(i), p)] = complex(sol.v[k, 0] / nodes.v_base_v[k])
-    return v, model
+    return v, model, sol.s_sub_va[:, 0]
 
 
 def assert_voltages_match(net: Any, v: dict[tuple[str, str], complex]) -> None:
@@ -172,9 +172,13 @@ SMALL_CASES = {
 def test_small_net_matches_runpp_3ph(case: str) -> None:
     net = small_net(**SMALL_CASES[case])
     runpp_3ph_converged(net)
-    v, _ = phase_solution(net)
+    v, _, s_sub = phase_solution(net)
     assert len(v) == 3 * len(net.bus)
     assert_voltages_match(net, v)
+    # the total: runpp_3ph's per-phase split takes the negative-sequence source admittance out of
+    # the zero-sequence network, off where zero-sequence current reaches the source (YNyn here)
+    p_ref = net.res_ext_grid_3ph.loc[0, [f"p_{p}_mw" for p in PHASES]].to_numpy(float).sum() * 1e6
+    assert s_sub.real.sum() == pytest.approx(p_ref, rel=1e-6)
 
 
 def test_small_net_with_a_site_through_the_backend(tmp_path: Path) -> None:
@@ -216,7 +220,7 @@ def test_switches_and_out_of_service() -> None:
     )  # fmt: skip
     with quiet_pandapower():
         pp.runpp_3ph(net)  # not iterated on: init="results" fails on open line switches (pandapower 3.5)
-    v, model = phase_solution(net)
+    v, model, _ = phase_solution(net)
     assert "lv3b" not in model.bus_kv  # joined into LV3
     assert_voltages_match(net, v)
     assert abs(v[(str(BusNames(net).bus("LV3")), "c")]) == pytest.approx(
@@ -255,7 +259,7 @@ def test_european_lv_feeder_with_a_site() -> None:
 def test_european_lv_feeder_angles(scenario: str) -> None:
     net = eu_net(scenario)
     runpp_3ph_converged(net)
-    v, _ = phase_solution(net)
+    v, _, _ = phase_solution(net)
     assert_voltages_match(net, v)
 
 
