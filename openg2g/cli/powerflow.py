@@ -105,6 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openg2g.core.state import DatacenterState
+    from openg2g.grid.backend import FeederGrid
     from openg2g.scenario.build import build_grid
 
     try:
@@ -142,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
         bus, ph = bp.rsplit(".", 1)
         by_bus.setdefault(bus, {})[ph] = float(v)
     kind = "pandapower net" if spec.pandapower is not None else "feeder"
-    solver = "balanced" if spec.pandapower is not None else args.solver
+    solver = args.solver if isinstance(grid, FeederGrid) else "balanced"  # an asymmetric net is a FeederGrid
     tap_text = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
     print(f"{kind} {args.feeder} ({solver}); taps: {tap_text}")
     print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")

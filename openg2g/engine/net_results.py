@@ -54,5 +54,8 @@ def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
         q_var = pick[[f"q_{ph}_var" for ph in PHASES]].to_numpy(float).mean(axis=0)
         loads[str(site)] = DatacenterState(str(site), t_s, p_w, q_var, {})
     grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
-    assert isinstance(grid, PandapowerGrid)
+    if not isinstance(grid, PandapowerGrid):
+        raise ScenarioError(
+            [(str(run_dir), "the run is on an asymmetric net, solved in the phase frame, not balanced")]
+        )
     return grid.results_net(loads, t_s)

@@ -168,9 +168,10 @@ class GridSpec(ConfigModel):
     pandapower: str | None = Field(
         None,
         description=(
-            "Instead of a feeder, a pandapower net solved balanced: the path of a pandapower .json or pickle "
-            "file (relative to the scenario file), a pandapower.networks function without arguments "
-            "(case118, create_cigre_network_mv, mv_oberrhein, ...) or a SimBench code if simbench is installed."
+            "Instead of a feeder, a pandapower net solved balanced (one with asymmetric loads: converted to the "
+            "phase frame and solved as a feeder): the path of a pandapower .json or pickle file (relative to the "
+            "scenario file), a pandapower.networks function without arguments (case118, create_cigre_network_mv, "
+            "ieee_european_lv_asymmetric, ...) or a SimBench code if simbench is installed."
         ),
     )
     solver: Literal["exact", "pandapower"] = Field(

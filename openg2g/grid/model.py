@@ -28,6 +28,7 @@ __all__ = [
     "SourceModel",
     "TransformerModel",
     "WindingModel",
+    "ZeroSequenceModel",
 ]
 
 FREQUENCY_HZ = 60.0
@@ -53,6 +54,7 @@ class SourceModel:
     :param angle_deg: phase-a angle (degrees).
     :param z1_ohm: positive-sequence impedance (ohm), as ``[re, im]``.
     :param z0_ohm: zero-sequence impedance (ohm), as ``[re, im]``.
+    :param z2_ohm: negative-sequence impedance (ohm), as ``[re, im]``; ``None`` = ``z1_ohm`` (OpenDSS).
     """
 
     bus: str
@@ -61,6 +63,7 @@ class SourceModel:
     angle_deg: float
     z1_ohm: list[float]
     z0_ohm: list[float]
+    z2_ohm: list[float] | None = None
 
 
 @dataclass
@@ -255,6 +258,31 @@ class CapacitorModel:
 
 
 @dataclass
+class ZeroSequenceModel:
+    """An admittance among three-phase buses that carries zero-sequence current only.
+
+    Between buses i and j it adds ``y[i][j] / 3`` to every pair of their phase nodes, which is
+    ``y[i][j]`` in the zero-sequence frame and nothing in the positive and negative ones. It holds
+    what a transformer's zero-sequence model has beyond a bank of single-phase units (a converted
+    pandapower transformer's magnetizing and winding split, see :mod:`openg2g.grid.pp3ph`).
+
+    :param name: element name.
+    :param buses: the buses (each with phases a, b, c).
+    :param g_s: conductance matrix over ``buses`` (S).
+    :param b_s: susceptance matrix over ``buses`` (S).
+    """
+
+    name: str
+    buses: tuple[str, ...]
+    g_s: list[list[float]]
+    b_s: list[list[float]]
+
+    def y_s(self) -> np.ndarray:
+        """Zero-sequence admittance matrix over :attr:`buses` (S), complex."""
+        return np.asarray(self.g_s, dtype=float) + 1j * np.asarray(self.b_s, dtype=float)
+
+
+@dataclass
 class FeederModel:
     """A whole feeder.
 
@@ -267,6 +295,7 @@ class FeederModel:
     :param regcontrols: regulator controls.
     :param loads: loads.
     :param capacitors: capacitors.
+    :param zero_sequence: zero-sequence-only admittances (none on an OpenDSS feeder).
     :param coords: bus -> (x, y) drawing coordinates.
     :param frequency_hz: system frequency (Hz).
     """
@@ -280,12 +309,19 @@ class FeederModel:
     regcontrols: list[RegControlModel] = field(default_factory=list)
     loads: list[LoadModel] = field(default_factory=list)
     capacitors: list[CapacitorModel] = field(default_factory=list)
+    zero_sequence: list[ZeroSequenceModel] = field(default_factory=list)
     coords: dict[str, tuple[float, float]] = field(default_factory=dict)
     frequency_hz: float = FREQUENCY_HZ
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (tuples become lists)."""
-        return asdict(self)
+        data = asdict(self)
+        # an OpenDSS feeder writes as it did before the fields only a converted pandapower net uses
+        if not self.zero_sequence:
+            del data["zero_sequence"]
+        if self.source.z2_ohm is None:
+            del data["source"]["z2_ohm"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FeederModel:
@@ -312,6 +348,7 @@ class FeederModel:
             regcontrols=[RegControlModel(**x) for x in data["regcontrols"]],
             loads=[LoadModel(**tup(x, "phases")) for x in data["loads"]],
             capacitors=[CapacitorModel(**tup(x, "phases")) for x in data["capacitors"]],
+            zero_sequence=[ZeroSequenceModel(**tup(x, "buses")) for x in data.get("zero_sequence", [])],
             coords={k: (float(v[0]), float(v[1])) for k, v in data["coords"].items()},
             frequency_hz=float(data.get("frequency_hz", FREQUENCY_HZ)),
         )

@@ -18,6 +18,7 @@ import numpy as np
 from openg2g.grid.model import FeederModel, LineModel, LoadModel, TransformerModel
 
 __all__ = [
+    "FORTESCUE",
     "LoadPorts",
     "NodeIndex",
     "Switching",
@@ -27,6 +28,7 @@ __all__ = [
     "line_admittance",
     "load_ports",
     "node_index",
+    "sequence_to_phase",
     "source_admittance",
     "source_current",
     "transformer_phase_block",
@@ -174,9 +176,22 @@ def _stamp(y: np.ndarray, idx: list[int], block: np.ndarray) -> None:
     y[np.ix_(rows, rows)] += block[np.ix_(keep, keep)]
 
 
+_A = np.exp(2j * np.pi / 3)
+FORTESCUE = np.array([[1, 1, 1], [1, _A**2, _A], [1, _A, _A**2]])
+"""Phase values (a, b, c) = ``FORTESCUE @`` sequence values (zero, positive, negative)."""
+
+
+def sequence_to_phase(x0: complex, x1: complex, x2: complex) -> np.ndarray:
+    """The 3x3 phase-frame matrix of an element whose sequence values are ``x0``, ``x1``, ``x2``
+    (impedances or admittances, any unit): ``FORTESCUE diag(x0, x1, x2) FORTESCUE^-1``."""
+    return np.asarray(FORTESCUE @ np.diag([x0, x1, x2]) @ np.linalg.inv(FORTESCUE))
+
+
 def source_admittance(model: FeederModel) -> np.ndarray:
     """3x3 source admittance (S) from its sequence impedances."""
     z1, z0 = complex(*model.source.z1_ohm), complex(*model.source.z0_ohm)
+    if model.source.z2_ohm is not None:
+        return sequence_to_phase(1 / z0, 1 / z1, 1 / complex(*model.source.z2_ohm))
     zs, zm = (2 * z1 + z0) / 3, (z0 - z1) / 3
     z = np.full((3, 3), zm) + np.eye(3) * (zs - zm)
     return np.linalg.inv(z)
@@ -311,6 +326,9 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
             for k in range(nph):
                 pair = [idx[k], idx[(k + 1) % nph]]
                 _stamp(y, pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    for zs in model.zero_sequence:
+        idx = [nodes.index[(bus, p)] for bus in zs.buses for p in "abc"]
+        _stamp(y, idx, np.kron(zs.y_s(), np.full((3, 3), 1.0 / 3.0)))
     y_load = ports.y_nominal_s
     for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
         _stamp(y, [int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))

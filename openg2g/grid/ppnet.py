@@ -23,11 +23,9 @@ import pandapower as pp
 import pandas as pd
 
 from openg2g.grid.model import FeederModel
+from openg2g.grid.network import FORTESCUE
 
 __all__ = ["sequence_impedance", "to_pandapower"]
-
-_A = np.exp(2j * np.pi / 3)
-_FORTESCUE = np.array([[1, 1, 1], [1, _A**2, _A], [1, _A, _A**2]])
 
 
 def sequence_impedance(z: np.ndarray) -> tuple[complex, complex]:
@@ -38,7 +36,7 @@ def sequence_impedance(z: np.ndarray) -> tuple[complex, complex]:
     """
     n = z.shape[0]
     if n == 3:
-        z012 = np.linalg.inv(_FORTESCUE) @ z @ _FORTESCUE
+        z012 = np.linalg.inv(FORTESCUE) @ z @ FORTESCUE
         return complex(z012[1, 1]), complex(z012[0, 0])
     zs = complex(np.mean(np.diag(z)))
     zm = complex(np.mean(z[~np.eye(n, dtype=bool)])) if n > 1 else 0j

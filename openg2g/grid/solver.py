@@ -320,9 +320,17 @@ class CompiledNetwork:
         self.ports = ports
         self.pq_nodes = np.asarray(pq_nodes, dtype=int)
         n = len(nodes)
-        self.z = z = np.linalg.inv(admittance(model, nodes, state, ports))
+        y = admittance(model, nodes, state, ports)
+        self.z = z = np.linalg.inv(y)
         self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
         self.y_src = source_admittance(model)
+        # A stiff source (a pandapower slack, whose positive-sequence impedance is near zero) loses
+        # its current to cancellation in y_src (E - V); the network side of its bus gives it whole:
+        # y_src (E - V_src) = Y_net[src, :] V + the ports' compensation currents at src.
+        self._y_net_src: np.ndarray | None = None
+        if model.source.z2_ohm is not None:
+            self._y_net_src = y[self.src_nodes].copy()
+            self._y_net_src[:, self.src_nodes] -= self.y_src
         i_src = source_current(model, nodes)
         self.e_src = np.linalg.solve(self.y_src, i_src[self.src_nodes])
         self.v0 = z @ i_src
@@ -334,6 +342,7 @@ class CompiledNetwork:
         inc[rows[~grounded], ports.to_node[~grounded]] = -1.0
         inc[n_l + np.arange(n_q), self.pq_nodes] = 1.0
         self.inc = inc
+        self._inc_src = inc[:, self.src_nodes].T.copy()
         # the same incidence as node pairs (-1 = ground), to take port differences by indexing
         self._port_from = np.concatenate([ports.from_node, self.pq_nodes])
         self._port_to = np.concatenate([ports.to_node, np.full(n_q, -1)])
@@ -377,6 +386,10 @@ class CompiledNetwork:
                     blocks[i][j] += new[a, b] - old[a, b]
         if not blocks:
             return
+        if self._y_net_src is not None:
+            for r, i in enumerate(self.src_nodes):
+                for j, dy in blocks.get(int(i), {}).items():
+                    self._y_net_src[r, j] += dy
         sel = sorted(blocks)
         d = np.array([[blocks[i].get(j, 0j) for j in sel] for i in sel])
         z_s = self.z[:, sel]
@@ -547,7 +560,10 @@ class CompiledNetwork:
         v = self.v0[:, None] - self.w @ i_comp
         v[self.dead_nodes] = 0.0
         v_src = v[self.src_nodes]
-        i_src = self.y_src @ (self.e_src[:, None] - v_src)
+        if self._y_net_src is None:
+            i_src = self.y_src @ (self.e_src[:, None] - v_src)
+        else:
+            i_src = self._y_net_src @ v + self._inc_src @ i_comp
         s_sub = v_src * np.conj(i_src)
         p_ports = np.real(u * np.conj(i_actual)).sum(axis=0)
         return v, s_sub, s_sub.real.sum(axis=0) - p_ports

@@ -150,13 +150,17 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSit
 def _validate_net(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
     """Problems of a scenario on a pandapower net: the net can be read and is a grid
     (``grid.pandapower``), the options fit it and its buses exist (see
-    :func:`openg2g.grid.balanced.check_net_spec`)."""
+    :func:`openg2g.grid.balanced.check_net_spec`; an asymmetric net converts to the phase frame,
+    :func:`openg2g.grid.pp3ph.check_asymmetric_spec`)."""
     from openg2g.grid.balanced import check_net_spec  # pandapower is imported only for nets
+    from openg2g.grid.pp3ph import check_asymmetric_spec, feeder_from_net, is_asymmetric
     from openg2g.grid.ppnets import load_net
 
     assert spec.pandapower is not None
     try:
         net = load_net(spec.pandapower, base_dir)
+        if is_asymmetric(net):
+            return check_asymmetric_spec(feeder_from_net(net, spec.pandapower), spec, sites)
     except FeederError as exc:
         return [("grid.pandapower", str(exc).removeprefix("grid.pandapower: "))]
     return check_net_spec(net, spec, sites)

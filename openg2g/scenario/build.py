@@ -139,12 +139,18 @@ class ComponentBuilder:
 
 
 def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> GridBackend:
-    """The grid backend of a grid spec: a :class:`FeederGrid` on ``grid.feeder``, or a
-    :class:`~openg2g.grid.balanced.PandapowerGrid` on ``grid.pandapower``."""
+    """The grid backend of a grid spec: a :class:`FeederGrid` on ``grid.feeder``, or on
+    ``grid.pandapower`` a :class:`~openg2g.grid.balanced.PandapowerGrid` (a balanced net) or a
+    :class:`FeederGrid` on its phase-frame conversion (an asymmetric net, :mod:`openg2g.grid.pp3ph`)."""
     if spec.pandapower is not None:
         from openg2g.grid.balanced import PandapowerGrid  # pandapower is imported only for nets
+        from openg2g.grid.pp3ph import asymmetric_grid, is_asymmetric
+        from openg2g.grid.ppnets import load_net
 
-        return PandapowerGrid.from_spec(spec, sites, base_dir)
+        net = load_net(spec.pandapower, base_dir)
+        if is_asymmetric(net):
+            return asymmetric_grid(net, spec, sites, base_dir)
+        return PandapowerGrid(net, spec.pandapower, spec, sites)
     return FeederGrid.from_spec(spec, sites, base_dir)
 
 
