@@ -14,7 +14,9 @@ Scenario use::
 
 ``policy`` is a path (relative to the working directory) or the name of a bundled policy in
 ``controllers/policies`` (``ieee13_ppo``). A scenario whose sites, models or monitored bus-phases
-give spaces of other shapes than the policy's is refused at the start of the run, naming both.
+give spaces of other shapes than the policy's is refused at the start of the run, naming both. A
+policy trained with a deadline budget (``EnvConfig.miss_budget``) is held to the same allowed batch
+sizes here as in training (:mod:`openg2g.envs.spaces`), whatever its network outputs.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class RLPolicy(Controller):
         super().reset(context, seed)
         if self._model is None:
             self._model, self.meta = load_policy(self.path)
-        self.layout = SpaceLayout(context, self.meta.env.observation, self.meta.env.action, source=str(self.path))
+        self.layout = SpaceLayout.for_env(context, self.meta.env, source=str(self.path))
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
 
     def step(self, observation: Observation) -> list[Command]:

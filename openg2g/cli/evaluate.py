@@ -85,7 +85,7 @@ def evaluate_policy(
         loaded = load_scenario(name, list(overrides))
         # check the spaces before anything runs or writes outputs
         context = Simulation(loaded, None).context(float(loaded.scenario.periods.control_s))
-        layout = SpaceLayout(context, meta.env.observation, meta.env.action, source=str(loaded.path))
+        layout = SpaceLayout.for_env(context, meta.env, source=str(loaded.path))
         layout.check_spaces(model.observation_space, model.action_space, f"policy {zip_path}")
         runs = held_out_variations(loaded, meta, held_out) if held_out > 0 else [(loaded.scenario.name, loaded)]
         for label, run in runs:

@@ -7,6 +7,7 @@ Examples::
     openg2g train ieee13_none --steps 400000 --out runs/train_ieee13 --resume
     openg2g train toy --steps 5000 --out runs/train_toy            # analytic toy case
     openg2g train toy --steps 5000 --tensorboard runs/tb            # also TensorBoard logs
+    openg2g train ieee13_none --steps 50000 --env miss_budget=0.05 --init-from ieee13_ppo  # fine-tune
 
 ``--env KEY=VALUE`` sets an env setting (:class:`openg2g.envs.EnvConfig`), dotted for nested ones:
 ``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``.
@@ -80,6 +81,7 @@ def _train(args: argparse.Namespace) -> int:
             eval_episodes=args.eval_episodes,
             tensorboard=Path(args.tensorboard) if args.tensorboard else None,
             progress=not args.no_progress,
+            init_from=args.init_from,
         )
     except KeyboardInterrupt:
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
@@ -105,6 +107,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume",
         action="store_true",
         help="continue the run in OUT from its latest checkpoint (same logs, new segment)",
+    )
+    p.add_argument(
+        "--init-from",
+        metavar="POLICY",
+        help="start from a saved policy's network weights (path or bundled name; same algorithm and spaces)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")

@@ -93,6 +93,9 @@ class ModelInfo:
     :param initial_batch_size: batch size at the start of the run.
     :param curve_fits: the trace library's fits of these means, ``None`` if it has none for
         these batch sizes (controllers then fit them).
+    :param miss_fraction: fraction of tokens over the ITL deadline at each batch size in steady
+        state without a power cap, as the site will report it (the trace library's ITL mixture
+        evaluated at the deadline; 0 without a deadline); empty when the site cannot tell.
     """
 
     model: str
@@ -105,6 +108,7 @@ class ModelInfo:
     itl_deadline_s: float | None
     initial_batch_size: int
     curve_fits: CurveFits | None = None
+    miss_fraction: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

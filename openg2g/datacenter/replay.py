@@ -415,6 +415,10 @@ class ReplayDatacenter(DatacenterBackend):
                 itl_deadline_s=m.deadline_s,
                 initial_batch_size=m.initial_batch,
                 curve_fits=self.library.curve_fits(m.name, m.gpus, m.batch_sizes),
+                miss_fraction=tuple(
+                    _tail(c.meta.itl, m.deadline_s) if c.meta.itl is not None and m.deadline_s is not None else 0.0
+                    for c in cfgs
+                ),
             )
         job = self._training
         training = (

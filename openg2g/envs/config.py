@@ -72,6 +72,14 @@ class EnvConfig(ConfigModel):
         "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
     )
     reward: RewardWeights = Field(default_factory=lambda: RewardWeights.model_validate({}))
+    miss_budget: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Per-model ITL deadline-miss budget (fraction of tokens): the agent can only choose batch "
+        "sizes whose steady-state miss fraction, as the site reports it, is at most this (action masking, see "
+        "openg2g.envs.spaces); None = every measured batch size.",
+    )
     episode_steps: int | None = Field(
         None, gt=0, description="Control steps per episode; None = the whole scenario (duration / control period)."
     )

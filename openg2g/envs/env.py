@@ -116,7 +116,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
 
         sim = self._simulation(self.generator.as_written().scenario)
         self.context: ControlContext = sim.context(float(self.control_s))
-        self.layout = SpaceLayout(self.context, self.config.observation, self.config.action, source)
+        self.layout = SpaceLayout.for_env(self.context, self.config, source)
         self.observation_space = self.layout.observation_space
         self.action_space = self.layout.action_space
         # the most tokens per second the scenario can serve: every model at its best batch size

@@ -21,6 +21,19 @@ Observation vector, in order (all clipped to ``[-clip, clip]``):
    as a fraction of its nominal power.
 
 Actions act on the *controlled* models: those with at least two measured batch sizes.
+
+**Deadline budget (action masking).** With ``miss_budget`` set, a controlled model may only run the
+batch sizes whose steady-state deadline-miss fraction, as its site reports it
+(:attr:`~openg2g.core.interfaces.ModelInfo.miss_fraction`: the trace library's ITL mixture at the
+model's deadline), is at most the budget: :attr:`SpaceLayout.allowed` holds their indices, every
+action maps onto them (a discrete move steps among the allowed sizes and a model found outside them
+goes to the nearest allowed size below it, or the smallest allowed; a box target picks the nearest allowed size) and no command
+for another size is ever sent. The mask lives here rather than in the policy's network so that it
+binds in the env and in deployment (the ``rl_policy`` controller) alike, whatever the network
+outputs. It bounds each model's miss fraction by the budget from the moment its move out of an
+over-budget starting size has settled (a batch transition blends the old and new sizes' tails by
+token share, so moves among allowed sizes stay within it), as long as no power cap slows the model
+(a cap raises the tails).
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ from openg2g.core.commands import Command, SetBatchSize
 from openg2g.core.errors import ControllerError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
-from openg2g.envs.config import ObsConfig
+from openg2g.envs.config import EnvConfig, ObsConfig
 
 __all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space"]
 
@@ -80,13 +93,25 @@ class SpaceLayout:
     :param obs: what the observation holds.
     :param action: ``"discrete"`` or ``"box"``.
     :param source: the scenario's name or path, quoted in errors.
+    :param miss_budget: largest deadline-miss fraction a controlled model may be run at (see the
+        module doc); ``None`` allows every measured batch size.
     :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
-        least two measured batch sizes), or a zone naming an unknown bus.
+        least two measured batch sizes), a zone naming an unknown bus, or (with ``miss_budget``) a
+        model with a deadline whose site reports no miss fractions or whose every batch size misses
+        more than the budget.
     """
 
-    def __init__(self, context: ControlContext, obs: ObsConfig, action: ActionKind, source: str = "scenario"):
+    def __init__(
+        self,
+        context: ControlContext,
+        obs: ObsConfig,
+        action: ActionKind,
+        source: str = "scenario",
+        miss_budget: float | None = None,
+    ):
         self.obs_config = obs
         self.action_kind = action
+        self.miss_budget = miss_budget
         if not context.sites:
             raise ScenarioError([(source, "the RL environment needs a datacenter site, and the scenario has none")])
         slots: list[ModelSlot] = []
@@ -122,6 +147,8 @@ class SpaceLayout:
         self.v_half_pu = 0.5 * (context.v_max_pu - context.v_min_pu)
         self._zone_index = self._zones(source)
         self._log2 = [np.log2(np.array(s.batch_sizes, dtype=float)) for s in self.controlled]
+        self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
+        """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
         self.feature_names: tuple[str, ...] = tuple(self._feature_names())
         clip = obs.clip
         n = len(self.feature_names)
@@ -132,6 +159,12 @@ class SpaceLayout:
             self.action_space = spaces.Box(-1.0, 1.0, shape=(len(self.controlled),), dtype=np.float32)
         else:
             raise ValueError(f"action must be 'discrete' or 'box', got {action!r}")
+
+    @classmethod
+    def for_env(cls, context: ControlContext, config: EnvConfig, source: str = "scenario") -> SpaceLayout:
+        """The layout of an env's settings (observation, action kind, miss budget): what the env
+        builds and what a saved policy's settings rebuild in deployment."""
+        return cls(context, config.observation, config.action, source, config.miss_budget)
 
     # ----------------------------------------------------------------------------- layout
     def _zones(self, source: str) -> list[tuple[str, np.ndarray]]:
@@ -159,6 +192,30 @@ class SpaceLayout:
             out.append((name, idx))
         return out
 
+    def _allowed(self, context: ControlContext, slot: ModelSlot, source: str) -> np.ndarray:
+        """Indices of ``slot``'s batch sizes whose miss fraction is within :attr:`miss_budget`."""
+        every = np.arange(len(slot.batch_sizes))
+        info = context.sites[slot.site].models[slot.model]
+        if self.miss_budget is None or info.itl_deadline_s is None:
+            return every
+        if len(info.miss_fraction) != len(info.batch_sizes):
+            message = (
+                f"miss_budget needs each batch size's deadline-miss fraction, and site {slot.site!r} "
+                f"reports none for {slot.model} (deadline {info.itl_deadline_s:g} s)"
+            )
+            raise ScenarioError([(source, message)])
+        miss = dict(zip(info.batch_sizes, info.miss_fraction))
+        fractions = np.array([miss[b] for b in slot.batch_sizes])
+        ok = every[fractions <= self.miss_budget]
+        if ok.size == 0:
+            message = (
+                f"miss_budget={self.miss_budget:g}: every batch size of {slot.key} misses its "
+                f"{info.itl_deadline_s:g} s deadline more often (least: {fractions.min():.2%} at batch "
+                f"{slot.batch_sizes[int(fractions.argmin())]}); raise the budget or the deadline"
+            )
+            raise ScenarioError([(source, message)])
+        return ok
+
     def _feature_names(self) -> list[str]:
         names: list[str] = []
         if self.obs_config.voltages == "bus_phases":
@@ -183,6 +240,9 @@ class SpaceLayout:
             "batch_sizes": {s.key: list(s.batch_sizes) for s in self.controlled},
             "observation_shape": list(self.observation_space.shape or ()),
             "action": describe_space(self.action_space),
+            "allowed_batch_sizes": {
+                s.key: [s.batch_sizes[int(i)] for i in ok] for s, ok in zip(self.controlled, self.allowed)
+            },
         }
 
     # ----------------------------------------------------------------------------- conversions
@@ -241,19 +301,26 @@ class SpaceLayout:
         return idx
 
     def target_batch_index(self, action: Any, observation: Observation) -> np.ndarray:
-        """Index of the batch size each controlled model should run after ``action``."""
+        """Index of the batch size each controlled model should run after ``action``, always one of
+        :attr:`allowed`."""
         a = np.asarray(action).reshape(-1)
         if a.size != len(self.controlled):
             raise ValueError(f"action has {a.size} entries; this layout controls {len(self.controlled)} models")
+        target = np.zeros(len(self.controlled), dtype=np.int64)
         if self.action_kind == "discrete":
             current = self.current_batch_index(observation)
             moves = np.clip(a.astype(np.int64), 0, 2) - 1
-            return np.clip(current + moves, 0, [len(s.batch_sizes) - 1 for s in self.controlled])
-        target = np.zeros(len(self.controlled), dtype=np.int64)
-        for i, log2 in enumerate(self._log2):
+            for i, ok in enumerate(self.allowed):
+                rank = int(np.searchsorted(ok, current[i]))
+                if rank < ok.size and ok[rank] == current[i]:
+                    target[i] = ok[int(np.clip(rank + moves[i], 0, ok.size - 1))]
+                else:  # outside the allowed sizes (where the run started): the nearest allowed one below
+                    target[i] = ok[max(rank - 1, 0)]
+            return target
+        for i, (log2, ok) in enumerate(zip(self._log2, self.allowed)):
             x = float(np.clip(np.nan_to_num(a[i]), -1.0, 1.0))
             goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
-            target[i] = int(np.argmin(np.abs(log2 - goal)))
+            target[i] = ok[int(np.argmin(np.abs(log2[ok] - goal)))]
         return target
 
     def commands(self, action: Any, observation: Observation) -> list[Command]:

@@ -28,7 +28,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from openg2g.core.errors import G2GError
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
-from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, read_meta, save_policy
+from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, load_policy, read_meta, save_policy
 from openg2g.envs.training_run import (
     Checkpoints,
     ContinuedCSV,
@@ -180,6 +180,7 @@ def train_policy(
     tensorboard: Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    init_from: str | Path | None = None,
 ) -> TrainResult:
     """Train a policy on a scenario and save it with its env settings.
 
@@ -197,9 +198,14 @@ def train_policy(
     :param eval_episodes: held-out episodes to score the final policy and a random one on (0: skip).
     :param tensorboard: also log to TensorBoard under this folder, in ``<out folder name>_<k>``
         (a resumed segment continues the latest such run).
+    :param init_from: start a fresh run from the network weights of a saved policy (path or
+        bundled name) instead of random ones: fine-tuning under another reward, miss budget or
+        scenario with the same spaces. Only the weights are taken; hyper-parameters, optimizer and
+        reward normalization start afresh.
     :raises G2GError: bad arguments (unknown algorithm, continuous-only algorithm with discrete
         actions), tensorboard requested but not installed, a fresh run into a folder holding one,
-        or a resume whose settings differ from the run's.
+        a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
+        by a resume or does not fit (other algorithm, spaces or network sizes).
     """
     import torch
 
@@ -218,6 +224,8 @@ def train_policy(
         layout=probe.layout.describe(),
     )  # fmt: skip
     start = _resume_point(out, meta, resume, settings_json, log)
+    if start and init_from is not None:
+        raise G2GError(f"{out} holds a checkpoint to resume from ({start[0].name}); init_from starts a fresh run only")
     previous = TrainRecord.read(record_path) if start else None
     done_steps = start[1] if start else 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
@@ -228,9 +236,14 @@ def train_policy(
         log(f"resuming from {start[0]} ({done_steps} steps)")
     else:
         model = cls("MlpPolicy", vec, seed=seed, device="cpu", verbose=0, **settings.algo_kwargs(algo))
+        if init_from is not None:
+            _copy_weights(init_from, model, probe, algo)
+            log(f"starting from the weights of {init_from}")
     model.set_logger(_logger(out, tensorboard, resumed=start is not None))
 
     run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
+    if init_from is not None:
+        run["init_from"] = str(init_from)
     record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
     record.start(done_steps, steps, n_envs, seed)
     checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
@@ -280,6 +293,18 @@ def _learn(
         except (EOFError, ConnectionError, BrokenPipeError):  # workers already gone (Ctrl-C reaches them too)
             pass
     return time.perf_counter() - t0
+
+
+def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo: str) -> None:
+    """Load ``policy``'s network weights into ``model`` (see :func:`train_policy`'s ``init_from``)."""
+    source, meta = load_policy(policy)
+    if meta.algo != algo:
+        raise G2GError(f"policy {policy} is a {meta.algo} policy; init_from needs one of the run's algorithm ({algo})")
+    probe.layout.check_spaces(source.observation_space, source.action_space, f"policy {policy}")
+    try:
+        model.policy.load_state_dict(source.policy.state_dict())
+    except RuntimeError as exc:  # torch names every tensor whose shape differs
+        raise G2GError(f"policy {policy} has other network sizes than --net-arch asks: {exc}") from None
 
 
 def _check_arguments(

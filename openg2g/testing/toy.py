@@ -70,6 +70,13 @@ def _curves(batch_sizes: tuple[int, ...], gpus: int) -> tuple[np.ndarray, np.nda
     return power, itl, thr
 
 
+def _miss_fraction(itl_s: np.ndarray, deadline_s: float | None) -> np.ndarray:
+    """Fraction of tokens over the deadline: 0 at ``0.8 * deadline``, rising linearly to 1 at ``1.2 * deadline``."""
+    if not deadline_s:
+        return np.zeros_like(itl_s)
+    return np.clip((itl_s / deadline_s - 0.8) / 0.4, 0.0, 1.0)
+
+
 class ToySite(DatacenterBackend):
     """An analytic site built from a :class:`~openg2g.scenario.schema.SiteSpec` (see module doc)."""
 
@@ -96,6 +103,7 @@ class ToySite(DatacenterBackend):
                 tuple(thr),
                 m.itl_deadline_s,
                 m.batch_size,
+                miss_fraction=tuple(_miss_fraction(itl, m.itl_deadline_s).tolist()),
             )
         return SiteInfo(self.name, self.spec.bus, models, self.spec.power_factor, self.spec.pue)
 
@@ -120,9 +128,7 @@ class ToySite(DatacenterBackend):
             n = self._replicas(name, t_s)
             noise = 1.0 + 0.02 * float(self._rng.standard_normal())
             p = n * power[i] * noise
-            miss = 0.0
-            if m.itl_deadline_s:
-                miss = float(np.clip((itl[i] / m.itl_deadline_s - 0.8) / 0.4, 0.0, 1.0))
+            miss = float(_miss_fraction(itl[i : i + 1], m.itl_deadline_s)[0])
             models[name] = ModelState(
                 name, n, self._batch[name], p, float(itl[i]), n * float(thr[i]), m.itl_deadline_s, miss
             )

@@ -133,3 +133,16 @@ def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
     result = run_scenario(SHORT, tmp_path / "run", overrides=overrides)
     assert result.summary["status"] == "complete"
     assert (tmp_path / "run" / "summary.json").is_file()
+
+    # the bundled policy was trained with a 5% deadline budget, and deployment keeps its mask: after
+    # the first control instant every model runs a size whose miss fraction is within the budget
+    from openg2g.envs.policy import read_meta
+    from openg2g.plot.run import read_table
+
+    meta = read_meta(Path(openg2g.controllers.__file__).parent / "policies" / "ieee13_ppo.zip")
+    assert meta.env.miss_budget == 0.05
+    allowed = {key.split("/")[1]: sizes for key, sizes in meta.layout["allowed_batch_sizes"].items()}
+    models = read_table(tmp_path / "run", "models")
+    after = models[models["t_s"] > 1.0]
+    for model, df in after.groupby("model", observed=True):
+        assert set(df["batch_size"]) <= set(allowed[model]), model

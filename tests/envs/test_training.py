@@ -158,3 +158,34 @@ def test_box_actions_train_and_deploy(tmp_path):
     assert read_meta(result.policy).env.action == "box"
     summary = _run_as_controller(result.policy, toy_scenario(11))
     assert summary["grid_steps"] == 110
+
+
+def _toy_run(out: Path, **kwargs) -> Path:
+    """A one-rollout PPO run on the 11 s toy case; returns the policy's zip."""
+    options = {"steps": 32, "settings": TrainSettings(n_steps=32, batch_size=32), "eval_episodes": 0}
+    options.update(kwargs)
+    return train_policy("toy", out, overrides=["duration_s=11"], progress=False, log=lambda _: None, **options).policy
+
+
+def test_init_from_starts_from_the_saved_weights(tmp_path):
+    """With a zero learning rate training cannot move the weights, so the result equals its source."""
+    source = _toy_run(tmp_path / "source")
+    copy = _toy_run(tmp_path / "copy", seed=7, init_from=source, settings=TrainSettings(32, 32, learning_rate=0.0))
+    fresh = _toy_run(tmp_path / "fresh", seed=7, settings=TrainSettings(32, 32, learning_rate=0.0))
+    a, b, c = (load_policy(p)[0].policy.state_dict() for p in (source, copy, fresh))
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+    assert not all(np.array_equal(a[k].numpy(), c[k].numpy()) for k in a)  # other seed, other weights
+    assert json.loads((tmp_path / "copy" / "train.json").read_text())["init_from"] == str(source)
+
+
+def test_init_from_refuses_a_policy_that_does_not_fit(tmp_path):
+    source = _toy_run(tmp_path / "source")
+    one_model = ["duration_s=11", "datacenters.0.models.1.batch_sizes=[64]"]
+    with pytest.raises(G2GError, match=r"does not fit this scenario: action: .*MultiDiscrete\(nvec=\[3, 3\]\)"):
+        train_policy("toy", tmp_path / "a", steps=32, overrides=one_model, init_from=source, progress=False)
+    with pytest.raises(G2GError, match="is a ppo policy; init_from needs one of the run's algorithm \\(a2c\\)"):
+        _toy_run(tmp_path / "b", algo="a2c", init_from=source)
+    with pytest.raises(G2GError, match="other network sizes than --net-arch"):
+        _toy_run(tmp_path / "c", init_from=source, settings=TrainSettings(32, 32, net_arch=(16,)))
+    with pytest.raises(G2GError, match="holds a checkpoint to resume from .*init_from starts a fresh run only"):
+        _toy_run(tmp_path / "source", steps=64, resume=True, init_from=source)
