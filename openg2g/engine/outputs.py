@@ -81,8 +81,8 @@ class RunOutputs:
         # and keeps no table this run does not write (e.g. every voltage, recorded the last time)
         for writer in self._writers():
             writer.clear()
-        for name, writer in (("grid_voltages", self.voltages), ("grid_branches", self.branches)):
-            if writer is None:
+        for name, optional in (("grid_voltages", self.voltages), ("grid_branches", self.branches)):
+            if optional is None:
                 clear_table(out_dir / name)
         for name in PLOT_FILES:
             (out_dir / name).unlink(missing_ok=True)
