@@ -125,7 +125,10 @@ class FeederGrid(GridBackend):
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
         self._net: CompiledNetwork | PandapowerNetwork | None = None
         self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
-        self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # sensitivity key -> dV/dP (pu/W), and the complex V, dV/dP its d(loading)/dP comes from
+        self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # bus -> (the dV/dP it was made from, d(loading)/dP (%/W)), made when a controller asks
+        self._loading_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self._retaps = 0
         self.reset(0)
@@ -424,11 +427,18 @@ class FeederGrid(GridBackend):
         :raises KeyError: unknown bus or site, or a bus without three phases.
         :raises PowerFlowError: the operating point no longer converges.
         """
-        return self._sensitivity(bus, "loading_sensitivity")[1]
+        _, v, dv = self._sensitivity(bus, "loading_sensitivity")
+        cached = self._loading_cache.get(bus)
+        if cached is None or cached[0] is not dv:  # none yet at this operating point
+            # branch slopes cost a product per conductor: made only for a controller that asks
+            slopes = self._flows.branches.loading_slopes_pct(*self._flows.current_slopes(v, dv, self._switching))
+            cached = self._loading_cache[bus] = (dv, frozen_array(slopes))
+        return cached[1]
 
-    def _sensitivity(self, bus: str, asked: str) -> tuple[np.ndarray, np.ndarray]:
-        """The cached voltage and loading sensitivities to ``bus`` (a site or a three-phase bus),
-        computing them, with those of every site, when the operating point has none yet."""
+    def _sensitivity(self, bus: str, asked: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cached voltage sensitivity to ``bus`` (a site or a three-phase bus), with the complex
+        node voltages and dV/dP its loading sensitivity is made from; computed, with those of every
+        site, when the operating point has none yet."""
         site = self._sites.get(bus)
         bus_name = (site.bus if site else bus).lower()
         if bus_name not in self.feeder.bus_phases or len(self.feeder.bus_phases[bus_name]) != 3:
@@ -460,7 +470,7 @@ class FeederGrid(GridBackend):
         v, dv = net.voltage_derivatives(scale, s_pq, nodes, s_dir)
         dv_dp = magnitude_slopes(v[self._mon_idx], dv[self._mon_idx])
         dv_dp /= self._nodes.v_base_v[self._mon_idx][:, None]
-        dl_dp = self._flows.branches.loading_slopes_pct(*self._flows.current_slopes(v, dv, self._switching))
+        self._loading_cache.clear()
         for i, key in enumerate(wanted):
             cols = slice(3 * i, 3 * i + 3)
-            self._sens_cache[key] = (frozen_array(dv_dp[:, cols]), frozen_array(dl_dp[:, cols]))
+            self._sens_cache[key] = (frozen_array(dv_dp[:, cols]), v, dv[:, cols])
