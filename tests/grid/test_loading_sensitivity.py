@@ -15,6 +15,7 @@ from openg2g.grid.backend import FeederGrid
 from openg2g.grid.balanced import PandapowerGrid
 from openg2g.grid.ppnets import load_net
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
+from tests.grid.test_backend import TWO_BUS
 
 PF = 0.95
 
@@ -30,14 +31,21 @@ def _dc(p_w_per_phase: np.ndarray | float, name: str = "dc") -> DatacenterState:
     return DatacenterState(name, 0.0, p, p * math.tan(math.acos(PF)), {})
 
 
-def _fd_columns(solve, base: np.ndarray, dp_w: float) -> np.ndarray:
-    """Central differences of the loading (%) w.r.t. each phase's power, ``(n_branches, 3)``."""
+def _fd_columns(grid: FeederGrid | PandapowerGrid, base: np.ndarray, dp_w: float) -> np.ndarray:
+    """Central differences of the grid's branch loading (%) w.r.t. each phase's power drawn by
+    the site ``dc``, ``(n_branches, 3)``."""
+
+    def loading(p: np.ndarray) -> np.ndarray:
+        out = grid.solve(0.0, {"dc": _dc(p)}, 1.0).branch_loading_pct
+        assert out is not None
+        return out
+
     cols = []
     for k in range(3):
         hi, lo = base.copy(), base.copy()
         hi[k] += dp_w
         lo[k] -= dp_w
-        cols.append((solve(hi) - solve(lo)) / (2 * dp_w))
+        cols.append((loading(hi) - loading(lo)) / (2 * dp_w))
     return np.stack(cols, axis=1)
 
 
@@ -51,13 +59,7 @@ def test_feeder_loading_sensitivity_matches_finite_differences() -> None:
     sens = grid.loading_sensitivity("dc")
     assert state.branches is not None and sens.shape == (len(state.branches.names), 3)
     assert not sens.flags.writeable and np.array_equal(sens, grid.loading_sensitivity("671"))
-
-    def loading(p: np.ndarray) -> np.ndarray:
-        out = grid.solve(0.0, {"dc": _dc(p)}, 1.0).branch_loading_pct
-        assert out is not None
-        return out
-
-    fd = _fd_columns(loading, base, 1e3)
+    fd = _fd_columns(grid, base, 1e3)
     np.testing.assert_allclose(sens, fd, rtol=0, atol=1e-4 * np.abs(fd).max())
     # the trunk 650-632 carries the site; its loading is that of its phase-b conductor, which a watt on
     # phase b raises by about 100 / 400 A / 2.4 kV (%/W) and a watt on a or c barely moves (coupling only)
@@ -73,13 +75,6 @@ def test_a_grid_state_change_refreshes_the_loading_sensitivity() -> None:
     grid.solve(1.0, {"dc": _dc(1.2e6)}, 1.0)
     assert not np.allclose(light, grid.loading_sensitivity("dc"), rtol=1e-3, atol=0.0)
 
-
-TWO_BUS = """\
-New Circuit.two basekv=12.47 pu=1.0 bus1=src r1=0 x1=1e-6 r0=0 x0=1e-6
-New Line.l1 Bus1=src Bus2=b2 phases=3 r1=0.8 x1=1.6 r0=0.8 x0=1.6 c1=0 c0=0 length=1
-New Load.ld Bus1=b2 phases=3 conn=wye kV=12.47 kW=3000 kvar=1000 model=2
-Set VoltageBases=[12.47]
-"""
 
 
 def test_two_bus_loading_slope_by_hand(tmp_path: Path) -> None:
@@ -130,12 +125,6 @@ def test_pandapower_loading_sensitivity_matches_finite_differences() -> None:
     sens = grid.loading_sensitivity("dc")
     assert state.branches is not None and sens.shape == (len(state.branches.names), 3)
     assert np.array_equal(sens[:, 0], sens[:, 2])  # balanced: one column per watt of the total
-
-    def loading(p: np.ndarray) -> np.ndarray:
-        out = grid.solve(0.0, {"dc": _dc(p)}, 1.0).branch_loading_pct
-        assert out is not None
-        return out
-
-    fd = _fd_columns(loading, base, 1e4)
+    fd = _fd_columns(grid, base, 1e4)
     np.testing.assert_allclose(sens, fd, rtol=0, atol=1e-4 * np.abs(fd).max())
     assert any(n.startswith("transformer.") and abs(sens[k, 0]) > 1e-7 for k, n in enumerate(state.branches.names))
