@@ -5,10 +5,11 @@ to finish, so after a cut the replica power ``p`` approaches the new batch's mea
 ``p(t) - P = (p(t_cmd) - P) exp(-(t - t_cmd) / tau)`` with ``tau`` the requests' residual decode
 time: residual tokens times the ITL of the batch in force when the cut came. :class:`DrainTime`
 holds that token count per model (its prior, then a running geometric mean of what the observed
-decays imply: two observations ``dt`` apart give ``tau = dt / ln(x_prev / x)``, ``x = p - P``), and
-turns it into ``tau`` for the batch in force. The ratio holds whatever mixture of older batches
-the power still carries, as long as no command came in between: every earlier weight decays with
-the same ``tau``.
+decays imply: ``T`` after the cut, ``tau = T / ln(x_0 / x)`` with ``x = p - P`` and ``x_0`` its
+value at the cut), and turns it into ``tau`` for the batch in force. The ratio holds whatever
+mixture of older batches the power still carries, as long as no command came since the cut:
+every earlier weight decays with the same ``tau``. It is read from the cut, not from one control
+step to the next: a step's ratio of a slow drain lies within the power noise of 1.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import math
 __all__ = ["DrainTime"]
 
 _MIN_DEVIATION = 0.05
-"""A pair of observations counts only while the power is this fraction of ``P`` or more away from it
-(closer, the replicas' power noise swamps the ratio)."""
+"""A cut counts only if it moved the power this fraction of ``P`` or more (smaller, the replicas'
+power noise swamps the ratio)."""
 
-_RATIO_RANGE = (0.02, 0.98)
-"""Ratios ``x / x_prev`` outside this range are noise or a transition that has already ended."""
+_RATIO_RANGE = (0.1, 0.7)
+"""Ratios ``x / x_0`` read: above, the decay has hardly begun (the noise decides); below, it has
+nearly ended (the same)."""
 
 
 class DrainTime:
@@ -50,20 +52,20 @@ class DrainTime:
         """Time constant (s) of the power after a cut from a batch whose ITL is ``itl_s`` (s)."""
         return max(self.floor_s, self.tokens * itl_s)
 
-    def observe(self, dt_s: float, dev_prev_w: float, dev_w: float, mean_w: float, itl_s: float) -> bool:
-        """Fold in one interval of a cut's decay; return whether it counted.
+    def observe(self, elapsed_s: float, dev_cut_w: float, dev_w: float, mean_w: float, itl_s: float) -> bool:
+        """Fold in how far a cut's decay has come; return whether it counted.
 
-        :param dt_s: time between the two observations (s), no command in between.
-        :param dev_prev_w: ``p - P`` at the first (W per replica; at the cut: just before it).
-        :param dev_w: ``p - P`` at the second (W per replica).
+        :param elapsed_s: time since the cut (s), no command since.
+        :param dev_cut_w: ``p - P`` at the cut, just before it took effect (W per replica).
+        :param dev_w: ``p - P`` now (W per replica).
         :param mean_w: ``P``, the new batch's mean power (W per replica).
         :param itl_s: ITL of the batch in force when the cut came (s).
         """
-        if not (dt_s > 0 and itl_s > 0 and mean_w > 0) or abs(dev_prev_w) < _MIN_DEVIATION * mean_w:
+        if not (elapsed_s > 0 and itl_s > 0 and mean_w > 0) or abs(dev_cut_w) < _MIN_DEVIATION * mean_w:
             return False
-        ratio = dev_w / dev_prev_w
+        ratio = dev_w / dev_cut_w
         if not _RATIO_RANGE[0] < ratio < _RATIO_RANGE[1]:
             return False
-        tokens = dt_s / -math.log(ratio) / itl_s
+        tokens = elapsed_s / -math.log(ratio) / itl_s
         self.log_tokens += self.rate * (math.log(tokens) - self.log_tokens)
         return True

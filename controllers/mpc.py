@@ -404,7 +404,9 @@ class MPCController(ConfiguredController):
         self._b_now = np.array([info.initial_batch_size for info in self._infos])  # batch in force
         self._n_now = np.zeros(len(self._keys))  # active replicas
         self._t_now = np.full(len(self._keys), np.nan)  # replica token rate at this step (tok/s)
-        self._dev = np.full(len(self._keys), np.nan)  # p - P(batch in force) at the last step (W)
+        self._dev_cut = np.full(len(self._keys), np.nan)  # p - P(batch in force) at the last cut (W)
+        self._t_cut = np.full(len(self._keys), np.nan)  # time of the last cut (s)
+        self._t_obs_s = 0.0  # time of the observation being planned from (s)
         self._cut_itl = np.full(len(self._keys), np.nan)  # library ITL the last cut drains at; NaN: no cut
         alpha = 1.0 - math.exp(-context.dt_s / cfg.noise_filter_s)
         self._training = {
@@ -462,6 +464,7 @@ class MPCController(ConfiguredController):
 
     def _observe_models(self, observation: Observation) -> None:
         """Each model's batch in force, active replicas and replica power and throughput this step."""
+        self._t_obs_s = observation.t_s
         for i, ((site, model), info) in enumerate(zip(self._keys, self._infos)):
             dc = observation.datacenters.get(site)
             state = dc.models.get(model) if dc is not None else None
@@ -573,14 +576,12 @@ class MPCController(ConfiguredController):
         return 1.0 - np.exp(-t_s[None, :] / tau_s[:, None])
 
     def _learn_drain(self) -> None:
-        """Fold the decay since the last step into each model's drain estimate while a cut drains,
-        then keep this step's deviation from the batch in force."""
+        """Fold the decay since the last cut into each model's drain estimate while it drains."""
         for i, drain in enumerate(self._drain):
-            mean_w = self._library(i, "power_w", int(self._b_now[i]))
-            dev = self._p_now[i] - mean_w
-            if math.isfinite(self._cut_itl[i]) and math.isfinite(self._dev[i]) and math.isfinite(dev):
-                drain.observe(self.context.dt_s, self._dev[i], dev, mean_w, self._cut_itl[i])
-            self._dev[i] = dev
+            if math.isfinite(self._cut_itl[i]):
+                mean_w = self._library(i, "power_w", int(self._b_now[i]))
+                elapsed_s = self._t_obs_s - self._t_cut[i]
+                drain.observe(elapsed_s, self._dev_cut[i], self._p_now[i] - mean_w, mean_w, self._cut_itl[i])
 
     def batch_commands(self, prob: MPCProblem, choice: np.ndarray) -> list[Command]:
         """``SetBatchSize`` for every model whose chosen size differs from the one last sent."""
@@ -591,9 +592,10 @@ class MPCController(ConfiguredController):
             if b != old:
                 self._sent[(site, model)] = b
                 out.append(SetBatchSize(site=site, model=model, batch_size=b))
-                # the decay from now on heads for the new batch; a rise is not learned from
+                # the decay from now on heads for the new batch; a fill is not learned from
                 self._cut_itl[i] = self._library(i, "itl_s", old) if b < old else math.nan
-                self._dev[i] = self._p_now[i] - self._library(i, "power_w", b)
+                self._dev_cut[i] = self._p_now[i] - self._library(i, "power_w", b)
+                self._t_cut[i] = self._t_obs_s
         return out
 
     def step(self, observation: Observation) -> list[Command]:

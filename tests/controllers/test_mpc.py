@@ -168,8 +168,8 @@ def test_cutting_planes_match_brute_force_on_random_problems(seed):
 
 
 def test_the_drain_time_is_learned_from_the_decay_after_a_cut():
-    """Under-voltage: m1 is cut from 32; one second later its replica power has covered
-    ``1 - exp(-1 / tau)`` of the way down, so the learned tokens are ``tau / ITL(32)`` (rate 1)."""
+    """Under-voltage: m1 is cut from 32; five seconds later its replica power has covered
+    ``1 - exp(-5 / tau)`` of the way down, so the learned tokens are ``tau / ITL(32)`` (rate 1)."""
     info = _two_models()[0]
     ctx = make_context([info])
     ctrl = MPCController(MPCController.Config(violation_weight=1e6, drain_learning_rate=1.0))
@@ -178,9 +178,9 @@ def test_the_drain_time_is_learned_from_the_decay_after_a_cut():
     assert cut.batch_size < 32
     p_old, p_new = (info.power_w[info.batch_sizes.index(b)] for b in (32, cut.batch_size))
     tau = 7.0
-    obs = make_observation(ctx, 0.93, t_s=1.0)
+    obs = make_observation(ctx, 0.93, t_s=5.0)
     state = replace(
-        model_state(info, cut.batch_size), power_w=info.replicas * (p_new + (p_old - p_new) * math.exp(-1.0 / tau))
+        model_state(info, cut.batch_size), power_w=info.replicas * (p_new + (p_old - p_new) * math.exp(-5.0 / tau))
     )
     obs = replace(obs, datacenters={"dc1": replace(obs.datacenters["dc1"], models={"m1": state})})
     ctrl.step(obs)
