@@ -72,8 +72,9 @@ under 1%, the violation left being the training job's swings beyond what the bat
 power is flat down to 64, and the fixed-tap hour kept 0.36 instead of 0.21 pu.s);
 ``miss_fraction_target = 0.04``; on the tap schedule ``overvoltage_miss_fraction = 0.15`` with
 ``miss_fraction_budget = 0.048`` (6.09 instead of 6.84 pu.s: the late over-voltage is what larger
-batches fight, and the 4% target leaves budget to spend there). One solve takes ~1-2 ms on ieee13
-(16,807 combinations pruned to a few dozen).
+batches fight, and the 4% target leaves budget to spend there). One solve takes ~2.4 ms on ieee13
+and ~2.1 ms on ieee34 (16,807 combinations, a mean over the fixed-tap hour on a loaded 2-core
+machine; most steps need one or two planes).
 """
 
 from __future__ import annotations
