@@ -85,14 +85,15 @@ class LoadingSensitivityCache(SensitivityCache):
 
 @dataclass(frozen=True)
 class LoadingForecast:
-    """The constrained branches' loading over a horizon, linear in the sites' power changes, and
-    the cost of its overload (a horizon controller's thermal term).
+    """The constrained branches' loading over a horizon, linear in the power changes of a horizon
+    controller's inputs (its channels: a site's power, or the part of it that responds at one
+    pace), and the cost of its overload (the controller's thermal term).
 
-    ``L_bk = base_bk + sum_s gain_sbk dW_s``; the cost of the changes ``dW`` is
-    ``weight sum_b sum_k [L_bk - limit]_+``, convex (piecewise linear) in ``dW``.
+    ``L_bk = base_bk + sum_c gain_cbk dW_c``; the cost of the changes ``dW`` is
+    ``weight sum_b sum_k [L_bk - limit]_+``, non-negative and convex (piecewise linear) in ``dW``.
 
-    :param base: predicted loading with no batch change, ``(B, N)`` (%).
-    :param gain: loading per W of each site's power change, ``(S, B, N)`` (% per W).
+    :param base: predicted loading with no power change, ``(B, N)`` (%).
+    :param gain: loading per W of each channel's power change, ``(S, B, N)`` (% per W).
     :param limit_pct: loading limit (%).
     :param weight: cost per % of overload per branch and step.
     """
@@ -102,14 +103,17 @@ class LoadingForecast:
     limit_pct: float
     weight: float
 
-    def cost(self, dw: np.ndarray) -> np.ndarray:
-        """Overload cost of site power changes ``dw`` (W, ``(C, S)``), ``(C,)``."""
-        loading = self.base[None] + np.einsum("cs,sbn->cbn", dw, self.gain)
-        return self.weight * np.maximum(loading - self.limit_pct, 0.0).sum(axis=(1, 2))
+    def _over(self, dw: np.ndarray) -> np.ndarray:
+        """Predicted loading above the limit, ``(C, B, N)`` (%; negative: under it)."""
+        return self.base[None] + np.einsum("cs,sbn->cbn", dw, self.gain) - self.limit_pct
 
-    def held(self, dw: np.ndarray, site: int) -> LoadingForecast:
-        """The forecast of site ``site`` alone, the other sites' changes ``dw`` (W, ``(S,)``) held."""
-        others = dw.copy()
-        others[site] = 0.0
-        base = self.base + np.einsum("s,sbn->bn", others, self.gain)
-        return LoadingForecast(base, self.gain[site : site + 1], self.limit_pct, self.weight)
+    def cost(self, dw: np.ndarray) -> np.ndarray:
+        """Overload cost of channel power changes ``dw`` (W, ``(C, S)``), ``(C,)``."""
+        return self.weight * np.maximum(self._over(dw), 0.0).sum(axis=(1, 2))
+
+    def slope(self, dw: np.ndarray) -> np.ndarray:
+        """A subgradient of :meth:`cost` at ``dw`` (W, ``(C, S)``), ``(C, S)`` (cost per W): the
+        gains of the overloaded branch-steps (one at the limit counts as not overloaded, a valid
+        choice at the kink)."""
+        over = (self._over(dw) > 0.0).astype(float)
+        return self.weight * np.einsum("cbn,sbn->cs", over, self.gain)

@@ -6,17 +6,24 @@ sends it, and plans again at the next step (move blocking: one decision, held ov
 
 **Prediction**, for step ``k = 1..N`` (times ``t_k = t + k dt``) and monitored bus-phase ``j``::
 
-    v_jk = vbar_j + f_jk + sum_s g_sj a_k dW_s(b)          a_k = 1 - exp(-k dt / tau)
-    dW_s(b) = pue_s sum_{i at s} n_i (P_i(b_i) - p_i)       (W of the site's GPU power)
+    v_jk = vbar_j + f_jk + sum_i g_{s(i)j} a_ik dW_i(b_i)        dW_i(b) = pue_s n_i (P_i(b) - p_i)
 
 ``g_s = H_s e_s`` is the site's voltage sensitivity (pu per W of site power: the grid's dV/dP
 ``H_s`` times the measured phase shares ``e_s``, as OFO uses it); ``P_i(b)`` the trace library's
 mean per-replica power at batch ``b``, ``p_i`` the observed one (so a transition still under way
-is predicted to finish) and ``n_i`` the active replicas; ``tau = response_time_s`` the site's
-power response to a batch change (replicas blend into a new batch over ~1 s when it grows and
-over the requests' residual time, several seconds, when it shrinks). ``vbar`` is the measured
-voltage with the training job's deviation from its level taken out
-(``vbar = v - g_s pue (p_train - L_s)``), and ``f_jk`` the known changes of
+is predicted to finish) and ``n_i`` the active replicas. ``a_ik = 1 - exp(-k dt / tau)`` is how
+far the power has moved by step ``k``, and ``tau`` depends on the move, as the servers' queues
+make it: a larger batch fills within ``tau_up = rise_time_s`` (queued requests are admitted in a
+few decode iterations); a smaller one waits for the running requests to drain,
+``tau_i = R_i l_i(b_now)``: the residual decode tokens ``R_i`` of a request times the ITL of the
+batch in force; keeping the batch lets a transition under way finish at its own pace (a cut's,
+at the ITL of the batch it left, or ``tau_up`` after a fill). ``R_i`` starts at ``drain_tokens``
+and is learned per model from the decay the controller observes
+(:class:`controllers._response.DrainTime`): 1-30 s on the bundled models. So a swap of power
+from one model to another (one batch up, another cut) dips the voltage while the cut drains (on
+ieee34 a single 3 s response for all moves hid such dips, which made most of the under-voltage
+at 852.a). ``vbar`` is the measured voltage with the training job's deviation from its level taken
+out (``vbar = v - g_s pue (p_train - L_s)``), and ``f_jk`` the known changes of
 :mod:`controllers._forecast`: the training level ``L_s(t_k)`` (the announced mean before the job
 starts, then followed online; 0 after it ends) and scheduled tap changes. What remains unknown
 is the training job's swing around its level and the rest of the feeder: a Gaussian error with
@@ -27,14 +34,15 @@ training spread (:class:`controllers._forecast.TrainingEstimate`), ``sigma_0 = v
 constraint and lie within ``max_move_log2`` of the batch in force::
 
     min  w_v dt (1/N) sum_k sum_j ( E[v_lo - v_jk - e]_+ + E[v_jk + e - v_hi]_+ )
-         - w_T sum_i n_i T_i(b_i) / T_ref  +  w_s #{i: b_i != b_i^now}
-    s.t. b_i in B_i,   c_i l_i(b_i) <= g_i d_i
+         - w_T sum_i n_i Tbar_i(b_i) / T_ref  +  w_s #{i: b_i != b_i^now}
+    s.t. b_i in B_i,   c_i l_i(b_i) <= g_i d_i          Tbar_i(b) = t_i + (T_i(b) - t_i) (1/N) sum_k a_ik
 
 ``E[d - e]_+ = d Phi(d / sigma) + sigma phi(d / sigma)`` is the expected violation (pu) of a
 bus-phase whose predicted distance outside the limit is ``d``: it is what the violation integral
-counts, so the cost weighs the integral's expectation against throughput (``T_ref``: the fleet's
-tokens/s at the initial batches; ``w_T = 1`` prices 1% of it like ``0.01 / (w_v dt)`` pu.s of
-violation per step). It is convex in each ``v_jk``, and so in ``dW``. The latency constraint is
+counts, so the cost weighs the integral's expectation against the horizon's throughput (the
+token rate follows a batch change as the power does, from the observed ``t_i``: a slow cut saves
+power and costs tokens at the same pace; ``T_ref``: the fleet's tokens/s at the initial batches; ``w_T = 1`` prices 1% of it like ``0.01 / (w_v dt)`` pu.s of
+violation per step). It is convex in each ``v_jk``. The latency constraint is
 the one of OFO's chance constraint: ``c_i`` a filtered ratio of the measured to the library's ITL
 at the batch in force, and with ``miss_fraction_target = eps`` each guard ``g_i`` integrates the
 measured deadline-miss fraction ``m_i``: ``g_i <- clip(g_i - a min(m_i / eps - 1, 1), 0.05, latency_guard)``.
@@ -45,33 +53,39 @@ run's miss budget, unspent while batches sat low or at ``eps < B``, goes where i
 
 **Thermal limits** (``thermal: true``, off by default): the constrained branches' loading
 (``thermal_branches``, all when not given; % of the normal rating) is predicted like the voltages,
-``L_bk = L_b + f^L_bk + sum_s gl_sb a_k dW_s`` with ``gl_s = G_s e_s`` from the grid's exact
-``d(loading)/dP`` (``observation.loading_sensitivity``) and ``f^L`` the training level's shift,
-and the cost gains ``w_L dt (1/N) sum_k sum_b [L_bk - L_max]_+`` (``w_L = overload_weight``, per
-%.s of overload, the unit of ``summary.json``'s ``overload_integral_pct_s``). It is convex in
-``dW`` too, so the exact solver below stays exact (:class:`controllers._thermal.LoadingForecast`).
+``L_bk = L_b + f^L_bk + sum_c gl_cb a_ck dW_c`` over the same response channels ``c`` (fills, cuts,
+transitions under way) with ``gl = G_s e_s`` from the grid's exact ``d(loading)/dP``
+(``observation.loading_sensitivity``) and ``f^L`` the training level's shift, and the cost gains
+``w_L dt (1/N) sum_k sum_b [L_bk - L_max]_+`` (``w_L = overload_weight``, per %.s of overload, the
+unit of ``summary.json``'s ``overload_integral_pct_s``). It is non-negative and convex (piecewise
+linear) in the channel changes, so the solver below stays exact
+(:class:`controllers._thermal.LoadingForecast`).
 
-**Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized). With one
-site the violation term is a convex function ``F`` of the scalar ``dW``: its continuous minimizer
-``W*`` is bracketed by golden section in ``[a, b]``; left of ``a`` ``F`` falls as ``dW`` grows, so a
-combination is beaten by any other with ``dW`` between it and ``a`` and at least its throughput
-value (and symmetrically right of ``b``). Only the combinations in ``[a, b]`` and the undominated
-ones outside (two staircases, typically a few dozen) are scored exactly, and the best is the exact
-optimum over the enumeration. With several sites every combination is scored while that stays
-cheap; beyond, block coordinate descent over the sites, each site's batches solved exactly with
-the others held (a block-wise optimum, not always the global one). Beyond ``max_combinations``
-the solver is coordinate descent over one model at a time (not exact; for large fleets).
+**Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized) and
+each is reduced to its inputs ``x``, the power changes that share a response (per site, the fills;
+per model, a cut, and the rest of a transition under way: ``S + 2M``); the penalty ``F(x)``, the
+violation term plus the overload term, is convex (a sum of expected shortfalls of affine functions
+of ``x``, and of positive parts of affine functions). Cutting planes: a tangent plane of ``F`` at
+any scored combination (its gradient, or for the overload's kinks a subgradient) bounds ``F`` from
+below everywhere, so ``F_lb(x) - value`` bounds every combination's cost; the combination of least
+bound is scored exactly and adds its plane, until no bound lies below the best score. Then that
+score is the exact optimum over the enumeration (for any number of sites); after ``_MAX_CUTS``
+planes the combinations still open are scored one by one. Beyond ``max_combinations`` the solver
+is coordinate descent over one model at a time (not exact; for large fleets).
 
 Tuning on ieee13 (``scenarios/ieee13_fixedtap_mpc.yaml``, ``scenarios/ieee13_mpc.yaml``): ``N = 8``
-steps of 1 s with ``tau = 3 s`` (a cut shows within the horizon); ``w_v = 1000`` (1% of the fleet's
+steps of 1 s (a cut of a fast model shows within the horizon) with ``tau_up = 1 s`` (the replay
+datacenter's fill time) and ``drain_tokens = 200`` (the bundled Llama models' residual; the Qwen3
+models' ~450 are learned within their first cuts); ``w_v = 1000`` (1% of the fleet's
 throughput is worth 0.036 pu.s over an hour: raising it to 3000 changed the fixed-tap hour by
 under 1%, the violation left being the training job's swings beyond what the batches reach);
 ``max_move_log2 = 6`` (the whole range in one step: with 2, Qwen3-235B stayed at 512, where its
 power is flat down to 64, and the fixed-tap hour kept 0.36 instead of 0.21 pu.s);
 ``miss_fraction_target = 0.04``; on the tap schedule ``overvoltage_miss_fraction = 0.15`` with
 ``miss_fraction_budget = 0.048`` (6.09 instead of 6.84 pu.s: the late over-voltage is what larger
-batches fight, and the 4% target leaves budget to spend there). One solve takes ~1-2 ms on ieee13
-(16,807 combinations pruned to a few dozen).
+batches fight, and the 4% target leaves budget to spend there). One solve takes ~2.4 ms on ieee13
+and ~2.1 ms on ieee34 (16,807 combinations, a mean over the fixed-tap hour on a loaded 2-core
+machine; most steps need one or two planes).
 """
 
 from __future__ import annotations
@@ -85,6 +99,7 @@ from pydantic import Field
 
 from openg2g.controllers._base import ConfiguredController
 from openg2g.controllers._forecast import TrainingEstimate, scheduled_tap_shift
+from openg2g.controllers._response import DrainTime
 from openg2g.controllers._sites import active_replicas, phase_share
 from openg2g.controllers._thermal import (
     LoadingForecast,
@@ -100,8 +115,11 @@ from openg2g.core.state import Observation
 
 __all__ = ["MPCController", "MPCProblem", "ModelOptions", "expected_shortfall"]
 
-_MAX_SCORED = 200_000
-"""With several sites, score every combination while combinations x bus-phases x steps stays below this."""
+_MAX_CUTS = 40
+"""Tangent planes the exact solver adds before it scores the combinations still open one by one."""
+
+_CUT_TOLERANCE = 1e-12
+"""A combination whose cost bound is within this of the best score cannot beat it by more."""
 
 _NEGLIGIBLE_SIGMAS = 8.0
 """A bus-phase farther than this many sigmas inside both limits at every step adds < 1e-16 sigma."""
@@ -133,12 +151,23 @@ class ModelOptions:
     :param batches: allowed batch sizes.
     :param dw_w: change of the site's power if the model moves to each size (W).
     :param value: throughput value minus switching cost of each size (cost units).
+    :param batch_now: the batch in force: larger sizes respond as fills (the site's rise channel),
+        smaller ones as cuts, the batch in force as what remains of a transition under way;
+        ``None``: every size responds as a fill.
     """
 
     site: int
     batches: np.ndarray
     dw_w: np.ndarray
     value: np.ndarray
+    batch_now: int | None = None
+
+    def responses(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Masks over ``batches``: fills, cuts, and the batch in force (one true per size)."""
+        if self.batch_now is None:
+            none = np.zeros(self.batches.size, dtype=bool)
+            return ~none, none, none
+        return self.batches > self.batch_now, self.batches < self.batch_now, self.batches == self.batch_now
 
 
 @dataclass(frozen=True)
@@ -147,12 +176,17 @@ class MPCProblem:
 
     :param base: predicted voltages with no batch change, ``vbar + f``, shape ``(J, N)`` (pu).
     :param sigma: error standard deviation, shape ``(J, N)`` (pu, > 0).
-    :param gain: ``g_sj a_k``, shape ``(S, J, N)`` (pu per W of site power).
+    :param gain: ``g_sj a_k``, shape ``(S, J, N)`` (pu per W of site power, after a larger batch).
     :param options: one entry per model.
     :param v_lo: lower limit aimed at (pu).
     :param v_hi: upper limit aimed at (pu).
     :param violation_weight: ``w_v dt / N`` (cost per pu of expected violation per bus-phase-step).
-    :param thermal: the constrained branches' loading forecast, ``None`` without thermal limits.
+    :param fall_gain: ``g_sj a'_ik`` for a cut of model ``i``'s batch (at its site ``s``), shape
+        ``(M, J, N)``; ``None``: as ``gain`` (falls as fast as rises).
+    :param drain_gain: the same for the rest of a cut under way (model ``i`` keeps its batch),
+        shape ``(M, J, N)``; ``None``: as ``fall_gain``.
+    :param thermal: the constrained branches' loading forecast over the ``S + 2M`` channels,
+        ``None`` without thermal limits.
     """
 
     base: np.ndarray
@@ -162,45 +196,92 @@ class MPCProblem:
     v_lo: float
     v_hi: float
     violation_weight: float
+    fall_gain: np.ndarray | None = None
+    drain_gain: np.ndarray | None = None
     thermal: LoadingForecast | None = None
 
     def shifted(self, dv_pu: np.ndarray) -> MPCProblem:
         """The same problem with every step's voltages shifted by ``dv_pu`` (shape ``(J,)``)."""
         return replace(self, base=self.base + dv_pu[:, None])
 
-    def _dw(self, choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Site power changes ``(C, S)`` and values ``(C,)`` of choices ``(C, M)`` (option indices)."""
-        dw = np.zeros((choice.shape[0], self.gain.shape[0]))
+    @property
+    def channel_gain(self) -> np.ndarray:
+        """Gains of the ``S + 2M`` channels (each site's fills, each model's cut, each model's
+        transition under way), shape ``(S + 2M, J, N)``."""
+        fall = self.gain[[opt.site for opt in self.options]] if self.fall_gain is None else self.fall_gain
+        drain = fall if self.drain_gain is None else self.drain_gain
+        return np.concatenate([self.gain, fall, drain])
+
+    def _dw(self, choice: np.ndarray) -> np.ndarray:
+        """Channel power changes ``(C, S + 2M)`` (W, in the order of :attr:`channel_gain`) of choices
+        ``(C, M)`` (option indices)."""
+        n_sites, n_models = self.gain.shape[0], len(self.options)
+        dw = np.zeros((choice.shape[0], n_sites + 2 * n_models))
+        for i, opt in enumerate(self.options):
+            fill, cut, stay = opt.responses()
+            w = opt.dw_w[choice[:, i]]
+            dw[:, opt.site] += np.where(fill[choice[:, i]], w, 0.0)
+            dw[:, n_sites + i] = np.where(cut[choice[:, i]], w, 0.0)
+            dw[:, n_sites + n_models + i] = np.where(stay[choice[:, i]], w, 0.0)
+        return dw
+
+    def _value(self, choice: np.ndarray) -> np.ndarray:
+        """Values ``(C,)`` of choices ``(C, M)`` (option indices)."""
         value = np.zeros(choice.shape[0])
         for i, opt in enumerate(self.options):
-            dw[:, opt.site] += opt.dw_w[choice[:, i]]
             value += opt.value[choice[:, i]]
-        return dw, value
+        return value
+
+    def _voltages(self, dw: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Predicted voltages ``(C, J', N)`` of channel changes ``dw`` with the sigmas and channel gains used."""
+        gain = self.channel_gain
+        base, sigma = self.base, self.sigma
+        if rows is not None:
+            base, sigma, gain = base[rows], sigma[rows], gain[:, rows]
+        return base[None] + np.einsum("cs,sjn->cjn", dw, gain), sigma[None], gain
 
     def violation(self, dw: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Violation cost of site power changes ``dw`` (shape ``(C, S)``), over bus-phases ``rows``."""
-        base, sigma, gain = (self.base, self.sigma, self.gain) if rows is None else self._rows(rows)
-        v = base[None] + np.einsum("cs,sjn->cjn", dw, gain)
-        e = expected_shortfall(self.v_lo - v, sigma[None]) + expected_shortfall(v - self.v_hi, sigma[None])
-        cost = self.violation_weight * e.sum(axis=(1, 2))
+        """Violation cost of channel power changes ``dw`` (shape ``(C, S + 2M)``), over bus-phases ``rows``."""
+        v, sigma, _ = self._voltages(dw, rows)
+        e = expected_shortfall(self.v_lo - v, sigma) + expected_shortfall(v - self.v_hi, sigma)
+        return self.violation_weight * e.sum(axis=(1, 2))
+
+    def penalty(self, dw: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """``F``: :meth:`violation` plus the predicted overload's cost (without thermal limits, the
+        violation alone) of channel power changes ``dw`` (shape ``(C, S + 2M)``)."""
+        cost = self.violation(dw, rows)
         return cost if self.thermal is None else cost + self.thermal.cost(dw)
+
+    def penalty_slope(self, dw: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """A subgradient of :meth:`penalty` with respect to ``dw`` (shape ``(C, S + 2M)``, cost per W)."""
+        slope = self.violation_slope(dw, rows)
+        return slope if self.thermal is None else slope + self.thermal.slope(dw)
+
+    def violation_slope(self, dw: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Gradient of :meth:`violation` with respect to ``dw`` (shape ``(C, S + 2M)``, cost per W):
+        ``d E[d - e]_+ / dd = Phi(d / sigma)``."""
+        from scipy.special import ndtr
+
+        v, sigma, gain = self._voltages(dw, rows)
+        dv = ndtr((v - self.v_hi) / sigma) - ndtr((self.v_lo - v) / sigma)
+        return self.violation_weight * np.einsum("cjn,sjn->cs", dv, gain)
 
     def cost(self, choice: np.ndarray) -> np.ndarray:
         """Total cost of choices ``(C, M)`` (option indices per model)."""
-        dw, value = self._dw(np.atleast_2d(choice))
-        return self.violation(dw) - value
-
-    def _rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.base[rows], self.sigma[rows], self.gain[:, rows]
+        choice = np.atleast_2d(choice)
+        return self.penalty(self._dw(choice)) - self._value(choice)
 
     def relevant_rows(self) -> np.ndarray:
         """Bus-phases that can come within ``_NEGLIGIBLE_SIGMAS`` of a limit for some choice."""
-        lo = np.zeros(self.gain.shape[0])
-        hi = np.zeros(self.gain.shape[0])
-        for opt in self.options:
-            lo[opt.site] += opt.dw_w.min()
-            hi[opt.site] += opt.dw_w.max()
-        g = self.gain
+        n_sites, n_models = self.gain.shape[0], len(self.options)
+        lo = np.zeros(n_sites + 2 * n_models)
+        hi = np.zeros_like(lo)
+        for i, opt in enumerate(self.options):
+            for channel, where in zip((opt.site, n_sites + i, n_sites + n_models + i), opt.responses()):
+                w = np.where(where, opt.dw_w, 0.0)  # 0: an option of another channel leaves this one
+                lo[channel] += w.min()
+                hi[channel] += w.max()
+        g = self.channel_gain
         v_min = self.base + np.einsum("s,sjn->jn", lo, np.maximum(g, 0)) + np.einsum("s,sjn->jn", hi, np.minimum(g, 0))
         v_max = self.base + np.einsum("s,sjn->jn", hi, np.maximum(g, 0)) + np.einsum("s,sjn->jn", lo, np.minimum(g, 0))
         reach = _NEGLIGIBLE_SIGMAS * self.sigma
@@ -215,85 +296,38 @@ class MPCProblem:
         return _combinations(tuple(opt.batches.size for opt in self.options))
 
     def solve(self, max_combinations: int) -> np.ndarray:
-        """Option index per model minimizing :meth:`cost`: exact with one site (up to
-        ``max_combinations``) and with several sites while scoring every combination is affordable
-        (:data:`_MAX_SCORED`), else a block-wise optimum over the sites."""
+        """Option index per model minimizing :meth:`cost`: exact up to ``max_combinations``
+        (cutting planes, see the module docstring), else coordinate descent."""
         if self.n_combinations() > max_combinations:
             return self._coordinate_descent()
         rows = self.relevant_rows()
-        n_sites = self.gain.shape[0]
-        if n_sites > 1 and self.n_combinations() * rows.size * self.base.shape[1] > _MAX_SCORED:
-            return self._site_descent()
         choice = self.enumerate()
-        dw, value = self._dw(choice)
+        value = self._value(choice)
         if rows.size == 0 and self.thermal is None:
             return choice[int(np.argmax(value))]
-        if n_sites == 1:
-            keep = self._undominated(dw[:, 0], value, rows)
-            choice, dw, value = choice[keep], dw[keep], value[keep]
-        return choice[int(np.argmin(self.violation(dw, rows) - value))]
+        return choice[self._cutting_planes(self._dw(choice), value, rows)]
 
-    def _site_descent(self) -> np.ndarray:
-        """Block coordinate descent over the sites: each site's models solved exactly (one-site
-        problem, the other sites' changes held) until no site changes (a block-wise optimum)."""
-        choice = np.array([int(np.argmin(np.abs(opt.dw_w))) for opt in self.options])
-        best = float(self.cost(choice)[0])
-        sites = sorted({opt.site for opt in self.options})
-        for _ in range(len(sites) * len(self.options) + 1):
-            improved = False
-            for s in sites:
-                mine = [i for i, opt in enumerate(self.options) if opt.site == s]
-                dw, _ = self._dw(choice[None])
-                dw[0, s] = 0.0
-                sub = MPCProblem(
-                    base=self.base + np.einsum("s,sjn->jn", dw[0], self.gain),
-                    sigma=self.sigma,
-                    gain=self.gain[s : s + 1],
-                    options=tuple(replace(self.options[i], site=0) for i in mine),
-                    v_lo=self.v_lo,
-                    v_hi=self.v_hi,
-                    violation_weight=self.violation_weight,
-                    thermal=None if self.thermal is None else self.thermal.held(dw[0], s),
-                )
-                trial = choice.copy()
-                trial[mine] = sub.solve(_MAX_SCORED)
-                j = float(self.cost(trial)[0])
-                if j < best - 1e-12:
-                    choice, best, improved = trial, j, True
-            if not improved:
-                break
-        return choice
-
-    def _undominated(self, w: np.ndarray, value: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Indices of the single-site combinations no other beats (see the module docstring)."""
-        a, b = self._minimizer_bracket(float(w.min()), float(w.max()), rows)
-        order = np.argsort(w, kind="stable")
-        w_sorted = w[order]
-        lo, hi = np.searchsorted(w_sorted, a, side="left"), np.searchsorted(w_sorted, b, side="right")
-        keep = [order[lo:hi]]  # the minimizer lies in [a, b]: keep every combination there
-        for idx in (order[:lo][::-1], order[hi:]):  # from the bracket outward, left then right
-            if idx.size:
-                best_before = np.maximum.accumulate(np.concatenate([[-np.inf], value[idx][:-1]]))
-                keep.append(idx[value[idx] > best_before])
-        return np.concatenate(keep)
-
-    def _minimizer_bracket(self, lo: float, hi: float, rows: np.ndarray, iterations: int = 14) -> tuple[float, float]:
-        """An interval ``[a, b]`` (W) holding a minimizer of the convex single-site violation cost
-        over ``[lo, hi]``: golden section, ``iterations`` shrinks by 0.618."""
-        r = (math.sqrt(5.0) - 1.0) / 2.0
-        a, b = lo, hi
-        c, d = b - r * (b - a), a + r * (b - a)
-        fc, fd = self.violation(np.array([[c]]), rows)[0], self.violation(np.array([[d]]), rows)[0]
-        for _ in range(iterations):
-            if fc <= fd:  # a minimizer lies in [a, d]
-                b, d, fd = d, c, fc
-                c = b - r * (b - a)
-                fc = self.violation(np.array([[c]]), rows)[0]
-            else:  # in [c, b]
-                a, c, fc = c, d, fd
-                d = a + r * (b - a)
-                fd = self.violation(np.array([[d]]), rows)[0]
-        return a, b
+    def _cutting_planes(self, dw: np.ndarray, value: np.ndarray, rows: np.ndarray) -> int:
+        """Index of the least-cost combination: tangent planes of the convex penalty bound every
+        combination's cost from below; the combination of least bound is scored exactly and adds
+        its plane, until no bound is below the best score; the few left open are scored exactly."""
+        bound = np.full(value.size, -np.inf)
+        best, best_cost = int(np.argmax(value)), np.inf
+        trial = best
+        for _ in range(_MAX_CUTS):
+            x = dw[trial : trial + 1]
+            f = float(self.penalty(x, rows)[0])
+            if f - value[trial] < best_cost:
+                best, best_cost = trial, f - value[trial]
+            plane = f + (dw - x) @ self.penalty_slope(x, rows)[0]
+            bound = np.maximum(bound, plane - value)
+            trial = int(np.argmin(bound))
+            if bound[trial] >= best_cost - _CUT_TOLERANCE:
+                return best
+        open_ = np.flatnonzero(bound < best_cost - _CUT_TOLERANCE)
+        costs = self.penalty(dw[open_], rows) - value[open_]
+        j = int(np.argmin(costs))
+        return int(open_[j]) if costs[j] < best_cost else best
 
     def _coordinate_descent(self) -> np.ndarray:
         """One model at a time, every option, until no move lowers the cost (a local optimum)."""
@@ -325,7 +359,20 @@ class MPCController(ConfiguredController):
         sites: list[str] | None = Field(None, description="Sites to control; None = all.")
         buses: list[str] | None = Field(None, description="Zone buses whose limits count; None = all monitored.")
         horizon_steps: int = Field(8, gt=0, le=60, description="N: steps predicted ahead (control periods).")
-        response_time_s: float = Field(3.0, gt=0, description="tau: time constant of the power response (s).")
+        rise_time_s: float = Field(
+            1.0, gt=0, description="tau_up: time constant of the power response to larger batches (s)."
+        )
+        drain_tokens: float = Field(
+            200.0,
+            gt=0,
+            description=(
+                "Prior residual decode tokens per request: a cut drains with tau_down = tokens x ITL of the batch "
+                "in force (s), the tokens then learned per model from the observed decay."
+            ),
+        )
+        drain_learning_rate: float = Field(
+            0.2, gt=0, le=1, description="Weight of one observed decay interval in the learned drain tokens."
+        )
         violation_weight: float = Field(
             1000.0, ge=0, description="w_v: cost per pu.s of expected violation summed over bus-phases."
         )
@@ -389,6 +436,15 @@ class MPCController(ConfiguredController):
         self._tokens = np.zeros(len(self._keys))  # token rates summed over control steps (tok/s)
         self._missed = np.zeros(len(self._keys))  # the same, times the deadline-miss fraction
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
+        self._drain = [DrainTime(cfg.drain_tokens, cfg.drain_learning_rate, cfg.rise_time_s) for _ in self._keys]
+        self._p_now = np.full(len(self._keys), np.nan)  # replica power at this step (W)
+        self._b_now = np.array([info.initial_batch_size for info in self._infos])  # batch in force
+        self._n_now = np.zeros(len(self._keys))  # active replicas
+        self._t_now = np.full(len(self._keys), np.nan)  # replica token rate at this step (tok/s)
+        self._dev_cut = np.full(len(self._keys), np.nan)  # p - P(batch in force) at the last cut (W)
+        self._t_cut = np.full(len(self._keys), np.nan)  # time of the last cut (s)
+        self._t_obs_s = 0.0  # time of the observation being planned from (s)
+        self._cut_itl = np.full(len(self._keys), np.nan)  # library ITL the last cut drains at; NaN: no cut
         alpha = 1.0 - math.exp(-context.dt_s / cfg.noise_filter_s)
         self._training = {
             s: TrainingEstimate(t, alpha) for s in self._sites if (t := context.sites[s].training) is not None
@@ -445,35 +501,48 @@ class MPCController(ConfiguredController):
             return eps
         return relief
 
-    def _options(self, observation: Observation, latency_ok: list[np.ndarray]) -> tuple[ModelOptions, ...]:
-        cfg = self.config
-        tol = 1e-9
-        out = []
+    def _observe_models(self, observation: Observation) -> None:
+        """Each model's batch in force, active replicas and replica power and throughput this step."""
+        self._t_obs_s = observation.t_s
         for i, ((site, model), info) in enumerate(zip(self._keys, self._infos)):
             dc = observation.datacenters.get(site)
             state = dc.models.get(model) if dc is not None else None
             b_now = state.batch_size if state is not None else self._sent[(site, model)]
+            self._b_now[i] = b_now
+            self._n_now[i] = active_replicas(dc, model, info.replicas)
+            measured = state is not None and state.replicas > 0
+            p = state.power_w / state.replicas if measured and state is not None else math.nan
+            t = state.throughput_tok_s / state.replicas if measured and state is not None else math.nan
+            # unmeasured: the library's means at the batch in force
+            self._p_now[i] = p if math.isfinite(p) else self._library(i, "power_w", b_now)
+            self._t_now[i] = t if math.isfinite(t) else self._library(i, "throughput_tok_s", b_now)
+
+    def _options(self, latency_ok: list[np.ndarray], progress: np.ndarray) -> tuple[ModelOptions, ...]:
+        """Each model's allowed sizes with their power changes and values; ``progress`` (shape
+        ``(3, M)``): the horizon's mean of the fill, cut and under-way responses (the token rate
+        follows a batch change as the power does, so a slow cut also costs its tokens slowly)."""
+        cfg = self.config
+        tol = 1e-9
+        out = []
+        for i, ((site, _), info) in enumerate(zip(self._keys, self._infos)):
+            b_now, n, t_now = int(self._b_now[i]), self._n_now[i], self._t_now[i]
             sizes = np.asarray(info.batch_sizes)
-            power = np.asarray(info.power_w, dtype=float)
             reach = np.abs(np.log2(sizes) - math.log2(b_now)) <= cfg.max_move_log2 + tol
             ok = reach & latency_ok[i]
             if not ok.any():  # nothing reachable meets the bound: the smallest reachable size
                 ok = np.zeros(sizes.size, dtype=bool)
                 ok[np.flatnonzero(reach)[0] if reach.any() else 0] = True
-            n = active_replicas(dc, model, info.replicas)
-            if state is not None and state.replicas > 0 and math.isfinite(state.power_w):
-                p_now = state.power_w / state.replicas
-            else:
-                p_now = power[info.batch_sizes.index(b_now)] if b_now in info.batch_sizes else float(power.mean())
-            pue = self.context.sites[site].pue
-            value = cfg.throughput_weight * n * np.asarray(info.throughput_tok_s, dtype=float) / self._t_ref
-            value = value - cfg.switching_weight * (sizes != b_now)
+            batches = sizes[ok]
+            share = np.select([batches > b_now, batches < b_now], progress[:2, i], progress[2, i])
+            tokens = n * (t_now + (np.asarray(info.throughput_tok_s, dtype=float)[ok] - t_now) * share)
+            power = np.asarray(info.power_w, dtype=float)[ok]
             out.append(
                 ModelOptions(
                     site=int(self._site_of[i]),
-                    batches=sizes[ok],
-                    dw_w=pue * n * (power[ok] - p_now),
-                    value=value[ok],
+                    batches=batches,
+                    dw_w=self.context.sites[site].pue * n * (power - self._p_now[i]),
+                    value=cfg.throughput_weight * tokens / self._t_ref - cfg.switching_weight * (batches != b_now),
+                    batch_now=b_now,
                 )
             )
         return tuple(out)
@@ -485,15 +554,14 @@ class MPCController(ConfiguredController):
         n = cfg.horizon_steps
         k = np.arange(1, n + 1)
         times = observation.t_s + k * dt
-        a_k = 1.0 - np.exp(-k * dt / cfg.response_time_s)
+        rise_k = 1.0 - np.exp(-k * dt / cfg.rise_time_s)
         v = np.asarray(observation.grid.v_pu, dtype=float)[self._zone]
         base = np.repeat(v[:, None], n, axis=1)
         var = np.full_like(base, cfg.voltage_noise_pu**2)
-        gain = np.empty((len(self._sites), self._zone.size, n))
+        site_g = np.empty((len(self._sites), self._zone.size))
         for s, site in enumerate(self._sites):
             dc = observation.datacenters.get(site)
-            g = self._sens.get(observation, site, self._steps) @ phase_share(dc)
-            gain[s] = g[:, None] * a_k[None, :]
+            g = site_g[s] = self._sens.get(observation, site, self._steps) @ phase_share(dc)
             est = self._training.get(site)
             if est is None:
                 continue
@@ -506,48 +574,95 @@ class MPCController(ConfiguredController):
         base += scheduled_tap_shift(
             self.context, self._zone_names, dict(observation.grid.taps), observation.t_s, times
         )
+        latency_ok = self._latency_ok(observation)
+        self._observe_models(observation)
+        self._learn_drain()
+        fall_k = self._fall_response(k * dt, np.array([self._itl_in_force(i) for i in range(len(self._keys))]))
+        # a cut under way drains at the pace of the batch it left; after a fill (or none) power and
+        # tokens settle within tau_up
+        cutting = np.isfinite(self._cut_itl)
+        drain_k = np.where(cutting[:, None], self._fall_response(k * dt, np.where(cutting, self._cut_itl, 0.0)), rise_k)
+        progress = np.stack([np.full(len(self._keys), rise_k.mean()), fall_k.mean(axis=1), drain_k.mean(axis=1)])
+        options = self._options(latency_ok, progress)
         prob = MPCProblem(
             base=base,
             sigma=np.sqrt(var),
-            gain=gain,
-            options=self._options(observation, self._latency_ok(observation)),
+            gain=site_g[:, :, None] * rise_k[None, None, :],
+            options=options,
             v_lo=observation.v_min_pu + cfg.margin_pu,
             v_hi=observation.v_max_pu - cfg.margin_pu,
             violation_weight=cfg.violation_weight * dt / n,
-            thermal=self._loading_forecast(observation, a_k, times),
+            fall_gain=site_g[self._site_of][:, :, None] * fall_k[:, None, :],
+            drain_gain=site_g[self._site_of][:, :, None] * drain_k[:, None, :],
+            thermal=self._loading_forecast(observation, (rise_k, fall_k, drain_k), times),
         )
         self.last_problem = prob
         return prob
 
-    def _loading_forecast(self, observation: Observation, a_k: np.ndarray, times: np.ndarray) -> LoadingForecast | None:
+    def _loading_forecast(
+        self, observation: Observation, responses: tuple[np.ndarray, np.ndarray, np.ndarray], times: np.ndarray
+    ) -> LoadingForecast | None:
         """The constrained branches' loading over the horizon (module docstring), None without
-        thermal limits; the training estimates are those :meth:`problem` has just updated."""
+        thermal limits; ``responses``: the fill ``(N,)``, cut ``(M, N)`` and under-way ``(M, N)``
+        responses the voltages use; the training estimates are those :meth:`problem` has just updated."""
         if self._loading_sens is None:
             return None
-        cfg = self.config
+        rise_k, fall_k, drain_k = responses
         rows = self._loading_sens.zone
         now = np.nan_to_num(branch_loading(observation, rows))  # a step without results: no overload seen
-        base = np.repeat(now[:, None], a_k.size, axis=1)
-        gain = np.empty((len(self._sites), rows.size, a_k.size))
+        base = np.repeat(now[:, None], times.size, axis=1)
+        site_gl = np.empty((len(self._sites), rows.size))
         for s, site in enumerate(self._sites):
             dc = observation.datacenters.get(site)
-            g = self._loading_sens.get(observation, site, self._steps) @ phase_share(dc)
-            gain[s] = g[:, None] * a_k[None, :]
+            g = site_gl[s] = self._loading_sens.get(observation, site, self._steps) @ phase_share(dc)
             est = self._training.get(site)
             if est is not None:
                 p_train = dc.training_power_w if dc is not None else 0.0
                 base += (g * self.context.sites[site].pue)[:, None] * (est.level(times) - p_train)[None, :]
-        weight = cfg.overload_weight * self.context.dt_s / a_k.size
-        return LoadingForecast(base, gain, cfg.max_loading_pct, weight)
+        model_gl = site_gl[self._site_of][:, :, None]
+        gain = np.concatenate(
+            [site_gl[:, :, None] * rise_k[None, None, :], model_gl * fall_k[:, None, :], model_gl * drain_k[:, None, :]]
+        )
+        weight = self.config.overload_weight * self.context.dt_s / times.size
+        return LoadingForecast(base, gain, self.config.max_loading_pct, weight)
+
+    def _library(self, i: int, field: str, batch: int) -> float:
+        """Model ``i``'s library mean ``field`` (``"power_w"``, ``"itl_s"``, ``"throughput_tok_s"``) at
+        ``batch``; the mean over the measured sizes if ``batch`` is not one of them."""
+        info = self._infos[i]
+        values = np.asarray(getattr(info, field), dtype=float)
+        return float(values[info.batch_sizes.index(batch)] if batch in info.batch_sizes else values.mean())
+
+    def _itl_in_force(self, i: int) -> float:
+        """Library ITL of model ``i``'s batch in force (s): a cut from it drains at this pace."""
+        return self._library(i, "itl_s", int(self._b_now[i]))
+
+    def _fall_response(self, t_s: np.ndarray, itl_s: np.ndarray) -> np.ndarray:
+        """``a'_ik = 1 - exp(-t_k / tau_i)`` for cuts draining at ITLs ``itl_s`` (one per model), ``(M, N)``."""
+        tau_s = np.array([d.tau_s(itl) for d, itl in zip(self._drain, itl_s)])
+        return 1.0 - np.exp(-t_s[None, :] / tau_s[:, None])
+
+    def _learn_drain(self) -> None:
+        """Fold the decay since the last cut into each model's drain estimate while it drains."""
+        for i, drain in enumerate(self._drain):
+            if math.isfinite(self._cut_itl[i]):
+                mean_w = self._library(i, "power_w", int(self._b_now[i]))
+                elapsed_s = self._t_obs_s - self._t_cut[i]
+                drain.observe(elapsed_s, self._dev_cut[i], self._p_now[i] - mean_w, mean_w, self._cut_itl[i])
 
     def batch_commands(self, prob: MPCProblem, choice: np.ndarray) -> list[Command]:
         """``SetBatchSize`` for every model whose chosen size differs from the one last sent."""
         out: list[Command] = []
-        for (site, model), opt, j in zip(self._keys, prob.options, choice):
+        for i, ((site, model), opt, j) in enumerate(zip(self._keys, prob.options, choice)):
             b = int(opt.batches[j])
-            if b != self._sent[(site, model)]:
+            old = self._sent[(site, model)]
+            if b != old:
                 self._sent[(site, model)] = b
                 out.append(SetBatchSize(site=site, model=model, batch_size=b))
+                # the decay from now on heads for the new batch; a fill is not learned from
+                self._cut_itl[i] = self._library(i, "itl_s", old) if b < old else math.nan
+                self._dev_cut[i] = self._p_now[i] - self._library(i, "power_w", b)
+                self._t_cut[i] = self._t_obs_s
         return out
 
     def step(self, observation: Observation) -> list[Command]:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from openg2g.controllers.mpc import MPCController, MPCProblem, expected_shortfall
+from openg2g.controllers.mpc import ModelOptions, MPCController, MPCProblem, expected_shortfall
 from openg2g.core.commands import SetBatchSize, SetTaps
 from openg2g.core.interfaces import ScheduledEvent, TrainingInfo
-from tests.controllers.conftest import K_PU_PER_W, make_context, make_observation, toy_model
+from tests.controllers.conftest import K_PU_PER_W, make_context, make_observation, model_state, toy_model
 
 SIZES = (8, 16, 32, 64, 128)
 
@@ -34,7 +34,7 @@ def _two_models(**kw):
 
 @pytest.mark.parametrize("v_pu", [0.93, 0.945, 0.948, 0.95, 0.952, 0.955, 0.96, 1.045, 1.052, 1.06])
 def test_single_site_solver_matches_brute_force(v_pu):
-    """The staircase pruning keeps the optimum: its choice is the enumerated minimum, at voltages
+    """The exact solver keeps the optimum: its choice is the enumerated minimum, at voltages
     from deep under-voltage through the band to over-voltage (interior optima near the limits)."""
     ctx = make_context(_two_models())
     ctrl = MPCController(MPCController.Config(horizon_steps=3, max_move_log2=10.0, voltage_noise_pu=0.002))
@@ -75,9 +75,9 @@ def test_two_site_solver_matches_brute_force(v_pu):
     np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
 
 
-@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951])
-def test_site_descent_reaches_a_blockwise_optimum(v_pu):
-    """No site's batches, re-chosen over all its combinations with the others held, lower the cost."""
+@pytest.mark.parametrize("v_pu", [0.94, 0.949, 0.951, 1.051])
+def test_three_models_on_two_sites_match_brute_force(v_pu):
+    """Cutting planes are exact with several sites too (no block-wise optimum)."""
     m1, m2 = _two_models()
     m3 = toy_model("m3", batch_sizes=SIZES, replicas=80, p_span_w=2000.0, itl_deadline_s=None)
     ctx = make_context(sites={"dc1": [m1, m3], "dc2": [m2]})
@@ -86,13 +86,105 @@ def test_site_descent_reaches_a_blockwise_optimum(v_pu):
     h = {"dc1": np.full((6, 3), -4e-8), "dc2": np.full((6, 3), -2e-8)}
     obs = replace(make_observation(ctx, v_pu), _sensitivity=lambda site: h[site])
     prob = ctrl.problem(obs)
-    choice = prob._site_descent()
-    best = prob.cost(choice)[0]
-    for site_models in ([0, 1], [2]):
-        trials = np.repeat(choice[None], len(SIZES) ** len(site_models), axis=0)
-        trials[:, site_models] = list(itertools.product(range(len(SIZES)), repeat=len(site_models)))
-        assert prob.cost(trials).min() >= best - 1e-12
-    assert best <= prob.cost(np.array([list(o.batches).index(32) for o in prob.options]))[0]
+    np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
+
+
+def test_a_swap_dips_while_the_cut_drains():
+    """One model up, the other cut by the same power: zero net change at the end, but the rise shows
+    with ``tau_up`` and the cut with ``tau_down = drain_tokens * ITL`` of the batch it leaves, so the
+    prediction dips by hand-computed amounts."""
+    models = _two_models()
+    ctx = make_context(models)
+    cfg = MPCController.Config(horizon_steps=4, rise_time_s=1.0, drain_tokens=300.0)
+    ctrl = MPCController(cfg)
+    ctrl.reset(ctx, 0)
+    prob = ctrl.problem(make_observation(ctx, 0.9505, t_s=0.0))
+    k = np.arange(1, 5)
+    tau_down = 300.0 * models[1].itl_s[models[1].batch_sizes.index(32)]
+    up, down = 1.0 - np.exp(-k / 1.0), 1.0 - np.exp(-k / tau_down)
+    dw = np.array([[2.0e5, 0.0, -2.0e5, 0.0, 0.0]])  # channels: the site's rise; cuts m1, m2; drains m1, m2
+    v = 0.9505 - K_PU_PER_W * 2.0e5 * (up - down)  # the toy grid lowers v by K per W of site power
+    expected = prob.violation_weight * expected_shortfall(0.95 - v, np.full(4, cfg.voltage_noise_pu)).sum() * 6
+    assert prob.violation(dw)[0] == pytest.approx(expected, rel=1e-9)  # six bus-phases, all alike
+    assert prob.violation(dw)[0] > prob.violation(np.zeros_like(dw))[0]
+
+
+def test_tokens_follow_a_batch_change_at_the_pace_of_its_power():
+    """Option values are the horizon's mean token rate: a fill reaches its size's rate with
+    ``tau_up``, a cut with its drain time, so a slow cut costs its tokens as slowly as it saves power."""
+    info = _two_models()[0]
+    ctx = make_context([info])
+    cfg = MPCController.Config(horizon_steps=5, max_move_log2=10.0, switching_weight=0.0, drain_tokens=400.0)
+    ctrl = MPCController(cfg)
+    ctrl.reset(ctx, 0)
+    (opt,) = ctrl.problem(make_observation(ctx, 1.0)).options
+    k = np.arange(1, 6)
+    t_now = info.throughput_tok_s[info.batch_sizes.index(32)]
+    tau_down = 400.0 * info.itl_s[info.batch_sizes.index(32)]
+    progress = np.where(opt.batches > 32, np.mean(1 - np.exp(-k / 1.0)), np.mean(1 - np.exp(-k / tau_down)))
+    expected = info.replicas * (t_now + (np.array(info.throughput_tok_s) - t_now) * progress) / ctrl._t_ref
+    np.testing.assert_allclose(opt.value, expected, rtol=1e-12)
+
+
+def _random_problem(rng: np.random.Generator, n_models: int, j: int = 4, n: int = 3) -> MPCProblem:
+    """Two sites, six options per model (the third in force), rises, cuts and drains with their own gains."""
+    options = tuple(
+        ModelOptions(
+            site=int(rng.integers(2)),
+            batches=np.arange(6),
+            dw_w=rng.normal(0, 2e5, 6),
+            value=rng.random(6),
+            batch_now=2,
+        )
+        for _ in range(n_models)
+    )
+    return MPCProblem(
+        base=0.95 + rng.normal(0, 0.004, (j, n)),
+        sigma=np.full((j, n), 0.001),
+        gain=-np.abs(rng.normal(0, 3e-8, (2, j, n))),
+        options=options,
+        v_lo=0.95,
+        v_hi=1.05,
+        violation_weight=300.0,
+        fall_gain=-np.abs(rng.normal(0, 1e-8, (n_models, j, n))),
+        drain_gain=-np.abs(rng.normal(0, 1e-8, (n_models, j, n))),
+    )
+
+
+def test_violation_slope_is_the_derivative():
+    rng = np.random.default_rng(3)
+    prob = _random_problem(rng, n_models=2, j=5)
+    x = rng.normal(0, 1e5, (1, 2 + 2 * 2))
+    h = 1.0
+    numeric = [(prob.violation(x + h * e)[0] - prob.violation(x - h * e)[0]) / (2 * h) for e in np.eye(x.size)[:, None]]
+    np.testing.assert_allclose(prob.violation_slope(x)[0], numeric, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cutting_planes_match_brute_force_on_random_problems(seed):
+    """Random two-site problems: the solver's choice is the enumerated minimum."""
+    prob = _random_problem(np.random.default_rng(seed), n_models=4)
+    np.testing.assert_array_equal(prob.solve(10_000), _brute_force(prob))
+
+
+def test_the_drain_time_is_learned_from_the_decay_after_a_cut():
+    """Under-voltage: m1 is cut from 32; five seconds later its replica power has covered
+    ``1 - exp(-5 / tau)`` of the way down, so the learned tokens are ``tau / ITL(32)`` (rate 1)."""
+    info = _two_models()[0]
+    ctx = make_context([info])
+    ctrl = MPCController(MPCController.Config(violation_weight=1e6, drain_learning_rate=1.0))
+    ctrl.reset(ctx, 0)
+    (cut,) = ctrl.step(make_observation(ctx, 0.93))
+    assert cut.batch_size < 32
+    p_old, p_new = (info.power_w[info.batch_sizes.index(b)] for b in (32, cut.batch_size))
+    tau = 7.0
+    obs = make_observation(ctx, 0.93, t_s=5.0)
+    state = replace(
+        model_state(info, cut.batch_size), power_w=info.replicas * (p_new + (p_old - p_new) * math.exp(-5.0 / tau))
+    )
+    obs = replace(obs, datacenters={"dc1": replace(obs.datacenters["dc1"], models={"m1": state})})
+    ctrl.step(obs)
+    assert ctrl._drain[0].tokens == pytest.approx(tau / info.itl_s[info.batch_sizes.index(32)], rel=1e-9)
 
 
 def test_coordinate_descent_beyond_the_enumeration_limit_never_raises_the_cost():

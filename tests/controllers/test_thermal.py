@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from openg2g.controllers._thermal import LoadingForecast
-from openg2g.controllers.mpc import MPCController
+from openg2g.controllers.mpc import ModelOptions, MPCController, MPCProblem
 from openg2g.controllers.ofo import OFOController
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
@@ -124,18 +124,22 @@ def test_unknown_branch_or_a_grid_without_branches_is_refused_at_reset() -> None
     _ofo(make_context([toy_model()]))  # no thermal limit asked: a grid without branches is fine
 
 
-def test_loading_forecast_cost_by_hand() -> None:
-    """Two sites, one branch, two steps: L = base + sum_s gain_s dW_s, cost = weight sum [L - limit]_+;
-    holding site 1's change moves its part into the base of site 0's forecast."""
+def test_loading_forecast_cost_and_its_planes_by_hand() -> None:
+    """Two channels, one branch, two steps: L = base + sum_c gain_c dW_c, cost = weight sum [L - limit]_+;
+    the slope is the gains of the overloaded steps, and its plane lies under the cost everywhere
+    (also from a kink, where a step sits at the limit)."""
     forecast = LoadingForecast(
         base=np.array([[99.0, 99.5]]), gain=np.array([[[1e-5, 2e-5]], [[3e-5, 3e-5]]]), limit_pct=100.0, weight=2.0
     )
-    dw = np.array([[1e5, 0.0], [0.0, 5e4], [-1e5, 1e5], [0.0, 1e5]])
-    # loadings: [100, 101.5], [100.5, 101], [101, 100.5], [102, 102.5]
-    np.testing.assert_allclose(forecast.cost(dw), [2.0 * 1.5, 2.0 * 1.5, 2.0 * 1.5, 2.0 * 4.5])
-    held = forecast.held(np.array([-1e5, 1e5]), 0)
-    np.testing.assert_allclose(held.base, [[102.0, 102.5]])
-    np.testing.assert_allclose(held.cost(np.array([[-1e5]])), forecast.cost(dw[2:3]))
+    dw = np.array([[1e5, 0.0], [0.0, 5e4], [-1e5, 1e5], [0.0, 1e5], [0.0, 0.0]])
+    # loadings: [100, 101.5], [100.5, 101], [101, 100.5], [102, 102.5], [99, 99.5]
+    np.testing.assert_allclose(forecast.cost(dw), [2.0 * 1.5, 2.0 * 1.5, 2.0 * 1.5, 2.0 * 4.5, 0.0])
+    slope = forecast.slope(dw)
+    np.testing.assert_allclose(slope[1:], 2.0 * np.array([[3e-5, 6e-5], [3e-5, 6e-5], [3e-5, 6e-5], [0.0, 0.0]]))
+    np.testing.assert_allclose(slope[0], 2.0 * np.array([2e-5, 3e-5]))  # step 1 at the limit: not counted
+    y = np.random.default_rng(0).normal(0.0, 1e5, (200, 2))
+    for x, g in zip(dw, slope):
+        assert np.all(forecast.cost(y) >= forecast.cost(x[None])[0] + (y - x) @ g - 1e-9)
 
 
 def _mpc(context: ControlContext, **params) -> MPCController:
@@ -157,18 +161,74 @@ def test_mpc_overload_term_by_hand_and_its_exact_solution() -> None:
     ctrl = _mpc(ctx, thermal=True, overload_weight=50.0)
     prob = ctrl.problem(obs)
     assert prob.thermal is not None
-    a_k = 1.0 - np.exp(-np.arange(1, 4) * 1.0 / 3.0)  # dt 1 s, tau 3 s
+    k = np.arange(1, 4)  # dt 1 s; fills and the batch in force with tau_up = 1 s, cuts drain from 32
+    info = ctx.sites["dc1"].models["m1"]
+    up = 1.0 - np.exp(-k / 1.0)
+    down = 1.0 - np.exp(-k / (200.0 * info.itl_s[info.batch_sizes.index(32)]))
+    gl = G_PCT_PER_W.mean(axis=1)
     np.testing.assert_allclose(prob.thermal.base, [[99.0] * 3, [50.0] * 3])
-    np.testing.assert_allclose(prob.thermal.gain[0], G_PCT_PER_W.mean(axis=1)[:, None] * a_k[None, :], rtol=1e-12)
-    dw = prob.options[0].dw_w
-    by_hand = [50.0 / 3 * np.maximum(99.0 + G_PCT_PER_W[0].mean() * a_k * w - 100.0, 0.0).sum() for w in dw]
-    np.testing.assert_allclose(prob.thermal.cost(dw[:, None]), by_hand, rtol=1e-12)
+    # channels: the site's fills, the model's cut, its transition under way (none: as a fill)
+    np.testing.assert_allclose(prob.thermal.gain, [np.outer(gl, a) for a in (up, down, up)], rtol=1e-12)
+    opt = prob.options[0]
+    a_k = np.where((opt.batches < 32)[:, None], down, up)
+    by_hand = [50.0 / 3 * np.maximum(99.0 + gl[0] * a * w - 100.0, 0.0).sum() for a, w in zip(a_k, opt.dw_w)]
+    np.testing.assert_allclose(prob.thermal.cost(prob._dw(np.arange(opt.batches.size)[:, None])), by_hand, rtol=1e-12)
     combos = np.array(list(itertools.product(*[range(o.batches.size) for o in prob.options])))
     best = combos[int(np.argmin(prob.cost(combos)))]
     choice = prob.solve(10**6)
     np.testing.assert_array_equal(choice, best)
     assert prob.options[0].batches[choice[0]] < 512
-    assert 99.0 + G_PCT_PER_W[0].mean() * a_k[-1] * dw[choice[0]] <= 100.0  # within the horizon
+    assert 99.0 + gl[0] * a_k[choice[0], -1] * opt.dw_w[choice[0]] <= 100.0  # within the horizon
+
+
+def _thermal_problem(rng: np.random.Generator, v_mid: float, g_pu_per_w: float) -> MPCProblem:
+    """Four models on two sites (six options each, the third in force) with their own fill, cut and
+    drain gains (of scale ``g_pu_per_w``), and two branches near a 100% limit that larger batches overload."""
+    options = tuple(
+        ModelOptions(
+            site=i % 2,
+            batches=np.arange(6),
+            dw_w=np.linspace(-3e5, 3e5, 6) * rng.uniform(0.5, 1.5),
+            value=np.sort(rng.random(6)),
+            batch_now=2,
+        )
+        for i in range(4)
+    )
+    j, b, n = 4, 2, 3
+    return MPCProblem(
+        base=v_mid + rng.normal(0, 0.003, (j, n)),
+        sigma=np.full((j, n), 0.001),
+        gain=-np.abs(rng.normal(0, 3 * g_pu_per_w, (2, j, n))),
+        options=options,
+        v_lo=0.95,
+        v_hi=1.05,
+        violation_weight=300.0,
+        fall_gain=-np.abs(rng.normal(0, g_pu_per_w, (4, j, n))),
+        drain_gain=-np.abs(rng.normal(0, g_pu_per_w, (4, j, n))),
+        thermal=LoadingForecast(
+            base=rng.uniform(97.0, 101.0, (b, n)),
+            gain=np.abs(rng.normal(0, 5e-6, (2 + 8, b, n))),
+            limit_pct=100.0,
+            weight=0.05,
+        ),
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("v_mid", "g_pu_per_w"), [(0.951, 1e-8), (1.0, 1e-9)])
+def test_mpc_cutting_planes_with_the_overload_term_match_brute_force(
+    seed: int, v_mid: float, g_pu_per_w: float
+) -> None:
+    """The overload term inside the exact solver: its choice is the enumerated minimum of the full
+    cost, near the voltage limit and mid-band (where no bus-phase counts and the overload alone
+    opposes throughput), and the overload changes the choice somewhere."""
+    prob = _thermal_problem(np.random.default_rng(seed), v_mid, g_pu_per_w)
+    combos = np.array(list(itertools.product(*[range(o.batches.size) for o in prob.options])))
+    np.testing.assert_array_equal(prob.solve(10**6), combos[int(np.argmin(prob.cost(combos)))])
+    if v_mid == 1.0:
+        assert prob.relevant_rows().size == 0
+        free = dataclasses.replace(prob, thermal=None)
+        assert prob.thermal is not None and prob.thermal.cost(prob._dw(free.solve(10**6)[None]))[0] > 0
 
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "ieee13_thermal_ofo.yaml"
