@@ -34,7 +34,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -65,7 +65,7 @@ from openg2g.grid.validate import check_against_feeder
 if TYPE_CHECKING:
     from openg2g.grid.ppsolve import PandapowerNetwork
 
-__all__ = ["FeederGrid"]
+__all__ = ["FeederGrid", "NodeSolution"]
 
 _MAX_RETAPS = 50
 """Tap changes applied in place to a compiled network before it is rebuilt from scratch."""
@@ -92,6 +92,21 @@ def _monitored(feeder: Feeder, buses: Sequence[str] | None, nodes: NodeIndex) ->
         mon_buses = [b for b in feeder.model.bus_kv if b not in skip]
     pairs = [(b, p) for b in mon_buses for p in feeder.bus_phases[b]]
     return tuple(f"{b}.{p}" for b, p in pairs), np.array([nodes.index[bp] for bp in pairs], dtype=np.int64)
+
+
+class NodeSolution(NamedTuple):
+    """One solved operating point in the phase frame (:meth:`FeederGrid.node_solution`).
+
+    :param nodes: the node numbering (rows of ``v_v``).
+    :param v_v: complex node voltage to ground (V), ``(n_nodes,)``.
+    :param switching: the taps, capacitor and line states it was solved at.
+    :param load_scale: scale of each of the feeder's own loads (``model.loads`` order).
+    """
+
+    nodes: NodeIndex
+    v_v: np.ndarray
+    switching: Switching
+    load_scale: np.ndarray
 
 
 class FeederGrid(GridBackend):
@@ -313,6 +328,19 @@ class FeederGrid(GridBackend):
         if moves:
             self._set_unit_taps(moves)
         return self._states([t_s], sol, taps, flows)[0]
+
+    @with_one_blas_thread
+    def node_solution(self, t_s: float, loads: Mapping[str, DatacenterState]) -> NodeSolution:
+        """The complex node voltages at ``t_s`` with ``loads``, at the switching and scales in
+        force. Unlike :meth:`solve` nothing advances (batteries, regulator timers, the operating
+        point sensitivities refer to); only the solver's warm start moves.
+
+        :raises PowerFlowError: no convergence, or voltage collapse.
+        """
+        sol = self._compile().solve(self._branch_scale(), self._injections.s_pq([t_s], [loads]))
+        if not sol.converged:
+            raise self._failed(t_s, loads, sol)
+        return NodeSolution(self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy())
 
     @with_one_blas_thread
     def solve_batch(

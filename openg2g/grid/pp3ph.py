@@ -72,6 +72,7 @@ __all__ = [
     "STIFF_SOURCE",
     "asymmetric_grid",
     "check_asymmetric_spec",
+    "feeder_buses",
     "feeder_from_net",
     "feeder_model",
     "is_asymmetric",
@@ -181,6 +182,15 @@ class _Buses:
         """Feeder names of ``buses``, None when one is out of service."""
         out = tuple(self.of.get(int(b)) for b in buses)  # type: ignore[call-overload]
         return None if any(b is None for b in out) else out  # type: ignore[return-value]
+
+
+def feeder_buses(net: pandapowerNet, label: str) -> dict[int, str]:
+    """pandapower bus index -> the feeder bus it is converted to, for every in-service bus
+    (buses joined by closed bus-bus switches share one).
+
+    :raises FeederError: a closed bus-bus switch with an impedance.
+    """
+    return _Buses(net, _Refuse(label)).of
 
 
 def _open_switched(net: pandapowerNet, et: str) -> set[int]:

@@ -47,7 +47,15 @@ from openg2g.grid.network import (
     transformer_phase_block,
 )
 
-__all__ = ["BRANCH_CHECK_PU", "OPENDSS_VLOWPU", "CompiledNetwork", "LoadKernel", "Solution", "magnitude_slopes"]
+__all__ = [
+    "BRANCH_CHECK_PU",
+    "OPENDSS_VLOWPU",
+    "CompiledNetwork",
+    "LoadKernel",
+    "Solution",
+    "band_power_va",
+    "magnitude_slopes",
+]
 
 OPENDSS_VLOWPU = 0.5
 """OpenDSS's default ``Vlowpu``: below it a model-1 load is its nominal admittance (pu)."""
@@ -211,6 +219,17 @@ def _pq_model1(
         cvrvars=np.full(n, 2.0),
     )
     return dep, LoadKernel(ports)
+
+
+def band_power_va(u_v: np.ndarray, s_va: np.ndarray, v_base_v: float, vminpu: float, vmaxpu: float) -> np.ndarray:
+    """Power (VA) that wye elements scheduled at ``s_va`` (VA) with an OpenDSS model-1 band
+    ``[vminpu, vmaxpu]`` draw at their voltages ``u_v`` (V, complex): what a PQ port draws."""
+    n = len(u_v)
+    nodes = NodeIndex(tuple(map(str, range(n))), {}, np.full(n, v_base_v))
+    _, kernel = _pq_model1(nodes, np.arange(n), np.tile([vminpu, vmaxpu], (n, 1)))
+    assert kernel is not None
+    u = np.asarray(u_v, dtype=complex)[:, None]
+    return (u * np.conj(kernel.currents(u, kernel.prepare(np.conj(np.asarray(s_va))[:, None], 1))))[:, 0]
 
 
 def magnitude_slopes(z: np.ndarray, dz: np.ndarray) -> np.ndarray:

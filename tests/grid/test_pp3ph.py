@@ -322,8 +322,8 @@ def test_scenario_checks_on_an_asymmetric_net(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_bundled_edge_scenario_runs(tmp_path: Path) -> None:
-    """``scenarios/eu_lv_edge_none.yaml`` runs on the converted European LV feeder; the results
-    net (a balanced-backend feature) is refused with a message, not an assertion."""
+    """``scenarios/eu_lv_edge_none.yaml`` runs on the converted European LV feeder, and its
+    results net carries the site and runpp_3ph's tables (tests/grid/test_pp3ph_results.py)."""
     import json
 
     from openg2g.cli.main import main
@@ -335,8 +335,9 @@ def test_the_bundled_edge_scenario_runs(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["nonconverged_steps"] == 0
     assert summary["grid_steps"] == 10
-    with pytest.raises(ScenarioError, match="asymmetric net"):
-        to_pandapower_results(out, 5.0)
+    net = to_pandapower_results(out, 5.0)
+    assert (net.asymmetric_load["name"] == "openg2g:edge").sum() == 1
+    assert net.res_bus_3ph["vm_a_pu"].notna().sum() == len(net.bus) and len(net.res_line_3ph) == len(net.line)
 
 
 def test_the_converted_model_round_trips_through_json() -> None:
