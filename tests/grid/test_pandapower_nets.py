@@ -8,9 +8,7 @@ import copy
 import functools
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandapower as pp
@@ -26,21 +24,10 @@ from openg2g.grid.balanced import PandapowerGrid
 from openg2g.grid.ppcase import run_pandapower
 from openg2g.grid.ppnets import BusNames, load_net
 from openg2g.scenario.schema import GridSpec
+from tests.grid.sites import Site
 
 V_TOL_PU = 1e-6
 LOADING_TOL_PCT = 0.01
-
-
-@dataclass(frozen=True)
-class Site:
-    """The grid's view of a datacenter site."""
-
-    name: str
-    bus: str
-    power_factor: float = 0.95
-    load_model: Literal["constant_power", "opendss"] = "constant_power"
-    vminpu: float = 0.95
-    vmaxpu: float = 1.05
 
 
 @functools.cache

@@ -15,9 +15,8 @@ import copy
 import functools
 import itertools
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandapower as pp
@@ -35,6 +34,7 @@ from openg2g.grid.ppnets import BusNames, quiet_pandapower
 from openg2g.grid.solver import CompiledNetwork
 from openg2g.scenario.build import build_grid
 from openg2g.scenario.schema import GridSpec
+from tests.grid.sites import Site
 
 V_TOL_PU = 1e-6
 ANGLE_TOL_DEG = math.degrees(1e-6)  # 1e-6 pu of phase displacement
@@ -43,18 +43,6 @@ CURRENT_ATOL_A = (
     5e-4  # dead-end lines: their ~0 A is a voltage difference across a 1 m cable, 1e-10 pu there is ~0.05 mA
 )
 EU_DC_BUS, EU_DC_KW = "639", 30.0
-
-
-@dataclass(frozen=True)
-class Site:
-    """The grid's view of a datacenter site."""
-
-    name: str
-    bus: str
-    power_factor: float = 0.95
-    load_model: Literal["constant_power", "opendss"] = "constant_power"
-    vminpu: float = 0.95
-    vmaxpu: float = 1.05
 
 
 def site_state(name: str, kw: float, pf: float = 0.95) -> DatacenterState:

@@ -20,6 +20,7 @@ from openg2g.core.state import PHASES, DatacenterState
 from openg2g.grid.pp3ph import asymmetric_grid
 from openg2g.grid.pp3ph_results import results_net_3ph, site_name
 from openg2g.grid.ppnets import BusNames
+from tests.grid.sites import Site
 from tests.grid.test_pp3ph import (
     ANGLE_TOL_DEG,
     CURRENT_ATOL_A,
@@ -27,7 +28,6 @@ from tests.grid.test_pp3ph import (
     EU_DC_BUS,
     SMALL_CASES,
     V_TOL_PU,
-    Site,
     eu_net,
     runpp_3ph_converged,
     small_net,
