@@ -163,6 +163,24 @@ def _check_same_run(previous: dict[str, Any], settings: dict[str, Any], record: 
         )
 
 
+def _fresh_model(
+    cls: type[BaseAlgorithm],
+    vec: VecEnv,
+    seed: int,
+    settings: TrainSettings,
+    algo: str,
+    init_from: str | Path | None,
+    probe: G2GEnv,
+    log: Callable[[str], None],
+) -> BaseAlgorithm:
+    """A new model with random weights, or those of the saved policy ``init_from``."""
+    model = cls("MlpPolicy", vec, seed=seed, device="cpu", verbose=0, **settings.algo_kwargs(algo))
+    if init_from is not None:
+        _copy_weights(init_from, model, probe, algo)
+        log(f"starting from the weights of {init_from}")
+    return model
+
+
 def train_policy(
     scenario: str | Path,
     out: Path,
@@ -235,10 +253,7 @@ def train_policy(
         model = cls.load(str(start[0]), env=vec, device="cpu")
         log(f"resuming from {start[0]} ({done_steps} steps)")
     else:
-        model = cls("MlpPolicy", vec, seed=seed, device="cpu", verbose=0, **settings.algo_kwargs(algo))
-        if init_from is not None:
-            _copy_weights(init_from, model, probe, algo)
-            log(f"starting from the weights of {init_from}")
+        model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
     model.set_logger(_logger(out, tensorboard, resumed=start is not None))
 
     run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
