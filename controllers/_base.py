@@ -19,10 +19,11 @@ class ControllerConfig(BaseModel):
     """Parameters of a stock controller, read from a scenario's ``controllers[].params``.
 
     Frozen, and an unknown key is an error (``extra="forbid"``), so a typo in a scenario file is
-    reported by the loader instead of being ignored.
+    reported by the loader instead of being ignored; no number may be infinite or NaN (a weight of
+    ``inf`` would turn every cost into ``inf`` or NaN and the controller's choices into noise).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ConfiguredController(Controller):

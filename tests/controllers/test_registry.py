@@ -48,3 +48,14 @@ def test_wrong_type_names_the_field():
         STOCK["mpc"].Config(horizon_steps="many")
     with pytest.raises(pydantic.ValidationError, match="primal_step"):
         STOCK["ofo"].Config(primal_step="fast")
+
+
+@pytest.mark.parametrize("kind", sorted(MINIMAL_PARAMS))
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_no_number_of_a_controller_may_be_infinite_or_nan(kind, bad):
+    cls = STOCK[kind]
+    numbers = [name for name, f in cls.Config.model_fields.items() if f.annotation in (float, "float", float | None)]
+    assert numbers or kind in ("noop", "tap_schedule"), "a controller with parameters has numbers to check"
+    for name in numbers:
+        with pytest.raises(pydantic.ValidationError, match=f"(?s){name}.*finite number"):
+            cls.Config(**{**MINIMAL_PARAMS[kind], name: bad})
