@@ -126,8 +126,11 @@ class TableWriter:
         tmp = self.directory / f".part-{self._parts:05d}.parquet.tmp"
         try:
             # dictionary pages only where a column is dictionary-encoded: trying them on float columns
-            # (times, voltages) costs half the write and saves nothing
-            pq.write_table(table, tmp, use_dictionary=self._dictionary_pages or False)
+            # (times, voltages) costs half the write and saves nothing; min/max statistics only where
+            # they can skip a row group: every part holds every bus-phase or branch name, so the
+            # names' statistics (a fifth of the write of the per-bus tables) never skip one
+            kept = [name for name in names if name not in self._dictionary_pages]
+            pq.write_table(table, tmp, use_dictionary=self._dictionary_pages or False, write_statistics=kept)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -20,7 +20,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
-from pebble import ProcessExpired, ProcessPool
 from typing_extensions import Self
 
 from openg2g.core.errors import G2GError
@@ -131,6 +130,8 @@ class LocalEngine(Engine):
     name = "local"
 
     def map(self, tasks: Sequence[RunTask], on_record: OnRecord) -> None:
+        from pebble import ProcessExpired, ProcessPool  # here: the command line imports this module for its choices
+
         attempts: Counter[str] = Counter()
         pool = ProcessPool(max_workers=self.workers, context=_mp_context())
         try:

@@ -205,3 +205,19 @@ def test_dictionary_columns_are_those_pyarrow_encodes() -> None:
     built = recorder._dictionary_array(values)
     built.validate(full=True)
     assert built.equals(recorder.arrow_array(values).dictionary_encode())
+
+
+def test_each_part_states_its_time_range_for_readers_that_skip_parts(tmp_path: Path) -> None:
+    loaded = make_loaded(duration_s=2, outputs={"plots": False, "voltages": "all", "flush_every_s": 1})
+    Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
+    parts = sorted((tmp_path / "grid_voltages").glob("part-*.parquet"))
+    assert len(parts) == 2
+    for part in parts:
+        meta = pq.ParquetFile(part).metadata.row_group(0)
+        columns = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+        times = pq.read_table(part)["t_s"].to_numpy()
+        stats = columns["t_s"].statistics
+        assert stats is not None and (stats.min, stats.max) == (times.min(), times.max())
+    # which lets a reader filter by time without reading every part
+    late = pd.read_parquet(tmp_path / "grid_voltages", filters=[("t_s", ">", 1.0)])
+    assert late["t_s"].min() > 1.0 and len(late) > 0
