@@ -48,8 +48,10 @@ def engine_overhead(duration_s: int) -> None:
     sim.run()
     wall = time.perf_counter() - t0
     steps = duration_s * 10
-    print(f"engine with trivial components: {steps} DC + {steps} grid steps in {wall:.2f} s "
-          f"= {wall / steps * 1e6:.1f} us per (DC + grid) step")
+    print(
+        f"engine with trivial components: {steps} DC + {steps} grid steps in {wall:.2f} s "
+        f"= {wall / steps * 1e6:.1f} us per (DC + grid) step"
+    )
 
 
 def full_run(name: str, duration_s: int, out_dir: str | None) -> float:

@@ -59,8 +59,8 @@ def digest_run(name: str, duration_s: float | None) -> list[str]:
     """Run one scenario and return its lines of digests."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "openg2g", "run", name, "--out", str(out), "--no-progress",
-               "--set", "outputs.plots=false", "--set", "outputs.voltages=all"]
+        cmd = [sys.executable, "-m", "openg2g", "run", name, "--out", str(out), "--no-progress"]
+        cmd += ["--set", "outputs.plots=false", "--set", "outputs.voltages=all"]
         if duration_s is not None:
             cmd += ["--set", f"duration_s={duration_s}"]
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT)

@@ -571,9 +571,7 @@ class MPCController(ConfiguredController):
             # the job's swing around its level is noise, not the state to plan from
             base += (g * pue)[:, None] * (est.level(times) - p_train)[None, :]
             var += ((g * pue)[:, None] * est.spread(times)[None, :]) ** 2
-        base += scheduled_tap_shift(
-            self.context, self._zone_names, dict(observation.grid.taps), observation.t_s, times
-        )
+        base += scheduled_tap_shift(self.context, self._zone_names, dict(observation.grid.taps), observation.t_s, times)
         latency_ok = self._latency_ok(observation)
         self._observe_models(observation)
         self._learn_drain()
@@ -670,4 +668,3 @@ class MPCController(ConfiguredController):
         choice = prob.solve(self.config.max_combinations)
         self._steps += 1
         return self.batch_commands(prob, choice)
-

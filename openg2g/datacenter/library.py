@@ -161,7 +161,12 @@ class TimeWeightedSampler:
         return self.sigmas[part], self.log_scales[part]
 
     def sample_at_s(
-        self, index: np.ndarray, z: np.ndarray, sigmas: np.ndarray, log_scales: np.ndarray, out: np.ndarray | None = None
+        self,
+        index: np.ndarray,
+        z: np.ndarray,
+        sigmas: np.ndarray,
+        log_scales: np.ndarray,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """ITL samples (s) ``loc + exp(sigmas[index] * z + log_scales[index])``: the parts chosen by
         ``index`` into ``sigmas`` and ``log_scales`` (:attr:`sigmas` and :attr:`log_scales`, or the

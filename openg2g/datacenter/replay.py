@@ -258,7 +258,9 @@ class _Model:
             return cached
         c = self.configs[batch]
         mix = c.meta.itl
-        slowdown = 1.0 if self.cap_w_per_gpu is None else max(1.0, c.mean_w / (self.gpus * self.cap_w_per_gpu)) ** CAP_ALPHA
+        slowdown = (
+            1.0 if self.cap_w_per_gpu is None else max(1.0, c.mean_w / (self.gpus * self.cap_w_per_gpu)) ** CAP_ALPHA
+        )
         mean_itl_s = mix.mean_s() * slowdown if mix is not None else float("nan")
         tail = 0.0
         if mix is not None and self.deadline_s is not None:

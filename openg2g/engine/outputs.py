@@ -68,7 +68,9 @@ class RunOutputs:
         self.datacenter = TableWriter(out_dir / "datacenter", dictionary_columns=("site",))
         self.models = TableWriter(out_dir / "models", dictionary_columns=("site", "model"))
         self.grid = TableWriter(out_dir / "grid")
-        self.voltages = TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if all_voltages else None
+        self.voltages = (
+            TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if all_voltages else None
+        )
         self._branches = branches
         self.branches = (
             TableWriter(out_dir / "grid_branches", categories={"branch": branches.names, "phase": PHASES})
@@ -117,7 +119,10 @@ class RunOutputs:
 
         sites = [tuple(runs) for runs in by_site]
         columns: dict[str, Any] = {"t_s": interleave(lambda s: s.t_s, sites), "site": names([r[0].site for r in sites])}
-        p_w, q_var = interleave(lambda s: s.p_w, sites).reshape(-1, 3), interleave(lambda s: s.q_var, sites).reshape(-1, 3)
+        p_w, q_var = (
+            interleave(lambda s: s.p_w, sites).reshape(-1, 3),
+            interleave(lambda s: s.q_var, sites).reshape(-1, 3),
+        )
         for i, ph in enumerate(PHASES):
             columns[f"p_{ph}_w"] = p_w[:, i]
         for i, ph in enumerate(PHASES):

@@ -151,7 +151,9 @@ class Simulation:
         self._site_index = {s.name: s for s in self.sites}
         periods = sc.periods
         if len(controllers) < len(sc.controllers):
-            raise SimulationError(f"the scenario lists {len(sc.controllers)} controllers but {len(controllers)} were given")
+            raise SimulationError(
+                f"the scenario lists {len(sc.controllers)} controllers but {len(controllers)} were given"
+            )
         # controllers given beyond the scenario's list (e.g. from a notebook) run every control_s, no delay
         specs = [*sc.controllers, *[ControllerSpec(kind=c.name) for c in controllers[len(sc.controllers) :]]]
         controller_periods = [c.period_s or periods.control_s for c in specs]
@@ -162,7 +164,9 @@ class Simulation:
         self._grid_ticks = self.clock.ticks(periods.grid_s)
         self._end_ticks = self.clock.ticks(sc.duration_s)
         self._control_ticks = self.clock.ticks(periods.control_s)
-        self._flush_ticks = max(self._grid_ticks, self._grid_ticks * round(sc.outputs.flush_every_s / float(periods.grid_s)))
+        self._flush_ticks = max(
+            self._grid_ticks, self._grid_ticks * round(sc.outputs.flush_every_s / float(periods.grid_s))
+        )
         self._controllers = [
             _Scheduled(ctrl, self.clock.ticks(p), self.clock.ticks(spec.delay_s), i)
             for i, (ctrl, p, spec) in enumerate(zip(controllers, controller_periods, specs))
@@ -309,7 +313,10 @@ class Simulation:
             if len(window) == 1:  # one block's samples (read-only): the loads are views of them
                 p_w, q_var = window[0]
             else:
-                p_w, q_var = _read_only(np.concatenate([p for p, _ in window])), _read_only(np.concatenate([q for _, q in window]))
+                p_w, q_var = (
+                    _read_only(np.concatenate([p for p, _ in window])),
+                    _read_only(np.concatenate([q for _, q in window])),
+                )
             window[:] = [(p_w[used:], q_var[used:])] if used < len(p_w) else []
             p_steps = p_w[:used].reshape(n_steps, per_step, 3)
             q_steps = q_var[:used].reshape(n_steps, per_step, 3)
@@ -400,7 +407,9 @@ class Simulation:
             )
         for c in commands:
             if not isinstance(c, Command):
-                raise ControllerError(f"controller {source!r} returned {c!r} ({type(c).__name__}), which is not a Command")
+                raise ControllerError(
+                    f"controller {source!r} returned {c!r} ({type(c).__name__}), which is not a Command"
+                )
 
     def _dispatch(self, commands: Sequence[Command], source: str, delay_ticks: int) -> None:
         for command in commands:

@@ -200,7 +200,9 @@ def _event_model(name: str) -> type[ConfigModel]:
         fields: dict[str, Any] = {  # (type or its name, default) per field
             f.name: (f.type, ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
         }
-        _EVENT_MODELS[name] = create_model(f"{cls.__name__}Event", __base__=ConfigModel, __module__=cls.__module__, **fields)
+        _EVENT_MODELS[name] = create_model(
+            f"{cls.__name__}Event", __base__=ConfigModel, __module__=cls.__module__, **fields
+        )
     return _EVENT_MODELS[name]
 
 

@@ -338,9 +338,7 @@ class PlacementSolution:
 _MILP_STATUS = {0: "optimal", 1: "time_limit"}
 
 
-def _constraint_rows(
-    p: PlacementProblem, over: np.ndarray, under: np.ndarray
-) -> tuple[Any, np.ndarray, np.ndarray]:
+def _constraint_rows(p: PlacementProblem, over: np.ndarray, under: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
     """The MILP's rows over ``[x (nb), s (nb, MW), slacks (one per voltage row)]``: size within
     ``[smin x_b, smax x_b]``, the plant count (overall and per zone), the total size, and one row per
     bus-phase that can leave its band (``over``/``under``: ``(bus-phase, operating point)`` pairs).
@@ -902,7 +900,9 @@ def run_pv_placement(
             plan_settings = {**settings, "grid.pv": [*base_pv, *({**pv, "profile": str(path)} for pv in plan_pv)]}
             total = float(solution.kw.sum())
             tasks.append(make_task(base, "plan", 1, {"case": "plan", "pv_kw": total}, plan_settings, runs_dir))
-            more, more_reused = execute_tasks(tasks[1:], engine, progress=progress, desc=f"{spec.name}: run with the plan")
+            more, more_reused = execute_tasks(
+                tasks[1:], engine, progress=progress, desc=f"{spec.name}: run with the plan"
+            )
             records.update(more)
             reused |= more_reused
             if more["plan"]["status"] == COMPLETE:

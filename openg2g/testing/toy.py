@@ -305,4 +305,3 @@ def toy_components(loaded: LoadedScenario) -> tuple[list[DatacenterBackend], Gri
     spec = loaded.scenario.grid
     grid = AnalyticGrid(load_scale=spec.load_scale, pv_scale=spec.pv[0].scale if spec.pv else 0.0)
     return sites, grid, []
-

@@ -58,7 +58,9 @@ def test_a_rerun_without_an_optional_table_leaves_none_of_the_earlier_one(tmp_pa
     assert not list((tmp_path / "grid_voltages").glob("*.parquet"))
 
 
-def test_a_full_disk_fails_the_run_with_all_tables_ending_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_fails_the_run_with_all_tables_ending_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write = pq.write_table
 
     def disk_fills_after_two_seconds(table, where, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -128,7 +130,9 @@ class _LoadedLineGrid(TwoBusGrid):
         state = super().solve(t_s, loads, dt_s)
         current_a = sum((s.p_w for s in loads.values()), np.zeros(3)) / 100.0
         loading = np.array([current_a.max() * 100.0 / 8.0])
-        return dataclasses.replace(state, branches=self.BRANCHES, branch_current_a=current_a, branch_loading_pct=loading)
+        return dataclasses.replace(
+            state, branches=self.BRANCHES, branch_current_a=current_a, branch_loading_pct=loading
+        )
 
 
 @pytest.mark.parametrize("flush_every_s", [1, 5])
@@ -148,7 +152,9 @@ def test_branch_loading_table_and_summary(tmp_path: Path, flush_every_s: float) 
 
 
 def test_branch_table_is_opt_in_and_a_grid_without_branches_reports_none(tmp_path: Path) -> None:
-    summary = Simulation(make_loaded(), tmp_path / "a", components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
+    summary = Simulation(
+        make_loaded(), tmp_path / "a", components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])
+    ).run()
     assert not (tmp_path / "a" / "grid_branches").exists() and summary["overload_integral_pct_s"] > 0
     summary = _sim(tmp_path / "b").run()
     assert summary["max_loading_pct"] is None and summary["max_loading_branch"] is None

@@ -201,8 +201,12 @@ def test_controller_raising_is_named_with_the_time(log, tmp_path):
             return []
 
     loaded = make_loaded(controllers=[{"kind": "broken"}])
-    sim = Simulation(loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Broken(log, name="mine")]))
-    with pytest.raises(ControllerError, match=r"t=3 s: controller 'mine' step\(\) raised ZeroDivisionError: division by zero"):
+    sim = Simulation(
+        loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Broken(log, name="mine")])
+    )
+    with pytest.raises(
+        ControllerError, match=r"t=3 s: controller 'mine' step\(\) raised ZeroDivisionError: division by zero"
+    ):
         sim.run()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["sim_time_s"] == 3.0

@@ -97,10 +97,15 @@ def make_loaded(**overrides: Any) -> LoadedScenario:
         "duration_s": 5,
         "periods": {"datacenter_s": "1/10", "grid_s": "1/10", "control_s": 1},
         "grid": {"feeder": "two-bus", "v_min_pu": 0.95, "v_max_pu": 1.05},
-        "datacenters": [{"name": "dc", "bus": "load", "models": [{"model": "toy", "gpus_per_replica": 1, "replicas": 1, "batch_size": 1}]}],
+        "datacenters": [
+            {
+                "name": "dc",
+                "bus": "load",
+                "models": [{"model": "toy", "gpus_per_replica": 1, "replicas": 1, "batch_size": 1}],
+            }
+        ],
         "outputs": {"plots": False},
     }
     for key, value in overrides.items():
         data[key] = value
     return LoadedScenario(Scenario.model_validate(data), Path("toy.yaml"), Path("."), "0" * 64)
-

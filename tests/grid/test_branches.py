@@ -161,7 +161,9 @@ def test_batch_columns_equal_single_solves() -> None:
     for mw, state in zip(mws, batch):
         single = grid.solve(0.0, _dc_load(mw), 1.0)
         # equal to the solver's tolerance (1e-8 pu: a warm start moves the converged point by that much)
-        np.testing.assert_allclose(state.branch_current_a, single.branch_current_a, rtol=SOLVER_RTOL, atol=SOLVER_ATOL_A)
+        np.testing.assert_allclose(
+            state.branch_current_a, single.branch_current_a, rtol=SOLVER_RTOL, atol=SOLVER_ATOL_A
+        )
         np.testing.assert_allclose(state.branch_loading_pct, single.branch_loading_pct, rtol=SOLVER_RTOL, atol=1e-6)
 
 

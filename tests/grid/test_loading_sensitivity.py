@@ -76,7 +76,6 @@ def test_a_grid_state_change_refreshes_the_loading_sensitivity() -> None:
     assert not np.allclose(light, grid.loading_sensitivity("dc"), rtol=1e-3, atol=0.0)
 
 
-
 def test_two_bus_loading_slope_by_hand(tmp_path: Path) -> None:
     """One phase of a decoupled line (``Zt`` = source + line), a constant-impedance load ``Zld``
     and a constant-power site ``S = P (1 + j tan phi)`` at the far end:
