@@ -53,9 +53,10 @@ from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.branches import BranchFlows
-from openg2g.grid.config import GridSite, GridSpec
+from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.injections import Injections, tan_phi
+from openg2g.grid.model import LineModel, TransformerModel
 from openg2g.grid.network import NodeIndex, Switching, load_ports, node_index
 from openg2g.grid.regulators import Regulators, UnitKey
 from openg2g.grid.solver import CompiledNetwork, Solution, magnitude_slopes
@@ -80,6 +81,41 @@ def _with_source_pu(feeder: Feeder, source_pu: float | None) -> Feeder:
         return feeder
     source = dataclasses.replace(feeder.model.source, v_pu=source_pu)
     return dataclasses.replace(feeder, model=dataclasses.replace(feeder.model, source=source), _net=None)
+
+
+def _with_ratings(feeder: Feeder, ratings: Mapping[str, BranchRatingSpec]) -> Feeder:
+    """``feeder`` with the lines' and transformers' ratings of ``grid.branch_ratings`` (names
+    checked by :func:`~openg2g.grid.validate.check_against_feeder`), unchanged when there are none."""
+    if not ratings:
+        return feeder
+    by_name = {name.lower(): r for name, r in ratings.items()}
+
+    def rated_line(ln: LineModel) -> LineModel:
+        r = by_name.get(f"line.{ln.name}".lower())
+        if r is None:
+            return ln
+        return dataclasses.replace(
+            ln,
+            norm_amps=ln.norm_amps if r.normal_a is None else r.normal_a,
+            emerg_amps=ln.emerg_amps if r.emergency_a is None else r.emergency_a,
+        )
+
+    def rated_transformer(t: TransformerModel) -> TransformerModel:
+        r = by_name.get(f"transformer.{t.name}".lower())
+        if r is None:
+            return t
+        return dataclasses.replace(
+            t,
+            norm_kva=t.norm_kva if r.normal_kva is None else r.normal_kva,
+            emerg_kva=t.emerg_kva if r.emergency_kva is None else r.emergency_kva,
+        )
+
+    model = dataclasses.replace(
+        feeder.model,
+        lines=[rated_line(ln) for ln in feeder.model.lines],
+        transformers=[rated_transformer(t) for t in feeder.model.transformers],
+    )
+    return dataclasses.replace(feeder, model=model, _net=None)
 
 
 def _monitored(feeder: Feeder, buses: Sequence[str] | None, nodes: NodeIndex) -> tuple[tuple[str, ...], np.ndarray]:
@@ -124,7 +160,7 @@ class FeederGrid(GridBackend):
         problems = check_against_feeder(feeder, spec, sites)
         if problems:
             raise ScenarioError(problems)
-        feeder = _with_source_pu(feeder, spec.source_pu)
+        feeder = _with_ratings(_with_source_pu(feeder, spec.source_pu), spec.branch_ratings)
         self.feeder = feeder
         self.spec = spec
         self._sites = {s.name: s for s in sites}

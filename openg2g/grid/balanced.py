@@ -52,6 +52,7 @@ from openg2g.grid.config import GridSite, GridSpec
 from openg2g.grid.injections import tan_phi, unknown_site
 from openg2g.grid.ppcase import PandapowerCase
 from openg2g.grid.ppnets import BusNames, load_net
+from openg2g.grid.validate import NET_RATINGS
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -75,6 +76,8 @@ def check_net_spec(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]
     for field in _FEEDER_ONLY:
         if getattr(spec, field):
             problems.append((f"grid.{field}", "not available on a pandapower net: add the element to the net itself"))
+    if spec.branch_ratings:
+        problems.append(("grid.branch_ratings", NET_RATINGS))
     if spec.solver != "exact":
         problems.append(("grid.solver", "a pandapower net is always solved balanced (solver: exact)"))
     live = _energized(net)

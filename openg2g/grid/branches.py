@@ -34,9 +34,6 @@ import numpy as np
 
 from openg2g.core.state import BranchSet
 from openg2g.grid.model import (
-    DEFAULT_EMERG_AMPS,
-    DEFAULT_EMERG_KVA_FACTOR,
-    DEFAULT_NORM_AMPS,
     FeederModel,
     TransformerModel,
 )
@@ -91,12 +88,10 @@ def _branch_set(model: FeederModel) -> BranchSet:
 
     for ln in model.lines:
         names.append(f"line.{ln.name}")
-        add(names[-1], 1, ln.phases1, ln.norm_amps, ln.emerg_amps, DEFAULT_NORM_AMPS, DEFAULT_EMERG_AMPS)
+        add(names[-1], 1, ln.phases1, ln.norm_amps, ln.emerg_amps, *ln.ratings_a())
     for t in model.transformers:
         names.append(f"transformer.{t.name}")
-        kva = t.windings[0].kva
-        norm_kva = kva if t.norm_kva is None else t.norm_kva
-        emerg_kva = DEFAULT_EMERG_KVA_FACTOR * kva if t.emerg_kva is None else t.emerg_kva
+        norm_kva, emerg_kva = t.ratings_kva()
         for w, wd in enumerate(t.windings):
             norm_a, emerg_a = transformer_rated_a(t, w, norm_kva), transformer_rated_a(t, w, emerg_kva)
             add(names[-1], w + 1, wd.phases, norm_a, None if t.emerg_kva is None else emerg_a, norm_a, emerg_a)

@@ -16,6 +16,7 @@ from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
 
 __all__ = [
     "MAX_TAP_STEPS",
+    "BranchRatingSpec",
     "ExtraLoadSpec",
     "GridSite",
     "GridSpec",
@@ -155,6 +156,30 @@ class SiteTransformerSpec(ConfigModel):
         return self
 
 
+class BranchRatingSpec(ConfigModel):
+    """Ratings of one line or transformer that replace the feeder file's (or OpenDSS's defaults:
+    400 A normal and 600 A emergency for a line that states none). A line takes amperes per
+    conductor, a transformer kVA over all phases (as OpenDSS's ``normhkva``/``emerghkva``, turned
+    into each winding's current); what is not given keeps the file's value."""
+
+    normal_a: float | None = Field(None, gt=0, description="Line: normal rating (A per conductor).")
+    emergency_a: float | None = Field(None, gt=0, description="Line: emergency rating (A per conductor).")
+    normal_kva: float | None = Field(None, gt=0, description="Transformer: normal rating (kVA, all phases).")
+    emergency_kva: float | None = Field(None, gt=0, description="Transformer: emergency rating (kVA, all phases).")
+
+    @model_validator(mode="after")
+    def _some(self) -> BranchRatingSpec:
+        if all(v is None for v in (self.normal_a, self.emergency_a, self.normal_kva, self.emergency_kva)):
+            raise ValueError(
+                "give at least one of normal_a, emergency_a (a line) or normal_kva, emergency_kva (a transformer)"
+            )
+        for normal, emergency in (("normal_a", "emergency_a"), ("normal_kva", "emergency_kva")):
+            lo, hi = getattr(self, normal), getattr(self, emergency)
+            if lo is not None and hi is not None and hi < lo:
+                raise ValueError(f"{emergency} ({hi:g}) is below {normal} ({lo:g})")
+        return self
+
+
 class GridSpec(ConfigModel):
     """The feeder and its options."""
 
@@ -200,6 +225,11 @@ class GridSpec(ConfigModel):
         default_factory=dict,
         description="Site name -> its own step-up transformer (pandapower nets only); none by default.",
     )
+    branch_ratings: dict[Name, BranchRatingSpec] = Field(
+        default_factory=dict,
+        description="Branch name as in the grid_branches table (line.<name>, transformer.<name>) -> its ratings "
+        "(feeders only); loading is reported against these.",
+    )
     on_nonconvergence: Literal["stop", "flag"] = Field(
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
@@ -225,6 +255,17 @@ class GridSpec(ConfigModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"PV, storage and extra-load names must be unique, repeated: {dup}")
+        for name, rating in self.branch_ratings.items():
+            kind, _, element = name.partition(".")
+            if kind.lower() not in ("line", "transformer") or not element:
+                raise ValueError(f"branch_ratings: {name!r} is not a branch name (line.<name> or transformer.<name>)")
+            wrong = ("normal_kva", "emergency_kva") if kind.lower() == "line" else ("normal_a", "emergency_a")
+            given = [f for f in wrong if getattr(rating, f) is not None]
+            if given:
+                unit = (
+                    "amperes (normal_a, emergency_a)" if kind.lower() == "line" else "kVA (normal_kva, emergency_kva)"
+                )
+                raise ValueError(f"branch_ratings.{name}: a {kind.lower()} is rated in {unit}, not {', '.join(given)}")
         return self
 
     @model_serializer(mode="wrap")
@@ -235,4 +276,6 @@ class GridSpec(ConfigModel):
             data.pop("pandapower", None)
         if not self.site_transformers:
             data.pop("site_transformers", None)
+        if not self.branch_ratings:
+            data.pop("branch_ratings", None)
         return data

@@ -102,6 +102,13 @@ class LineModel:
     norm_amps: float | None = None
     emerg_amps: float | None = None
 
+    def ratings_a(self) -> tuple[float, float]:
+        """Normal and emergency ratings (A per conductor), OpenDSS's defaults where the file sets none."""
+        return (
+            DEFAULT_NORM_AMPS if self.norm_amps is None else self.norm_amps,
+            DEFAULT_EMERG_AMPS if self.emerg_amps is None else self.emerg_amps,
+        )
+
     def z_ohm(self) -> np.ndarray:
         """Series impedance matrix (ohm), complex n x n."""
         return np.asarray(self.r_ohm, dtype=float) + 1j * np.asarray(self.x_ohm, dtype=float)
@@ -161,6 +168,15 @@ class TransformerModel:
     num_taps: int = 32
     norm_kva: float | None = None
     emerg_kva: float | None = None
+
+    def ratings_kva(self) -> tuple[float, float]:
+        """Normal and emergency ratings (kVA, all phases): OpenDSS's ``normhkva`` (winding 1's kVA
+        when the file sets none) and ``emerghkva`` (1.5 times that kVA when none)."""
+        kva = self.windings[0].kva
+        return (
+            kva if self.norm_kva is None else self.norm_kva,
+            DEFAULT_EMERG_KVA_FACTOR * kva if self.emerg_kva is None else self.emerg_kva,
+        )
 
     @property
     def step_pu(self) -> float:

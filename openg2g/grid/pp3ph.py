@@ -62,7 +62,7 @@ from openg2g.grid.model import (
 )
 from openg2g.grid.network import FORTESCUE, NodeIndex, sequence_to_phase, transformer_phase_block
 from openg2g.grid.ppnets import BusNames
-from openg2g.grid.validate import check_against_feeder
+from openg2g.grid.validate import NET_RATINGS, check_against_feeder
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -457,6 +457,9 @@ def check_asymmetric_spec(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSi
     problems = [p for p in check_against_feeder(feeder, spec, sites) if p[0] != "grid.site_transformers"]
     if spec.site_transformers:
         problems.append(("grid.site_transformers", "available on balanced pandapower nets only, not asymmetric ones"))
+    if spec.branch_ratings:
+        problems = [p for p in problems if not p[0].startswith("grid.branch_ratings")]
+        problems.append(("grid.branch_ratings", NET_RATINGS))
     if spec.solver != "exact":
         problems.append(("grid.solver", "an asymmetric net is solved by the phase-frame solver (solver: exact)"))
     return problems

@@ -13,6 +13,10 @@ from openg2g.grid.profile import Profile
 __all__ = ["check_against_feeder", "validate_grid"]
 
 
+NET_RATINGS = "a pandapower net's loading is against its own ratings: set line.max_i_ka and trafo.sn_mva in the net"
+"""Why ``grid.branch_ratings`` is refused on a pandapower net."""
+
+
 def _some(names: Sequence[str], n: int = 12) -> str:
     names = list(names)
     head = ", ".join(names[:n])
@@ -122,6 +126,38 @@ def _check_regulators(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_branch_ratings(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """Each rated branch exists, and its normal rating stays at or below its emergency one when
+    one of the two is the file's (or OpenDSS's default)."""
+    lines = {f"line.{ln.name}".lower(): ln for ln in feeder.model.lines}
+    transformers = {f"transformer.{t.name}".lower(): t for t in feeder.model.transformers}
+    problems: list[tuple[str, str]] = []
+    for name, r in spec.branch_ratings.items():
+        path = f"grid.branch_ratings.{name}"
+        key = name.lower()
+        if key in lines:
+            file_normal, file_emergency = lines[key].ratings_a()
+            normal, emergency, unit = r.normal_a or file_normal, r.emergency_a or file_emergency, "A"
+        elif key in transformers:
+            file_normal, file_emergency = transformers[key].ratings_kva()
+            normal, emergency, unit = r.normal_kva or file_normal, r.emergency_kva or file_emergency, "kVA"
+        else:
+            kind = "lines" if key.startswith("line.") else "transformers"
+            known = lines if kind == "lines" else transformers
+            problems.append(
+                (path, f"unknown branch {name!r} on feeder {feeder.name}; {kind} are {_some(tuple(known))}")
+            )
+            continue
+        if emergency < normal:
+            problems.append(
+                (
+                    path,
+                    f"the normal rating ({normal:g} {unit}) is above the emergency rating ({emergency:g} {unit}); give both",
+                )
+            )
+    return problems
+
+
 def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for cap in spec.capacitors:
@@ -143,6 +179,7 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSit
         *_check_element_buses(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
+        *_check_branch_ratings(feeder, spec),
         *(on_net_only if spec.site_transformers else []),
     ]
 
