@@ -22,11 +22,15 @@ from tests.grid.sites import Site
 _SITE = Site("dc", "671", 0.95)
 
 
-def _solve(**grid: object) -> GridState:
+def _grid(**grid: object) -> tuple[FeederGrid, GridState]:
     spec = GridSpec.model_validate({"feeder": "ieee13", **grid})
-    grid_backend = FeederGrid.from_spec(spec, [_SITE], Path("."))
+    backend = FeederGrid.from_spec(spec, [_SITE], Path("."))
     p = np.full(3, 1e6)
-    return grid_backend.solve(0.0, {"dc": DatacenterState("dc", 0.0, p, 0.33 * p, {})}, 1.0)
+    return backend, backend.solve(0.0, {"dc": DatacenterState("dc", 0.0, p, 0.33 * p, {})}, 1.0)
+
+
+def _solve(**grid: object) -> GridState:
+    return _grid(**grid)[1]
 
 
 def _rows(state: GridState, name: str) -> np.ndarray:
@@ -35,8 +39,8 @@ def _rows(state: GridState, name: str) -> np.ndarray:
 
 
 def test_a_rated_line_is_loaded_against_its_new_rating_and_nothing_else_moves() -> None:
-    default = _solve()
-    rated = _solve(branch_ratings={"line.650632": {"normal_a": 800, "emergency_a": 1000}})
+    default_grid, default = _grid()
+    rated_grid, rated = _grid(branch_ratings={"line.650632": {"normal_a": 800, "emergency_a": 1000}})
     assert default.branches is not None and rated.branches is not None
     # ratings are not part of the power flow: every voltage and current is the same, bit for bit
     np.testing.assert_array_equal(rated.v_pu, default.v_pu)
@@ -55,6 +59,10 @@ def test_a_rated_line_is_loaded_against_its_new_rating_and_nothing_else_moves() 
     assert rated.branch_loading_pct[k] == pytest.approx(default.branch_loading_pct[k] / 2, rel=1e-15)
     others = np.arange(len(rated.branches.names)) != k
     np.testing.assert_array_equal(rated.branch_loading_pct[others], default.branch_loading_pct[others])
+    # and the slope the thermal limits of OFO and MPC steer by
+    slope, default_slope = rated_grid.loading_sensitivity("671"), default_grid.loading_sensitivity("671")
+    np.testing.assert_allclose(slope[k], default_slope[k] / 2, rtol=1e-15)
+    np.testing.assert_array_equal(slope[others], default_slope[others])
 
 
 def test_a_transformer_is_rated_in_kva_on_each_winding() -> None:
