@@ -64,6 +64,7 @@ def _train(args: argparse.Namespace) -> int:
         net_arch=tuple(args.net_arch),
         ent_coef=args.ent_coef,
         normalize_reward=not args.raw_reward,
+        critic_warmup=args.critic_warmup,
     )
     try:
         result = train_policy(
@@ -128,6 +129,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--raw-reward", action="store_true", help="train on raw rewards (default: scaled by the return's running std)"
+    )
+    p.add_argument(
+        "--critic-warmup",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="PPO/A2C: train only the value network for the first STEPS steps (default 0), e.g. after --init-from",
     )
     p.add_argument(
         "--tensorboard",

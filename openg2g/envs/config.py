@@ -80,6 +80,12 @@ class EnvConfig(ConfigModel):
         "sizes whose steady-state miss fraction, as the site reports it, is at most this (action masking, see "
         "openg2g.envs.spaces); None = every measured batch size.",
     )
+    reward_baseline: Literal["none", "no_control"] = Field(
+        "none",
+        description="none: the reward as defined; no_control: minus the reward, over the same step, of the "
+        "episode's variation run without agent commands (a variance reduction for training: the best policy "
+        "is unchanged, see openg2g.envs.env).",
+    )
     episode_steps: int | None = Field(
         None, gt=0, description="Control steps per episode; None = the whole scenario (duration / control period)."
     )

@@ -11,6 +11,13 @@ scenario over ``(0, c]`` without any action and observes at ``c``; step ``k`` (1
 ``k c`` and observes at ``(k + 1) c``. The episode's scenario therefore lasts ``(N + 1) c``; its
 end is a time limit (``truncated``). ``terminated`` is set only when the simulation fails (a power
 flow that does not converge), with the ``failure`` penalty.
+
+With ``reward_baseline="no_control"`` each episode also runs its variation without any agent
+command, in step with the agent's run, and a step's reward is the agent's minus that run's over the
+same period (``info["reference_reward"]`` holds the latter). The reference does not depend on the
+agent's actions, so the best policy is the same; what it removes is the part of the reward that the
+variation alone decides (feeder load, PV, events), which otherwise dominates the variance of the
+returns that policy-gradient training estimates (see docs/rl.md, "Reward").
 """
 
 from __future__ import annotations
@@ -123,6 +130,8 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         best = [max(self.context.sites[s.site].models[s.model].throughput_tok_s or (0.0,)) for s in self.layout.slots]
         self._throughput_ref = sum(b * s.replicas_ref for b, s in zip(best, self.layout.slots)) or 1.0
         self.sim: Simulation | None = None
+        self.reference: Simulation | None = None
+        """The episode's run without agent commands (``reward_baseline="no_control"``), else ``None``."""
         self._observation: Observation | None = None
         self._step_count = 0
         self._episode = 0
@@ -166,12 +175,14 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
 
         :param seed: seeds the env's ``np_random``, from which training variations are drawn.
         :param options: ``{"eval_index": k}`` runs held-out variation ``k``; ``{"variation": "as_written"}``
-            runs the scenario without randomization.
+            runs the scenario without randomization, ``{"variation": v}`` the :class:`Variation` ``v``.
         :return: ``(observation, info)``; ``info`` holds ``t_s`` and ``variation`` (what was drawn).
         """
         super().reset(seed=seed)
         options = options or {}
-        if options.get("variation") == "as_written":
+        if isinstance(options.get("variation"), Variation):
+            variation = options["variation"]
+        elif options.get("variation") == "as_written":
             variation = self.generator.as_written()
         elif "eval_index" in options or self.config.mode == "eval":
             index = int(options.get("eval_index", self._episode)) % self.config.n_eval
@@ -184,6 +195,11 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self._step_count = 0
         self.sim.run_until(self.control_s)
         self._observation = self.sim.observation()
+        self.reference = None
+        if self.config.reward_baseline == "no_control":
+            self.reference = self._simulation(variation.scenario)
+            self.reference.start()
+            self.reference.run_until(self.control_s)
         self._needs_reset = False
         return self.layout.observe(self._observation), {"t_s": self._observation.t_s, "variation": variation.drawn}
 
@@ -198,56 +214,70 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             - truncated (``bool``): the episode's last step (time limit);
             - info (``dict``): ``t_s``, the unweighted terms ``voltage_violation_pu``,
               ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
-              and ``error`` when the simulation failed.
+              ``error`` when the simulation failed, and with ``reward_baseline="no_control"``
+              ``reference_reward``, the reward of the run without agent commands over the step (the
+              returned reward is the agent's minus it).
         """
         if self._needs_reset or self.sim is None or self._observation is None:
             raise RuntimeError("call reset() before step() (the episode has ended or never started)")
-        sim = self.sim
-        before = self._snapshot()
         commands = self.layout.commands(action, self._observation)
-        sim.send(commands, source="agent")
+        self.sim.send(commands, source="agent")
         self._step_count += 1
         info: dict[str, Any] = {}
-        failed = False
-        try:
-            sim.run_until((self._step_count + 1) * self.control_s)
-            self._observation = sim.observation()
-        except SimulationError as exc:
-            failed = True
-            info["error"] = str(exc)
-        after = self._snapshot()
-        c = float(self.control_s)
-        violation = (after[0] - before[0]) / c
-        overload = (after[4] - before[4]) / (100.0 * c)
-        throughput = (after[1] - before[1]) / (c * self._throughput_ref)
-        tokens = after[2] - before[2]
-        miss = (after[3] - before[3]) / tokens if tokens > 0 else 0.0
-        switches = len(commands) / len(self.layout.controlled)
-        w = self.config.reward
-        reward = (
-            -w.voltage * violation
-            - w.overload * overload
-            + w.throughput * throughput
-            - w.latency * miss
-            - w.switching * switches
-            - w.failure * float(failed)
-        )
+        reward, terms, error = self._advance(self.sim, len(commands))
+        if error is None:
+            self._observation = self.sim.observation()
+        else:
+            info["error"] = error
+        failed = error is not None
+        if self.reference is not None:
+            reference_reward, _, reference_error = self._advance(self.reference, 0)
+            if reference_error is not None:  # the reference cannot go on: the remaining steps are not offset
+                self.reference = None
+            reward -= reference_reward
+            info["reference_reward"] = reference_reward
         terminated = failed
         truncated = not failed and self._step_count >= self.episode_steps
         self._needs_reset = terminated or truncated
-        info.update(
-            t_s=self._observation.t_s,
-            voltage_violation_pu=violation,
-            overload_fraction=overload,
-            throughput_fraction=throughput,
-            deadline_miss_fraction=miss,
-            n_batch_changes=len(commands),
-            failed=failed,
-        )
+        info.update(t_s=self._observation.t_s, **terms, n_batch_changes=len(commands), failed=failed)
         return self.layout.observe(self._observation), float(reward), terminated, truncated, info
 
-    def _snapshot(self) -> tuple[float, float, float, float, float]:
-        m = self.sim.metrics  # type: ignore[union-attr]
+    def _advance(self, sim: Simulation, n_commands: int) -> tuple[float, dict[str, float], str | None]:
+        """Run ``sim`` to the end of the present step and weigh the change of its metrics.
+
+        :param n_commands: batch-size commands sent at the step's start (the switching term).
+        :return: ``(reward, unweighted terms, error)`` with ``error`` the message of a simulation
+            failure (the step then pays the failure penalty), else ``None``.
+        """
+        before = self._snapshot(sim)
+        error = None
+        try:
+            sim.run_until((self._step_count + 1) * self.control_s)
+        except SimulationError as exc:
+            error = str(exc)
+        after = self._snapshot(sim)
+        c = float(self.control_s)
+        tokens = after[2] - before[2]
+        terms = {
+            "voltage_violation_pu": (after[0] - before[0]) / c,
+            "overload_fraction": (after[4] - before[4]) / (100.0 * c),
+            "throughput_fraction": (after[1] - before[1]) / (c * self._throughput_ref),
+            "deadline_miss_fraction": (after[3] - before[3]) / tokens if tokens > 0 else 0.0,
+        }
+        w = self.config.reward
+        reward = (
+            -w.voltage * terms["voltage_violation_pu"]
+            - w.overload * terms["overload_fraction"]
+            + w.throughput * terms["throughput_fraction"]
+            - w.latency * terms["deadline_miss_fraction"]
+            - w.switching * n_commands / len(self.layout.controlled)
+            - w.failure * float(error is not None)
+        )
+        return reward, terms, error
+
+    @staticmethod
+    def _snapshot(sim: Simulation) -> tuple[float, float, float, float, float]:
+        m = sim.metrics
         return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens, m.overload_integral_pct_s)
 
     def render(self) -> str | np.ndarray | None:
@@ -268,6 +298,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     def close(self) -> None:
         """Drop the running simulation."""
         self.sim = None
+        self.reference = None
         self._needs_reset = True
 
 

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ProgressBarCallback
 from stable_baselines3.common.logger import CSVOutputFormat, Logger
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import configure_logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
@@ -39,7 +40,7 @@ from openg2g.envs.training_run import (
     normalization_path,
 )
 
-__all__ = ["TrainResult", "TrainSettings", "score_policy", "train_policy"]
+__all__ = ["CriticWarmup", "TrainResult", "TrainSettings", "score_policy", "train_policy"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class TrainSettings:
     :param normalize_reward: divide training rewards by a running estimate of the return's standard
         deviation (SB3 ``VecNormalize``, rewards only): helps the value function when per-step rewards
         reach tens. Observations are never normalized, so a saved policy needs nothing but its zip.
+    :param critic_warmup: PPO/A2C: env steps (over all envs) at the start of a run during which only
+        the value network learns, the policy's weights held (see :class:`CriticWarmup`); 0 = none.
     """
 
     n_steps: int = 256
@@ -64,6 +67,7 @@ class TrainSettings:
     net_arch: tuple[int, ...] = (64, 64)
     ent_coef: float = 0.0
     normalize_reward: bool = True
+    critic_warmup: int = 0
 
     def algo_kwargs(self, algo: str) -> dict[str, Any]:
         """Keyword arguments for the SB3 constructor of ``algo``."""
@@ -152,14 +156,56 @@ class _ProgressBar(ProgressBarCallback):
         return True
 
 
+class CriticWarmup(BaseCallback):
+    """Hold an actor-critic policy's actor and train only its critic until ``steps`` env steps.
+
+    A run started from saved weights (``init_from``) inherits a value head fitted to another reward
+    scale (the reward normalization restarts), discount, budget or policy, so its first advantages
+    are mostly the critic's error, and PPO moves the copied policy on them: it drifts away from the
+    behaviour it started from. Fitting the critic first, with the actor held, makes the first policy
+    updates follow the present reward. Every rollout that ends within the first ``steps`` steps
+    trains the critic alone; the actor learns from the first rollout that ends beyond them (also
+    after a resume past them).
+
+    :param steps: env steps over all envs.
+    """
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = steps
+        self._held: list[Any] = []
+
+    def _actor_parameters(self) -> list[Any]:
+        policy = cast(ActorCriticPolicy, self.model.policy)  # PPO or A2C (train_policy refuses the others)
+        critic = {id(p) for p in (*policy.value_net.parameters(), *policy.mlp_extractor.value_net.parameters())}
+        return [p for p in policy.parameters() if id(p) not in critic]
+
+    def _on_training_start(self) -> None:
+        if self.model.num_timesteps < self.steps:
+            self._held = [p for p in self._actor_parameters() if p.requires_grad]
+            for p in self._held:
+                p.requires_grad_(False)  # no gradient: the optimizer leaves the actor as it is
+
+    def _on_rollout_end(self) -> None:
+        if self._held and self.model.num_timesteps > self.steps:
+            for p in self._held:
+                p.requires_grad_(True)
+            self._held = []
+
+    def _on_step(self) -> bool:
+        return True
+
+
 def _check_same_run(previous: dict[str, Any], settings: dict[str, Any], record: Path) -> None:
     """Refuse to resume with other hyper-parameters: SB3 would silently keep the saved ones."""
-    before = previous.get("settings") or {}
+    # a record older than a setting was trained with that setting's default
+    before = {**TrainSettings().__dict__, **(previous.get("settings") or {})}
     changed = [f"{k} {before.get(k)!r} -> {v!r}" for k, v in settings.items() if before.get(k) != v]
     if changed:
         raise G2GError(
             f"{record}: the run was trained with other settings ({', '.join(changed)}); "
-            "resume with the same --n-steps, --batch-size, --lr, --gamma, --ent-coef, --net-arch and --raw-reward"
+            "resume with the same --n-steps, --batch-size, --lr, --gamma, --ent-coef, --net-arch, --raw-reward "
+            "and --critic-warmup"
         )
 
 
@@ -221,15 +267,15 @@ def train_policy(
         scenario with the same spaces. Only the weights are taken; hyper-parameters, optimizer and
         reward normalization start afresh.
     :raises G2GError: bad arguments (unknown algorithm, continuous-only algorithm with discrete
-        actions), tensorboard requested but not installed, a fresh run into a folder holding one,
-        a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
+        actions, a critic warm-up for an algorithm without a critic), tensorboard requested but not
+        installed, a fresh run into a folder holding one, a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
         by a resume or does not fit (other algorithm, spaces or network sizes).
     """
     import torch
 
     cls = algo_class(algo)
     cfg = env_config if isinstance(env_config, EnvConfig) else EnvConfig.model_validate(dict(env_config or {}))
-    _check_arguments(algo, cfg, steps, n_envs, checkpoint_every, tensorboard)
+    _check_arguments(algo, cfg, steps, n_envs, checkpoint_every, tensorboard, settings.critic_warmup)
     torch.set_num_threads(1)
     out = Path(out)
     record_path = out / "train.json"
@@ -264,6 +310,8 @@ def train_policy(
     checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
     checkpoints.init_callback(model)
     callbacks: list[BaseCallback] = [checkpoints, _ProgressBar(steps, f"train {algo}")] if progress else [checkpoints]
+    if settings.critic_warmup:
+        callbacks.append(CriticWarmup(settings.critic_warmup))
     wall = _learn(model, vec, checkpoints, CallbackList(callbacks), steps, start, record, log)
     record.end(int(model.num_timesteps), wall, "finished")
     policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
@@ -323,13 +371,23 @@ def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo:
 
 
 def _check_arguments(
-    algo: str, cfg: EnvConfig, steps: int, n_envs: int, checkpoint_every: int, tensorboard: Path | None
+    algo: str,
+    cfg: EnvConfig,
+    steps: int,
+    n_envs: int,
+    checkpoint_every: int,
+    tensorboard: Path | None,
+    critic_warmup: int,
 ) -> None:
     """Refuse arguments :func:`train_policy` cannot run with (see its ``Raises``)."""
     if algo in ("sac", "td3") and cfg.action != "box":
         raise G2GError(f"{algo} needs continuous actions: set the env's action to 'box' (got {cfg.action!r})")
     if steps <= 0 or n_envs <= 0 or checkpoint_every <= 0:
         raise G2GError(f"steps, n_envs and checkpoint_every must be > 0, got {steps}, {n_envs}, {checkpoint_every}")
+    if critic_warmup < 0:
+        raise G2GError(f"critic_warmup must be >= 0 steps, got {critic_warmup}")
+    if critic_warmup and algo not in ("ppo", "a2c"):
+        raise G2GError(f"critic_warmup needs an actor-critic algorithm (ppo, a2c); {algo} has none to hold")
     if tensorboard is not None:
         _require_tensorboard()
 

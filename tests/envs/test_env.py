@@ -20,6 +20,7 @@ from openg2g.testing import K_PU_PER_W, AnalyticGrid, toy_components, toy_scenar
         {"action": "box"},
         {"observation": {"voltages": "bus_phases", "site_power": False}},
         {"observation": {"zones": {"near": ["dc"], "far": ["mid"]}}, "variations": None},
+        {"reward_baseline": "no_control"},
     ],
 )
 def test_check_env_passes(config):
@@ -144,3 +145,27 @@ def test_eval_mode_cycles_the_held_out_set():
     assert drawn[0] == drawn[3] and drawn[0] != drawn[1]
     other = make_toy_env(duration_s=11, n_eval=3)
     assert other.reset(seed=99, options={"eval_index": 1})[1]["variation"] == drawn[1]
+
+
+def _episode(env: G2GEnv, actions: list[np.ndarray]) -> tuple[np.ndarray, list[dict]]:
+    env.reset(seed=5)
+    steps = [env.step(a) for a in actions]
+    return np.array([s[1] for s in steps]), [s[4] for s in steps]
+
+
+def test_no_control_baseline_subtracts_the_run_without_commands_on_the_same_draw():
+    """Holding sends no command, so on the toy case (no miss budget) the reference run is the hold run:
+    the agent's rewards minus the hold run's rewards, step by step, and holding earns exactly 0."""
+    plain = make_toy_env(duration_s=31)
+    based = make_toy_env(duration_s=31, reward_baseline="no_control")
+    n = plain.episode_steps
+    rng = np.random.default_rng(3)
+    actions = [rng.integers(0, 3, len(plain.layout.controlled)) for _ in range(n)]
+    hold = [np.ones(len(plain.layout.controlled), dtype=np.int64)] * n
+    agent, _ = _episode(plain, actions)
+    reference, _ = _episode(plain, hold)
+    relative, infos = _episode(based, actions)
+    assert np.abs(agent - reference).max() > 0.1  # the actions matter, so the check below is not trivial
+    assert relative == pytest.approx(agent - reference, abs=1e-12)
+    assert [i["reference_reward"] for i in infos] == pytest.approx(reference, abs=1e-12)
+    assert np.array_equal(_episode(based, hold)[0], np.zeros(n))

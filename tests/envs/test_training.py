@@ -17,7 +17,7 @@ from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
 from openg2g.envs.policy import load_policy, read_meta
-from openg2g.envs.training import TrainSettings, score_policy, train_policy
+from openg2g.envs.training import TrainSettings, _check_same_run, score_policy, train_policy
 from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
@@ -189,3 +189,43 @@ def test_init_from_refuses_a_policy_that_does_not_fit(tmp_path):
         _toy_run(tmp_path / "c", init_from=source, settings=TrainSettings(32, 32, net_arch=(16,)))
     with pytest.raises(G2GError, match="holds a checkpoint to resume from .*init_from starts a fresh run only"):
         _toy_run(tmp_path / "source", steps=64, resume=True, init_from=source)
+
+
+def _weights(policy: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A saved PPO policy's (actor, critic) weights by name."""
+    state = {k: v.numpy() for k, v in load_policy(policy)[0].policy.state_dict().items()}
+    critic = {k: v for k, v in state.items() if k.startswith(("value_net.", "mlp_extractor.value_net."))}
+    return {k: v for k, v in state.items() if k not in critic}, critic
+
+
+def test_critic_warmup_holds_the_actor_and_trains_the_critic(tmp_path):
+    """Two 32-step rollouts within a 64-step warm-up train the value network alone; a third, beyond
+    it, trains the actor too."""
+    source = _toy_run(tmp_path / "source")
+    actor0, critic0 = _weights(source)
+    warm = TrainSettings(32, 32, critic_warmup=64)
+    actor, critic = _weights(_toy_run(tmp_path / "held", steps=64, init_from=source, settings=warm))
+    assert all(np.array_equal(actor0[k], actor[k]) for k in actor0)
+    assert not all(np.array_equal(critic0[k], critic[k]) for k in critic0)
+    actor, _ = _weights(_toy_run(tmp_path / "after", steps=96, init_from=source, settings=warm))
+    assert not all(np.array_equal(actor0[k], actor[k]) for k in actor0)
+    actor, _ = _weights(_toy_run(tmp_path / "none", steps=64, init_from=source))
+    assert not all(np.array_equal(actor0[k], actor[k]) for k in actor0)  # without it the actor moves at once
+
+
+def test_critic_warmup_is_refused_without_a_critic_or_when_negative(tmp_path):
+    with pytest.raises(G2GError, match="critic_warmup needs an actor-critic algorithm .* sac has none"):
+        train_policy(
+            "toy", tmp_path / "a", algo="sac", env_config={"action": "box"}, settings=TrainSettings(critic_warmup=1)
+        )
+    with pytest.raises(G2GError, match="critic_warmup must be >= 0 steps, got -1"):
+        _toy_run(tmp_path / "b", settings=TrainSettings(32, 32, critic_warmup=-1))
+
+
+def test_resume_of_a_record_older_than_a_setting_takes_its_default(tmp_path):
+    """A train.json written before critic_warmup existed resumes with the default (0), not as a change."""
+    now = {k: list(v) if isinstance(v, tuple) else v for k, v in TrainSettings().__dict__.items()}
+    older = {k: v for k, v in now.items() if k != "critic_warmup"}
+    _check_same_run({"settings": older}, now, tmp_path / "train.json")
+    with pytest.raises(G2GError, match=r"other settings \(critic_warmup 0 -> 2048\)"):
+        _check_same_run({"settings": older}, {**now, "critic_warmup": 2048}, tmp_path / "train.json")
