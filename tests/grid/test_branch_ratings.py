@@ -114,6 +114,8 @@ def test_ratings_that_do_not_fit_the_feeder_are_refused(ratings: dict[str, dict[
         ({"line.650632": {"normal_a": 500, "emergency_a": 400}}, "emergency_a (400) is below normal_a (500)"),
         ({"line.650632": {"normal_a": 0}}, "greater than 0"),
         ({"line.650632": {"normal_a": float("inf")}}, "finite number"),
+        ({"line.650632": {"emergency_a": float("nan")}}, "finite number"),
+        ({"transformer.xfm1": {"normal_kva": -5}}, "greater than 0"),
     ],
 )
 def test_malformed_ratings_are_refused_by_the_schema(ratings: dict[str, dict[str, float]], message: str) -> None:
