@@ -107,7 +107,7 @@ FILL_TAU_S = 1.0
 CAP_ALPHA = 0.4
 """Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
 _WEIGHT_FLOOR = 1e-4
-_TABLES_KEPT = 32  # phase tables kept per model (least recently used dropped first)
+_TABLES_KEPT = 32  # phase tables kept per model, spectra per configuration (least recently used dropped first)
 
 
 def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
@@ -165,6 +165,20 @@ class _Config:
     mean_w: float
     concurrency: float  # c: decoding sequences; tokens per second of a replica = c / ITL
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
+    spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum
+
+    def spectrum(self, clip_w: float | None) -> np.ndarray:
+        """``rfft`` of one replica's looped power (W), clipped at ``clip_w`` (``None``: not clipped).
+
+        It depends on neither the replicas' offsets nor their count, so it is kept across resets
+        (each of which draws new offsets, hence new phase tables)."""
+        spectrum = self.spectra.get(clip_w)
+        if spectrum is None:
+            if len(self.spectra) >= _TABLES_KEPT:  # caps can take any value: keep the latest few
+                del self.spectra[next(iter(self.spectra))]
+            x = self.doubled_w[: self.length]
+            spectrum = self.spectra[clip_w] = _read_only(np.fft.rfft(x if clip_w is None else np.minimum(x, clip_w)))
+        return spectrum
 
 
 @dataclass
@@ -236,13 +250,10 @@ class _Model:
             if len(self.tables) >= _TABLES_KEPT:
                 del self.tables[next(iter(self.tables))]
             c = self.configs[batch]
-            x = c.doubled_w[: c.length]
-            if self.cap_w_per_gpu is not None:
-                x = np.minimum(x, self.gpus * self.cap_w_per_gpu)
+            spectrum = c.spectrum(None if self.cap_w_per_gpu is None else self.gpus * self.cap_w_per_gpu)
             # T_p(k) = sum over replicas r of phase p of x[(o_r + k) mod L] = sum_j h_p[j] x[(j + k) mod L]
             # with h_p the histogram of their offsets: a circular cross-correlation, done by FFT in
             # O(L log L) whatever the replica count (rounding ~1e-15 of the phase's power)
-            spectrum = np.fft.rfft(x)
             table = np.zeros((3, c.length))
             for p in range(3):
                 h = np.bincount(c.offsets[:n_full][self.phase[:n_full] == p], minlength=c.length)
