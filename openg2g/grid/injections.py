@@ -69,15 +69,23 @@ class Injection:
     phases: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        self._distinct = len(set(self.ports.tolist())) == len(self.ports)
+        # the rows this element adds to: a slice when its ports are consecutive (the usual case:
+        # ports are handed out element by element), a plain index when they are distinct, None
+        # when a phase is listed twice (it then draws twice: np.add.at, several times slower)
+        ports = self.ports.tolist()
+        self._rows: slice | np.ndarray | None = None
+        if ports and ports == list(range(ports[0], ports[0] + len(ports))):
+            self._rows = slice(ports[0], ports[0] + len(ports))
+        elif len(set(ports)) == len(ports):
+            self._rows = self.ports
 
     def add_to(self, s: np.ndarray, values: np.ndarray | complex) -> None:
         """Add ``values`` (VA: ``(len(ports), steps)``, or ``(steps,)`` or one value for every port
         alike) to the rows of ``s`` (``(n_ports, steps)``) of this element's ports."""
-        if self._distinct:  # one plain indexed add (np.add.at is several times slower)
-            s[self.ports] += values
-        else:  # a phase listed twice draws twice
+        if self._rows is None:
             np.add.at(s, self.ports, np.broadcast_to(values, (len(self.ports), s.shape[1])))
+        else:
+            s[self._rows] += values
 
 
 class _PortMap:
