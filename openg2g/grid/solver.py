@@ -646,8 +646,8 @@ class CompiledNetwork:
         n_cols = s_pq_va.shape[1]
         if u_init is None:
             u_init = self.u_last
-        n = self.k.shape[0]
-        u = np.broadcast_to(u_init, (n, n_cols)).copy()
+        u = np.empty((self.k.shape[0], n_cols), dtype=complex)
+        u[:] = u_init
         ctx = self._prepared(scale, n_cols)
         s_conj = np.conj(s_pq_va * self.live_pq)
         self._lin = self._solved = None
