@@ -386,7 +386,9 @@ class CompiledNetwork:
         self.v_ref = v_ref[:, None]
         self._v_check = self._branch_check_v()
         # column count -> (branch scales, the load kernel's constants at them) of the last solve
-        self._ctx: dict[int, tuple[tuple[tuple[int, ...], bytes], tuple[np.ndarray, ...]]] = {}
+        self._ctx: dict[
+            int, tuple[tuple[tuple[int, ...], bytes], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+        ] = {}
         self.u_last: np.ndarray = self.u0[:, None].copy()
         self._jlu: tuple[np.ndarray, np.ndarray] | None = None
         self._lin: _Linearization | None = None
@@ -443,7 +445,7 @@ class CompiledNetwork:
         key = (live_scale.shape, live_scale.tobytes())
         kept = self._ctx.get(n_cols)
         if kept is not None and kept[0] == key:
-            return kept[1]  # type: ignore[return-value]
+            return kept[1]
         ctx = self.kernel.prepare(live_scale, n_cols)
         for a in ctx:
             a.flags.writeable = False
