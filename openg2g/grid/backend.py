@@ -171,6 +171,7 @@ class FeederGrid(GridBackend):
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
         self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, self._nodes)
+        self._mon_v_base = self._nodes.v_base_v[self._mon_idx][:, None]
         self._regulators = Regulators(feeder, spec.regulators)
         self._cap_names = {c.lower(): c for c in feeder.capacitors}
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
@@ -182,6 +183,7 @@ class FeederGrid(GridBackend):
         self._loading_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self._retaps = 0
+        self._taps_view: Mapping[str, tuple[int, ...]] | None = None  # made once per tap setting
         self.reset(0)
 
     # ----------------------------------------------------------------------------- building
@@ -250,6 +252,7 @@ class FeederGrid(GridBackend):
         self._sens_cache.clear()
         self._last = None
         self._switching = Switching.initial(self._model)
+        self._taps_view = None
         for name, closed in self.spec.capacitors.items():
             self._switching.capacitors[self._cap_names[name.lower()]] = closed
         self._set_unit_taps(self._regulators.reset())
@@ -267,6 +270,7 @@ class FeederGrid(GridBackend):
         changed = {n: a for n, a in new_taps.items() if not np.array_equal(a, self._switching.taps_pu[n])}
         if not changed:
             return
+        self._taps_view = None
         net = self._net
         in_place = isinstance(net, CompiledNetwork) and self._retaps < _MAX_RETAPS
         for name, new in changed.items():
@@ -281,7 +285,14 @@ class FeederGrid(GridBackend):
 
     def taps(self) -> dict[str, tuple[int, ...]]:
         """Regulator bank -> per-phase tap steps in force."""
-        return self._regulators.taps(self._switching)
+        return dict(self._taps_in_force())
+
+    def _taps_in_force(self) -> Mapping[str, tuple[int, ...]]:
+        """:meth:`taps` as a read-only mapping, made once per tap setting: the states of every step
+        solved at that setting share it."""
+        if self._taps_view is None:
+            self._taps_view = MappingProxyType(self._regulators.taps(self._switching))
+        return self._taps_view
 
     def can_batch(self) -> bool:
         """True when no regulator is in auto mode and there is no battery (steps independent)."""
@@ -305,14 +316,14 @@ class FeederGrid(GridBackend):
         flows: tuple[np.ndarray, np.ndarray],
     ) -> list[GridState]:
         """The reported state of every column of a converged ``sol`` (``flows`` from
-        :meth:`_branch_results`): each quantity is computed for the whole batch at once and laid
-        out one row per column, so a state is made from contiguous rows."""
-        v_pu = np.abs(sol.v[self._mon_idx]) / self._nodes.v_base_v[self._mon_idx][:, None]
-        in_force = MappingProxyType(taps)
+        :meth:`_branch_results`, ``taps`` from :meth:`_taps_in_force`): each quantity is computed
+        for the whole batch at once and laid out one row per column, so a state is made from
+        contiguous rows."""
+        v_pu = np.abs(sol.v[self._mon_idx]) / self._mon_v_base
         losses = sol.losses_w.tolist()
         branches = self._flows.branches
         return [
-            GridState(t, self._bus_phases, v, in_force, p, q, loss, True, branches, i, pct)
+            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct)
             for t, v, p, q, loss, i, pct in zip(
                 t_s, *map(column_rows, (v_pu, sol.s_sub_va.real, sol.s_sub_va.imag)), losses, *map(column_rows, flows)
             )
@@ -352,7 +363,7 @@ class FeederGrid(GridBackend):
         s_pq = self._injections.s_pq([t_s], [loads])
         scale = self._branch_scale()
         sol = net.solve(scale, s_pq)
-        taps = self.taps()
+        taps = self._taps_in_force()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
                 return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
@@ -399,7 +410,7 @@ class FeederGrid(GridBackend):
                 continue
             self._last = (scale, s_pq[:, -1:])
             self._sens_cache.clear()
-            taps = self.taps()
+            taps = self._taps_in_force()
             flows = self._branch_results(sol)
             out.extend(self._states(chunk_t, sol, taps, flows))
         return out

@@ -68,6 +68,25 @@ class Injection:
     ports: np.ndarray  # PQ-port index per phase used
     phases: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # the rows this element adds to: a slice when its ports are consecutive (the usual case:
+        # ports are handed out element by element), a plain index when they are distinct, None
+        # when a phase is listed twice (it then draws twice: np.add.at, several times slower)
+        ports = self.ports.tolist()
+        self._rows: slice | np.ndarray | None = None
+        if ports and ports == list(range(ports[0], ports[0] + len(ports))):
+            self._rows = slice(ports[0], ports[0] + len(ports))
+        elif len(set(ports)) == len(ports):
+            self._rows = self.ports
+
+    def add_to(self, s: np.ndarray, values: np.ndarray | complex) -> None:
+        """Add ``values`` (VA: ``(len(ports), steps)``, or ``(steps,)`` or one value for every port
+        alike) to the rows of ``s`` (``(n_ports, steps)``) of this element's ports."""
+        if self._rows is None:
+            np.add.at(s, self.ports, np.broadcast_to(values, (len(self.ports), s.shape[1])))
+        else:
+            s[self._rows] += values
+
 
 class _PortMap:
     """Hands out PQ ports, one per (node, voltage band) however many elements share it."""
@@ -119,7 +138,7 @@ class Injections:
         self._batteries = batteries
         ports = _PortMap(nodes)  # the order of the elements below fixes the order of the ports
         self.sites = {s.name: ports.injection(s.name, s.bus, PHASES, s) for s in sites}
-        self._pv = [(ports.injection(pv.name, pv.bus, pv.phases, pv), pv) for pv in spec.pv]
+        self._pv = [(ports.injection(pv.name, pv.bus, pv.phases, pv), pv, tan_phi(pv.power_factor)) for pv in spec.pv]
         self._pv_profiles = {
             pv.name: Profile.read(base_dir / pv.profile, f"grid.pv.{i}.profile")
             for i, pv in enumerate(spec.pv)
@@ -128,7 +147,9 @@ class Injections:
         self._storage = {
             st.name: ports.injection(st.name, st.bus, feeder.bus_phases[st.bus.lower()]) for st in spec.storage
         }
-        self._extra = [(ports.injection(x.name, x.bus, x.phases, x), x) for x in spec.extra_loads]
+        self._extra = [
+            (ports.injection(x.name, x.bus, x.phases, x), x, tan_phi(x.power_factor)) for x in spec.extra_loads
+        ]
         self._extra_profiles = {
             x.name: Profile.read(base_dir / x.profile, f"grid.extra_loads.{i}.profile")
             for i, x in enumerate(spec.extra_loads)
@@ -145,7 +166,7 @@ class Injections:
         """The scenario's load scale and PV scales; PV profiles in force again."""
         self.load_scale = np.full(len(self._load_names), float(self._spec.load_scale))
         """Scale of each of the feeder's own loads (x its base value)."""
-        self._pv_scale = {pv.name: pv.scale for _, pv in self._pv}
+        self._pv_scale = {pv.name: pv.scale for _, pv, _ in self._pv}
         self._pv_override: set[str] = set()
 
     def set_load_scale(self, scale: float, load: str | None) -> None:
@@ -194,30 +215,41 @@ class Injections:
         t = np.asarray(t_s, dtype=np.float64)
         s = np.zeros((len(self.pq_nodes), t.size), dtype=complex)
         self._add_sites(s, t, loads)
-        for inj, pv in self._pv:
-            scale = np.full(t.size, self._pv_scale[pv.name])
+        for inj, pv, pv_tan_phi in self._pv:
             if pv.name in self._pv_profiles and pv.name not in self._pv_override:
                 scale = self._pv_profiles[pv.name].at(t)
+            else:
+                scale = np.full(t.size, self._pv_scale[pv.name])
             p = pv.kw * 1000.0 * scale / len(inj.phases)
-            np.add.at(s, inj.ports, np.broadcast_to(-(p + 1j * p * tan_phi(pv.power_factor)), (len(inj.ports), t.size)))
+            inj.add_to(s, -(p + 1j * p * pv_tan_phi))
         for name, inj in self._storage.items():
             bat = self._batteries[name]
-            np.add.at(s, inj.ports, -(bat.p_w + 1j * bat.q_var) / len(inj.phases))
-        for inj, x in self._extra:
+            inj.add_to(s, -(bat.p_w + 1j * bat.q_var) / len(inj.phases))
+        for inj, x, x_tan_phi in self._extra:
             scale = self._extra_profiles[x.name].at(t) if x.name in self._extra_profiles else np.ones(t.size)
             p = x.kw_per_phase * 1000.0 * scale
-            np.add.at(s, inj.ports, np.broadcast_to(p + 1j * p * tan_phi(x.power_factor), (len(inj.ports), t.size)))
+            inj.add_to(s, p + 1j * p * x_tan_phi)
         return s
 
     def _add_sites(self, s: np.ndarray, t: np.ndarray, loads: Sequence[Mapping[str, DatacenterState]]) -> None:
-        """Add each site's per-phase power at every step to ``s`` (VA)."""
-        sites: dict[str, np.ndarray] = {}
+        """Add each site's per-phase power at every step to ``s`` (VA): gathered per site over the
+        steps, then added at once (zero at a step without the site)."""
+        by_site: dict[str, tuple[list[int], list[np.ndarray], list[np.ndarray]]] = {}
         for j, step_loads in enumerate(loads):
             for name, state in step_loads.items():
-                inj = self.sites.get(name)
-                if inj is None:
-                    raise unknown_site(float(t[j]), f"feeder {self._feeder_name}", name, self.sites)
-                column = sites.setdefault(name, np.zeros((len(inj.ports), t.size), dtype=complex))
-                column[:, j] = np.asarray(state.p_w) + 1j * np.asarray(state.q_var)
-        for name, values in sites.items():
-            np.add.at(s, self.sites[name].ports, values)
+                steps = by_site.get(name)
+                if steps is None:
+                    if name not in self.sites:
+                        raise unknown_site(float(t[j]), f"feeder {self._feeder_name}", name, self.sites)
+                    steps = by_site[name] = ([], [], [])
+                steps[0].append(j)
+                steps[1].append(state.p_w)
+                steps[2].append(state.q_var)
+        for name, (cols, p, q) in by_site.items():
+            inj = self.sites[name]
+            s_site = (np.array(p) + 1j * np.array(q)).T
+            if len(cols) < t.size:
+                values = np.zeros((len(inj.ports), t.size), dtype=complex)
+                values[:, cols] = s_site
+                s_site = values
+            inj.add_to(s, s_site)

@@ -35,7 +35,8 @@ class Profile:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # an empty file is reported below
                     values = np.loadtxt(fh, delimiter=",", usecols=columns, ndmin=2, dtype=np.float64)
-            t, s = values[:, 0], values[:, 1]
+            # contiguous copies: np.interp would copy a column view of the table at every call
+            t, s = np.ascontiguousarray(values[:, 0]), np.ascontiguousarray(values[:, 1])
         except (OSError, ValueError, IndexError) as exc:
             raise ScenarioError([(where, f"cannot read profile {path} (need CSV columns t_s, scale): {exc}")]) from None
         if t.size == 0 or np.any(np.diff(t) < 0) or not np.isfinite(t).all():

@@ -381,8 +381,14 @@ class CompiledNetwork:
         self.dead_pq = self.live_pq[:, 0] == 0
         self.n_dead = int(self.dead_branch.sum() + self.dead_pq.sum())
         self.y_nominal = ports.y_nominal_s
+        self._any_dead_node = bool(self.dead_nodes.any())
         v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[self.pq_nodes]])
         self.v_ref = v_ref[:, None]
+        self._v_check = self._branch_check_v()
+        # column count -> (branch scales, the load kernel's constants at them) of the last solve
+        self._ctx: dict[
+            int, tuple[tuple[tuple[int, ...], bytes], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+        ] = {}
         self.u_last: np.ndarray = self.u0[:, None].copy()
         self._jlu: tuple[np.ndarray, np.ndarray] | None = None
         self._lin: _Linearization | None = None
@@ -420,7 +426,31 @@ class CompiledNetwork:
         self.k -= w_s.T @ (m @ w_s)
         self.v0 -= z_s @ (m @ v0_s)
         self.u0 = self.inc @ self.v0
+        self._v_check = self._branch_check_v()
         self._lin = self._solved = None
+
+    def _branch_check_v(self) -> np.ndarray:
+        """Port voltage (V, ``(n_ports, 1)``) below which a converged column is a suspect
+        (:data:`BRANCH_CHECK_PU` of the port's no-load voltage; 0 on a de-energized port).
+
+        Measured against each port's no-load voltage, not its load's rated kV: a file may rate a
+        wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load."""
+        return np.where(self._dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(self.u0))[:, None]
+
+    def _prepared(self, scale: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`LoadKernel.prepare` of the live branches at load ``scale`` for ``n_cols`` columns,
+        kept per column count while the scales repeat (every batch, and every sensitivity, of a run
+        at a constant load scale); read-only."""
+        live_scale = scale * self.live_branch
+        key = (live_scale.shape, live_scale.tobytes())
+        kept = self._ctx.get(n_cols)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        ctx = self.kernel.prepare(live_scale, n_cols)
+        for a in ctx:
+            a.flags.writeable = False
+        self._ctx[n_cols] = (key, ctx)
+        return ctx
 
     def _i_comp(
         self, u: np.ndarray, ctx: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], s_pq_conj: np.ndarray
@@ -435,10 +465,8 @@ class CompiledNetwork:
         if self.n_dead:
             il[self.dead_branch] = 0.0
             iq[self.dead_pq] = 0.0
-        i_actual = np.concatenate([il, iq])
-        i_comp = i_actual.copy()
-        i_comp[: self.n_load] -= self.y_nominal[:, None] * u[: self.n_load]
-        return i_comp, i_actual
+        i_comp = np.concatenate([il - self.y_nominal[:, None] * u[: self.n_load], iq])
+        return i_comp, np.concatenate([il, iq])
 
     def _live_voltages(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Load-branch and PQ-port voltages to evaluate the load models at: ``u``, with 1 V on
@@ -483,7 +511,7 @@ class CompiledNetwork:
         voltage (:meth:`_i_comp_derivatives`): ``dF = du + K dx Re(du) + K dy Im(du)``."""
         n = dx.shape[0]
         kx, ky = self.k * dx, self.k * dy
-        jac = np.empty((2 * n, 2 * n))
+        jac = np.empty((2 * n, 2 * n), order="F")  # LAPACK's layout: dgetrf factors it in place
         jac[:n, :n], jac[n:, :n] = kx.real, kx.imag
         jac[:n, n:], jac[n:, n:] = ky.real, ky.imag
         jac.flat[:: 2 * n + 1] += 1.0
@@ -501,7 +529,7 @@ class CompiledNetwork:
     ) -> None:
         """LU-factorize the Jacobian at column 0 of ``u`` for the chord iterations (a singular one
         gives non-finite steps, which the iteration reports as divergence)."""
-        lu, piv, _ = dgetrf(self._jacobian(u, ctx, s_conj, 0))
+        lu, piv, _ = dgetrf(self._jacobian(u, ctx, s_conj, 0), overwrite_a=True)
         self._jlu = (lu, piv)
 
     def _chord_solve(self, rhs: np.ndarray) -> np.ndarray:
@@ -530,7 +558,7 @@ class CompiledNetwork:
         for it in range(1, max_iter + 1):
             i_comp, i_actual = self._i_comp(u, ctx, s_conj)
             f = u - (u0 - self.k @ i_comp)
-            err = np.max(np.abs(f) / self.v_ref) if u.size else 0.0
+            err = (np.abs(f) / self.v_ref).max() if u.size else 0.0
             if not err < _DIVERGED_PU:  # also catches NaN
                 break
             if err < tol_pu:
@@ -577,14 +605,15 @@ class CompiledNetwork:
         the ports' compensation currents ``i_comp`` (A), whose port voltages are ``u`` (V) and
         whose loads draw ``i_actual`` (A)."""
         v = self.v0[:, None] - self.w @ i_comp
-        v[self.dead_nodes] = 0.0
+        if self._any_dead_node:
+            v[self.dead_nodes] = 0.0
         v_src = v[self.src_nodes]
         if self._y_net_src is None:
             i_src = self.y_src @ (self.e_src[:, None] - v_src)
         else:
             i_src = self._y_net_src @ v + self._inc_src @ i_comp
         s_sub = v_src * np.conj(i_src)
-        p_ports = np.real(u * np.conj(i_actual)).sum(axis=0)
+        p_ports = (u * np.conj(i_actual)).real.sum(axis=0)
         return v, s_sub, s_sub.real.sum(axis=0) - p_ports
 
     def solve(
@@ -619,9 +648,9 @@ class CompiledNetwork:
         n_cols = s_pq_va.shape[1]
         if u_init is None:
             u_init = self.u_last
-        n = self.k.shape[0]
-        u = np.broadcast_to(u_init, (n, n_cols)).copy()
-        ctx = self.kernel.prepare(scale * self.live_branch, n_cols)
+        u = np.empty((self.k.shape[0], n_cols), dtype=complex)
+        u[:] = u_init
+        ctx = self._prepared(scale, n_cols)
         s_conj = np.conj(s_pq_va * self.live_pq)
         self._lin = self._solved = None
         result = self._newton(u, ctx, s_conj, tol_pu, max_iter)
@@ -634,7 +663,7 @@ class CompiledNetwork:
         if ok:
             self.u_last = u[:, -1:].copy()
             self._solved = (
-                np.broadcast_to(scale, ctx[3].shape)[:, -1:].copy(),
+                scale[:, -1:].copy(),
                 s_pq_va[:, -1:].copy(),
                 v[:, -1].copy(),
             )
@@ -676,10 +705,7 @@ class CompiledNetwork:
         lam = np.ones(n_cols)
         collapsed = np.zeros(n_cols, dtype=bool)
         ok = converged
-        # measured against each port's no-load voltage, not its load's rated kV: a file may rate a
-        # wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load
-        v_check = np.where(self._dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(self.u0))[:, None]
-        low = (np.abs(u) < v_check).any(axis=0) if converged else np.full(n_cols, n_cols == 1)
+        low = (np.abs(u) < self._v_check).any(axis=0) if converged else np.full(n_cols, n_cols == 1)
         if low.any():
             check = np.flatnonzero(low)
             for j in check.tolist():
@@ -749,10 +775,10 @@ class CompiledNetwork:
             assert self._solved is not None
             v = self._solved[2]
             u = self.u_last
-            ctx = self.kernel.prepare(scale * self.live_branch, 1)
+            ctx = self._prepared(scale, 1)
             s_conj = np.conj(s_pq_va * self.live_pq)
             dx, dy = self._i_comp_derivatives(u, ctx, s_conj)
-            lu, piv, _ = dgetrf(self._jacobian_of(dx[:, 0], dy[:, 0]))
+            lu, piv, _ = dgetrf(self._jacobian_of(dx[:, 0], dy[:, 0]), overwrite_a=True)
             lin = _Linearization(scale.copy(), s_pq_va.copy(), v, dx, dy, (lu, piv))
             self._lin = lin
         self._jlu = lin.lu
