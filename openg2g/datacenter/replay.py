@@ -27,7 +27,8 @@ residual time of the requests that must drain: 1.4-30 s for the bundled configur
 batch 128). Commands during a transition decay all previous weights with the new ``tau``, so power
 is continuous.
 
-**Latency and throughput.** Each step, for up to :data:`ITL_SAMPLES` replicas per model, one ITL is
+**Latency and throughput.** Each step, for up to ``itl_samples`` replicas per model (the site's;
+:data:`ITL_SAMPLES` by default), one ITL is
 drawn from the configuration's measured lognormal mixture (``loc + scale*exp(sigma*N(0,1))``,
 component by weight) in its time-weighted form (:meth:`ItlMixture.time_weighted_sample_s`: the ITL
 a sequence sees over a 0.1 s window, where long gaps take more time than their token count). A
@@ -503,7 +504,17 @@ class ReplayDatacenter(DatacenterBackend):
             serving = [(w, m.serving(b)) for b, w in blend]
             has_deadline = m.deadline_s is not None
             inputs.append(
-                ServingInput(m.uniform_rng, m.normal_rng, m.width(), replicas, n_on, n_on_min, serving, has_deadline)
+                ServingInput(
+                    m.uniform_rng,
+                    m.normal_rng,
+                    m.width(),
+                    replicas,
+                    n_on,
+                    n_on_min,
+                    serving,
+                    has_deadline,
+                    self.spec.itl_samples,
+                )
             )
         figures = dict(zip(power_w, serve_block(inputs, k)))
         models: dict[str, ModelSeries] = {}

@@ -1,11 +1,12 @@
 """Serving figures of a site's models over one block of steps, computed for all models in one pass.
 
-The model (see :mod:`openg2g.datacenter.replay`): each step, up to :data:`ITL_SAMPLES` replicas
-of a model draw one ITL each from the time-weighted mixture of every batch configuration in its
-blend (the same uniform ``u`` and normal ``z`` for all configurations), blended by the
-configurations' weights and slowed by the power cap. The model's ITL is the token-weighted
-(harmonic) mean over its running sampled replicas, its throughput ``replicas * conc * mean(1 / ITL)``
-and its deadline-miss fraction the token-share blend of the configurations' analytic tails.
+The model (see :mod:`openg2g.datacenter.replay`): each step, up to ``samples`` replicas of a model
+(the site's ``itl_samples``, :data:`ITL_SAMPLES` by default) draw one ITL each from the
+time-weighted mixture of every batch configuration in its blend (the same uniform ``u`` and
+normal ``z`` for all configurations), blended by the configurations' weights and slowed by the
+power cap. The model's ITL is the token-weighted (harmonic) mean over its running sampled
+replicas, its throughput ``replicas * conc * mean(1 / ITL)`` and its deadline-miss fraction the
+token-share blend of the configurations' analytic tails.
 
 A block's draws, samples and blends of all models of a site are laid out in flat arrays, model
 after model, each model's samples in the C order of its ``(steps, replicas)`` array, so every
@@ -26,12 +27,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from openg2g.datacenter.config import ITL_SAMPLES
 from openg2g.datacenter.library import TimeWeightedSampler
 
 __all__ = ["ITL_SAMPLES", "ServingConstants", "ServingInput", "serve_block"]
-
-ITL_SAMPLES = 256
-"""Replicas per model whose ITL is sampled each step (all of them when fewer)."""
 
 
 @dataclass(frozen=True)
@@ -64,13 +63,14 @@ class ServingInput(NamedTuple):
 
     :param uniform_rng: stream of the uniforms choosing each sample's mixture part.
     :param normal_rng: stream of the standard normals of each sample.
-    :param width: replica columns of the model's present ramp (> 0); ``min(width, ITL_SAMPLES)`` are sampled.
+    :param width: replica columns of the model's present ramp (> 0); ``min(width, samples)`` are sampled.
     :param replicas: active (possibly fractional) replicas per step.
     :param n_on: replicas running per step (the ceiling of ``replicas``).
     :param n_on_min: the smallest of ``n_on``.
     :param blend: ``(weight per step, constants)`` of each configuration in the blend, in the
         order their terms are added.
     :param has_deadline: the model has an ITL deadline (else its miss fraction is 0).
+    :param samples: replicas whose ITL is sampled each step, at most (the site's ``itl_samples``).
     """
 
     uniform_rng: np.random.Generator
@@ -81,19 +81,20 @@ class ServingInput(NamedTuple):
     n_on_min: int
     blend: list[tuple[np.ndarray, ServingConstants]]
     has_deadline: bool
+    samples: int = ITL_SAMPLES
 
 
 def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction per step of each model.
 
-    Draws ``(k, min(width, ITL_SAMPLES))`` uniforms and normals from each model's streams (also
+    Draws ``(k, min(width, samples))`` uniforms and normals from each model's streams (also
     for a model without latency data, whose figures are NaN, NaN and 0).
 
     :param models: the models of the site that run this block (online, width > 0), in site order.
     :param k: steps in the block.
     :return: per model, three read-only arrays of shape ``(k,)``.
     """
-    n_w = [min(m.width, ITL_SAMPLES) for m in models]
+    n_w = [min(m.width, m.samples) for m in models]
     sampled = [i for i, m in enumerate(models) if all(c.sampler is not None for _, c in m.blend)]
     starts = list(itertools.accumulate((k * n_w[i] for i in sampled), initial=0))
     u, z = np.empty(starts[-1]), np.empty(starts[-1])
@@ -163,7 +164,7 @@ def _blend(
     # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
     # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
     np.divide(1.0, itl, out=itl)
-    n_valid = np.minimum(np.stack([m.n_on for m in models]), ITL_SAMPLES)
+    n_valid = np.minimum(np.stack([m.n_on for m in models]), np.array([[m.samples] for m in models]))
     inv_sum = np.empty((n_models, k))
     start = 0
     for i, m in enumerate(models):

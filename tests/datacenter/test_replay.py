@@ -359,3 +359,32 @@ def test_steady_power_tables_equal_replica_sums(library: TraceLibrary) -> None:
     assert tables.models["Llama-3.1-8B"].replicas[0] == pytest.approx(0.613 * 720)
     after_reset = site(0.0, seeds=(4, 11)).step_block(times, 0.1)
     np.testing.assert_array_equal(after_reset.p_w, tables.p_w)
+
+
+def test_itl_samples_changes_only_the_sampled_figures(library: TraceLibrary) -> None:
+    """A site sampling 32 replicas per model draws the same power and deadline misses; its ITL and
+    throughput are other estimates of the same means."""
+
+    def run(**kw) -> list:
+        dc = ReplayDatacenter.from_spec(reference_spec(**kw), library)
+        dc.reset(3)
+        return _run(dc, 0.0, 60.0)
+
+    full, few = run(), run(itl_samples=32)
+    for a, b in zip(full, few):
+        np.testing.assert_array_equal(a.p_w, b.p_w)
+        for name, model in a.models.items():
+            assert model.deadline_miss_fraction == b.models[name].deadline_miss_fraction
+    itl = {name: np.mean([s.models[name].itl_s for s in full]) for name in full[0].models}
+    itl_few = {name: np.mean([s.models[name].itl_s for s in few]) for name in full[0].models}
+    assert itl_few != itl
+    for name, mean in itl.items():
+        assert itl_few[name] == pytest.approx(mean, rel=0.02)
+
+
+def test_itl_samples_is_dumped_only_when_set() -> None:
+    """A site at the default sampling dumps (so hashes) as before the field existed; 0 is refused."""
+    assert "itl_samples" not in reference_spec().model_dump()
+    assert reference_spec(itl_samples=64).model_dump()["itl_samples"] == 64
+    with pytest.raises(ValueError, match="itl_samples"):
+        reference_spec(itl_samples=0)

@@ -95,3 +95,37 @@ def test_training_job_is_idle_outside_its_window() -> None:
     assert job.runs_within(9.9, 10.0) and job.runs_within(19.9, 25.0)
     assert np.all(job.power_w(np.array([0.0, 9.9, 20.0, 30.0])) == 0.0)
     assert np.all(job.power_w(np.array([10.0, 19.9])) > 0.0)
+
+
+def test_one_sampled_replica_gives_its_own_itl(library: TraceLibrary) -> None:
+    """With ``samples=1`` a model's ITL each step is its one draw, and its throughput that draw's rate."""
+    c = _constants(library, "Llama-3.1-8B", 1, 128, 1.0)
+    k = 50
+    m = ServingInput(
+        np.random.default_rng(1),
+        np.random.default_rng(2),
+        600,
+        np.full(k, 600.0),
+        np.full(k, 600),
+        600,
+        [(np.ones(k), c)],
+        True,
+        samples=1,
+    )
+    ((itl, tput, _),) = serve_block([m], k)
+    draw = c.sampler.sample_s(np.random.default_rng(1).random(k), np.random.default_rng(2).standard_normal(k))  # type: ignore[union-attr]
+    np.testing.assert_allclose(itl, draw, rtol=1e-14)
+    np.testing.assert_allclose(tput, 600 * c.concurrency / draw, rtol=1e-14)
+
+
+def test_fewer_samples_draw_fewer_and_estimate_the_same_mean(library: TraceLibrary) -> None:
+    c = _constants(library, "Llama-3.1-8B", 1, 128, 1.0)
+    k = 1000
+    uniform, normal = np.random.default_rng(1), np.random.default_rng(2)
+    m = ServingInput(uniform, normal, 600, np.full(k, 600.0), np.full(k, 600), 600, [(np.ones(k), c)], True, samples=64)
+    ((itl, _, miss),) = serve_block([m], k)
+    assert abs(np.mean(itl) / c.mean_itl_s - 1) < 0.01
+    assert np.all(miss == c.alone_miss)  # misses are analytic: the sampling does not enter them
+    # k x 64 draws taken from each stream
+    assert uniform.random() == np.random.default_rng(1).random(k * 64 + 1)[-1]
+    assert normal.standard_normal() == np.random.default_rng(2).standard_normal(k * 64 + 1)[-1]
