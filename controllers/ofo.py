@@ -122,6 +122,13 @@ class OFOController(ConfiguredController):
             True, description="Stop raising a voltage price while every batch already sits at the bound it pushes to."
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
+        batch_hysteresis: float = Field(
+            0.0,
+            ge=0,
+            le=1,
+            description="h: send a new batch size only once x is nearer to it than to the one in force by more "
+            "than h (log2 units; 0: always the nearest).",
+        )
         thermal_dual_step: float = Field(1.0, ge=0, description="rho_th: thermal dual step (per unit loading/limit).")
         thermal_weight: float = Field(
             300.0, ge=0, description="k_th: scale of the thermal price in the primal gradient (1)."
@@ -271,6 +278,13 @@ class OFOController(ConfiguredController):
         g += cfg.switching_weight * (x - self._x_prev[key])
         return g
 
+    def _beyond_hysteresis(self, x: float, batch: int, in_force: int) -> bool:
+        """Whether ``x`` is nearer to ``log2(batch)`` than to ``log2(in_force)`` by more than the
+        hysteresis: on a limit that lies between two batch sizes, the integral action otherwise
+        switches between them every few steps."""
+        h = self.config.batch_hysteresis
+        return h == 0 or abs(x - math.log2(in_force)) - abs(x - math.log2(batch)) > h
+
     def step(self, observation: Observation) -> list[Command]:
         self.update_duals(observation)
         grads = {key: self.gradient(observation, *key) for key in self._keys}
@@ -282,7 +296,7 @@ class OFOController(ConfiguredController):
             self._x_prev[key] = self.x[key]
             self.x[key] = x_new
             b = project_batch(x_new, info.batch_sizes)
-            if b != self._sent[key]:
+            if b != self._sent[key] and self._beyond_hysteresis(x_new, b, self._sent[key]):
                 self._sent[key] = b
                 out.append(SetBatchSize(site=site, model=model, batch_size=b))
         self._steps += 1

@@ -75,6 +75,22 @@ def test_undervoltage_drives_batch_down_and_projects_on_measured_sizes():
     assert ctrl.x[("dc1", "m1")] < math.log2(128)
 
 
+@pytest.mark.parametrize("h", [0.0, 0.3])
+def test_batch_hysteresis_sends_a_new_size_only_past_the_margin(h: float):
+    """From 128 (x = 7) down to 64 (x = 6), x is nearer to 6 by more than h once x < 6.5 - h / 2."""
+    ctx = make_context([toy_model()])
+    ctrl = _ofo(ctx, throughput_weight=0.0, primal_step=0.001, batch_hysteresis=h)  # x falls ~0.04 a step
+    first = None
+    for k in range(200):
+        commands = ctrl.step(make_observation(ctx, 0.93, t_s=k))
+        x = ctrl.x[("dc1", "m1")]
+        if commands and first is None:
+            first = (x, commands[0].batch_size)
+            break
+        assert x >= 6.5 - h / 2  # not yet past the margin: the batch in force stays
+    assert first is not None and first[1] == 64 and first[0] < 6.5 - h / 2
+
+
 def test_throughput_pulls_up_until_latency_dual_pushes_back():
     info = toy_model(itl_deadline_s=0.1)
     ctx = make_context([info])
