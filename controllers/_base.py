@@ -5,22 +5,24 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from openg2g.controllers._sites import resolve_sites
 from openg2g.controllers._voltage import zone_indices
+from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext, Controller
 
 __all__ = ["ConfiguredController", "ControllerConfig"]
 
 
-class ControllerConfig(BaseModel):
+class ControllerConfig(ConfigModel):
     """Parameters of a stock controller, read from a scenario's ``controllers[].params``.
 
     Frozen, and an unknown key is an error (``extra="forbid"``), so a typo in a scenario file is
     reported by the loader instead of being ignored; no number may be infinite or NaN (a weight of
-    ``inf`` would turn every cost into ``inf`` or NaN and the controller's choices into noise).
+    ``inf`` would turn every cost into ``inf`` or NaN and the controller's choices into noise), and
+    no boolean stands for a number (as in every model read from a file, :class:`ConfigModel`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

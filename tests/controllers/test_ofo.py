@@ -118,3 +118,6 @@ def test_bad_params():
         OFOController.Config(primal_step=0.0)
     with pytest.raises(ValidationError, match="batch_ceiling"):
         OFOController.Config(batch_ceiling="huge")
+    for bad in (-0.1, 1.5, float("nan"), True):  # a YAML `true` is not a number here
+        with pytest.raises(ValidationError, match="batch_hysteresis"):
+            OFOController.Config(batch_hysteresis=bad)
