@@ -108,7 +108,8 @@ FILL_TAU_S = 1.0
 CAP_ALPHA = 0.4
 """Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
 _WEIGHT_FLOOR = 1e-4
-_TABLES_KEPT = 32  # phase tables kept per model, spectra per configuration (least recently used dropped first)
+# phase tables kept per model (least recently used dropped first), spectra per configuration (oldest first)
+_TABLES_KEPT = 32
 
 
 def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
