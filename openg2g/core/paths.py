@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["bundled_dir"]
+__all__ = ["bundled_dir", "bundled_policies_dir"]
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -19,3 +19,10 @@ def bundled_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"bundled folder {name!r} not found beside {_PACKAGE}")
+
+
+def bundled_policies_dir() -> Path:
+    """Folder of the bundled trained policies: ``policies/`` inside the stock controllers package
+    ``openg2g.controllers`` (the repository's ``controllers/`` folder, linked into the package in a
+    checkout and an editable install, copied into it in a wheel)."""
+    return _PACKAGE / "controllers" / "policies"

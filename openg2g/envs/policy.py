@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
-from openg2g.core.paths import bundled_dir
+from openg2g.core.paths import bundled_policies_dir
 from openg2g.envs.config import EnvConfig
 
 if TYPE_CHECKING:
@@ -64,22 +64,18 @@ def policy_paths(path: str | Path) -> tuple[Path, Path]:
 
 
 def resolve_policy(path: str | Path) -> Path:
-    """The zip of a policy given by path, or by name among the bundled ``controllers/policies``.
+    """The zip of a policy given by path, or by name among the bundled policies
+    (:func:`~openg2g.core.paths.bundled_policies_dir`).
 
     :raises ControllerError: neither exists (the message names both places looked at).
     """
     zip_path, _ = policy_paths(path)
     if zip_path.is_file():
         return zip_path
-    try:
-        bundled, _ = policy_paths(bundled_dir("controllers") / "policies" / Path(path).name)
-    except FileNotFoundError:
-        bundled = None
-    if bundled is not None and bundled.is_file():
+    bundled, _ = policy_paths(bundled_policies_dir() / Path(path).name)
+    if bundled.is_file():
         return bundled
-    raise ControllerError(
-        f"policy {str(path)!r} not found (looked for {zip_path}" + (f" and {bundled})" if bundled else ")")
-    )
+    raise ControllerError(f"policy {str(path)!r} not found (looked for {zip_path.resolve()} and {bundled})")
 
 
 def save_policy(model: Any, path: str | Path, meta: PolicyMeta) -> Path:

@@ -22,6 +22,7 @@ from openg2g.core.interfaces import CurveFits, ModelInfo, StoredCurve
 from openg2g.datacenter.build import FIT_GRIDS
 from openg2g.datacenter.library import TraceLibrary
 from tests.controllers.conftest import toy_model
+from tests.fit_noise import assert_close_fits
 
 
 def test_logistic_fit_recovers_exact_parameters():
@@ -76,16 +77,17 @@ def test_projection_and_steps_stay_on_measured_sizes():
     assert step_batch(100, sizes, +2) == 512
 
 
-def _bits(curve: Curve) -> tuple[str, tuple[str, ...]]:
-    """A curve's kind and the exact bits of its parameters (``float.hex``), for bit-for-bit comparison."""
+def _parameters(curve: Curve) -> tuple[str, tuple[float, ...]]:
+    """A curve's kind and parameters."""
     if isinstance(curve, LogisticCurve):
-        return "logistic", tuple(v.hex() for v in (curve.l_span, curve.x0, curve.k, curve.b0))
+        return "logistic", (curve.l_span, curve.x0, curve.k, curve.b0)
     assert isinstance(curve, PchipCurve)
-    return "pchip", tuple(v.hex() for v in (*curve.x, *curve.y, *(c for row in curve.coefficients for c in row)))
+    return "pchip", (*curve.x, *curve.y, *(c for row in curve.coefficients for c in row))
 
 
 @pytest.mark.slow
-def test_stored_fits_equal_the_run_time_fit_bit_for_bit() -> None:
+def test_stored_fits_are_the_run_time_fit() -> None:
+    # to the host noise of a least-squares fit (tests/fit_noise.py); a run uses the stored bits
     library = TraceLibrary.load()
     grids = {(f.model, f.gpus, f.batch_sizes) for f in library.index.curve_fits}
     for model in library.models():
@@ -119,7 +121,7 @@ def test_stored_fits_equal_the_run_time_fit_bit_for_bit() -> None:
         curves = ModelCurves.from_model_info(info)
         x = [math.log2(b) for b in batch_sizes]
         for name, y in ys.items():
-            assert _bits(getattr(curves, name)) == _bits(fit_curve(x, y)), (model, batch_sizes, name)
+            assert_close_fits(_parameters(getattr(curves, name)), _parameters(fit_curve(x, y)), f"{model} {name}")
 
 
 def test_stored_fits_are_used_only_for_their_own_batch_sizes() -> None:

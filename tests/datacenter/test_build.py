@@ -14,6 +14,7 @@ from openg2g.core.paths import bundled_dir
 from openg2g.datacenter.build import FIT_GRIDS, LEADERBOARD_FILES, build_library, fit_library
 from openg2g.datacenter.fits import logistic
 from openg2g.datacenter.library import TraceConfig, TraceLibrary
+from tests.fit_noise import assert_close_fits
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 FIT = "0.005,0.9,0.1,0.01,0.1,0.5,0.05"
@@ -81,10 +82,17 @@ def test_build_refuses_implausible_source(tmp_path: Path) -> None:
 @pytest.mark.skipif(not SHARED.is_dir(), reason="ML.ENERGY source data not present (fresh clone)")
 def test_committed_library_is_what_the_build_makes(tmp_path: Path) -> None:
     build_library(SHARED, tmp_path / "traces")
-    for name in ("index.json", "power.npz", "PROVENANCE.md"):
+    stale = "is stale: run openg2g traces build --source ../shared/data --out traces"
+    for name in ("power.npz", "PROVENANCE.md"):
         assert (tmp_path / "traces" / name).read_bytes() == (bundled_dir("traces") / name).read_bytes(), (
-            f"traces/{name} is stale: run openg2g traces build --source ../shared/data --out traces"
+            f"traces/{name} {stale}"
         )
+    built = json.loads((tmp_path / "traces" / "index.json").read_text())
+    committed = json.loads((bundled_dir("traces") / "index.json").read_text())
+    # the curve fits to the host noise of a least-squares fit (tests/fit_noise.py), the rest exactly
+    fits_built, fits_committed = built.pop("curve_fits"), committed.pop("curve_fits")
+    assert built == committed, f"traces/index.json {stale}"
+    assert_close_fits(fits_built, fits_committed, "traces/index.json curve_fits")
 
 
 def test_build_stores_curve_fits_of_the_measured_sizes(tmp_path: Path) -> None:
