@@ -32,9 +32,9 @@ from scipy.linalg.lapack import dgetrf
 from scipy.sparse.linalg import splu
 
 from openg2g.core.commands import SetTaps
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.feeders import list_feeders
-from openg2g.grid.network import admittance
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.library import list_feeders
+from openg2g.grid.feeder.network import admittance
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
 DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}

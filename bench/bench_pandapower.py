@@ -30,10 +30,10 @@ import pandapower as pp
 from _grid_timing import site_loads, time_solves
 
 from openg2g.core.interfaces import GridBackend
-from openg2g.grid.balanced import PandapowerGrid
-from openg2g.grid.pp3ph import asymmetric_grid, is_asymmetric
-from openg2g.grid.ppcase import run_pandapower
-from openg2g.grid.ppnets import BusNames, load_net, quiet_pandapower
+from openg2g.grid.nets.asymmetric import asymmetric_grid, is_asymmetric
+from openg2g.grid.nets.balanced import PandapowerGrid
+from openg2g.grid.nets.case import run_pandapower
+from openg2g.grid.nets.source import BusNames, load_net, quiet_pandapower
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
 NETS = ["case118:59:200", "mv_oberrhein:Bus 50:3", "create_cigre_network_mv:Bus 14:2", "case300:9001:50"]

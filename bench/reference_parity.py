@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from openg2g.core.state import DatacenterState
-from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.loader import load_scenario
 
 STUDY_CONVENTION = [f"{e}.load_model=opendss" for e in ("datacenters.0", "grid.pv.0", "grid.extra_loads.0")]

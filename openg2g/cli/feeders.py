@@ -12,8 +12,8 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from openg2g.grid.build import build_feeders
-    from openg2g.grid.feeders import list_feeders, load_feeder
+    from openg2g.grid.feeder.build import build_feeders
+    from openg2g.grid.feeder.library import list_feeders, load_feeder
 
     try:
         if args.action == "build":

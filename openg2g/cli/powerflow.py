@@ -3,7 +3,7 @@ balanced datacenter load, printed as a table (voltages, substation power, the mo
 branches) or as JSON ``{"<bus>.<phase>": pu}``.
 
 ``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
-name such as ``case118``, see :mod:`openg2g.grid.ppnets`), solved balanced
+name such as ``case118``, see :mod:`openg2g.grid.nets.source`), solved balanced
 (``openg2g powerflow case118 --dc 59=200``).
 """
 
@@ -93,8 +93,8 @@ def _specs(
 def _is_net(source: str) -> bool:
     """Whether ``source`` names a pandapower net: a net file (``.json``/pickle) or a
     ``pandapower.networks`` name; anything else is a feeder (bundled name or ``.dss`` file)."""
-    from openg2g.grid.feeders import list_feeders
-    from openg2g.grid.ppnets import is_network_name, looks_like_net_file, looks_like_simbench_code
+    from openg2g.grid.feeder.library import list_feeders
+    from openg2g.grid.nets.source import is_network_name, looks_like_net_file, looks_like_simbench_code
 
     if source in list_feeders() or source.lower().endswith(".dss"):
         return False
@@ -105,8 +105,8 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from openg2g.core.state import DatacenterState
-    from openg2g.grid.backend import FeederGrid
-    from openg2g.scenario.build import build_grid
+    from openg2g.grid.feeder.backend import FeederGrid
+    from openg2g.grid.kinds import build_grid
 
     try:
         dcs = [_parse_dc(x) for x in args.dc]

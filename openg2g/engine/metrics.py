@@ -16,7 +16,7 @@ Definitions (``dt`` is the component's own period):
   between consecutive grid steps (a move from 10 to 16 on one phase counts 6, as six operations
   of a step-by-step regulator; the taps in force at the start count nothing).
 - branch loading (%) of a line or transformer at a grid step = the largest current of its
-  conductors as a percentage of that conductor's normal rating (:mod:`openg2g.grid.branches`);
+  conductors as a percentage of that conductor's normal rating (:mod:`openg2g.grid.feeder.branches`);
   max loading = its largest value over branches and steps, with the branch where it occurs (the
   earliest step, then the first branch in feeder order, on a tie);
 - overload integral (%.s) = sum over grid steps and branches of ``max(0, loading - 100)`` times

@@ -1,8 +1,8 @@
 """A finished run on a pandapower net, back as a pandapower net with results for one grid step.
 
 Reads the run's ``scenario.yaml`` and ``datacenter`` table (:mod:`openg2g.engine.outputs`), so it
-sits above the grid and the scenario: :meth:`openg2g.grid.balanced.PandapowerGrid.results_net`
-and :func:`openg2g.grid.pp3ph_results.results_net_3ph` do the solving.
+sits above the grid and the scenario: :meth:`openg2g.grid.nets.balanced.PandapowerGrid.results_net`
+and :func:`openg2g.grid.nets.asymmetric_results.results_net_3ph` do the solving.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING
 
 from openg2g.core.errors import ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
-from openg2g.grid.balanced import PandapowerGrid
-from openg2g.grid.pp3ph import asymmetric_grid, is_asymmetric
-from openg2g.grid.pp3ph_results import results_net_3ph
-from openg2g.grid.ppnets import load_net
-from openg2g.scenario.build import build_grid
+from openg2g.grid.kinds import open_net
+from openg2g.grid.nets.asymmetric import asymmetric_grid
+from openg2g.grid.nets.asymmetric_results import results_net_3ph
+from openg2g.grid.nets.balanced import PandapowerGrid
 from openg2g.scenario.loader import load_scenario
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
     """The net of a finished run on a pandapower net, at its grid step ``t_s`` (s), with
     ``res_bus``, ``res_line`` and ``res_trafo`` filled (:meth:`PandapowerGrid.results_net`), or
     for an asymmetric net ``res_bus_3ph``, ``res_line_3ph`` and ``res_trafo_3ph``
-    (:func:`openg2g.grid.pp3ph_results.results_net_3ph`).
+    (:func:`openg2g.grid.nets.asymmetric_results.results_net_3ph`).
 
     The sites draw what the grid drew at that step: the mean (or, with ``grid.load_aggregation:
     last``, the last) of the run's datacenter samples over ``(t_s - periods.grid_s, t_s]``, read
@@ -58,10 +57,8 @@ def to_pandapower_results(run_dir: Path, t_s: float) -> pandapowerNet:
         p_w = pick[[f"p_{ph}_w" for ph in PHASES]].to_numpy(float).mean(axis=0)
         q_var = pick[[f"q_{ph}_var" for ph in PHASES]].to_numpy(float).mean(axis=0)
         loads[str(site)] = DatacenterState(str(site), t_s, p_w, q_var, {})
-    net = load_net(sc.grid.pandapower, loaded.base_dir)
-    if is_asymmetric(net):
+    kind, net = open_net(sc.grid, loaded.base_dir)
+    if kind == "asymmetric_net":
         feeder_grid = asymmetric_grid(net, sc.grid, sc.datacenters, loaded.base_dir)
         return results_net_3ph(net, sc.grid.pandapower, feeder_grid, sc.datacenters, loads, t_s)
-    grid = build_grid(sc.grid, sc.datacenters, loaded.base_dir)
-    assert isinstance(grid, PandapowerGrid), "a balanced pandapower net is solved by PandapowerGrid"
-    return grid.results_net(loads, t_s)
+    return PandapowerGrid(net, sc.grid.pandapower, sc.grid, sc.datacenters).results_net(loads, t_s)

@@ -1,28 +1,24 @@
-"""The grid: bundled distribution feeders, an OpenDSS reader, the phase-frame power flow and the
-``FeederGrid`` backend.
+"""The grid: distribution feeders and pandapower nets, solved, as the engine's grid backend.
 
-- :mod:`openg2g.grid.feeders`: ``list_feeders``, ``load_feeder``, ``Feeder``;
-- :mod:`openg2g.grid.backend`: ``FeederGrid`` (the :class:`~openg2g.core.interfaces.GridBackend`),
-  composed of :mod:`~openg2g.grid.regulators` (banks, tap steps, band control),
-  :mod:`~openg2g.grid.storage` (batteries) and :mod:`~openg2g.grid.injections` (sites, PV, extra
-  loads, scales, profiles); :mod:`openg2g.grid.solver`: the phase-frame power flow and its exact
-  dV/dP;
-- :mod:`openg2g.grid.balanced`: ``PandapowerGrid``, the backend on any pandapower net
-  (``grid.pandapower``; :mod:`~openg2g.grid.ppnets` reads the net and names its buses,
-  :mod:`~openg2g.grid.ppcase` solves it balanced; a finished run's net with results:
-  :func:`openg2g.engine.net_results.to_pandapower_results`);
-- :func:`validate_grid`: scenario grid checks as ``(field path, message)`` problems.
+Two wings, one per backend, and one module that tells the kinds of grid apart:
+
+- :mod:`openg2g.grid.feeder`: feeders (bundled, or any OpenDSS file) and ``FeederGrid``, the exact
+  phase-frame power flow;
+- :mod:`openg2g.grid.nets`: any pandapower net, ``PandapowerGrid`` (balanced) or converted to the
+  phase frame (asymmetric);
+- :mod:`openg2g.grid.kinds`: which kind a scenario's grid is, building its backend
+  (:func:`build_grid`) and checking a spec against it (:func:`validate_grid`, problems as
+  ``(field path, message)``);
+- :mod:`openg2g.grid.config`: the scenario's ``grid`` section, shared by both.
 """
 
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.balanced import PandapowerGrid
-from openg2g.grid.feeders import Feeder, list_feeders, load_feeder
-from openg2g.grid.validate import validate_grid
+from openg2g.grid.feeder import Feeder, FeederGrid, list_feeders, load_feeder
+from openg2g.grid.kinds import build_grid, validate_grid
 
 __all__ = [
     "Feeder",
     "FeederGrid",
-    "PandapowerGrid",
+    "build_grid",
     "list_feeders",
     "load_feeder",
     "validate_grid",

@@ -1,18 +1,21 @@
 """The grid's configuration: the feeder (or pandapower net), its regulators, PV, storage, extra loads and limits.
 
 Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes it) and taken by
-:class:`openg2g.grid.backend.FeederGrid` (``feeder``) or :class:`openg2g.grid.balanced.PandapowerGrid`
+:class:`openg2g.grid.feeder.backend.FeederGrid` (``feeder``) or :class:`openg2g.grid.nets.balanced.PandapowerGrid`
 (``pandapower``). A datacenter site reaches the grid as a
 :class:`GridSite`: its name, bus, power factor and voltage dependence, nothing of its servers.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
+from openg2g.core.errors import UnknownNameError
 
 __all__ = [
     "MAX_TAP_STEPS",
@@ -24,6 +27,8 @@ __all__ = [
     "RegulatorSpec",
     "SiteTransformerSpec",
     "StorageSpec",
+    "tan_phi",
+    "unknown_site",
 ]
 
 MAX_TAP_STEPS = 32
@@ -279,3 +284,13 @@ class GridSpec(ConfigModel):
         if not self.branch_ratings:
             data.pop("branch_ratings", None)
         return data
+
+
+def unknown_site(t_s: float, grid: str, name: str, sites: Iterable[str]) -> UnknownNameError:
+    """The error for a load handed to ``grid`` (e.g. ``"feeder ieee13"``) by a site it does not serve."""
+    return UnknownNameError(f"t={t_s} s, {grid}: load for unknown site {name!r} (sites: {', '.join(sites) or 'none'})")
+
+
+def tan_phi(pf: float) -> float:
+    """Q/P of power factor ``pf`` (lagging; clipped to [0, 1])."""
+    return math.tan(math.acos(min(max(pf, 0.0), 1.0)))

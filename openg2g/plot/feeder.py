@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
 
 if TYPE_CHECKING:
-    from openg2g.grid.feeders import Feeder
+    from openg2g.grid.feeder.library import Feeder
 
 __all__ = ["EDGE_STYLE", "bus_voltages", "feeder_tables", "plot_feeder_map"]
 
@@ -33,7 +33,7 @@ EDGE_STYLE: dict[str, dict[str, object]] = {
 
 
 def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The drawing tables of a feeder (from :func:`openg2g.grid.feeders.load_feeder`).
+    """The drawing tables of a feeder (from :func:`openg2g.grid.feeder.library.load_feeder`).
 
     :return: ``buses`` (``bus``, ``x``, ``y``, ``phases``; buses without coordinates are left out)
         and ``edges`` (``name``, ``from_bus``, ``to_bus``, ``kind`` in line/switch/transformer,

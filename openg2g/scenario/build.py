@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -25,12 +24,10 @@ from openg2g.core.threads import one_blas_thread
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
-from openg2g.grid import validate_grid
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.config import GridSite, GridSpec
+from openg2g.grid.kinds import build_grid, validate_grid
 from openg2g.scenario.schema import LoadedScenario, Scenario
 
-__all__ = ["ComponentBuilder", "Components", "build_components", "build_grid", "check_components"]
+__all__ = ["ComponentBuilder", "Components", "build_components", "check_components"]
 
 Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
 """``(sites, grid, controllers)`` of one run."""
@@ -136,22 +133,6 @@ class ComponentBuilder:
         while len(self._sites) > self._max_sites:
             self._sites.popitem(last=False)
         return site
-
-
-def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> GridBackend:
-    """The grid backend of a grid spec: a :class:`FeederGrid` on ``grid.feeder``, or on
-    ``grid.pandapower`` a :class:`~openg2g.grid.balanced.PandapowerGrid` (a balanced net) or a
-    :class:`FeederGrid` on its phase-frame conversion (an asymmetric net, :mod:`openg2g.grid.pp3ph`)."""
-    if spec.pandapower is not None:
-        from openg2g.grid.balanced import PandapowerGrid  # pandapower is imported only for nets
-        from openg2g.grid.pp3ph import asymmetric_grid, is_asymmetric
-        from openg2g.grid.ppnets import load_net
-
-        net = load_net(spec.pandapower, base_dir)
-        if is_asymmetric(net):
-            return asymmetric_grid(net, spec, sites, base_dir)
-        return PandapowerGrid(net, spec.pandapower, spec, sites)
-    return FeederGrid.from_spec(spec, sites, base_dir)
 
 
 def build_components(loaded: LoadedScenario) -> Components:

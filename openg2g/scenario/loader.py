@@ -260,8 +260,8 @@ def resolved_scenario_text(loaded: LoadedScenario) -> str:
     load profiles, controller files) are written absolute; a controller's own ``params`` are
     written as given.
     """
-    from openg2g.grid.feeders import list_feeders
-    from openg2g.grid.ppnets import looks_like_net_file
+    from openg2g.grid.feeder.library import list_feeders
+    from openg2g.grid.nets.source import looks_like_net_file
 
     data = loaded.scenario.model_dump(mode="json")
     here = loaded.base_dir

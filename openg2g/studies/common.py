@@ -61,7 +61,7 @@ class BaseScenario:
     @property
     def feeder(self) -> str:
         """The ``grid.feeder`` the scenario names (a relative feeder file resolved against the scenario's folder)."""
-        from openg2g.grid.feeders import resolve_feeder
+        from openg2g.grid.feeder.library import resolve_feeder
 
         grid = self.data.get("grid")
         return resolve_feeder(str(grid.get("feeder", "") if isinstance(grid, dict) else ""), self.path.parent)
@@ -152,10 +152,10 @@ def _point(geo: object) -> tuple[float, float] | None:
 
 
 def net_topology(source: str, base_dir: Path) -> Topology:
-    """The topology of a pandapower net (``grid.pandapower``, see :mod:`openg2g.grid.ppnets`):
+    """The topology of a pandapower net (``grid.pandapower``, see :mod:`openg2g.grid.nets.source`):
     every in-service bus with phases a, b and c (a balanced net), drawn at its ``geo`` point where
     it has one; the ext_grid buses are the source side."""
-    from openg2g.grid.ppnets import BusNames, load_net
+    from openg2g.grid.nets.source import BusNames, load_net
 
     net = load_net(source, base_dir)
     names = BusNames(net)
@@ -177,8 +177,8 @@ def base_topology(base: BaseScenario) -> Topology:
 
 
 def feeder_topology(feeder: str) -> Topology:
-    """The topology of a bundled feeder or a ``.dss`` file (see ``openg2g.grid.feeders``)."""
-    from openg2g.grid.feeders import load_feeder
+    """The topology of a bundled feeder or a ``.dss`` file (see ``openg2g.grid.feeder.library``)."""
+    from openg2g.grid.feeder.library import load_feeder
 
     f = load_feeder(feeder)
     m = f.model

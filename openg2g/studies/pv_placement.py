@@ -10,7 +10,7 @@ hours of the day. Its PV availability ``a_k`` (fraction of the rated kW) is the 
 ``pv_shape`` at ``h_k``, its energy value ``p_k`` the ``energy_value_per_kwh`` at ``h_k``.
 
 **Linearization.** At each operating point the exact phase-frame solver
-(:class:`~openg2g.grid.backend.FeederGrid`) solves the feeder again with the datacenter power the
+(:class:`~openg2g.grid.feeder.backend.FeederGrid`) solves the feeder again with the datacenter power the
 run recorded (over the grid solve's own aggregation window), the scenario's events up to ``t_k``
 and the regulator taps the run had in force. It gives ``v_ref[k, i]`` for every monitored
 bus-phase ``i`` and ``H[k, i, b]``, the change of ``v[k, i]`` per kW of a balanced unity-power-
@@ -77,8 +77,8 @@ from openg2g.core.commands import SetPVScale, SetRegulatorMode, SetTaps, is_data
 from openg2g.core.errors import FeederError, G2GError
 from openg2g.core.state import DatacenterState
 from openg2g.engine.recorder import write_json_atomic
-from openg2g.grid.feeders import Feeder
-from openg2g.grid.model import FeederModel
+from openg2g.grid.feeder.library import Feeder
+from openg2g.grid.feeder.model import FeederModel
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
 from openg2g.scenario.schema import Periods, PVSpec
 from openg2g.studies.common import BaseScenario, Topology, make_task
@@ -178,7 +178,7 @@ def candidate_buses(spec: PVPlacementSpec, feeder: Feeder) -> list[str]:
 
 
 def _load_base_feeder(base: BaseScenario) -> Feeder:
-    from openg2g.grid.feeders import load_feeder, resolve_feeder
+    from openg2g.grid.feeder.library import load_feeder, resolve_feeder
 
     return load_feeder(resolve_feeder(base.feeder, base.path.parent))
 
@@ -565,7 +565,7 @@ class _FeederAtPoints:
     def __init__(
         self, loaded: LoadedScenario, run_dir: Path, t_s: np.ndarray, candidates: Sequence[str], rating_kw: float
     ) -> None:
-        from openg2g.grid.backend import FeederGrid
+        from openg2g.grid.feeder.backend import FeederGrid
 
         sc = loaded.scenario
         self.names = [PLAN_PV_PREFIX + b for b in candidates]

@@ -100,8 +100,8 @@ class SerialEngine(Engine):
 _PRELOAD = [
     "openg2g.sweep.tasks",
     "openg2g.engine.simulation",
-    "openg2g.grid.backend",
-    "openg2g.grid.feeders",
+    "openg2g.grid.feeder.backend",
+    "openg2g.grid.feeder.library",
     "openg2g.datacenter.replay",
     "openg2g.control.registry",
     "openg2g.controllers",

@@ -21,8 +21,8 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, UnknownNameError
 from openg2g.core.state import DatacenterState
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.feeders import load_feeder
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.library import load_feeder
 from openg2g.scenario.schema import EventSpec, GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 
 PF = 0.95

@@ -1,4 +1,4 @@
-"""Branch currents and loading (openg2g.grid.branches) against OpenDSS's own, ratings as OpenDSS
+"""Branch currents and loading (openg2g.grid.feeder.branches) against OpenDSS's own, ratings as OpenDSS
 reads them, and an overload scenario whose overload integral is recomputed by hand."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from openg2g.cli.main import main
 from openg2g.core.commands import SetLineInService, SetTaps
 from openg2g.core.state import DatacenterState, GridState
 from openg2g.engine.simulation import run_scenario
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.build import SOURCES
-from openg2g.grid.dss import read_dss
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.build import SOURCES
+from openg2g.grid.feeder.dss import read_dss
 from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_feeders

@@ -10,8 +10,8 @@ import pandapower as pp
 import pytest
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeders import DATA_DIR, list_feeders, load_feeder
-from openg2g.grid.model import FeederModel
+from openg2g.grid.feeder.library import DATA_DIR, list_feeders, load_feeder
+from openg2g.grid.feeder.model import FeederModel
 
 BUNDLED = ["ieee123", "ieee13", "ieee34", "openg2g-ieee123", "openg2g-ieee13", "openg2g-ieee34"]
 
@@ -126,7 +126,7 @@ def test_pandapower_net_saves_and_loads(tmp_path: Path) -> None:
 
 
 def test_build_reproduces_bundled_artifacts(tmp_path: Path) -> None:
-    from openg2g.grid.build import SOURCES, build_feeders
+    from openg2g.grid.feeder.build import SOURCES, build_feeders
     from tests.grid.conftest import shared_feeders
 
     written = build_feeders(shared_feeders(), tmp_path)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from openg2g.core.errors import FeederError, G2GError
-from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.schema import GridSpec
 from tests.grid.conftest import shared_feeders
 

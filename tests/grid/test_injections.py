@@ -11,9 +11,9 @@ import numpy as np
 
 from openg2g.core.state import DatacenterState
 from openg2g.grid.config import GridSpec
-from openg2g.grid.feeders import load_feeder
-from openg2g.grid.injections import Injections
-from openg2g.grid.network import node_index
+from openg2g.grid.feeder.injections import Injections
+from openg2g.grid.feeder.library import load_feeder
+from openg2g.grid.feeder.network import node_index
 from tests.grid.sites import Site
 
 

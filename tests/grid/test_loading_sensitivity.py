@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from openg2g.core.state import DatacenterState
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.balanced import PandapowerGrid
-from openg2g.grid.ppnets import load_net
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.nets.balanced import PandapowerGrid
+from openg2g.grid.nets.source import load_net
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.test_backend import TWO_BUS
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from openg2g.core.state import DatacenterState
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.build import SOURCES
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.build import SOURCES
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_voltages, shared_feeders
 

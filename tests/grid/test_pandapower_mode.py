@@ -9,7 +9,7 @@ import pytest
 
 from openg2g.core.errors import PowerFlowError
 from openg2g.core.state import DatacenterState
-from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 
 

@@ -20,9 +20,9 @@ from openg2g.core.commands import SetLoadScale, SetTaps
 from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError
 from openg2g.core.state import DatacenterState
 from openg2g.grid import validate_grid
-from openg2g.grid.balanced import PandapowerGrid
-from openg2g.grid.ppcase import run_pandapower
-from openg2g.grid.ppnets import BusNames, load_net
+from openg2g.grid.nets.balanced import PandapowerGrid
+from openg2g.grid.nets.case import run_pandapower
+from openg2g.grid.nets.source import BusNames, load_net
 from openg2g.scenario.schema import GridSpec
 from tests.grid.sites import Site
 

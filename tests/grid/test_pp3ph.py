@@ -26,13 +26,13 @@ import pytest
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
 from openg2g.grid import validate_grid
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.network import Switching as SwitchState
-from openg2g.grid.network import load_ports, node_index
-from openg2g.grid.pp3ph import asymmetric_grid, feeder_model, is_asymmetric
-from openg2g.grid.ppnets import BusNames, quiet_pandapower
-from openg2g.grid.solver import CompiledNetwork
-from openg2g.scenario.build import build_grid
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.network import Switching as SwitchState
+from openg2g.grid.feeder.network import load_ports, node_index
+from openg2g.grid.feeder.solver import CompiledNetwork
+from openg2g.grid.kinds import build_grid
+from openg2g.grid.nets.asymmetric import asymmetric_grid, feeder_model, is_asymmetric
+from openg2g.grid.nets.source import BusNames, quiet_pandapower
 from openg2g.scenario.schema import GridSpec
 from tests.grid.sites import Site
 
@@ -333,7 +333,7 @@ def test_the_converted_model_round_trips_through_json() -> None:
     ``to_dict``/``from_dict`` (a converted net can be saved as a feeder artifact)."""
     import json
 
-    from openg2g.grid.model import FeederModel
+    from openg2g.grid.feeder.model import FeederModel
 
     model = feeder_model(small_net(vector_group="YNyn", shift_degree=0.0), "lv")
     assert model.zero_sequence and model.source.z2_ohm is not None

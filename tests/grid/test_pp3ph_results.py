@@ -1,5 +1,5 @@
 """An asymmetric net back with ``runpp_3ph``'s result tables filled from the phase frame
-(:mod:`openg2g.grid.pp3ph_results`): ``pandapower.runpp_3ph`` on the returned net, converged as
+(:mod:`openg2g.grid.nets.asymmetric_results`): ``pandapower.runpp_3ph`` on the returned net, converged as
 in tests/grid/test_pp3ph.py, gives the tables we filled."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import yaml
 
 from openg2g.core.errors import ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
-from openg2g.grid.pp3ph import asymmetric_grid
-from openg2g.grid.pp3ph_results import results_net_3ph, site_name
-from openg2g.grid.ppnets import BusNames
+from openg2g.grid.nets.asymmetric import asymmetric_grid
+from openg2g.grid.nets.asymmetric_results import results_net_3ph, site_name
+from openg2g.grid.nets.source import BusNames
 from tests.grid.sites import Site
 from tests.grid.test_pp3ph import (
     ANGLE_TOL_DEG,

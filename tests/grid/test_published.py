@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
 
 PUBLISHED_PU = {

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openg2g.grid.feeders import load_feeder
-from openg2g.grid.network import LoadPorts, Switching, load_ports, node_index
-from openg2g.grid.solver import OPENDSS_VLOWPU, CompiledNetwork, LoadKernel
+from openg2g.grid.feeder.library import load_feeder
+from openg2g.grid.feeder.network import LoadPorts, Switching, load_ports, node_index
+from openg2g.grid.feeder.solver import OPENDSS_VLOWPU, CompiledNetwork, LoadKernel
 
 DP_W = 1000.0
 """Per-phase power step of the finite-difference reference (W)."""

@@ -12,7 +12,7 @@ import pytest
 
 from openg2g.core.errors import FeederError
 from openg2g.engine.simulation import run_scenario
-from openg2g.grid import ppnets
+from openg2g.grid.nets import source as ppnets
 
 HAS_SIMBENCH = importlib.util.find_spec("simbench") is not None
 

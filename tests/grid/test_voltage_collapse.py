@@ -13,8 +13,8 @@ import pytest
 
 from openg2g.core.errors import PowerFlowError
 from openg2g.core.state import DatacenterState, GridState
-from openg2g.grid.backend import FeederGrid
-from openg2g.grid.build import SOURCES
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.build import SOURCES
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 from tests.grid.conftest import opendss_voltages, shared_feeders
 

@@ -147,7 +147,7 @@ def test_feeder_map_without_voltages_has_no_colorbar():
 
 
 def test_feeder_tables_of_a_bundled_feeder():
-    from openg2g.grid.feeders import load_feeder
+    from openg2g.grid.feeder.library import load_feeder
     from openg2g.plot import feeder_tables
 
     buses, edges = feeder_tables(load_feeder("ieee13"))

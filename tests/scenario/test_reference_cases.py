@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.grid.backend import FeederGrid
+from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.sweep.expand import expand_parameters, point_overrides
 from openg2g.sweep.spec import load_sweep

@@ -18,7 +18,7 @@ import yaml
 from scipy.optimize import linprog
 
 from openg2g.cli.main import main
-from openg2g.grid.feeders import load_feeder
+from openg2g.grid.feeder.library import load_feeder
 from openg2g.studies import PlacementProblem, PVPlacementSpec, load_study, solve_placement
 from openg2g.studies.pv_placement import UPSTREAM_ZONE, candidate_buses, regulator_zones
 from openg2g.sweep.spec import SweepError

@@ -1,8 +1,8 @@
 """Build the bundled feeder artifacts from the OpenDSS sources (``openg2g feeders build``).
 
-Each feeder's master file is read with :func:`openg2g.grid.dss.read_dss` and written as the
+Each feeder's master file is read with :func:`openg2g.grid.feeder.dss.read_dss` and written as the
 project's own JSON (``{"format_version": 1, "feeder": FeederModel.to_dict()}``) under
-``openg2g/grid/data/``, together with ``PROVENANCE.md`` recording the source files and their
+``openg2g/grid/feeder/data/``, together with ``PROVENANCE.md`` recording the source files and their
 SHA-256 digests. The .dss text itself is not copied.
 """
 
@@ -12,8 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from openg2g.grid.dss import read_dss
-from openg2g.grid.feeders import DATA_DIR, FORMAT_VERSION
+from openg2g.grid.feeder.dss import read_dss
+from openg2g.grid.feeder.library import DATA_DIR, FORMAT_VERSION
 
 __all__ = ["SOURCES", "build_feeders"]
 
@@ -54,7 +54,7 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
     prov = [
         "# Provenance of the bundled feeders",
         "",
-        "Built by `openg2g feeders build --source <shared/data/feeders>` (`openg2g/grid/build.py`).",
+        "Built by `openg2g feeders build --source <shared/data/feeders>` (`openg2g/grid/feeder/build.py`).",
         "",
         "Source: the IEEE distribution test feeders (IEEE PES Distribution System Analysis Subcommittee)",
         "as distributed with OpenDSS (EPRI, https://sourceforge.net/projects/electricdss, mirrored at",
@@ -63,7 +63,7 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
         "README for the exact upstream commit and file blobs.",
         "",
         "What the script did: parsed each OpenDSS master file (and the files it redirects to) with the",
-        "project's own reader (`openg2g/grid/dss.py`), resolved line codes, units and in-line math into",
+        "project's own reader (`openg2g/grid/feeder/dss.py`), resolved line codes, units and in-line math into",
         "whole-line phase impedance and susceptance matrices, grouped regulators into banks, computed",
         "bus base voltages, attached bus coordinates (SetBusXY, or the BusXY/BusCoords file beside the",
         "master), kept the thermal ratings the files give (line/linecode `normamps`/`emergamps`,",

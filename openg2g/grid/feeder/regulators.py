@@ -5,7 +5,7 @@ a *unit* (a single-phase transformer, or one phase of a three-phase one) with it
 ``RegControl``. A ganged bank (one three-phase transformer) has one tap for all its phases.
 
 Tap positions are integer *tap steps*; the ratio in force, in pu, lives in the network's
-:class:`~openg2g.grid.network.Switching` (``1 + step * step_pu``), which the grid backend owns
+:class:`~openg2g.grid.feeder.network.Switching` (``1 + step * step_pu``), which the grid backend owns
 because a tap change also updates the compiled network. This module decides steps; the backend
 puts them in force.
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from openg2g.core.errors import CommandError, FeederError
 from openg2g.core.interfaces import RegulatorInfo
 from openg2g.grid.config import RegulatorSpec
-from openg2g.grid.feeders import Feeder
-from openg2g.grid.model import RegControlModel, TransformerModel
-from openg2g.grid.network import NodeIndex, Switching, transformer_winding_admittance
-from openg2g.grid.solver import Solution
+from openg2g.grid.feeder.library import Feeder
+from openg2g.grid.feeder.model import RegControlModel, TransformerModel
+from openg2g.grid.feeder.network import NodeIndex, Switching, transformer_winding_admittance
+from openg2g.grid.feeder.solver import Solution
 
 __all__ = ["RegulatorBank", "RegulatorUnit", "Regulators", "UnitKey"]
 

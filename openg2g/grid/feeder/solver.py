@@ -35,8 +35,8 @@ import numpy as np
 from scipy.linalg.lapack import dgetrf, dgetrs
 
 from openg2g.core.errors import PowerFlowError
-from openg2g.grid.model import FeederModel, TransformerModel
-from openg2g.grid.network import (
+from openg2g.grid.feeder.model import FeederModel, TransformerModel
+from openg2g.grid.feeder.network import (
     LoadPorts,
     NodeIndex,
     Switching,

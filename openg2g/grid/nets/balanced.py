@@ -1,16 +1,16 @@
 """``PandapowerGrid``: the grid backend on any pandapower net, solved balanced.
 
-The scenario's ``grid.pandapower`` names the net (:mod:`openg2g.grid.ppnets`). Each datacenter
+The scenario's ``grid.pandapower`` names the net (:mod:`openg2g.grid.nets.source`). Each datacenter
 site is a constant-power load at its bus: the sum of its per-phase P and Q (W, var), on top of the
 net's own loads (times the load scale), static generators, generators (PV buses at their
 voltage setpoints, reactive limits not enforced, as in ``runpp``'s default), wards and shunts. The
 power flow is pandapower's balanced positive-sequence model, solved by
-:class:`~openg2g.grid.ppcase.PandapowerCase` (a batched Newton on pandapower's own ``Ybus``).
+:class:`~openg2g.grid.nets.case.PandapowerCase` (a batched Newton on pandapower's own ``Ybus``).
 
 **Bus-phases.** A balanced solution has equal magnitudes on the three phases, and every bus is
 reported as three bus-phases ``"<bus>.a"``, ``"<bus>.b"``, ``"<bus>.c"`` with the same voltage
 (pu of the bus's ``vn_kv``), so that the engine, outputs, plots and controllers treat a net like a
-feeder. ``<bus>`` follows the naming rule of :mod:`openg2g.grid.ppnets`. The monitored buses are
+feeder. ``<bus>`` follows the naming rule of :mod:`openg2g.grid.nets.source`. The monitored buses are
 ``grid.monitored_buses``, or every energized bus but those of external grids.
 
 **Sensitivity.** ``voltage_sensitivity(bus)`` is dVm/dP of the monitored bus-phases w.r.t. one
@@ -48,11 +48,9 @@ from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
-from openg2g.grid.config import GridSite, GridSpec
-from openg2g.grid.injections import tan_phi, unknown_site
-from openg2g.grid.ppcase import PandapowerCase
-from openg2g.grid.ppnets import BusNames, load_net
-from openg2g.grid.validate import NET_RATINGS
+from openg2g.grid.config import GridSite, GridSpec, tan_phi, unknown_site
+from openg2g.grid.nets.case import PandapowerCase
+from openg2g.grid.nets.source import NET_RATINGS, BusNames, load_net
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -218,7 +216,7 @@ class PandapowerGrid(GridBackend):
     def from_spec(cls, spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> PandapowerGrid:
         """Load ``spec.pandapower`` (a path relative to ``base_dir``, or a network name) and build the backend.
 
-        :raises FeederError: the net cannot be read or solved (:func:`~openg2g.grid.ppnets.load_net`).
+        :raises FeederError: the net cannot be read or solved (:func:`~openg2g.grid.nets.source.load_net`).
         :raises ScenarioError: the spec does not fit the net.
         """
         assert spec.pandapower is not None

@@ -7,7 +7,7 @@ Every line and transformer is a set of conductors (:class:`~openg2g.core.state.B
   matrix ``Ys`` and total shunt admittance ``Yc``, zero while the line is out of service;
 - a transformer's phase conductors at both windings' terminals (for a delta winding, the line
   currents, not the coil currents), from the same per-phase blocks and anti-float shunt that
-  build the nodal admittance (:func:`~openg2g.grid.network.transformer_phase_block`), at the
+  build the nodal admittance (:func:`~openg2g.grid.feeder.network.transformer_phase_block`), at the
   taps in force. The grounded-wye neutral conductor is not reported.
 
 Ratings (A per conductor):
@@ -33,18 +33,18 @@ import math
 import numpy as np
 
 from openg2g.core.state import BranchSet
-from openg2g.grid.model import (
+from openg2g.grid.feeder.model import (
     FeederModel,
     TransformerModel,
 )
-from openg2g.grid.network import (
+from openg2g.grid.feeder.network import (
     NodeIndex,
     Switching,
     antifloat_admittance,
     line_admittance,
     transformer_phase_block,
 )
-from openg2g.grid.solver import magnitude_slopes
+from openg2g.grid.feeder.solver import magnitude_slopes
 
 __all__ = ["BranchFlows", "transformer_rated_a"]
 

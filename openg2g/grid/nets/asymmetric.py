@@ -1,8 +1,8 @@
 """An asymmetric pandapower net as a phase-frame feeder: the model ``runpp_3ph`` solves, converted exactly.
 
 A net whose ``asymmetric_load`` or ``asymmetric_sgen`` table has rows (see :func:`is_asymmetric`)
-is not solved balanced: :func:`feeder_model` turns it into a :class:`~openg2g.grid.model.FeederModel`
-and the phase-frame solver of :class:`~openg2g.grid.backend.FeederGrid` solves it. Every element
+is not solved balanced: :func:`feeder_model` turns it into a :class:`~openg2g.grid.feeder.model.FeederModel`
+and the phase-frame solver of :class:`~openg2g.grid.feeder.backend.FeederGrid` solves it. Every element
 is converted to what ``pandapower.runpp_3ph`` (pandapower 3.x) makes of it, so both give the same
 voltages (tests/grid/test_pp3ph.py):
 
@@ -18,7 +18,7 @@ voltages (tests/grid/test_pp3ph.py):
 - **trafo** ``Dyn`` (``shift_degree`` 30, 150 or 270: the delta winding's conductors rotated) and
   ``YNyn`` (``shift_degree`` 0): a bank of single-phase units at ``vk_percent``/``vkr_percent``
   with the tap in force (``Ratio`` changers), and a zero-sequence-only admittance
-  (:class:`~openg2g.grid.model.ZeroSequenceModel`) adding what ``runpp_3ph``'s zero-sequence
+  (:class:`~openg2g.grid.feeder.model.ZeroSequenceModel`) adding what ``runpp_3ph``'s zero-sequence
   T model (``vk0_percent``, ``vkr0_percent``, ``mag0_percent``, ``mag0_rx``, ``si0_hv_partial``)
   has beyond the bank. No magnetizing branch in the positive sequence: ``pfe_kw`` and
   ``i0_percent`` must be 0.
@@ -30,7 +30,7 @@ voltages (tests/grid/test_pp3ph.py):
   open one does nothing; an open line or transformer switch takes the element out of service.
 - out-of-service buses drop with what is attached to them; out-of-service lines stay, open.
 
-Buses keep the names of :class:`~openg2g.grid.ppnets.BusNames` (lower case, as feeder buses);
+Buses keep the names of :class:`~openg2g.grid.nets.source.BusNames` (lower case, as feeder buses);
 lines and transformers are named by their index (branches ``line.<index>``, ``transformer.<index>``
 as on a balanced net). Anything else (generators,
 shunts, three-winding transformers, impedances, wards, storage, other vector groups, ...) is
@@ -48,10 +48,11 @@ import numpy as np
 import pandas as pd
 
 from openg2g.core.errors import FeederError, ScenarioError
-from openg2g.grid.backend import FeederGrid
 from openg2g.grid.config import GridSite, GridSpec
-from openg2g.grid.feeders import Feeder, feeder_from_model
-from openg2g.grid.model import (
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.checks import check_against_feeder
+from openg2g.grid.feeder.library import Feeder, feeder_from_model
+from openg2g.grid.feeder.model import (
     FeederModel,
     LineModel,
     LoadModel,
@@ -60,9 +61,8 @@ from openg2g.grid.model import (
     WindingModel,
     ZeroSequenceModel,
 )
-from openg2g.grid.network import FORTESCUE, NodeIndex, sequence_to_phase, transformer_phase_block
-from openg2g.grid.ppnets import BusNames
-from openg2g.grid.validate import NET_RATINGS, check_against_feeder
+from openg2g.grid.feeder.network import FORTESCUE, NodeIndex, sequence_to_phase, transformer_phase_block
+from openg2g.grid.nets.source import NET_RATINGS, BusNames
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -417,7 +417,7 @@ def _loads(net: pandapowerNet, buses: _Buses, refuse: _Refuse) -> Iterator[LoadM
 def feeder_model(net: pandapowerNet, label: str) -> FeederModel:
     """The phase-frame model of an asymmetric net (see the module docstring).
 
-    :param net: the net, as loaded (:func:`openg2g.grid.ppnets.load_net`).
+    :param net: the net, as loaded (:func:`openg2g.grid.nets.source.load_net`).
     :param label: the net's name in messages (``grid.pandapower``).
     :raises FeederError: an element that is not converted, or one missing the data ``runpp_3ph``
         needs (zero-sequence impedances, short-circuit power), naming the table and row.
@@ -427,7 +427,9 @@ def feeder_model(net: pandapowerNet, label: str) -> FeederModel:
         live = _live(net, table)
         if len(live):
             raise refuse(
-                table, live.index[0], f"{what} is not converted to the phase-frame model (see openg2g.grid.pp3ph)"
+                table,
+                live.index[0],
+                f"{what} is not converted to the phase-frame model (see openg2g.grid.nets.asymmetric)",
             )
     buses = _Buses(net, refuse)
     source = _source(net, buses, refuse)
@@ -446,13 +448,13 @@ def feeder_model(net: pandapowerNet, label: str) -> FeederModel:
 
 
 def feeder_from_net(net: pandapowerNet, label: str) -> Feeder:
-    """:func:`feeder_model` wrapped as a :class:`~openg2g.grid.feeders.Feeder`."""
+    """:func:`feeder_model` wrapped as a :class:`~openg2g.grid.feeder.library.Feeder`."""
     return feeder_from_model(feeder_model(net, label))
 
 
 def check_asymmetric_spec(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on the converted net ``feeder`` as ``(field path, message)``:
-    those of any feeder (:func:`~openg2g.grid.validate.check_against_feeder`), site transformers
+    those of any feeder (:func:`~openg2g.grid.feeder.checks.check_against_feeder`), site transformers
     and a solver other than the phase-frame one."""
     problems = [p for p in check_against_feeder(feeder, spec, sites) if p[0] != "grid.site_transformers"]
     if spec.site_transformers:
@@ -467,7 +469,7 @@ def check_asymmetric_spec(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSi
 
 def asymmetric_grid(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> FeederGrid:
     """The grid backend on the asymmetric net ``net`` (``grid.pandapower``): a
-    :class:`~openg2g.grid.backend.FeederGrid` on its phase-frame model.
+    :class:`~openg2g.grid.feeder.backend.FeederGrid` on its phase-frame model.
 
     :raises FeederError: the net cannot be converted (:func:`feeder_model`).
     :raises ScenarioError: the spec does not fit it (:func:`check_asymmetric_spec`).

@@ -6,7 +6,7 @@ and reports the voltage magnitude of every monitored bus-phase.
 
 Solvers (``GridSpec.solver``):
 
-- ``exact`` (default): the phase-frame solver of :mod:`openg2g.grid.solver` (full phase
+- ``exact`` (default): the phase-frame solver of :mod:`openg2g.grid.feeder.solver` (full phase
   impedance matrices, single- and two-phase laterals, per-phase regulator taps, delta loads).
   It matches OpenDSS to better than 1e-6 pu on the bundled feeders (tests/grid).
   power-grid-model was measured and not used: its three-phase-only nodes, wye-only asymmetric
@@ -14,16 +14,16 @@ Solvers (``GridSpec.solver``):
   is faster on them (bench/bench_grid.py).
 - ``pandapower``: pandapower ``runpp_3ph`` on the feeder's sequence-frame network, a reference
   mode that is approximate (loses untransposed coupling, treats laterals as three-phase, one tap
-  per bank, constant-PQ loads) and slow; see :mod:`openg2g.grid.ppsolve`.
+  per bank, constant-PQ loads) and slow; see :mod:`openg2g.grid.feeder.pandapower_mode`.
 
-``FeederGrid`` composes the parts, one module each: :mod:`~openg2g.grid.regulators` (banks, tap
-steps, automatic band control), :mod:`~openg2g.grid.storage` (batteries),
-:mod:`~openg2g.grid.injections` (sites, PV, extra loads, scales and profiles, the power at the PQ
+``FeederGrid`` composes the parts, one module each: :mod:`~openg2g.grid.feeder.regulators` (banks, tap
+steps, automatic band control), :mod:`~openg2g.grid.feeder.storage` (batteries),
+:mod:`~openg2g.grid.feeder.injections` (sites, PV, extra loads, scales and profiles, the power at the PQ
 ports); dV/dP comes from the solver's own Jacobian
-(:meth:`~openg2g.grid.solver.CompiledNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
+(:meth:`~openg2g.grid.feeder.solver.CompiledNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
 (taps, capacitors, lines) in force, and carries out commands, one handler per command type.
 
-Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.regulators`); an automatic tap move
+Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.feeder.regulators`); an automatic tap move
 takes effect at the next solve.
 """
 
@@ -52,19 +52,19 @@ from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
-from openg2g.grid.branches import BranchFlows
-from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
-from openg2g.grid.feeders import Feeder, load_feeder, resolve_feeder
-from openg2g.grid.injections import Injections, tan_phi
-from openg2g.grid.model import LineModel, TransformerModel
-from openg2g.grid.network import NodeIndex, Switching, load_ports, node_index
-from openg2g.grid.regulators import Regulators, UnitKey
-from openg2g.grid.solver import CompiledNetwork, Solution, magnitude_slopes
-from openg2g.grid.storage import Battery
-from openg2g.grid.validate import check_against_feeder
+from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec, tan_phi
+from openg2g.grid.feeder.branches import BranchFlows
+from openg2g.grid.feeder.checks import check_against_feeder
+from openg2g.grid.feeder.injections import Injections
+from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
+from openg2g.grid.feeder.model import LineModel, TransformerModel
+from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
+from openg2g.grid.feeder.regulators import Regulators, UnitKey
+from openg2g.grid.feeder.solver import CompiledNetwork, Solution, magnitude_slopes
+from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
-    from openg2g.grid.ppsolve import PandapowerNetwork
+    from openg2g.grid.feeder.pandapower_mode import PandapowerNetwork
 
 __all__ = ["FeederGrid", "NodeSolution"]
 
@@ -85,7 +85,7 @@ def _with_source_pu(feeder: Feeder, source_pu: float | None) -> Feeder:
 
 def _with_ratings(feeder: Feeder, ratings: Mapping[str, BranchRatingSpec]) -> Feeder:
     """``feeder`` with the lines' and transformers' ratings of ``grid.branch_ratings`` (names
-    checked by :func:`~openg2g.grid.validate.check_against_feeder`), unchanged when there are none."""
+    checked by :func:`~openg2g.grid.feeder.checks.check_against_feeder`), unchanged when there are none."""
     if not ratings:
         return feeder
     by_name = {name.lower(): r for name, r in ratings.items()}
@@ -205,7 +205,9 @@ class FeederGrid(GridBackend):
     def _compile(self) -> CompiledNetwork | PandapowerNetwork:
         if self._net is None:
             if self.spec.solver == "pandapower":
-                from openg2g.grid.ppsolve import PandapowerNetwork  # pandapower imported only for this mode
+                from openg2g.grid.feeder.pandapower_mode import (
+                    PandapowerNetwork,  # pandapower imported only for this mode
+                )
 
                 self._net = PandapowerNetwork(
                     self.feeder, self._nodes, self._ports.load, self._injections.pq_nodes, self._switching
@@ -240,7 +242,7 @@ class FeederGrid(GridBackend):
         return tuple(self._batteries)
 
     def branches(self) -> BranchSet:
-        """Every line and transformer of the feeder (see :mod:`openg2g.grid.branches`)."""
+        """Every line and transformer of the feeder (see :mod:`openg2g.grid.feeder.branches`)."""
         return self._flows.branches
 
     def reset(self, seed: int) -> None:

@@ -1,4 +1,5 @@
-"""Check a scenario's grid section and site buses against the feeder, without raising."""
+"""Checks of a scenario's grid section and site buses against a feeder, as ``(field path, message)``
+problems, never raising (:func:`openg2g.grid.kinds.validate_grid` gathers them)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,10 @@ from pathlib import Path
 
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.config import ExtraLoadSpec, GridSite, GridSpec, PVSpec
-from openg2g.grid.feeders import Feeder, list_feeders, load_feeder, resolve_feeder
-from openg2g.grid.profile import Profile
+from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder, resolve_feeder
+from openg2g.grid.feeder.profile import Profile
 
-__all__ = ["check_against_feeder", "validate_grid"]
-
-
-NET_RATINGS = "a pandapower net's loading is against its own ratings: set line.max_i_ka and trafo.sn_mva in the net"
-"""Why ``grid.branch_ratings`` is refused on a pandapower net."""
+__all__ = ["check_against_feeder", "validate_feeder_grid"]
 
 
 def _some(names: Sequence[str], n: int = 12) -> str:
@@ -184,42 +181,9 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSit
     ]
 
 
-def _validate_net(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
-    """Problems of a scenario on a pandapower net: the net can be read and is a grid
-    (``grid.pandapower``), the options fit it and its buses exist (see
-    :func:`openg2g.grid.balanced.check_net_spec`; an asymmetric net converts to the phase frame,
-    :func:`openg2g.grid.pp3ph.check_asymmetric_spec`)."""
-    from openg2g.grid.balanced import check_net_spec  # pandapower is imported only for nets
-    from openg2g.grid.pp3ph import check_asymmetric_spec, feeder_from_net, is_asymmetric
-    from openg2g.grid.ppnets import load_net
-
-    assert spec.pandapower is not None
-    try:
-        net = load_net(spec.pandapower, base_dir)
-        if is_asymmetric(net):
-            return check_asymmetric_spec(feeder_from_net(net, spec.pandapower), spec, sites)
-    except FeederError as exc:
-        return [("grid.pandapower", str(exc).removeprefix("grid.pandapower: "))]
-    return check_net_spec(net, spec, sites)
-
-
-def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None = None) -> list[tuple[str, str]]:
-    """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
-
-    Checks: the feeder exists (lists the valid names), each site's bus exists and has three
-    phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
-    (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
-    per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
-    scenario's ``min_tap``/``max_tap`` when it states them; one value on a ganged bank), capacitors exist, PV and extra-load
-    profiles are readable (``grid.pv.<i>.profile`` ...).
-
-    A pandapower net (``grid.pandapower``) is checked by :func:`_validate_net` instead.
-
-    :param base_dir: folder a relative ``.dss`` feeder or net path is resolved against (the
-        scenario file's folder); ``None`` resolves it against the working directory.
-    """
-    if spec.pandapower is not None:
-        return _validate_net(spec, sites, base_dir)
+def validate_feeder_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
+    """Problems of a scenario on a feeder (``grid.feeder``): the feeder loads (unknown names list
+    the bundled ones), and :func:`check_against_feeder`; PV and extra-load profiles are readable."""
     assert spec.feeder is not None  # GridSpec holds exactly one of feeder and pandapower
     try:
         feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))

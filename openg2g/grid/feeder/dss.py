@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.model import (
+from openg2g.grid.feeder.model import (
     FREQUENCY_HZ,
     CapacitorModel,
     FeederModel,

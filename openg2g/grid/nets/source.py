@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING
 
 from openg2g.core.errors import FeederError
 
+NET_RATINGS = "a pandapower net's loading is against its own ratings: set line.max_i_ka and trafo.sn_mva in the net"
+"""Why ``grid.branch_ratings`` is refused on a pandapower net."""
+
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 

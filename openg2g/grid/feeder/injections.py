@@ -13,22 +13,22 @@ power drawn at every port at every step (:meth:`Injections.s_pq`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from openg2g.core.errors import CommandError, UnknownNameError
+from openg2g.core.errors import CommandError
 from openg2g.core.state import PHASES, DatacenterState
-from openg2g.grid.config import GridSite, GridSpec
-from openg2g.grid.feeders import Feeder
-from openg2g.grid.network import LoadPorts, NodeIndex
-from openg2g.grid.profile import Profile
-from openg2g.grid.storage import Battery
+from openg2g.grid.config import GridSite, GridSpec, tan_phi, unknown_site
+from openg2g.grid.feeder.library import Feeder
+from openg2g.grid.feeder.network import LoadPorts, NodeIndex
+from openg2g.grid.feeder.profile import Profile
+from openg2g.grid.feeder.storage import Battery
 
-__all__ = ["Injection", "Injections", "tan_phi", "unknown_site"]
+__all__ = ["Injection", "Injections"]
 
 Band = tuple[float, float]
 """``(vminpu, vmaxpu)`` of an OpenDSS model-1 element."""
@@ -48,16 +48,6 @@ def _band(element: _VoltageDependent | None) -> Band | None:
     if element is None or element.load_model == "constant_power":
         return None
     return (element.vminpu, element.vmaxpu)
-
-
-def unknown_site(t_s: float, grid: str, name: str, sites: Iterable[str]) -> UnknownNameError:
-    """The error for a load handed to ``grid`` (e.g. ``"feeder ieee13"``) by a site it does not serve."""
-    return UnknownNameError(f"t={t_s} s, {grid}: load for unknown site {name!r} (sites: {', '.join(sites) or 'none'})")
-
-
-def tan_phi(pf: float) -> float:
-    """Q/P of power factor ``pf`` (lagging; clipped to [0, 1])."""
-    return math.tan(math.acos(min(max(pf, 0.0), 1.0)))
 
 
 @dataclass

@@ -20,9 +20,9 @@ import numpy as np
 import pandapower as pp
 from pandapower.powerflow import LoadflowNotConverged
 
-from openg2g.grid.feeders import Feeder
-from openg2g.grid.network import NodeIndex, Switching
-from openg2g.grid.solver import Solution
+from openg2g.grid.feeder.library import Feeder
+from openg2g.grid.feeder.network import NodeIndex, Switching
+from openg2g.grid.feeder.solver import Solution
 
 __all__ = ["PandapowerNetwork"]
 
@@ -30,7 +30,7 @@ __all__ = ["PandapowerNetwork"]
 class PandapowerNetwork:
     """A feeder's pandapower net at one switching state, solved with ``runpp_3ph``.
 
-    Same ``solve`` signature as :class:`~openg2g.grid.solver.CompiledNetwork`; columns are
+    Same ``solve`` signature as :class:`~openg2g.grid.feeder.solver.CompiledNetwork`; columns are
     solved one after the other.
     """
 

@@ -1,7 +1,7 @@
 """An asymmetric pandapower net back with ``runpp_3ph``'s result tables, filled from the phase frame.
 
-:func:`results_net_3ph` takes an operating point of the converted net (:mod:`openg2g.grid.pp3ph`,
-solved by :class:`~openg2g.grid.backend.FeederGrid`) and returns a copy of the net with each
+:func:`results_net_3ph` takes an operating point of the converted net (:mod:`openg2g.grid.nets.asymmetric`,
+solved by :class:`~openg2g.grid.feeder.backend.FeederGrid`) and returns a copy of the net with each
 site as an ``asymmetric_load`` (wye) named ``openg2g:<site>`` carrying the per-phase power the
 grid drew, the load scale in the ``scaling`` of its load-like rows, and:
 
@@ -11,7 +11,7 @@ grid drew, the load scale in the ``scaling`` of its load-like rows, and:
 - ``res_line_3ph``: every column ``runpp_3ph`` fills, from the phase currents at both ends
   ``I1 = (Ys + Yc/2) V1 - Ys V2`` (and the same from the other end) and ``S = V conj(I)``;
 - ``res_trafo_3ph``: likewise, from the bank's terminal currents at the taps in force plus the
-  zero-sequence complement's (:class:`~openg2g.grid.model.ZeroSequenceModel`): the whole
+  zero-sequence complement's (:class:`~openg2g.grid.feeder.model.ZeroSequenceModel`): the whole
   zero-sequence path, as ``runpp_3ph`` counts it (a Dyn's LV currents carry the neutral's share).
 
 ``pandapower.runpp_3ph`` on the returned net gives the same tables (tests/grid/test_pp3ph_results.py).
@@ -32,19 +32,19 @@ import pandas as pd
 
 from openg2g.core.errors import ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
-from openg2g.grid.backend import FeederGrid, NodeSolution
 from openg2g.grid.config import GridSite
-from openg2g.grid.model import FeederModel
-from openg2g.grid.network import (
+from openg2g.grid.feeder.backend import FeederGrid, NodeSolution
+from openg2g.grid.feeder.model import FeederModel
+from openg2g.grid.feeder.network import (
     FORTESCUE,
     line_admittance,
     source_admittance,
     source_current,
     transformer_phase_block,
 )
-from openg2g.grid.pp3ph import feeder_buses
-from openg2g.grid.ppnets import BusNames
-from openg2g.grid.solver import band_power_va
+from openg2g.grid.feeder.solver import band_power_va
+from openg2g.grid.nets.asymmetric import feeder_buses
+from openg2g.grid.nets.source import BusNames
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -73,7 +73,7 @@ def results_net_3ph(
 
     :param net: the net, as loaded (``grid.pandapower``).
     :param label: its name in messages.
-    :param grid: the backend on its conversion (:func:`openg2g.grid.pp3ph.asymmetric_grid`).
+    :param grid: the backend on its conversion (:func:`openg2g.grid.nets.asymmetric.asymmetric_grid`).
     :param sites: the datacenter sites of ``grid``.
     :param loads: each site's state at the step (W, var per phase).
     :param t_s: the step (s).

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openg2g.grid.model import FeederModel, LineModel, LoadModel, TransformerModel
+from openg2g.grid.feeder.model import FeederModel, LineModel, LoadModel, TransformerModel
 
 __all__ = [
     "FORTESCUE",

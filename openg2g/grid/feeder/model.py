@@ -2,7 +2,7 @@
 
 This is the exact description the solver works from (phase impedance matrices, per-conductor
 phase connections, per-winding transformer data, regulator controls, load models). The
-pandapower network a :class:`~openg2g.grid.feeders.Feeder` exposes is built from it.
+pandapower network a :class:`~openg2g.grid.feeder.library.Feeder` exposes is built from it.
 
 Phases are letters ``"a"``, ``"b"``, ``"c"``; a conductor tuple such as ``("c", "b")`` lists the
 phase each conductor of the element connects to, in the element's own conductor order.
@@ -280,7 +280,7 @@ class ZeroSequenceModel:
     Between buses i and j it adds ``y[i][j] / 3`` to every pair of their phase nodes, which is
     ``y[i][j]`` in the zero-sequence frame and nothing in the positive and negative ones. It holds
     what a transformer's zero-sequence model has beyond a bank of single-phase units (a converted
-    pandapower transformer's magnetizing and winding split, see :mod:`openg2g.grid.pp3ph`).
+    pandapower transformer's magnetizing and winding split, see :mod:`openg2g.grid.nets.asymmetric`).
 
     :param name: element name.
     :param buses: the buses (each with phases a, b, c).

@@ -1,11 +1,11 @@
 """The feeder library: bundled feeders by name, or an OpenDSS master file by path.
 
->>> from openg2g.grid.feeders import list_feeders, load_feeder
+>>> from openg2g.grid.feeder.library import list_feeders, load_feeder
 >>> feeder = load_feeder("ieee13")
 >>> feeder.regulators["reg1"].phases
 ('a', 'b', 'c')
 
-Bundled feeders are the project's own JSON artifacts under ``openg2g/grid/data/`` (built by
+Bundled feeders are the project's own JSON artifacts under ``openg2g/grid/feeder/data/`` (built by
 ``openg2g feeders build``, see ``PROVENANCE.md`` there); nothing outside the package is read.
 """
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from openg2g.core.errors import FeederError
 from openg2g.core.interfaces import RegulatorInfo
 from openg2g.core.state import PHASES
-from openg2g.grid.dss import read_dss
-from openg2g.grid.model import FeederModel
+from openg2g.grid.feeder.dss import read_dss
+from openg2g.grid.feeder.model import FeederModel
 
 if TYPE_CHECKING:
     import pandapower as pp
@@ -67,7 +67,7 @@ class Feeder:
         ``phases`` columns and ``line_phase``/``regulator`` tables), built on first access. The
         solver reads :attr:`model`, so edits to the net do not change solved voltages."""
         if self._net is None:
-            from openg2g.grid.ppnet import to_pandapower  # pandapower is slow to import: only on use
+            from openg2g.grid.feeder.to_pandapower import to_pandapower  # pandapower is slow to import: only on use
 
             self._net = to_pandapower(self.model)
         return self._net

@@ -37,8 +37,8 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.ppnets import quiet_pandapower
-from openg2g.grid.solver import magnitude_slopes
+from openg2g.grid.feeder.solver import magnitude_slopes
+from openg2g.grid.nets.source import quiet_pandapower
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -122,7 +122,7 @@ class PandapowerCase:
 
     Runs ``runpp`` on ``net`` (filling its ``res_*`` tables at the net's own loads).
 
-    :param net: the net, as loaded (:func:`openg2g.grid.ppnets.load_net`).
+    :param net: the net, as loaded (:func:`openg2g.grid.nets.source.load_net`).
     :param label: the net's name in messages.
     :raises FeederError: the net's own power flow does not converge.
     """

@@ -10,8 +10,8 @@ transformer), which is what ``runpp_3ph`` solves. Extra columns and tables keep 
   whole line) as nested lists;
 - ``net["regulator"]``: one row per regulated phase: bank, transformer, phase, tap step, limits.
 
-The exact solver works from :class:`~openg2g.grid.model.FeederModel` (kept on the
-:class:`~openg2g.grid.feeders.Feeder`), not from these tables.
+The exact solver works from :class:`~openg2g.grid.feeder.model.FeederModel` (kept on the
+:class:`~openg2g.grid.feeder.library.Feeder`), not from these tables.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 import pandapower as pp
 import pandas as pd
 
-from openg2g.grid.model import FeederModel
-from openg2g.grid.network import FORTESCUE
+from openg2g.grid.feeder.model import FeederModel
+from openg2g.grid.feeder.network import FORTESCUE
 
 __all__ = ["sequence_impedance", "to_pandapower"]
 

@@ -1,0 +1,20 @@
+"""The phase-frame wing of the grid: distribution feeders, their exact unbalanced power flow and
+the ``FeederGrid`` backend.
+
+- :mod:`~openg2g.grid.feeder.model`: the feeder model (every element with its phase data);
+- :mod:`~openg2g.grid.feeder.dss`: reading an OpenDSS file into it; :mod:`~openg2g.grid.feeder.library`:
+  bundled feeders by name (``load_feeder``), built by :mod:`~openg2g.grid.feeder.build`;
+- :mod:`~openg2g.grid.feeder.network`: nodes, admittance stamps, load ports;
+  :mod:`~openg2g.grid.feeder.solver`: the power flow and its exact dV/dP;
+- :mod:`~openg2g.grid.feeder.backend`: ``FeederGrid``, composed of
+  :mod:`~openg2g.grid.feeder.regulators`, :mod:`~openg2g.grid.feeder.storage`,
+  :mod:`~openg2g.grid.feeder.injections` (with :mod:`~openg2g.grid.feeder.profile`) and
+  :mod:`~openg2g.grid.feeder.branches`; its scenario checks in :mod:`~openg2g.grid.feeder.checks`;
+- :mod:`~openg2g.grid.feeder.to_pandapower`: a feeder as a pandapower net (for inspection), and
+  :mod:`~openg2g.grid.feeder.pandapower_mode`: pandapower's ``runpp_3ph`` on it (a reference mode).
+"""
+
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder
+
+__all__ = ["Feeder", "FeederGrid", "list_feeders", "load_feeder"]

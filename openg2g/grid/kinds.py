@@ -1,0 +1,101 @@
+"""The kinds of grid a scenario can name, and the one module that tells them apart.
+
+- **feeder** (``grid.feeder``: a bundled feeder or an OpenDSS file): the phase-frame backend
+  :class:`~openg2g.grid.feeder.backend.FeederGrid`;
+- **balanced net** (``grid.pandapower``, a net without asymmetric loads or static generators):
+  :class:`~openg2g.grid.nets.balanced.PandapowerGrid`;
+- **asymmetric net** (``grid.pandapower`` with ``asymmetric_load``/``asymmetric_sgen`` rows):
+  converted to the phase frame (:mod:`openg2g.grid.nets.asymmetric`) and solved by ``FeederGrid``.
+
+:func:`build_grid`, :func:`validate_grid` and :func:`open_net` are where the choice is made;
+nothing else looks at which of ``grid.feeder`` and ``grid.pandapower`` a spec holds.
+pandapower is imported only when a spec names a net.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from openg2g.core.errors import FeederError
+from openg2g.core.interfaces import GridBackend
+from openg2g.grid.config import GridSite, GridSpec
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.checks import validate_feeder_grid
+
+if TYPE_CHECKING:
+    from pandapower.auxiliary import pandapowerNet
+
+__all__ = ["GridKind", "build_grid", "open_net", "validate_grid"]
+
+GridKind = Literal["feeder", "balanced_net", "asymmetric_net"]
+"""The three kinds of grid (module docstring)."""
+
+
+def open_net(spec: GridSpec, base_dir: Path | None) -> tuple[GridKind, pandapowerNet]:
+    """The pandapower net ``grid.pandapower`` names, read, and whether it is balanced or asymmetric.
+
+    :raises FeederError: the net cannot be read or is not a grid.
+    """
+    from openg2g.grid.nets.asymmetric import is_asymmetric  # pandapower is imported only for nets
+    from openg2g.grid.nets.source import load_net
+
+    assert spec.pandapower is not None, "a feeder spec names no net"
+    net = load_net(spec.pandapower, base_dir)
+    return ("asymmetric_net" if is_asymmetric(net) else "balanced_net"), net
+
+
+def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> GridBackend:
+    """The grid backend of a grid spec (module docstring).
+
+    :raises FeederError: unknown feeder, unreadable feeder file or net.
+    :raises ScenarioError: the spec does not fit the grid.
+    """
+    if spec.pandapower is None:
+        return FeederGrid.from_spec(spec, sites, base_dir)
+    from openg2g.grid.nets.asymmetric import asymmetric_grid
+    from openg2g.grid.nets.balanced import PandapowerGrid
+
+    kind, net = open_net(spec, base_dir)
+    if kind == "asymmetric_net":
+        return asymmetric_grid(net, spec, sites, base_dir)
+    return PandapowerGrid(net, spec.pandapower, spec, sites)
+
+
+def _validate_net(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None) -> list[tuple[str, str]]:
+    """Problems of a scenario on a pandapower net: the net can be read and is a grid
+    (``grid.pandapower``), the options fit it and its buses exist (see
+    :func:`openg2g.grid.nets.balanced.check_net_spec`; an asymmetric net converts to the phase frame,
+    :func:`openg2g.grid.nets.asymmetric.check_asymmetric_spec`)."""
+    from openg2g.grid.nets.asymmetric import check_asymmetric_spec, feeder_from_net
+    from openg2g.grid.nets.balanced import check_net_spec
+
+    assert spec.pandapower is not None
+    try:
+        kind, net = open_net(spec, base_dir)
+        if kind == "asymmetric_net":
+            return check_asymmetric_spec(feeder_from_net(net, spec.pandapower), spec, sites)
+    except FeederError as exc:
+        return [("grid.pandapower", str(exc).removeprefix("grid.pandapower: "))]
+    return check_net_spec(net, spec, sites)
+
+
+def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | None = None) -> list[tuple[str, str]]:
+    """Every problem of a grid spec and its sites as ``(field path, message)``; empty if valid.
+
+    Checks: the feeder exists (lists the valid names), each site's bus exists and has three
+    phases (``datacenters.<i>.bus``), PV/storage/extra-load/monitored buses exist
+    (``grid.pv.<i>.bus`` ...), regulator banks exist (``grid.regulators.<name>``) with one tap
+    per phase inside the range (``grid.regulators.<name>.taps``; the range is the feeder's or the
+    scenario's ``min_tap``/``max_tap`` when it states them; one value on a ganged bank), capacitors exist, PV and extra-load
+    profiles are readable (``grid.pv.<i>.profile`` ...).
+
+    A pandapower net (``grid.pandapower``) is checked by :func:`_validate_net` instead.
+
+    :param base_dir: folder a relative ``.dss`` feeder or net path is resolved against (the
+        scenario file's folder); ``None`` resolves it against the working directory.
+    """
+    if spec.pandapower is not None:
+        return _validate_net(spec, sites, base_dir)
+    return validate_feeder_grid(spec, sites, base_dir)
