@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from openg2g.grid.feeder.model import FeederModel, LineModel, LoadModel, TransformerModel
 
@@ -21,8 +22,11 @@ __all__ = [
     "FORTESCUE",
     "LoadPorts",
     "NodeIndex",
+    "Stamps",
     "Switching",
     "admittance",
+    "admittance_sparse",
+    "admittance_stamps",
     "antifloat_admittance",
     "energized",
     "line_admittance",
@@ -169,11 +173,47 @@ def line_admittance(ln: LineModel) -> tuple[np.ndarray, np.ndarray]:
     return np.linalg.inv(ln.z_ohm()), 0.5j * np.asarray(ln.b_us) * 1e-6
 
 
-def _stamp(y: np.ndarray, idx: list[int], block: np.ndarray) -> None:
-    """Add ``block`` at rows/cols ``idx``; index -1 (ground) is dropped."""
-    keep = [i for i, n in enumerate(idx) if n >= 0]
-    rows = [idx[i] for i in keep]
-    y[np.ix_(rows, rows)] += block[np.ix_(keep, keep)]
+class Stamps:
+    """Admittance entries in the order elements add them: rows, columns and values (S), ground
+    (node -1) dropped. Assembled dense or sparse; entries at one position are summed in the order
+    they were added, so the dense matrix is the same, bit for bit, however the stamps are grouped."""
+
+    def __init__(self) -> None:
+        self._rows: list[np.ndarray] = []
+        self._cols: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+
+    def add(self, idx: list[int], block: np.ndarray) -> None:
+        """Add ``block`` at rows/cols ``idx``; index -1 (ground) is dropped."""
+        keep = [i for i, n in enumerate(idx) if n >= 0]
+        rows = np.array([idx[i] for i in keep], dtype=np.int64)
+        self._rows.append(np.repeat(rows, len(rows)))
+        self._cols.append(np.tile(rows, len(rows)))
+        self._vals.append(np.asarray(block, dtype=complex)[np.ix_(keep, keep)].ravel())
+
+    def add_diagonal(self, nodes: np.ndarray, value: complex) -> None:
+        """Add ``value`` on the diagonal at each of ``nodes``."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        self._rows.append(nodes)
+        self._cols.append(nodes)
+        self._vals.append(np.full(nodes.size, value, dtype=complex))
+
+    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self._rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=complex)
+        return np.concatenate(self._rows), np.concatenate(self._cols), np.concatenate(self._vals)
+
+    def dense(self, n: int) -> np.ndarray:
+        """The ``(n, n)`` matrix."""
+        y = np.zeros((n, n), dtype=complex)
+        rows, cols, vals = self._entries()
+        np.add.at(y, (rows, cols), vals)
+        return y
+
+    def sparse(self, n: int) -> sp.csc_matrix:
+        """The ``(n, n)`` matrix, compressed sparse columns."""
+        rows, cols, vals = self._entries()
+        return sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
 
 
 _A = np.exp(2j * np.pi / 3)
@@ -284,34 +324,33 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
     return live
 
 
-def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> np.ndarray:
-    """Dense nodal admittance matrix (S) for the given switching state.
+def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> Stamps:
+    """Every element's admittance entries (S) at the given switching state, in a fixed order:
+    source, lines, transformers, capacitors, zero-sequence admittances, load nominal admittances.
 
     De-energized nodes (cut off by open lines) are tied to ground by 1 S so the matrix stays
     invertible; the solver sets their loads to zero, so their voltage comes out as 0.
     """
-    n = len(nodes)
-    y = np.zeros((n, n), dtype=complex)
+    stamps = Stamps()
     src_idx = [nodes.index[(model.source.bus, p)] for p in "abc"]
-    _stamp(y, src_idx, source_admittance(model))
+    stamps.add(src_idx, source_admittance(model))
     for ln in model.lines:
         if not state.lines[ln.name]:
             continue
         ys, yc = line_admittance(ln)
         idx = [nodes.index[(ln.bus1, p)] for p in ln.phases1] + [nodes.index[(ln.bus2, p)] for p in ln.phases2]
-        _stamp(y, idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
+        stamps.add(idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
     for t in model.transformers:
         taps = state.taps_pu[t.name]
         for k in range(t.n_phases):
             idx, blk = transformer_phase_block(t, k, float(taps[k]), nodes)
-            _stamp(y, idx, blk)
+            stamps.add(idx, blk)
         if t.ppm_antifloat:
             # OpenDSS anti-float adder: j*Y_PPM on both conductors of every winding phase
             for w in range(len(t.windings)):
                 y_ppm = antifloat_admittance(t, w)
                 for k in range(t.n_phases):
-                    for node in _winding_incidence(t, w, k, nodes)[0]:
-                        y[node, node] += y_ppm
+                    stamps.add_diagonal(np.array(_winding_incidence(t, w, k, nodes)[0]), y_ppm)
     for cap in model.capacitors:
         if not state.capacitors[cap.name]:
             continue
@@ -320,18 +359,27 @@ def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: Lo
         if cap.conn == "wye":
             v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
             b = cap.kvar * 1000.0 / nph / v_ph**2
-            _stamp(y, idx, np.eye(nph) * 1j * b)
+            stamps.add(idx, np.eye(nph) * 1j * b)
         else:
             b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
             for k in range(nph):
                 pair = [idx[k], idx[(k + 1) % nph]]
-                _stamp(y, pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+                stamps.add(pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
     for zs in model.zero_sequence:
         idx = [nodes.index[(bus, p)] for bus in zs.buses for p in "abc"]
-        _stamp(y, idx, np.kron(zs.y_s(), np.full((3, 3), 1.0 / 3.0)))
+        stamps.add(idx, np.kron(zs.y_s(), np.full((3, 3), 1.0 / 3.0)))
     y_load = ports.y_nominal_s
     for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
-        _stamp(y, [int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))
-    dead = ~energized(model, nodes, state)
-    y[dead, dead] += 1.0
-    return y
+        stamps.add([int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    stamps.add_diagonal(np.flatnonzero(~energized(model, nodes, state)), 1.0)
+    return stamps
+
+
+def admittance(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> np.ndarray:
+    """Dense nodal admittance matrix (S) for the given switching state (:func:`admittance_stamps`)."""
+    return admittance_stamps(model, nodes, state, ports).dense(len(nodes))
+
+
+def admittance_sparse(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> sp.csc_matrix:
+    """Sparse nodal admittance matrix (S) for the given switching state (:func:`admittance_stamps`)."""
+    return admittance_stamps(model, nodes, state, ports).sparse(len(nodes))
