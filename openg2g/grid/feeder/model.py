@@ -4,8 +4,10 @@ This is the exact description the solver works from (phase impedance matrices, p
 phase connections, per-winding transformer data, regulator controls, load models). The
 pandapower network a :class:`~openg2g.grid.feeder.library.Feeder` exposes is built from it.
 
-Phases are letters ``"a"``, ``"b"``, ``"c"``; a conductor tuple such as ``("c", "b")`` lists the
-phase each conductor of the element connects to, in the element's own conductor order.
+Nodes of a bus are labelled as OpenDSS numbers them: ``"a"``, ``"b"``, ``"c"`` for nodes 1-3 (the
+phases), the number as text beyond (``"4"``: a neutral or other conductor, :func:`node_label`);
+``None`` in a conductor tuple is node 0, ground. A conductor tuple such as ``("c", "b")`` lists the
+node each conductor of the element connects to, in the element's own conductor order.
 """
 
 from __future__ import annotations
@@ -15,21 +17,41 @@ from typing import Any
 
 import numpy as np
 
+from openg2g.core.state import PHASES
+
 __all__ = [
     "DEFAULT_EMERG_AMPS",
     "DEFAULT_EMERG_KVA_FACTOR",
     "DEFAULT_NORM_AMPS",
     "FREQUENCY_HZ",
+    "CapControlModel",
     "CapacitorModel",
     "FeederModel",
+    "GeneratorModel",
     "LineModel",
     "LoadModel",
+    "PrimitiveModel",
     "RegControlModel",
     "SourceModel",
     "TransformerModel",
     "WindingModel",
     "ZeroSequenceModel",
+    "node_label",
+    "node_number",
 ]
+
+def node_label(node: int) -> str | None:
+    """Label of OpenDSS node ``node`` of a bus: ``"a"``, ``"b"``, ``"c"`` for 1-3, the number as
+    text beyond (``"4"``), ``None`` for 0 (ground)."""
+    if node == 0:
+        return None
+    return PHASES[node - 1] if node <= 3 else str(node)
+
+
+def node_number(label: str) -> int:
+    """Inverse of :func:`node_label` for a node that is not ground."""
+    return PHASES.index(label) + 1 if label in PHASES else int(label)
+
 
 FREQUENCY_HZ = 60.0
 """System frequency of every bundled feeder (Hz)."""
@@ -119,14 +141,16 @@ class WindingModel:
     """One transformer winding.
 
     :param bus: bus it connects to.
-    :param phases: phase of each conductor (one per transformer phase; a delta winding's phase i
-        spans conductors i and i-1, as OpenDSS's default lagging delta).
-    :param conn: ``"wye"`` (neutral grounded) or ``"delta"``.
+    :param phases: node of each phase conductor (one per transformer phase; a delta winding's
+        phase i spans conductors i and i-1, as OpenDSS's default lagging delta).
+    :param conn: ``"wye"`` (phase i from its conductor to the neutral) or ``"delta"``.
     :param kv: rated voltage (kV): line-to-line for 2- and 3-phase transformers, across the
         winding for 1-phase ones.
     :param kva: rated power (kVA), all phases.
     :param r_pct: winding resistance (% on the winding's rating).
     :param tap: off-nominal ratio (pu) in force at the start.
+    :param neutral: a wye winding's neutral node, ``None`` for solidly grounded (a single-phase
+        winding between two phases, as in an open-delta bank, has the second phase as neutral).
     """
 
     bus: str
@@ -136,6 +160,7 @@ class WindingModel:
     kva: float
     r_pct: float
     tap: float = 1.0
+    neutral: str | None = None
 
 
 @dataclass
@@ -199,6 +224,16 @@ class RegControlModel:
     :param x_v: line-drop compensator X setting (V).
     :param delay_s: time outside the band before the first tap move (s).
     :param ptphase: monitored phase of a multi-phase transformer (1-based conductor).
+    :param tapdelay_s: time between successive tap moves once the first has been made (s).
+    :param maxtapchange: most tap steps one control action moves (0 holds the tap).
+    :param reversible: True when the control reverses on reverse power flow.
+    :param revvreg_v: set point in reverse power flow (V on 120 V base).
+    :param revband_v: bandwidth in reverse power flow (V on 120 V base).
+    :param revr_v: line-drop compensator R in reverse power flow (V).
+    :param revx_v: line-drop compensator X in reverse power flow (V).
+    :param revthreshold_kw: reverse power above which the control reverses (kW).
+    :param revdelay_s: time the power must stay reversed before the control reverses (s).
+    :param vlimit_v: highest voltage the regulated winding may reach (V on 120 V base), 0 = none.
     """
 
     name: str
@@ -212,6 +247,16 @@ class RegControlModel:
     x_v: float = 0.0
     delay_s: float = 15.0
     ptphase: int = 1
+    tapdelay_s: float = 2.0
+    maxtapchange: int = 16
+    reversible: bool = False
+    revvreg_v: float = 120.0
+    revband_v: float = 3.0
+    revr_v: float = 0.0
+    revx_v: float = 0.0
+    revthreshold_kw: float = 100.0
+    revdelay_s: float = 60.0
+    vlimit_v: float = 0.0
 
 
 @dataclass
@@ -233,6 +278,7 @@ class LoadModel:
     :param cvrwatts: CVR exponent of P (model 4).
     :param cvrvars: CVR exponent of Q (model 4).
     :param n_phases: OpenDSS ``phases`` (power is split evenly over them).
+    :param neutral: a wye load's neutral node, ``None`` for ground.
     """
 
     name: str
@@ -249,6 +295,40 @@ class LoadModel:
     vlowpu: float = 0.5
     cvrwatts: float = 1.0
     cvrvars: float = 2.0
+    neutral: str | None = None
+
+
+@dataclass
+class GeneratorModel:
+    """Generation the feeder file defines (OpenDSS ``Generator``, ``PVSystem``, ``Storage``), as
+    OpenDSS solves it in a snapshot: its output at its voltage band, constant power inside the
+    band ``[vminpu, vmaxpu]`` and constant impedance outside it, like a model-1 load drawing the
+    negative of the output. The feeder's load scale does not apply to it.
+
+    :param name: element name, with its class (``"pvsystem.pv1"``).
+    :param bus: bus.
+    :param phases: node of each phase conductor (as :class:`LoadModel`).
+    :param conn: ``"wye"`` or ``"delta"``.
+    :param kv: rated voltage (kV), line-to-line for 2-/3-phase, across the element for 1-phase.
+    :param kw: active power delivered (kW), all phases.
+    :param kvar: reactive power delivered (kvar), all phases.
+    :param n_phases: OpenDSS ``phases``.
+    :param vminpu: below this the output turns constant impedance (pu).
+    :param vmaxpu: above this the output turns constant impedance (pu).
+    :param neutral: a wye element's neutral node, ``None`` for ground.
+    """
+
+    name: str
+    bus: str
+    phases: tuple[str | None, ...]
+    conn: str
+    kv: float
+    kw: float
+    kvar: float
+    n_phases: int
+    vminpu: float = 0.9
+    vmaxpu: float = 1.1
+    neutral: str | None = None
 
 
 @dataclass
@@ -258,10 +338,11 @@ class CapacitorModel:
     :param name: element name.
     :param bus: bus.
     :param phases: phase of each conductor.
-    :param conn: ``"wye"`` (grounded) or ``"delta"``.
+    :param conn: ``"wye"`` or ``"delta"``.
     :param kvar: rating (kvar), all phases.
     :param kv: rated voltage (kV), line-to-line for 2-/3-phase, across the can for 1-phase.
     :param closed: True when in service.
+    :param neutral: a wye bank's neutral node, ``None`` for grounded.
     """
 
     name: str
@@ -271,6 +352,87 @@ class CapacitorModel:
     kvar: float
     kv: float
     closed: bool = True
+    neutral: str | None = None
+
+
+@dataclass
+class CapControlModel:
+    """A capacitor's own switching control (OpenDSS ``CapControl``).
+
+    It watches one terminal of a line or transformer (``element``, ``terminal``) and switches the
+    capacitor on when the watched quantity crosses ``on_setting`` and off when it crosses
+    ``off_setting`` (for ``voltage``: on below, off above; for ``current`` and ``kvar``: on
+    above, off below), after the condition has held for ``delay_s`` (on) or ``delayoff_s`` (off),
+    and not within ``deadtime_s`` of switching off. With ``voltoverride`` a voltage outside
+    ``[vmin_v, vmax_v]`` switches it whatever the main setting says.
+
+    :param name: control name.
+    :param capacitor: controlled capacitor.
+    :param kind: ``"voltage"`` (V on the PT secondary), ``"current"`` (A on the CT secondary),
+        ``"kvar"`` (kvar through the terminal, all phases) or ``"pf"``.
+    :param element: watched element with its class (``"line.cap_1a"``).
+    :param terminal: watched terminal (1-based).
+    :param on_setting: switch-on threshold (unit of ``kind``).
+    :param off_setting: switch-off threshold (unit of ``kind``).
+    :param delay_s: time the on condition must hold (s).
+    :param delayoff_s: time the off condition must hold (s).
+    :param deadtime_s: time after switching off before it may switch on again (s).
+    :param voltoverride: True to switch on a voltage outside ``[vmin_v, vmax_v]``.
+    :param vmin_v: low voltage of the override (V on the PT secondary).
+    :param vmax_v: high voltage of the override (V on the PT secondary).
+    :param ptratio: potential transformer ratio.
+    :param ctratio: current transformer ratio.
+    :param ptphase: watched phase for voltage (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
+    :param ctphase: watched phase for current (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
+    """
+
+    name: str
+    capacitor: str
+    kind: str
+    element: str
+    terminal: int = 1
+    on_setting: float = 300.0
+    off_setting: float = 200.0
+    delay_s: float = 15.0
+    delayoff_s: float = 15.0
+    deadtime_s: float = 300.0
+    voltoverride: bool = False
+    vmin_v: float = 115.0
+    vmax_v: float = 126.0
+    ptratio: float = 60.0
+    ctratio: float = 60.0
+    ptphase: int | str = 1
+    ctphase: int | str = 1
+
+
+@dataclass
+class PrimitiveModel:
+    """A static element given by its primitive admittance as OpenDSS computes it: what the typed
+    elements above do not describe (a multi-winding or center-tapped transformer, a reactor, a
+    fault, a second voltage source). Its admittance never changes during a run.
+
+    :param name: element name, with its class (``"transformer.t5"``).
+    :param terminals: ``(bus, node of each conductor)`` per terminal, in OpenDSS's conductor order
+        (``None`` = ground).
+    :param g_s: conductance matrix over all conductors of all terminals (S).
+    :param b_s: susceptance matrix over the same (S).
+    :param i_source_a: a voltage source's Norton current into each conductor, ``[re, im]`` (A),
+        ``None`` for a passive element.
+    :param norm_amps: normal rating of each terminal's conductors (A), ``None`` when unrated.
+    :param emerg_amps: emergency rating of each terminal's conductors (A), ``None`` when unrated.
+    """
+
+    name: str
+    terminals: list[tuple[str, tuple[str | None, ...]]]
+    g_s: list[list[float]]
+    b_s: list[list[float]]
+    i_source_a: list[list[float]] | None = None
+    norm_amps: list[float] | None = None
+    emerg_amps: list[float] | None = None
+
+    def y_s(self) -> np.ndarray:
+        """Primitive admittance matrix (S), complex."""
+        return np.asarray(self.g_s, dtype=float) + 1j * np.asarray(self.b_s, dtype=float)
 
 
 @dataclass
@@ -312,6 +474,9 @@ class FeederModel:
     :param loads: loads.
     :param capacitors: capacitors.
     :param zero_sequence: zero-sequence-only admittances (none on an OpenDSS feeder).
+    :param generators: generation the file defines.
+    :param capcontrols: capacitor controls.
+    :param primitives: static elements by their primitive admittance.
     :param coords: bus -> (x, y) drawing coordinates.
     :param frequency_hz: system frequency (Hz).
     """
@@ -326,6 +491,9 @@ class FeederModel:
     loads: list[LoadModel] = field(default_factory=list)
     capacitors: list[CapacitorModel] = field(default_factory=list)
     zero_sequence: list[ZeroSequenceModel] = field(default_factory=list)
+    generators: list[GeneratorModel] = field(default_factory=list)
+    capcontrols: list[CapControlModel] = field(default_factory=list)
+    primitives: list[PrimitiveModel] = field(default_factory=list)
     coords: dict[str, tuple[float, float]] = field(default_factory=dict)
     frequency_hz: float = FREQUENCY_HZ
 
@@ -365,6 +533,12 @@ class FeederModel:
             loads=[LoadModel(**tup(x, "phases")) for x in data["loads"]],
             capacitors=[CapacitorModel(**tup(x, "phases")) for x in data["capacitors"]],
             zero_sequence=[ZeroSequenceModel(**tup(x, "buses")) for x in data.get("zero_sequence", [])],
+            generators=[GeneratorModel(**tup(x, "phases")) for x in data.get("generators", [])],
+            capcontrols=[CapControlModel(**x) for x in data.get("capcontrols", [])],
+            primitives=[
+                PrimitiveModel(**{**x, "terminals": [(b, tuple(n)) for b, n in x["terminals"]]})
+                for x in data.get("primitives", [])
+            ],
             coords={k: (float(v[0]), float(v[1])) for k, v in data["coords"].items()},
             frequency_hz=float(data.get("frequency_hz", FREQUENCY_HZ)),
         )
