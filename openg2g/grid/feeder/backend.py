@@ -59,8 +59,9 @@ from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
+from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution, magnitude_slopes
 from openg2g.grid.feeder.regulators import Regulators, UnitKey
-from openg2g.grid.feeder.solver import CompiledNetwork, Solution, magnitude_slopes
+from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
@@ -175,8 +176,8 @@ class FeederGrid(GridBackend):
         self._regulators = Regulators(feeder, spec.regulators)
         self._cap_names = {c.lower(): c for c in feeder.capacitors}
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
-        self._net: CompiledNetwork | PandapowerNetwork | None = None
-        self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
+        self._net: PowerFlowNetwork | PandapowerNetwork | None = None
+        self._net_prev: PowerFlowNetwork | PandapowerNetwork | None = None
         # sensitivity key -> dV/dP (pu/W), and the complex V, dV/dP its d(loading)/dP comes from
         self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # bus -> (the dV/dP it was made from, d(loading)/dP (%/W)), made when a controller asks
@@ -198,11 +199,11 @@ class FeederGrid(GridBackend):
         assert spec.feeder is not None, "FeederGrid needs grid.feeder (a pandapower net is a PandapowerGrid)"
         return cls(load_feeder(resolve_feeder(spec.feeder, base_dir)), spec, sites, base_dir)
 
-    def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> CompiledNetwork:
+    def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> PowerFlowNetwork:
         """A phase-frame network at the switching in force, with PQ ports at ``pq_nodes``."""
         return CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
 
-    def _compile(self) -> CompiledNetwork | PandapowerNetwork:
+    def _compile(self) -> PowerFlowNetwork | PandapowerNetwork:
         if self._net is None:
             if self.spec.solver == "pandapower":
                 from openg2g.grid.feeder.pandapower_mode import (
@@ -274,7 +275,7 @@ class FeederGrid(GridBackend):
             return
         self._taps_view = None
         net = self._net
-        in_place = isinstance(net, CompiledNetwork) and self._retaps < _MAX_RETAPS
+        in_place = isinstance(net, PowerFlowNetwork) and self._retaps < _MAX_RETAPS
         for name, new in changed.items():
             if in_place:
                 net.retap(self._regulators.transformer(name), self._switching.taps_pu[name], new)  # type: ignore[union-attr]
@@ -540,7 +541,7 @@ class FeederGrid(GridBackend):
             scale, s_pq = self._last
         else:
             scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
-        if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
+        if not isinstance(net, PowerFlowNetwork):  # the pandapower mode: linearize the exact model
             net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
         nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
         s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))

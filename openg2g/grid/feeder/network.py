@@ -35,6 +35,7 @@ __all__ = [
     "sequence_to_phase",
     "source_admittance",
     "source_current",
+    "tap_change_admittance",
     "transformer_phase_block",
     "transformer_winding_admittance",
     "winding_kv",
@@ -296,6 +297,23 @@ def transformer_phase_block(
     c[0, : len(n1)] = c1
     c[1, len(n1) :] = c2
     return idx, c.T @ yw @ c
+
+
+def tap_change_admittance(
+    t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray, nodes: NodeIndex
+) -> dict[int, dict[int, complex]]:
+    """Change of the admittance entries (S) when ``t``'s winding-2 taps go from ``old_taps_pu`` to
+    ``new_taps_pu`` (per phase, pu): row node -> column node -> change, for the phases that move
+    (empty when none does)."""
+    blocks: dict[int, dict[int, complex]] = {}
+    for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
+        idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), nodes)
+        _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), nodes)
+        for a, i in enumerate(idx):
+            for b, j in enumerate(idx):
+                blocks.setdefault(i, {}).setdefault(j, 0j)
+                blocks[i][j] += new[a, b] - old[a, b]
+    return blocks
 
 
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:

@@ -27,7 +27,7 @@ from openg2g.grid.config import RegulatorSpec
 from openg2g.grid.feeder.library import Feeder
 from openg2g.grid.feeder.model import RegControlModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, transformer_winding_admittance
-from openg2g.grid.feeder.solver import Solution
+from openg2g.grid.feeder.powerflow import Solution
 
 __all__ = ["RegulatorBank", "RegulatorUnit", "Regulators", "UnitKey"]
 
