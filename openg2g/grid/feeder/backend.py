@@ -82,14 +82,14 @@ _BATCH_NODE_VALUES = 1 << 20
 """Node voltages held per batch call (16 MiB of complex values): a large feeder solves fewer
 operating points at a time (the IEEE 8500-node feeder 122), a small one :data:`_BATCH_COLUMNS`."""
 
-SPARSE_MIN_NODES = 500
+SPARSE_MIN_NODES = 1000
 """Feeders with at least this many nodes are solved by the sparse network
 (:class:`~openg2g.grid.feeder.sparse.SparseNetwork`), smaller ones by the dense one
-(:class:`~openg2g.grid.feeder.solver.CompiledNetwork`): the crossover measured by
-``bench/bench_grid.py``. On IEEE 123 (278 nodes) the dense path is faster one step at a time and
-in windows of 100 steps; on two chained copies of it (562 nodes) the sparse one is faster in
-windows of 10 and 100 steps, sensitivities and tap changes, and within 10% one step at a time.
-Every bundled feeder stays dense. Tests and benchmarks set it to force a path (0: always sparse)."""
+(:class:`~openg2g.grid.feeder.solver.CompiledNetwork`): the crossover ``bench/bench_grid.py``
+measures (docs/performance.md, "Large feeders"): at 562 nodes neither path is faster at
+everything, from 1,124 on the sparse one is. The bundled IEEE feeders (at most 278 nodes) stay
+dense; the European LV network of ``eu_lv_edge_none`` (2,700 bus-phases) goes sparse. Tests and
+benchmarks set it to force a path (0: always sparse)."""
 
 
 def _with_source_pu(feeder: Feeder, source_pu: float | None) -> Feeder:

@@ -58,21 +58,21 @@ from openg2g.grid.feeder.network import (
     tap_change_admittance,
 )
 from openg2g.grid.feeder.ports import KernelContext, columns
-from openg2g.grid.feeder.powerflow import CHORD_RATE, Linearization, NewtonResult, PowerFlowNetwork
+from openg2g.grid.feeder.powerflow import CHORD_RATE, Linearization, NewtonResult, PowerFlowNetwork, Solution
 
 __all__ = ["SparseNetwork"]
 
 _REFRESH_AFTER_COLUMNS = 90
 """A slow chord refactorizes the Jacobian only once its factors have served this many
-column-iterations: about three factorizations' worth (KLU with its ordering, 13-19 ms against
-0.4-0.75 ms per column-iteration on the IEEE 8500-node feeder, ``bench/bench_grid.py``), so that
-factorizations take at most about a quarter of the time while a Jacobian taken at a poor point
-(the first solve's start) is soon replaced. With the load moving at random step to step, a fresh
-Jacobian contracts little better than one a few steps old."""
+column-iterations, about three factorizations' worth on the IEEE 8500-node feeder
+(docs/performance.md, "Large feeders"): factorizations then take at most about a quarter of the
+time, while a Jacobian taken at a poor point (the first solve's start) is soon replaced. With the
+load moving at random step to step, a fresh Jacobian contracts little better than one a few steps
+old, so refactorizing at every slow iteration would not pay one column at a time."""
 
 _NEWTON_COLUMNS = 16
-"""Columns iterated together: the arrays of a large feeder then stay in cache (0.37 ms per
-column-iteration on the IEEE 8500-node feeder in groups of 16, 0.5-0.7 ms in groups of 32-100)."""
+"""Columns iterated together: a large feeder's arrays then stay in cache (a column-iteration in
+groups of 16 costs about 0.6 of one in groups of 100 on the IEEE 8500-node feeder)."""
 
 _FACTOR_CHECK_RTOL = 1e-3
 """A KLU factorization must solve ``J x = J 1`` to this relative accuracy, or it is singular
@@ -147,6 +147,11 @@ class _Factors:
         return _complex_view(self.lu.solve(_real_view(rhs), copy=False))
 
 
+def _real_block(y: np.ndarray) -> np.ndarray:
+    """The real 2 x 2 block ``[[Re y, -Im y], [Im y, Re y]]`` of each complex ``y``, row by row, ``(n, 4)``."""
+    return np.stack([y.real, -y.imag, y.imag, y.real], axis=1)
+
+
 class _Pattern:
     """The sparsity pattern of the real Jacobian (CSC, interleaved unknowns) and where each entry of
     ``Y`` and of each port's derivative block goes, so that ``J`` is assembled by scatters.
@@ -181,19 +186,15 @@ class _Pattern:
         self.indices = (unique % n2).astype(np.int32)
         self.indptr = np.searchsorted(unique // n2, np.arange(n2 + 1)).astype(np.int32)
         self.nnz = unique.size
-        self._pos_y = inverse[: rows_y.size]
+        self._pos_y = inverse[: rows_y.size].reshape(-1, 4)  # each entry of Y: its own 4 positions
         self._pos_p = inverse[rows_y.size :]
-        self._y_data = self._y_part(y.data)
+        self._y_data = np.zeros(self.nnz)
+        self._y_data[self._pos_y] = _real_block(y.data)
 
-    def _y_part(self, y_data: np.ndarray) -> np.ndarray:
-        """The Jacobian's entries from ``Y``'s entries ``y_data`` (S, in the order of the ``Y`` the
+    def add_y(self, entries: np.ndarray, change: np.ndarray) -> None:
+        """Add ``change`` (S) to ``Y``'s entries number ``entries`` (in the order of the ``Y`` the
         pattern was made from)."""
-        parts = np.stack([y_data.real, -y_data.imag, y_data.imag, y_data.real], axis=1).ravel()
-        return np.bincount(self._pos_y, parts, minlength=self.nnz)
-
-    def set_y(self, y_data: np.ndarray) -> None:
-        """Take ``Y``'s entries ``y_data`` (S) after a change of its values (not of its pattern)."""
-        self._y_data = self._y_part(y_data)
+        self._y_data[self._pos_y[entries]] += _real_block(change)
 
     def matrix(self, dx: np.ndarray, dy: np.ndarray) -> sp.csc_matrix:
         """The real Jacobian for the ports' derivatives ``dx``, ``dy`` (S, ``(n_ports,)``)."""
@@ -261,11 +262,12 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         self._inc_src = self._inc[:, self.src_nodes].T.toarray()
         self._pattern = _Pattern(y, cur.port_from, cur.port_to)
         self._no_load_sign: int | None = None
-        self._factor_y()
+        self.u0 = self._nominal_voltages()
+        self._retapped = False  # u0 and the suspect threshold are due again before the next solve
         self._start()
 
-    def _factor_y(self) -> None:
-        """Set :attr:`u0` to the nominal voltages ``Y^-1 I_source`` (V), by a complex KLU factorization.
+    def _nominal_voltages(self) -> np.ndarray:
+        """The nominal voltages ``Y^-1 I_source`` (V), by a complex KLU factorization of ``Y``.
 
         :raises FeederError: ``Y`` is singular.
         """
@@ -273,14 +275,15 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         scale = np.abs(self._i_src).max()
         if not np.abs(self._y @ v - self._i_src[:, 0]).max() <= _FACTOR_CHECK_RTOL * scale:
             raise FeederError("sparse power flow: the nodal admittance is singular (a part of the feeder floats)")
-        self.u0 = v
+        return v
 
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
-        """Change a transformer's winding-2 taps in place: the entries of ``Y`` it touches, and the
-        nominal voltages by a new factorization of ``Y``. The chord factors stay: a tap step moves
-        the Jacobian a little, and the iteration takes the change of ``Y`` since the factors were
-        made into its right-hand side (:meth:`_update`), so it converges to the new network's
-        solution (and refactorizes if the old Jacobian slows it down)."""
+        """Change a transformer's winding-2 taps in place: the entries of ``Y`` it touches; the
+        nominal voltages follow by a new factorization of ``Y`` before the next solve (once for the
+        several transformers of a bank). The chord factors stay: a tap step moves the Jacobian a
+        little, and the iteration takes the change of ``Y`` since the factors were made into its
+        right-hand side (:meth:`_update`), so it converges to the new network's solution (and
+        refactorizes if the old Jacobian slows it down)."""
         blocks = tap_change_admittance(t, old_taps_pu, new_taps_pu, self.nodes)
         if not blocks:
             return
@@ -289,8 +292,9 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         keys = np.array([i * n + j for i, j, _ in pairs])
         pos = np.searchsorted(self._keys, keys)
         assert np.array_equal(self._keys[pos], keys), "a transformer's entries are in the pattern of Y"
-        self._y.data[pos] += np.array([dy for _, _, dy in pairs])
-        self._pattern.set_y(self._y.data)
+        change = np.array([dy for _, _, dy in pairs])
+        self._y.data[pos] += change
+        self._pattern.add_y(pos, change)
         if self._factors is not None:
             rows, cols, vals = zip(*pairs)
             change = sp.csr_matrix((vals, (rows, cols)), shape=self._y.shape)
@@ -300,9 +304,23 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
             for r, i in enumerate(self.src_nodes):
                 for j, dy in blocks.get(int(i), {}).items():
                     self._y_net_src[r, j] += dy
-        self._factor_y()
-        self._v_check = self._branch_check_v()
+        self._retapped = True
         self._lin = self._solved = None
+
+    def solve(
+        self,
+        scale: np.ndarray,
+        s_pq_va: np.ndarray,
+        tol_pu: float = 1e-8,
+        max_iter: int = 100,
+        u_init: np.ndarray | None = None,
+    ) -> Solution:
+        """:meth:`PowerFlowNetwork.solve`, the nominal voltages first brought up to tap changes."""
+        if self._retapped:
+            self.u0 = self._nominal_voltages()
+            self._v_check = self._branch_check_v()
+            self._retapped = False
+        return super().solve(scale, s_pq_va, tol_pu, max_iter, u_init)
 
     def _port_voltages(self, u: np.ndarray) -> np.ndarray:
         """Port voltages ``P V`` (V)."""
