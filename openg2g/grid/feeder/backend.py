@@ -64,7 +64,6 @@ from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_i
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution, magnitude_slopes
 from openg2g.grid.feeder.regulators import Regulators, UnitKey
 from openg2g.grid.feeder.solver import CompiledNetwork
-from openg2g.grid.feeder.sparse import SparseNetwork
 from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
@@ -218,8 +217,11 @@ class FeederGrid(GridBackend):
     def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> PowerFlowNetwork:
         """A phase-frame network at the switching in force, with PQ ports at ``pq_nodes``: sparse from
         :data:`SPARSE_MIN_NODES` nodes on, dense below."""
-        kind = SparseNetwork if len(self._nodes) >= SPARSE_MIN_NODES else CompiledNetwork
-        return kind(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
+        if len(self._nodes) < SPARSE_MIN_NODES:
+            return CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
+        from openg2g.grid.feeder.sparse import SparseNetwork  # KLU loaded for large feeders only
+
+        return SparseNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
 
     def _compile(self) -> PowerFlowNetwork | PandapowerNetwork:
         if self._net is None:
