@@ -143,8 +143,9 @@ def column(ctx: KernelContext, j: int, factor: float = 1.0) -> KernelContext:
 
 
 def columns(ctx: KernelContext, keep: np.ndarray | slice) -> KernelContext:
-    """The columns ``keep`` (a boolean mask or a slice) of :meth:`LoadKernel.prepare`'s constants."""
-    a, b, c, d = (x[:, keep] for x in ctx)
+    """The columns ``keep`` (a boolean mask or a slice) of :meth:`LoadKernel.prepare`'s constants,
+    as contiguous arrays (a slice's strided view slows every operation on a large feeder)."""
+    a, b, c, d = (np.ascontiguousarray(x[:, keep]) for x in ctx)
     return a, b, c, d
 
 

@@ -340,7 +340,9 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         iterations = 0
         for start in range(0, n_cols, _NEWTON_COLUMNS):
             cols = slice(start, start + _NEWTON_COLUMNS)
-            part = super()._newton(u[:, cols], columns(ctx, cols), s_conj[:, cols], tol_pu, max_iter)
+            part = super()._newton(  # contiguous groups: strided views would slow every operation
+                np.ascontiguousarray(u[:, cols]), columns(ctx, cols), np.ascontiguousarray(s_conj[:, cols]), tol_pu, max_iter
+            )
             out[:, cols], i_comp[:, cols], i_actual[:, cols] = part.u, part.i_comp, part.i_actual
             iterations = max(iterations, part.iterations)
             if not part.converged:
