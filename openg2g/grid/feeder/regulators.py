@@ -226,7 +226,7 @@ class Regulators:
     ) -> float:
         """Line-drop-compensated regulator voltage on the 120 V base (V)."""
         t = self._transformers[u.transformer]
-        k = u.k if not (t.n_phases > 1) else rc.ptphase - 1
+        k = u.k if not (t.n_phases > 1) else int(rc.ptphase) - 1
         w1, w2 = t.windings
         i1 = nodes.index[(w1.bus, w1.phases[k])]
         i2 = nodes.index[(w2.bus, w2.phases[k])]
