@@ -190,10 +190,28 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """The pandapower reference mode has no table for static elements (center-tapped and
+    multi-winding transformers, reactors): it would leave them out of the network."""
+    if spec.solver != "pandapower" or not feeder.model.primitives:
+        return []
+    names = [p.name for p in feeder.model.primitives]
+    return [
+        (
+            "grid.solver",
+            (
+                f"solver pandapower cannot represent the static elements of feeder {feeder.name} "
+                f"({_some(names, 4)}); use the exact solver"
+            ),
+        )
+    ]
+
+
 def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
     on_net_only = [("grid.site_transformers", "available on pandapower nets only (grid.pandapower)")]
     return [
+        *_check_solver(feeder, spec),
         *_check_sites(feeder, sites),
         *_check_element_buses(feeder, spec),
         *_check_regulators(feeder, spec),
