@@ -30,15 +30,16 @@ from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.opendss import read_opendss
 
-__all__ = ["CrossCheck", "crosscheck", "datacenter_bus"]
+__all__ = ["ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
 
 _OPENDSS_TOLERANCE = 1e-10
 """OpenDSS's convergence tolerance in the comparison (its default, 1e-4, is far looser than ours)."""
 
 
 @dataclass(frozen=True)
-class _Site:
-    """A datacenter site as the grid sees it: constant power at any voltage."""
+class ConstantPowerSite:
+    """A datacenter site as the grid sees it (:class:`~openg2g.grid.config.GridSite`): constant power at
+    any voltage."""
 
     name: str
     bus: str
@@ -107,7 +108,7 @@ def crosscheck(path: str | Path, dc_bus: str | None = None, dc_mw: float = 0.0, 
     model = read_opendss(path)
     read_s = time.perf_counter() - start
     feeder = feeder_from_model(model)
-    sites = [_Site("dc", dc_bus, power_factor)] if dc_bus is not None else []
+    sites = [ConstantPowerSite("dc", dc_bus, power_factor)] if dc_bus is not None else []
     grid = FeederGrid(feeder, GridSpec(feeder=str(path)), sites, path.parent)
     loads = {}
     if dc_bus is not None:
