@@ -333,7 +333,9 @@ def test_tap_range_override() -> None:
     with pytest.raises(CommandError, match=r"outside \[2, 10\]"):
         g.apply(SetTaps("reg1", (11, 5, 5)), 0.0)
     g.apply(SetTaps("reg1", (10, 2, 10)), 0.0)
-    auto = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto", delay_s=0.0, max_tap=3)})
+    auto = GridSpec(
+        feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto", delay_s=0.0, max_tap=3, taps=[0, 0, 0])}
+    )
     g = FeederGrid.from_spec(auto, [site()], Path("."))
     for i in range(20):
         taps = g.solve(float(i), {"dc": dc(1e6)}, 1.0).taps["reg1"]
@@ -355,3 +357,12 @@ def test_ganged_bank_takes_one_tap() -> None:
     og = og13()
     og.apply(SetTaps("reg1", (1, 2, 3)), 0.0)
     assert og.solve(0.0, {"dc": dc(1e6)}, 1.0).taps["reg1"] == (1, 2, 3)
+
+
+def test_monitored_min_kv_leaves_out_lower_voltage_levels() -> None:
+    """IEEE 13's only 480 V bus (634, behind XFM1) is monitored by default and not at 4.16 kV and up;
+    every 4.16 kV bus-phase stays."""
+    every = FeederGrid.from_spec(GridSpec(feeder="ieee13"), [], Path(".")).bus_phases()
+    primary = FeederGrid.from_spec(GridSpec(feeder="ieee13", monitored_min_kv=4.16), [], Path(".")).bus_phases()
+    assert {bp.split(".")[0] for bp in set(every) - set(primary)} == {"634"}
+    assert primary == tuple(bp for bp in every if not bp.startswith("634."))

@@ -21,16 +21,33 @@ from openg2g.core.threads import one_blas_thread
 from openg2g.engine import run_scenario
 from openg2g.grid.feeder import backend
 from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.build import SOURCES
+from openg2g.grid.feeder.crosscheck import crosscheck
 from openg2g.grid.feeder.library import list_feeders, load_feeder
 from openg2g.grid.feeder.network import Switching, load_ports, node_index
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.sparse import SparseNetwork, _det_sign
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
-from tests.grid.conftest import DC_BUS
+from tests.grid.conftest import DC_BUS, shared_data
 
 AGREE_PU = 2e-8
 """Largest node-voltage difference (pu) allowed between the paths (module docstring)."""
+
+SITE_BUS = {**DC_BUS, "ieee37": "701"}
+"""Datacenter bus per bundled feeder compared with the dense path: every one but IEEE 8500,
+whose dense network would hold two 8,531 x 8,531 complex matrices (2.3 GB); that one is
+compared with OpenDSS (``test_ieee8500_on_the_sparse_path_matches_opendss``)."""
+
+AGREE_PU_IEEE37 = 1e-7
+"""IEEE 37 is a three-wire delta feeder fed at 230 kV whose phase-to-ground voltages hang on the
+transformers' anti-float admittances: the sparse path's rounding there reaches 5.6e-8 pu against
+the exact solution (long-double residual), the dense path's 8e-9 pu."""
+
+SITE_MW = {"ieee37": 0.0}
+"""Datacenter power (MW) where it is not 3 MW: IEEE 37 is a three-wire delta feeder, where a wye
+(phase to ground) datacenter finds no zero-sequence return and both paths report a collapse at a
+few percent of even 1 MW; it is compared at its own loads."""
 
 PF = 0.95
 S_DIR = 1.0 + 1j * np.tan(np.arccos(PF))
@@ -54,7 +71,7 @@ def _pair(
     model = load_feeder(feeder).model
     nodes = node_index(model)
     ports = load_ports(model, nodes)
-    at = np.array([nodes.index[(bus or DC_BUS[feeder], p)] for p in "abc"])
+    at = np.array([nodes.index[(bus or SITE_BUS[feeder], p)] for p in "abc"])
     pq_band = np.tile(band if band else (np.nan, np.nan), (3, 1))
     state = state or Switching.initial(model)
     dense = CompiledNetwork(model, nodes, ports, at, state, pq_band)
@@ -72,14 +89,26 @@ def _worst_pu(a: np.ndarray, b: np.ndarray, net: PowerFlowNetwork) -> float:
     return float((np.abs(a - b) / net.nodes.v_base_v[:, None]).max())
 
 
-@pytest.mark.parametrize("feeder", list_feeders())
+@pytest.mark.parametrize("feeder", sorted(SITE_BUS))
 def test_sparse_equals_dense_with_a_datacenter(feeder: str) -> None:
     dense, sparse, scale, _ = _pair(feeder)
-    sd, ss = dense.solve(scale, _dc(3.0)), sparse.solve(scale, _dc(3.0))
+    s_pq = _dc(SITE_MW.get(feeder, 3.0))
+    sd, ss = dense.solve(scale, s_pq), sparse.solve(scale, s_pq)
     assert sd.converged and ss.converged
-    assert _worst_pu(sd.v, ss.v, dense) < AGREE_PU
+    assert _worst_pu(sd.v, ss.v, dense) < (AGREE_PU_IEEE37 if feeder == "ieee37" else AGREE_PU)
     np.testing.assert_allclose(ss.s_sub_va, sd.s_sub_va, rtol=1e-7)
     np.testing.assert_allclose(ss.losses_w, sd.losses_w, rtol=1e-6)
+
+
+def test_every_bundled_feeder_is_compared() -> None:
+    assert set(list_feeders()) == set(SITE_BUS) | {"ieee8500"}
+
+
+def test_ieee8500_on_the_sparse_path_matches_opendss() -> None:
+    """The IEEE 8500-node feeder (8,531 nodes: FeederGrid takes the sparse path) with a 2 MW datacenter
+    near the substation, every node against OpenDSS's own solution."""
+    check = crosscheck(shared_data() / SOURCES["ieee8500"], "e192860", 2.0)
+    assert check.max_dv_pu < 1e-7, check
 
 
 def test_sparse_batch_equals_one_by_one() -> None:
@@ -91,10 +120,10 @@ def test_sparse_batch_equals_one_by_one() -> None:
 
 
 def test_sparse_with_banded_pq_ports() -> None:
-    """OpenDSS model-1 datacenter ports: at 1.5 MW bus 671 of openg2g-ieee13 is below 0.95 pu, so the
+    """OpenDSS model-1 datacenter ports: at 2.5 MW bus 671 of openg2g-ieee13 is below 0.95 pu, so the
     ports draw their band's constant-impedance current."""
     dense, sparse, scale, at = _pair("openg2g-ieee13", band=(0.95, 1.05))
-    sd, ss = dense.solve(scale, _dc(1.5)), sparse.solve(scale, _dc(1.5))
+    sd, ss = dense.solve(scale, _dc(2.5)), sparse.solve(scale, _dc(2.5))
     assert (np.abs(ss.v[at, 0]) / dense.nodes.v_base_v[at] < 0.95).any()
     assert _worst_pu(sd.v, ss.v, dense) < AGREE_PU
 
@@ -138,6 +167,8 @@ def test_sparse_voltage_derivatives_equal_dense(feeder: str, band: tuple[float, 
 
 
 def test_sparse_voltage_derivatives_match_finite_differences() -> None:
+    """Central differences at +-1 kW (wider ones cross a load's 0.95 pu band edge): the two solves'
+    rounding reaches about 2e-6 of the largest entry."""
     _, sparse, scale, at = _pair("ieee123")
     s_pq = _dc(1.2)
     _, exact = sparse.voltage_derivatives(scale, s_pq, at, S_DIR)
@@ -148,7 +179,7 @@ def test_sparse_voltage_derivatives_match_finite_differences() -> None:
         cols[k, 2 * k + 1] -= dp_w * S_DIR
     sol = sparse.solve(scale, cols, tol_pu=1e-12, max_iter=200)
     fd = (sol.v[:, 0::2] - sol.v[:, 1::2]) / (2 * dp_w)
-    np.testing.assert_allclose(exact, fd, rtol=0, atol=1e-6 * np.abs(fd).max())
+    np.testing.assert_allclose(exact, fd, rtol=0, atol=5e-6 * np.abs(fd).max())
 
 
 def test_sparse_solves_the_model_exactly() -> None:

@@ -44,6 +44,7 @@ from openg2g.grid.feeder.network import (
     antifloat_admittance,
     line_admittance,
     transformer_phase_block,
+    winding_incidence,
 )
 from openg2g.grid.feeder.powerflow import magnitude_slopes
 
@@ -164,12 +165,14 @@ class BranchFlows:
                 for ph in wd.phases:
                     row_of[(w, nodes.index[(wd.bus, ph)])] = row0
                     row0 += 1
-            # winding 1's share of a phase block: one node for wye, two for delta
-            n1 = 1 if t.windings[0].conn == "wye" else 2
             for k in range(t.n_phases):
                 idx, blk = transformer_phase_block(t, k, float(state.taps_pu[t.name][k]), nodes)
+                # winding 1's share of a phase block: its conductor and neutral (wye) or two conductors (delta)
+                n1 = len(winding_incidence(t, 0, k, nodes)[0])
                 for r, node in enumerate(idx):
                     w = 0 if r < n1 else 1
+                    if (w, node) not in row_of:  # a winding's neutral: not a reported conductor
+                        continue
                     rows.extend([row_of[(w, node)]] * len(idx))
                     cols.extend(idx)
                     vals.extend(blk[r])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.config import ExtraLoadSpec, GridSite, GridSpec, PVSpec
-from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder, resolve_feeder
+from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
+from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.profile import Profile
 
 __all__ = ["check_against_feeder", "validate_feeder_grid"]
@@ -20,11 +21,22 @@ def _some(names: Sequence[str], n: int = 12) -> str:
     return head + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
+def _live_buses(feeder: Feeder) -> set[str]:
+    """Buses whose phases are all connected to the source in the file's switching state."""
+    model = feeder.model
+    nodes = node_index(model)
+    live = energized(model, nodes, Switching.initial(model))
+    return {
+        bus for bus, phases in feeder.bus_phases.items() if phases and all(live[nodes.index[(bus, p)]] for p in phases)
+    }
+
+
 def _check_sites(feeder: Feeder, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
-    """Each site's bus exists and has three phases."""
+    """Each site's bus exists, has three phases and is connected to the source."""
     problems: list[tuple[str, str]] = []
     buses = feeder.bus_phases
-    three = [b for b, ph in buses.items() if len(ph) == 3]
+    live = _live_buses(feeder) if sites else set()
+    three = [b for b, ph in buses.items() if len(ph) == 3 and b in live]
     for i, site in enumerate(sites):
         b = site.bus.lower()
         if b not in buses:
@@ -41,6 +53,16 @@ def _check_sites(feeder: Feeder, sites: Sequence[GridSite]) -> list[tuple[str, s
                     (
                         f"bus {site.bus!r} has phases {''.join(buses[b])}, a site needs a three-phase bus "
                         f"(e.g. {_some(three, 6)})"
+                    ),
+                )
+            )
+        elif b not in live:
+            problems.append(
+                (
+                    f"datacenters.{i}.bus",
+                    (
+                        f"bus {site.bus!r} is not connected to the source on feeder {feeder.name} (an island, or "
+                        f"cut off by an open line or switch); connected three-phase buses are {_some(three, 6)}"
                     ),
                 )
             )
@@ -168,12 +190,48 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """The pandapower reference mode has no table for static elements (center-tapped and
+    multi-winding transformers, reactors): it would leave them out of the network."""
+    if spec.solver != "pandapower" or not feeder.model.primitives:
+        return []
+    names = [p.name for p in feeder.model.primitives]
+    return [
+        (
+            "grid.solver",
+            (
+                f"solver pandapower cannot represent the static elements of feeder {feeder.name} "
+                f"({_some(names, 4)}); use the exact solver"
+            ),
+        )
+    ]
+
+
+def _check_monitored_level(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """``monitored_min_kv`` leaves some bus to monitor."""
+    if spec.monitored_min_kv is None:
+        return []
+    kv = feeder.model.bus_kv
+    buses = [b.lower() for b in spec.monitored_buses] if spec.monitored_buses else list(kv)
+    if any(kv.get(b, 0.0) >= spec.monitored_min_kv * (1.0 - 1e-6) for b in buses):
+        return []
+    levels = ", ".join(f"{x:g}" for x in sorted({round(v, 4) for v in kv.values()}, reverse=True))
+    return [
+        (
+            "grid.monitored_min_kv",
+            f"no monitored bus of feeder {feeder.name} is at {spec.monitored_min_kv:g} kV or above (levels: {levels} kV)",
+        )
+    ]
+
+
 def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
     on_net_only = [("grid.site_transformers", "available on pandapower nets only (grid.pandapower)")]
     return [
+        *_check_solver(feeder, spec),
         *_check_sites(feeder, sites),
         *_check_element_buses(feeder, spec),
+        *_check_monitored_level(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
         *_check_branch_ratings(feeder, spec),
@@ -187,10 +245,8 @@ def validate_feeder_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Pa
     assert spec.feeder is not None  # GridSpec holds exactly one of feeder and pandapower
     try:
         feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))
-    except FeederError as exc:
-        valid = ", ".join(list_feeders())
-        msg = str(exc) if "bundled feeders are" in str(exc) else f"{exc} (bundled feeders: {valid})"
-        return [("grid.feeder", msg)]
+    except FeederError as exc:  # an unknown name's message lists the bundled feeders
+        return [("grid.feeder", str(exc))]
     problems = check_against_feeder(feeder, spec, sites)
     folder = Path(".") if base_dir is None else base_dir
     profiled: tuple[tuple[str, Sequence[PVSpec | ExtraLoadSpec]], ...] = (

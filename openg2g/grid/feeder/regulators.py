@@ -26,7 +26,7 @@ from openg2g.core.interfaces import RegulatorInfo
 from openg2g.grid.config import RegulatorSpec
 from openg2g.grid.feeder.library import Feeder
 from openg2g.grid.feeder.model import RegControlModel, TransformerModel
-from openg2g.grid.feeder.network import NodeIndex, Switching, transformer_winding_admittance
+from openg2g.grid.feeder.network import NodeIndex, Switching, transformer_winding_admittance, winding_voltage
 from openg2g.grid.feeder.powerflow import Solution
 
 __all__ = ["RegulatorBank", "RegulatorUnit", "Regulators", "UnitKey"]
@@ -226,11 +226,8 @@ class Regulators:
     ) -> float:
         """Line-drop-compensated regulator voltage on the 120 V base (V)."""
         t = self._transformers[u.transformer]
-        k = u.k if not (t.n_phases > 1) else rc.ptphase - 1
-        w1, w2 = t.windings
-        i1 = nodes.index[(w1.bus, w1.phases[k])]
-        i2 = nodes.index[(w2.bus, w2.phases[k])]
-        v1, v2 = sol.v[i1, 0], sol.v[i2, 0]
+        k = u.k if not (t.n_phases > 1) else int(rc.ptphase) - 1
+        v1, v2 = (winding_voltage(t, w, k, sol.v[:, 0], nodes) for w in (0, 1))
         y, a = transformer_winding_admittance(t, float(switching.taps_pu[t.name][k]))
         i_line = y * (v1 / a - v2)
         v_ctrl = v2 / rc.ptratio - complex(rc.r_v, rc.x_v) * i_line / rc.ctprim_a
