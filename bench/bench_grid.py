@@ -40,8 +40,9 @@ from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder
 from openg2g.grid.feeder.network import node_index
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
-DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}
-"""Datacenter bus of each bundled feeder (and of the openg2g- variants)."""
+DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee37": "701", "ieee123": "67", "ieee8500": "e192860"}
+"""Datacenter bus of each bundled feeder (and of the openg2g- variants). On IEEE 37, a three-wire
+delta feeder, a wye datacenter finds no zero-sequence return: its runs report a collapse."""
 
 WINDOWS = (1, 10, 100)
 
