@@ -13,7 +13,6 @@ bus base (OpenDSS's ``kVBase``), neutrals included.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.library import Feeder, feeder_from_model
 from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
-from openg2g.grid.feeder.opendss import read_opendss
+from openg2g.grid.feeder.opendss import engine, read_opendss
 
 __all__ = ["ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
 
@@ -134,15 +133,7 @@ def _opendss_voltages(path: Path, dc_bus: str | None, dc_mw: float, power_factor
 
     :raises FeederError: OpenDSS does not converge.
     """
-    from dss import DSS
-
-    cwd = os.getcwd()
-    ctx = DSS.NewContext()
-    try:
-        ctx.AllowEditor = False
-        ctx.AllowForms = False
-        ctx.Text.Command = f'compile "{path}"'
-        os.chdir(cwd)
+    with engine(path) as ctx:
         circuit = ctx.ActiveCircuit
         ctx.Text.Command = f"set mode=snapshot controlmode=off maxiterations=1000 tolerance={_OPENDSS_TOLERANCE}"
         circuit.Solution.Solve()
@@ -154,13 +145,10 @@ def _opendss_voltages(path: Path, dc_bus: str | None, dc_mw: float, power_factor
             kw = dc_mw * 1000.0
             ctx.Text.Command = (
                 f"new load.openg2g_dc bus1={dc_bus}.1.2.3 phases=3 conn=wye model=1 kv={kv_ll!r} kw={kw!r} "
-                f"kvar={kw * tan_phi(power_factor)!r} vminpu=0.001 vlowpu=0.0005 vmaxpu=100"
+                f"kvar={kw * tan_phi(power_factor)!r} vminpu=0.001 vlowpu=0.0005 vmaxpu=100 status=fixed"
             )
         circuit.Solution.Solve()
         if not circuit.Solution.Converged:
             raise FeederError(f"{path}: OpenDSS does not converge with this load")
         volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
         return {name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)}
-    finally:
-        os.chdir(cwd)
-        ctx.ClearAll()

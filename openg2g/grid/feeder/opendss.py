@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import resource
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,7 +84,7 @@ from openg2g.grid.feeder.network import (
     stamp_transformer,
 )
 
-__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "YPRIM_RTOL", "read_opendss"]
+__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "YPRIM_RTOL", "engine", "read_opendss"]
 
 READ_TIMEOUT_S = 300.0
 """Longest :func:`read_opendss` lets the engine read a file (s); IEEE 8500 takes about 2 s."""
@@ -132,29 +132,32 @@ _LOAD_MODELS = (1, 2, 4, 5)
 
 # ----------------------------------------------------------------------------------- engine
 @contextmanager
-def _engine(path: Path) -> Iterator[Any]:
-    """A fresh DSS engine context, with the circuit at ``path`` compiled; the working folder (which
-    the engine changes to the file's) is restored on exit.
+def engine(path: Path) -> Iterator[Any]:
+    """A fresh DSS engine context with the circuit at ``path`` read in.
+
+    The file is read as ``Redirect`` reads it (relative files resolved beside the file that names
+    them), but the engine's data folder is a temporary one of its own and it never changes the
+    working folder: whatever the file or a solve makes the engine write (a regulator's debug trace,
+    an ``Export``) lands there and is deleted, never beside the user's files.
 
     :raises FeederError: the engine refuses the file (its message, with the file).
     """
     from dss import DSS, DSSException  # the engine's library is loaded only to read a file
 
-    cwd = os.getcwd()
-    ctx = DSS.NewContext()
-    try:
-        ctx.AllowEditor = False
-        ctx.AllowForms = False
+    with tempfile.TemporaryDirectory(prefix="openg2g-opendss-") as scratch:
+        ctx = DSS.NewContext()
         try:
-            ctx.Text.Command = f'compile "{path}"'
-        except DSSException as exc:
-            raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+            ctx.AllowEditor = False
+            ctx.AllowForms = False
+            ctx.AllowChangeDir = False
+            ctx.DataPath = scratch
+            try:
+                ctx.Text.Command = f'redirect "{path}"'
+            except DSSException as exc:
+                raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+            yield ctx
         finally:
-            os.chdir(cwd)
-        yield ctx
-    finally:
-        os.chdir(cwd)
-        ctx.ClearAll()
+            ctx.ClearAll()
 
 
 def _engine_message(exc: Exception) -> str:
@@ -863,7 +866,7 @@ def _read(path: Path, name: str | None) -> FeederModel:
 
 
 def _read_circuit(path: Path, name: str | None) -> FeederModel:
-    with _engine(path) as ctx:
+    with engine(path) as ctx:
         _check_values(ctx.ActiveCircuit, path)
         _solve_snapshot(ctx, path)
         _bus_coordinates(ctx, path)
@@ -909,7 +912,7 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     The engine runs in a process of its own (:func:`main`) with at most
     :data:`READ_MEMORY_BYTES` of memory: a file that makes it crash or loop (a redirect cycle, an
     element of a million phases) is an error here, never a crash of the caller; and the working
-    folder the engine changes is the worker's.
+    folder is untouched (:func:`engine`).
 
     :param path: the ``.dss`` file OpenDSS would compile.
     :param name: feeder name; defaults to the circuit's.
