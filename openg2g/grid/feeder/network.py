@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from openg2g.grid.feeder.model import FeederModel, LineModel, LoadModel, TransformerModel
+from openg2g.grid.feeder.model import CapacitorModel, FeederModel, LineModel, LoadModel, TransformerModel
 
 __all__ = [
     "FORTESCUE",
@@ -28,6 +28,7 @@ __all__ = [
     "admittance_sparse",
     "admittance_stamps",
     "antifloat_admittance",
+    "capacitor_blocks",
     "energized",
     "line_admittance",
     "load_ports",
@@ -38,6 +39,7 @@ __all__ = [
     "transformer_phase_block",
     "transformer_winding_admittance",
     "winding_kv",
+    "winding_voltage",
 ]
 
 _SQRT3 = math.sqrt(3.0)
@@ -298,6 +300,27 @@ def transformer_phase_block(
     return idx, c.T @ yw @ c
 
 
+def capacitor_blocks(cap: CapacitorModel, nodes: NodeIndex) -> list[tuple[list[int], np.ndarray]]:
+    """Nodes and admittance blocks (S) of a closed capacitor: one diagonal block on its nodes when
+    wye, one two-node block per can when delta (can k between conductors k and k+1)."""
+    nph = len(cap.phases)
+    idx = [nodes.index[(cap.bus, p)] for p in cap.phases]
+    if cap.conn == "wye":
+        v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
+        b = cap.kvar * 1000.0 / nph / v_ph**2
+        return [(idx, np.eye(nph) * 1j * b)]
+    b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
+    can = 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    return [([idx[k], idx[(k + 1) % nph]], can) for k in range(nph)]
+
+
+def winding_voltage(t: TransformerModel, w: int, k: int, v: np.ndarray, nodes: NodeIndex) -> complex:
+    """Voltage across phase ``k`` of winding ``w`` (V) at node voltages ``v`` (V, complex,
+    ``(n_nodes,)``): conductor to ground for wye, conductor k minus conductor k-1 for delta."""
+    idx, coef = _winding_incidence(t, w, k, nodes)
+    return complex(coef @ v[idx])
+
+
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:
     """Boolean per node: connected to the source through in-service lines and transformers."""
     adj: list[list[int]] = [[] for _ in range(len(nodes))]
@@ -352,19 +375,9 @@ def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, po
                 for k in range(t.n_phases):
                     stamps.add_diagonal(np.array(_winding_incidence(t, w, k, nodes)[0]), y_ppm)
     for cap in model.capacitors:
-        if not state.capacitors[cap.name]:
-            continue
-        nph = len(cap.phases)
-        idx = [nodes.index[(cap.bus, p)] for p in cap.phases]
-        if cap.conn == "wye":
-            v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
-            b = cap.kvar * 1000.0 / nph / v_ph**2
-            stamps.add(idx, np.eye(nph) * 1j * b)
-        else:
-            b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
-            for k in range(nph):
-                pair = [idx[k], idx[(k + 1) % nph]]
-                stamps.add(pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+        if state.capacitors[cap.name]:
+            for idx, block in capacitor_blocks(cap, nodes):
+                stamps.add(idx, block)
     for zs in model.zero_sequence:
         idx = [nodes.index[(bus, p)] for bus in zs.buses for p in "abc"]
         stamps.add(idx, np.kron(zs.y_s(), np.full((3, 3), 1.0 / 3.0)))

@@ -35,12 +35,13 @@ import numpy as np
 from scipy.linalg.lapack import dgetrf, dgetrs
 
 from openg2g.core.errors import PowerFlowError
-from openg2g.grid.feeder.model import FeederModel, TransformerModel
+from openg2g.grid.feeder.model import CapacitorModel, FeederModel, TransformerModel
 from openg2g.grid.feeder.network import (
     LoadPorts,
     NodeIndex,
     Switching,
     admittance,
+    capacitor_blocks,
     energized,
     source_admittance,
     source_current,
@@ -313,6 +314,14 @@ class Solution:
     load_fraction: np.ndarray
 
 
+def _add_block(blocks: dict[int, dict[int, complex]], idx: list[int], block: np.ndarray) -> None:
+    """Accumulate ``block`` (S) at nodes ``idx`` into ``blocks`` (node -> node -> S)."""
+    for a, i in enumerate(idx):
+        for b, j in enumerate(idx):
+            blocks.setdefault(i, {}).setdefault(j, 0j)
+            blocks[i][j] += block[a, b]
+
+
 class CompiledNetwork:
     """A feeder at one switching state, reduced to its ports, ready to solve.
 
@@ -395,20 +404,29 @@ class CompiledNetwork:
         self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last accepted (scale, s_pq, v)
 
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
-        """Change a transformer's winding-2 taps in place by a low-rank (Woodbury) update of ``Z``
+        """Change a transformer's winding-2 taps in place (:meth:`_update`) instead of a new inversion."""
+        blocks: dict[int, dict[int, complex]] = {}
+        for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
+            idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), self.nodes)
+            _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), self.nodes)
+            _add_block(blocks, idx, new - old)
+        self._update(blocks)
+
+    def switch_capacitor(self, cap: CapacitorModel, closed: bool) -> None:
+        """Close (``closed=True``) or open a capacitor in place (:meth:`_update`); the caller
+        switches only a capacitor whose state changes."""
+        blocks: dict[int, dict[int, complex]] = {}
+        for idx, block in capacitor_blocks(cap, self.nodes):
+            _add_block(blocks, idx, block if closed else -block)
+        self._update(blocks)
+
+    def _update(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``dY`` (node -> node -> S) to the admittance by a low-rank (Woodbury) update of ``Z``
         and everything derived from it, instead of a new inversion.
 
         ``Y`` is complex symmetric, so with ``dY = U D U^T`` on the touched nodes ``S``:
         ``Z' = Z - Z[:, S] M Z[S, :]`` with ``M = (I + D Z[S, S])^-1 D``.
         """
-        blocks: dict[int, dict[int, complex]] = {}
-        for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
-            idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), self.nodes)
-            _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), self.nodes)
-            for a, i in enumerate(idx):
-                for b, j in enumerate(idx):
-                    blocks.setdefault(i, {}).setdefault(j, 0j)
-                    blocks[i][j] += new[a, b] - old[a, b]
         if not blocks:
             return
         if self._y_net_src is not None:
