@@ -223,7 +223,8 @@ class RegControlModel:
     :param r_v: line-drop compensator R setting (V).
     :param x_v: line-drop compensator X setting (V).
     :param delay_s: time outside the band before the first tap move (s).
-    :param ptphase: monitored phase of a multi-phase transformer (1-based conductor).
+    :param ptphase: monitored phase of a multi-phase transformer (1-based conductor), or
+        ``"max"``/``"min"``: the phase whose winding voltage is highest/lowest at each sample.
     :param tapdelay_s: time between successive tap moves once the first has been made (s).
     :param maxtapchange: most tap steps one control action moves (0 holds the tap).
     :param reversible: True when the control reverses on reverse power flow.
@@ -246,7 +247,7 @@ class RegControlModel:
     r_v: float = 0.0
     x_v: float = 0.0
     delay_s: float = 15.0
-    ptphase: int = 1
+    ptphase: int | str = 1
     tapdelay_s: float = 2.0
     maxtapchange: int = 16
     reversible: bool = False
@@ -384,6 +385,8 @@ class CapControlModel:
     :param ctratio: current transformer ratio.
     :param ptphase: watched phase for voltage (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
     :param ctphase: watched phase for current (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
+    :param pctminkvar: ``pf`` type: the least reactive power through the terminal that switches the
+        capacitor on, as a percentage of its rating (%).
     """
 
     name: str
@@ -403,6 +406,7 @@ class CapControlModel:
     ctratio: float = 60.0
     ptphase: int | str = 1
     ctphase: int | str = 1
+    pctminkvar: float = 50.0
 
 
 @dataclass
