@@ -1,0 +1,119 @@
+"""Automatic controls beyond OpenDSS's timing (tests/grid/test_*control_time_mode.py): what is
+refused and how, capacitor switching in place, the capacitor states a run reports."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openg2g.core.commands import SetCapacitor, SetRegulatorMode
+from openg2g.core.errors import CommandError, FeederError, ScenarioError, SimulationError
+from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.capacitors import CapacitorControls
+from openg2g.grid.feeder.checks import check_against_feeder
+from openg2g.grid.feeder.library import Feeder, feeder_from_model, load_feeder
+from openg2g.grid.feeder.model import CapControlModel
+from openg2g.grid.feeder.network import node_index
+from openg2g.scenario.schema import GridSpec, RegulatorSpec
+from tests.grid.test_capcontrol_time_mode import LINE
+from tests.grid.time_mode import Case, Control, run_opendss
+
+VOLTAGE = CapControlModel(
+    name="cc1", capacitor="c1", kind="voltage", element="line.l2", terminal=2, on_setting=118, off_setting=123
+)
+
+
+def _line_feeder(tmp_path: Path, *controls: CapControlModel) -> Feeder:
+    model = Case(LINE, []).model(tmp_path)
+    return feeder_from_model(dataclasses.replace(model, capcontrols=list(controls)))
+
+
+def _grid(feeder: Feeder, **spec: object) -> FeederGrid:
+    return FeederGrid(feeder, GridSpec(feeder="case", **spec), [], Path("."))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"kind": "time"}, "type 'time' is not modelled (types: voltage, current, kvar, pf)"),
+        ({"kind": "follow"}, "type 'follow' is not modelled"),
+        ({"element": "capacitor.c1"}, "watches 'capacitor.c1' terminal 2, not a line or transformer terminal"),
+        ({"ptphase": 4}, "ptphase 4, but line.l2 terminal 2 has 3 phase conductor(s)"),
+        ({"ctphase": "sum"}, "ctphase 'sum' (a conductor number, avg, max or min)"),
+        ({"kind": "pf", "on_setting": 1.2}, "a pf control's settings lie in [-1, 1]"),
+        ({"ptratio": 0.0}, "ptratio=0 (ratios must be > 0, times >= 0)"),
+        ({"capacitor": "c9"}, "unknown capacitor 'c9'"),
+    ],
+)
+def test_a_capcontrol_that_cannot_run_is_refused_by_name(tmp_path: Path, change: dict, reason: str) -> None:
+    feeder = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, **change))
+    spec = GridSpec(feeder="case", capacitor_control="auto")
+    [(path, message)] = check_against_feeder(feeder, spec, [])
+    assert path == "grid.capacitor_control"
+    assert message.startswith("auto on feeder case: capcontrol cc1: ") and reason in message
+    with pytest.raises(ScenarioError, match="grid.capacitor_control"):
+        _grid(feeder, capacitor_control="auto")
+    with pytest.raises(FeederError, match="capcontrol cc1"):
+        CapacitorControls(feeder.model, node_index(feeder.model))
+    _grid(feeder)  # fixed capacitors: the controls are not run, so nothing is refused
+
+
+def test_auto_capacitors_need_a_capcontrol() -> None:
+    problems = check_against_feeder(load_feeder("ieee13"), GridSpec(feeder="ieee13", capacitor_control="auto"), [])
+    assert problems == [("grid.capacitor_control", "auto, but feeder ieee13 has no CapControl to run (give fixed)")]
+
+
+def test_a_regcontrol_that_cannot_run_is_refused_in_auto_mode() -> None:
+    base = load_feeder("openg2g-ieee13")
+    controls = [
+        dataclasses.replace(rc, winding=1) if rc.transformer == "reg1b" else rc for rc in base.model.regcontrols
+    ]
+    feeder = dataclasses.replace(base, model=dataclasses.replace(base.model, regcontrols=controls), _net=None)
+    auto = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto")})
+    reason = (
+        "auto: regulator bank reg1: regcontrol creg1b monitors winding 1; only winding 2 (the tapped one) is modelled"
+    )
+    assert check_against_feeder(feeder, auto, []) == [("grid.regulators.reg1.mode", reason)]
+    g = FeederGrid(feeder, GridSpec(feeder="openg2g-ieee13"), [], Path("."))
+    with pytest.raises(CommandError, match=r"set_regulator_mode reg1: auto: regulator bank reg1: regcontrol creg1b"):
+        g.apply(SetRegulatorMode("reg1", "auto"), 0.0)
+
+
+def test_capacitor_switching_in_place_equals_a_fresh_build(tmp_path: Path) -> None:
+    """set_capacitor (and an automatic switching) updates the compiled network in place; the result
+    equals a backend built with the bank open from the start."""
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee123"), [], Path("."))
+    g.solve(0.0, {}, 1.0)
+    for cap in ("c83", "c88a", "c90b"):
+        g.apply(SetCapacitor(cap, False), 1.0)
+    switched = g.solve(1.0, {}, 1.0)
+    fresh = FeederGrid.from_spec(
+        GridSpec(feeder="ieee123", capacitors={"c83": False, "c88a": False, "c90b": False}), [], Path(".")
+    ).solve(1.0, {}, 1.0)
+    np.testing.assert_allclose(switched.v_pu, fresh.v_pu, atol=1e-9)
+
+
+def test_states_report_the_controlled_capacitors(tmp_path: Path) -> None:
+    feeder = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, delayoff_s=2.0))
+    fixed = _grid(feeder)
+    assert fixed.controlled_capacitors() == () and fixed.solve(1.0, {}, 1.0).capacitors == {}
+    auto = _grid(feeder, capacitor_control="auto")
+    assert auto.controlled_capacitors() == ("c1",) and not auto.can_batch()
+    states = [auto.solve(float(t), {}, 1.0).capacitors for t in range(1, 5)]
+    assert states == [{"c1": True}, {"c1": True}, {"c1": False}, {"c1": False}]  # high from 1 s, off 2 s later
+
+
+def test_controls_that_never_settle_stop_the_run_as_in_opendss(tmp_path: Path) -> None:
+    """On above the off setting with no delays: every control iteration switches the bank back;
+    OpenDSS stops after its 10 control iterations (error 485), and so does a run."""
+    props = {"type": "voltage", "capacitor": "c1", "element": "line.l2", "terminal": 2, "ptratio": 60}
+    props |= {"onsetting": 125, "offsetting": 118, "delay": 0, "delayoff": 0, "deadtime": 0}
+    case = Case(LINE, [Control("capcontrol", "cc1", props)], steps=1)
+    g = _grid(feeder_from_model(case.model(tmp_path)), capacitor_control="auto")
+    with pytest.raises(SimulationError, match=r"t=1.0 s, feeder case: automatic controls still act after 10 control"):
+        g.solve(1.0, {}, 1.0)
+    with pytest.raises(Exception, match="Max Control Iterations Exceeded"):
+        run_opendss(case, tmp_path)
