@@ -85,16 +85,16 @@ def unsupported_capcontrol(cc: CapControlModel, model: FeederModel) -> str | Non
         return (
             f"{where}: watches {cc.element!r} terminal {cc.terminal}, not a line or transformer terminal of the feeder"
         )
-    for name, phase, first in (("ptphase", cc.ptphase, n), ("ctphase", cc.ctphase, n)):
+    for name, phase in (("ptphase", cc.ptphase), ("ctphase", cc.ctphase)):
         if isinstance(phase, str):
             if phase not in _ALL_PHASES:
                 return f"{where}: {name} {phase!r} (a conductor number, avg, max or min)"
-        elif not 1 <= phase <= first:
-            return f"{where}: {name} {phase}, but {cc.element} terminal {cc.terminal} has {first} phase conductor(s)"
-    if isinstance(cc.ctphase, str) and len(cap.phases) > n:
+        elif not 1 <= phase <= n:
+            return f"{where}: {name} {phase}, but {cc.element} terminal {cc.terminal} has {n} phase conductor(s)"
+    if len(cap.phases) > n:  # OpenDSS would read conductors past the terminal's
         return (
-            f"{where}: ctphase {cc.ctphase} runs over the capacitor's {len(cap.phases)} phases, "
-            f"but {cc.element} terminal {cc.terminal} has {n}"
+            f"{where}: capacitor {cap.name} has {len(cap.phases)} phases, "
+            f"more than {cc.element} terminal {cc.terminal} ({n})"
         )
     if cc.kind == "pf" and not (abs(cc.on_setting) <= 1 and abs(cc.off_setting) <= 1):
         return f"{where}: a pf control's settings lie in [-1, 1], got on {cc.on_setting:g}, off {cc.off_setting:g}"
