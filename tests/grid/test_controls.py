@@ -4,6 +4,7 @@ refused and how, capacitor switching in place, the capacitor states a run report
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
 from openg2g.grid.feeder.library import Feeder, feeder_from_model, load_feeder
-from openg2g.grid.feeder.model import CapControlModel
+from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlModel
 from openg2g.grid.feeder.network import node_index
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
 from tests.grid.test_capcontrol_time_mode import LINE
@@ -117,3 +118,11 @@ def test_controls_that_never_settle_stop_the_run_as_in_opendss(tmp_path: Path) -
         g.solve(1.0, {}, 1.0)
     with pytest.raises(Exception, match="Max Control Iterations Exceeded"):
         run_opendss(case, tmp_path)
+
+
+def test_control_settings_survive_the_json_round_trip(tmp_path: Path) -> None:
+    model = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, ctphase="avg", pctminkvar=30.0)).model
+    regs = [RegControlModel(name="r", transformer="t", ptphase="max", tapdelay_s=1.5, reversible=True)]
+    model = dataclasses.replace(model, regcontrols=regs)
+    back = FeederModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert back.regcontrols == regs and back.capcontrols == model.capcontrols
