@@ -25,10 +25,14 @@ samples again, as OpenDSS's control iterations do. A sample:
   the rated voltage across one phase of the winding), and, unless an action is armed already, arms one at
   ``t + delay`` when the tap can still move that way. Back in band it disarms.
 
-An armed action that falls due moves the tap one step towards the steps needed at the last
-sample; while steps remain it re-arms at ``t + tapdelay``, otherwise the next move waits a full
-``delay`` again. So a drop needing n steps is corrected after ``delay + (n - 1) tapdelay``
-(15 s + 3 x 2 s = 21 s for four steps at OpenDSS's defaults). ``maxtapchange`` 0 holds the tap;
+An action that falls due moves the tap one step towards the steps asked for at the last sample;
+while steps remain it queues the next action at ``t + tapdelay``, otherwise the control disarms and
+the next move waits a full ``delay`` again. So a drop needing n steps is corrected after
+``delay + (n - 1) tapdelay`` (15 s + 3 x 2 s = 21 s for four steps at OpenDSS's defaults). As in
+OpenDSS, a return to band cancels only the action the control armed: an action queued after a move
+stays queued, and when it falls due it moves the tap if the last sample asked for steps again: a
+control back in band that a load step throws out again before then moves at that action's time,
+and the action its new arming queues follows its own delay beside it. ``maxtapchange`` 0 holds the tap;
 any other value limits OpenDSS's *static* mode only, never its time mode's one step per action.
 
 A ``reversible`` control watches the active power through the regulated winding: flowing
@@ -114,7 +118,11 @@ class RegulatorUnit:
     :param k: phase index within the transformer.
     :param control: the unit's control, None when the file gives none.
     :param meter: the regulated winding's terminal (voltages, currents, power), for a unit with a control.
-    :param tap_due_s: time the armed tap action falls due (s), None when not armed.
+    :param armed: True from the sample that arms a tap action until the control disarms (back in
+        band, or an action finding nothing left to do).
+    :param actions: the control's queued tap actions: due time (s) and a number naming each.
+    :param armed_action: the number of the action the last arming queued, the one a return to band
+        cancels.
     :param pending_steps: tap steps the last sample asked for (> 0 raises the ratio).
     :param reverse: True while regulating in reverse mode.
     :param reverse_due_s: time a pending change of direction falls due (s), None when none is pending.
@@ -124,14 +132,18 @@ class RegulatorUnit:
     k: int
     control: RegControlModel | None
     meter: TerminalMeter | None = None
-    tap_due_s: float | None = None
+    armed: bool = False
+    actions: list[tuple[float, int]] = field(default_factory=list)
+    armed_action: int = 0
     pending_steps: int = 0
     reverse: bool = False
     reverse_due_s: float | None = None
 
     def reset_control(self) -> None:
-        """Disarm, forget the steps asked for, look forward."""
-        self.tap_due_s = self.reverse_due_s = None
+        """Disarm, drop the queued actions, forget the steps asked for, look forward."""
+        self.armed = False
+        self.actions.clear()
+        self.reverse_due_s = None
         self.pending_steps = 0
         self.reverse = False
 
@@ -187,6 +199,7 @@ class Regulators:
         controls = {rc.transformer: rc for rc in model.regcontrols}
         self._transformers = {t.name: t for t in model.transformers}
         self._nodes = nodes
+        self._actions_queued = 0
         taps0 = Switching.initial(model).taps_pu
         self.banks: dict[str, RegulatorBank] = {}
         for name, info in feeder.regulators.items():
@@ -338,15 +351,24 @@ class Regulators:
         over_limit = rc.vlimit_v > 0 and v_local > rc.vlimit_v
         if not (abs(vreg - v_actual) > band / 2.0 or over_limit):
             u.pending_steps = 0
-            u.tap_due_s = None
+            if u.armed:  # cancels the action it armed, not one re-queued after a move
+                u.actions = [a for a in u.actions if a[1] != u.armed_action]
+                u.armed = False
             return
         boost_v = rc.vlimit_v - v_local if over_limit else vreg - v_actual
         steps = round(boost_v * rc.ptratio / (winding_kv(t, 1) * 1000.0) / t.step_pu)
         u.pending_steps = -steps if u.reverse else steps
-        if u.pending_steps and u.tap_due_s is None:
+        if u.pending_steps and not u.armed:
             tap = self._unit_tap(u, sw)
             if (u.pending_steps > 0 and tap < bank.info.max_tap) or (u.pending_steps < 0 and tap > bank.info.min_tap):
-                u.tap_due_s = t_s + rc.delay_s
+                u.armed_action = self._queue(u, t_s + rc.delay_s)
+                u.armed = True
+
+    def _queue(self, u: RegulatorUnit, due_s: float) -> int:
+        """Queue a tap action of ``u`` due at ``due_s`` (s); return its number."""
+        self._actions_queued += 1
+        u.actions.append((due_s, self._actions_queued))
+        return self._actions_queued
 
     @staticmethod
     def _sample_direction(u: RegulatorUnit, rc: RegControlModel, t_s: float, forward_w: float) -> None:
@@ -374,18 +396,22 @@ class Regulators:
                 u.reverse = not u.reverse
                 u.reverse_due_s = None
                 acted = True
-            tap = self._unit_tap(u, switching)
-            start = tap
-            while u.tap_due_s is not None and u.tap_due_s <= t_s + TIME_TOL_S:
+            tap = start = self._unit_tap(u, switching)
+            # every action of the unit does the same, so their order among themselves is free
+            while due := [a for a in u.actions if a[0] <= t_s + TIME_TOL_S]:
+                u.actions.remove(due[0])
                 acted = True
-                if u.pending_steps == 0:  # the control went back in band before its action
-                    u.tap_due_s = None
-                    break
+                if u.pending_steps == 0:  # the last sample asked for nothing
+                    u.armed = False
+                    continue
                 step = 1 if u.pending_steps > 0 else -1
                 u.pending_steps -= step
                 tap = min(max(tap + step, bank.info.min_tap), bank.info.max_tap)
                 assert u.control is not None
-                u.tap_due_s = t_s + u.control.tapdelay_s if u.pending_steps else None
+                if u.pending_steps:
+                    self._queue(u, t_s + u.control.tapdelay_s)
+                else:
+                    u.armed = False
             if tap != start:
                 for tu in bank.units if bank.ganged else [u]:
                     moves[(tu.transformer, tu.k)] = tap
@@ -396,5 +422,5 @@ class Regulators:
         return [
             b.info.bank
             for b in self.banks.values()
-            if b.mode == "auto" and any(u.tap_due_s is not None or u.reverse_due_s is not None for u in b.controlled)
+            if b.mode == "auto" and any(u.actions or u.reverse_due_s is not None for u in b.controlled)
         ]
