@@ -354,10 +354,10 @@ class GridState:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
-        object.__setattr__(self, "capacitors", _kept_mapping(self.capacitors))
         object.__setattr__(self, "p_sub_w", _kept_or_frozen(self.p_sub_w))
         object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
         object.__setattr__(self, "taps", _kept_mapping(self.taps))
+        object.__setattr__(self, "capacitors", _kept_mapping(self.capacitors))
         if self.branches is not None:
             current, loading = _kept_or_frozen(self.branch_current_a), _kept_or_frozen(self.branch_loading_pct)
             if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
