@@ -13,12 +13,15 @@ import pytest
 from openg2g.core.commands import SetCapacitor, SetRegulatorMode
 from openg2g.core.errors import CommandError, FeederError, ScenarioError, SimulationError
 from openg2g.grid.feeder.backend import FeederGrid
+from openg2g.grid.feeder.branches import TerminalMeter
+from openg2g.grid.feeder.build import SOURCES
 from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
 from openg2g.grid.feeder.library import Feeder, feeder_from_model, load_feeder
 from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlModel
 from openg2g.grid.feeder.network import node_index
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
+from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_feeders
 from tests.grid.test_capcontrol_time_mode import LINE
 from tests.grid.time_mode import Case, Control, run_opendss
 
@@ -126,3 +129,45 @@ def test_control_settings_survive_the_json_round_trip(tmp_path: Path) -> None:
     model = dataclasses.replace(model, regcontrols=regs)
     back = FeederModel.from_dict(json.loads(json.dumps(model.to_dict())))
     assert back.regcontrols == regs and back.capcontrols == model.capcontrols
+
+
+def test_terminal_meters_read_what_opendss_reads() -> None:
+    """The voltages, currents into the element and power a control reads at either terminal of
+    every line and transformer of IEEE 13 equal OpenDSS's (``CktElement.Voltages``, ``Currents``,
+    ``Powers``): voltages to 1e-6, currents and powers to 1e-4 of the terminal's largest, 1 mA at
+    least (the two solutions' currents differ by up to 1e-5 relative, as tests/grid/test_branches.py
+    measures)."""
+    feeder = load_feeder("ieee13")
+    taps = TEST_TAPS["ieee13"]
+    grid = FeederGrid.from_spec(
+        GridSpec(feeder="ieee13", regulators={b: RegulatorSpec(taps=t) for b, t in taps.items()}), [], Path(".")
+    )
+    solution = grid.node_solution(0.0, {})
+    tr_taps = {
+        name: 1.0 + step * feeder.regulators[bank].step_pu
+        for bank, steps in taps.items()
+        for (name, _), step in zip(feeder.bank_units[bank], steps)
+    }
+    dss = opendss_solve(shared_feeders() / SOURCES["ieee13"], tr_taps)
+    elements = [f"line.{ln.name}" for ln in feeder.model.lines] + [
+        f"transformer.{t.name}" for t in feeder.model.transformers
+    ]
+    for element in elements:
+        dss.Circuit.SetActiveElement(element)
+        n_cond = dss.CktElement.NumConductors()
+        v_ref = np.array(dss.CktElement.Voltages()).view(complex)
+        i_ref = np.array(dss.CktElement.Currents()).view(complex)
+        s_ref = np.array(dss.CktElement.Powers()).view(complex) * 1000.0
+        for terminal in (1, 2):
+            meter = TerminalMeter(feeder.model, solution.nodes, element, terminal)
+            k = len(meter.node)
+            rows = slice((terminal - 1) * n_cond, (terminal - 1) * n_cond + k)
+            tol_a = max(1e-4 * np.abs(i_ref[rows]).max(), 1e-3)  # 1 mA floor, as test_branches.py
+            np.testing.assert_allclose(meter.voltages(solution.v_v), v_ref[rows], rtol=1e-6, err_msg=element)
+            np.testing.assert_allclose(
+                meter.currents(solution.v_v, solution.switching), i_ref[rows], atol=tol_a, err_msg=element
+            )
+            s_terminal = s_ref[(terminal - 1) * n_cond : terminal * n_cond].sum()
+            assert meter.power_va(solution.v_v, solution.switching) == pytest.approx(
+                s_terminal, rel=1e-4, abs=tol_a * np.abs(v_ref[rows]).sum()
+            )

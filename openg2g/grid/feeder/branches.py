@@ -170,9 +170,7 @@ class TerminalMeter:
             assert trafo is not None
             wd = trafo.windings[terminal - 1]
             self.node = np.array([nodes.index[(wd.bus, p)] for p in wd.phases], dtype=np.int64)
-            self._cols = np.array(
-                sorted({nodes.index[(w.bus, p)] for w in trafo.windings for p in w.phases}), dtype=np.int64
-            )
+            self._cols = np.zeros(0, dtype=np.int64)  # made with the matrix, at the first taps
 
     def voltages(self, v: np.ndarray) -> np.ndarray:
         """Conductor voltages to ground (V, complex) at node voltages ``v`` (V, ``(n_nodes,)``)."""
@@ -185,7 +183,8 @@ class TerminalMeter:
             if not state.lines[self._line.name]:
                 return np.zeros(len(self.node), dtype=complex)
             return self._m @ v[self._cols]
-        return self._transformer_matrix(state) @ v[self._cols]
+        m = self._transformer_matrix(state)
+        return m @ v[self._cols]
 
     def power_va(self, v: np.ndarray, state: Switching) -> complex:
         """Complex power into the element through the terminal, all conductors (VA)."""
@@ -198,12 +197,17 @@ class TerminalMeter:
         taps = state.taps_pu[t.name]
         if self._key != taps.tobytes():
             row = {int(n): r for r, n in enumerate(self.node)}
+            entries = [
+                (row[node], j, y)
+                for w, node, idx, vals in transformer_current_entries(t, taps, self._nodes)
+                if w == self.terminal - 1 and node in row
+                for j, y in zip(idx, vals)
+            ]
+            self._cols = np.array(sorted({j for _, j, _ in entries}), dtype=np.int64)
             col = {int(n): c for c, n in enumerate(self._cols)}
             m = np.zeros((len(self.node), len(self._cols)), dtype=complex)
-            for w, node, idx, vals in transformer_current_entries(t, taps, self._nodes):
-                if w == self.terminal - 1:
-                    for j, y in zip(idx, vals):
-                        m[row[node], col[j]] += y
+            for r, j, y in entries:
+                m[r, col[j]] += y
             self._m, self._key = m, taps.tobytes()
         return self._m
 
