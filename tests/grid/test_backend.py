@@ -334,7 +334,9 @@ def test_tap_range_override() -> None:
     with pytest.raises(CommandError, match=r"outside \[2, 10\]"):
         g.apply(SetTaps("reg1", (11, 5, 5)), 0.0)
     g.apply(SetTaps("reg1", (10, 2, 10)), 0.0)
-    auto = GridSpec(feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto", delay_s=0.0, max_tap=3)})
+    auto = GridSpec(
+        feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(mode="auto", delay_s=0.0, max_tap=3, taps=[0, 0, 0])}
+    )
     g = FeederGrid.from_spec(auto, [site()], Path("."))
     for i in range(20):
         taps = g.solve(float(i), {"dc": dc(1e6)}, 1.0).taps["reg1"]

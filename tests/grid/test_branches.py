@@ -16,7 +16,7 @@ from openg2g.core.state import DatacenterState, GridState
 from openg2g.engine.simulation import run_scenario
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
-from openg2g.grid.feeder.dss import read_dss
+from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_feeders
@@ -119,7 +119,7 @@ def test_ratings_are_those_opendss_reads(tmp_path: Path) -> None:
     dss = pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
     path = tmp_path / "ratings.dss"
     path.write_text(_RATINGS_DSS)
-    model = read_dss(path)
+    model = read_opendss(path)
     grid_spec = GridSpec(feeder=str(path))
     branches = FeederGrid.from_spec(grid_spec, [], tmp_path).branches()
     dss.Text.Command("clear")

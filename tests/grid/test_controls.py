@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,11 @@ from openg2g.grid.feeder.checks import check_against_feeder
 from openg2g.grid.feeder.library import Feeder, feeder_from_model, load_feeder
 from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlModel
 from openg2g.grid.feeder.network import node_index
+from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
 from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_feeders
 from tests.grid.test_capcontrol_time_mode import LINE
+from tests.grid.test_regcontrol_time_mode import ONE_PHASE
 from tests.grid.time_mode import Case, Control, run_opendss
 
 VOLTAGE = CapControlModel(
@@ -171,3 +174,40 @@ def test_terminal_meters_read_what_opendss_reads() -> None:
             assert meter.power_va(solution.v_v, solution.switching) == pytest.approx(
                 s_terminal, rel=1e-4, abs=tol_a * np.abs(v_ref[rows]).sum()
             )
+
+
+@pytest.mark.parametrize(
+    ("control", "reason"),
+    [
+        ("new regcontrol.r1 transformer=reg1 winding=2 cogen=yes", "regcontrol.r1: Cogen=Yes is not supported"),
+        ("new regcontrol.r1 transformer=reg1 winding=2 revneutral=yes", "RevNeutral=Yes is not supported"),
+        ("new regcontrol.r1 transformer=reg1 winding=2 ldc_z=3", "LDC_Z (Beckwith line-drop compensation)"),
+        (
+            "new capcontrol.c1 capacitor=c1 element=line.out terminal=1 type=voltage vbus=c",
+            "capcontrol.c1: VBus (a voltage override watching another bus) is not supported",
+        ),
+        (
+            "new capcontrol.c1 capacitor=c1 element=line.out type=time",
+            "capcontrol.c1: control type Time is not supported",
+        ),
+    ],
+)
+def test_control_settings_the_model_has_no_place_for_are_refused_when_read(
+    tmp_path: Path, control: str, reason: str
+) -> None:
+    path = tmp_path / "case.dss"
+    path.write_text(ONE_PHASE + "new capacitor.c1 bus1=c.1 phases=1 kv=7.2 kvar=300\n" + control + "\n")
+    with pytest.raises(FeederError, match=re.escape(reason)):
+        read_opendss(path)
+
+
+def test_a_remote_regulated_bus_is_refused_in_auto_mode(tmp_path: Path) -> None:
+    path = tmp_path / "case.dss"
+    path.write_text(ONE_PHASE + "new regcontrol.r1 transformer=reg1 winding=2 bus=c.1\n")
+    feeder = feeder_from_model(read_opendss(path))
+    auto = GridSpec(feeder="case", regulators={"reg1": RegulatorSpec(mode="auto")})
+    [(path, message)] = check_against_feeder(feeder, auto, [])
+    assert path == "grid.regulators.reg1.mode"
+    assert message == "auto: regulator bank reg1: regcontrol r1 regulates the remote bus c (OpenDSS's bus=); " + (
+        "only its own winding's voltage is modelled"
+    )

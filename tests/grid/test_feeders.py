@@ -97,17 +97,24 @@ def test_import_a_dss_file(tmp_path: Path) -> None:
     assert f.model.lines[0].r_ohm[0][0] == pytest.approx((2 * 0.1 + 0.3) / 3 * 2)
 
 
-def test_unsupported_element_names_file_and_line(tmp_path: Path) -> None:
+def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
-    master.write_text(TWO_BUS + "New PVSystem.pv1 bus1=load kva=100\n")
-    with pytest.raises(FeederError, match=r"bad\.dss:10: unsupported element pvsystem\.pv1"):
+    master.write_text(TWO_BUS + "New Storage.st1 bus1=load kWrated=100 kWhrated=400 phases=3 kV=12.47\n")
+    with pytest.raises(FeederError, match=r"bad\.dss: elements openg2g does not model \(storage: st1\)"):
         load_feeder(str(master))
 
 
-def test_unsupported_property_names_file_and_line(tmp_path: Path) -> None:
+def test_an_unknown_property_is_the_engine_s_error_with_file_and_line(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
-    master.write_text(TWO_BUS.replace("model=1", "model=1 zipv=[1 0 0 1 0 0 0.9]"))
-    with pytest.raises(FeederError, match=r"bad\.dss:7: load\.ld: unsupported property 'zipv'"):
+    master.write_text(TWO_BUS.replace("model=1", "model=1 kvv=4"))
+    with pytest.raises(FeederError, match=r"bad\.dss: OpenDSS: .*kvv.*bad\.dss\", line: 7\]"):
+        load_feeder(str(master))
+
+
+def test_a_load_model_openg2g_does_not_solve_is_refused_by_name(tmp_path: Path) -> None:
+    master = tmp_path / "bad.dss"
+    master.write_text(TWO_BUS.replace("model=1", "model=8 zipv=[1 0 0 1 0 0 0.9]"))
+    with pytest.raises(FeederError, match=r"bad\.dss: load\.ld: load model 8 is not supported"):
         load_feeder(str(master))
 
 

@@ -2,7 +2,7 @@
 the ``FeederGrid`` backend.
 
 - :mod:`~openg2g.grid.feeder.model`: the feeder model (every element with its phase data);
-- :mod:`~openg2g.grid.feeder.dss`: reading an OpenDSS file into it; :mod:`~openg2g.grid.feeder.library`:
+- :mod:`~openg2g.grid.feeder.opendss`: reading any OpenDSS file into it with OpenDSS's engine; :mod:`~openg2g.grid.feeder.library`:
   bundled feeders by name (``load_feeder``), built by :mod:`~openg2g.grid.feeder.build`;
 - :mod:`~openg2g.grid.feeder.network`: nodes, admittance stamps, load ports;
   :mod:`~openg2g.grid.feeder.solver`: the power flow and its exact dV/dP;

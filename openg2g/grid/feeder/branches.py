@@ -116,8 +116,10 @@ def transformer_current_entries(
     (pu per phase), from the per-phase blocks and anti-float shunt that build the nodal admittance:
     ``(winding (0-based), conductor node, column nodes, admittances)``; the current into the
     transformer at a conductor is the sum over its entries of admittance times column voltage."""
-    # winding 1's share of a phase block: one node for wye, two for delta
-    n1 = 1 if t.windings[0].conn == "wye" else 2
+    # winding 1's share of a phase block: one node for a grounded wye, two for delta or a wye with
+    # its neutral (whose rows :class:`BranchFlows` and :class:`TerminalMeter` do not report)
+    w1 = t.windings[0]
+    n1 = 1 if w1.conn == "wye" and w1.neutral is None else 2
     for k in range(t.n_phases):
         idx, blk = transformer_phase_block(t, k, float(taps_pu[k]), nodes)
         for r, node in enumerate(idx):
@@ -265,6 +267,8 @@ class BranchFlows:
                     row_of[(w, nodes.index[(wd.bus, ph)])] = row0
                     row0 += 1
             for w, node, idx, vals_ in transformer_current_entries(t, state.taps_pu[t.name], nodes):
+                if (w, node) not in row_of:  # a winding's neutral
+                    continue
                 rows.extend([row_of[(w, node)]] * len(idx))
                 cols.extend(idx)
                 vals.extend(vals_)

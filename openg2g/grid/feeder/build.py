@@ -1,6 +1,7 @@
 """Build the bundled feeder artifacts from the OpenDSS sources (``openg2g feeders build``).
 
-Each feeder's master file is read with :func:`openg2g.grid.feeder.dss.read_dss` and written as the
+Each feeder's master file is read with :func:`openg2g.grid.feeder.opendss.read_opendss` (OpenDSS's own
+engine) and written as the
 project's own JSON (``{"format_version": 1, "feeder": FeederModel.to_dict()}``) under
 ``openg2g/grid/feeder/data/``, together with ``PROVENANCE.md`` recording the source files and their
 SHA-256 digests. The .dss text itself is not copied.
@@ -12,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from openg2g.grid.feeder.dss import read_dss
 from openg2g.grid.feeder.library import DATA_DIR, FORMAT_VERSION
+from openg2g.grid.feeder.opendss import read_opendss
 
 __all__ = ["SOURCES", "build_feeders"]
 
@@ -77,7 +78,7 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
     ]
     for name, rel in SOURCES.items():
         master = source_dir / rel
-        model = read_dss(master, name=name)
+        model = read_opendss(master, name=name)
         out = out_dir / f"{name}.json"
         out.write_text(json.dumps({"format_version": FORMAT_VERSION, "feeder": model.to_dict()}, indent=1) + "\n")
         written.append(out)

@@ -9,7 +9,8 @@ from pathlib import Path
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.config import ExtraLoadSpec, GridSite, GridSpec, PVSpec
 from openg2g.grid.feeder.capacitors import unsupported_capcontrol
-from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder, resolve_feeder
+from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
+from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.profile import Profile
 from openg2g.grid.feeder.regulators import bank_auto_problem
 
@@ -22,11 +23,22 @@ def _some(names: Sequence[str], n: int = 12) -> str:
     return head + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
+def _live_buses(feeder: Feeder) -> set[str]:
+    """Buses whose phases are all connected to the source in the file's switching state."""
+    model = feeder.model
+    nodes = node_index(model)
+    live = energized(model, nodes, Switching.initial(model))
+    return {
+        bus for bus, phases in feeder.bus_phases.items() if phases and all(live[nodes.index[(bus, p)]] for p in phases)
+    }
+
+
 def _check_sites(feeder: Feeder, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
-    """Each site's bus exists and has three phases."""
+    """Each site's bus exists, has three phases and is connected to the source."""
     problems: list[tuple[str, str]] = []
     buses = feeder.bus_phases
-    three = [b for b, ph in buses.items() if len(ph) == 3]
+    live = _live_buses(feeder) if sites else set()
+    three = [b for b, ph in buses.items() if len(ph) == 3 and b in live]
     for i, site in enumerate(sites):
         b = site.bus.lower()
         if b not in buses:
@@ -43,6 +55,16 @@ def _check_sites(feeder: Feeder, sites: Sequence[GridSite]) -> list[tuple[str, s
                     (
                         f"bus {site.bus!r} has phases {''.join(buses[b])}, a site needs a three-phase bus "
                         f"(e.g. {_some(three, 6)})"
+                    ),
+                )
+            )
+        elif b not in live:
+            problems.append(
+                (
+                    f"datacenters.{i}.bus",
+                    (
+                        f"bus {site.bus!r} is not connected to the source on feeder {feeder.name} (an island, or "
+                        f"cut off by an open line or switch); connected three-phase buses are {_some(three, 6)}"
                     ),
                 )
             )
@@ -203,10 +225,8 @@ def validate_feeder_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Pa
     assert spec.feeder is not None  # GridSpec holds exactly one of feeder and pandapower
     try:
         feeder = load_feeder(resolve_feeder(spec.feeder, base_dir))
-    except FeederError as exc:
-        valid = ", ".join(list_feeders())
-        msg = str(exc) if "bundled feeders are" in str(exc) else f"{exc} (bundled feeders: {valid})"
-        return [("grid.feeder", msg)]
+    except FeederError as exc:  # an unknown name's message lists the bundled feeders
+        return [("grid.feeder", str(exc))]
     problems = check_against_feeder(feeder, spec, sites)
     folder = Path(".") if base_dir is None else base_dir
     profiled: tuple[tuple[str, Sequence[PVSpec | ExtraLoadSpec]], ...] = (

@@ -124,6 +124,7 @@ class Injections:
     ) -> None:
         self._feeder_name = feeder.name
         self._load_names = [ld.name.lower() for ld in feeder.model.loads]
+        self._n_generators = len(feeder.model.generators)
         self._spec = spec
         self._batteries = batteries
         ports = _PortMap(nodes)  # the order of the elements below fixes the order of the ports
@@ -188,8 +189,11 @@ class Injections:
             self._pv_override.add(name)
 
     def branch_scale(self, ports: LoadPorts) -> np.ndarray:
-        """Scale of each load branch of the feeder, shape ``(n_branches, 1)``."""
-        return self.load_scale[ports.load][:, None]
+        """Scale of each load branch of the feeder, shape ``(n_branches, 1)``: its load's scale, 1
+        for the feeder's own generators (their branches follow the loads')."""
+        if not self._n_generators:
+            return self.load_scale[ports.load][:, None]
+        return np.concatenate([self.load_scale, np.ones(self._n_generators)])[ports.load][:, None]
 
     def load_scale_range(self) -> tuple[float, float]:
         """Lowest and highest scale of the feeder's own loads (1 and 1 on a feeder without loads)."""

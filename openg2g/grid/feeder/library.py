@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from openg2g.core.errors import FeederError
 from openg2g.core.interfaces import RegulatorInfo
 from openg2g.core.state import PHASES
-from openg2g.grid.feeder.dss import read_dss
 from openg2g.grid.feeder.model import FeederModel
+from openg2g.grid.feeder.opendss import read_opendss
 
 if TYPE_CHECKING:
     import pandapower as pp
@@ -32,8 +32,8 @@ __all__ = ["DATA_DIR", "FORMAT_VERSION", "Feeder", "feeder_from_model", "list_fe
 DATA_DIR = Path(__file__).resolve().parent / "data"
 """Folder of the bundled feeder artifacts."""
 
-FORMAT_VERSION = 1
-"""Version of the bundled JSON format (``{"format_version": 1, "feeder": {...}}``)."""
+FORMAT_VERSION = 2
+"""Version of the bundled JSON format (``{"format_version": 2, "feeder": {...}}``)."""
 
 
 @dataclass
@@ -42,7 +42,8 @@ class Feeder:
 
     :param name: feeder name.
     :param model: the phase-frame model the solver uses (full phase matrices, per-phase taps).
-    :param bus_phases: bus -> phases present (``"a"``, ``"b"``, ``"c"``).
+    :param bus_phases: bus -> phases present (``"a"``, ``"b"``, ``"c"``; a bus's other nodes, such
+        as a neutral, are in :attr:`model`).
     :param regulators: regulator bank -> facts.
     :param bank_units: regulator bank -> ``(transformer, phase index)`` per bank phase, in the
         order of ``regulators[bank].phases``.
@@ -129,7 +130,7 @@ def feeder_from_model(model: FeederModel) -> Feeder:
     return Feeder(
         name=model.name,
         model=model,
-        bus_phases=dict(model.bus_phases),
+        bus_phases={bus: tuple(n for n in nodes if n in PHASES) for bus, nodes in model.bus_phases.items()},
         regulators=regulators,
         bank_units=bank_units,
         capacitors=tuple(c.name for c in model.capacitors),
@@ -151,7 +152,7 @@ def _model(key: str, mtime_ns: int) -> FeederModel:
         if data.get("format_version") != FORMAT_VERSION:
             raise FeederError(f"{path}: feeder format version {data.get('format_version')} (expected {FORMAT_VERSION})")
         return FeederModel.from_dict(data["feeder"])
-    return read_dss(path, name=path.stem.lower())
+    return read_opendss(path, name=path.stem.lower())
 
 
 def resolve_feeder(name_or_path: str, base_dir: Path | None = None) -> str:

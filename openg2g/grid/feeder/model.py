@@ -151,6 +151,8 @@ class WindingModel:
     :param tap: off-nominal ratio (pu) in force at the start.
     :param neutral: a wye winding's neutral node, ``None`` for solidly grounded (a single-phase
         winding between two phases, as in an open-delta bank, has the second phase as neutral).
+    :param rneut_ohm: resistance from that neutral node to ground (ohm); negative for none (open).
+    :param xneut_ohm: reactance from that neutral node to ground (ohm).
     """
 
     bus: str
@@ -161,6 +163,8 @@ class WindingModel:
     r_pct: float
     tap: float = 1.0
     neutral: str | None = None
+    rneut_ohm: float = -1.0
+    xneut_ohm: float = 0.0
 
 
 @dataclass
@@ -180,6 +184,9 @@ class TransformerModel:
         the file sets none (the nameplate ``kva`` of winding 1 is then the rating).
     :param emerg_kva: emergency loading limit (kVA), ``emerghkva``; ``None`` when the file sets
         none (OpenDSS then assumes :data:`DEFAULT_EMERG_KVA_FACTOR` times the nameplate).
+    :param noloadloss_pct: core loss (% of the kVA), a shunt conductance on winding 2 as OpenDSS
+        places it.
+    :param imag_pct: magnetizing current (% of rated), a shunt susceptance on winding 2.
     """
 
     name: str
@@ -193,6 +200,8 @@ class TransformerModel:
     num_taps: int = 32
     norm_kva: float | None = None
     emerg_kva: float | None = None
+    noloadloss_pct: float = 0.0
+    imag_pct: float = 0.0
 
     def ratings_kva(self) -> tuple[float, float]:
         """Normal and emergency ratings (kVA, all phases): OpenDSS's ``normhkva`` (winding 1's kVA
@@ -223,8 +232,8 @@ class RegControlModel:
     :param r_v: line-drop compensator R setting (V).
     :param x_v: line-drop compensator X setting (V).
     :param delay_s: time outside the band before the first tap move (s).
-    :param ptphase: monitored phase of a multi-phase transformer (1-based conductor), or
-        ``"max"``/``"min"``: the phase whose winding voltage is highest/lowest at each sample.
+    :param ptphase: monitored phase of a multi-phase transformer (1-based conductor), or ``"max"``
+        / ``"min"``: the highest or lowest of its phases.
     :param tapdelay_s: time between successive tap moves once the first has been made (s).
     :param maxtapchange: most tap steps one control action moves (0 holds the tap).
     :param reversible: True when the control reverses on reverse power flow.
@@ -235,6 +244,11 @@ class RegControlModel:
     :param revthreshold_kw: reverse power above which the control reverses (kW).
     :param revdelay_s: time the power must stay reversed before the control reverses (s).
     :param vlimit_v: highest voltage the regulated winding may reach (V on 120 V base), 0 = none.
+    :param monitored_bus: a remote bus whose voltage the control regulates instead of its own
+        winding's (with line-drop compensation off), ``None`` for its own winding.
+    :param monitored_node: the node of ``monitored_bus`` it samples.
+    :param inverse_time: True when the delay shortens with the distance from the band (OpenDSS's
+        inverse-time control).
     """
 
     name: str
@@ -258,6 +272,9 @@ class RegControlModel:
     revthreshold_kw: float = 100.0
     revdelay_s: float = 60.0
     vlimit_v: float = 0.0
+    monitored_bus: str | None = None
+    monitored_node: str = "a"
+    inverse_time: bool = False
 
 
 @dataclass

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from openg2g.grid.feeder.model import CapacitorModel, FeederModel, LineModel, LoadModel, TransformerModel
+from openg2g.grid.feeder.model import (
+    CapacitorModel,
+    FeederModel,
+    GeneratorModel,
+    LineModel,
+    LoadModel,
+    PrimitiveModel,
+    TransformerModel,
+)
 
 __all__ = [
     "FORTESCUE",
@@ -28,14 +36,19 @@ __all__ = [
     "admittance_sparse",
     "admittance_stamps",
     "antifloat_admittance",
-    "capacitor_blocks",
     "energized",
     "line_admittance",
     "load_ports",
+    "magnetizing_admittance",
     "node_index",
+    "primitive_nodes",
     "sequence_to_phase",
     "source_admittance",
     "source_current",
+    "stamp_capacitor",
+    "stamp_line",
+    "stamp_primitive",
+    "stamp_transformer",
     "transformer_phase_block",
     "transformer_winding_admittance",
     "winding_kv",
@@ -137,35 +150,70 @@ class LoadPorts:
         return (self.p_w - 1j * self.q_var) / self.v_base_v**2
 
 
-def _load_vbase_v(ld: LoadModel) -> float:
+def _load_vbase_v(ld: LoadModel | GeneratorModel) -> float:
     if ld.conn == "delta" or ld.n_phases == 1:
         return ld.kv * 1000.0
     return ld.kv * 1000.0 / _SQRT3
 
 
+def _branch_nodes(
+    bus: str, phases: tuple[str | None, ...], conn: str, neutral: str | None, n_phases: int, nodes: NodeIndex
+) -> list[tuple[int, int]]:
+    """Node pairs of the branches of a load-like element: wye phase k from its conductor to the
+    neutral (-1 = ground); delta k from conductor k to conductor k+1 (wrapping), a missing
+    conductor meaning ground."""
+    conds = [nodes.index[(bus, p)] if p else -1 for p in phases]
+    if conn == "wye":
+        to = nodes.index[(bus, neutral)] if neutral is not None else -1
+        return [(conds[k], to) for k in range(n_phases)]
+    return [(conds[k], conds[(k + 1) % len(conds)]) for k in range(n_phases)]
+
+
 def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
-    """Branches of every load: wye phase k from its conductor to ground; delta k from conductor k
-    to conductor k+1 (wrapping), a missing conductor meaning ground."""
+    """Branches of every load (:func:`_branch_nodes`), then of every generator, whose ``load``
+    index continues after the loads' (a generator draws the negative of its output, OpenDSS
+    model 1 in its band)."""
     cols: dict[str, list[float]] = {k: [] for k in LoadPorts.__dataclass_fields__}
-    for li, ld in enumerate(model.loads):
-        conds = [nodes.index[(ld.bus, p)] if p else -1 for p in ld.phases]
-        for k in range(ld.n_phases):
-            if ld.conn == "wye":
-                f, t = conds[k], -1
-            else:
-                f, t = conds[k], conds[(k + 1) % len(conds)]
-            cols["load"].append(li)
+
+    def add(index: int, branches: list[tuple[int, int]], vbase_v: float, p_w: float, q_var: float, **kw: float) -> None:
+        for f, t in branches:
+            cols["load"].append(index)
             cols["from_node"].append(f)
             cols["to_node"].append(t)
-            cols["v_base_v"].append(_load_vbase_v(ld))
-            cols["p_w"].append(ld.kw * 1000.0 / ld.n_phases)
-            cols["q_var"].append(ld.kvar * 1000.0 / ld.n_phases)
-            cols["model"].append(ld.model)
-            cols["vminpu"].append(ld.vminpu)
-            cols["vmaxpu"].append(ld.vmaxpu)
-            cols["vlowpu"].append(ld.vlowpu)
-            cols["cvrwatts"].append(ld.cvrwatts)
-            cols["cvrvars"].append(ld.cvrvars)
+            cols["v_base_v"].append(vbase_v)
+            cols["p_w"].append(p_w)
+            cols["q_var"].append(q_var)
+            for key, value in kw.items():
+                cols[key].append(value)
+
+    for li, ld in enumerate(model.loads):
+        add(
+            li,
+            _branch_nodes(ld.bus, ld.phases, ld.conn, ld.neutral, ld.n_phases, nodes),
+            _load_vbase_v(ld),
+            ld.kw * 1000.0 / ld.n_phases,
+            ld.kvar * 1000.0 / ld.n_phases,
+            model=ld.model,
+            vminpu=ld.vminpu,
+            vmaxpu=ld.vmaxpu,
+            vlowpu=ld.vlowpu,
+            cvrwatts=ld.cvrwatts,
+            cvrvars=ld.cvrvars,
+        )
+    for gi, g in enumerate(model.generators):
+        add(
+            len(model.loads) + gi,
+            _branch_nodes(g.bus, g.phases, g.conn, g.neutral, g.n_phases, nodes),
+            _load_vbase_v(g),
+            -g.kw * 1000.0 / g.n_phases,
+            -g.kvar * 1000.0 / g.n_phases,
+            model=1,
+            vminpu=g.vminpu,
+            vmaxpu=g.vmaxpu,
+            vlowpu=g.vminpu,
+            cvrwatts=1.0,
+            cvrvars=2.0,
+        )
     ints = {"load", "from_node", "to_node", "model"}
     return LoadPorts(**{k: np.array(v, dtype=int if k in ints else float) for k, v in cols.items()})
 
@@ -200,7 +248,8 @@ class Stamps:
         self._cols.append(nodes)
         self._vals.append(np.full(nodes.size, value, dtype=complex))
 
-    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows, columns and values (S) of every entry, in the order added."""
         if not self._rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=complex)
         return np.concatenate(self._rows), np.concatenate(self._cols), np.concatenate(self._vals)
@@ -208,13 +257,13 @@ class Stamps:
     def dense(self, n: int) -> np.ndarray:
         """The ``(n, n)`` matrix."""
         y = np.zeros((n, n), dtype=complex)
-        rows, cols, vals = self._entries()
+        rows, cols, vals = self.entries()
         np.add.at(y, (rows, cols), vals)
         return y
 
     def sparse(self, n: int) -> sp.csc_matrix:
         """The ``(n, n)`` matrix, compressed sparse columns."""
-        rows, cols, vals = self._entries()
+        rows, cols, vals = self.entries()
         return sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
 
 
@@ -240,24 +289,33 @@ def source_admittance(model: FeederModel) -> np.ndarray:
 
 
 def source_current(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
-    """Norton current of the source injected at its bus nodes (A), zero elsewhere."""
+    """Norton current of the source injected at its bus nodes, plus that of any further voltage
+    source (a primitive element with ``i_source_a``) at its nodes (A); zero elsewhere."""
     src = model.source
     v_ln = src.v_pu * src.base_kv * 1000.0 / _SQRT3
     e = np.array([v_ln * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p])) for p in "abc"])
     i = np.zeros(len(nodes), dtype=complex)
     idx = [nodes.index[(src.bus, p)] for p in "abc"]
     i[idx] = source_admittance(model) @ e
+    for prim in model.primitives:
+        if prim.i_source_a is not None:
+            live = [(k, n) for k, n in enumerate(primitive_nodes(prim, nodes)) if n >= 0]
+            current = np.asarray(prim.i_source_a, dtype=float)
+            for k, n in live:
+                i[n] += complex(current[k, 0], current[k, 1])
     return i
 
 
 def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) -> tuple[list[int], np.ndarray]:
     """Nodes and +/-1 coefficients whose combination is winding ``w``'s phase-``k`` voltage: the
-    conductor to ground for wye, conductor k minus conductor k-1 for delta (OpenDSS's lagging
+    conductor to the neutral (or ground) for wye, conductor k minus conductor k-1 for delta (OpenDSS's lagging
     delta, so a delta-wye bank shifts the low side by -30 degrees)."""
     wd = t.windings[w]
     a = nodes.index[(wd.bus, wd.phases[k])]
     if wd.conn == "wye":
-        return [a], np.array([1.0])
+        if wd.neutral is None:
+            return [a], np.array([1.0])
+        return [a, nodes.index[(wd.bus, wd.neutral)]], np.array([1.0, -1.0])
     b = nodes.index[(wd.bus, wd.phases[(k - 1) % len(wd.phases)])]
     return [a, b], np.array([1.0, -1.0])
 
@@ -285,12 +343,22 @@ def transformer_winding_admittance(t: TransformerModel, tap2_pu: float) -> tuple
     return 1.0 / z2_ohm, n1 / n2
 
 
+def magnetizing_admittance(t: TransformerModel, tap2_pu: float) -> complex:
+    """Core-loss and magnetizing admittance of one phase (S), across winding 2 at its tap, as
+    OpenDSS places it (on the winding it takes to be closest to the core)."""
+    n2 = tap2_pu * winding_kv(t, 1)
+    s_phase_mva = t.windings[0].kva / t.n_phases / 1000.0
+    return complex(t.noloadloss_pct, -t.imag_pct) / 100.0 * s_phase_mva / n2**2
+
+
 def transformer_phase_block(
     t: TransformerModel, k: int, tap2_pu: float, nodes: NodeIndex
 ) -> tuple[list[int], np.ndarray]:
     """Nodes and admittance block of phase ``k`` of a transformer."""
     y, a = transformer_winding_admittance(t, tap2_pu)
     yw = y * np.array([[1.0 / a**2, -1.0 / a], [-1.0 / a, 1.0]])
+    if t.noloadloss_pct or t.imag_pct:
+        yw[1, 1] += magnetizing_admittance(t, tap2_pu)
     n1, c1 = _winding_incidence(t, 0, k, nodes)
     n2, c2 = _winding_incidence(t, 1, k, nodes)
     idx = n1 + n2
@@ -300,29 +368,17 @@ def transformer_phase_block(
     return idx, c.T @ yw @ c
 
 
-def capacitor_blocks(cap: CapacitorModel, nodes: NodeIndex) -> list[tuple[list[int], np.ndarray]]:
-    """Nodes and admittance blocks (S) of a closed capacitor: one diagonal block on its nodes when
-    wye, one two-node block per can when delta (can k between conductors k and k+1)."""
-    nph = len(cap.phases)
-    idx = [nodes.index[(cap.bus, p)] for p in cap.phases]
-    if cap.conn == "wye":
-        v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
-        b = cap.kvar * 1000.0 / nph / v_ph**2
-        return [(idx, np.eye(nph) * 1j * b)]
-    b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
-    can = 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]])
-    return [([idx[k], idx[(k + 1) % nph]], can) for k in range(nph)]
-
-
 def winding_voltage(t: TransformerModel, w: int, k: int, v: np.ndarray, nodes: NodeIndex) -> complex:
     """Voltage across phase ``k`` of winding ``w`` (V) at node voltages ``v`` (V, complex,
-    ``(n_nodes,)``): conductor to ground for wye, conductor k minus conductor k-1 for delta."""
+    ``(n_nodes,)``): conductor to the neutral (or ground) for wye, conductor k minus conductor k-1
+    for delta."""
     idx, coef = _winding_incidence(t, w, k, nodes)
     return complex(coef @ v[idx])
 
 
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:
-    """Boolean per node: connected to the source through in-service lines and transformers."""
+    """Boolean per node: connected to the source through in-service lines, transformers and
+    static (primitive) elements."""
     adj: list[list[int]] = [[] for _ in range(len(nodes))]
 
     def link(group: list[int]) -> None:
@@ -336,6 +392,8 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
     for t in model.transformers:
         for k in range(t.n_phases):
             link(_winding_incidence(t, 0, k, nodes)[0] + _winding_incidence(t, 1, k, nodes)[0])
+    for prim in model.primitives:
+        link([i for i in primitive_nodes(prim, nodes) if i >= 0])
     live = np.zeros(len(nodes), dtype=bool)
     stack = [nodes.index[(model.source.bus, p)] for p in "abc"]
     live[stack] = True
@@ -347,9 +405,71 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
     return live
 
 
+def primitive_nodes(prim: PrimitiveModel, nodes: NodeIndex) -> list[int]:
+    """Node of each conductor of a primitive element, terminal by terminal (-1 = ground)."""
+    return [nodes.index[(bus, n)] if n is not None else -1 for bus, conds in prim.terminals for n in conds]
+
+
+def stamp_line(stamps: Stamps, ln: LineModel, nodes: NodeIndex) -> None:
+    """A line's pi section: series admittance between its ends, half the shunt at each."""
+    ys, yc = line_admittance(ln)
+    idx = [nodes.index[(ln.bus1, p)] for p in ln.phases1] + [nodes.index[(ln.bus2, p)] for p in ln.phases2]
+    stamps.add(idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
+
+
+def stamp_transformer(stamps: Stamps, t: TransformerModel, taps_pu: np.ndarray, nodes: NodeIndex) -> None:
+    """A two-winding transformer at winding-2 taps ``taps_pu`` (one per phase)."""
+    for k in range(t.n_phases):
+        idx, blk = transformer_phase_block(t, k, float(taps_pu[k]), nodes)
+        stamps.add(idx, blk)
+    if t.ppm_antifloat:
+        # OpenDSS anti-float adder: j*Y_PPM on both conductors of every winding phase
+        for w in range(len(t.windings)):
+            y_ppm = antifloat_admittance(t, w)
+            for k in range(t.n_phases):
+                stamps.add_diagonal(np.array(_winding_incidence(t, w, k, nodes)[0]), y_ppm)
+    for w, wd in enumerate(t.windings):
+        if wd.conn != "wye" or wd.neutral is None:
+            continue
+        neutral = np.array([nodes.index[(wd.bus, wd.neutral)]])
+        if wd.rneut_ohm >= 0:  # OpenDSS: a solidly grounded neutral is 1e6 S
+            z = complex(wd.rneut_ohm, wd.xneut_ohm)
+            stamps.add_diagonal(neutral, 1e6 if z == 0 else 1.0 / z)
+        elif t.ppm_antifloat:  # OpenDSS bumps an open neutral by one more anti-float adder
+            stamps.add_diagonal(neutral, antifloat_admittance(t, w))
+
+
+def stamp_capacitor(stamps: Stamps, cap: CapacitorModel, nodes: NodeIndex) -> None:
+    """A closed capacitor bank: per phase its susceptance at rated voltage, phase to neutral (or
+    ground) for wye, between consecutive phases for delta."""
+    nph = len(cap.phases)
+    idx = [nodes.index[(cap.bus, p)] for p in cap.phases]
+    if cap.conn == "wye":
+        v_ph = cap.kv * 1000.0 / (_SQRT3 if nph > 1 else 1.0)
+        b = cap.kvar * 1000.0 / nph / v_ph**2
+        if cap.neutral is None:
+            stamps.add(idx, np.eye(nph) * 1j * b)
+            return
+        neutral = nodes.index[(cap.bus, cap.neutral)]
+        for i in idx:
+            stamps.add([i, neutral], 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+        return
+    b = cap.kvar * 1000.0 / nph / (cap.kv * 1000.0) ** 2
+    for k in range(nph):
+        pair = [idx[k], idx[(k + 1) % nph]]
+        stamps.add(pair, 1j * b * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+
+
+def stamp_primitive(stamps: Stamps, prim: PrimitiveModel, nodes: NodeIndex) -> None:
+    """A static element's primitive admittance over its conductors' nodes (conductors on one node
+    add up, ground dropped)."""
+    stamps.add(primitive_nodes(prim, nodes), prim.y_s())
+
+
 def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> Stamps:
     """Every element's admittance entries (S) at the given switching state, in a fixed order:
-    source, lines, transformers, capacitors, zero-sequence admittances, load nominal admittances.
+    source, lines, transformers, capacitors, zero-sequence admittances, static (primitive)
+    elements, load nominal admittances.
 
     De-energized nodes (cut off by open lines) are tied to ground by 1 S so the matrix stays
     invertible; the solver sets their loads to zero, so their voltage comes out as 0.
@@ -358,29 +478,18 @@ def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, po
     src_idx = [nodes.index[(model.source.bus, p)] for p in "abc"]
     stamps.add(src_idx, source_admittance(model))
     for ln in model.lines:
-        if not state.lines[ln.name]:
-            continue
-        ys, yc = line_admittance(ln)
-        idx = [nodes.index[(ln.bus1, p)] for p in ln.phases1] + [nodes.index[(ln.bus2, p)] for p in ln.phases2]
-        stamps.add(idx, np.block([[ys + yc, -ys], [-ys, ys + yc]]))
+        if state.lines[ln.name]:
+            stamp_line(stamps, ln, nodes)
     for t in model.transformers:
-        taps = state.taps_pu[t.name]
-        for k in range(t.n_phases):
-            idx, blk = transformer_phase_block(t, k, float(taps[k]), nodes)
-            stamps.add(idx, blk)
-        if t.ppm_antifloat:
-            # OpenDSS anti-float adder: j*Y_PPM on both conductors of every winding phase
-            for w in range(len(t.windings)):
-                y_ppm = antifloat_admittance(t, w)
-                for k in range(t.n_phases):
-                    stamps.add_diagonal(np.array(_winding_incidence(t, w, k, nodes)[0]), y_ppm)
+        stamp_transformer(stamps, t, state.taps_pu[t.name], nodes)
     for cap in model.capacitors:
         if state.capacitors[cap.name]:
-            for idx, block in capacitor_blocks(cap, nodes):
-                stamps.add(idx, block)
+            stamp_capacitor(stamps, cap, nodes)
     for zs in model.zero_sequence:
         idx = [nodes.index[(bus, p)] for bus in zs.buses for p in "abc"]
         stamps.add(idx, np.kron(zs.y_s(), np.full((3, 3), 1.0 / 3.0)))
+    for prim in model.primitives:
+        stamp_primitive(stamps, prim, nodes)
     y_load = ports.y_nominal_s
     for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
         stamps.add([int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))

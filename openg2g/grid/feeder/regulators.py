@@ -23,7 +23,8 @@ samples again, as OpenDSS's control iterations do. A sample:
   uncompensated voltage exceeds it. Out of band, it computes the steps the boost needs,
   ``round((vreg - V) ptratio / V_base / step)`` (``vlimit - V`` when over the limit; ``V_base``
   the rated voltage across one phase of the winding), and, unless an action is armed already, arms one at
-  ``t + delay`` when the tap can still move that way. Back in band it disarms.
+  ``t + delay`` when the tap can still move that way (with ``inverse_time``, the delay over
+  ``min(10, 2 |vreg - V| / band)``). Back in band it disarms.
 
 An action that falls due moves the tap one step towards the steps asked for at the last sample;
 while steps remain it queues the next action at ``t + tapdelay``, otherwise the control disarms and
@@ -44,13 +45,14 @@ moving the tap the opposite way.
 
 The scenario may override ``vreg``, ``band``, ``delay`` and ``tapdelay`` per bank (forward
 settings only). A bank runs in auto mode only when every phase has a RegControl this module models:
-one monitoring winding 2 with a ``ptphase`` the transformer has (:func:`bank_auto_problem` says
-why not, by name).
+one monitoring winding 2 with a ``ptphase`` the transformer has, and no remote regulated bus
+(:func:`bank_auto_problem` says why not, by name).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -86,6 +88,11 @@ def unsupported_regcontrol(rc: RegControlModel, t: TransformerModel) -> str | No
     """Why the automatic control cannot run ``rc`` on its transformer ``t``, or None when it can."""
     if rc.winding != 2:
         return f"regcontrol {rc.name} monitors winding {rc.winding}; only winding 2 (the tapped one) is modelled"
+    if rc.monitored_bus is not None:
+        return (
+            f"regcontrol {rc.name} regulates the remote bus {rc.monitored_bus} (OpenDSS's bus=); only its own "
+            "winding's voltage is modelled"
+        )
     if isinstance(rc.ptphase, str):
         if rc.ptphase not in ("max", "min"):
             return f"regcontrol {rc.name}: ptphase {rc.ptphase!r} (a phase number, max or min)"
@@ -361,7 +368,12 @@ class Regulators:
         if u.pending_steps and not u.armed:
             tap = self._unit_tap(u, sw)
             if (u.pending_steps > 0 and tap < bank.info.max_tap) or (u.pending_steps < 0 and tap > bank.info.min_tap):
-                u.armed_action = self._queue(u, t_s + rc.delay_s)
+                delay_s = rc.delay_s
+                if rc.inverse_time:  # OpenDSS takes the forward vreg and band here, even in reverse
+                    factor = min(10.0, 2.0 * abs(rc.vreg_v - v_actual) / rc.band_v)
+                    # at vreg exactly (armed by vlimit alone) OpenDSS's delay is infinite
+                    delay_s = delay_s / factor if factor > 0 else math.inf
+                u.armed_action = self._queue(u, t_s + delay_s)
                 u.armed = True
 
     def _queue(self, u: RegulatorUnit, due_s: float) -> int:

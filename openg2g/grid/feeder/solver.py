@@ -39,12 +39,13 @@ from openg2g.grid.feeder.model import CapacitorModel, FeederModel, TransformerMo
 from openg2g.grid.feeder.network import (
     LoadPorts,
     NodeIndex,
+    Stamps,
     Switching,
     admittance,
-    capacitor_blocks,
     energized,
     source_admittance,
     source_current,
+    stamp_capacitor,
     transformer_phase_block,
 )
 
@@ -314,14 +315,6 @@ class Solution:
     load_fraction: np.ndarray
 
 
-def _add_block(blocks: dict[int, dict[int, complex]], idx: list[int], block: np.ndarray) -> None:
-    """Accumulate ``block`` (S) at nodes ``idx`` into ``blocks`` (node -> node -> S)."""
-    for a, i in enumerate(idx):
-        for b, j in enumerate(idx):
-            blocks.setdefault(i, {}).setdefault(j, 0j)
-            blocks[i][j] += block[a, b]
-
-
 class CompiledNetwork:
     """A feeder at one switching state, reduced to its ports, ready to solve.
 
@@ -409,15 +402,21 @@ class CompiledNetwork:
         for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
             idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), self.nodes)
             _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), self.nodes)
-            _add_block(blocks, idx, new - old)
+            for a, i in enumerate(idx):
+                for b, j in enumerate(idx):
+                    blocks.setdefault(i, {}).setdefault(j, 0j)
+                    blocks[i][j] += new[a, b] - old[a, b]
         self._update(blocks)
 
     def switch_capacitor(self, cap: CapacitorModel, closed: bool) -> None:
         """Close (``closed=True``) or open a capacitor in place (:meth:`_update`); the caller
         switches only a capacitor whose state changes."""
+        stamps = Stamps()
+        stamp_capacitor(stamps, cap, self.nodes)
         blocks: dict[int, dict[int, complex]] = {}
-        for idx, block in capacitor_blocks(cap, self.nodes):
-            _add_block(blocks, idx, block if closed else -block)
+        for i, j, y in zip(*stamps.entries()):
+            blocks.setdefault(int(i), {}).setdefault(int(j), 0j)
+            blocks[int(i)][int(j)] += y if closed else -y
         self._update(blocks)
 
     def _update(self, blocks: dict[int, dict[int, complex]]) -> None:

@@ -1,0 +1,954 @@
+"""Reading any OpenDSS circuit into a :class:`FeederModel`, with OpenDSS's own engine.
+
+The file is compiled by the DSS engine of DSS-Extensions (DSS-Python, the engine OpenDSS users
+script), so every command, element, property, line construction (line codes, geometries, wire
+and cable data, spacings), transformer code, in-line expression and redirect is read exactly as
+OpenDSS reads it. The engine then solves one snapshot (controls held), and the model is taken
+from the compiled circuit:
+
+- **buses**: each bus's nodes, its voltage base as OpenDSS reports it (``Bus.kVBase``, after
+  ``CalcVoltageBases`` when the file leaves a base unset) and its coordinates (from the file, or
+  from a ``*BusXY*.csv``/``BusCoords.dat`` file beside it, read by the engine);
+- **source**: the circuit's three-phase ``Vsource`` (voltage, angle and its 3x3 Thevenin
+  admittance in sequence impedances); a further voltage source is a static element with its Norton
+  current;
+- **lines**: every conductor's node (neutrals and ground wires kept where the file keeps them),
+  the whole line's series impedance and shunt susceptance matrices, switch flag, in or out of
+  service, ratings;
+- **transformers**: a two-winding, one- or three-phase transformer whose admittance is the
+  two-winding model openg2g can retap (:func:`~openg2g.grid.feeder.network.stamp_transformer`)
+  is kept as one, with its regulator control; any other (three-winding, center-tapped, with a
+  magnetizing branch, a neutral impedance...) is a static element with OpenDSS's own primitive
+  admittance, which never changes during a run (so it cannot be regulated);
+- **capacitors** (one step, shunt) with their controls; **reactors**, **faults** and anything
+  else passive: static elements;
+- **loads** (OpenDSS load models 1, 2, 4 and 5) at ``kW x LoadMult``; **generators** (model 1),
+  **PV systems** at the output OpenDSS solves for them in the snapshot.
+
+Every element's admittance as openg2g stamps it is checked against the engine's primitive
+admittance (``Yprim``) at load: a difference above :data:`YPRIM_RTOL` is an error naming the
+element, never a silent approximation. An element openg2g cannot model (a storage element, a
+generator in a voltage-regulating model, an inverter control, a load model 3, 6, 7 or 8, a
+regulator of a transformer it cannot retap...) is refused by name; metering and protection
+elements (monitors, energy meters, sensors, fuses, reclosers, relays, switch controls) do not
+change a snapshot and are not read. Errors of the engine itself (a missing redirect, an unknown
+property) reach the user with the file and the engine's message, as a :class:`FeederError`.
+
+The initial state (taps, capacitor and switch states) is the circuit's as the file leaves it,
+after any ``Solve`` it runs; a scenario sets its own taps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openg2g.core.errors import FeederError
+from openg2g.grid.feeder.model import (
+    DEFAULT_EMERG_AMPS,
+    DEFAULT_EMERG_KVA_FACTOR,
+    DEFAULT_NORM_AMPS,
+    CapacitorModel,
+    CapControlModel,
+    FeederModel,
+    GeneratorModel,
+    LineModel,
+    LoadModel,
+    PrimitiveModel,
+    RegControlModel,
+    SourceModel,
+    TransformerModel,
+    WindingModel,
+    node_label,
+)
+from openg2g.grid.feeder.network import (
+    FORTESCUE,
+    NodeIndex,
+    Stamps,
+    source_admittance,
+    stamp_capacitor,
+    stamp_line,
+    stamp_transformer,
+)
+
+__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "YPRIM_RTOL", "read_opendss"]
+
+READ_TIMEOUT_S = 300.0
+"""Longest :func:`read_opendss` lets the engine read a file (s); IEEE 8500 takes about 2 s."""
+
+READ_MEMORY_BYTES = 8 * 1024**3
+"""Address space the engine's worker process may use (bytes)."""
+
+_WORKER = "import sys; from openg2g.grid.feeder.opendss import main; sys.exit(main())"
+"""The worker process's program (``-m`` would run this module a second time beside its package's import)."""
+
+_REFUSED = 2
+"""Exit code of the worker when openg2g or the engine refuses the file (the reason on stderr)."""
+
+YPRIM_RTOL = 1e-9
+"""Largest difference between an element's admittance as openg2g stamps it and OpenDSS's ``Yprim``,
+relative to the largest entry of ``Yprim``."""
+
+_MAX_ITERATIONS = 500
+"""Iteration limit of the snapshot solve at load (OpenDSS's default of 15 is too few for IEEE 8500)."""
+
+_SQRT3 = math.sqrt(3.0)
+
+_UNIT_M = {0: math.nan, 1: 1609.344, 2: 304.8, 3: 1000.0, 4: 1.0, 5: 0.3048, 6: 0.0254, 7: 0.01, 8: 0.001}
+"""Metres per OpenDSS length unit code (0 = none: no length known)."""
+
+_NOT_ELECTRICAL = {"monitor", "energymeter", "sensor", "fuse", "recloser", "relay", "swtcontrol", "fmonitor"}
+"""Element classes that do not change a snapshot (metering and protection; their effect, an open
+terminal, is read from the element they act on)."""
+
+_STATIC_CLASSES = {"reactor", "fault"}
+"""Passive element classes read as static elements by their primitive admittance."""
+
+_PASSIVE_RTOL = 1e-12
+"""Most negative eigenvalue of a line's resistance matrix, relative to its largest entry, taken as rounding."""
+
+_WHOLE_MATRIX = 2
+"""The engine's ``BuildYMatrix`` option that recomputes every element's primitive admittance."""
+
+_LOAD_MODELS = (1, 2, 4, 5)
+"""OpenDSS load models openg2g solves (see :class:`~openg2g.grid.feeder.solver.LoadKernel`)."""
+
+
+# ----------------------------------------------------------------------------------- engine
+@contextmanager
+def _engine(path: Path) -> Iterator[Any]:
+    """A fresh DSS engine context, with the circuit at ``path`` compiled; the working folder (which
+    the engine changes to the file's) is restored on exit.
+
+    :raises FeederError: the engine refuses the file (its message, with the file).
+    """
+    from dss import DSS, DSSException  # the engine's library is loaded only to read a file
+
+    cwd = os.getcwd()
+    ctx = DSS.NewContext()
+    try:
+        ctx.AllowEditor = False
+        ctx.AllowForms = False
+        try:
+            ctx.Text.Command = f'compile "{path}"'
+        except DSSException as exc:
+            raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+        finally:
+            os.chdir(cwd)
+        yield ctx
+    finally:
+        os.chdir(cwd)
+        ctx.ClearAll()
+
+
+def _engine_message(exc: Exception) -> str:
+    """The engine's error message without its number prefix and line breaks."""
+    text = str(exc.args[1] if len(exc.args) > 1 else exc)
+    return " ".join(text.split())
+
+
+def _check_values(circuit: Any, path: Path) -> None:
+    """Refuse values OpenDSS reads but that describe no network (it would solve a negative line
+    length, or fail to converge on a NaN load without saying which): every problem, by element and
+    property.
+
+    :raises FeederError: the list of problems.
+    """
+    problems: list[str] = []
+
+    def need(element: str, prop: str, value: float, ok: bool, what: str) -> None:
+        if not (math.isfinite(value) and ok):
+            problems.append(f"{element}: {prop}={value:g} ({what})")
+
+    for name in _elements(circuit, "line"):
+        circuit.Lines.Name = name
+        length = float(circuit.Lines.Length)
+        need(f"line.{name}", "length", length, length > 0, "must be > 0")
+    for name in _elements(circuit, "load"):
+        loads = circuit.Loads
+        loads.Name = name
+        element = f"load.{name}"
+        kv, vmin, vmax = float(loads.kV), float(loads.Vminpu), float(loads.Vmaxpu)
+        need(element, "kW", float(loads.kW), True, "must be a finite number")
+        need(element, "kvar", float(loads.kvar), True, "must be a finite number")
+        need(element, "kV", kv, kv > 0, "must be > 0")
+        need(element, "Vminpu", vmin, 0 <= vmin < vmax, f"must be >= 0 and below Vmaxpu={vmax:g}")
+    for name in _elements(circuit, "transformer"):
+        tr = circuit.Transformers
+        tr.Name = name
+        resistive = False
+        for w in range(1, tr.NumWindings + 1):
+            tr.Wdg = w
+            kv, kva = float(tr.kV), float(tr.kVA)
+            need(f"transformer.{name}", f"winding {w} kV", kv, kv > 0, "must be > 0")
+            need(f"transformer.{name}", f"winding {w} kVA", kva, kva > 0, "must be > 0")
+            resistive = resistive or float(tr.R) != 0.0
+        xhl = float(tr.Xhl)
+        need(f"transformer.{name}", "XHL", xhl, resistive or xhl != 0.0, "zero impedance: XHL and every %R are 0")
+    for name in _elements(circuit, "capacitor"):
+        circuit.Capacitors.Name = name
+        kv, kvar = float(circuit.Capacitors.kV), float(circuit.Capacitors.kvar)
+        need(f"capacitor.{name}", "kV", kv, kv > 0, "must be > 0")
+        need(f"capacitor.{name}", "kvar", kvar, kvar > 0, "must be > 0")
+    for name in _elements(circuit, "vsource"):
+        circuit.Vsources.Name = name
+        kv, pu = float(circuit.Vsources.BasekV), float(circuit.Vsources.pu)
+        need(f"vsource.{name}", "basekV", kv, kv > 0, "must be > 0")
+        need(f"vsource.{name}", "pu", pu, pu > 0, "must be > 0")
+    if problems:
+        more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
+        raise FeederError(f"{path}: values that describe no network: {'; '.join(problems[:8])}{more}")
+
+
+def _solve_snapshot(ctx: Any, path: Path) -> None:
+    """Solve one snapshot with the controls held (taps and capacitor states as the file left them).
+
+    :raises FeederError: OpenDSS does not solve the circuit.
+    """
+    from dss import DSSException
+
+    circuit = ctx.ActiveCircuit
+    try:
+        ctx.Text.Command = "set mode=snapshot controlmode=off"
+        ctx.Text.Command = f"set maxiterations={_MAX_ITERATIONS}"
+        circuit.Solution.Solve()
+        if any(b.kVBase == 0.0 for b in _buses(circuit)):  # the file never ran CalcVoltageBases
+            ctx.Text.Command = "CalcVoltageBases"
+            circuit.Solution.Solve()
+    except DSSException as exc:
+        raise FeederError(f"{path}: OpenDSS cannot solve the circuit: {_engine_message(exc)}") from None
+    if not circuit.Solution.Converged:
+        raise FeederError(
+            f"{path}: OpenDSS does not solve this circuit in snapshot mode (no convergence in "
+            f"{_MAX_ITERATIONS} iterations), so openg2g cannot use it"
+        )
+
+
+def _bus_coordinates(ctx: Any, path: Path) -> None:
+    """When the file gives no bus coordinates, let the engine read a coordinates file beside it
+    (``*BusXY*.csv`` or ``BusCoords.dat``, as the IEEE feeders ship them)."""
+    if any(b.Coorddefined for b in _buses(ctx.ActiveCircuit)):
+        return
+    for cand in sorted(path.parent.iterdir()):
+        low = cand.name.lower()
+        if ("busxy" in low and low.endswith(".csv")) or low == "buscoords.dat":
+            ctx.Text.Command = f'BusCoords "{cand}"'
+            return
+
+
+def _buses(circuit: Any) -> Iterator[Any]:
+    for i in range(circuit.NumBuses):
+        circuit.SetActiveBusi(i)
+        yield circuit.ActiveBus
+
+
+def _elements(circuit: Any, cls: str) -> Iterator[str]:
+    """Names (without class) of the enabled elements of class ``cls``, each made active in turn."""
+    prefix = cls + "."
+    for full in circuit.AllElementNames:
+        if full.lower().startswith(prefix):
+            circuit.SetActiveElement(full)
+            if circuit.ActiveCktElement.Enabled:
+                yield full.split(".", 1)[1].lower()
+
+
+def _prop(circuit: Any, name: str) -> str:
+    """A property of the active element as the engine writes it."""
+    return str(circuit.ActiveCktElement.Properties(name).Val)
+
+
+def _float_prop(circuit: Any, name: str) -> float:
+    text = _prop(circuit, name).strip().strip("[]()\"'")
+    return float(text.split()[0].rstrip(",")) if text else 0.0
+
+
+def _terminals(circuit: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """``(bus, node of each conductor)`` per terminal of the active element."""
+    e = circuit.ActiveCktElement
+    order = [int(n) for n in e.NodeOrder]
+    n_cond = e.NumConductors
+    buses = [b.split(".", 1)[0].lower() for b in e.BusNames]
+    return [(bus, tuple(order[k * n_cond : (k + 1) * n_cond])) for k, bus in enumerate(buses)]
+
+
+def _labels(nodes: tuple[int, ...]) -> tuple[str | None, ...]:
+    return tuple(node_label(n) for n in nodes)
+
+
+def _yprim(circuit: Any) -> np.ndarray:
+    """The active element's primitive admittance (S), complex, conductors of all terminals."""
+    y = np.asarray(circuit.ActiveCktElement.Yprim, dtype=float).view(complex)
+    n = math.isqrt(y.size)
+    return y.reshape(n, n)
+
+
+# ----------------------------------------------------------------------------------- checks
+class _Local:
+    """The nodes one element touches, numbered locally, to compare its admittance with ``Yprim``."""
+
+    def __init__(self, terminals: list[tuple[str, tuple[int, ...]]]) -> None:
+        index: dict[tuple[str, str], int] = {}
+        for bus, nodes in terminals:
+            for n in nodes:
+                label = node_label(n)
+                if label is not None and (bus, label) not in index:
+                    index[(bus, label)] = len(index)
+        self.nodes = NodeIndex(tuple(f"{b}.{p}" for b, p in index), index, np.ones(len(index)))
+        self.conductors = [
+            index[(bus, label)] if (label := node_label(n)) is not None else -1 for bus, ns in terminals for n in ns
+        ]
+
+    def of_yprim(self, y: np.ndarray) -> np.ndarray:
+        """``Yprim`` folded onto the local nodes (conductors on one node added, ground dropped)."""
+        stamps = Stamps()
+        stamps.add(self.conductors, y)
+        return stamps.dense(len(self.nodes))
+
+    def of(self, stamp: Callable[..., None], *element: Any) -> np.ndarray:
+        """What ``stamp(stamps, *element, nodes)`` adds, on the local nodes."""
+        stamps = Stamps()
+        stamp(stamps, *element, self.nodes)
+        return stamps.dense(len(self.nodes))
+
+
+def _mismatch(ours: np.ndarray, engine: np.ndarray) -> float:
+    """Largest entry of ``ours - engine`` relative to the largest of ``engine`` (0 for two zeros)."""
+    scale = float(np.abs(engine).max(initial=0.0))
+    return float(np.abs(ours - engine).max(initial=0.0)) / scale if scale > 0 else float(np.abs(ours).max(initial=0.0))
+
+
+# ----------------------------------------------------------------------------------- reader
+class _Reader:
+    """Takes the model out of a compiled, solved circuit (see the module docstring)."""
+
+    def __init__(self, ctx: Any, path: Path) -> None:
+        self.ctx = ctx
+        self.circuit = ctx.ActiveCircuit
+        self.path = path
+        self.frequency_hz = float(self.circuit.Solution.Frequency)
+        self.primitives: list[PrimitiveModel] = []
+
+    def refuse(self, element: str, why: str) -> FeederError:
+        return FeederError(f"{self.path}: {element}: {why}")
+
+    def check(self, element: str, local: _Local, ours: np.ndarray, what: str) -> None:
+        """Refuse ``element`` when ``ours`` is not the engine's ``Yprim`` (folded on ``local``)."""
+        err = _mismatch(ours, local.of_yprim(_yprim(self.circuit)))
+        if err > YPRIM_RTOL:
+            raise self.refuse(element, f"its {what} differs from OpenDSS's by {err:.1e} (relative): not read")
+
+    def static(self, element: str, norm_amps: list[float] | None = None, emerg_amps: list[float] | None = None,
+               i_source: np.ndarray | None = None) -> None:
+        """Keep the active element as a static element by its ``Yprim``."""
+        y = _yprim(self.circuit)
+        terms = [(bus, _labels(nodes)) for bus, nodes in _terminals(self.circuit)]
+        self.primitives.append(
+            PrimitiveModel(
+                name=element,
+                terminals=terms,
+                g_s=y.real.tolist(),
+                b_s=y.imag.tolist(),
+                i_source_a=None if i_source is None else np.column_stack([i_source.real, i_source.imag]).tolist(),
+                norm_amps=norm_amps,
+                emerg_amps=emerg_amps,
+            )
+        )
+
+    # -- buses ---------------------------------------------------------------------------
+    def buses(self) -> tuple[dict[str, float], dict[str, tuple[str, ...]], dict[str, tuple[float, float]]]:
+        bus_kv: dict[str, float] = {}
+        bus_nodes: dict[str, tuple[str, ...]] = {}
+        coords: dict[str, tuple[float, float]] = {}
+        for bus in _buses(self.circuit):
+            name = bus.Name.lower()
+            if bus.kVBase <= 0:
+                raise self.refuse(f"bus {name}", "no voltage base (give Set VoltageBases=[...] and CalcVoltageBases)")
+            bus_kv[name] = float(bus.kVBase) * _SQRT3
+            nodes = sorted(int(n) for n in bus.Nodes)
+            if nodes and nodes[0] < 0:
+                raise self.refuse(f"bus {name}", f"node number {nodes[0]} is out of range")
+            labels = [node_label(n) for n in nodes]
+            bus_nodes[name] = tuple(lb for lb in labels if lb is not None)
+            if bus.Coorddefined:
+                coords[name] = (float(bus.x), float(bus.y))
+        return bus_kv, bus_nodes, coords
+
+    # -- sources -------------------------------------------------------------------------
+    def sources(self) -> SourceModel:
+        main: SourceModel | None = None
+        vs = self.circuit.Vsources
+        for name in _elements(self.circuit, "vsource"):
+            vs.Name = name
+            element = f"vsource.{name}"
+            (bus1, nodes1), (_, nodes2) = _terminals(self.circuit)
+            if vs.Phases != 3 or nodes1 != (1, 2, 3):
+                raise self.refuse(element, f"a {vs.Phases}-phase source on nodes {nodes1} (a three-phase source on nodes 1.2.3 is supported)")
+            y = _yprim(self.circuit)
+            y_src = y[:3, :3]
+            e = vs.pu * vs.BasekV * 1000.0 / _SQRT3 * np.exp(1j * np.radians(vs.AngleDeg + np.array([0.0, -120.0, 120.0])))
+            if main is None and not any(nodes2):
+                z_seq = np.linalg.inv(FORTESCUE) @ np.linalg.inv(y_src) @ FORTESCUE
+                z0, z1, z2 = (complex(z_seq[k, k]) for k in range(3))
+                source = SourceModel(
+                    bus=bus1,
+                    base_kv=float(vs.BasekV),
+                    v_pu=float(vs.pu),
+                    angle_deg=float(vs.AngleDeg),
+                    z1_ohm=[z1.real, z1.imag],
+                    z0_ohm=[z0.real, z0.imag],
+                    z2_ohm=None if abs(z2 - z1) <= 1e-12 * abs(z1) else [z2.real, z2.imag],
+                )
+                err = _mismatch(source_admittance(FeederModel(name="", source=source, bus_kv={}, bus_phases={})), y_src)
+                if err > YPRIM_RTOL:
+                    raise self.refuse(element, f"its impedance is not symmetrical in the sequences ({err:.1e}): not read")
+                main = source
+            else:
+                self.static(element, i_source=np.concatenate([y_src @ e, -(y_src @ e)]))
+        if main is None:
+            raise FeederError(f"{self.path}: no three-phase voltage source grounded at its second terminal")
+        return main
+
+    # -- lines ---------------------------------------------------------------------------
+    def lines(self) -> list[LineModel]:
+        out: list[LineModel] = []
+        lines = self.circuit.Lines
+        w = 2 * math.pi * self.frequency_hz
+        i = lines.First
+        while i:
+            name = lines.Name.lower()
+            element = f"line.{name}"
+            e = self.circuit.ActiveCktElement
+            (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
+            n = e.NumConductors
+            opened = [e.IsOpen(t, 0) for t in (1, 2)]
+            partly = [any(e.IsOpen(t, k) for k in range(1, n + 1)) for t in (1, 2)]
+            if partly != opened:
+                raise self.refuse(element, "some of its conductors are open and others not (only a whole terminal opens)")
+            length = float(lines.Length)
+            r = np.asarray(lines.Rmatrix, dtype=float).reshape(n, n) * length
+            if n and np.linalg.eigvalsh(r).min() < -_PASSIVE_RTOL * np.abs(r).max():
+                raise self.refuse(element, "its resistance matrix has a negative eigenvalue (a negative sequence resistance): it describes no network")
+            x = np.asarray(lines.Xmatrix, dtype=float).reshape(n, n) * length
+            b_us = w * np.asarray(lines.Cmatrix, dtype=float).reshape(n, n) * 1e-3 * length
+            norm, emerg = float(lines.NormAmps), float(lines.EmergAmps)
+            line = LineModel(
+                name=name,
+                bus1=bus1,
+                bus2=bus2,
+                phases1=tuple(self.phase_labels(element, nodes1)),
+                phases2=tuple(self.phase_labels(element, nodes2)),
+                r_ohm=r.tolist(),
+                x_ohm=x.tolist(),
+                b_us=b_us.tolist(),
+                length_km=length * _UNIT_M.get(int(lines.Units), math.nan) / 1000.0,
+                switch=bool(lines.IsSwitch),
+                in_service=bool(e.Enabled) and not any(opened),
+                norm_amps=None if norm == DEFAULT_NORM_AMPS or norm <= 0 else norm,
+                emerg_amps=None if emerg == DEFAULT_EMERG_AMPS or emerg <= 0 else emerg,
+            )
+            if line.in_service:
+                local = _Local(_terminals(self.circuit))
+                self.check(element, local, local.of(stamp_line, line), "series impedance")
+            out.append(line)
+            i = lines.Next
+        return out
+
+    def phase_labels(self, element: str, nodes: tuple[int, ...]) -> list[str]:
+        """Labels of conductors that must not be grounded."""
+        if 0 in nodes:
+            raise self.refuse(element, f"a conductor on node 0 (ground) in {nodes}: not read")
+        return [str(node_label(n)) for n in nodes]
+
+    # -- transformers ----------------------------------------------------------------------
+    def transformers(self, regulated: set[str]) -> list[TransformerModel]:
+        out: list[TransformerModel] = []
+        tr = self.circuit.Transformers
+        for name in _elements(self.circuit, "transformer"):
+            tr.Name = name
+            element = f"transformer.{name}"
+            typed = self.two_winding(name)
+            if typed is not None:
+                local = _Local(_terminals(self.circuit))
+                taps = np.full(typed.n_phases, typed.windings[1].tap)
+                ours = local.of(stamp_transformer, typed, taps)
+                if _mismatch(ours, local.of_yprim(_yprim(self.circuit))) <= YPRIM_RTOL:
+                    out.append(typed)
+                    continue
+            if name in regulated:
+                raise self.refuse(
+                    element,
+                    "it has a regulator control, but it is not a two-winding transformer whose admittance openg2g "
+                    "computes at every tap (a magnetizing branch, a neutral impedance, more windings...)",
+                )
+            self.static(element, *self.transformer_ratings())
+        return out
+
+    def two_winding(self, name: str) -> TransformerModel | None:
+        """The active transformer as a two-winding model, or None when it is not of that shape."""
+        tr = self.circuit.Transformers
+        e = self.circuit.ActiveCktElement
+        n_ph = e.NumPhases
+        if tr.NumWindings != 2 or n_ph not in (1, 3):
+            return None
+        windings = []
+        for w, (bus, nodes) in enumerate(_terminals(self.circuit), start=1):
+            tr.Wdg = w
+            phase_nodes = nodes[:n_ph] if not (tr.IsDelta and n_ph == 1) else nodes[:1]
+            neutral = nodes[n_ph] if not tr.IsDelta else (nodes[1] if n_ph == 1 else 0)
+            if 0 in phase_nodes:
+                return None
+            windings.append(
+                WindingModel(
+                    bus=bus,
+                    phases=tuple(str(node_label(n)) for n in phase_nodes),
+                    conn="delta" if tr.IsDelta and n_ph == 3 else "wye",
+                    kv=float(tr.kV),
+                    kva=float(tr.kVA),
+                    r_pct=float(tr.R),
+                    tap=float(tr.Tap),
+                    neutral=node_label(neutral),
+                    rneut_ohm=float(tr.Rneut),
+                    xneut_ohm=float(tr.Xneut),
+                )
+            )
+        tr.Wdg = 2
+        kva = windings[0].kva
+        norm, emerg = _float_prop(self.circuit, "NormHkVA"), _float_prop(self.circuit, "EmergHkVA")
+        return TransformerModel(
+            name=name,
+            n_phases=n_ph,
+            windings=windings,
+            x_pct=float(tr.Xhl),
+            ppm_antifloat=_float_prop(self.circuit, "ppm_Antifloat"),
+            bank=_prop(self.circuit, "Bank").strip().lower() or None,
+            min_tap_pu=float(tr.MinTap),
+            max_tap_pu=float(tr.MaxTap),
+            num_taps=int(tr.NumTaps),
+            norm_kva=None if math.isclose(norm, 1.1 * kva) else norm,
+            emerg_kva=None if math.isclose(emerg, DEFAULT_EMERG_KVA_FACTOR * kva) else emerg,
+            noloadloss_pct=_float_prop(self.circuit, "%NoLoadLoss"),
+            imag_pct=_float_prop(self.circuit, "%IMag"),
+        )
+
+    def transformer_ratings(self) -> tuple[list[float], list[float]]:
+        """Rated and emergency current of each winding (A per conductor) of the active transformer,
+        at its ``NormHkVA``/``EmergHkVA`` shared by the windings in proportion of their kVA."""
+        tr = self.circuit.Transformers
+        n_ph = self.circuit.ActiveCktElement.NumPhases
+        tr.Wdg = 1
+        kva1 = float(tr.kVA)
+        norm_kva, emerg_kva = _float_prop(self.circuit, "NormHkVA"), _float_prop(self.circuit, "EmergHkVA")
+        norm, emerg = [], []
+        for w in range(1, tr.NumWindings + 1):
+            tr.Wdg = w
+            v_phase_kv = tr.kV / _SQRT3 if n_ph == 3 else tr.kV
+            share = tr.kVA / kva1
+            norm.append(norm_kva * share / n_ph / v_phase_kv)
+            emerg.append(emerg_kva * share / n_ph / v_phase_kv)
+        return norm, emerg
+
+    # -- controls ----------------------------------------------------------------------------
+    def regcontrols(self) -> list[RegControlModel]:
+        out: list[RegControlModel] = []
+        rc = self.circuit.RegControls
+        for name in _elements(self.circuit, "regcontrol"):
+            rc.Name = name
+            element = f"regcontrol.{name}"
+            if rc.Winding != 2 or rc.TapWinding != 2:
+                raise self.refuse(
+                    element,
+                    f"it watches winding {rc.Winding} and taps winding {rc.TapWinding}; openg2g regulates winding 2 "
+                    "from winding 2",
+                )
+            ptphase = _prop(self.circuit, "PTphase").strip().lower()
+            if ptphase not in ("1", "2", "3", "max", "min"):
+                raise self.refuse(element, f"PTphase={ptphase} (1, 2, 3, MAX or MIN)")
+            for prop in ("Cogen", "RevNeutral"):  # modes of the control the model has no place for
+                if _prop(self.circuit, prop).strip().lower() in ("yes", "true"):
+                    raise self.refuse(element, f"{prop}=Yes is not supported")
+            for prop in ("LDC_Z", "Rev_Z"):  # Beckwith's magnitude-only line-drop compensation
+                if _float_prop(self.circuit, prop) != 0.0:
+                    raise self.refuse(element, f"{prop} (Beckwith line-drop compensation) is not supported")
+            remote = rc.MonitoredBus.strip().lower()
+            remote_bus, _, remote_node = remote.partition(".")
+            out.append(
+                RegControlModel(
+                    name=name,
+                    transformer=rc.Transformer.lower(),
+                    winding=2,
+                    vreg_v=float(rc.ForwardVreg),
+                    band_v=float(rc.ForwardBand),
+                    ptratio=float(rc.PTratio),
+                    ctprim_a=float(rc.CTPrimary),
+                    r_v=float(rc.ForwardR),
+                    x_v=float(rc.ForwardX),
+                    delay_s=float(rc.Delay),
+                    ptphase=int(ptphase) if ptphase.isdigit() else ptphase,
+                    tapdelay_s=float(rc.TapDelay),
+                    maxtapchange=int(rc.MaxTapChange),
+                    reversible=bool(rc.IsReversible),
+                    revvreg_v=float(rc.ReverseVreg),
+                    revband_v=float(rc.ReverseBand),
+                    revr_v=float(rc.ReverseR),
+                    revx_v=float(rc.ReverseX),
+                    revthreshold_kw=_float_prop(self.circuit, "revThreshold"),
+                    revdelay_s=_float_prop(self.circuit, "revDelay"),
+                    vlimit_v=float(rc.VoltageLimit),
+                    monitored_bus=remote_bus or None,
+                    monitored_node=str(node_label(int(remote_node or "1"))),
+                    inverse_time=bool(rc.IsInverseTime),
+                )
+            )
+        return out
+
+    def capacitors(self, controlled: set[str]) -> list[CapacitorModel]:
+        out: list[CapacitorModel] = []
+        caps = self.circuit.Capacitors
+        for name in _elements(self.circuit, "capacitor"):
+            caps.Name = name
+            element = f"capacitor.{name}"
+            (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
+            delta = bool(caps.IsDelta)
+            shunt = bus2 == bus1 and (delta or len(set(nodes2)) == 1)
+            if caps.NumSteps != 1 or not shunt or 0 in nodes1:
+                if name in controlled:
+                    raise self.refuse(element, "it has a capacitor control, but it is not a one-step shunt bank")
+                self.static(element)
+                continue
+            states = list(caps.States)
+            cap = CapacitorModel(
+                name=name,
+                bus=bus1,
+                phases=tuple(str(node_label(n)) for n in nodes1),
+                conn="delta" if delta else "wye",
+                kvar=float(caps.kvar),
+                kv=float(caps.kV),
+                closed=bool(states[0]),
+                neutral=None if delta else node_label(nodes2[0]),
+            )
+            local = _Local(_terminals(self.circuit))
+            if not cap.closed:  # the admittance is compared closed: close it, rebuild its Yprim
+                caps.States = [1]
+                self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
+                self.circuit.SetActiveElement(element)
+            try:
+                self.check(element, local, local.of(stamp_capacitor, cap), "admittance")
+            finally:
+                if not cap.closed:
+                    caps.States = states
+                    self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
+            out.append(cap)
+        return out
+
+    def capcontrols(self) -> list[CapControlModel]:
+        out: list[CapControlModel] = []
+        cc = self.circuit.CapControls
+        kinds = {0: "current", 1: "voltage", 2: "kvar", 4: "pf"}
+        for name in _elements(self.circuit, "capcontrol"):
+            cc.Name = name
+            element = f"capcontrol.{name}"
+            mode = int(cc.Mode)
+            if mode not in kinds:
+                raise self.refuse(element, f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)")
+            if _prop(self.circuit, "VBus").strip():
+                raise self.refuse(element, "VBus (a voltage override watching another bus) is not supported")
+            out.append(
+                CapControlModel(
+                    name=name,
+                    capacitor=cc.Capacitor.lower(),
+                    kind=kinds[mode],
+                    element=cc.MonitoredObj.lower(),
+                    terminal=int(cc.MonitoredTerm),
+                    on_setting=float(cc.ONSetting),
+                    off_setting=float(cc.OFFSetting),
+                    delay_s=float(cc.Delay),
+                    delayoff_s=float(cc.DelayOff),
+                    deadtime_s=float(cc.DeadTime),
+                    voltoverride=bool(cc.UseVoltOverride),
+                    vmin_v=float(cc.Vmin),
+                    vmax_v=float(cc.Vmax),
+                    ptratio=float(cc.PTratio),
+                    ctratio=float(cc.CTratio),
+                    ptphase=self.phase_setting(element, "PTPhase"),
+                    ctphase=self.phase_setting(element, "CTPhase"),
+                    pctminkvar=_float_prop(self.circuit, "pctMinkvar"),
+                )
+            )
+        return out
+
+    def phase_setting(self, element: str, prop: str) -> int | str:
+        value = _prop(self.circuit, prop).strip().lower()
+        if value in ("1", "2", "3"):
+            return int(value)
+        if value in ("avg", "max", "min"):
+            return value
+        raise self.refuse(element, f"{prop}={value} (1, 2, 3, AVG, MAX or MIN)")
+
+    # -- loads and generation ----------------------------------------------------------------
+    def loads(self) -> list[LoadModel]:
+        out: list[LoadModel] = []
+        loads = self.circuit.Loads
+        mult = float(self.circuit.Solution.LoadMult)
+        for name in _elements(self.circuit, "load"):
+            loads.Name = name
+            element = f"load.{name}"
+            model = int(loads.Model)
+            if model not in _LOAD_MODELS:
+                raise self.refuse(element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)")
+            phases, neutral, n_ph, delta = self.load_connection(element)
+            out.append(
+                LoadModel(
+                    name=name,
+                    bus=_terminals(self.circuit)[0][0],
+                    phases=phases,
+                    conn="delta" if delta else "wye",
+                    model=model,
+                    kv=float(loads.kV),
+                    kw=float(loads.kW) * mult,
+                    kvar=float(loads.kvar) * mult,
+                    n_phases=n_ph,
+                    vminpu=float(loads.Vminpu),
+                    vmaxpu=float(loads.Vmaxpu),
+                    vlowpu=_float_prop(self.circuit, "VLowpu"),
+                    cvrwatts=float(loads.CVRwatts),
+                    cvrvars=float(loads.CVRvars),
+                    neutral=neutral,
+                )
+            )
+        return out
+
+    def load_connection(self, element: str) -> tuple[tuple[str | None, ...], str | None, int, bool]:
+        """Conductor nodes, neutral, phase count and delta flag of the active load-like element."""
+        e = self.circuit.ActiveCktElement
+        n_ph = int(e.NumPhases)
+        ((_, nodes),) = _terminals(self.circuit)
+        delta = "delta" in _prop(self.circuit, "conn").lower() or _prop(self.circuit, "conn").lower() in ("d", "ll")
+        if delta:
+            return _labels(nodes[: max(n_ph, 2) if n_ph < 3 else 3]), None, n_ph, True
+        if 0 in nodes[:n_ph]:
+            raise self.refuse(element, f"a phase conductor on node 0 (ground) in {nodes}: not read")
+        return _labels(nodes[:n_ph]), node_label(nodes[n_ph]) if len(nodes) > n_ph else None, n_ph, False
+
+    def generators(self) -> list[GeneratorModel]:
+        out: list[GeneratorModel] = []
+        gens = self.circuit.Generators
+        for name in _elements(self.circuit, "generator"):
+            gens.Name = name
+            element = f"generator.{name}"
+            if int(gens.Model) != 1:
+                raise self.refuse(element, f"generator model {gens.Model} is not supported (model 1, constant kW and PF, is)")
+            out.append(self.generator(element, float(gens.kW), float(gens.kvar), float(gens.kV), float(gens.Vminpu), float(gens.Vmaxpu)))
+        pvs = self.circuit.PVSystems
+        for name in _elements(self.circuit, "pvsystem"):
+            pvs.Name = name
+            element = f"pvsystem.{name}"
+            out.append(
+                self.generator(
+                    element,
+                    float(pvs.kW),
+                    float(pvs.kvar),
+                    _float_prop(self.circuit, "kV"),
+                    _float_prop(self.circuit, "VMinpu"),
+                    _float_prop(self.circuit, "VMaxpu"),
+                )
+            )
+        return out
+
+    def generator(self, element: str, kw: float, kvar: float, kv: float, vminpu: float, vmaxpu: float) -> GeneratorModel:
+        phases, neutral, n_ph, delta = self.load_connection(element)
+        return GeneratorModel(
+            name=element,
+            bus=_terminals(self.circuit)[0][0],
+            phases=phases,
+            conn="delta" if delta else "wye",
+            kv=kv,
+            kw=kw,
+            kvar=kvar,
+            n_phases=n_ph,
+            vminpu=vminpu,
+            vmaxpu=vmaxpu,
+            neutral=neutral,
+        )
+
+    def others(self, read: set[str]) -> None:
+        """Keep passive classes as static elements; refuse any other class that changes a snapshot."""
+        refused: dict[str, list[str]] = {}
+        for full in self.circuit.AllElementNames:
+            cls, name = full.lower().split(".", 1)
+            if cls in read or cls in _NOT_ELECTRICAL:
+                continue
+            self.circuit.SetActiveElement(full)
+            if not self.circuit.ActiveCktElement.Enabled:
+                continue
+            if cls in _STATIC_CLASSES:
+                self.static(f"{cls}.{name}")
+            else:
+                refused.setdefault(cls, []).append(name)
+        if refused:
+            what = "; ".join(f"{cls}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}" for cls, names in refused.items())
+            raise FeederError(f"{self.path}: elements openg2g does not model ({what}); disable them (enabled=no) or remove them")
+
+
+def _bank_names(transformers: list[TransformerModel], controlled: set[str]) -> None:
+    """Give every regulator (a transformer with a RegControl) a bank: its ``bank=`` or, when the
+    file names none, the group of regulators between the same two buses, named after the first
+    (lower case, a trailing phase letter after a digit dropped: ``Reg1`` -> ``reg1``, ``reg1a``
+    -> ``reg1``); a transformer without a control has none."""
+    groups: dict[tuple[str, str], str] = {}
+    for t in transformers:
+        if t.name not in controlled:
+            t.bank = None
+            continue
+        if t.bank is not None:
+            continue
+        key = (t.windings[0].bus, t.windings[1].bus)
+        if key not in groups:
+            groups[key] = re.sub(r"(?<=\d)[abc]$", "", t.name)
+        t.bank = groups[key]
+
+
+def _bus_order(
+    source: str,
+    lines: list[LineModel],
+    transformers: list[TransformerModel],
+    primitives: list[PrimitiveModel],
+    buses: dict[str, float],
+) -> list[str]:
+    """Buses in the order a depth-first walk from the source finds them through lines, then
+    transformers, then static elements (each in file order), the buses it does not reach after,
+    in the engine's order. The node numbering follows it, so a feeder numbers its nodes the same
+    way whatever order its file defines them in."""
+    adj: dict[str, list[str]] = {}
+
+    def link(a: str, b: str) -> None:
+        adj.setdefault(a, []).append(b)
+        adj.setdefault(b, []).append(a)
+
+    for ln in lines:
+        link(ln.bus1, ln.bus2)
+    for t in transformers:
+        link(t.windings[0].bus, t.windings[1].bus)
+    for prim in primitives:
+        for bus, _ in prim.terminals[1:]:
+            link(prim.terminals[0][0], bus)
+    seen = {source: None}
+    stack = [source]
+    while stack:
+        for nb in adj.get(stack.pop(), []):
+            if nb not in seen:
+                seen[nb] = None
+                stack.append(nb)
+    return [*seen, *(b for b in buses if b not in seen)]
+
+
+def _read(path: Path, name: str | None) -> FeederModel:
+    """:func:`read_opendss` in this process (what its worker process runs)."""
+    from dss import DSSException
+
+    try:
+        return _read_circuit(path, name)
+    except DSSException as exc:
+        raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+
+
+def _read_circuit(path: Path, name: str | None) -> FeederModel:
+    with _engine(path) as ctx:
+        _check_values(ctx.ActiveCircuit, path)
+        _solve_snapshot(ctx, path)
+        _bus_coordinates(ctx, path)
+        reader = _Reader(ctx, path)
+        circuit = ctx.ActiveCircuit
+        bus_kv, bus_nodes, coords = reader.buses()
+        source = reader.sources()
+        regcontrols = reader.regcontrols()
+        regulated = {r.transformer for r in regcontrols}
+        capcontrols = reader.capcontrols()
+        transformers = reader.transformers(regulated)
+        known = {t.name for t in transformers}
+        for rc in regcontrols:
+            if rc.transformer not in known:
+                raise reader.refuse(f"regcontrol.{rc.name}", f"its transformer {rc.transformer!r} is not in service")
+        _bank_names(transformers, regulated)
+        lines = reader.lines()
+        order = _bus_order(source.bus, lines, transformers, reader.primitives, bus_kv)
+        model = FeederModel(
+            name=name or circuit.Name.lower(),
+            source=source,
+            bus_kv={b: bus_kv[b] for b in order},
+            bus_phases={b: bus_nodes[b] for b in order},
+            lines=lines,
+            transformers=transformers,
+            regcontrols=regcontrols,
+            loads=reader.loads(),
+            capacitors=reader.capacitors({c.capacitor for c in capcontrols}),
+            capcontrols=capcontrols,
+            generators=reader.generators(),
+            coords=coords,
+            frequency_hz=reader.frequency_hz,
+        )
+        reader.others({"vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load", "generator", "pvsystem"})
+        model.primitives = reader.primitives
+    return model
+
+
+def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = READ_TIMEOUT_S) -> FeederModel:
+    """Compile an OpenDSS file (a master and everything it redirects to) with OpenDSS's engine and
+    read the circuit into a :class:`FeederModel` (see the module docstring).
+
+    The engine runs in a process of its own (:func:`main`) with at most
+    :data:`READ_MEMORY_BYTES` of memory: a file that makes it crash or loop (a redirect cycle, an
+    element of a million phases) is an error here, never a crash of the caller; and the working
+    folder the engine changes is the worker's.
+
+    :param path: the ``.dss`` file OpenDSS would compile.
+    :param name: feeder name; defaults to the circuit's.
+    :param timeout_s: longest the reading may take (s).
+    :raises FeederError: the engine refuses the file (its message), OpenDSS does not solve the
+        circuit, an element openg2g cannot model (named), an element whose admittance openg2g
+        would not reproduce to :data:`YPRIM_RTOL`, or the engine crashed or timed out.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FeederError(f"OpenDSS file not found: {path}")
+    cmd = [sys.executable, "-c", _WORKER, str(path), *([name] if name is not None else [])]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise FeederError(f"{path}: OpenDSS's engine did not finish reading the file in {timeout_s:g} s") from None
+    if done.returncode == 0:
+        return FeederModel.from_dict(json.loads(done.stdout))
+    message = done.stderr.decode(errors="replace").strip()
+    if done.returncode == _REFUSED:
+        raise FeederError(message)
+    cause = f"signal {signal.Signals(-done.returncode).name}" if done.returncode < 0 else f"exit {done.returncode}"
+    detail = f": {message.splitlines()[-1]}" if message else ""
+    raise FeederError(
+        f"{path}: OpenDSS's engine crashed reading the file ({cause}{detail}); the file is likely malformed "
+        "(a redirect cycle, an element of absurd size)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The worker of :func:`read_opendss`: ``PATH [NAME]``; the model as JSON on stdout (exit 0) or
+    the refusal on stderr (exit 2)."""
+    args = sys.argv[1:] if argv is None else argv
+    resource.setrlimit(resource.RLIMIT_AS, (READ_MEMORY_BYTES, READ_MEMORY_BYTES))
+    try:
+        model = _read(Path(args[0]), args[1] if len(args) > 1 else None)
+    except FeederError as exc:
+        print(exc, file=sys.stderr)
+        return _REFUSED
+    json.dump(model.to_dict(), sys.stdout)
+    return 0
