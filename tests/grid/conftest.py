@@ -49,6 +49,15 @@ def shared_feeders() -> Path:
     return SHARED_FEEDERS
 
 
+def opendss_test_cases() -> Path:
+    """OpenDSS's own test circuits (``opendss-test-cases`` beside the feeder sources, see its
+    README), or skip the test when they are not there."""
+    folder = SHARED_FEEDERS.parent / "opendss-test-cases"
+    if not folder.is_dir():
+        pytest.skip(f"OpenDSS test circuits not found at {folder}")
+    return folder
+
+
 def opendss_voltages(
     master: Path,
     taps: dict[str, float],

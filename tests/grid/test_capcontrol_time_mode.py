@@ -8,8 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 
+from openg2g.cli.main import main
+from tests.grid.conftest import opendss_test_cases
 from tests.grid.time_mode import Case, Control, LoadStep, Switch, compare, times
 
 pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
@@ -122,3 +126,55 @@ def test_manual_switching_under_automatic_control(tmp_path: Path) -> None:
     events = {5: [HEAVY], 20: [Switch("c1", False)]}
     ours, _ = compare(Case(LINE, [control], events, 40), tmp_path)
     assert times(ours, "c1") == [20.0, 30.0]
+
+
+@pytest.mark.slow
+def test_a_run_on_epri_ckt7_switches_its_capacitors_as_opendss(tmp_path: Path) -> None:
+    """End to end: ``openg2g run`` on a scenario whose feeder is EPRI's ckt7 master file (1255
+    buses, two voltage CapControls, read by the engine-based reader) with ``capacitor_control:
+    auto`` and the load scaled to 0.3 at 10 s and 1.8 at 40 s. The grid table's ``cap_<name>``
+    columns equal OpenDSS's capacitor states in time mode with the same steps at every second: both
+    banks open at 25 s (15 s delayoff after the light load), and stay open under the heavy load
+    (the 300 s dead time)."""
+    dss = pytest.importorskip("opendssdirect")
+    master = opendss_test_cases() / "EPRITestCircuits" / "ckt7" / "Master_ckt7.dss"
+    steps = {10: 0.3, 40: 1.8}
+    scenario = {
+        "name": "ckt7_capcontrols",
+        "duration_s": 60,
+        "periods": {"datacenter_s": 1, "grid_s": 1, "control_s": 1},
+        "grid": {"feeder": str(master), "capacitor_control": "auto"},
+        "datacenters": [
+            {
+                "name": "dc1",
+                "bus": "318405",
+                "base_load_kw_per_phase": 10,
+                "models": [{"model": "Llama-3.1-8B", "gpus_per_replica": 1, "replicas": 1, "batch_size": 8}],
+            }
+        ],
+        "events": [{"t_s": t, "command": "set_load_scale", "scale": x} for t, x in steps.items()],
+        "outputs": {"plots": False},
+    }
+    path = tmp_path / "ckt7.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    assert main(["run", str(path), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    table = pq.read_table(tmp_path / "run" / "grid").to_pydict()
+    caps = ("cp-nr-613", "cp-85w-900")
+    ours = [tuple(table[f"cap_{c}"][i] for c in caps) for i in range(len(table["t_s"]))]
+    dss.Text.Command("clear")
+    dss.Text.Command(f'compile "{master}"')
+    dss.Text.Command("set tolerance=1e-9 maxiterations=1000")
+    dss.Text.Command("set mode=time controlmode=time stepsize=1s number=1")
+    ref = []
+    for t in table["t_s"]:
+        if int(t) in steps:
+            dss.Text.Command(f"set loadmult={steps[int(t)]}")
+        dss.Solution.Solve()
+        states = []
+        for c in caps:
+            dss.Capacitors.Name(c)
+            states.append(bool(dss.Capacitors.States()[0]))
+        ref.append(tuple(states))
+    assert table["t_s"] == [float(t) for t in range(1, 61)]
+    assert ours == ref
+    assert ours[23] == (True, True) and ours[24:] == [(False, False)] * 36
