@@ -21,18 +21,19 @@ FIT_RTOL = 1e-6
 """Relative tolerance of a fitted parameter between hosts."""
 
 
-def assert_close_fits(a: Any, b: Any, path: str = "") -> None:
-    """Assert that two nested structures of fits (dicts, lists, tuples, numbers, strings, None) are
-    the same except for floats, which agree to :data:`FIT_RTOL`; the message names the path."""
+def assert_close_fits(a: Any, b: Any, path: str = "", rtol: float = FIT_RTOL) -> None:
+    """Assert that two nested structures (dicts, lists, tuples, numbers, strings, None) are the same
+    except for floats, which agree to ``rtol`` (default :data:`FIT_RTOL`); the message names the path."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         assert a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
         for k in a:
-            assert_close_fits(a[k], b[k], f"{path}.{k}")
+            assert_close_fits(a[k], b[k], f"{path}.{k}", rtol)
     elif isinstance(a, Sequence) and not isinstance(a, str) and isinstance(b, Sequence) and not isinstance(b, str):
         assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            assert_close_fits(x, y, f"{path}[{i}]")
+            assert_close_fits(x, y, f"{path}[{i}]", rtol)
     elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=FIT_RTOL, abs_tol=1e-300), f"{path}: {a!r} != {b!r} (rtol {FIT_RTOL})"
+        same = math.isclose(a, b, rel_tol=rtol, abs_tol=1e-300) or (math.isnan(a) and math.isnan(b))
+        assert same, f"{path}: {a!r} != {b!r} (rtol {rtol})"
     else:
         assert type(a) is type(b) and a == b, f"{path}: {a!r} != {b!r}"

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from openg2g.core.state import GridState
     from openg2g.scenario.schema import GridSpec, SiteSpec
 
-__all__ = ["register"]
+__all__ = ["parse_dc", "register"]
 
 _WORST_BRANCHES = 5
 """Branches listed, most loaded first."""
 
 
-def _parse_dc(text: str) -> tuple[str, float, float]:
+def parse_dc(text: str) -> tuple[str, float, float]:
     """``BUS=MW[@PF]`` -> (bus, MW, pf)."""
     try:
         bus, rest = text.split("=", 1)
@@ -109,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     from openg2g.grid.kinds import build_grid
 
     try:
-        dcs = [_parse_dc(x) for x in args.dc]
+        dcs = [parse_dc(x) for x in args.dc]
         taps = dict(_parse_taps(x) for x in args.taps)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -236,6 +236,15 @@ class GridSpec(ConfigModel):
     monitored_buses: list[Name] | None = Field(
         None, min_length=1, description="Buses whose phases count for limits; None = every bus past the substation."
     )
+    monitored_min_kv: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Of those buses, only the ones whose base voltage is at least this (kV line to line) count for limits: "
+            "12.47 keeps a 12.47 kV feeder's primary and leaves out its 120/240 V secondaries; None = every level."
+        ),
+    )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
     capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed at the start.")
     capacitor_control: Literal["fixed", "auto"] = Field(

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_FEEDERS = Path(os.environ.get("OPENG2G_FEEDER_SOURCES") or REPO.parent / "shared" / "data" / "feeders")
-"""The OpenDSS sources: ``../shared/data/feeders`` beside the clone, or ``$OPENG2G_FEEDER_SOURCES``
-(a git worktree kept elsewhere)."""
+SHARED_DATA = Path(os.environ.get("OPENG2G_SHARED_DATA") or REPO.parent / "shared" / "data")
+"""The source data: ``../shared/data`` beside the clone, or ``$OPENG2G_SHARED_DATA`` (a git worktree
+kept elsewhere); the bundled feeders' masters are :data:`openg2g.grid.feeder.build.SOURCES` in it."""
 
 TEST_TAPS: dict[str, dict[str, list[int]]] = {
     "ieee13": {"reg1": [10, 8, 11]},
@@ -39,23 +39,13 @@ DC_BUS = {
 voltage in OpenDSS too, so the test uses a bus near the substation)."""
 
 
-def shared_feeders() -> Path:
-    """The OpenDSS sources, or skip the test when ../shared is not beside the clone."""
-    if not SHARED_FEEDERS.is_dir():
+def shared_data() -> Path:
+    """The source data folder, or skip the test when ../shared is not beside the clone."""
+    if not SHARED_DATA.is_dir():
         pytest.skip(
-            f"OpenDSS feeder sources not found at {SHARED_FEEDERS} (CI has ../shared beside the clone; "
-            "else set OPENG2G_FEEDER_SOURCES)"
+            f"source data not found at {SHARED_DATA} (CI has ../shared beside the clone; else set OPENG2G_SHARED_DATA)"
         )
-    return SHARED_FEEDERS
-
-
-def opendss_test_cases() -> Path:
-    """OpenDSS's own test circuits (``opendss-test-cases`` beside the feeder sources, see its
-    README), or skip the test when they are not there."""
-    folder = SHARED_FEEDERS.parent / "opendss-test-cases"
-    if not folder.is_dir():
-        pytest.skip(f"OpenDSS test circuits not found at {folder}")
-    return folder
+    return SHARED_DATA
 
 
 def opendss_voltages(

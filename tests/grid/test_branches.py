@@ -19,7 +19,7 @@ from openg2g.grid.feeder.build import SOURCES
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
-from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_feeders
+from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_data
 from tests.grid.overload_case import OVERLOAD
 
 REL_TOL = 1e-3
@@ -65,7 +65,7 @@ def test_currents_and_loading_match_opendss(feeder: str, with_dc: bool) -> None:
     0.1% of OpenDSS at the same fixed taps (with and without a 3 MW datacenter), line loading
     within 0.1% of OpenDSS's |I| / NormAmps, transformer winding-1 ratings at OpenDSS's NormAmps
     / 1.1; and nothing OpenDSS reports is missing."""
-    src = shared_feeders()
+    src = shared_data()
     taps = TEST_TAPS[feeder]
     spec = GridSpec(feeder=feeder, regulators={b: RegulatorSpec(taps=t) for b, t in taps.items()})
     grid = FeederGrid.from_spec(spec, [_site(DC_BUS[feeder])] if with_dc else [], Path("."))

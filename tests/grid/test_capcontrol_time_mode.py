@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from openg2g.cli.main import main
-from tests.grid.conftest import opendss_test_cases
+from tests.grid.conftest import shared_data
 from tests.grid.time_mode import Case, Control, LoadStep, Switch, compare, times
 
 pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
@@ -137,7 +137,7 @@ def test_a_run_on_epri_ckt7_switches_its_capacitors_as_opendss(tmp_path: Path) -
     banks open at 25 s (15 s delayoff after the light load), and stay open under the heavy load
     (the 300 s dead time)."""
     dss = pytest.importorskip("opendssdirect")
-    master = opendss_test_cases() / "EPRITestCircuits" / "ckt7" / "Master_ckt7.dss"
+    master = shared_data() / "opendss-test-cases" / "EPRITestCircuits" / "ckt7" / "Master_ckt7.dss"
     steps = {10: 0.3, 40: 1.8}
     scenario = {
         "name": "ckt7_capcontrols",

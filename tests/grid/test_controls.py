@@ -23,7 +23,7 @@ from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlMo
 from openg2g.grid.feeder.network import node_index
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
-from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_feeders
+from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_data
 from tests.grid.test_capcontrol_time_mode import LINE
 from tests.grid.test_regcontrol_time_mode import ONE_PHASE
 from tests.grid.time_mode import Case, Control, run_opendss
@@ -151,7 +151,7 @@ def test_terminal_meters_read_what_opendss_reads() -> None:
         for bank, steps in taps.items()
         for (name, _), step in zip(feeder.bank_units[bank], steps)
     }
-    dss = opendss_solve(shared_feeders() / SOURCES["ieee13"], tr_taps)
+    dss = opendss_solve(shared_data() / SOURCES["ieee13"], tr_taps)
     elements = [f"line.{ln.name}" for ln in feeder.model.lines] + [
         f"transformer.{t.name}" for t in feeder.model.transformers
     ]

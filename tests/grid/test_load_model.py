@@ -15,7 +15,7 @@ from openg2g.core.state import DatacenterState
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.scenario.schema import ExtraLoadSpec, GridSpec, ModelSpec, PVSpec, RegulatorSpec, SiteSpec
-from tests.grid.conftest import opendss_voltages, shared_feeders
+from tests.grid.conftest import opendss_voltages, shared_data
 
 PF_DC = 0.95
 LOAD_KW_PER_PHASE = 10.0
@@ -81,7 +81,7 @@ def _reference(case: Case) -> dict[str, float]:
     feeder = _grid(case, "opendss").feeder
     units = feeder.bank_units["reg1"]
     taps = {t: 1.0 + tap * feeder.regulators["reg1"].step_pu for (t, _), tap in zip(units, case.taps)}
-    return opendss_voltages(shared_feeders() / SOURCES["openg2g-ieee13"], taps, model1_loads=loads, source_pu=1.0)
+    return opendss_voltages(shared_data() / SOURCES["openg2g-ieee13"], taps, model1_loads=loads, source_pu=1.0)
 
 
 @pytest.fixture(scope="module", params=list(CASES))

@@ -13,7 +13,7 @@ from openg2g.core.state import DatacenterState
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
-from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_voltages, shared_feeders
+from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_voltages, shared_data
 
 TOL_PU = 1e-3
 
@@ -28,7 +28,7 @@ def _site(bus: str) -> SiteSpec:
 
 
 def _compare(feeder: str, with_dc: bool) -> tuple[float, str]:
-    src = shared_feeders()
+    src = shared_data()
     taps = TEST_TAPS[feeder]
     sites = [_site(DC_BUS[feeder])] if with_dc else []
     spec = GridSpec(feeder=feeder, regulators={b: RegulatorSpec(taps=t) for b, t in taps.items()})
@@ -49,7 +49,7 @@ def _compare(feeder: str, with_dc: bool) -> tuple[float, str]:
     return diffs[worst], worst
 
 
-@pytest.mark.parametrize("feeder", list(SOURCES))
+@pytest.mark.parametrize("feeder", list(TEST_TAPS))
 @pytest.mark.parametrize("with_dc", [False, True], ids=["as_given", "dc_3mw"])
 def test_matches_opendss(feeder: str, with_dc: bool) -> None:
     err, where = _compare(feeder, with_dc)
@@ -59,7 +59,7 @@ def test_matches_opendss(feeder: str, with_dc: bool) -> None:
 def test_constant_z_and_constant_i_loads_match_opendss() -> None:
     """IEEE 13 has OpenDSS Model=2 (constant Z: 646, 652) and Model=5 (constant |I|: 692, 611)
     loads; the buses they sit on match OpenDSS to 1e-4 pu."""
-    src = shared_feeders()
+    src = shared_data()
     spec = GridSpec(feeder="ieee13", regulators={"reg1": RegulatorSpec(taps=[10, 8, 11])})
     grid = FeederGrid.from_spec(spec, [], Path("."))
     state = grid.solve(0.0, {}, 1.0)

@@ -14,7 +14,7 @@ from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.grid.feeder.library import load_feeder
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
-from tests.grid.conftest import shared_feeders
+from tests.grid.conftest import shared_data
 from tests.grid.time_mode import Case, Control, LoadStep, compare, times
 
 pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
@@ -145,13 +145,14 @@ def test_ganged_regulator_watches_its_ptphase(tmp_path: Path, ptphase: int | str
     assert ours[-1].taps == {"reg3": tap}
 
 
-@pytest.mark.parametrize("feeder", list(SOURCES))
+@pytest.mark.parametrize("feeder", [f for f in SOURCES if f != "ieee8500"])
 def test_bundled_feeders_regulate_as_opendss(feeder: str) -> None:
     """Every bundled feeder, all regulators in auto mode from tap 0, against its OpenDSS source in
     time mode: the same taps every second for 90 s, through a 40% load step at 40 s (IEEE 34's two
-    regulators in series included), voltages within 1e-6 pu."""
+    regulators in series and IEEE 37's open-delta pair included), voltages within 1e-6 pu. IEEE 8500
+    is left out: its network takes minutes to build on one core."""
     dss = pytest.importorskip("opendssdirect")
-    source = shared_feeders() / SOURCES[feeder]
+    source = shared_data() / SOURCES[feeder]
     banks = load_feeder(feeder).regulators
     spec = GridSpec(
         feeder=feeder, regulators={b: RegulatorSpec(taps=[0] * len(i.phases), mode="auto") for b, i in banks.items()}

@@ -16,7 +16,7 @@ from openg2g.core.state import DatacenterState, GridState
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
-from tests.grid.conftest import opendss_voltages, shared_feeders
+from tests.grid.conftest import opendss_voltages, shared_data
 
 TOL_PU = 1e-6
 PF = 0.95
@@ -39,7 +39,7 @@ def _dc(mw: float) -> dict[str, DatacenterState]:
 
 
 def _opendss(mw: float) -> dict[str, float]:
-    return opendss_voltages(shared_feeders() / SOURCES["ieee123"], {}, ("300", mw * 1000.0, PF))
+    return opendss_voltages(shared_data() / SOURCES["ieee123"], {}, ("300", mw * 1000.0, PF))
 
 
 def _worst(state: GridState, ref: dict[str, float]) -> float:

@@ -81,6 +81,9 @@ rebuilt from scratch (each in-place update adds rounding)."""
 MAX_CONTROL_ITERATIONS = 10
 """Control iterations at one solve time before a run stops: OpenDSS's default ``maxcontroliter``."""
 
+_KV_LEVEL_RTOL = 1e-6
+"""A bus whose base is within this of ``monitored_min_kv`` is at that level (bases are rounded by the file)."""
+
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one batch call (bounds memory on long batches)."""
 
@@ -128,14 +131,19 @@ def _with_ratings(feeder: Feeder, ratings: Mapping[str, BranchRatingSpec]) -> Fe
     return dataclasses.replace(feeder, model=model, _net=None)
 
 
-def _monitored(feeder: Feeder, buses: Sequence[str] | None, nodes: NodeIndex) -> tuple[tuple[str, ...], np.ndarray]:
+def _monitored(
+    feeder: Feeder, buses: Sequence[str] | None, min_kv: float | None, nodes: NodeIndex
+) -> tuple[tuple[str, ...], np.ndarray]:
     """Names ``"<bus>.<phase>"`` and node indices of the monitored bus-phases: those of ``buses``,
-    or of every bus but the source side when ``buses`` is empty."""
+    or of every bus but the source side when ``buses`` is empty, at ``min_kv`` (kV line to line)
+    and above when it is given."""
     if buses:
         mon_buses = [b.lower() for b in buses]
     else:
         skip = set(feeder.source_side_buses)
         mon_buses = [b for b in feeder.model.bus_kv if b not in skip]
+    if min_kv is not None:
+        mon_buses = [b for b in mon_buses if feeder.model.bus_kv[b] >= min_kv * (1.0 - _KV_LEVEL_RTOL)]
     pairs = [(b, p) for b in mon_buses for p in feeder.bus_phases[b]]
     return tuple(f"{b}.{p}" for b, p in pairs), np.array([nodes.index[bp] for bp in pairs], dtype=np.int64)
 
@@ -180,7 +188,7 @@ class FeederGrid(GridBackend):
         self._flows = BranchFlows(self._model, self._nodes)
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
-        self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, self._nodes)
+        self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, spec.monitored_min_kv, self._nodes)
         self._mon_v_base = self._nodes.v_base_v[self._mon_idx][:, None]
         self._regulators = Regulators(feeder, spec.regulators, self._nodes)
         self._capacitor_controls = (

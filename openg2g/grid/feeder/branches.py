@@ -45,6 +45,7 @@ from openg2g.grid.feeder.network import (
     antifloat_admittance,
     line_admittance,
     transformer_phase_block,
+    winding_incidence,
 )
 from openg2g.grid.feeder.solver import magnitude_slopes
 
@@ -116,12 +117,11 @@ def transformer_current_entries(
     (pu per phase), from the per-phase blocks and anti-float shunt that build the nodal admittance:
     ``(winding (0-based), conductor node, column nodes, admittances)``; the current into the
     transformer at a conductor is the sum over its entries of admittance times column voltage."""
-    # winding 1's share of a phase block: one node for a grounded wye, two for delta or a wye with
-    # its neutral (whose rows :class:`BranchFlows` and :class:`TerminalMeter` do not report)
-    w1 = t.windings[0]
-    n1 = 1 if w1.conn == "wye" and w1.neutral is None else 2
     for k in range(t.n_phases):
         idx, blk = transformer_phase_block(t, k, float(taps_pu[k]), nodes)
+        # winding 1's share of a phase block: its conductor and neutral (wye) or two conductors
+        # (delta); a neutral's rows are not reported by BranchFlows or TerminalMeter
+        n1 = len(winding_incidence(t, 0, k, nodes)[0])
         for r, node in enumerate(idx):
             w = 0 if r < n1 else 1
             yield w, node, idx, blk[r]

@@ -206,12 +206,48 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """The pandapower reference mode has no table for static elements (center-tapped and
+    multi-winding transformers, reactors): it would leave them out of the network."""
+    if spec.solver != "pandapower" or not feeder.model.primitives:
+        return []
+    names = [p.name for p in feeder.model.primitives]
+    return [
+        (
+            "grid.solver",
+            (
+                f"solver pandapower cannot represent the static elements of feeder {feeder.name} "
+                f"({_some(names, 4)}); use the exact solver"
+            ),
+        )
+    ]
+
+
+def _check_monitored_level(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """``monitored_min_kv`` leaves some bus to monitor."""
+    if spec.monitored_min_kv is None:
+        return []
+    kv = feeder.model.bus_kv
+    buses = [b.lower() for b in spec.monitored_buses] if spec.monitored_buses else list(kv)
+    if any(kv.get(b, 0.0) >= spec.monitored_min_kv * (1.0 - 1e-6) for b in buses):
+        return []
+    levels = ", ".join(f"{x:g}" for x in sorted({round(v, 4) for v in kv.values()}, reverse=True))
+    return [
+        (
+            "grid.monitored_min_kv",
+            f"no monitored bus of feeder {feeder.name} is at {spec.monitored_min_kv:g} kV or above (levels: {levels} kV)",
+        )
+    ]
+
+
 def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
     """Problems of ``spec``/``sites`` on an already loaded ``feeder`` (see :func:`validate_grid`)."""
     on_net_only = [("grid.site_transformers", "available on pandapower nets only (grid.pandapower)")]
     return [
+        *_check_solver(feeder, spec),
         *_check_sites(feeder, sites),
         *_check_element_buses(feeder, spec),
+        *_check_monitored_level(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
         *_check_branch_ratings(feeder, spec),

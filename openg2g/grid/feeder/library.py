@@ -12,6 +12,7 @@ Bundled feeders are the project's own JSON artifacts under ``openg2g/grid/feeder
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -110,8 +111,8 @@ def feeder_from_model(model: FeederModel) -> Feeder:
     for t in model.transformers:
         if t.bank is None:
             continue
-        for k, ph in enumerate(t.windings[1].phases):
-            units.setdefault(t.bank, []).append((ph, t.name, k))
+        for k in range(t.n_phases):
+            units.setdefault(t.bank, []).append((t.windings[1].phases[k], t.name, k))
     bank_units: dict[str, tuple[tuple[str, int], ...]] = {}
     for bank, rows in units.items():
         rows.sort(key=lambda r: PHASES.index(r[0]))
@@ -139,16 +140,22 @@ def feeder_from_model(model: FeederModel) -> Feeder:
     )
 
 
+def _bundled() -> dict[str, Path]:
+    """Bundled feeder name -> its artifact (``<name>.json``, or ``<name>.json.gz`` for a large one)."""
+    return {p.name.split(".", 1)[0]: p for p in DATA_DIR.iterdir() if p.name.endswith((".json", ".json.gz"))}
+
+
 def list_feeders() -> list[str]:
     """Names of the bundled feeders."""
-    return sorted(p.stem for p in DATA_DIR.glob("*.json"))
+    return sorted(_bundled())
 
 
 @lru_cache(maxsize=32)
 def _model(key: str, mtime_ns: int) -> FeederModel:
     path = Path(key)
-    if path.suffix == ".json":
-        data = json.loads(path.read_text())
+    if path.name.endswith((".json", ".json.gz")):
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        data = json.loads(raw)
         if data.get("format_version") != FORMAT_VERSION:
             raise FeederError(f"{path}: feeder format version {data.get('format_version')} (expected {FORMAT_VERSION})")
         return FeederModel.from_dict(data["feeder"])
@@ -172,8 +179,8 @@ def load_feeder(name_or_path: str) -> Feeder:
     :raises FeederError: unknown name (the message lists the valid ones), missing file, or a
         file using OpenDSS features the reader does not support (message gives file:line).
     """
-    bundled = DATA_DIR / f"{name_or_path}.json"
-    if bundled.is_file():
+    bundled = _bundled().get(name_or_path)
+    if bundled is not None:
         return feeder_from_model(copy.deepcopy(_model(str(bundled), bundled.stat().st_mtime_ns)))
     path = Path(name_or_path)
     if path.suffix.lower() == ".dss" or path.is_file():

@@ -51,6 +51,7 @@ __all__ = [
     "stamp_transformer",
     "transformer_phase_block",
     "transformer_winding_admittance",
+    "winding_incidence",
     "winding_kv",
     "winding_voltage",
 ]
@@ -306,7 +307,7 @@ def source_current(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
     return i
 
 
-def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) -> tuple[list[int], np.ndarray]:
+def winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) -> tuple[list[int], np.ndarray]:
     """Nodes and +/-1 coefficients whose combination is winding ``w``'s phase-``k`` voltage: the
     conductor to the neutral (or ground) for wye, conductor k minus conductor k-1 for delta (OpenDSS's lagging
     delta, so a delta-wye bank shifts the low side by -30 degrees)."""
@@ -318,6 +319,13 @@ def _winding_incidence(t: TransformerModel, w: int, k: int, nodes: NodeIndex) ->
         return [a, nodes.index[(wd.bus, wd.neutral)]], np.array([1.0, -1.0])
     b = nodes.index[(wd.bus, wd.phases[(k - 1) % len(wd.phases)])]
     return [a, b], np.array([1.0, -1.0])
+
+
+def winding_voltage(t: TransformerModel, w: int, k: int, v: np.ndarray, nodes: NodeIndex) -> complex:
+    """Voltage across phase ``k`` of winding ``w`` (V) for node voltages ``v`` (V, one column):
+    the phase conductor to its neutral (or ground), or across its two delta conductors."""
+    idx, coef = winding_incidence(t, w, k, nodes)
+    return complex(coef @ v[idx])
 
 
 def winding_kv(t: TransformerModel, w: int) -> float:
@@ -359,21 +367,13 @@ def transformer_phase_block(
     yw = y * np.array([[1.0 / a**2, -1.0 / a], [-1.0 / a, 1.0]])
     if t.noloadloss_pct or t.imag_pct:
         yw[1, 1] += magnetizing_admittance(t, tap2_pu)
-    n1, c1 = _winding_incidence(t, 0, k, nodes)
-    n2, c2 = _winding_incidence(t, 1, k, nodes)
+    n1, c1 = winding_incidence(t, 0, k, nodes)
+    n2, c2 = winding_incidence(t, 1, k, nodes)
     idx = n1 + n2
     c = np.zeros((2, len(idx)))
     c[0, : len(n1)] = c1
     c[1, len(n1) :] = c2
     return idx, c.T @ yw @ c
-
-
-def winding_voltage(t: TransformerModel, w: int, k: int, v: np.ndarray, nodes: NodeIndex) -> complex:
-    """Voltage across phase ``k`` of winding ``w`` (V) at node voltages ``v`` (V, complex,
-    ``(n_nodes,)``): conductor to the neutral (or ground) for wye, conductor k minus conductor k-1
-    for delta."""
-    idx, coef = _winding_incidence(t, w, k, nodes)
-    return complex(coef @ v[idx])
 
 
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:
@@ -391,7 +391,7 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
                 link([nodes.index[(ln.bus1, p1)], nodes.index[(ln.bus2, p2)]])
     for t in model.transformers:
         for k in range(t.n_phases):
-            link(_winding_incidence(t, 0, k, nodes)[0] + _winding_incidence(t, 1, k, nodes)[0])
+            link(winding_incidence(t, 0, k, nodes)[0] + winding_incidence(t, 1, k, nodes)[0])
     for prim in model.primitives:
         link([i for i in primitive_nodes(prim, nodes) if i >= 0])
     live = np.zeros(len(nodes), dtype=bool)
@@ -427,7 +427,7 @@ def stamp_transformer(stamps: Stamps, t: TransformerModel, taps_pu: np.ndarray, 
         for w in range(len(t.windings)):
             y_ppm = antifloat_admittance(t, w)
             for k in range(t.n_phases):
-                stamps.add_diagonal(np.array(_winding_incidence(t, w, k, nodes)[0]), y_ppm)
+                stamps.add_diagonal(np.array(winding_incidence(t, w, k, nodes)[0]), y_ppm)
     for w, wd in enumerate(t.windings):
         if wd.conn != "wye" or wd.neutral is None:
             continue

@@ -505,15 +505,16 @@ class _Reader:
         windings = []
         for w, (bus, nodes) in enumerate(_terminals(self.circuit), start=1):
             tr.Wdg = w
-            phase_nodes = nodes[:n_ph] if not (tr.IsDelta and n_ph == 1) else nodes[:1]
-            neutral = nodes[n_ph] if not tr.IsDelta else (nodes[1] if n_ph == 1 else 0)
+            # a one-phase delta winding spans its two conductors (phase k minus phase k-1, k = 0)
+            phase_nodes = nodes[: 2 if tr.IsDelta and n_ph == 1 else n_ph]
+            neutral = 0 if tr.IsDelta else nodes[n_ph]
             if 0 in phase_nodes:
                 return None
             windings.append(
                 WindingModel(
                     bus=bus,
                     phases=tuple(str(node_label(n)) for n in phase_nodes),
-                    conn="delta" if tr.IsDelta and n_ph == 3 else "wye",
+                    conn="delta" if tr.IsDelta else "wye",
                     kv=float(tr.kV),
                     kva=float(tr.kVA),
                     r_pct=float(tr.R),

@@ -8,7 +8,9 @@ transformer), which is what ``runpp_3ph`` solves. Extra columns and tables keep 
   ``shunt.phases``: phase letters (``"abc"``, ``"cb"``) and OpenDSS load models;
 - ``net["line_phase"]``: per line, the full resistance/reactance/susceptance matrices (ohm, uS,
   whole line) as nested lists;
-- ``net["regulator"]``: one row per regulated phase: bank, transformer, phase, tap step, limits.
+- ``net["regulator"]``: one row per regulated phase: bank, transformer, phase, tap step, limits;
+- ``net["primitive"]``: the static elements pandapower has no table for (center-tapped and
+  multi-winding transformers, reactors), with their terminals and primitive admittance.
 
 The exact solver works from :class:`~openg2g.grid.feeder.model.FeederModel` (kept on the
 :class:`~openg2g.grid.feeder.library.Feeder`), not from these tables.
@@ -66,27 +68,18 @@ def _add_lines(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int
     """Lines from their sequence impedances; the phase data kept in ``net.line_phase``."""
     w = 2 * math.pi * model.frequency_hz
     phase_rows = []
+    cols: dict[str, list[float]] = {k: [] for k in ("r", "x", "c", "r0", "x0", "c0", "length")}
     for ln in model.lines:
-        z = ln.z_ohm()
-        b = np.asarray(ln.b_us)
-        z1l, z0l = sequence_impedance(z)
-        b1, b0 = sequence_impedance(b.astype(complex))
+        z1l, z0l = sequence_impedance(ln.z_ohm())
+        b1, b0 = sequence_impedance(np.asarray(ln.b_us).astype(complex))
         length = ln.length_km if np.isfinite(ln.length_km) and ln.length_km > 0 else 1.0
-        pp.create_line_from_parameters(
-            net,
-            bus_idx[ln.bus1],
-            bus_idx[ln.bus2],
-            length_km=length,
-            r_ohm_per_km=max(z1l.real, 1e-9) / length,
-            x_ohm_per_km=z1l.imag / length,
-            c_nf_per_km=max(b1.real, 0.0) / (w * 1e-3) / length,
-            max_i_ka=1.0,
-            r0_ohm_per_km=max(z0l.real, 1e-9) / length,
-            x0_ohm_per_km=z0l.imag / length,
-            c0_nf_per_km=max(b0.real, 0.0) / (w * 1e-3) / length,
-            name=ln.name,
-            in_service=ln.in_service,
-        )
+        cols["length"].append(length)
+        cols["r"].append(max(z1l.real, 1e-9) / length)
+        cols["x"].append(z1l.imag / length)
+        cols["c"].append(max(b1.real, 0.0) / (w * 1e-3) / length)
+        cols["r0"].append(max(z0l.real, 1e-9) / length)
+        cols["x0"].append(z0l.imag / length)
+        cols["c0"].append(max(b0.real, 0.0) / (w * 1e-3) / length)
         phase_rows.append(
             {
                 "line": ln.name,
@@ -97,6 +90,22 @@ def _add_lines(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int
                 "x_ohm": ln.x_ohm,
                 "b_us": ln.b_us,
             }
+        )
+    if model.lines:
+        pp.create_lines_from_parameters(
+            net,
+            [bus_idx[ln.bus1] for ln in model.lines],
+            [bus_idx[ln.bus2] for ln in model.lines],
+            length_km=cols["length"],
+            r_ohm_per_km=cols["r"],
+            x_ohm_per_km=cols["x"],
+            c_nf_per_km=cols["c"],
+            max_i_ka=1.0,
+            r0_ohm_per_km=cols["r0"],
+            x0_ohm_per_km=cols["x0"],
+            c0_nf_per_km=cols["c0"],
+            name=[ln.name for ln in model.lines],
+            in_service=[ln.in_service for ln in model.lines],
         )
     net.line["phases"] = [r["phases"] for r in phase_rows]
     net.line["phases_to"] = [r["phases_to"] for r in phase_rows]
@@ -114,7 +123,7 @@ def _add_transformers(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[s
         w1, w2 = t.windings
         steps = [round((tap - 1.0) / t.step_pu) for tap in [w2.tap] * t.n_phases]
         if t.bank:
-            for k, ph in enumerate(w2.phases):
+            for k, ph in enumerate(w2.phases[: t.n_phases]):
                 reg_rows.append(
                     {
                         "bank": t.bank,
@@ -169,7 +178,9 @@ def _add_transformers(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[s
 
 
 def _add_loads(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int]) -> None:
-    """Loads as asymmetric loads (a delta branch's power on its first phase)."""
+    """Loads as asymmetric loads (a delta branch's power on its first phase), the table written at
+    once (pandapower has no vectorized ``create_asymmetric_loads``)."""
+    rows = []
     for ld in model.loads:
         p = {ph: 0.0 for ph in "abc"}
         q = {ph: 0.0 for ph in "abc"}
@@ -182,18 +193,24 @@ def _add_loads(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str, int
                 key = {frozenset("ab"): "a", frozenset("bc"): "b", frozenset("ca"): "c"}.get(pair, "a")
             p[key] += ld.kw / 1000.0 / ld.n_phases
             q[key] += ld.kvar / 1000.0 / ld.n_phases
-        pp.create_asymmetric_load(
-            net,
-            bus_idx[ld.bus],
-            p_a_mw=p["a"],
-            p_b_mw=p["b"],
-            p_c_mw=p["c"],
-            q_a_mvar=q["a"],
-            q_b_mvar=q["b"],
-            q_c_mvar=q["c"],
-            name=ld.name,
-            type="delta" if ld.conn == "delta" and ld.n_phases == 3 else "wye",
+        rows.append(
+            {
+                "name": ld.name,
+                "bus": bus_idx[ld.bus],
+                **{f"p_{ph}_mw": p[ph] for ph in "abc"},
+                **{f"q_{ph}_mvar": q[ph] for ph in "abc"},
+                "sn_a_mva": np.nan,
+                "sn_b_mva": np.nan,
+                "sn_c_mva": np.nan,
+                "sn_mva": np.nan,
+                "scaling": 1.0,
+                "in_service": True,
+                "type": "delta" if ld.conn == "delta" and ld.n_phases == 3 else "wye",
+            }
         )
+    if rows:
+        table = pd.DataFrame(rows, columns=net.asymmetric_load.columns)
+        net.asymmetric_load = table.astype(net.asymmetric_load.dtypes.to_dict())
     net.asymmetric_load["model"] = [ld.model for ld in model.loads] if model.loads else []
     net.asymmetric_load["phases"] = ["".join(p or "" for p in ld.phases) for ld in model.loads] if model.loads else []
 
@@ -216,13 +233,26 @@ def _add_capacitors(net: pp.pandapowerNet, model: FeederModel, bus_idx: dict[str
 def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
     """Build the pandapower network of ``model`` (see the module docstring for its tables)."""
     net = pp.create_empty_network(name=model.name, f_hz=model.frequency_hz)
-    bus_idx: dict[str, int] = {}
-    for bus, kv in model.bus_kv.items():
-        bus_idx[bus] = pp.create_bus(net, vn_kv=kv, name=bus, geodata=model.coords.get(bus))
+    names = list(model.bus_kv)
+    index = pp.create_buses(
+        net,
+        len(names),
+        vn_kv=[model.bus_kv[b] for b in names],
+        name=names,
+        geodata=[model.coords.get(b) for b in names] if model.coords and all(b in model.coords for b in names) else None,
+    )
+    bus_idx = dict(zip(names, (int(i) for i in index)))
+    if model.coords and not all(b in model.coords for b in names):
+        for b, (x, y) in model.coords.items():
+            net.bus.at[bus_idx[b], "geo"] = f'{{"coordinates": [{x!r}, {y!r}], "type": "Point"}}'
     net.bus["phases"] = ["".join(model.bus_phases[b]) for b in net.bus.name]
     _add_source(net, model, bus_idx)
     _add_lines(net, model, bus_idx)
     _add_transformers(net, model, bus_idx)
     _add_loads(net, model, bus_idx)
     _add_capacitors(net, model, bus_idx)
+    net["primitive"] = pd.DataFrame(
+        [{"name": prim.name, "terminals": prim.terminals, "g_s": prim.g_s, "b_s": prim.b_s} for prim in model.primitives],
+        columns=["name", "terminals", "g_s", "b_s"],
+    )
     return net

@@ -201,7 +201,7 @@ class PandapowerGrid(GridBackend):
         self._site_pp_bus = attach
         """Site -> pandapower bus it draws at: its bus, or its transformer's LV bus."""
         self._site_bus = {name: self._internal(b) for name, b in attach.items()}
-        self._bus_phases, self._mon_idx = self._monitored(spec.monitored_buses)
+        self._bus_phases, self._mon_idx = self._monitored(spec.monitored_buses, spec.monitored_min_kv)
         self._branches = _branch_set(self.net)
         rows = np.concatenate(
             [self.case.branch_rows("line", len(self.net.line)), self.case.branch_rows("trafo", len(self.net.trafo))]
@@ -237,12 +237,14 @@ class PandapowerGrid(GridBackend):
             )
         return k
 
-    def _monitored(self, buses: Sequence[str] | None) -> tuple[tuple[str, ...], np.ndarray]:
+    def _monitored(self, buses: Sequence[str] | None, min_kv: float | None) -> tuple[tuple[str, ...], np.ndarray]:
         if buses:
             chosen = [self.names.bus(b) for b in buses]
         else:
             slack = {int(b) for b in self.net.ext_grid.loc[self.net.ext_grid["in_service"].astype(bool), "bus"]}
             chosen = [b for b in self.names.index if b in self.case.pp_bus and b not in slack]
+        if min_kv is not None:
+            chosen = [b for b in chosen if b is not None and self.net.bus.at[b, "vn_kv"] >= min_kv * (1.0 - 1e-6)]
         label = dict(zip(self.names.index, self.names.names))
         pairs = [(label[b], self.case.pp_bus[b]) for b in chosen if b is not None]
         bus_phases = tuple(f"{name}.{ph}" for name, _ in pairs for ph in PHASES)
