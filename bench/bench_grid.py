@@ -1,17 +1,19 @@
-"""Grid solver speed per bundled feeder: one ``solve`` per step, and ``solve_batch`` per step.
+"""Grid power-flow speed per feeder and path (dense or sparse network).
 
-Also: the engine's pattern (batches of ``--window`` steps, one per control step, each followed
-by a voltage sensitivity at the datacenter bus), timed apart as batch time per step and time per
-sensitivity; a regulator tap change (on top of the solve); and the factorization the solver
-needs per operating point, done two ways: the dense LAPACK LU of the port Jacobian (``2 n_ports``
-unknowns, what the solver does) and a sparse LU (SuperLU, minimum-degree ordering) of the same
-linearization in node space (``2 n_nodes`` unknowns, ``Y + P^T D P``, which is as sparse as the
-feeder), to show which one pays at each feeder's size.
+Per feeder and path, each in a fresh process: build time (the feeder read or made, ``FeederGrid``
+built, first solve), ms per step in ``solve_batch`` windows of 1, 10 and 100 steps with a moving
+datacenter load (``--mw`` MW at pf 0.95, each phase +-10% step to step), ms per voltage
+sensitivity (all sites at once, after a solve), ms per tap change (a ``SetTaps`` and a solve, less
+a solve), and the process's peak memory. Feeders: the bundled ones, SYNTHETIC large ones
+(``--synthetic N``: N copies of openg2g-ieee123 on a 115 kV chain, ``_synthetic_feeder.py``;
+not real feeders) and OpenDSS master files (``--master PATH --bus NAME``). The dense path is
+skipped above ``--dense-max-nodes`` (it holds n^2 complex matrices). The crossover between the
+paths sets ``openg2g.grid.feeder.backend.SPARSE_MIN_NODES``.
 
-Usage: python bench/bench_grid.py [--steps 2000] [--batch 1000] [--window 10] [--feeders ieee13 ieee123]
-Times are CPU time of this process (time.process_time), so a busy machine does not inflate them.
-Prints figures; asserts nothing. Targets: < 0.5 ms amortized per IEEE 13 step, < 2 ms per
-IEEE 123 step. BLAS threads are pinned to 1 (small dense matrices: threads only add overhead).
+Usage: python bench/bench_grid.py [--feeders ieee13 ieee123] [--synthetic 2 4 30] [--master PATH --bus NAME]
+       [--steps 300] [--mw 2] [--paths dense sparse]
+Times are CPU time of the process (time.process_time), BLAS held to one thread. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -22,97 +24,120 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
-from _grid_timing import site_loads, time_solves
-from scipy.linalg.lapack import dgetrf
-from scipy.sparse.linalg import splu
+from _grid_timing import site_loads
 
 from openg2g.core.commands import SetTaps
+from openg2g.grid.feeder import backend
 from openg2g.grid.feeder.backend import FeederGrid
-from openg2g.grid.feeder.library import list_feeders
-from openg2g.grid.feeder.network import admittance
+from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder
+from openg2g.grid.feeder.network import node_index
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 
-DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee123": "67"}
+DC_BUS = {"ieee13": "671", "ieee34": "806", "ieee37": "701", "ieee123": "67", "ieee8500": "e192860"}
+"""Datacenter bus of each bundled feeder (and of the openg2g- variants). On IEEE 37, a three-wire
+delta feeder, a wye datacenter finds no zero-sequence return: its runs report a collapse."""
+
+WINDOWS = (1, 10, 100)
 
 
-def _per_call_ms(f, repeat: int = 50) -> float:
-    f()
+def _feeder(name: str) -> tuple[Feeder, str]:
+    """The feeder named ``name`` (bundled, ``synthetic-N`` or ``master:PATH@BUS``) and its datacenter bus."""
+    if name.startswith("synthetic-"):
+        from _synthetic_feeder import synthetic_feeder
+
+        copies = int(name.removeprefix("synthetic-"))
+        return synthetic_feeder(copies), f"c{copies // 2}_67"
+    if name.startswith("master:"):
+        path, bus = name.removeprefix("master:").rsplit("@", 1)
+        return load_feeder(path), bus
+    return load_feeder(name), DC_BUS[name.removeprefix("openg2g-")]
+
+
+def run_one(name: str, path: str, steps: int, mw: float, dense_max_nodes: int) -> dict[str, float]:
+    """Figures of one feeder on one path (in this process); only the node count when the dense
+    path would hold more than ``dense_max_nodes`` nodes."""
+    backend.SPARSE_MIN_NODES = 0 if path == "sparse" else 1 << 62
     t0 = time.process_time()
-    for _ in range(repeat):
-        f()
-    return (time.process_time() - t0) / repeat * 1e3
-
-
-def factorizations(grid: FeederGrid) -> tuple[int, int, float, float]:
-    """Ports, nodes, and ms per factorization at the last solved point: dense LU of the port
-    Jacobian, sparse LU of the node-space matrix (its assembly not counted)."""
-    net = grid._net
-    scale, s_pq = grid._last
-    ctx = net.kernel.prepare(scale * net.live_branch, 1)
-    dx, dy = (d[:, 0] for d in net._i_comp_derivatives(net.u_last, ctx, np.conj(s_pq * net.live_pq)))
-    jac = net._jacobian_of(dx, dy)
-    y = sp.csc_matrix(admittance(grid._model, grid._nodes, grid._switching, grid._ports))
-    inc = sp.csr_matrix(net.inc)
-    port = sp.bmat([[sp.diags(dx.real), sp.diags(dy.real)], [sp.diags(dx.imag), sp.diags(dy.imag)]])
-    inc2 = sp.block_diag([inc, inc])
-    a = (sp.bmat([[y.real, -y.imag], [y.imag, y.real]]) + inc2.T @ port @ inc2).tocsc()
-    dense = _per_call_ms(lambda: dgetrf(jac))
-    sparse = _per_call_ms(lambda: splu(a, permc_spec="MMD_AT_PLUS_A"))
-    return net.k.shape[0], len(grid._nodes), dense, sparse
-
-
-def bench(feeder: str, steps: int, batch: int, window: int) -> dict[str, float]:
-    bus = DC_BUS[feeder.removeprefix("openg2g-")]
+    feeder, bus = _feeder(name)
+    n_nodes = len(node_index(feeder.model))
+    if path == "dense" and n_nodes > dense_max_nodes:
+        return {"nodes": n_nodes, "skipped": 1.0}
     site = SiteSpec(name="dc", bus=bus, models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
-    t0 = time.process_time()
-    grid = FeederGrid.from_spec(GridSpec(feeder=feeder), [site], Path("."))
-    grid.solve(0.0, site_loads(1, 3.0)[0], 0.1)
-    build_ms = (time.process_time() - t0) * 1e3
-    timing = time_solves(grid, site_loads(steps, 3.0), site_loads(batch, 3.0, seed=1), window)
-    loads = site_loads(batch, 3.0, seed=1)
-    n_ports, n_nodes, dense_lu_ms, sparse_lu_ms = factorizations(grid)
+    grid = FeederGrid(feeder, GridSpec(feeder=feeder.name), [site], Path("."))
+    grid.solve(0.0, site_loads(1, mw)[0], 0.1)
+    out = {"build_s": time.process_time() - t0, "nodes": len(grid._nodes)}
+    loads = site_loads(steps, mw, seed=1)
+    t_s = [0.1 * i for i in range(steps)]
+    for window in WINDOWS:
+        t0 = time.process_time()
+        for start in range(0, steps, window):
+            grid.solve_batch(t_s[start : start + window], loads[start : start + window], 0.1)
+        out[f"w{window}_ms"] = (time.process_time() - t0) / steps * 1e3
+    sens = 0.0
+    for i in range(5):
+        grid.solve(0.1 * i, loads[i], 0.1)
+        t0 = time.process_time()
+        grid.voltage_sensitivity("dc")
+        sens += time.process_time() - t0
+    out["sensitivity_ms"] = sens / 5 * 1e3
     bank, info = next(iter(grid.regulators().items()))
+    n_taps = 20
     t0 = time.process_time()
-    n_taps = 40
     for i in range(n_taps):
         grid.apply(SetTaps(bank, tuple([i % 5] * len(info.phases))), 0.1 * i)
         grid.solve(0.1 * i, loads[i], 0.1)
-    tap_ms = (time.process_time() - t0) / n_taps * 1e3 - timing["solve_ms"]
-    return {
-        "build_ms": build_ms,
-        **timing,
-        "tap_change_ms": tap_ms,
-        "ports": n_ports,
-        "nodes": n_nodes,
-        "dense_lu_ms": dense_lu_ms,
-        "sparse_lu_ms": sparse_lu_ms,
-    }
+    out["tap_change_ms"] = (time.process_time() - t0) / n_taps * 1e3 - out["w1_ms"]
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2000, help="step-by-step solves per feeder")
-    ap.add_argument("--batch", type=int, default=1000, help="steps in one solve_batch call")
-    ap.add_argument("--window", type=int, default=10, help="steps per batch in the engine's pattern")
-    ap.add_argument("--feeders", nargs="*", default=list_feeders())
+    ap.add_argument("--feeders", nargs="*", default=list_feeders(), help="bundled feeders")
+    ap.add_argument("--synthetic", nargs="*", type=int, default=[], help="SYNTHETIC feeders of N copies of IEEE 123")
+    ap.add_argument("--master", type=Path, help="an OpenDSS master file")
+    ap.add_argument("--bus", help="the datacenter's three-phase bus on --master")
+    ap.add_argument("--paths", nargs="*", default=["dense", "sparse"], choices=["dense", "sparse"])
+    ap.add_argument("--steps", type=int, default=300, help="steps solved in each window size")
+    ap.add_argument("--mw", type=float, default=2.0, help="datacenter power (MW)")
+    ap.add_argument("--dense-max-nodes", type=int, default=3000, help="largest feeder the dense path is run on")
+    ap.add_argument("--one", nargs=2, metavar=("FEEDER", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one[0], args.one[1], args.steps, args.mw, args.dense_max_nodes)))
+        return
+    names = list(args.feeders) + [f"synthetic-{n}" for n in args.synthetic]
+    if args.master:
+        names.append(f"master:{args.master}@{args.bus}")
     print(
-        f"{'feeder':18s} {'build ms':>9s} {'solve ms/step':>14s} {'batch ms/step':>14s}"
-        f" {f'batch-{args.window} ms/step':>17s} {'sensitivity ms':>15s} {'tap change ms':>14s}"
-        f" {'ports':>6s} {'nodes':>6s} {'dense LU ms':>12s} {'sparse LU ms':>13s}"
+        f"{'feeder':28s} {'path':6s} {'nodes':>6s} {'build s':>8s}"
+        + "".join(f" {f'w{w} ms/step':>12s}" for w in WINDOWS)
+        + f" {'sens ms':>8s} {'tap ms':>8s} {'peak MB':>8s}"
     )
-    for feeder in args.feeders:
-        r = bench(feeder, args.steps, args.batch, args.window)
-        print(
-            f"{feeder:18s} {r['build_ms']:9.1f} {r['solve_ms']:14.3f} {r['batch_step_ms']:14.4f} "
-            f"{r['window_step_ms']:17.4f} {r['sensitivity_ms']:15.3f} {r['tap_change_ms']:14.3f}"
-            f" {r['ports']:6d} {r['nodes']:6d} {r['dense_lu_ms']:12.3f} {r['sparse_lu_ms']:13.3f}"
-        )
+    for name in names:
+        for path in args.paths:
+            cmd = [sys.executable, __file__, "--one", name, path, "--steps", str(args.steps), "--mw", str(args.mw)]
+            cmd += ["--dense-max-nodes", str(args.dense_max_nodes)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                print(f"{name[-28:]:28s} {path:6s} failed: {proc.stderr.strip().splitlines()[-1:]}")
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            if "skipped" in r:
+                print(f"{name[-28:]:28s} {path:6s} {r['nodes']:6d}  skipped (above --dense-max-nodes)")
+                continue
+            print(
+                f"{name[-28:]:28s} {path:6s} {r['nodes']:6d} {r['build_s']:8.2f}"
+                + "".join(f" {r[f'w{w}_ms']:12.3f}" for w in WINDOWS)
+                + f" {r['sensitivity_ms']:8.2f} {r['tap_change_ms']:8.2f} {r['peak_mb']:8.0f}"
+            )
 
 
 if __name__ == "__main__":

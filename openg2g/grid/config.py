@@ -256,7 +256,12 @@ class GridSpec(ConfigModel):
             "whose control then goes on from the new state."
         ),
     )
-    load_scale: float = Field(1.0, ge=0, le=100, description="Multiplier on the feeder's own loads.")
+    load_scale: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="Multiplier on the feeder's own loads, as OpenDSS's LoadMult: fixed and exempt loads keep their kW.",
+    )
     pv: list[PVSpec] = Field(default_factory=list)
     storage: list[StorageSpec] = Field(default_factory=list)
     extra_loads: list[ExtraLoadSpec] = Field(default_factory=list)

@@ -13,6 +13,7 @@ import pytest
 
 from openg2g.core.commands import SetCapacitor, SetRegulatorMode
 from openg2g.core.errors import CommandError, FeederError, ScenarioError, SimulationError
+from openg2g.grid.feeder import backend
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.branches import TerminalMeter
 from openg2g.grid.feeder.build import SOURCES
@@ -89,17 +90,23 @@ def test_a_regcontrol_that_cannot_run_is_refused_in_auto_mode() -> None:
         g.apply(SetRegulatorMode("reg1", "auto"), 0.0)
 
 
-def test_capacitor_switching_in_place_equals_a_fresh_build(tmp_path: Path) -> None:
-    """set_capacitor (and an automatic switching) updates the compiled network in place; the result
-    equals a backend built with the bank open from the start."""
-    g = FeederGrid.from_spec(GridSpec(feeder="ieee123"), [], Path("."))
+@pytest.mark.parametrize("path", ["dense", "sparse"])
+def test_capacitor_switching_in_place_equals_a_fresh_build(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """set_capacitor (and an automatic switching) updates the network in place, on either power-flow
+    path; opening three banks and closing one that was open when the network was built gives what a
+    backend built with those states from the start gives."""
+    if path == "sparse":
+        monkeypatch.setattr(backend, "SPARSE_MIN_NODES", 0)
+    g = FeederGrid.from_spec(GridSpec(feeder="ieee123", capacitors={"c92c": False}), [], Path("."))
     g.solve(0.0, {}, 1.0)
+    built = g._net
     for cap in ("c83", "c88a", "c90b"):
         g.apply(SetCapacitor(cap, False), 1.0)
+    g.apply(SetCapacitor("c92c", True), 1.0)
     switched = g.solve(1.0, {}, 1.0)
-    fresh = FeederGrid.from_spec(
-        GridSpec(feeder="ieee123", capacitors={"c83": False, "c88a": False, "c90b": False}), [], Path(".")
-    ).solve(1.0, {}, 1.0)
+    assert g._net is built  # updated, not rebuilt
+    states = {"c83": False, "c88a": False, "c90b": False, "c92c": True}
+    fresh = FeederGrid.from_spec(GridSpec(feeder="ieee123", capacitors=states), [], Path(".")).solve(1.0, {}, 1.0)
     np.testing.assert_allclose(switched.v_pu, fresh.v_pu, atol=1e-9)
 
 

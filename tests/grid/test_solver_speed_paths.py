@@ -10,7 +10,8 @@ import pytest
 
 from openg2g.grid.feeder.library import load_feeder
 from openg2g.grid.feeder.network import LoadPorts, Switching, load_ports, node_index
-from openg2g.grid.feeder.solver import OPENDSS_VLOWPU, CompiledNetwork, LoadKernel
+from openg2g.grid.feeder.ports import OPENDSS_VLOWPU, LoadKernel
+from openg2g.grid.feeder.solver import CompiledNetwork
 
 DP_W = 1000.0
 """Per-phase power step of the finite-difference reference (W)."""

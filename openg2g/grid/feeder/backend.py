@@ -6,9 +6,11 @@ and reports the voltage magnitude of every monitored bus-phase.
 
 Solvers (``GridSpec.solver``):
 
-- ``exact`` (default): the phase-frame solver of :mod:`openg2g.grid.feeder.solver` (full phase
-  impedance matrices, single- and two-phase laterals, per-phase regulator taps, delta loads).
-  It matches OpenDSS to better than 1e-6 pu on the bundled feeders (tests/grid).
+- ``exact`` (default): the phase-frame power flow of :mod:`openg2g.grid.feeder.powerflow` (full
+  phase impedance matrices, single- and two-phase laterals, per-phase regulator taps, delta
+  loads), dense (:mod:`~openg2g.grid.feeder.solver`) below :data:`SPARSE_MIN_NODES` nodes and
+  sparse (:mod:`~openg2g.grid.feeder.sparse`) from there on. It matches OpenDSS to better than
+  1e-6 pu on the bundled feeders (tests/grid).
   power-grid-model was measured and not used: its three-phase-only nodes, wye-only asymmetric
   loads and single-ratio transformers cannot represent these feeders exactly, and this solver
   is faster on them (bench/bench_grid.py).
@@ -20,7 +22,7 @@ Solvers (``GridSpec.solver``):
 steps, automatic band control), :mod:`~openg2g.grid.feeder.storage` (batteries),
 :mod:`~openg2g.grid.feeder.injections` (sites, PV, extra loads, scales and profiles, the power at the PQ
 ports); dV/dP comes from the solver's own Jacobian
-(:meth:`~openg2g.grid.feeder.solver.CompiledNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
+(:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
 (taps, capacitors, lines) in force, and carries out commands, one handler per command type.
 
 Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.feeder.regulators`), capacitors fixed or
@@ -65,8 +67,9 @@ from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
+from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution, magnitude_slopes
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
-from openg2g.grid.feeder.solver import CompiledNetwork, Solution, magnitude_slopes
+from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
@@ -86,6 +89,19 @@ _KV_LEVEL_RTOL = 1e-6
 
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one batch call (bounds memory on long batches)."""
+
+_BATCH_NODE_VALUES = 1 << 20
+"""Node voltages held per batch call (16 MiB of complex values): a large feeder solves fewer
+operating points at a time (the IEEE 8500-node feeder 122), a small one :data:`_BATCH_COLUMNS`."""
+
+SPARSE_MIN_NODES = 1000
+"""Feeders with at least this many nodes are solved by the sparse network
+(:class:`~openg2g.grid.feeder.sparse.SparseNetwork`), smaller ones by the dense one
+(:class:`~openg2g.grid.feeder.solver.CompiledNetwork`): the crossover ``bench/bench_grid.py``
+measures (docs/performance.md, "Large feeders"): at 562 nodes neither path is faster at
+everything, from 1,124 on the sparse one is. The bundled IEEE feeders (at most 278 nodes) stay
+dense; the European LV network of ``eu_lv_edge_none`` (2,700 bus-phases) goes sparse. Tests and
+benchmarks set it to force a path (0: always sparse)."""
 
 
 def _with_source_pu(feeder: Feeder, source_pu: float | None) -> Feeder:
@@ -199,8 +215,8 @@ class FeederGrid(GridBackend):
         self._controlled_caps = tuple(dict.fromkeys(c.capacitor.name for c in controls))
         self._cap_names = {c.lower(): c for c in feeder.capacitors}
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
-        self._net: CompiledNetwork | PandapowerNetwork | None = None
-        self._net_prev: CompiledNetwork | PandapowerNetwork | None = None
+        self._net: PowerFlowNetwork | PandapowerNetwork | None = None
+        self._net_prev: PowerFlowNetwork | PandapowerNetwork | None = None
         # sensitivity key -> dV/dP (pu/W), and the complex V, dV/dP its d(loading)/dP comes from
         self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # bus -> (the dV/dP it was made from, d(loading)/dP (%/W)), made when a controller asks
@@ -222,11 +238,16 @@ class FeederGrid(GridBackend):
         assert spec.feeder is not None, "FeederGrid needs grid.feeder (a pandapower net is a PandapowerGrid)"
         return cls(load_feeder(resolve_feeder(spec.feeder, base_dir)), spec, sites, base_dir)
 
-    def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> CompiledNetwork:
-        """A phase-frame network at the switching in force, with PQ ports at ``pq_nodes``."""
-        return CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
+    def _build_network(self, pq_nodes: np.ndarray, pq_band: np.ndarray) -> PowerFlowNetwork:
+        """A phase-frame network at the switching in force, with PQ ports at ``pq_nodes``: sparse from
+        :data:`SPARSE_MIN_NODES` nodes on, dense below."""
+        if len(self._nodes) < SPARSE_MIN_NODES:
+            return CompiledNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
+        from openg2g.grid.feeder.sparse import SparseNetwork  # KLU loaded for large feeders only
 
-    def _compile(self) -> CompiledNetwork | PandapowerNetwork:
+        return SparseNetwork(self._model, self._nodes, self._ports, pq_nodes, self._switching, pq_band)
+
+    def _compile(self) -> PowerFlowNetwork | PandapowerNetwork:
         if self._net is None:
             if self.spec.solver == "pandapower":
                 from openg2g.grid.feeder.pandapower_mode import (
@@ -322,12 +343,12 @@ class FeederGrid(GridBackend):
             self._switching.capacitors[name] = c
         self._updated(net)
 
-    def _in_place_network(self) -> CompiledNetwork | None:
+    def _in_place_network(self) -> PowerFlowNetwork | None:
         """The compiled network to update in place, None when there is none or it is due for a rebuild."""
         net = self._net
-        return net if isinstance(net, CompiledNetwork) and self._in_place < _MAX_IN_PLACE else None
+        return net if isinstance(net, PowerFlowNetwork) and self._in_place < _MAX_IN_PLACE else None
 
-    def _updated(self, net: CompiledNetwork | None) -> None:
+    def _updated(self, net: PowerFlowNetwork | None) -> None:
         """After a switching change: count an in-place update of ``net``, or rebuild at the next solve."""
         if net is not None:
             self._in_place += 1
@@ -479,14 +500,16 @@ class FeederGrid(GridBackend):
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
-        """Solve several steps in one call, :data:`_BATCH_COLUMNS` operating points at a time
-        (equal to solving them one by one when :meth:`can_batch`; otherwise it does exactly that)."""
+        """Solve several steps in one call, up to :data:`_BATCH_COLUMNS` operating points at a time
+        (fewer on a large feeder, :data:`_BATCH_NODE_VALUES`; equal to solving them one by one when
+        :meth:`can_batch`; otherwise it does exactly that)."""
         if not self.can_batch() or len(t_s) < 2:
             return [self.solve(t, ld, dt_s) for t, ld in zip(t_s, loads)]
         out: list[GridState] = []
-        for start in range(0, len(t_s), _BATCH_COLUMNS):
-            chunk_t = list(t_s[start : start + _BATCH_COLUMNS])
-            chunk_loads = list(loads[start : start + _BATCH_COLUMNS])
+        columns = max(1, min(_BATCH_COLUMNS, _BATCH_NODE_VALUES // len(self._nodes)))
+        for start in range(0, len(t_s), columns):
+            chunk_t = list(t_s[start : start + columns])
+            chunk_loads = list(loads[start : start + columns])
             net = self._compile()
             s_pq = self._injections.s_pq(chunk_t, chunk_loads)
             scale = self._branch_scale()
@@ -568,7 +591,7 @@ class FeederGrid(GridBackend):
         ``bus`` (a bus name, or a site name meaning its bus), Q following at the site's power
         factor (unity if no site is there). Exact derivatives of the power flow (the solver's
         Jacobian, every load model included) at the last solved operating point, at the taps in
-        force (:meth:`CompiledNetwork.voltage_sensitivity`). The first call at an operating point
+        force (:meth:`PowerFlowNetwork.voltage_sensitivity`). The first call at an operating point
         also computes (and keeps) those of every site, in the same solve: a controller asks for
         all of them.
 
@@ -583,7 +606,7 @@ class FeederGrid(GridBackend):
         """d(loading)/dP (%/W) of every branch of :meth:`branches` w.r.t. per-phase active power
         drawn at ``bus``, as :meth:`voltage_sensitivity` (same operating point, linearization and
         arguments): each conductor's ``d|I|/dP = Re(conj(I) M dV/dP) / |I|`` with the complex
-        ``dV/dP`` of :meth:`CompiledNetwork.voltage_derivatives`, through the branch's most loaded
+        ``dV/dP`` of :meth:`PowerFlowNetwork.voltage_derivatives`, through the branch's most loaded
         conductor (:meth:`BranchSet.loading_slopes_pct`).
 
         :return: read-only array of shape ``(len(branches().names), 3)``, columns phases a, b, c.
@@ -626,7 +649,7 @@ class FeederGrid(GridBackend):
             scale, s_pq = self._last
         else:
             scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
-        if not isinstance(net, CompiledNetwork):  # the pandapower mode: linearize the exact model
+        if not isinstance(net, PowerFlowNetwork):  # the pandapower mode: linearize the exact model
             net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
         nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
         s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))

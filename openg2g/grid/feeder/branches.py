@@ -28,6 +28,7 @@ change.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 
@@ -47,11 +48,15 @@ from openg2g.grid.feeder.network import (
     transformer_phase_block,
     winding_incidence,
 )
-from openg2g.grid.feeder.solver import magnitude_slopes
+from openg2g.grid.feeder.powerflow import magnitude_slopes
 
 __all__ = ["BranchFlows", "TerminalMeter", "transformer_current_entries", "transformer_rated_a"]
 
 _SQRT3 = math.sqrt(3.0)
+
+_CURRENT_COLUMNS = 8
+"""Columns whose conductor currents are summed in one pass (7x faster than all at once on an
+8,430-node feeder with 100 columns, ``bench/bench_grid.py``)."""
 
 
 def transformer_rated_a(t: TransformerModel, winding: int, kva: float) -> float:
@@ -295,9 +300,20 @@ class BranchFlows:
 
     def currents_a(self, v: np.ndarray, state: Switching) -> np.ndarray:
         """Current magnitude per conductor (A), ``(n_conductors, n_cols)``, for node voltages ``v``
-        (V, complex, ``(n_nodes, n_cols)``) at the switching ``state``."""
+        (V, complex, ``(n_nodes, n_cols)``) at the switching ``state``.
+
+        Columns go :data:`_CURRENT_COLUMNS` at a time, so the products of a large feeder stay in
+        cache; each row is summed in order as in one pass over all columns (never in a chunk of
+        one column of several, which numpy would sum pairwise)."""
         starts, cols, vals = self.matrix(state)
-        return np.abs(np.add.reduceat(vals[:, None] * v[cols], starts, axis=0))
+        n_cols = v.shape[1]
+        edges = list(range(0, n_cols, _CURRENT_COLUMNS)) + [n_cols]
+        if n_cols > 1 and edges[-1] - edges[-2] == 1:
+            del edges[-2]
+        out = np.empty((len(starts), n_cols))
+        for a, b in itertools.pairwise(edges):
+            out[:, a:b] = np.abs(np.add.reduceat(vals[:, None] * v[cols, a:b], starts, axis=0))
+        return out
 
     def current_slopes(self, v: np.ndarray, dv: np.ndarray, state: Switching) -> tuple[np.ndarray, np.ndarray]:
         """Current magnitude per conductor (A, ``(n_conductors,)``) at node voltages ``v`` (V,

@@ -124,6 +124,7 @@ class Injections:
     ) -> None:
         self._feeder_name = feeder.name
         self._load_names = [ld.name.lower() for ld in feeder.model.loads]
+        self._scaled = np.array([not ld.fixed for ld in feeder.model.loads], dtype=bool)
         self._n_generators = len(feeder.model.generators)
         self._spec = spec
         self._batteries = batteries
@@ -154,21 +155,23 @@ class Injections:
 
     # ----------------------------------------------------------------------------- scales
     def reset(self) -> None:
-        """The scenario's load scale and PV scales; PV profiles in force again."""
-        self.load_scale = np.full(len(self._load_names), float(self._spec.load_scale))
+        """The scenario's load scale (on every load but the fixed ones) and PV scales; PV profiles in
+        force again."""
+        self.load_scale = np.where(self._scaled, float(self._spec.load_scale), 1.0)
         """Scale of each of the feeder's own loads (x its base value)."""
         self._pv_scale = {pv.name: pv.scale for _, pv, _ in self._pv}
         self._pv_override: set[str] = set()
 
     def set_load_scale(self, scale: float, load: str | None) -> None:
-        """Scale the feeder's own loads (all, or the one named ``load``, any case) to ``scale`` x base.
+        """Scale the feeder's own loads (all but the fixed ones, as OpenDSS's load multiplier, or the
+        one named ``load``, any case) to ``scale`` x base.
 
         :raises CommandError: a negative or non-finite scale, or an unknown load.
         """
         if not (scale >= 0 and math.isfinite(scale)):
             raise CommandError(f"set_load_scale: scale must be >= 0, got {scale}")
         if load is None:
-            self.load_scale[:] = scale
+            self.load_scale[self._scaled] = scale
             return
         if load.lower() not in self._load_names:
             raise CommandError(f"set_load_scale: unknown load {load!r} on feeder {self._feeder_name}")

@@ -82,12 +82,22 @@ class Feeder:
     @property
     def source_side_buses(self) -> tuple[str, ...]:
         """Buses on the source side of the substation: the source bus, plus the buses reached
-        from it without crossing a transformer when a step-down transformer feeds the rest."""
+        from it through lines and static elements other than transformers (a source reactor)
+        when a step-down transformer feeds the rest."""
         m = self.model
         adj: dict[str, set[str]] = {}
-        for ln in m.lines:
-            adj.setdefault(ln.bus1, set()).add(ln.bus2)
-            adj.setdefault(ln.bus2, set()).add(ln.bus1)
+        links = [(ln.bus1, ln.bus2) for ln in m.lines]
+        # a static series element other than a transformer (a reactor standing for the source
+        # impedance) keeps the voltage level
+        links += [
+            (p.terminals[0][0], bus)
+            for p in m.primitives
+            if not p.name.startswith("transformer.")
+            for bus, _ in p.terminals[1:]
+        ]
+        for a, b in links:
+            adj.setdefault(a, set()).add(b)
+            adj.setdefault(b, set()).add(a)
         seen = {m.source.bus}
         stack = [m.source.bus]
         while stack:

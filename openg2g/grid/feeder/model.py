@@ -297,6 +297,8 @@ class LoadModel:
     :param cvrvars: CVR exponent of Q (model 4).
     :param n_phases: OpenDSS ``phases`` (power is split evenly over them).
     :param neutral: a wye load's neutral node, ``None`` for ground.
+    :param fixed: True for an OpenDSS load of status ``fixed`` or ``exempt``: the load multiplier
+        (OpenDSS's ``LoadMult``, a scenario's ``grid.load_scale``) does not apply to it.
     """
 
     name: str
@@ -314,6 +316,7 @@ class LoadModel:
     cvrwatts: float = 1.0
     cvrvars: float = 2.0
     neutral: str | None = None
+    fixed: bool = False
 
 
 @dataclass

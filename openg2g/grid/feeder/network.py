@@ -36,6 +36,7 @@ __all__ = [
     "admittance_sparse",
     "admittance_stamps",
     "antifloat_admittance",
+    "capacitor_admittance",
     "energized",
     "line_admittance",
     "load_ports",
@@ -49,6 +50,7 @@ __all__ = [
     "stamp_line",
     "stamp_primitive",
     "stamp_transformer",
+    "tap_change_admittance",
     "transformer_phase_block",
     "transformer_winding_admittance",
     "winding_incidence",
@@ -374,6 +376,35 @@ def transformer_phase_block(
     c[0, : len(n1)] = c1
     c[1, len(n1) :] = c2
     return idx, c.T @ yw @ c
+
+
+def capacitor_admittance(cap: CapacitorModel, nodes: NodeIndex) -> dict[int, dict[int, complex]]:
+    """The admittance entries (S) of capacitor ``cap`` closed (:func:`stamp_capacitor`): row node ->
+    column node -> admittance; what closing it adds to the nodal admittance, and opening it takes away."""
+    stamps = Stamps()
+    stamp_capacitor(stamps, cap, nodes)
+    blocks: dict[int, dict[int, complex]] = {}
+    for i, j, y in zip(*stamps.entries()):
+        row = blocks.setdefault(int(i), {})
+        row[int(j)] = row.get(int(j), 0j) + complex(y)
+    return blocks
+
+
+def tap_change_admittance(
+    t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray, nodes: NodeIndex
+) -> dict[int, dict[int, complex]]:
+    """Change of the admittance entries (S) when ``t``'s winding-2 taps go from ``old_taps_pu`` to
+    ``new_taps_pu`` (per phase, pu): row node -> column node -> change, for the phases that move
+    (empty when none does)."""
+    blocks: dict[int, dict[int, complex]] = {}
+    for k in np.flatnonzero(np.asarray(old_taps_pu) != np.asarray(new_taps_pu)):
+        idx, new = transformer_phase_block(t, int(k), float(new_taps_pu[k]), nodes)
+        _, old = transformer_phase_block(t, int(k), float(old_taps_pu[k]), nodes)
+        for a, i in enumerate(idx):
+            for b, j in enumerate(idx):
+                blocks.setdefault(i, {}).setdefault(j, 0j)
+                blocks[i][j] += new[a, b] - old[a, b]
+    return blocks
 
 
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:

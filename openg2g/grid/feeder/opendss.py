@@ -22,7 +22,8 @@ from the compiled circuit:
   admittance, which never changes during a run (so it cannot be regulated);
 - **capacitors** (one step, shunt) with their controls; **reactors**, **faults** and anything
   else passive: static elements;
-- **loads** (OpenDSS load models 1, 2, 4 and 5) at ``kW x LoadMult``; **generators** (model 1),
+- **loads** (OpenDSS load models 1, 2, 4 and 5) at ``kW x LoadMult`` (``kW`` for a fixed or
+  exempt one, which a load multiplier never scales); **generators** (model 1),
   **PV systems** at the output OpenDSS solves for them in the snapshot.
 
 Every element's admittance as openg2g stamps it is checked against the engine's primitive
@@ -121,6 +122,9 @@ _PASSIVE_RTOL = 1e-12
 
 _WHOLE_MATRIX = 2
 """The engine's ``BuildYMatrix`` option that recomputes every element's primitive admittance."""
+
+_LOAD_VARIABLE = 0
+"""The engine's ``Loads.Status`` of a load the load multiplier scales (1 fixed, 2 exempt)."""
 
 _LOAD_MODELS = (1, 2, 4, 5)
 """OpenDSS load models openg2g solves (see :class:`~openg2g.grid.feeder.solver.LoadKernel`)."""
@@ -709,6 +713,8 @@ class _Reader:
             if model not in _LOAD_MODELS:
                 raise self.refuse(element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)")
             phases, neutral, n_ph, delta = self.load_connection(element)
+            fixed = int(loads.Status) != _LOAD_VARIABLE
+            scale = 1.0 if fixed else mult
             out.append(
                 LoadModel(
                     name=name,
@@ -717,8 +723,8 @@ class _Reader:
                     conn="delta" if delta else "wye",
                     model=model,
                     kv=float(loads.kV),
-                    kw=float(loads.kW) * mult,
-                    kvar=float(loads.kvar) * mult,
+                    kw=float(loads.kW) * scale,
+                    kvar=float(loads.kvar) * scale,
                     n_phases=n_ph,
                     vminpu=float(loads.Vminpu),
                     vmaxpu=float(loads.Vmaxpu),
@@ -726,6 +732,7 @@ class _Reader:
                     cvrwatts=float(loads.CVRwatts),
                     cvrvars=float(loads.CVRvars),
                     neutral=neutral,
+                    fixed=fixed,
                 )
             )
         return out

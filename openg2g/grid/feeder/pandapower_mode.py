@@ -22,7 +22,7 @@ from pandapower.powerflow import LoadflowNotConverged
 
 from openg2g.grid.feeder.library import Feeder
 from openg2g.grid.feeder.network import NodeIndex, Switching
-from openg2g.grid.feeder.solver import Solution
+from openg2g.grid.feeder.powerflow import Solution
 
 __all__ = ["PandapowerNetwork"]
 

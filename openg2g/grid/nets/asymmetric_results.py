@@ -42,7 +42,7 @@ from openg2g.grid.feeder.network import (
     source_current,
     transformer_phase_block,
 )
-from openg2g.grid.feeder.solver import band_power_va
+from openg2g.grid.feeder.ports import band_power_va
 from openg2g.grid.nets.asymmetric import feeder_buses
 from openg2g.grid.nets.source import BusNames
 

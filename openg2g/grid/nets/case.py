@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeder.solver import magnitude_slopes
+from openg2g.grid.feeder.powerflow import magnitude_slopes
 from openg2g.grid.nets.source import quiet_pandapower
 
 if TYPE_CHECKING:
