@@ -31,7 +31,7 @@ under their feeder file's controls (``grid.capacitor_control: auto``, see
 solve at time t every control samples the solution, the actions due by t are carried out, and the
 feeder is solved again at t, until no action is due (at most :data:`MAX_CONTROL_ITERATIONS` rounds);
 the state reported at t is the last of these solves. A tap change or a capacitor switching updates
-the compiled network in place (a low-rank update of its impedance matrix).
+the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.change_admittance`).
 """
 
 from __future__ import annotations
