@@ -330,16 +330,24 @@ class MPCProblem:
         return int(open_[j]) if costs[j] < best_cost else best
 
     def _coordinate_descent(self) -> np.ndarray:
-        """One model at a time, every option, until no move lowers the cost (a local optimum)."""
+        """One model at a time, every option, until no move lowers the cost (a local optimum); the
+        violation is summed over the bus-phases that can come near a limit (:meth:`relevant_rows`),
+        as the exact solver does."""
+        rows = self.relevant_rows()
+
+        def cost(choice: np.ndarray) -> np.ndarray:
+            choice = np.atleast_2d(choice)
+            return self.penalty(self._dw(choice), rows) - self._value(choice)
+
         choice = np.array([int(np.argmin(np.abs(opt.dw_w))) for opt in self.options])
-        best = float(self.cost(choice)[0])
+        best = float(cost(choice)[0])
         improved = True
         while improved:
             improved = False
             for i, opt in enumerate(self.options):
                 trials = np.repeat(choice[None], opt.batches.size, axis=0)
                 trials[:, i] = np.arange(opt.batches.size)
-                costs = self.cost(trials)
+                costs = cost(trials)
                 j = int(np.argmin(costs))
                 if costs[j] < best - 1e-12:
                     choice, best, improved = trials[j], float(costs[j]), True

