@@ -145,17 +145,21 @@ def test_ganged_regulator_watches_its_ptphase(tmp_path: Path, ptphase: int | str
     assert ours[-1].taps == {"reg3": tap}
 
 
-@pytest.mark.parametrize("feeder", [f for f in SOURCES if f != "ieee8500"])
+@pytest.mark.parametrize("feeder", [pytest.param(f, marks=pytest.mark.slow) if f == "ieee8500" else f for f in SOURCES])
 def test_bundled_feeders_regulate_as_opendss(feeder: str) -> None:
-    """Every bundled feeder, all regulators in auto mode from tap 0, against its OpenDSS source in
-    time mode: the same taps every second for 90 s, through a 40% load step at 40 s (IEEE 34's two
-    regulators in series and IEEE 37's open-delta pair included), voltages within 1e-6 pu. IEEE 8500
-    is left out: its network takes minutes to build on one core."""
+    """Every bundled feeder, all regulators in auto mode from tap 0 and its CapControls automatic,
+    against its OpenDSS source in time mode: the same taps and capacitor states every second for
+    90 s, through a 40% load step at 40 s (IEEE 34's two regulators in series, IEEE 37's
+    open-delta pair, IEEE 8500's 12 single-phase regulators and 9 CapControls on the sparse path),
+    voltages within 1e-6 pu."""
     dss = pytest.importorskip("opendssdirect")
     source = shared_data() / SOURCES[feeder]
-    banks = load_feeder(feeder).regulators
+    loaded = load_feeder(feeder)
+    banks = loaded.regulators
     spec = GridSpec(
-        feeder=feeder, regulators={b: RegulatorSpec(taps=[0] * len(i.phases), mode="auto") for b, i in banks.items()}
+        feeder=feeder,
+        regulators={b: RegulatorSpec(taps=[0] * len(i.phases), mode="auto") for b, i in banks.items()},
+        capacitor_control="auto" if loaded.model.capcontrols else "fixed",
     )
     grid = FeederGrid.from_spec(spec, [], Path("."))
     units = grid.feeder.bank_units
@@ -181,6 +185,9 @@ def test_bundled_feeders_regulate_as_opendss(feeder: str) -> None:
                 steps.append(round((dss.Transformers.Tap() - 1.0) / banks[name].step_pu))
             ref[name] = tuple(steps)
         assert dict(state.taps) == ref, f"{feeder} t={t} s"
+        for cap, closed in state.capacitors.items():
+            dss.Capacitors.Name(cap)
+            assert closed == bool(dss.Capacitors.States()[0]), f"{feeder} t={t} s {cap}"
         v_ref = dict(zip(dss.Circuit.AllNodeNames(), dss.Circuit.AllBusMagPu()))
         for bus_phase, v in zip(state.bus_phases, state.v_pu):
             bus, phase = bus_phase.rsplit(".", 1)
