@@ -236,7 +236,10 @@ class SetRegulatorMode(GridCommand):
 
 @dataclass(frozen=True)
 class SetCapacitor(GridCommand):
-    """Close (``closed=True``) or open a shunt capacitor bank."""
+    """Close (``closed=True``) or open a shunt capacitor bank, at once. Under automatic capacitor
+    control (``grid.capacitor_control: auto``) the bank's own control goes on from the new state, as
+    OpenDSS's does after a script switches a bank: it switches the bank again when its settings call
+    for it (a manual opening does not start its dead time)."""
 
     name: str
     closed: bool

@@ -286,6 +286,11 @@ class GridBackend(ABC):
         object as its ``branches``), or ``None`` for a grid that reports none (the default)."""
         return None
 
+    def controlled_capacitors(self) -> tuple[str, ...]:
+        """The capacitors under automatic control, whose states every :class:`GridState` reports
+        (``capacitors``); none by default."""
+        return ()
+
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:
         """Carry out a grid command at ``t_s``.

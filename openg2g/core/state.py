@@ -312,6 +312,10 @@ class BranchSet:
         return np.maximum.reduceat(np.where(tied[:, None], slopes_pct, -np.inf), self.starts, axis=0)
 
 
+_NO_CAPACITORS: Mapping[str, bool] = MappingProxyType({})
+"""The capacitor states of a grid without automatic capacitor control."""
+
+
 @dataclass(frozen=True)
 class GridState:
     """Result of one grid solve at time ``t_s``.
@@ -331,6 +335,8 @@ class GridState:
         that did not converge.
     :param branch_loading_pct: loading per branch: its most loaded conductor's current as a
         percentage of that conductor's normal rating (%).
+    :param capacitors: capacitor name -> closed, for the capacitors under automatic control
+        (:meth:`~openg2g.core.interfaces.GridBackend.controlled_capacitors`); empty when none are.
     """
 
     t_s: float
@@ -344,12 +350,14 @@ class GridState:
     branches: BranchSet | None = None
     branch_current_a: np.ndarray | None = None
     branch_loading_pct: np.ndarray | None = None
+    capacitors: Mapping[str, bool] = field(default_factory=lambda: _NO_CAPACITORS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
         object.__setattr__(self, "p_sub_w", _kept_or_frozen(self.p_sub_w))
         object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
         object.__setattr__(self, "taps", _kept_mapping(self.taps))
+        object.__setattr__(self, "capacitors", _kept_mapping(self.capacitors))
         if self.branches is not None:
             current, loading = _kept_or_frozen(self.branch_current_a), _kept_or_frozen(self.branch_loading_pct)
             if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
@@ -368,9 +376,11 @@ class GridState:
         bus_phases: tuple[str, ...],
         taps: Mapping[str, tuple[int, ...]],
         branches: BranchSet | None = None,
+        capacitors: Mapping[str, bool] = _NO_CAPACITORS,
     ) -> GridState:
         """The state of a step whose power flow failed when the run goes on (``on_nonconvergence:
-        flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps in force."""
+        flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps and
+        capacitor states in force."""
         nan3 = np.full(3, np.nan)
         i_nan = None if branches is None else np.full(len(branches), np.nan)
         loading_nan = None if branches is None else np.full(len(branches.names), np.nan)
@@ -386,6 +396,7 @@ class GridState:
             branches,
             i_nan,
             loading_nan,
+            capacitors,
         )
 
     def voltage(self, bus_phase: str) -> float:

@@ -4,7 +4,8 @@
   ``summary.json``      run figures, status (running / complete / interrupted / failed), hashes
   ``datacenter/``       one row per datacenter step and site (per-phase P and Q, totals)
   ``models/``           one row per datacenter step, site and model (batch, power, ITL, throughput)
-  ``grid/``             one row per grid step (envelope, violation, substation power, taps)
+  ``grid/``             one row per grid step (envelope, violation, substation power, taps, and
+                        ``cap_<name>``, True when closed, per capacitor under automatic control)
   ``grid_voltages/``    one row per grid step and bus-phase (``outputs.voltages: all``)
   ``grid_branches/``    one row per grid step and line/transformer conductor: current, loading,
                         ratings (``outputs.branches: all``)
@@ -48,6 +49,8 @@ class RunOutputs:
     :param banks: regulator bank names (one tap column per bank and phase).
     :param all_voltages: write the per-bus-phase voltage table.
     :param branches: write the per-conductor branch table for these branches (``None``: no table).
+    :param capacitors: capacitors under automatic control (one ``cap_<name>`` column each, True
+        when closed).
     """
 
     def __init__(
@@ -57,12 +60,14 @@ class RunOutputs:
         banks: tuple[str, ...],
         all_voltages: bool,
         branches: BranchSet | None = None,
+        capacitors: tuple[str, ...] = (),
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self._n_bp = len(bus_phases)
         self._codes = np.arange(self._n_bp, dtype=np.int32)
         self._banks = banks
+        self._capacitors = capacitors
         self._dc_blocks: list[Sequence[DatacenterSeries]] = []
         self._grid_blocks: list[tuple[Sequence[GridState], np.ndarray, np.ndarray]] = []
         self.datacenter = TableWriter(out_dir / "datacenter", dictionary_columns=("site",))
@@ -183,6 +188,8 @@ class RunOutputs:
             taps = np.array([s.taps.get(bank, ()) for s in states], dtype=np.int64).reshape(len(states), -1)
             for k in range(taps.shape[1]):
                 columns[f"tap_{bank}_{k}"] = taps[:, k]
+        for cap in self._capacitors:
+            columns[f"cap_{cap}"] = np.array([s.capacitors.get(cap, False) for s in states], dtype=bool)
         columns["converged"] = np.array([s.converged for s in states], dtype=bool)
         self.grid.append(columns)
         if self.voltages is not None:

@@ -220,7 +220,14 @@ class Simulation:
         banks = tuple(self.grid.regulators())
         table_branches = self._branches if sc.outputs.branches == "all" else None
         self.outputs = (
-            RunOutputs(self.out_dir, self._bus_phases, banks, sc.outputs.voltages == "all", table_branches)
+            RunOutputs(
+                self.out_dir,
+                self._bus_phases,
+                banks,
+                sc.outputs.voltages == "all",
+                table_branches,
+                self.grid.controlled_capacitors(),
+            )
             if self.out_dir
             else None
         )
@@ -342,8 +349,9 @@ class Simulation:
         except PowerFlowError:
             if self.scenario.grid.on_nonconvergence != "flag":
                 raise
-            taps = self._grid_latest.taps if self._grid_latest else {}
-            return GridState.not_converged(t_s, self._bus_phases, taps, self._branches)
+            latest = self._grid_latest
+            taps, capacitors = (latest.taps, latest.capacitors) if latest else ({}, {})
+            return GridState.not_converged(t_s, self._bus_phases, taps, self._branches, capacitors)
 
     def _solve_pending(self) -> None:
         if not self._grid_pending:

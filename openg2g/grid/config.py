@@ -65,9 +65,17 @@ class RegulatorSpec(ConfigModel):
         None,
         ge=0,
         description=(
-            "Auto mode: time outside the band before a tap move (s). None keeps the feeder's: the "
+            "Auto mode: time outside the band before the first tap move (s). None keeps the feeder's: the "
             "RegControl delay of the feeder file (15 s when the file does not set it); a value here "
             "overrides it for every phase of the bank."
+        ),
+    )
+    tap_delay_s: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Auto mode: time between further tap moves while the voltage stays outside the band (s). None "
+            "keeps the feeder's: the RegControl tapdelay of the feeder file (2 s when the file does not set it)."
         ),
     )
     min_tap: int | None = Field(
@@ -88,6 +96,14 @@ class RegulatorSpec(ConfigModel):
         if self.min_tap is not None and self.max_tap is not None and self.min_tap >= self.max_tap:
             raise ValueError(f"need min_tap < max_tap, got {self.min_tap} and {self.max_tap}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a bank without the override dumps (and hashes) as it did before tap_delay_s existed
+        data: dict[str, Any] = handler(self)
+        if self.tap_delay_s is None:
+            data.pop("tap_delay_s", None)
+        return data
 
 
 def _all_phases() -> list[Literal["a", "b", "c"]]:
@@ -230,7 +246,16 @@ class GridSpec(ConfigModel):
         ),
     )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")
-    capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed.")
+    capacitors: dict[Name, bool] = Field(default_factory=dict, description="Capacitor name -> closed at the start.")
+    capacitor_control: Literal["fixed", "auto"] = Field(
+        "fixed",
+        description=(
+            "fixed: capacitors stay as set (the feeder file's states, grid.capacitors, set_capacitor commands); "
+            "auto: every CapControl of the feeder file switches its capacitor as OpenDSS's time mode does "
+            "(voltage, current, kvar and pf types; others are refused), set_capacitor switching a bank "
+            "whose control then goes on from the new state."
+        ),
+    )
     load_scale: float = Field(
         1.0,
         ge=0,
@@ -297,6 +322,8 @@ class GridSpec(ConfigModel):
             data.pop("site_transformers", None)
         if not self.branch_ratings:
             data.pop("branch_ratings", None)
+        if self.capacitor_control == "fixed":
+            data.pop("capacitor_control", None)
         return data
 
 

@@ -212,16 +212,17 @@ def test_pv_profile_and_extra_load(tmp_path: Path) -> None:
         FeederGrid.from_spec(spec, [], tmp_path / "missing")
 
 
-def test_auto_regulator_waits_for_delay() -> None:
+def test_auto_regulator_waits_for_delay_then_moves_every_tapdelay() -> None:
+    """OpenDSS's time mode: low from t = 10 s, the first move falls due at 10 + 30 s and shows in
+    that step's state; later moves follow every tapdelay (2 s), one per 10 s step here."""
     spec = GridSpec(
         feeder="openg2g-ieee13", regulators={"reg1": RegulatorSpec(taps=[0, 0, 0], mode="auto", delay_s=30.0)}
     )
     g = FeederGrid.from_spec(spec, [site()], Path("."))
     assert not g.can_batch()
     taps = [g.solve(10.0 * i, {"dc": dc(1e6)}, 10.0).taps["reg1"] for i in range(1, 8)]
-    assert taps[0] == taps[1] == taps[2] == (0, 0, 0)  # taps in force at t = 10, 20, 30 s
-    assert all(x > 0 for x in taps[3])  # moved once the voltage was low for 30 s
-    assert taps[4] == taps[5] == taps[3] and taps[6] > taps[3]  # next move after another 30 s
+    assert taps[:3] == [(0, 0, 0)] * 3  # taps in force at t = 10, 20, 30 s
+    assert taps[3:] == [(1, 1, 1), (2, 2, 2), (3, 3, 3), (4, 4, 4)]  # t = 40, 50, 60, 70 s
     g.apply(SetRegulatorMode("reg1", "fixed"), 80.0)
     frozen = g.solve(80.0, {"dc": dc(1e6)}, 10.0).taps["reg1"]
     assert g.solve(200.0, {"dc": dc(1e6)}, 120.0).taps["reg1"] == frozen
@@ -240,7 +241,7 @@ def test_feeder_regcontrol_delay_is_the_default_and_the_scenario_overrides_it() 
                 return 10.0 * i
         raise AssertionError("no tap move in 70 s")
 
-    # a move decided at the solve where the timer reaches the delay is in force at the next solve
+    # low from the first solve (t = 10 s): the move falls due at 10 s + delay
     assert first_move_s(RegulatorSpec(taps=[0, 0, 0], mode="auto")) == 40.0
     assert first_move_s(RegulatorSpec(taps=[0, 0, 0], mode="auto", delay_s=10.0)) == 20.0
 

@@ -265,9 +265,11 @@ def test_unknown_site_and_monitored_buses_are_refused() -> None:
 
 
 def test_feeder_options_are_refused_on_a_net() -> None:
-    spec = GridSpec(pandapower="create_cigre_network_mv", capacitors={"c1": True}, solver="pandapower")
+    spec = GridSpec(
+        pandapower="create_cigre_network_mv", capacitors={"c1": True}, capacitor_control="auto", solver="pandapower"
+    )
     fields = {f for f, _ in validate_grid(spec, [])}
-    assert fields == {"grid.capacitors", "grid.solver"}
+    assert fields == {"grid.capacitors", "grid.capacitor_control", "grid.solver"}
 
 
 @pytest.mark.slow

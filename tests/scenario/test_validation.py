@@ -112,6 +112,11 @@ CASES: list[tuple[str, str, str]] = [
     ),
     ("grid.pv=[{name: p, bus: 675, kw: 5, profile: missing.csv}]", "grid.pv.0.profile", "missing.csv"),
     ("grid.source_pu=3", "grid.source_pu", "1.2"),
+    ("grid.regulators.reg1={mode: auto, tap_delay_s: -1}", "grid.regulators.reg1.tap_delay_s", "greater than or equal to 0"),
+    ("grid.regulators.reg1={mode: auto, tap_delay_s: .nan}", "grid.regulators.reg1.tap_delay_s", "finite"),
+    ("grid.regulators.reg1={mode: auto, tap_delay_s: .inf}", "grid.regulators.reg1.tap_delay_s", "finite"),
+    ("grid.capacitor_control=sometimes", "grid.capacitor_control", "'fixed' or 'auto'"),
+    ("grid.capacitor_control=auto", "grid.capacitor_control", "ieee13 has no CapControl"),
 ]
 
 

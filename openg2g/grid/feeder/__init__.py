@@ -9,7 +9,8 @@ the ``FeederGrid`` backend.
   the power flow and its exact dV/dP, formulated dense (:mod:`~openg2g.grid.feeder.solver`) or
   sparse (:mod:`~openg2g.grid.feeder.sparse`);
 - :mod:`~openg2g.grid.feeder.backend`: ``FeederGrid``, composed of
-  :mod:`~openg2g.grid.feeder.regulators`, :mod:`~openg2g.grid.feeder.storage`,
+  :mod:`~openg2g.grid.feeder.regulators` and :mod:`~openg2g.grid.feeder.capacitors` (the OpenDSS
+  controls), :mod:`~openg2g.grid.feeder.storage`,
   :mod:`~openg2g.grid.feeder.injections` (with :mod:`~openg2g.grid.feeder.profile`) and
   :mod:`~openg2g.grid.feeder.branches`; its scenario checks in :mod:`~openg2g.grid.feeder.checks`;
 - :mod:`~openg2g.grid.feeder.to_pandapower`: a feeder as a pandapower net (for inspection), and

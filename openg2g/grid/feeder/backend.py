@@ -25,8 +25,13 @@ ports); dV/dP comes from the solver's own Jacobian
 (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.voltage_sensitivity`). It owns the compiled network and the switching state
 (taps, capacitors, lines) in force, and carries out commands, one handler per command type.
 
-Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.feeder.regulators`); an automatic tap move
-takes effect at the next solve.
+Regulators are fixed or ``auto`` (see :mod:`openg2g.grid.feeder.regulators`), capacitors fixed or
+under their feeder file's controls (``grid.capacitor_control: auto``, see
+:mod:`openg2g.grid.feeder.capacitors`). Automatic controls act as OpenDSS's time mode does: after the
+solve at time t every control samples the solution, the actions due by t are carried out, and the
+feeder is solved again at t, until no action is due (at most :data:`MAX_CONTROL_ITERATIONS` rounds);
+the state reported at t is the last of these solves. A tap change or a capacitor switching updates
+the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.change_admittance`).
 """
 
 from __future__ import annotations
@@ -50,19 +55,20 @@ from openg2g.core.commands import (
     SetStoragePower,
     SetTaps,
 )
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
+from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec, tan_phi
 from openg2g.grid.feeder.branches import BranchFlows
+from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
 from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution, magnitude_slopes
-from openg2g.grid.feeder.regulators import Regulators, UnitKey
+from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
@@ -71,8 +77,12 @@ if TYPE_CHECKING:
 
 __all__ = ["FeederGrid", "NodeSolution"]
 
-_MAX_RETAPS = 50
-"""Tap changes applied in place to a compiled network before it is rebuilt from scratch."""
+_MAX_IN_PLACE = 50
+"""Tap changes and capacitor switchings applied in place to a compiled network before it is
+rebuilt from scratch (each in-place update adds rounding)."""
+
+MAX_CONTROL_ITERATIONS = 10
+"""Control iterations at one solve time before a run stops: OpenDSS's default ``maxcontroliter``."""
 
 _KV_LEVEL_RTOL = 1e-6
 """A bus whose base is within this of ``monitored_min_kv`` is at that level (bases are rounded by the file)."""
@@ -196,7 +206,13 @@ class FeederGrid(GridBackend):
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
         self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, spec.monitored_min_kv, self._nodes)
         self._mon_v_base = self._nodes.v_base_v[self._mon_idx][:, None]
-        self._regulators = Regulators(feeder, spec.regulators)
+        self._regulators = Regulators(feeder, spec.regulators, self._nodes)
+        self._capacitor_controls = (
+            CapacitorControls(self._model, self._nodes) if spec.capacitor_control == "auto" else None
+        )
+        self._capacitors = {c.name: c for c in self._model.capacitors}
+        controls = self._capacitor_controls.controls if self._capacitor_controls is not None else []
+        self._controlled_caps = tuple(dict.fromkeys(c.capacitor.name for c in controls))
         self._cap_names = {c.lower(): c for c in feeder.capacitors}
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
         self._net: PowerFlowNetwork | PandapowerNetwork | None = None
@@ -206,7 +222,7 @@ class FeederGrid(GridBackend):
         # bus -> (the dV/dP it was made from, d(loading)/dP (%/W)), made when a controller asks
         self._loading_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
-        self._retaps = 0
+        self._in_place = 0
         self._taps_view: Mapping[str, tuple[int, ...]] | None = None  # made once per tap setting
         self.reset(0)
 
@@ -246,7 +262,7 @@ class FeederGrid(GridBackend):
                 if self._net_prev is not None and self._net_prev.u_last.shape[0] == net.u0.shape[0]:
                     net.u_last = self._net_prev.u_last[:, :1].copy()  # warm start across tap changes
                 self._net = net
-            self._retaps = 0
+            self._in_place = 0
             self._sens_cache.clear()
         return self._net
 
@@ -274,18 +290,24 @@ class FeederGrid(GridBackend):
         """Every line and transformer of the feeder (see :mod:`openg2g.grid.feeder.branches`)."""
         return self._flows.branches
 
+    def controlled_capacitors(self) -> tuple[str, ...]:
+        """The capacitors a CapControl switches, under ``capacitor_control: auto``; none otherwise."""
+        return self._controlled_caps
+
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
         charge (the feeder has no randomness; ``seed`` is unused)."""
         self._net = None
         self._net_prev = None
-        self._retaps = 0
+        self._in_place = 0
         self._sens_cache.clear()
         self._last = None
         self._switching = Switching.initial(self._model)
         self._taps_view = None
         for name, closed in self.spec.capacitors.items():
             self._switching.capacitors[self._cap_names[name.lower()]] = closed
+        if self._capacitor_controls is not None:
+            self._capacitor_controls.reset()
         self._set_unit_taps(self._regulators.reset())
         self._injections.reset()
         for battery in self._batteries.values():
@@ -293,7 +315,7 @@ class FeederGrid(GridBackend):
 
     def _set_unit_taps(self, steps: Mapping[UnitKey, int]) -> None:
         """Put ``(transformer, phase index) -> tap step`` in force; a compiled network is updated
-        in place (low-rank update) up to :data:`_MAX_RETAPS` times, then rebuilt."""
+        in place (low-rank update) up to :data:`_MAX_IN_PLACE` times, then rebuilt."""
         new_taps: dict[str, np.ndarray] = {}
         for (name, k), step in steps.items():
             arr = new_taps.setdefault(name, self._switching.taps_pu[name].copy())
@@ -302,14 +324,34 @@ class FeederGrid(GridBackend):
         if not changed:
             return
         self._taps_view = None
-        net = self._net
-        in_place = isinstance(net, PowerFlowNetwork) and self._retaps < _MAX_RETAPS
+        net = self._in_place_network()
         for name, new in changed.items():
-            if in_place:
-                net.retap(self._regulators.transformer(name), self._switching.taps_pu[name], new)  # type: ignore[union-attr]
+            if net is not None:
+                net.retap(self._regulators.transformer(name), self._switching.taps_pu[name], new)
             self._switching.taps_pu[name] = new
-        if in_place:
-            self._retaps += 1
+        self._updated(net)
+
+    def _switch_capacitors(self, closed: Mapping[str, bool]) -> None:
+        """Put capacitor name -> closed in force, in place as :meth:`_set_unit_taps`."""
+        changed = {name: c for name, c in closed.items() if self._switching.capacitors[name] != c}
+        if not changed:
+            return
+        net = self._in_place_network()
+        for name, c in changed.items():
+            if net is not None:
+                net.switch_capacitor(self._capacitors[name], c)
+            self._switching.capacitors[name] = c
+        self._updated(net)
+
+    def _in_place_network(self) -> PowerFlowNetwork | None:
+        """The compiled network to update in place, None when there is none or it is due for a rebuild."""
+        net = self._net
+        return net if isinstance(net, PowerFlowNetwork) and self._in_place < _MAX_IN_PLACE else None
+
+    def _updated(self, net: PowerFlowNetwork | None) -> None:
+        """After a switching change: count an in-place update of ``net``, or rebuild at the next solve."""
+        if net is not None:
+            self._in_place += 1
             self._sens_cache.clear()
         else:
             self._invalidate()
@@ -325,9 +367,14 @@ class FeederGrid(GridBackend):
             self._taps_view = MappingProxyType(self._regulators.taps(self._switching))
         return self._taps_view
 
+    def _capacitor_states(self) -> Mapping[str, bool]:
+        """Closed per capacitor under automatic control, as reported in a state."""
+        return MappingProxyType({name: self._switching.capacitors[name] for name in self._controlled_caps})
+
     def can_batch(self) -> bool:
-        """True when no regulator is in auto mode and there is no battery (steps independent)."""
-        return not self._batteries and self._regulators.all_fixed()
+        """True when no regulator is in auto mode, capacitors are fixed and there is no battery
+        (steps independent)."""
+        return not self._batteries and self._regulators.all_fixed() and self._capacitor_controls is None
 
     # ----------------------------------------------------------------------------- solving
     def _branch_scale(self) -> np.ndarray:
@@ -353,8 +400,9 @@ class FeederGrid(GridBackend):
         v_pu = np.abs(sol.v[self._mon_idx]) / self._mon_v_base
         losses = sol.losses_w.tolist()
         branches = self._flows.branches
+        caps = self._capacitor_states()
         return [
-            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct)
+            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct, caps)
             for t, v, p, q, loss, i, pct in zip(
                 t_s, *map(column_rows, (v_pu, sol.s_sub_va.real, sol.s_sub_va.imag)), losses, *map(column_rows, flows)
             )
@@ -380,37 +428,65 @@ class FeederGrid(GridBackend):
 
     @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
-        """Solve at ``t_s``; in auto mode, regulators then update their timers and taps.
+        """Solve at ``t_s``, with the automatic controls' actions due by then (see the module docstring).
 
         :raises PowerFlowError: no convergence, or voltage collapse (the load is past the nose of
             the P-V curve: the message gives the share of it the feeder can carry), unless
             ``on_nonconvergence == "flag"``, which returns a state with ``converged=False`` and NaN
             voltages and powers.
+        :raises SimulationError: automatic controls still acting after :data:`MAX_CONTROL_ITERATIONS` rounds.
         :raises UnknownNameError: a load for a site that is not on this grid.
         """
         for battery in self._batteries.values():
             battery.advance(dt_s)
-        net = self._compile()
         s_pq = self._injections.s_pq([t_s], [loads])
         scale = self._branch_scale()
-        sol = net.solve(scale, s_pq)
+        sol = self._controlled(t_s, scale, s_pq)
         taps = self._taps_in_force()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
-                return GridState.not_converged(t_s, self._bus_phases, taps, self._flows.branches)
+                return GridState.not_converged(
+                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states()
+                )
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
         self._sens_cache.clear()
         flows = self._branch_results(sol)
-        moves = self._regulators.regulate(sol, dt_s, self._switching, self._nodes)
-        if moves:
-            self._set_unit_taps(moves)
         return self._states([t_s], sol, taps, flows)[0]
+
+    def _controlled(self, t_s: float, scale: np.ndarray, s_pq: np.ndarray) -> Solution:
+        """The solution at ``t_s`` once the automatic controls have acted: solve, let every control
+        sample, carry out the actions due, and while any were, solve again (when one changed the
+        network) and sample again: OpenDSS's control iterations in time mode. A solve that fails
+        ends the iterations."""
+        sol = self._compile().solve(scale, s_pq)
+        caps = self._capacitor_controls
+        for _ in range(MAX_CONTROL_ITERATIONS):
+            if not sol.converged:
+                return sol
+            v = sol.v[:, 0]
+            self._regulators.sample(t_s, v, self._switching)
+            if caps is not None:
+                caps.sample(t_s, v, self._switching)
+            moves, tapped = self._regulators.act(t_s, self._switching)
+            switches, switched = caps.act(t_s, self._switching) if caps is not None else ({}, False)
+            if not (tapped or switched):
+                return sol
+            if moves or switches:
+                self._set_unit_taps(moves)
+                self._switch_capacitors(switches)
+                sol = self._compile().solve(scale, s_pq)
+        acting = [*self._regulators.armed(), *(caps.armed() if caps is not None else [])]
+        raise SimulationError(
+            f"t={t_s} s, feeder {self.feeder.name}: automatic controls still act after "
+            f"{MAX_CONTROL_ITERATIONS} control iterations at one time (OpenDSS's maxcontroliter: they undo "
+            f"each other's actions); armed: {', '.join(acting) or 'none'} (widen a band or lengthen a delay)"
+        )
 
     @with_one_blas_thread
     def node_solution(self, t_s: float, loads: Mapping[str, DatacenterState]) -> NodeSolution:
         """The complex node voltages at ``t_s`` with ``loads``, at the switching and scales in
-        force. Unlike :meth:`solve` nothing advances (batteries, regulator timers, the operating
+        force. Unlike :meth:`solve` nothing advances (batteries, automatic controls, the operating
         point sensitivities refer to); only the solver's warm start moves.
 
         :raises PowerFlowError: no convergence, or voltage collapse.
@@ -470,8 +546,11 @@ class FeederGrid(GridBackend):
         bank = self._regulators.bank(command.bank)
         if command.mode not in ("fixed", "auto"):
             raise CommandError(f"set_regulator_mode {command.bank}: mode {command.mode!r} (fixed or auto)")
+        why = bank_auto_problem(self.feeder, bank.info.bank) if command.mode == "auto" else None
+        if why is not None:
+            raise CommandError(f"set_regulator_mode {command.bank}: auto: {why}")
         bank.mode = command.mode
-        bank.reset_timers()
+        bank.reset_controls()
 
     @apply.register
     def _set_capacitor(self, command: SetCapacitor, t_s: float) -> None:
@@ -479,8 +558,7 @@ class FeederGrid(GridBackend):
         if name is None:
             known = ", ".join(self._cap_names) or "none"
             raise CommandError(f"set_capacitor: unknown capacitor {command.name!r} (capacitors: {known})")
-        self._switching.capacitors[name] = bool(command.closed)
-        self._invalidate()
+        self._switch_capacitors({name: bool(command.closed)})
 
     @apply.register
     def _set_line_in_service(self, command: SetLineInService, t_s: float) -> None:

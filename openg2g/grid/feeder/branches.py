@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from openg2g.core.errors import FeederError
 from openg2g.core.state import BranchSet
 from openg2g.grid.feeder.model import (
     FeederModel,
@@ -48,7 +50,7 @@ from openg2g.grid.feeder.network import (
 )
 from openg2g.grid.feeder.powerflow import magnitude_slopes
 
-__all__ = ["BranchFlows", "transformer_rated_a"]
+__all__ = ["BranchFlows", "TerminalMeter", "transformer_current_entries", "transformer_rated_a"]
 
 _SQRT3 = math.sqrt(3.0)
 
@@ -113,6 +115,110 @@ def _branch_set(model: FeederModel) -> BranchSet:
     )
 
 
+def transformer_current_entries(
+    t: TransformerModel, taps_pu: np.ndarray, nodes: NodeIndex
+) -> Iterator[tuple[int, int, list[int], Sequence[complex]]]:
+    """The admittances (S) that make each conductor current of ``t`` at winding-2 taps ``taps_pu``
+    (pu per phase), from the per-phase blocks and anti-float shunt that build the nodal admittance:
+    ``(winding (0-based), conductor node, column nodes, admittances)``; the current into the
+    transformer at a conductor is the sum over its entries of admittance times column voltage."""
+    for k in range(t.n_phases):
+        idx, blk = transformer_phase_block(t, k, float(taps_pu[k]), nodes)
+        # winding 1's share of a phase block: its conductor and neutral (wye) or two conductors
+        # (delta); a neutral's rows are not reported by BranchFlows or TerminalMeter
+        n1 = len(winding_incidence(t, 0, k, nodes)[0])
+        for r, node in enumerate(idx):
+            w = 0 if r < n1 else 1
+            yield w, node, idx, blk[r]
+            if t.ppm_antifloat:  # the anti-float shunt of network.admittance, at the same nodes
+                yield w, node, [node], [antifloat_admittance(t, w)]
+
+
+class TerminalMeter:
+    """What a control's potential and current transformers see at one terminal of a line or
+    transformer: the terminal's conductor voltages to ground (V) and the currents into the element
+    through them (A), in the element's conductor order, from solved node voltages.
+
+    :param model: the feeder.
+    :param nodes: its node numbering.
+    :param element: ``"line.<name>"`` or ``"transformer.<name>"`` (any case).
+    :param terminal: 1-based terminal (a transformer's winding).
+    :raises FeederError: an element that is not a line or transformer of ``model``, or a terminal
+        it does not have.
+    """
+
+    def __init__(self, model: FeederModel, nodes: NodeIndex, element: str, terminal: int) -> None:
+        kind, _, name = element.lower().partition(".")
+        line = next((ln for ln in model.lines if ln.name.lower() == name), None) if kind == "line" else None
+        trafo = next((t for t in model.transformers if t.name.lower() == name), None) if kind == "transformer" else None
+        if line is None and trafo is None:
+            raise FeederError(f"{element!r} is not a line or transformer of feeder {model.name}")
+        if terminal not in (1, 2):
+            raise FeederError(f"{element}: terminal {terminal} does not exist (1 or 2)")
+        self.element = element
+        self.terminal = terminal
+        self._nodes = nodes
+        self._line = line
+        self._transformer = trafo
+        self._key: bytes | None = None
+        self._m = np.zeros((0, 0), dtype=complex)
+        if line is not None:
+            ends = [
+                [nodes.index[(line.bus1, p)] for p in line.phases1],
+                [nodes.index[(line.bus2, p)] for p in line.phases2],
+            ]
+            near, far = ends if terminal == 1 else ends[::-1]
+            self.node = np.array(near, dtype=np.int64)
+            self._cols = np.array(near + far, dtype=np.int64)
+            # I = (Ys + Yc/2) V_near - Ys V_far, as BranchFlows has it at the sending end
+            ys, yc = line_admittance(line)
+            self._m = np.hstack([ys + yc, -ys])
+        else:
+            assert trafo is not None
+            wd = trafo.windings[terminal - 1]
+            self.node = np.array([nodes.index[(wd.bus, p)] for p in wd.phases], dtype=np.int64)
+            self._cols = np.zeros(0, dtype=np.int64)  # made with the matrix, at the first taps
+
+    def voltages(self, v: np.ndarray) -> np.ndarray:
+        """Conductor voltages to ground (V, complex) at node voltages ``v`` (V, ``(n_nodes,)``)."""
+        return v[self.node]
+
+    def currents(self, v: np.ndarray, state: Switching) -> np.ndarray:
+        """Currents into the element through the terminal's conductors (A, complex) at node voltages
+        ``v`` (V, ``(n_nodes,)``) and the switching ``state`` (taps, line in service)."""
+        if self._line is not None:
+            if not state.lines[self._line.name]:
+                return np.zeros(len(self.node), dtype=complex)
+            return self._m @ v[self._cols]
+        m = self._transformer_matrix(state)
+        return m @ v[self._cols]
+
+    def power_va(self, v: np.ndarray, state: Switching) -> complex:
+        """Complex power into the element through the terminal, all conductors (VA)."""
+        return complex(np.sum(self.voltages(v) * np.conj(self.currents(v, state))))
+
+    def _transformer_matrix(self, state: Switching) -> np.ndarray:
+        """The terminal's rows of ``I = M V`` at the taps of ``state``, made once per tap setting."""
+        t = self._transformer
+        assert t is not None
+        taps = state.taps_pu[t.name]
+        if self._key != taps.tobytes():
+            row = {int(n): r for r, n in enumerate(self.node)}
+            entries = [
+                (row[node], j, y)
+                for w, node, idx, vals in transformer_current_entries(t, taps, self._nodes)
+                if w == self.terminal - 1 and node in row
+                for j, y in zip(idx, vals)
+            ]
+            self._cols = np.array(sorted({j for _, j, _ in entries}), dtype=np.int64)
+            col = {int(n): c for c, n in enumerate(self._cols)}
+            m = np.zeros((len(self.node), len(self._cols)), dtype=complex)
+            for r, j, y in entries:
+                m[r, col[j]] += y
+            self._m, self._key = m, taps.tobytes()
+        return self._m
+
+
 class BranchFlows:
     """Currents and loading of every line and transformer conductor of a feeder.
 
@@ -165,21 +271,12 @@ class BranchFlows:
                 for ph in wd.phases:
                     row_of[(w, nodes.index[(wd.bus, ph)])] = row0
                     row0 += 1
-            for k in range(t.n_phases):
-                idx, blk = transformer_phase_block(t, k, float(state.taps_pu[t.name][k]), nodes)
-                # winding 1's share of a phase block: its conductor and neutral (wye) or two conductors (delta)
-                n1 = len(winding_incidence(t, 0, k, nodes)[0])
-                for r, node in enumerate(idx):
-                    w = 0 if r < n1 else 1
-                    if (w, node) not in row_of:  # a winding's neutral: not a reported conductor
-                        continue
-                    rows.extend([row_of[(w, node)]] * len(idx))
-                    cols.extend(idx)
-                    vals.extend(blk[r])
-                    if t.ppm_antifloat:  # the anti-float shunt of network.admittance, at the same nodes
-                        rows.append(row_of[(w, node)])
-                        cols.append(node)
-                        vals.append(antifloat_admittance(t, w))
+            for w, node, idx, vals_ in transformer_current_entries(t, state.taps_pu[t.name], nodes):
+                if (w, node) not in row_of:  # a winding's neutral
+                    continue
+                rows.extend([row_of[(w, node)]] * len(idx))
+                cols.extend(idx)
+                vals.extend(vals_)
         return rows, cols, vals
 
     def matrix(self, state: Switching) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.grid.config import ExtraLoadSpec, GridSite, GridSpec, PVSpec
+from openg2g.grid.feeder.capacitors import unsupported_capcontrol
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.profile import Profile
+from openg2g.grid.feeder.regulators import bank_auto_problem
 
 __all__ = ["check_against_feeder", "validate_feeder_grid"]
 
@@ -102,7 +104,7 @@ def _check_element_buses(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]
 
 def _check_regulators(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     """Regulator banks exist, with a non-empty tap range and one tap per phase inside it (one value
-    on a ganged bank)."""
+    on a ganged bank); a bank in auto mode has controls that can run."""
     problems: list[tuple[str, str]] = []
     for bank, reg in spec.regulators.items():
         info = feeder.regulators.get(bank.lower())
@@ -114,6 +116,10 @@ def _check_regulators(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
                 )
             )
             continue
+        if reg.mode == "auto":
+            why = bank_auto_problem(feeder, bank.lower())
+            if why is not None:
+                problems.append((f"grid.regulators.{bank}.mode", f"auto: {why}"))
         lo = info.min_tap if reg.min_tap is None else reg.min_tap
         hi = info.max_tap if reg.max_tap is None else reg.max_tap
         if lo >= hi:
@@ -178,6 +184,7 @@ def _check_branch_ratings(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str
 
 
 def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """Capacitors exist; in automatic control, the feeder has capacitor controls and each one can run."""
     problems: list[tuple[str, str]] = []
     for cap in spec.capacitors:
         if cap.lower() not in feeder.capacitors:
@@ -187,6 +194,15 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
                     f"unknown capacitor {cap!r}; capacitors are {_some(feeder.capacitors) or 'none'}",
                 )
             )
+    if spec.capacitor_control == "auto":
+        if not feeder.model.capcontrols:
+            problems.append(
+                ("grid.capacitor_control", f"auto, but feeder {feeder.name} has no CapControl to run (give fixed)")
+            )
+        for cc in feeder.model.capcontrols:
+            why = unsupported_capcontrol(cc, feeder.model)
+            if why is not None:
+                problems.append(("grid.capacitor_control", f"auto on feeder {feeder.name}: {why}"))
     return problems
 
 

@@ -405,6 +405,8 @@ class CapControlModel:
     :param ctratio: current transformer ratio.
     :param ptphase: watched phase for voltage (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
     :param ctphase: watched phase for current (1-based conductor), or ``"avg"``, ``"max"``, ``"min"``.
+    :param pctminkvar: ``pf`` type: the least reactive power through the terminal that switches the
+        capacitor on, as a percentage of its rating (%).
     """
 
     name: str
@@ -424,6 +426,7 @@ class CapControlModel:
     ctratio: float = 60.0
     ptphase: int | str = 1
     ctphase: int | str = 1
+    pctminkvar: float = 50.0
 
 
 @dataclass

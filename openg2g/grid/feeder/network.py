@@ -36,6 +36,7 @@ __all__ = [
     "admittance_sparse",
     "admittance_stamps",
     "antifloat_admittance",
+    "capacitor_admittance",
     "energized",
     "line_admittance",
     "load_ports",
@@ -250,7 +251,8 @@ class Stamps:
         self._cols.append(nodes)
         self._vals.append(np.full(nodes.size, value, dtype=complex))
 
-    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows, columns and values (S) of every entry, in the order added."""
         if not self._rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=complex)
         return np.concatenate(self._rows), np.concatenate(self._cols), np.concatenate(self._vals)
@@ -258,13 +260,13 @@ class Stamps:
     def dense(self, n: int) -> np.ndarray:
         """The ``(n, n)`` matrix."""
         y = np.zeros((n, n), dtype=complex)
-        rows, cols, vals = self._entries()
+        rows, cols, vals = self.entries()
         np.add.at(y, (rows, cols), vals)
         return y
 
     def sparse(self, n: int) -> sp.csc_matrix:
         """The ``(n, n)`` matrix, compressed sparse columns."""
-        rows, cols, vals = self._entries()
+        rows, cols, vals = self.entries()
         return sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
 
 
@@ -374,6 +376,18 @@ def transformer_phase_block(
     c[0, : len(n1)] = c1
     c[1, len(n1) :] = c2
     return idx, c.T @ yw @ c
+
+
+def capacitor_admittance(cap: CapacitorModel, nodes: NodeIndex) -> dict[int, dict[int, complex]]:
+    """The admittance entries (S) of capacitor ``cap`` closed (:func:`stamp_capacitor`): row node ->
+    column node -> admittance; what closing it adds to the nodal admittance, and opening it takes away."""
+    stamps = Stamps()
+    stamp_capacitor(stamps, cap, nodes)
+    blocks: dict[int, dict[int, complex]] = {}
+    for i, j, y in zip(*stamps.entries()):
+        row = blocks.setdefault(int(i), {})
+        row[int(j)] = row.get(int(j), 0j) + complex(y)
+    return blocks
 
 
 def tap_change_admittance(

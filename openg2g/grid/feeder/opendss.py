@@ -583,6 +583,12 @@ class _Reader:
             ptphase = _prop(self.circuit, "PTphase").strip().lower()
             if ptphase not in ("1", "2", "3", "max", "min"):
                 raise self.refuse(element, f"PTphase={ptphase} (1, 2, 3, MAX or MIN)")
+            for prop in ("Cogen", "RevNeutral"):  # modes of the control the model has no place for
+                if _prop(self.circuit, prop).strip().lower() in ("yes", "true"):
+                    raise self.refuse(element, f"{prop}=Yes is not supported")
+            for prop in ("LDC_Z", "Rev_Z"):  # Beckwith's magnitude-only line-drop compensation
+                if _float_prop(self.circuit, prop) != 0.0:
+                    raise self.refuse(element, f"{prop} (Beckwith line-drop compensation) is not supported")
             remote = rc.MonitoredBus.strip().lower()
             remote_bus, _, remote_node = remote.partition(".")
             out.append(
@@ -664,6 +670,8 @@ class _Reader:
             mode = int(cc.Mode)
             if mode not in kinds:
                 raise self.refuse(element, f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)")
+            if _prop(self.circuit, "VBus").strip():
+                raise self.refuse(element, "VBus (a voltage override watching another bus) is not supported")
             out.append(
                 CapControlModel(
                     name=name,
@@ -683,6 +691,7 @@ class _Reader:
                     ctratio=float(cc.CTratio),
                     ptphase=self.phase_setting(element, "PTPhase"),
                     ctphase=self.phase_setting(element, "CTPhase"),
+                    pctminkvar=_float_prop(self.circuit, "pctMinkvar"),
                 )
             )
         return out

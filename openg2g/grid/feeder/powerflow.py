@@ -32,8 +32,14 @@ from typing import Generic, NamedTuple, TypeVar
 import numpy as np
 
 from openg2g.core.errors import PowerFlowError
-from openg2g.grid.feeder.model import FeederModel, TransformerModel
-from openg2g.grid.feeder.network import LoadPorts, NodeIndex, Switching
+from openg2g.grid.feeder.model import CapacitorModel, FeederModel, TransformerModel
+from openg2g.grid.feeder.network import (
+    LoadPorts,
+    NodeIndex,
+    Switching,
+    capacitor_admittance,
+    tap_change_admittance,
+)
 from openg2g.grid.feeder.ports import KernelContext, PortCurrents, column, columns
 
 __all__ = [
@@ -86,9 +92,7 @@ def magnitude_slopes(z: np.ndarray, dz: np.ndarray) -> np.ndarray:
         return np.where(magnitude > 0, np.real(np.conj(zc) * dz) / magnitude, 0.0)
 
 
-def _put_columns(
-    into: tuple[np.ndarray, np.ndarray, np.ndarray], cols: np.ndarray, *parts: np.ndarray
-) -> None:
+def _put_columns(into: tuple[np.ndarray, np.ndarray, np.ndarray], cols: np.ndarray, *parts: np.ndarray) -> None:
     """Write each of ``parts`` into columns ``cols`` of the matching array of ``into``."""
     for target, part in zip(into, parts):
         target[:, cols] = part
@@ -212,10 +216,22 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         self._lin: Linearization[FactorsT] | None = None
         self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last accepted (scale, s_pq, v)
 
-    # ------------------------------------------------------------------ what a formulation provides
-    @abstractmethod
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
         """Change a transformer's winding-2 taps in place (cheaper than a new network)."""
+        self.change_admittance(tap_change_admittance(t, old_taps_pu, new_taps_pu, self.nodes))
+
+    def switch_capacitor(self, cap: CapacitorModel, closed: bool) -> None:
+        """Close (``closed=True``) or open a capacitor in place (cheaper than a new network); the
+        caller switches only a capacitor whose state changes."""
+        blocks = capacitor_admittance(cap, self.nodes)
+        if not closed:
+            blocks = {i: {j: -y for j, y in row.items()} for i, row in blocks.items()}
+        self.change_admittance(blocks)
+
+    # ------------------------------------------------------------------ what a formulation provides
+    @abstractmethod
+    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``blocks`` (row node -> column node -> S) to the nodal admittance in place."""
 
     @abstractmethod
     def _update(self, u: np.ndarray, i_comp: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg.lapack import dgetrf, dgetrs
 
-from openg2g.grid.feeder.model import FeederModel, TransformerModel
+from openg2g.grid.feeder.model import FeederModel
 from openg2g.grid.feeder.network import (
     LoadPorts,
     NodeIndex,
@@ -27,7 +27,6 @@ from openg2g.grid.feeder.network import (
     admittance,
     source_admittance,
     source_current,
-    tap_change_admittance,
 )
 from openg2g.grid.feeder.ports import KernelContext
 from openg2g.grid.feeder.powerflow import CHORD_RATE, Linearization, PowerFlowNetwork
@@ -88,14 +87,13 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         self.u0 = inc @ self.v0
         self._start()
 
-    def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
-        """Change a transformer's winding-2 taps in place by a low-rank (Woodbury) update of ``Z``
-        and everything derived from it, instead of a new inversion.
+    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``blocks`` (a tap change, a capacitor switched) to the admittance in place by a
+        low-rank (Woodbury) update of ``Z`` and everything derived from it, instead of a new inversion.
 
         ``Y`` is complex symmetric, so with ``dY = U D U^T`` on the touched nodes ``S``:
         ``Z' = Z - Z[:, S] M Z[S, :]`` with ``M = (I + D Z[S, S])^-1 D``.
         """
-        blocks = tap_change_admittance(t, old_taps_pu, new_taps_pu, self.nodes)
         if not blocks:
             return
         if self._y_net_src is not None:

@@ -47,15 +47,16 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import SuperLU, splu
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeder.model import FeederModel, TransformerModel
+from openg2g.grid.feeder.model import FeederModel
 from openg2g.grid.feeder.network import (
     LoadPorts,
     NodeIndex,
+    Stamps,
     Switching,
     admittance_sparse,
     source_admittance,
     source_current,
-    tap_change_admittance,
+    stamp_capacitor,
 )
 from openg2g.grid.feeder.ports import KernelContext, columns
 from openg2g.grid.feeder.powerflow import CHORD_RATE, Linearization, NewtonResult, PowerFlowNetwork, Solution
@@ -230,6 +231,20 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         super().__init__(model, nodes, ports, pq_nodes, state, pq_band)
         n = len(nodes)
         y = admittance_sparse(model, nodes, state, ports).tocsr()
+        open_caps = Stamps()
+        for cap in model.capacitors:
+            if not state.capacitors[cap.name]:
+                stamp_capacitor(open_caps, cap, nodes)
+        rows, cols, _ = open_caps.entries()
+        if rows.size:  # an open capacitor's entries as explicit zeros: closing it keeps Y's pattern
+            y = y.tocoo()
+            y = sp.csr_matrix(
+                (
+                    np.concatenate([y.data, np.zeros(rows.size)]),
+                    (np.concatenate([y.row, rows]), np.concatenate([y.col, cols])),
+                ),
+                shape=y.shape,
+            )
         y.sum_duplicates()
         self._y = y
         # row-major position of each entry (increasing: canonical CSR), to find an entry by (row, column)
@@ -277,21 +292,21 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
             raise FeederError("sparse power flow: the nodal admittance is singular (a part of the feeder floats)")
         return v
 
-    def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
-        """Change a transformer's winding-2 taps in place: the entries of ``Y`` it touches; the
+    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``blocks`` (a tap change, a capacitor switched) to the entries of ``Y`` in place; the
         nominal voltages follow by a new factorization of ``Y`` before the next solve (once for the
         several transformers of a bank). The chord factors stay: a tap step moves the Jacobian a
         little, and the iteration takes the change of ``Y`` since the factors were made into its
         right-hand side (:meth:`_update`), so it converges to the new network's solution (and
         refactorizes if the old Jacobian slows it down)."""
-        blocks = tap_change_admittance(t, old_taps_pu, new_taps_pu, self.nodes)
         if not blocks:
             return
         n = len(self.nodes)
         pairs = [(i, j, dy) for i, row in blocks.items() for j, dy in row.items()]
         keys = np.array([i * n + j for i, j, _ in pairs])
         pos = np.searchsorted(self._keys, keys)
-        assert np.array_equal(self._keys[pos], keys), "a transformer's entries are in the pattern of Y"
+        # transformers are always in Y, open capacitors as explicit zeros (see __init__)
+        assert np.array_equal(self._keys[pos], keys), "a switchable element's entries are in the pattern of Y"
         change = np.array([dy for _, _, dy in pairs])
         self._y.data[pos] += change
         self._pattern.add_y(pos, change)
@@ -341,7 +356,11 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         for start in range(0, n_cols, _NEWTON_COLUMNS):
             cols = slice(start, start + _NEWTON_COLUMNS)
             part = super()._newton(  # contiguous groups: strided views would slow every operation
-                np.ascontiguousarray(u[:, cols]), columns(ctx, cols), np.ascontiguousarray(s_conj[:, cols]), tol_pu, max_iter
+                np.ascontiguousarray(u[:, cols]),
+                columns(ctx, cols),
+                np.ascontiguousarray(s_conj[:, cols]),
+                tol_pu,
+                max_iter,
             )
             out[:, cols], i_comp[:, cols], i_actual[:, cols] = part.u, part.i_comp, part.i_actual
             iterations = max(iterations, part.iterations)
