@@ -128,3 +128,13 @@ def test_results_do_not_depend_on_the_blas_thread_count(tmp_path):
         outs.append(_tables(out))
     for one, two in zip(*outs):
         pd.testing.assert_frame_equal(one, two, check_exact=True)
+
+
+def test_a_feeder_without_datacenters_runs(tmp_path):
+    """The feeder alone: no site draws, so the energy and throughput are 0 and the grid table has
+    every step (the feeder's own loads), with plots."""
+    result = run_scenario("ieee13_none", tmp_path / "run", ["duration_s=5", "datacenters=[]", "events=[]"])
+    assert result.summary["status"] == "complete"
+    assert result.summary["energy_mwh"] == 0.0 and result.summary["mean_throughput_tok_s"] == 0.0
+    assert len(pd.read_parquet(tmp_path / "run" / "grid")) == 50
+    assert not any((tmp_path / "run" / "datacenter").glob("*.parquet"))

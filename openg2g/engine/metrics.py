@@ -172,8 +172,10 @@ class RunMetrics:
         """Account consecutive datacenter steps of all sites (one series per site, same times).
 
         Sums run step by step in time order, then site and model order, so any split of a run
-        into blocks gives the same floats.
+        into blocks gives the same floats. A grid without sites draws nothing to account.
         """
+        if not block:
+            return
         energy = np.stack([series.power_w * dt_s for series in block], axis=1).ravel().tolist()
         for e in energy:
             self.energy_j += e

@@ -110,7 +110,8 @@ class RunOutputs:
 
     def _datacenter_rows(self) -> None:
         """Buffered datacenter blocks -> rows in time order, then site order, then model order."""
-        if not self._dc_blocks:
+        if not any(self._dc_blocks):  # no block, or a grid without sites
+            self._dc_blocks = []
             return
         by_site = list(zip(*self._dc_blocks))  # per site, its series of every block
         n = sum(len(series) for series in by_site[0])
