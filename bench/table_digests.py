@@ -12,7 +12,10 @@ same lines exactly when every table is bit-identical::
     python bench/table_digests.py > after.txt && diff before.txt after.txt
 
 ``--duration-s`` shortens every run (a quick check while working; the full check runs each
-scenario for its own duration). ``--only`` picks scenarios by name. Asserts nothing.
+scenario for its own duration). ``--only`` picks scenarios by name. ``--root`` runs another checkout's
+code (a git worktree of an older commit); ``--keep DIR`` keeps every run's outputs in ``DIR/<name>``
+for ``bench/table_compare.py``, which says by how much two sets differ when they are not identical.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -55,15 +58,15 @@ def table_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def digest_run(name: str, duration_s: float | None) -> list[str]:
-    """Run one scenario and return its lines of digests."""
+def digest_run(name: str, duration_s: float | None, root: Path = ROOT, keep: Path | None = None) -> list[str]:
+    """Run one scenario (with the code of checkout ``root``) and return its lines of digests."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run"
+        out = keep / name if keep is not None else Path(tmp) / "run"
         cmd = [sys.executable, "-m", "openg2g", "run", name, "--out", str(out), "--no-progress"]
         cmd += ["--set", "outputs.plots=false", "--set", "outputs.voltages=all"]
         if duration_s is not None:
             cmd += ["--set", f"duration_s={duration_s}"]
-        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=root)
         if proc.returncode != 0:
             return [f"{name} FAILED (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"]
         lines = []
@@ -79,9 +82,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration-s", type=float, default=None, help="shorten every run to this many seconds")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names (default: every bundled run)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose code runs (default: this one)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each run's outputs in KEEP/<name>")
     args = parser.parse_args()
     for name in args.only or run_scenarios():
-        for line in digest_run(name, args.duration_s):
+        for line in digest_run(name, args.duration_s, args.root, args.keep):
             print(line, flush=True)
 
 

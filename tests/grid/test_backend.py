@@ -23,6 +23,7 @@ from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, Unk
 from openg2g.core.state import DatacenterState
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.library import load_feeder
+from openg2g.grid.feeder.operating_point import OperatingPoint
 from openg2g.scenario.schema import EventSpec, GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 
 PF = 0.95
@@ -99,13 +100,35 @@ def test_sensitivities_of_all_sites_at_once_equal_each_alone() -> None:
     both = FeederGrid.from_spec(spec, sites, Path("."))
     both.solve(0.0, loads, 1.0)
     sens_b = both.voltage_sensitivity("b")
-    assert set(both._sens_cache) == {"671@0.95", "675@0.9"}  # "a" came with "b"
-    for name, key, bus, pf in (("a", "671@0.95", "671", 0.95), ("b", "675@0.9", "675", 0.9)):
-        alone = FeederGrid.from_spec(spec, sites, Path("."))
-        alone.solve(0.0, loads, 1.0)
-        alone._sensitivities({key: (bus, pf)})
-        np.testing.assert_allclose(both.voltage_sensitivity(name), alone._sens_cache[key][0], rtol=1e-12, atol=1e-18)
+    point = both._operating_point()
+    assert set(point._voltage) == {("671", 0.95), ("675", 0.9)}  # "a" came with "b"
+    for name, target in (("a", ("671", 0.95)), ("b", ("675", 0.9))):
+        alone = OperatingPoint(point.network, point.loads, both._nodes, both._mon_idx, both._flows, both._switching, {})
+        np.testing.assert_allclose(
+            both.voltage_sensitivity(name), alone.voltage_sensitivity(target), rtol=1e-12, atol=1e-18
+        )
+        assert set(alone._voltage) == {target}
     assert not np.allclose(both.voltage_sensitivity("a"), sens_b)
+
+
+def test_an_operating_point_is_linearized_once_and_dropped_when_it_changes() -> None:
+    """The same point answers every request from one linearization; a new solve, a tap change
+    or a capacitor switched makes a new one."""
+    g = og13()
+    g.solve(0.0, {"dc": dc(1e6)}, 1.0)
+    first = g._operating_point()
+    s1 = g.voltage_sensitivity("dc")
+    assert g.voltage_sensitivity("dc") is s1 and g._operating_point() is first
+    g.apply(SetTaps("reg1", (0, 0, 0)), 1.0)
+    assert g._operating_point() is not first  # same loads, another network
+    second = g._operating_point()
+    g.solve(1.0, {"dc": dc(1e6)}, 1.0)
+    assert g._operating_point() is not second  # another solve
+    withcaps = FeederGrid.from_spec(GridSpec(feeder="ieee13"), [site()], Path("."))
+    withcaps.solve(0.0, {"dc": dc(1e6)}, 1.0)
+    third = withcaps._operating_point()
+    withcaps.apply(SetCapacitor("cap1", False), 1.0)
+    assert withcaps._operating_point() is not third
 
 
 def test_sensitivity_refreshed_after_tap_change() -> None:

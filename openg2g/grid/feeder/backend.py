@@ -57,9 +57,9 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
+from openg2g.core.state import BranchSet, DatacenterState, GridState, column_rows
 from openg2g.core.threads import with_one_blas_thread
-from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec, tan_phi
+from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeder.branches import BranchFlows
 from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
@@ -67,7 +67,8 @@ from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
-from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution, magnitude_slopes
+from openg2g.grid.feeder.operating_point import OperatingPoint, Target
+from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
@@ -217,11 +218,9 @@ class FeederGrid(GridBackend):
         self._line_names = {ln.lower(): ln for ln in feeder.lines}
         self._net: PowerFlowNetwork | PandapowerNetwork | None = None
         self._net_prev: PowerFlowNetwork | PandapowerNetwork | None = None
-        # sensitivity key -> dV/dP (pu/W), and the complex V, dV/dP its d(loading)/dP comes from
-        self._sens_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # bus -> (the dV/dP it was made from, d(loading)/dP (%/W)), made when a controller asks
-        self._loading_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._last: tuple[np.ndarray, np.ndarray] | None = None  # the loads of the last accepted solve
+        self._point: OperatingPoint | None = None  # the last linearized, while it still holds
+        self._exact: PowerFlowNetwork | None = None  # the network solve mode pandapower linearizes
         self._in_place = 0
         self._taps_view: Mapping[str, tuple[int, ...]] | None = None  # made once per tap setting
         self.reset(0)
@@ -263,14 +262,12 @@ class FeederGrid(GridBackend):
                     net.u_last = self._net_prev.u_last[:, :1].copy()  # warm start across tap changes
                 self._net = net
             self._in_place = 0
-            self._sens_cache.clear()
         return self._net
 
     def _invalidate(self) -> None:
         if self._net is not None:
             self._net_prev = self._net
         self._net = None
-        self._sens_cache.clear()
 
     # ----------------------------------------------------------------------------- protocol
     def bus_phases(self) -> tuple[str, ...]:
@@ -300,7 +297,6 @@ class FeederGrid(GridBackend):
         self._net = None
         self._net_prev = None
         self._in_place = 0
-        self._sens_cache.clear()
         self._last = None
         self._switching = Switching.initial(self._model)
         self._taps_view = None
@@ -352,7 +348,6 @@ class FeederGrid(GridBackend):
         """After a switching change: count an in-place update of ``net``, or rebuild at the next solve."""
         if net is not None:
             self._in_place += 1
-            self._sens_cache.clear()
         else:
             self._invalidate()
 
@@ -450,7 +445,6 @@ class FeederGrid(GridBackend):
                 )
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
-        self._sens_cache.clear()
         flows = self._branch_results(sol)
         return self._states([t_s], sol, taps, flows)[0]
 
@@ -518,7 +512,6 @@ class FeederGrid(GridBackend):
                 out.extend(self.solve(t, ld, dt_s) for t, ld in zip(chunk_t, chunk_loads))
                 continue
             self._last = (scale, s_pq[:, -1:])
-            self._sens_cache.clear()
             taps = self._taps_in_force()
             flows = self._branch_results(sol)
             out.extend(self._states(chunk_t, sol, taps, flows))
@@ -599,7 +592,7 @@ class FeederGrid(GridBackend):
         :raises KeyError: unknown bus or site, or a bus without three phases.
         :raises PowerFlowError: the operating point no longer converges (e.g. after a tap change).
         """
-        return self._sensitivity(bus, "voltage_sensitivity")[0]
+        return self._operating_point().voltage_sensitivity(self._target(bus, "voltage_sensitivity"))
 
     @with_one_blas_thread
     def loading_sensitivity(self, bus: str) -> np.ndarray:
@@ -613,50 +606,36 @@ class FeederGrid(GridBackend):
         :raises KeyError: unknown bus or site, or a bus without three phases.
         :raises PowerFlowError: the operating point no longer converges.
         """
-        _, v, dv = self._sensitivity(bus, "loading_sensitivity")
-        cached = self._loading_cache.get(bus)
-        if cached is None or cached[0] is not dv:  # none yet at this operating point
-            # branch slopes cost a product per conductor: made only for a controller that asks
-            slopes = self._flows.branches.loading_slopes_pct(*self._flows.current_slopes(v, dv, self._switching))
-            cached = self._loading_cache[bus] = (dv, frozen_array(slopes))
-        return cached[1]
+        return self._operating_point().loading_sensitivity(self._target(bus, "loading_sensitivity"))
 
-    def _sensitivity(self, bus: str, asked: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The cached voltage sensitivity to ``bus`` (a site or a three-phase bus), with the complex
-        node voltages and dV/dP its loading sensitivity is made from; computed, with those of every
-        site, when the operating point has none yet."""
+    def _target(self, bus: str, asked: str) -> Target:
+        """The three-phase bus of ``bus`` (a site, or a bus) and the power factor of its site (unity
+        where there is none).
+
+        :raises KeyError: unknown, or not a three-phase bus.
+        """
         site = self._sites.get(bus)
         bus_name = (site.bus if site else bus).lower()
         if bus_name not in self.feeder.bus_phases or len(self.feeder.bus_phases[bus_name]) != 3:
             raise KeyError(f"{asked}: {bus!r} is not a site or a three-phase bus of {self.feeder.name}")
         if site is None:
             site = next((s for s in self._sites.values() if s.bus.lower() == bus_name), None)
-        key = f"{bus_name}@{site.power_factor if site else 1.0}"
-        if key not in self._sens_cache:
-            wanted = {key: (bus_name, site.power_factor if site else 1.0)}
-            for other in self._sites.values():
-                other_bus = other.bus.lower()
-                if len(self.feeder.bus_phases[other_bus]) == 3:
-                    wanted.setdefault(f"{other_bus}@{other.power_factor}", (other_bus, other.power_factor))
-            self._sensitivities(wanted)
-        return self._sens_cache[key]
+        return bus_name, site.power_factor if site else 1.0
 
-    def _sensitivities(self, wanted: Mapping[str, tuple[str, float]]) -> None:
-        """Compute and cache the voltage and loading sensitivities ``key -> (three-phase bus, power
-        factor)`` at the last solved operating point, one right-hand side per bus-phase, in one solve."""
+    def _operating_point(self) -> OperatingPoint:
+        """The operating point of the network in force at the last solve's loads (the file's, with no
+        site drawing, before any solve): kept while both hold."""
         net = self._compile()
-        if self._last is not None:
-            scale, s_pq = self._last
-        else:
-            scale, s_pq = self._branch_scale(), self._injections.s_pq([0.0], [{}])
         if not isinstance(net, PowerFlowNetwork):  # the pandapower mode: linearize the exact model
-            net = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
-        nodes = np.array([self._nodes.index[(b, p)] for b, _ in wanted.values() for p in PHASES])
-        s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted.values()], len(PHASES))
-        v, dv = net.voltage_derivatives(scale, s_pq, nodes, s_dir)
-        dv_dp = magnitude_slopes(v[self._mon_idx], dv[self._mon_idx])
-        dv_dp /= self._nodes.v_base_v[self._mon_idx][:, None]
-        self._loading_cache.clear()
-        for i, key in enumerate(wanted):
-            cols = slice(3 * i, 3 * i + 3)
-            self._sens_cache[key] = (frozen_array(dv_dp[:, cols]), v, dv[:, cols])
+            if self._point is None or self._exact is None or self._point.network is not self._exact:
+                self._exact = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
+            net = self._exact
+        loads = self._last if self._last is not None else (self._branch_scale(), self._injections.s_pq([0.0], [{}]))
+        if self._point is None or not self._point.holds(net, loads):
+            sites = {
+                s.name: (s.bus.lower(), s.power_factor)
+                for s in self._sites.values()
+                if len(self.feeder.bus_phases[s.bus.lower()]) == 3
+            }
+            self._point = OperatingPoint(net, loads, self._nodes, self._mon_idx, self._flows, self._switching, sites)
+        return self._point

@@ -215,6 +215,8 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         self._factors: FactorsT | None = None
         self._lin: Linearization[FactorsT] | None = None
         self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # last accepted (scale, s_pq, v)
+        self.version = 0
+        """Count of in-place admittance changes: with the object, it names the network."""
 
     def retap(self, t: TransformerModel, old_taps_pu: np.ndarray, new_taps_pu: np.ndarray) -> None:
         """Change a transformer's winding-2 taps in place (cheaper than a new network)."""
@@ -228,10 +230,20 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
             blocks = {i: {j: -y for j, y in row.items()} for i, row in blocks.items()}
         self.change_admittance(blocks)
 
+    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``blocks`` (row node -> column node -> S) to the nodal admittance in place; the
+        network is then another one (:attr:`version`), and what was solved or factorized at an
+        operating point is dropped."""
+        if not blocks:
+            return
+        self._change_admittance(blocks)
+        self._lin = self._solved = None
+        self.version += 1
+
     # ------------------------------------------------------------------ what a formulation provides
     @abstractmethod
-    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
-        """Add ``blocks`` (row node -> column node -> S) to the nodal admittance in place."""
+    def _change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+        """Add ``blocks`` (row node -> column node -> S, not empty) to the nodal admittance in place."""
 
     @abstractmethod
     def _update(self, u: np.ndarray, i_comp: np.ndarray) -> np.ndarray:

@@ -87,15 +87,13 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         self.u0 = inc @ self.v0
         self._start()
 
-    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+    def _change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
         """Add ``blocks`` (a tap change, a capacitor switched) to the admittance in place by a
         low-rank (Woodbury) update of ``Z`` and everything derived from it, instead of a new inversion.
 
         ``Y`` is complex symmetric, so with ``dY = U D U^T`` on the touched nodes ``S``:
         ``Z' = Z - Z[:, S] M Z[S, :]`` with ``M = (I + D Z[S, S])^-1 D``.
         """
-        if not blocks:
-            return
         if self._y_net_src is not None:
             for r, i in enumerate(self.src_nodes):
                 for j, dy in blocks.get(int(i), {}).items():
@@ -112,7 +110,6 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         self.v0 -= z_s @ (m @ v0_s)
         self.u0 = self.inc @ self.v0
         self._v_check = self._branch_check_v()
-        self._lin = self._solved = None
 
     def _port_voltages(self, u: np.ndarray) -> np.ndarray:
         """The unknowns are the port voltages: ``u`` itself."""

@@ -292,15 +292,13 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
             raise FeederError("sparse power flow: the nodal admittance is singular (a part of the feeder floats)")
         return v
 
-    def change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
+    def _change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
         """Add ``blocks`` (a tap change, a capacitor switched) to the entries of ``Y`` in place; the
         nominal voltages follow by a new factorization of ``Y`` before the next solve (once for the
         several transformers of a bank). The chord factors stay: a tap step moves the Jacobian a
         little, and the iteration takes the change of ``Y`` since the factors were made into its
         right-hand side (:meth:`_update`), so it converges to the new network's solution (and
         refactorizes if the old Jacobian slows it down)."""
-        if not blocks:
-            return
         n = len(self.nodes)
         pairs = [(i, j, dy) for i, row in blocks.items() for j, dy in row.items()]
         keys = np.array([i * n + j for i, j, _ in pairs])
@@ -320,7 +318,6 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
                 for j, dy in blocks.get(int(i), {}).items():
                     self._y_net_src[r, j] += dy
         self._retapped = True
-        self._lin = self._solved = None
 
     def solve(
         self,
