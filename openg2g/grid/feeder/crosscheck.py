@@ -29,7 +29,10 @@ from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.opendss import engine, read_opendss
 
-__all__ = ["ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
+__all__ = ["OPENDSS_DOES_NOT_CONVERGE", "ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
+
+OPENDSS_DOES_NOT_CONVERGE = "does not converge with this load"
+"""The words of the error when OpenDSS itself fails at the load compared."""
 
 _OPENDSS_TOLERANCE = 1e-10
 """OpenDSS's convergence tolerance in the comparison (its default, 1e-4, is far looser than ours)."""
@@ -93,20 +96,29 @@ def datacenter_bus(feeder: Feeder) -> str:
     return at_level[len(at_level) // 2]
 
 
-def crosscheck(path: str | Path, dc_bus: str | None = None, dc_mw: float = 0.0, power_factor: float = 0.95) -> CrossCheck:
+def crosscheck(
+    path: str | Path,
+    dc_bus: str | None = None,
+    dc_mw: float = 0.0,
+    power_factor: float = 0.95,
+    feeder: Feeder | None = None,
+) -> CrossCheck:
     """Solve ``path`` with openg2g and with OpenDSS at the same state and load, and compare.
 
     :param path: the OpenDSS file.
     :param dc_bus: three-phase bus of a datacenter, ``None`` for the feeder as the file gives it.
     :param dc_mw: the datacenter's active power (MW, all phases, balanced).
     :param power_factor: its power factor (lagging).
-    :raises FeederError: openg2g cannot read the file, or either solver does not converge.
+    :param feeder: the file already read (its ``read_s`` is then 0).
+    :raises FeederError: openg2g cannot read the file, or OpenDSS does not converge (checked first).
+    :raises PowerFlowError: openg2g does not converge where OpenDSS does.
     """
     path = Path(path).resolve()
+    theirs = _opendss_voltages(path, dc_bus, dc_mw, power_factor)
     start = time.perf_counter()
-    model = read_opendss(path)
+    if feeder is None:
+        feeder = feeder_from_model(read_opendss(path))
     read_s = time.perf_counter() - start
-    feeder = feeder_from_model(model)
     sites = [ConstantPowerSite("dc", dc_bus, power_factor)] if dc_bus is not None else []
     grid = FeederGrid(feeder, GridSpec(feeder=str(path)), sites, path.parent)
     loads = {}
@@ -114,7 +126,6 @@ def crosscheck(path: str | Path, dc_bus: str | None = None, dc_mw: float = 0.0, 
         p_w = np.full(3, dc_mw * 1e6 / 3)
         loads["dc"] = DatacenterState("dc", 0.0, p_w, p_w * tan_phi(power_factor), {})
     ours = grid.node_solution(0.0, loads)
-    theirs = _opendss_voltages(path, dc_bus, dc_mw, power_factor)
     names = ours.nodes.names
     v_base = ours.nodes.v_base_v
     diff = np.zeros(len(names))
@@ -149,6 +160,6 @@ def _opendss_voltages(path: Path, dc_bus: str | None, dc_mw: float, power_factor
             )
         circuit.Solution.Solve()
         if not circuit.Solution.Converged:
-            raise FeederError(f"{path}: OpenDSS does not converge with this load")
+            raise FeederError(f"{path}: OpenDSS {OPENDSS_DOES_NOT_CONVERGE}")
         volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
         return {name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)}
