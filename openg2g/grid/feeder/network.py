@@ -213,7 +213,7 @@ def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
             model=1,
             vminpu=g.vminpu,
             vmaxpu=g.vmaxpu,
-            vlowpu=g.vminpu,
+            vlowpu=0.0,  # OpenDSS's generator has no low band: Yeq / vminpu^2 all the way down
             cvrwatts=1.0,
             cvrvars=2.0,
         )
