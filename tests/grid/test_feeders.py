@@ -100,6 +100,23 @@ def test_import_a_dss_file(tmp_path: Path) -> None:
     assert f.model.lines[0].r_ohm[0][0] == pytest.approx((2 * 0.1 + 0.3) / 3 * 2)
 
 
+def test_a_file_named_by_a_command_is_found_beside_the_master(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenDSS's ``uuids`` looks for its file in the working folder only (IEEE 9500 names one): it
+    is found beside the master from any working folder, and the working folder is left as it was."""
+    feeder_dir = tmp_path / "feeder"
+    feeder_dir.mkdir()
+    (feeder_dir / "ids.dss").write_text("Line.l1\t98490024-C44C-4359-8F78-E2F621B31337\n")
+    (feeder_dir / "tiny.dss").write_text(TWO_BUS + "uuids ids.dss\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_feeder(str(feeder_dir / "tiny.dss")).bus_phases["load"] == ("a", "b", "c")
+    assert Path.cwd() == elsewhere
+    assert sorted(p.name for p in feeder_dir.iterdir()) == ["ids.dss", "tiny.dss"]
+
+
 def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS + "New Storage.st1 bus1=load kWrated=100 kWhrated=400 phases=3 kV=12.47\n")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import resource
 import signal
@@ -135,26 +136,31 @@ _LOAD_MODELS = (1, 2, 4, 5)
 def engine(path: Path) -> Iterator[Any]:
     """A fresh DSS engine context with the circuit at ``path`` read in.
 
-    The file is read as ``Redirect`` reads it (relative files resolved beside the file that names
-    them), but the engine's data folder is a temporary one of its own and it never changes the
-    working folder: whatever the file or a solve makes the engine write (a regulator's debug trace,
-    an ``Export``) lands there and is deleted, never beside the user's files.
+    The file is read as ``Redirect`` reads it: the engine steps into the folder of each file it
+    reads, so that every relative name resolves beside the file that names it (the commands that
+    take a file, ``uuids`` among them, look only in the working folder), and the working folder
+    is restored once it has read them. The engine's data folder is a temporary one of its own:
+    whatever the file or a solve makes the engine write (a regulator's debug trace, an
+    ``Export``) lands there and is deleted, never beside the user's files.
 
     :raises FeederError: the engine refuses the file (its message, with the file).
     """
     from dss import DSS, DSSException  # the engine's library is loaded only to read a file
 
+    cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="openg2g-opendss-") as scratch:
         ctx = DSS.NewContext()
         try:
             ctx.AllowEditor = False
             ctx.AllowForms = False
-            ctx.AllowChangeDir = False
+            ctx.AllowChangeDir = True
             ctx.DataPath = scratch
             try:
                 ctx.Text.Command = f'redirect "{path}"'
             except DSSException as exc:
                 raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+            finally:
+                os.chdir(cwd)
             yield ctx
         finally:
             ctx.ClearAll()
