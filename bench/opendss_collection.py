@@ -87,7 +87,9 @@ def _time_snapshots(ctx: Any, bus: str | None, kw: np.ndarray, tolerance: float)
     if bus is not None:
         circuit.SetActiveBus(bus)
         kv = circuit.ActiveBus.kVBase * math.sqrt(3.0)
-        ctx.Text.Command = f"new load.openg2g_dc bus1={bus}.1.2.3 phases=3 kv={kv!r} kw={float(kw[0])!r} kvar=0 model=1 status=fixed"
+        ctx.Text.Command = (
+            f"new load.openg2g_dc bus1={bus}.1.2.3 phases=3 kv={kv!r} kw={float(kw[0])!r} kvar=0 model=1 status=fixed"
+        )
         loads.Name = "openg2g_dc"
     circuit.Solution.Solve()
     start = time.perf_counter()

@@ -100,9 +100,7 @@ def test_import_a_dss_file(tmp_path: Path) -> None:
     assert f.model.lines[0].r_ohm[0][0] == pytest.approx((2 * 0.1 + 0.3) / 3 * 2)
 
 
-def test_a_file_named_by_a_command_is_found_beside_the_master(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_file_named_by_a_command_is_found_beside_the_master(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenDSS's ``uuids`` looks for its file in the working folder only (IEEE 9500 names one): it
     is found beside the master from any working folder, and the working folder is left as it was."""
     feeder_dir = tmp_path / "feeder"
