@@ -115,6 +115,18 @@ def test_a_file_named_by_a_command_is_found_beside_the_master(tmp_path: Path, mo
     assert sorted(p.name for p in feeder_dir.iterdir()) == ["ids.dss", "tiny.dss"]
 
 
+def test_a_feeder_without_loads_solves_quietly(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """No ports, nothing to factorize: the no-load voltages, equal to OpenDSS's, and no LAPACK
+    complaint about an empty matrix (DG_Protection of the OpenDSS collection printed one)."""
+    pytest.importorskip("opendssdirect")
+    master = tmp_path / "noload.dss"
+    master.write_text("\n".join(line for line in TWO_BUS.splitlines() if not line.startswith("New Load")) + "\nSolve\n")
+    check = crosscheck(master)
+    assert check.max_dv_pu < 1e-8, check
+    out, err = capfd.readouterr()
+    assert "DGETRF" not in out + err  # LAPACK writes to standard output
+
+
 def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS + "New Storage.st1 bus1=load kWrated=100 kWhrated=400 phases=3 kV=12.47\n")

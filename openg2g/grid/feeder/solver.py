@@ -140,7 +140,10 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
 
     def _factorize(self, dx: np.ndarray, dy: np.ndarray) -> _LapackLU:
         """LU factors of :meth:`_jacobian_of` (a singular one gives non-finite steps, which the
-        iteration reports as divergence)."""
+        iteration reports as divergence). A feeder without ports has nothing to factorize (LAPACK
+        would refuse the empty matrix with a message on stderr)."""
+        if dx.shape[0] == 0:
+            return np.empty((0, 0), order="F"), np.empty(0, dtype=np.int32)
         lu, piv, _ = dgetrf(self._jacobian_of(dx, dy), overwrite_a=True)
         return lu, piv
 
