@@ -55,6 +55,13 @@ def _run(args: argparse.Namespace) -> int:
             "the voltage figures cover the converged steps only",
             file=sys.stderr,
         )
+    for site, seconds in summary["site_unsupplied_s"].items():
+        if seconds:
+            print(
+                f"warning: site {site} had no supply for {seconds:g} s (its bus cut off from the source): it drew "
+                "and served nothing then (events table: supply_lost, supply_restored)",
+                file=sys.stderr,
+            )
     print(f"\noutputs: {out_dir}")
     return 0
 

@@ -282,7 +282,8 @@ class SetPVScale(GridCommand):
 
 @dataclass(frozen=True)
 class SetLineInService(GridCommand):
-    """Open (``in_service=False``: outage) or close a line or switch."""
+    """Open (``in_service=False``: outage) or close a line or switch. A datacenter site whose bus
+    it cuts off from the source draws and serves nothing until supply returns."""
 
     line: str
     in_service: bool

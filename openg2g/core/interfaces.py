@@ -210,6 +210,8 @@ class DatacenterBackend(ABC):
     """
 
     name: str
+    supplied: bool = True
+    """False while the grid has no path from a source to the site's bus (:meth:`set_supply`)."""
 
     @abstractmethod
     def info(self) -> SiteInfo:
@@ -228,9 +230,21 @@ class DatacenterBackend(ABC):
 
         The engine calls this between two instants at which a command can arrive, so nothing but
         time changes within the block. It must equal calling :meth:`step` at each time;
-        vectorized backends override it, the default does exactly that.
+        vectorized backends override it, the default does exactly that. While the site has no
+        supply (:attr:`supplied` False) it returns the series of a site cut off
+        (:meth:`DatacenterSeries.without_supply`); so must an override.
         """
-        return DatacenterSeries.from_states([self.step(float(t), dt_s) for t in t_s])
+        series = DatacenterSeries.from_states([self.step(float(t), dt_s) for t in t_s])
+        return series if self.supplied else series.without_supply()
+
+    def set_supply(self, supplied: bool, t_s: float) -> None:
+        """The grid lost (``supplied=False``) or regained supply at the site's bus at ``t_s``.
+
+        The engine calls this at the start of a run (after :meth:`reset`) and whenever the supply
+        changes; steps after ``t_s`` draw and serve nothing while the site has none. Commands
+        keep acting on the site's commanded state meanwhile, which it resumes when supply returns.
+        """
+        self.supplied = supplied
 
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:
@@ -280,6 +294,12 @@ class GridBackend(ABC):
     def can_batch(self) -> bool:
         """True when steps are independent given loads (no automatic controls with memory)."""
         return False
+
+    def unsupplied_sites(self) -> frozenset[str]:
+        """The datacenter sites whose bus has no path to a source at the switching in force (a
+        line out of service cut it off), so they cannot draw; none by default (a grid whose
+        switching never changes, or that does not tell)."""
+        return frozenset()
 
     def branches(self) -> BranchSet | None:
         """The lines and transformers whose currents every :class:`GridState` reports (the same

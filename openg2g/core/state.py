@@ -7,7 +7,7 @@ change what the engine records. Phases are always ordered ``a, b, c``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 
@@ -111,6 +111,8 @@ class DatacenterState:
     :param models: per-model serving state.
     :param training_power_w: power of the training job (W), 0 when none runs.
     :param online: False while the site is out (outage): it then draws nothing.
+    :param supplied: False while the grid has no path from a source to the site's bus (a line
+        out of service cut it off): it then draws and serves nothing, whatever it was commanded.
     """
 
     site: str
@@ -120,6 +122,7 @@ class DatacenterState:
     models: Mapping[str, ModelState]
     training_power_w: float = 0.0
     online: bool = True
+    supplied: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "p_w", _kept_or_frozen(self.p_w))
@@ -197,6 +200,8 @@ class DatacenterSeries:
     :param models: model name -> its series.
     :param training_power_w: training job power per step (W), shape ``(K,)``.
     :param online: per step, False while the site is out, shape ``(K,)``.
+    :param supplied: per step, False while the site's bus has no supply (see
+        :attr:`DatacenterState.supplied`), shape ``(K,)``.
     """
 
     site: str
@@ -206,11 +211,13 @@ class DatacenterSeries:
     models: Mapping[str, ModelSeries]
     training_power_w: np.ndarray
     online: np.ndarray
+    supplied: np.ndarray
 
     def __post_init__(self) -> None:
         for name in ("t_s", "p_w", "q_var", "training_power_w"):
             object.__setattr__(self, name, _kept_or_frozen(getattr(self, name)))
         object.__setattr__(self, "online", _kept_or_frozen(self.online, bool))
+        object.__setattr__(self, "supplied", _kept_or_frozen(self.supplied, bool))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
 
     def __len__(self) -> int:
@@ -231,6 +238,35 @@ class DatacenterSeries:
             models={name: m.state(i) for name, m in self.models.items()},
             training_power_w=float(self.training_power_w[i]),
             online=bool(self.online[i]),
+            supplied=bool(self.supplied[i]),
+        )
+
+    def without_supply(self) -> DatacenterSeries:
+        """The series of the site cut off from supply over the same steps: no active or reactive
+        power, no training power, every model with no running replica, no power, no tokens (so
+        no deadline misses either) and an undefined ITL (NaN); batch sizes and caps stay as
+        commanded, and ``supplied`` is False."""
+        k = len(self)
+        zeros = frozen_array(np.zeros(k))
+        models = {
+            name: replace(
+                m,
+                replicas=zeros,
+                power_w=zeros,
+                itl_s=frozen_array(np.full(k, np.nan)),
+                throughput_tok_s=zeros,
+                deadline_miss_fraction=zeros,
+            )
+            for name, m in self.models.items()
+        }
+        no_power = frozen_array(np.zeros((k, 3)))
+        return replace(
+            self,
+            p_w=no_power,
+            q_var=no_power,
+            models=models,
+            training_power_w=zeros,
+            supplied=frozen_array(np.zeros(k, dtype=bool), bool),
         )
 
     @classmethod
@@ -244,6 +280,7 @@ class DatacenterSeries:
             models={name: ModelSeries.from_states([s.models[name] for s in states]) for name in states[0].models},
             training_power_w=np.array([s.training_power_w for s in states]),
             online=np.array([s.online for s in states]),
+            supplied=np.array([s.supplied for s in states]),
         )
 
 
@@ -337,6 +374,9 @@ class GridState:
         percentage of that conductor's normal rating (%).
     :param capacitors: capacitor name -> closed, for the capacitors under automatic control
         (:meth:`~openg2g.core.interfaces.GridBackend.controlled_capacitors`); empty when none are.
+    :param energized: per bus-phase of ``bus_phases``, True while it has a path to a source
+        through branches in service (a de-energized bus-phase reads 0 pu); ``None`` for a grid
+        that does not tell (every bus-phase supplied).
     """
 
     t_s: float
@@ -351,9 +391,18 @@ class GridState:
     branch_current_a: np.ndarray | None = None
     branch_loading_pct: np.ndarray | None = None
     capacitors: Mapping[str, bool] = field(default_factory=lambda: _NO_CAPACITORS)
+    energized: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
+        if self.energized is not None:
+            energized = _kept_or_frozen(self.energized, bool)
+            if energized.shape != (len(self.bus_phases),):
+                raise ValueError(
+                    f"GridState: energized needs one value per bus-phase ({len(self.bus_phases)}), "
+                    f"got shape {energized.shape}"
+                )
+            object.__setattr__(self, "energized", energized)
         object.__setattr__(self, "p_sub_w", _kept_or_frozen(self.p_sub_w))
         object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
         object.__setattr__(self, "taps", _kept_mapping(self.taps))
@@ -377,10 +426,11 @@ class GridState:
         taps: Mapping[str, tuple[int, ...]],
         branches: BranchSet | None = None,
         capacitors: Mapping[str, bool] = _NO_CAPACITORS,
+        energized: np.ndarray | None = None,
     ) -> GridState:
         """The state of a step whose power flow failed when the run goes on (``on_nonconvergence:
-        flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps and
-        capacitor states in force."""
+        flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps,
+        capacitor states and energized bus-phases in force."""
         nan3 = np.full(3, np.nan)
         i_nan = None if branches is None else np.full(len(branches), np.nan)
         loading_nan = None if branches is None else np.full(len(branches.names), np.nan)
@@ -397,6 +447,7 @@ class GridState:
             i_nan,
             loading_nan,
             capacitors,
+            energized,
         )
 
     def voltage(self, bus_phase: str) -> float:

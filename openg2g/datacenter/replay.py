@@ -58,6 +58,15 @@ Institute Global Data Center Survey 2023). Reactive power ``q = p * tan(acos(pf)
 Training GPUs (:mod:`openg2g.datacenter.training`, a parameterized model) are reserved for the
 whole run in capacity checks. :class:`SetSiteOnline` ``(False)`` makes the site draw nothing
 (models report zero replicas and throughput); ``(True)`` resumes the previous state at once.
+
+**Loss of supply.** While the grid has no path from a source to the site's bus
+(:meth:`~openg2g.core.interfaces.DatacenterBackend.set_supply`, e.g. the line feeding it out of
+service) the site draws nothing and serves nothing: power, reactive power, training power,
+replicas, tokens and energy are zero and the ITL is undefined (NaN). The requests in flight are
+lost with the power. Commands still act on the commanded state (batch sizes, caps, replica ramps
+run on in time), and the site resumes that state at once when supply returns: a restart
+modelled as instantaneous, with no warm-up. Its random draws go on during the loss, so every step
+after it equals the same step of a run that never lost supply.
 """
 
 from __future__ import annotations
@@ -535,9 +544,7 @@ class ReplayDatacenter(DatacenterBackend):
         else:
             p_w = np.zeros((k, 3))
             train_w = np.zeros(k)
-        for total_w in p_w.sum(axis=1).tolist():
-            self.energy_j += total_w * dt_s
-        return DatacenterSeries(
+        series = DatacenterSeries(
             site=self.name,
             t_s=t,
             p_w=_read_only(p_w),
@@ -545,7 +552,15 @@ class ReplayDatacenter(DatacenterBackend):
             models=models,
             training_power_w=_read_only(train_w),
             online=_constant(self._constants, k, self._online),
+            supplied=_constant(self._constants, k, True),
         )
+        if not self.supplied:
+            # computed in full, then dropped: the random draws go on as if it ran, so the steps
+            # after supply returns are those of a run that never lost it
+            series = series.without_supply()
+        for total_w in series.power_w.tolist():
+            self.energy_j += total_w * dt_s
+        return series
 
     def _phase_power(
         self,

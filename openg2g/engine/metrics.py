@@ -11,6 +11,9 @@ Definitions (``dt`` is the component's own period):
 - energy (MWh) = sum over datacenter steps and sites of facility power times ``dt``;
 - mean throughput (tok/s) = time mean of the summed output throughput of all sites;
 - ITL deadline miss fraction = missed tokens / all tokens, tokens = throughput x ``dt``;
+- unsupplied time (s, per site) = datacenter steps during which the site's bus had no supply,
+  times ``dt``. Such steps add no energy and no tokens: the mean throughput counts them as 0 tok/s,
+  the ITL deadline miss fraction leaves them out (neither missed nor met);
 - batch changes = number of times any (site, model) batch size changed between samples;
 - tap changes = regulator tap operations: per bank and phase, the number of steps the tap moved
   between consecutive grid steps (a move from 10 to 16 on one phase counts 6, as six operations
@@ -100,6 +103,8 @@ class RunMetrics:
         self.tokens = 0.0
         self.missed_tokens = 0.0
         self.n_batch_changes = 0
+        self._unsupplied_steps: dict[str, int] = {}
+        self._dc_dt_s = 0.0
         self._last_batch: dict[tuple[str, str], int] = {}
         self.n_tap_changes = 0
         self._last_taps: Mapping[str, Sequence[int]] | None = None
@@ -176,6 +181,10 @@ class RunMetrics:
         """
         if not block:
             return
+        self._dc_dt_s = dt_s
+        for series in block:
+            cut = int(np.count_nonzero(~series.supplied))
+            self._unsupplied_steps[series.site] = self._unsupplied_steps.get(series.site, 0) + cut
         energy = np.stack([series.power_w * dt_s for series in block], axis=1).ravel().tolist()
         for e in energy:
             self.energy_j += e
@@ -198,8 +207,9 @@ class RunMetrics:
             self.throughput_time_tok += tput * dt_s
             self.datacenter_time_s += dt_s
 
-    def summary(self) -> dict[str, float | int | str | None]:
-        """The figures as a flat dict with unit-suffixed keys."""
+    def summary(self) -> dict[str, float | int | str | dict[str, float] | None]:
+        """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
+        (site -> seconds without supply, 0 for a site that never lost it)."""
         return {
             "violation_integral_pu_s": self.violation_integral_pu_s,
             "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
@@ -210,6 +220,7 @@ class RunMetrics:
             "v_min_bus_phase": self.v_lo_at,
             "v_max_bus_phase": self.v_hi_at,
             "energy_mwh": self.energy_j / 3.6e9,
+            "site_unsupplied_s": {site: n * self._dc_dt_s for site, n in self._unsupplied_steps.items()},
             "mean_throughput_tok_s": self.throughput_time_tok / self.datacenter_time_s
             if self.datacenter_time_s
             else 0.0,

@@ -10,7 +10,9 @@
   ``grid_branches/``    one row per grid step and line/transformer conductor: current, loading,
                         ratings (``outputs.branches: all``)
   ``commands/``         one row per command (issued and effective time, source, fields)
-  ``events/``           one row per scenario event fired
+  ``events/``           one row per scenario event fired, and one per change of a site's
+                        supply (``command`` ``supply_lost`` or ``supply_restored``, fields
+                        ``{"site", "bus"}``)
   ``*.png``             plots, written when the run ends
 """
 
@@ -136,6 +138,7 @@ class RunOutputs:
         columns["power_w"] = interleave(lambda s: s.power_w, sites)
         columns["training_power_w"] = interleave(lambda s: s.training_power_w, sites)
         columns["online"] = interleave(lambda s: s.online, sites)
+        columns["supplied"] = interleave(lambda s: s.supplied, sites)
         self.datacenter.append(columns)
         models = [tuple(s.models[name] for s in runs) for runs in sites for name in runs[0].models]
         times = [runs for runs in sites for _ in runs[0].models]
@@ -243,6 +246,14 @@ class RunOutputs:
     def record_event(self, t_s: float, command: Command) -> None:
         """A scenario event that fired."""
         self.events.append_row(t_s=t_s, command=command_name(type(command)), fields=command_fields_json(command))
+
+    def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
+        """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
+        self.events.append_row(
+            t_s=t_s,
+            command="supply_restored" if supplied else "supply_lost",
+            fields=json.dumps({"site": site, "bus": bus}, separators=(",", ":")),
+        )
 
     def _writers(self) -> list[TableWriter]:
         tables = (self.datacenter, self.models, self.grid, self.voltages, self.branches, self.commands, self.events)

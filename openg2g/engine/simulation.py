@@ -12,6 +12,12 @@ Order within one instant (fixed; simpy event priorities enforce it):
    step 2 of the instant ``delay_s`` later;
 6. outputs are flushed every ``outputs.flush_every_s``.
 
+A site whose bus loses its supply (the grid's :meth:`GridBackend.unsupplied_sites`, asked at
+the start and after every grid command) is told at once (:meth:`DatacenterBackend.set_supply`),
+so its samples from that instant on draw and serve nothing until the supply returns; each change
+adds a row to the events table (``supply_lost``, ``supply_restored``) and the loss is logged as a
+warning.
+
 Components run first at their own first period (a datacenter with 0.1 s period first samples at
 0.1 s over (0, 0.1]); events at ``t_s = 0`` apply before anything runs.
 
@@ -28,6 +34,7 @@ bit, as stepping one instant at a time.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +61,8 @@ from openg2g.scenario.loader import LoadedScenario, build_event_command, load_sc
 from openg2g.scenario.schema import ControllerSpec
 
 __all__ = ["Priority", "RunResult", "Simulation", "run_scenario"]
+
+_log = logging.getLogger(__name__)
 
 
 class Priority:
@@ -242,6 +251,8 @@ class Simulation:
         self._block_ticks = self._dc_ticks * _block_steps(self.sites)
         self._sensitivity_cache: dict[tuple[str, str], np.ndarray] = {}
         self._site_bus = {s.name: s.info().bus for s in self.sites}  # info() builds every model's facts: once
+        self._unsupplied: frozenset[str] = frozenset()
+        self._update_supply(start=True)
         self._stop_ticks = self._end_ticks
         self._n_commands = 0
         self._wall_start = time.perf_counter()
@@ -273,9 +284,9 @@ class Simulation:
         for ticks, _, command in self._events:
             if ticks > self._now:
                 yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
-            self._apply(command, f"event {type(command).__name__}", before_sampling=True)
-            if self.outputs is not None:
+            if self.outputs is not None:  # before the rows of what it causes (a loss of supply)
                 self.outputs.record_event(self.t_s, command)
+            self._apply(command, f"event {type(command).__name__}", before_sampling=True)
 
     def _catch_up_datacenters(self, through: int) -> None:
         """Sample every site at each datacenter instant up to tick ``through``, in blocks."""
@@ -450,6 +461,34 @@ class Simulation:
                 self._sensitivity_cache.clear()
         except (CommandError, KeyError) as exc:
             raise SimulationError(f"t={self.t_s:g} s: {command} from {source} was rejected: {exc}") from exc
+        if not is_datacenter_command(command):
+            self._update_supply()
+
+    def _update_supply(self, start: bool = False) -> None:
+        """Tell every site whose supply changed (every site at the ``start``) whether the grid
+        supplies its bus now, and record each change: an events row, a log line."""
+        cut = self.grid.unsupplied_sites()
+        for site in self.sites:
+            lost = site.name in cut
+            changed = lost != (site.name in self._unsupplied)
+            if start or changed:
+                site.set_supply(not lost, self.t_s)
+            if not changed:
+                continue
+            bus = self._site_bus[site.name]
+            if lost:
+                _log.warning(
+                    "t=%g s: site %s lost supply (bus %s has no path to a source): it draws and serves "
+                    "nothing until supply returns",
+                    self.t_s,
+                    site.name,
+                    bus,
+                )
+            else:
+                _log.info("t=%g s: site %s has supply again at bus %s", self.t_s, site.name, bus)
+            if self.outputs is not None:
+                self.outputs.record_supply(self.t_s, site.name, bus, not lost)
+        self._unsupplied = cut
 
     def send(self, commands: Sequence[Command], source: str = "agent", delay_s: Fraction | float = 0) -> None:
         """Send commands from outside the scenario's controllers (e.g. an RL agent) at the current time."""

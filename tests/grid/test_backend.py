@@ -175,6 +175,27 @@ def test_capacitor_and_line_commands() -> None:
         g.apply(SetLineInService("nope", False), 2.0)
 
 
+def test_sites_cut_off_by_a_line() -> None:
+    """A line out of service cuts off the buses beyond it: the sites there are reported without
+    supply, the state marks those bus-phases de-energized (reading 0 pu); closing it restores both."""
+    sites = [site("near", bus="671"), site("far", bus="675")]
+    g = FeederGrid.from_spec(GridSpec(feeder="openg2g-ieee13"), sites, Path("."))
+    loads = {"near": dc(2e5, "near"), "far": dc(2e5, "far")}
+    before = g.solve(0.0, loads, 1.0)
+    assert g.unsupplied_sites() == frozenset()
+    assert before.energized is not None and before.energized.all() and not before.energized.flags.writeable
+    g.apply(SetLineInService("692675", False), 1.0)
+    assert g.unsupplied_sites() == {"far"}
+    cut = g.solve(1.0, loads, 1.0)
+    assert cut.energized is not None
+    dead = {bp for bp, live in zip(cut.bus_phases, cut.energized) if not live}
+    assert dead == {"675.a", "675.b", "675.c"}
+    assert all(cut.voltage(bp) == 0.0 for bp in dead) and cut.voltage("692.a") > 0.9
+    g.apply(SetLineInService("692675", True), 2.0)
+    assert g.unsupplied_sites() == frozenset()
+    assert g.solve(2.0, loads, 1.0).energized.all()
+
+
 def test_load_scale() -> None:
     g = FeederGrid.from_spec(GridSpec(feeder="ieee13", load_scale=0.5), [], Path("."))
     half = g.solve(0.0, {}, 1.0)

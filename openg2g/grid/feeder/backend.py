@@ -57,7 +57,7 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import BranchSet, DatacenterState, GridState, column_rows
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeder.branches import BranchFlows
@@ -66,7 +66,7 @@ from openg2g.grid.feeder.checks import check_against_feeder
 from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
-from openg2g.grid.feeder.network import NodeIndex, Switching, load_ports, node_index
+from openg2g.grid.feeder.network import NodeIndex, Switching, energized, load_ports, node_index
 from openg2g.grid.feeder.operating_point import OperatingPoint, Target
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
@@ -201,6 +201,8 @@ class FeederGrid(GridBackend):
         self._sites = {s.name: s for s in sites}
         self._model = feeder.model
         self._nodes = node_index(self._model)
+        self._site_nodes = {s.name: [self._nodes.index[(s.bus.lower(), ph)] for ph in PHASES] for s in sites}
+        self._live: tuple[frozenset[str], np.ndarray] | None = None  # kept until a line switches
         self._ports = load_ports(self._model, self._nodes)
         self._flows = BranchFlows(self._model, self._nodes)
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
@@ -298,6 +300,7 @@ class FeederGrid(GridBackend):
         self._net_prev = None
         self._in_place = 0
         self._last = None
+        self._live = None
         self._switching = Switching.initial(self._model)
         self._taps_view = None
         for name, closed in self.spec.capacitors.items():
@@ -366,6 +369,20 @@ class FeederGrid(GridBackend):
         """Closed per capacitor under automatic control, as reported in a state."""
         return MappingProxyType({name: self._switching.capacitors[name] for name in self._controlled_caps})
 
+    def unsupplied_sites(self) -> frozenset[str]:
+        """The sites any phase of whose bus has no path to the source through the lines in service
+        (the feeder's switching in force), so they cannot run."""
+        return self._supply()[0]
+
+    def _supply(self) -> tuple[frozenset[str], np.ndarray]:
+        """The sites cut off and the energized monitored bus-phases (read-only) at the line states
+        in force, kept until a line switches (transformers and other elements never do)."""
+        if self._live is None:
+            live = energized(self._model, self._nodes, self._switching)
+            cut = frozenset(name for name, nodes in self._site_nodes.items() if not live[nodes].all())
+            self._live = (cut, frozen_array(live[self._mon_idx], bool))
+        return self._live
+
     def can_batch(self) -> bool:
         """True when no regulator is in auto mode, capacitors are fixed and there is no battery
         (steps independent)."""
@@ -396,8 +413,9 @@ class FeederGrid(GridBackend):
         losses = sol.losses_w.tolist()
         branches = self._flows.branches
         caps = self._capacitor_states()
+        live = self._supply()[1]
         return [
-            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct, caps)
+            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct, caps, live)
             for t, v, p, q, loss, i, pct in zip(
                 t_s, *map(column_rows, (v_pu, sol.s_sub_va.real, sol.s_sub_va.imag)), losses, *map(column_rows, flows)
             )
@@ -441,7 +459,7 @@ class FeederGrid(GridBackend):
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
                 return GridState.not_converged(
-                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states()
+                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states(), self._supply()[1]
                 )
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
@@ -559,6 +577,7 @@ class FeederGrid(GridBackend):
         if name is None:
             raise CommandError(f"set_line_in_service: unknown line {command.line!r} on feeder {self.feeder.name}")
         self._switching.lines[name] = bool(command.in_service)
+        self._live = None
         self._invalidate()
 
     @apply.register
