@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from openg2g.core.commands import Actuator
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import DatacenterState
 
-__all__ = ["active_replicas", "phase_share", "resolve_sites"]
+__all__ = ["active_replicas", "model_actuators", "phase_share", "resolve_sites", "site_models"]
 
 
 def resolve_sites(context: ControlContext, names: Sequence[str] | None, *, controller: str) -> list[str]:
@@ -27,6 +28,16 @@ def resolve_sites(context: ControlContext, names: Sequence[str] | None, *, contr
     if unknown:
         raise ControllerError(f"{controller}: unknown sites {unknown}; valid sites: {known}")
     return list(names)
+
+
+def site_models(context: ControlContext, sites: Sequence[str]) -> list[tuple[str, str]]:
+    """``(site, model)`` of every model served at ``sites``, sites in the given order."""
+    return [(s, m) for s in sites for m in context.sites[s].models]
+
+
+def model_actuators(kind: str, keys: Iterable[tuple[str, str]]) -> tuple[Actuator, ...]:
+    """The ``kind`` setting (``"batch_size"``, ``"replicas"``...) of each ``(site, model)`` in ``keys``."""
+    return tuple(Actuator(kind, key) for key in keys)
 
 
 def phase_share(state: DatacenterState | None) -> np.ndarray:

@@ -33,7 +33,7 @@ from pydantic import Field
 
 from openg2g.controllers._forecast import tap_incidence
 from openg2g.controllers.mpc import MPCController, MPCProblem
-from openg2g.core.commands import Command, SetTaps
+from openg2g.core.commands import Actuator, Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
@@ -78,6 +78,9 @@ class JointController(MPCController):
         self._moves: deque[float] = deque()  # times of the tap steps made, one entry per step
         self._last_move = {b: -math.inf for b in names}
         self.last_move: TapMove | None = None
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (*super().actuators(), *(Actuator("regulator", (bank,)) for bank in self._banks))
 
     def operations_last_hour(self, t_s: float) -> int:
         """Tap steps this controller made in ``(t_s - 3600, t_s]``."""

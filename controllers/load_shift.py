@@ -22,9 +22,9 @@ import numpy as np
 from pydantic import Field
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.controllers._sites import active_replicas
+from openg2g.controllers._sites import active_replicas, model_actuators, site_models
 from openg2g.controllers._voltage import zone_indices
-from openg2g.core.commands import Command, ShiftReplicas
+from openg2g.core.commands import Actuator, Command, ShiftReplicas
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
@@ -72,6 +72,11 @@ class LoadShiftController(ConfiguredController):
         }
         self._last_shift_s = -math.inf
         self._moved_in: dict[tuple[str, str], int] = {}
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        movable = self.config.models
+        keys = site_models(self.context, self._sites)
+        return model_actuators("replicas", [(s, m) for s, m in keys if movable is None or m in movable])
 
     def _pick_model(self, src: str, dst: str, observation: Observation) -> str | None:
         src_info, dst_info = self.context.sites[src], self.context.sites[dst]

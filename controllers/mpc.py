@@ -100,7 +100,7 @@ from pydantic import Field
 from openg2g.controllers._base import ConfiguredController
 from openg2g.controllers._forecast import TrainingEstimate, scheduled_tap_shift
 from openg2g.controllers._response import DrainTime
-from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._sites import active_replicas, model_actuators, phase_share, site_models
 from openg2g.controllers._thermal import (
     LoadingForecast,
     LoadingSensitivityCache,
@@ -109,7 +109,7 @@ from openg2g.controllers._thermal import (
     thermal_rows,
 )
 from openg2g.controllers._voltage import SensitivityCache
-from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
@@ -435,7 +435,7 @@ class MPCController(ConfiguredController):
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         cfg = self.config
-        self._keys = [(s, m) for s in self._sites for m in context.sites[s].models]
+        self._keys = site_models(context, self._sites)
         self._infos = [context.sites[s].models[m] for s, m in self._keys]
         self._site_of = np.array([self._sites.index(s) for s, _ in self._keys])
         self._sent = {key: info.initial_batch_size for key, info in zip(self._keys, self._infos)}
@@ -670,6 +670,9 @@ class MPCController(ConfiguredController):
                 self._dev_cut[i] = self._p_now[i] - self._library(i, "power_w", b)
                 self._t_cut[i] = self._t_obs_s
         return out
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return model_actuators("batch_size", self._keys)
 
     def step(self, observation: Observation) -> list[Command]:
         prob = self.problem(observation)

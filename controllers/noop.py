@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.core.commands import Command
+from openg2g.core.commands import Actuator, Command
 from openg2g.core.state import Observation
 
 __all__ = ["NoopController"]
@@ -18,6 +18,9 @@ class NoopController(ConfiguredController):
         """No parameters."""
 
     config: Config
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return ()
 
     def step(self, observation: Observation) -> list[Command]:
         return []

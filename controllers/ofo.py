@@ -74,11 +74,11 @@ import numpy as np
 from pydantic import Field
 
 from openg2g.controllers._base import ConfiguredController
-from openg2g.controllers._sites import active_replicas, phase_share
+from openg2g.controllers._sites import active_replicas, model_actuators, phase_share, site_models
 from openg2g.controllers._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
 from openg2g.controllers._voltage import SensitivityCache
 from openg2g.controllers.curves import ModelCurves, project_batch
-from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
@@ -144,7 +144,7 @@ class OFOController(ConfiguredController):
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         cfg = self.config
-        self._keys: list[tuple[str, str]] = [(s, m) for s in self._sites for m in context.sites[s].models]
+        self._keys: list[tuple[str, str]] = site_models(context, self._sites)
         self.curves: dict[tuple[str, str], ModelCurves] = {
             (s, m): ModelCurves.from_model_info(context.sites[s].models[m]) for s, m in self._keys
         }
@@ -284,6 +284,9 @@ class OFOController(ConfiguredController):
         switches between them every few steps."""
         h = self.config.batch_hysteresis
         return h == 0 or abs(x - math.log2(in_force)) - abs(x - math.log2(batch)) > h
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return model_actuators("batch_size", self._keys)
 
     def step(self, observation: Observation) -> list[Command]:
         self.update_duals(observation)

@@ -55,8 +55,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._sites import model_actuators, site_models
 from openg2g.controllers.curves import log2_bounds, project_batch
-from openg2g.core.commands import Command, SetBatchSize, SetPowerCap
+from openg2g.core.commands import Actuator, Command, SetBatchSize, SetPowerCap
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W
 from openg2g.core.state import Observation
@@ -197,8 +198,13 @@ class PIDController(ConfiguredController):
         self.pid.reset()
         self._sent_cap: float | None = None
         self._sent_batch: dict[tuple[str, str], int] = {
-            (s, m): info.initial_batch_size for s in self._sites for m, info in context.sites[s].models.items()
+            (s, m): context.sites[s].models[m].initial_batch_size for s, m in site_models(context, self._sites)
         }
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        if self.config.actuator == "power_cap":
+            return tuple(Actuator("power_cap", (s,)) for s in self._sites)
+        return model_actuators("batch_size", site_models(self.context, self._sites))
 
     def _initial_level(self) -> float:
         levels = []

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from openg2g.controllers._base import ControllerConfig
-from openg2g.core.commands import Command
+from openg2g.core.commands import Actuator, Command
 from openg2g.core.interfaces import ControlContext, Controller
 from openg2g.core.state import Observation
 
@@ -70,6 +70,10 @@ class RLPolicy(Controller):
             self._model, self.meta = load_policy(self.path)
         self.layout = SpaceLayout.for_env(context, self.meta.env, source=str(self.path))
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        assert self.layout is not None, "reset() first"
+        return tuple(Actuator("batch_size", (s.site, s.model)) for s in self.layout.controlled)
 
     def step(self, observation: Observation) -> list[Command]:
         assert self.layout is not None, "reset() first"

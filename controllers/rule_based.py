@@ -20,8 +20,9 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
+from openg2g.controllers._sites import model_actuators, site_models
 from openg2g.controllers.curves import step_batch
-from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext, ModelInfo
 from openg2g.core.state import ModelState, Observation
 
@@ -69,6 +70,9 @@ class RuleBasedController(ConfiguredController):
         self._batch: dict[tuple[str, str], int] = {
             (s, m): info.initial_batch_size for s in self._sites for m, info in context.sites[s].models.items()
         }
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return model_actuators("batch_size", site_models(self.context, self._sites))
 
     def _up_allowed(self, info: ModelInfo, state: ModelState | None, target: int) -> bool:
         if info.itl_deadline_s is None:

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.core.commands import Command, SetStoragePower
+from openg2g.core.commands import Actuator, Command, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
@@ -77,6 +77,9 @@ class StorageDroopController(ConfiguredController):
         p = droop_setpoint(v_pu, c.v_ref_pu, c.deadband_pu, c.droop_kw_per_pu, c.p_max_kw)
         q = droop_setpoint(v_pu, c.v_ref_pu, c.deadband_pu, c.droop_kvar_per_pu, c.q_max_kvar)
         return p, q
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("storage", (self.config.storage,)),)
 
     def step(self, observation: Observation) -> list[Command]:
         v = observation.grid.v_pu[self._zone]

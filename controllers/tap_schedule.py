@@ -20,7 +20,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.core.commands import Command, SetTaps
+from openg2g.core.commands import Actuator, Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
@@ -76,6 +76,10 @@ class TapScheduleController(ConfiguredController):
                     f"tap_schedule: schedule[{i}] taps {bad} outside [{reg.min_tap}, {reg.max_tap}] of bank {entry.bank!r}"
                 )
         self._next = 0
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        banks = dict.fromkeys(entry.bank for entry in self.config.schedule)
+        return tuple(Actuator("regulator", (bank,)) for bank in banks)
 
     def step(self, observation: Observation) -> list[Command]:
         out: list[Command] = []

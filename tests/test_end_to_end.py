@@ -138,3 +138,18 @@ def test_a_feeder_without_datacenters_runs(tmp_path):
     assert result.summary["energy_mwh"] == 0.0 and result.summary["mean_throughput_tok_s"] == 0.0
     assert len(pd.read_parquet(tmp_path / "run" / "grid")) == 50
     assert not any((tmp_path / "run" / "datacenter").glob("*.parquet"))
+
+
+def test_power_caps_below_the_calibrated_range_are_flagged(tmp_path, capsys):
+    # caps of 650 W (inside the 602-700 W the cap model is calibrated on), then 300 W and 250 W
+    caps = [(1, 650.0, None), (2, 300.0, "Llama-3.1-8B"), (3, 250.0, None)]
+    events = [{"t_s": t, "command": "set_power_cap", "site": "dc1", "cap_w_per_gpu": w, "model": m} for t, w, m in caps]
+    args = ["run", "ieee13_none", "--set", "duration_s=4", "--set", "outputs.plots=false", "--no-progress"]
+    args += ["--set", f"events={json.dumps(events)}", "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    header, _, row = captured.out.splitlines()[:3]
+    assert header.split()[-4:] == ["caps", "<", "602", "W"] and row.split()[-1] == "2"
+    assert "2 power-cap commands went below 602 W per GPU (lowest 250 W)" in captured.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["power_caps_below_calibration"] == 2 and summary["lowest_power_cap_w_per_gpu"] == 250.0

@@ -31,6 +31,7 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+    from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W
     from openg2g.engine.preflight import check_start
     from openg2g.engine.simulation import run_scenario
     from openg2g.scenario.loader import load_scenario, write_resolved_scenario
@@ -62,6 +63,14 @@ def _run(args: argparse.Namespace) -> int:
                 "and served nothing then (events table: supply_lost, supply_restored)",
                 file=sys.stderr,
             )
+    if summary["power_caps_below_calibration"]:
+        print(
+            f"warning: {summary['power_caps_below_calibration']} power-cap commands went below "
+            f"{CAP_CALIBRATED_MIN_W:g} W per GPU (lowest {summary['lowest_power_cap_w_per_gpu']:g} W), outside the "
+            f"{CAP_CALIBRATED_MIN_W:g}-{CAP_MAX_W:g} W the power-cap model is calibrated on: the throughput and "
+            "latency under them are extrapolated",
+            file=sys.stderr,
+        )
     print(f"\noutputs: {out_dir}")
     return 0
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NONCONVERGED_COLUMN", "SUMMARY_COLUMNS", "format_table"]
+from openg2g.core.limits import CAP_CALIBRATED_MIN_W
+
+__all__ = ["NONCONVERGED_COLUMN", "SUMMARY_COLUMNS", "UNCALIBRATED_CAPS_COLUMN", "format_table"]
 
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
@@ -40,11 +42,19 @@ NONCONVERGED_COLUMN = ("nonconverged_steps", "non-conv. steps", "{:d}")
 figures then cover only the steps that did."""
 
 
+UNCALIBRATED_CAPS_COLUMN = ("power_caps_below_calibration", f"caps < {CAP_CALIBRATED_MIN_W:g} W", "{:d}")
+"""Shown last when any run set power caps below the range the power-cap model is calibrated on
+(:data:`openg2g.core.limits.CAP_CALIBRATED_MIN_W`): its throughput and latency figures then rest on
+an extrapolation."""
+
+
 def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
     """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text."""
     columns = list(SUMMARY_COLUMNS)
     if any(s.get("nonconverged_steps") for _, s in rows):
         columns.insert(6, NONCONVERGED_COLUMN)
+    if any(s.get("power_caps_below_calibration") for _, s in rows):
+        columns.append(UNCALIBRATED_CAPS_COLUMN)
     headers = ["run", *(h for _, h, _ in columns)]
     body = [[label, *(_cell(s.get(k), f) for k, _, f in columns)] for label, s in rows]
     if markdown:

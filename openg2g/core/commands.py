@@ -7,6 +7,10 @@ finite): a wrong type raises :class:`~openg2g.core.errors.CommandError` naming t
 the field. The engine routes each command by its type (see :func:`is_datacenter_command`) and
 the receiving backend checks its limits: a command outside them raises ``CommandError``, it is
 never clamped.
+
+Each command names the settings it writes (:meth:`Command.actuators`): an :class:`Actuator` is a
+kind of setting and the path of names that locate it. A setting has one owner among a run's
+controllers; the engine refuses a second controller writing it (see ``docs/controllers.md``).
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import numpy as np
 
-from openg2g.core.errors import CommandError
+from openg2g.core.errors import CommandError, ControllerError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
+    "ACTUATOR_LEVELS",
     "COMMANDS",
+    "Actuator",
     "Command",
     "DatacenterCommand",
     "GridCommand",
@@ -96,6 +102,53 @@ def _field_check(annotation: str) -> tuple[Callable[[Any], Any], str, bool]:
     return convert, expected, optional
 
 
+ACTUATOR_LEVELS: dict[str, tuple[str, ...]] = {
+    "batch_size": ("site", "model"),
+    "power_cap": ("site", "model"),
+    "replicas": ("site", "model"),
+    "site_online": ("site",),
+    "regulator": ("bank",),
+    "capacitor": ("capacitor",),
+    "storage": ("battery",),
+    "load_scale": ("load",),
+    "pv_scale": ("pv",),
+    "line": ("line",),
+}
+"""Kind of setting -> what each name of an :class:`Actuator` path stands for, outermost first."""
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """One setting commands write: its ``kind`` (a key of :data:`ACTUATOR_LEVELS`) and the ``path``
+    of names that locate it (``("dc1", "Llama-3.1-8B")`` for a model's batch size at site dc1).
+
+    A shorter path stands for every setting below it: ``Actuator("power_cap", ("dc1",))`` is the cap
+    of every model at dc1, ``Actuator("load_scale", ())`` the scale of every feeder load.
+    """
+
+    kind: str
+    path: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        levels = ACTUATOR_LEVELS.get(self.kind)
+        if levels is None:
+            raise ControllerError(f"unknown actuator kind {self.kind!r}; valid: {sorted(ACTUATOR_LEVELS)}")
+        if len(self.path) > len(levels):
+            raise ControllerError(f"actuator {self.kind} has {len(levels)} levels {levels}, got path {self.path}")
+
+    def overlaps(self, other: Actuator) -> bool:
+        """True when both name one setting, or one of them covers the other."""
+        n = min(len(self.path), len(other.path))
+        return self.kind == other.kind and self.path[:n] == other.path[:n]
+
+    def __str__(self) -> str:
+        levels = ACTUATOR_LEVELS[self.kind]
+        parts = [f"{level} {name!r}" for level, name in zip(levels, self.path)]
+        if len(self.path) < len(levels):
+            parts.append(f"every {levels[len(self.path)]}")
+        return f"{self.kind} of {', '.join(parts)}"
+
+
 @dataclass(frozen=True)
 class Command:
     """Base of all commands; checks (and normalizes, e.g. ``numpy.int64`` to ``int``) every field."""
@@ -130,6 +183,10 @@ class Command:
                 )
             object.__setattr__(self, name, converted)  # frozen: set the normalized value once, here
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        """The settings this command writes."""
+        raise NotImplementedError(f"{type(self).__name__} does not say which settings it writes")
+
 
 @dataclass(frozen=True)
 class DatacenterCommand(Command):
@@ -157,17 +214,24 @@ class SetBatchSize(DatacenterCommand):
     model: str
     batch_size: int
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("batch_size", (self.site, self.model)),)
+
 
 @dataclass(frozen=True)
 class SetPowerCap(DatacenterCommand):
     """Cap GPU board power.
 
-    :param cap_w_per_gpu: power cap per GPU (W); ``None`` removes the cap.
+    :param cap_w_per_gpu: power cap per GPU (W), 200-700 W; ``None`` removes the cap. Caps below
+        602 W, outside what the power-cap model is calibrated on, are counted in the run summary.
     :param model: model whose GPUs are capped; ``None`` caps every model at the site.
     """
 
     cap_w_per_gpu: float | None
     model: str | None = None
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("power_cap", (self.site,) if self.model is None else (self.site, self.model)),)
 
 
 @dataclass(frozen=True)
@@ -185,6 +249,9 @@ class SetReplicas(DatacenterCommand):
     replicas: int
     ramp_s: float = 0.0
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("replicas", (self.site, self.model)),)
+
 
 @dataclass(frozen=True)
 class ShiftReplicas(DatacenterCommand):
@@ -195,16 +262,24 @@ class ShiftReplicas(DatacenterCommand):
     to_site: str
     ramp_s: float = 0.0
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("replicas", (self.site, self.model)), Actuator("replicas", (self.to_site, self.model)))
+
 
 @dataclass(frozen=True)
 class SetInferenceScale(DatacenterCommand):
     """Scale every model's active replicas to ``fraction`` of its configured count over ``ramp_s`` s.
 
-    The way a scenario writes "inference ramps down to 50% between 2500 s and 3000 s".
+    The way a scenario writes "inference ramps down to 50% between 2500 s and 3000 s". Replicas are
+    whole: each model aims at the count nearest ``fraction`` times its configured replicas, a half
+    rounded up (0.333 of 90 is 30 replicas, 0.5 of 45 is 23).
     """
 
     fraction: float
     ramp_s: float = 0.0
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("replicas", (self.site,)),)
 
 
 @dataclass(frozen=True)
@@ -212,6 +287,9 @@ class SetSiteOnline(DatacenterCommand):
     """Take a whole site off the grid (``online=False``: an outage) or bring it back."""
 
     online: bool
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("site_online", (self.site,)),)
 
 
 @dataclass(frozen=True)
@@ -225,6 +303,9 @@ class SetTaps(GridCommand):
     bank: str
     taps: tuple[int, ...]
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("regulator", (self.bank,)),)
+
 
 @dataclass(frozen=True)
 class SetRegulatorMode(GridCommand):
@@ -232,6 +313,9 @@ class SetRegulatorMode(GridCommand):
 
     bank: str
     mode: str
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("regulator", (self.bank,)),)
 
 
 @dataclass(frozen=True)
@@ -243,6 +327,9 @@ class SetCapacitor(GridCommand):
 
     name: str
     closed: bool
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("capacitor", (self.name,)),)
 
 
 @dataclass(frozen=True)
@@ -263,6 +350,9 @@ class SetStoragePower(GridCommand):
     p_w: float
     q_var: float = 0.0
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("storage", (self.name,)),)
+
 
 @dataclass(frozen=True)
 class SetLoadScale(GridCommand):
@@ -270,6 +360,9 @@ class SetLoadScale(GridCommand):
 
     scale: float
     load: str | None = None
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("load_scale", () if self.load is None else (self.load,)),)
 
 
 @dataclass(frozen=True)
@@ -279,6 +372,9 @@ class SetPVScale(GridCommand):
     scale: float
     pv: str | None = None
 
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("pv_scale", () if self.pv is None else (self.pv,)),)
+
 
 @dataclass(frozen=True)
 class SetLineInService(GridCommand):
@@ -287,6 +383,9 @@ class SetLineInService(GridCommand):
 
     line: str
     in_service: bool
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("line", (self.line,)),)
 
 
 def renamed_fields(cls: type[Command], fields: Iterable[str]) -> str:

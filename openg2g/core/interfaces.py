@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from openg2g.core.commands import Command
+from openg2g.core.commands import Actuator, Command
 from openg2g.core.state import BranchSet, DatacenterSeries, DatacenterState, GridState, Observation
 
 __all__ = [
@@ -352,6 +352,15 @@ class Controller(ABC):
     def reset(self, context: ControlContext, seed: int) -> None:
         """Prepare for a run; the default stores the context as ``self.context``."""
         self.context = context
+
+    def actuators(self) -> tuple[Actuator, ...] | None:
+        """The settings this controller may write in the run it was last reset for.
+
+        A run refuses two controllers whose settings overlap before anything is simulated. The
+        default, ``None``, says "unknown": the engine then checks each command as it is sent, and
+        the first one writing a setting another controller owns stops the run.
+        """
+        return None
 
     @abstractmethod
     def step(self, observation: Observation) -> list[Command]:

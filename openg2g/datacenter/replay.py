@@ -45,11 +45,17 @@ A per-GPU cap ``cap`` clips each replica sample to ``gpus * cap``. Speed follows
 ``ITL_capped = ITL * max(1, P_mean / (gpus * cap)) ** alpha`` with ``P_mean`` the configuration's
 mean power and :data:`CAP_ALPHA` = 0.4: memory-bound decode loses far less speed than power
 (industry reports for H100 inference: a 14 % cap cut costs 5-8 % throughput, i.e. alpha 0.35-0.5).
-Throughput falls by the same factor. Caps must lie in the H100 SXM settable range 200-700 W.
+Throughput falls by the same factor. Caps must lie in the H100 SXM settable range 200-700 W; the
+reports cover 602-700 W only (:data:`~openg2g.core.limits.CAP_CALIBRATED_MIN_W`), so the engine
+counts caps below 602 W in the run summary (``power_caps_below_calibration``): tokens per joule
+doubling at a 200 W cap is the exponent extrapolated, not a measurement.
 
 **Replica ramps.** :class:`SetReplicas`, :class:`SetInferenceScale` and :class:`ShiftReplicas` move
-the active replica count linearly from its present value to the target over ``ramp_s``; a
-fractional count runs the last replica at that fraction of its power.
+the active replica count linearly from its present value to a whole target over ``ramp_s``; the
+fractional counts on the way run the last replica at that fraction of its power (the ramp's
+progress). :class:`SetInferenceScale` aims each model at the whole count nearest ``fraction`` of
+its configured replicas, a half rounded up (:func:`scaled_replicas`); the other two take whole
+counts only.
 
 **Facility.** Per phase ``p = pue * (GPU power of inference + training on that phase) + base``
 with ``base = base_load_kw_per_phase * 1000``; the site spec's default PUE is 1.0 (GPU power only).
@@ -74,6 +80,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import cast
 
 import numpy as np
@@ -107,6 +114,7 @@ __all__ = [
     "LOOP_FADE_S",
     "ReplayDatacenter",
     "loop_trace",
+    "scaled_replicas",
 ]
 
 GPUS_PER_SERVER = 8
@@ -119,6 +127,15 @@ CAP_ALPHA = 0.4
 _WEIGHT_FLOOR = 1e-4
 # phase tables kept per model (least recently used dropped first), spectra per configuration (oldest first)
 _TABLES_KEPT = 32
+
+
+def scaled_replicas(fraction: float, configured: int) -> int:
+    """The whole number of replicas nearest ``fraction * configured``, a half rounded up.
+
+    The fraction is taken as the decimal it is written as (``repr``), so ``0.35`` of 10 is the tie
+    3.5 (4 replicas), not the float product 3.4999999999999996.
+    """
+    return math.floor(Fraction(repr(fraction)) * configured + Fraction(1, 2))
 
 
 def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
@@ -726,7 +743,7 @@ class ReplayDatacenter(DatacenterBackend):
         self._check_ramp(command.ramp_s)
         if not command.fraction >= 0:
             raise CommandError(f"site {self.name!r}: inference scale must be >= 0, got {command.fraction}")
-        scaled = {m.name: command.fraction * m.configured for m in self._models.values()}
+        scaled = {m.name: float(scaled_replicas(command.fraction, m.configured)) for m in self._models.values()}
         self._check_capacity(scaled, t_s)
         for m in self._models.values():
             m.set_target(t_s, scaled[m.name], command.ramp_s)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from openg2g.core.commands import ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, G2GError, ScenarioError
 from openg2g.core.interfaces import SiteInfo
+from openg2g.engine.actuators import ActuatorOwners, claim_declared
 from openg2g.scenario.loader import LoadedScenario, build_event_command
 
 __all__ = ["check_start"]
@@ -33,7 +34,8 @@ def check_start(loaded: LoadedScenario) -> None:
 
     Catches what only the built components know: a controller's parameters against the feeder,
     the sites and the trace library (unknown bus, site, model or bank, an imported trace without
-    the latency data a model-based controller fits its curves to), and events that would be
+    the latency data a model-based controller fits its curves to), two controllers declaring one
+    setting (:mod:`openg2g.engine.actuators`), and events that would be
     rejected when they fire (a tap beyond the bank's range, an unknown bank, a model the site does
     not serve, a replica count beyond the site's capacity). Events are applied in time order to the
     components as the scenario starts them, without the controllers' commands in between.
@@ -68,6 +70,8 @@ def check_start(loaded: LoadedScenario) -> None:
                 else ""
             )
             problems.append((f"controllers.{i}", f"{who} cannot start: {reason}{hint}"))
+    if not problems:  # each controller declares its settings for the run it was reset for
+        problems = [(f"controllers.{i}", msg) for i, msg in claim_declared(ActuatorOwners(), controllers)]
     if problems:
         raise ScenarioError([(f"{where}: {loc}", msg) for loc, msg in problems])
     try:

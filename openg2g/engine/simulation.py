@@ -9,7 +9,8 @@ Order within one instant (fixed; simpy event priorities enforce it):
    samples (``grid.load_aggregation: mean``, default) or the last one (``last``);
 5. controllers observe and return commands, in the order the scenario lists them; a command with
    no delay takes effect at once (so the next datacenter sample sees it), one with a delay at
-   step 2 of the instant ``delay_s`` later;
+   step 2 of the instant ``delay_s`` later. A command writing a setting another controller owns
+   stops the run (:mod:`openg2g.engine.actuators`);
 6. outputs are flushed every ``outputs.flush_every_s``.
 
 A site whose bus loses its supply (the grid's :meth:`GridBackend.unsupplied_sites`, asked at
@@ -48,11 +49,13 @@ import simpy
 from simpy.events import Event, EventPriority
 
 from openg2g import __version__
-from openg2g.core.commands import Command, ShiftReplicas, is_datacenter_command
+from openg2g.core.commands import Command, SetPowerCap, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
 from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, ScheduledEvent
+from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
+from openg2g.engine.actuators import ONE_OWNER, ActuatorOwners, claim_declared, controller_label
 from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
@@ -218,6 +221,10 @@ class Simulation:
         self.grid.reset(seed)
         for sched in self._controllers:
             sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), seed)
+        self._owners = ActuatorOwners()
+        conflicts = claim_declared(self._owners, [s.controller for s in self._controllers])
+        if conflicts:
+            raise SimulationError("; ".join(msg for _, msg in conflicts))
         self.env = simpy.Environment()
         self._branches = self.grid.branches()
         self.metrics = RunMetrics(
@@ -255,6 +262,8 @@ class Simulation:
         self._update_supply(start=True)
         self._stop_ticks = self._end_ticks
         self._n_commands = 0
+        self._caps_below_calibration = 0
+        self._lowest_cap_w: float | None = None
         self._wall_start = time.perf_counter()
         self._bar = None
         if self._progress:
@@ -409,7 +418,8 @@ class Simulation:
                     f"t={self.t_s:g} s: controller {sched.controller.name!r} step() raised {type(exc).__name__}: {exc}"
                 ) from exc
             self._check_commands(sched.controller.name, commands)
-            self._dispatch(commands, sched.controller.name, sched.delay_ticks)
+            owner = controller_label(sched.index, sched.controller.name)
+            self._dispatch(commands, sched.controller.name, owner, sched.delay_ticks)
 
     def _flush_process(self):
         while True:
@@ -430,8 +440,13 @@ class Simulation:
                     f"controller {source!r} returned {c!r} ({type(c).__name__}), which is not a Command"
                 )
 
-    def _dispatch(self, commands: Sequence[Command], source: str, delay_ticks: int) -> None:
+    def _dispatch(self, commands: Sequence[Command], source: str, owner: str, delay_ticks: int) -> None:
+        """Record and carry out (now or after ``delay_ticks``) the commands ``source`` sent, once
+        ``owner`` (``source`` as ownership errors name it) is found to own every setting they write."""
         for command in commands:
+            conflict = self._owners.claim(owner, command.actuators())
+            if conflict is not None:
+                raise SimulationError(f"t={self.t_s:g} s: {command}: {conflict}; {ONE_OWNER}")
             self._n_commands += 1
             if self.outputs is not None:
                 self.outputs.record_command(self.t_s, self.clock.seconds(self._now + delay_ticks), source, command)
@@ -461,6 +476,11 @@ class Simulation:
                 self._sensitivity_cache.clear()
         except (CommandError, KeyError) as exc:
             raise SimulationError(f"t={self.t_s:g} s: {command} from {source} was rejected: {exc}") from exc
+        if isinstance(command, SetPowerCap) and command.cap_w_per_gpu is not None:
+            cap = command.cap_w_per_gpu
+            self._lowest_cap_w = cap if self._lowest_cap_w is None else min(self._lowest_cap_w, cap)
+            if cap < CAP_CALIBRATED_MIN_W:
+                self._caps_below_calibration += 1
         if not is_datacenter_command(command):
             self._update_supply()
 
@@ -493,7 +513,7 @@ class Simulation:
     def send(self, commands: Sequence[Command], source: str = "agent", delay_s: Fraction | float = 0) -> None:
         """Send commands from outside the scenario's controllers (e.g. an RL agent) at the current time."""
         self._check_commands(source, list(commands))
-        self._dispatch(list(commands), source, self.clock.ticks(Fraction(str(delay_s))))
+        self._dispatch(list(commands), source, repr(source), self.clock.ticks(Fraction(str(delay_s))))
 
     # ----------------------------------------------------------------------------- observing
     def _sensitivity(self, site: str) -> np.ndarray:
@@ -562,6 +582,8 @@ class Simulation:
             "wall_time_s": time.perf_counter() - self._wall_start,
             **self.metrics.summary(),
             "n_commands": self._n_commands,
+            "power_caps_below_calibration": self._caps_below_calibration,
+            "lowest_power_cap_w_per_gpu": self._lowest_cap_w,
             "seed": self.scenario.seed,
             "scenario_sha256": self.loaded.sha256,
             "scenario_file": str(self.loaded.path),

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from openg2g.core.commands import COMMANDS
+from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W, CAP_MIN_W
 from openg2g.scenario.schema import Scenario
 
 __all__ = ["CODE_EXECUTION", "scenario_reference"]
@@ -90,4 +91,15 @@ def scenario_reference() -> str:
     for name, cls in COMMANDS.items():
         fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
         lines.append(f"| `{name}` | {fields} |")
+    lines += [
+        "",
+        (
+            "Replicas are whole: `set_inference_scale` aims each model at the count nearest `fraction` times "
+            "its configured replicas, a half rounded up (0.333 of 90 is 30); `set_replicas` and "
+            "`shift_replicas` take whole counts. `set_power_cap` takes "
+            f"{CAP_MIN_W:g}-{CAP_MAX_W:g} W per GPU; the power-cap model is calibrated on "
+            f"{CAP_CALIBRATED_MIN_W:g}-{CAP_MAX_W:g} W only, so a run counts the caps below "
+            f"{CAP_CALIBRATED_MIN_W:g} W in `summary.json` (`power_caps_below_calibration`) and warns."
+        ),
+    ]
     return "\n".join(lines) + "\n"

@@ -173,6 +173,20 @@ def test_replicas_ramp_linearly(library: TraceLibrary) -> None:
     assert end.models["Llama-3.1-70B"].replicas == 5.0
 
 
+def test_inference_scale_aims_at_whole_replicas(library: TraceLibrary) -> None:
+    """Each model goes to the whole count nearest the fraction of its configured replicas (720,
+    180, 90, 480, 210), a half rounded up; the ramp passes through fractional counts on the way."""
+    dc = ReplayDatacenter.from_spec(reference_spec(), library)
+    dc.reset(0)
+    dc.apply(SetInferenceScale("dc1", 0.333), 0.0)  # 239.76, 59.94, 29.97, 159.84, 69.93
+    state = dc.step(0.1, DT)
+    assert [m.replicas for m in state.models.values()] == [240, 60, 30, 160, 70]
+    dc.apply(SetInferenceScale("dc1", 0.35, ramp_s=10.0), 0.1)  # 252, 63, 31.5, 168, 73.5 (ties go up)
+    states = _run(dc, 0.1, 10.1)
+    assert states[49].models["Llama-3.1-405B"].replicas == pytest.approx(31)  # half-way from 30 to 32
+    assert [m.replicas for m in states[-1].models.values()] == [252, 63, 32, 168, 74]
+
+
 def test_shift_between_two_sites(library: TraceLibrary) -> None:
     a = _small(library, replicas=100, name="a", gpu_capacity=200)
     b = _small(library, replicas=50, name="b", gpu_capacity=200)
@@ -345,7 +359,7 @@ def test_steady_power_tables_equal_replica_sums(library: TraceLibrary) -> None:
             if episode:
                 dc.step_block(np.array([0.1, 0.2]), 0.1)
             dc.reset(seed)
-            dc.apply(SetInferenceScale("dc1", 0.613, ramp_s=0.0), 0.0)  # fractional counts (441.36 of 720, ...)
+            dc.apply(SetInferenceScale("dc1", 0.613, ramp_s=0.0), 0.0)  # 441 of 720 replicas, 110 of 180, ...
             dc.apply(SetPowerCap("dc1", 330.0, "Llama-3.1-70B"), 0.0)
             dc.apply(SetBatchSize("dc1", "Qwen3-30B-A3B", 64), 0.0)  # a transition of weights too
             dc.apply(SetInferenceScale("dc1", 0.613, ramp_s=ramp_s), 0.0)
@@ -356,7 +370,7 @@ def test_steady_power_tables_equal_replica_sums(library: TraceLibrary) -> None:
     np.testing.assert_allclose(tables.p_w, sums.p_w, rtol=1e-12)
     for name, model in tables.models.items():
         np.testing.assert_allclose(model.power_w, sums.models[name].power_w, rtol=1e-12)
-    assert tables.models["Llama-3.1-8B"].replicas[0] == pytest.approx(0.613 * 720)
+    assert tables.models["Llama-3.1-8B"].replicas[0] == 441
     after_reset = site(0.0, seeds=(4, 11)).step_block(times, 0.1)
     np.testing.assert_array_equal(after_reset.p_w, tables.p_w)
 

@@ -52,5 +52,5 @@ def test_one_step_blocks_equal_long_blocks(tmp_path: Path, monkeypatch: pytest.M
         pd.testing.assert_frame_equal(a, b, check_exact=True)
     models = pd.read_parquet(tmp_path / "blocked" / "models")
     replicas = models.loc[models["model"] == "Llama-3.1-8B", "replicas"]
-    assert (replicas % 1 > 0).any() and replicas.iloc[-1] == pytest.approx(0.613 * 720)  # fractional ramp, ended
+    assert (replicas % 1 > 0).any() and replicas.iloc[-1] == 441  # fractional ramp, ended at 0.613 * 720 rounded
     assert json.loads((tmp_path / "blocked" / "summary.json").read_text())["status"] == "complete"

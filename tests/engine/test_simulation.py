@@ -241,3 +241,19 @@ def test_controllers_beyond_the_scenario_list_run_every_control_period(log, tmp_
     sim.run()
     assert [e[1] for e in log if e[0] == "control"] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert (tmp_path / "summary.json").exists()
+
+
+def test_a_second_controller_writing_a_setting_stops_the_run(log):
+    """Controllers that do not declare their settings are checked command by command: the first
+    command writing what another controller wrote stops the run, naming both and the setting."""
+    first = ScriptedController(log, {1.0: [SetTaps(bank="reg1", taps=(1, 1, 1))]}, name="first")
+    second = ScriptedController(log, {3.0: [SetTaps(bank="reg1", taps=(2, 2, 2))]}, name="second")
+    loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
+    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second]))
+    with pytest.raises(
+        SimulationError,
+        match=r"t=3 s: .*controllers\.1 \('second'\) writes regulator of bank 'reg1', "
+        r"which controllers\.0 \('first'\) already writes; a setting has one owner",
+    ):
+        sim.run()
+    assert [e[2].taps for e in log if e[0] == "apply"] == [(1, 1, 1)]  # the second never took effect

@@ -112,7 +112,11 @@ CASES: list[tuple[str, str, str]] = [
     ),
     ("grid.pv=[{name: p, bus: 675, kw: 5, profile: missing.csv}]", "grid.pv.0.profile", "missing.csv"),
     ("grid.source_pu=3", "grid.source_pu", "1.2"),
-    ("grid.regulators.reg1={mode: auto, tap_delay_s: -1}", "grid.regulators.reg1.tap_delay_s", "greater than or equal to 0"),
+    (
+        "grid.regulators.reg1={mode: auto, tap_delay_s: -1}",
+        "grid.regulators.reg1.tap_delay_s",
+        "greater than or equal to 0",
+    ),
     ("grid.regulators.reg1={mode: auto, tap_delay_s: .nan}", "grid.regulators.reg1.tap_delay_s", "finite"),
     ("grid.regulators.reg1={mode: auto, tap_delay_s: .inf}", "grid.regulators.reg1.tap_delay_s", "finite"),
     ("grid.capacitor_control=sometimes", "grid.capacitor_control", "'fixed' or 'auto'"),
@@ -248,3 +252,23 @@ def test_committed_scenario_reference_is_current():
 
     committed = (Path(__file__).resolve().parents[2] / "docs" / "scenario-reference.md").read_text()
     assert committed == scenario_reference(), "regenerate with: openg2g schema > docs/scenario-reference.md"
+
+
+def test_two_controllers_writing_one_setting_are_refused_at_validate(tmp_path, capsys):
+    data = copy.deepcopy(BASE)
+    data["controllers"] = [
+        {"kind": "pid", "name": "capper", "params": {"setpoint": 0.95, "kp": 1.0, "actuator": "power_cap"}},
+        {"kind": "ofo", "name": "ofo_dc1"},
+        {"kind": "rule_based", "name": "rules", "params": {"sites": ["dc1"]}},
+    ]
+    path = _write(tmp_path, data)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    # the power-capping PID owns other settings; the rule-based controller takes the OFO's batch sizes
+    assert "controllers.0" not in err and "controllers.1:" not in err
+    assert (
+        f"{path}: controllers.2: controllers.2 ('rules') writes batch_size of site 'dc1', model 'Llama-3.1-8B', "
+        "which controllers.1 ('ofo_dc1') already writes; a setting has one owner" in err
+    )
+    data["controllers"] = data["controllers"][:2]
+    assert main(["validate", str(_write(tmp_path, data))]) == 0
