@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
+from typing import Literal
 
 import numpy as np
 
@@ -23,6 +24,9 @@ __all__ = [
     "ModelSeries",
     "ModelState",
     "Observation",
+    "StorageLimit",
+    "StorageState",
+    "StorageUnit",
     "column_rows",
     "frozen_array",
 ]
@@ -352,6 +356,71 @@ class BranchSet:
 _NO_CAPACITORS: Mapping[str, bool] = MappingProxyType({})
 """The capacitor states of a grid without automatic capacitor control."""
 
+StorageLimit = Literal["soc_min", "soc_max"]
+"""The state-of-charge limit that holds a battery's active power at 0 against its setpoint."""
+
+
+@dataclass(frozen=True)
+class StorageUnit:
+    """A battery's fixed facts, shared by every :class:`StorageState` of it in a run.
+
+    :param name: battery name, as in the scenario's ``grid.storage``.
+    :param bus: the bus it connects to (wye, over every phase of the bus).
+    :param rating_va: limit on ``|P + jQ|`` (VA); a setpoint beyond it is refused, never clamped.
+    :param capacity_kwh: energy capacity (kWh).
+    :param soc_min: lowest state of charge (fraction of the capacity); discharging stops there.
+    :param soc_max: highest state of charge (fraction); charging stops there.
+    :param efficiency: one-way efficiency (fraction): delivering ``P`` for ``t`` takes
+        ``P t / efficiency`` from the cells, charging at ``P`` for ``t`` stores ``P t efficiency``.
+    """
+
+    name: str
+    bus: str
+    rating_va: float
+    capacity_kwh: float
+    soc_min: float
+    soc_max: float
+    efficiency: float
+
+
+@dataclass(frozen=True)
+class StorageState:
+    """One battery at one grid step, after the step's energy has moved.
+
+    Signs are those of ``set_storage_power`` (generator convention, unlike the load-convention
+    datacenter and substation powers): ``p_w > 0`` discharges into the grid, ``q_var > 0`` injects.
+
+    :param unit: the battery's fixed facts.
+    :param p_w: active power delivered in this step's solve (W): the setpoint, or 0 at a limit.
+    :param q_var: reactive power delivered (var): the setpoint at any state of charge.
+    :param p_set_w: active power setpoint last commanded (W).
+    :param soc: state of charge (fraction of the capacity).
+    :param limit: the limit holding ``p_w`` at 0 against a nonzero ``p_set_w``, ``None`` when
+        the battery delivers its setpoint. Power beyond the rating is refused when commanded, so
+        no other limit can hold it.
+    """
+
+    unit: StorageUnit
+    p_w: float
+    q_var: float
+    p_set_w: float
+    soc: float
+    limit: StorageLimit | None = None
+
+    @property
+    def energy_kwh(self) -> float:
+        """Energy stored (kWh): ``soc`` times the capacity."""
+        return self.soc * self.unit.capacity_kwh
+
+    @property
+    def limited(self) -> bool:
+        """True while a state-of-charge limit holds the active power at 0 against the setpoint."""
+        return self.limit is not None
+
+
+_NO_STORAGE: Mapping[str, StorageState] = MappingProxyType({})
+"""The storage states of a grid without batteries."""
+
 
 @dataclass(frozen=True)
 class GridState:
@@ -377,6 +446,8 @@ class GridState:
     :param energized: per bus-phase of ``bus_phases``, True while it has a path to a source
         through branches in service (a de-energized bus-phase reads 0 pu); ``None`` for a grid
         that does not tell (every bus-phase supplied).
+    :param storage: battery name -> its state at this step
+        (:meth:`~openg2g.core.interfaces.GridBackend.storages`); empty without batteries.
     """
 
     t_s: float
@@ -392,6 +463,7 @@ class GridState:
     branch_loading_pct: np.ndarray | None = None
     capacitors: Mapping[str, bool] = field(default_factory=lambda: _NO_CAPACITORS)
     energized: np.ndarray | None = None
+    storage: Mapping[str, StorageState] = field(default_factory=lambda: _NO_STORAGE)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
@@ -407,6 +479,7 @@ class GridState:
         object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
         object.__setattr__(self, "taps", _kept_mapping(self.taps))
         object.__setattr__(self, "capacitors", _kept_mapping(self.capacitors))
+        object.__setattr__(self, "storage", _kept_mapping(self.storage))
         if self.branches is not None:
             current, loading = _kept_or_frozen(self.branch_current_a), _kept_or_frozen(self.branch_loading_pct)
             if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):
@@ -427,10 +500,12 @@ class GridState:
         branches: BranchSet | None = None,
         capacitors: Mapping[str, bool] = _NO_CAPACITORS,
         energized: np.ndarray | None = None,
+        storage: Mapping[str, StorageState] = _NO_STORAGE,
     ) -> GridState:
         """The state of a step whose power flow failed when the run goes on (``on_nonconvergence:
         flag``): NaN voltages, powers, losses and branch currents, ``converged=False``, the taps,
-        capacitor states and energized bus-phases in force."""
+        capacitor states, energized bus-phases and battery states in force (a battery's energy
+        moves whether or not the feeder's power flow converges)."""
         nan3 = np.full(3, np.nan)
         i_nan = None if branches is None else np.full(len(branches), np.nan)
         loading_nan = None if branches is None else np.full(len(branches.names), np.nan)
@@ -448,6 +523,7 @@ class GridState:
             loading_nan,
             capacitors,
             energized,
+            storage,
         )
 
     def voltage(self, bus_phase: str) -> float:
@@ -464,7 +540,8 @@ class Observation:
 
     :param t_s: simulation time (s).
     :param datacenters: site name -> latest datacenter state.
-    :param grid: latest grid state.
+    :param grid: latest grid state; ``grid.storage`` holds each battery's state of charge, power
+        and limit (:class:`StorageState`).
     :param v_min_pu: lower voltage limit of the scenario (pu).
     :param v_max_pu: upper voltage limit of the scenario (pu).
     """

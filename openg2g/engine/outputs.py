@@ -9,6 +9,8 @@
   ``grid_voltages/``    one row per grid step and bus-phase (``outputs.voltages: all``)
   ``grid_branches/``    one row per grid step and line/transformer conductor: current, loading,
                         ratings (``outputs.branches: all``)
+  ``storage/``          one row per grid step and battery: P and Q delivered (> 0 discharging,
+                        injecting), setpoint, state of charge, energy, limit (grids with batteries)
   ``commands/``         one row per command (issued and effective time, source, fields)
   ``events/``           one row per scenario event fired, and one per change of a site's
                         supply (``command`` ``supply_lost`` or ``supply_restored``, fields
@@ -29,7 +31,7 @@ import numpy as np
 
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
-from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState
+from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
 from openg2g.engine.recorder import TableWriter, clear_table, write_json_atomic
 
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
@@ -53,6 +55,7 @@ class RunOutputs:
     :param branches: write the per-conductor branch table for these branches (``None``: no table).
     :param capacitors: capacitors under automatic control (one ``cap_<name>`` column each, True
         when closed).
+    :param storage: write the per-battery table (the grid has batteries).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class RunOutputs:
         all_voltages: bool,
         branches: BranchSet | None = None,
         capacitors: tuple[str, ...] = (),
+        storage: bool = False,
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,13 +88,20 @@ class RunOutputs:
             if branches is not None
             else None
         )
+        self.storage = (
+            TableWriter(out_dir / "storage", dictionary_columns=("name", "bus", "limit")) if storage else None
+        )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
         # a rerun into the same folder starts from empty tables and no plots of the earlier run,
         # and keeps no table this run does not write (e.g. every voltage, recorded the last time)
         for writer in self._writers():
             writer.clear()
-        for name, optional in (("grid_voltages", self.voltages), ("grid_branches", self.branches)):
+        for name, optional in (
+            ("grid_voltages", self.voltages),
+            ("grid_branches", self.branches),
+            ("storage", self.storage),
+        ):
             if optional is None:
                 clear_table(out_dir / name)
         for name in PLOT_FILES:
@@ -206,6 +217,8 @@ class RunOutputs:
             )
         if self.branches is not None:
             self._branch_rows(states, t_s)
+        if self.storage is not None:
+            self._storage_rows(states)
 
     def _branch_rows(self, states: Sequence[GridState], t_s: np.ndarray) -> None:
         """Per-conductor rows of the branch table (NaN currents where a step did not converge)."""
@@ -233,6 +246,31 @@ class RunOutputs:
             }
         )
 
+    def _storage_rows(self, states: Sequence[GridState]) -> None:
+        """Per-battery rows of the storage table, in time order, then battery order."""
+        assert self.storage is not None
+        rows = [(s.t_s, b) for s in states for b in s.storage.values()]
+        if not rows:
+            return
+
+        def column(get: Callable[[StorageState], Any], dtype: type) -> np.ndarray:
+            return np.array([get(b) for _, b in rows], dtype=dtype)
+
+        self.storage.append(
+            {
+                "t_s": np.array([t for t, _ in rows], dtype=np.float64),
+                "name": column(lambda b: b.unit.name, object),
+                "bus": column(lambda b: b.unit.bus, object),
+                "p_w": column(lambda b: b.p_w, np.float64),
+                "q_var": column(lambda b: b.q_var, np.float64),
+                "p_set_w": column(lambda b: b.p_set_w, np.float64),
+                "soc": column(lambda b: b.soc, np.float64),
+                "energy_kwh": column(lambda b: b.energy_kwh, np.float64),
+                "limited": column(lambda b: b.limited, bool),
+                "limit": column(lambda b: b.limit or "none", object),
+            }
+        )
+
     def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
         """A command a controller sent (or an agent through the env)."""
         self.commands.append_row(
@@ -256,7 +294,16 @@ class RunOutputs:
         )
 
     def _writers(self) -> list[TableWriter]:
-        tables = (self.datacenter, self.models, self.grid, self.voltages, self.branches, self.commands, self.events)
+        tables = (
+            self.datacenter,
+            self.models,
+            self.grid,
+            self.voltages,
+            self.branches,
+            self.storage,
+            self.commands,
+            self.events,
+        )
         return [w for w in tables if w is not None]
 
     def flush(self) -> None:

@@ -243,6 +243,7 @@ class Simulation:
                 sc.outputs.voltages == "all",
                 table_branches,
                 self.grid.controlled_capacitors(),
+                storage=bool(self.grid.storages()),
             )
             if self.out_dir
             else None

@@ -129,7 +129,8 @@ class PVSpec(VoltageDependence):
 
 
 class StorageSpec(ConfigModel):
-    """A battery: P/Q setpoints from controllers, state of charge tracked by the grid backend."""
+    """A battery: P/Q setpoints from controllers, state of charge tracked by the grid backend and
+    reported per grid step (the ``storage`` output table, ``GridState.storage``)."""
 
     name: Name
     bus: Name

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from openg2g.core.interfaces import ControlContext, ModelInfo, RegulatorInfo, SiteInfo
-from openg2g.core.state import DatacenterState, GridState, ModelState, Observation
+from openg2g.core.state import DatacenterState, GridState, ModelState, Observation, StorageState, StorageUnit
 
 K_PU_PER_W = 1e-8
 BUS_PHASES = ("671.a", "671.b", "671.c", "680.a", "680.b", "680.c")
@@ -97,8 +97,10 @@ def make_observation(
     itl_s: Mapping[str, float] | None = None,
     sensitivity: np.ndarray | None = None,
     p_sub_w: Sequence[float] = (1e6, 1e6, 1e6),
+    storage: Sequence[StorageState] = (),
 ) -> Observation:
-    """An observation with the given voltages and every model at its batch (default initial)."""
+    """An observation with the given voltages, every model at its batch (default initial) and the
+    given batteries' states."""
     batches = dict(batches or {})
     itl_s = dict(itl_s or {})
     dcs = {}
@@ -108,6 +110,30 @@ def make_observation(
         dcs[name] = DatacenterState(name, t_s, np.full(3, p), np.full(3, p * math.tan(math.acos(0.95))), states)
     n = len(context.bus_phases)
     v = np.full(n, v_pu) if np.ndim(v_pu) == 0 else np.asarray(v_pu, dtype=float)
-    grid = GridState(t_s, context.bus_phases, v, {"reg1": (0, 0, 0)}, np.asarray(p_sub_w), np.zeros(3), 0.0)
+    grid = GridState(
+        t_s,
+        context.bus_phases,
+        v,
+        {"reg1": (0, 0, 0)},
+        np.asarray(p_sub_w),
+        np.zeros(3),
+        0.0,
+        storage={b.unit.name: b for b in storage},
+    )
     h = -K_PU_PER_W * np.ones((n, 3)) if sensitivity is None else sensitivity
     return Observation(t_s, dcs, grid, context.v_min_pu, context.v_max_pu, lambda site: h)
+
+
+def battery(
+    name: str = "bat1",
+    soc: float = 0.5,
+    *,
+    capacity_kwh: float = 100.0,
+    soc_min: float = 0.1,
+    soc_max: float = 0.9,
+    efficiency: float = 0.9,
+    rating_kw: float = 500.0,
+) -> StorageState:
+    """An idle battery at bus 671 with state of charge ``soc``."""
+    unit = StorageUnit(name, "671", rating_kw * 1000.0, capacity_kwh, soc_min, soc_max, efficiency)
+    return StorageState(unit, 0.0, 0.0, 0.0, soc)

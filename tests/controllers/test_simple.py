@@ -12,7 +12,7 @@ from openg2g.controllers.storage_droop import StorageDroopController, droop_setp
 from openg2g.controllers.tap_schedule import TapScheduleController
 from openg2g.core.commands import SetStoragePower, SetTaps, ShiftReplicas
 from openg2g.core.errors import ControllerError
-from tests.controllers.conftest import make_context, make_observation, toy_model
+from tests.controllers.conftest import battery, make_context, make_observation, toy_model
 
 # -- rule based ------------------------------------------------------------------------------
 
@@ -132,12 +132,65 @@ def test_storage_droop_controller_sends_on_change_only():
     ctrl = StorageDroopController(cfg)
     ctrl.reset(ctx, 0)
     v = [0.98, 0.98, 0.98, 1.0, 1.0, 1.0]
-    (cmd,) = ctrl.step(make_observation(ctx, v))
+    half = [battery(soc=0.5)]  # far from its limits
+    (cmd,) = ctrl.step(make_observation(ctx, v, storage=half))
     assert isinstance(cmd, SetStoragePower) and cmd.name == "bat1"
     assert (cmd.p_w, cmd.q_var) == (pytest.approx(100e3), pytest.approx(50e3))
-    assert ctrl.step(make_observation(ctx, [0.98005] * 3 + [1.0] * 3)) == []  # change below resolution
-    (cmd,) = ctrl.step(make_observation(ctx, 1.0))
+    assert ctrl.step(make_observation(ctx, [0.98005] * 3 + [1.0] * 3, storage=half)) == []  # below resolution
+    (cmd,) = ctrl.step(make_observation(ctx, 1.0, storage=half))
     assert (cmd.p_w, cmd.q_var) == (0.0, 0.0)
+
+
+def _droop(dt_s: float, **params) -> StorageDroopController:
+    """A P-only droop on bat1 at 671: deadband [0.99, 1.01], 10,000 kW/pu, at most 200 kW."""
+    ctrl = StorageDroopController(
+        StorageDroopController.Config(storage="bat1", buses=["671"], droop_kw_per_pu=1e4, p_max_kw=200, **params)
+    )
+    ctrl.reset(make_context(storages=("bat1",), dt_s=dt_s), 0)
+    return ctrl
+
+
+def test_storage_droop_asks_no_more_than_the_state_of_charge_sustains_until_the_next_step():
+    """A 10 kWh battery, efficiency 0.9, limits 0.1-0.9, every 60 s. At 0.98 pu the curve asks
+    100 kW; at soc 0.2 the cells hold 1 kWh above the floor, 0.9 kWh delivered: 54 kW for 60 s.
+    At 1.02 pu it asks -100 kW: 0.7 x 10 / 0.9 = 7.78 kWh of room, 466.7 kW for 60 s, so the
+    curve stands; near the ceiling (soc 0.89: 0.1111 kWh of room) it is 6.67 kW."""
+    ctrl = _droop(60.0)
+    low = [0.98] * 3 + [1.0] * 3
+    ctx = ctrl.context
+    (cmd,) = ctrl.step(make_observation(ctx, low, storage=[battery(soc=0.2, capacity_kwh=10.0)]))
+    assert cmd.p_w == pytest.approx(54e3, rel=1e-12)
+    high = [1.02] * 3 + [1.0] * 3
+    (cmd,) = ctrl.step(make_observation(ctx, high, storage=[battery(soc=0.2, capacity_kwh=10.0)]))
+    assert cmd.p_w == pytest.approx(-100e3, rel=1e-12)
+    (cmd,) = ctrl.step(make_observation(ctx, high, storage=[battery(soc=0.89, capacity_kwh=10.0)]))
+    assert cmd.p_w == pytest.approx(-0.01 * 10.0 / 0.9 * 60.0 * 1e3, rel=1e-9)
+    # at the floor: 0 once, then nothing while it stays there
+    (cmd,) = ctrl.step(make_observation(ctx, low, storage=[battery(soc=0.1, capacity_kwh=10.0)]))
+    assert cmd.p_w == 0.0
+    assert ctrl.step(make_observation(ctx, low, storage=[battery(soc=0.1, capacity_kwh=10.0)])) == []
+    # without soc_limits the curve is sent as it is
+    (cmd,) = _droop(60.0, soc_limits=False).step(make_observation(ctx, low, storage=[battery(soc=0.1)]))
+    assert cmd.p_w == pytest.approx(100e3)
+
+
+def test_storage_droop_resends_when_the_setpoint_in_force_outlasts_the_charge():
+    """100 kW sent at soc 0.5 of 10 kWh every 60 s. At soc 0.1 + 98 / 60 / 9 the cells deliver
+    98/60 kWh above the floor, 98 kW for 60 s: 2 kW less than in force, below the 5 kW
+    resolution, yet resent, since 100 kW would reach the floor before the next step."""
+    ctrl = _droop(60.0, resolution_kw=5.0)
+    low = [0.98] * 3 + [1.0] * 3
+    (cmd,) = ctrl.step(make_observation(ctrl.context, low, storage=[battery(soc=0.5, capacity_kwh=10.0)]))
+    assert cmd.p_w == pytest.approx(100e3)
+    soc = 0.1 + 98.0 / 60.0 / 9.0
+    (cmd,) = ctrl.step(make_observation(ctrl.context, low, storage=[battery(soc=soc, capacity_kwh=10.0)]))
+    assert cmd.p_w == pytest.approx(98e3, rel=1e-9)
+
+
+def test_storage_droop_without_a_reported_state_of_charge_names_the_way_out():
+    ctrl = _droop(1.0)
+    with pytest.raises(ControllerError, match=r"no state of charge for battery 'bat1' \(set soc_limits: false"):
+        ctrl.step(make_observation(ctrl.context, 0.98))
 
 
 def test_storage_droop_unknown_storage():

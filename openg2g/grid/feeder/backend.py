@@ -57,7 +57,7 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
+from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, StorageState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeder.branches import BranchFlows
@@ -383,6 +383,10 @@ class FeederGrid(GridBackend):
             self._live = (cut, frozen_array(live[self._mon_idx], bool))
         return self._live
 
+    def _storage_states(self) -> Mapping[str, StorageState]:
+        """Every battery's state as reported in a grid state (empty without batteries)."""
+        return MappingProxyType({name: battery.state() for name, battery in self._batteries.items()})
+
     def can_batch(self) -> bool:
         """True when no regulator is in auto mode, capacitors are fixed and there is no battery
         (steps independent)."""
@@ -414,8 +418,10 @@ class FeederGrid(GridBackend):
         branches = self._flows.branches
         caps = self._capacitor_states()
         live = self._supply()[1]
+        # batteries keep this backend from batching (can_batch), so a batch with several columns has none
+        storage = self._storage_states()
         return [
-            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct, caps, live)
+            GridState(t, self._bus_phases, v, taps, p, q, loss, True, branches, i, pct, caps, live, storage)
             for t, v, p, q, loss, i, pct in zip(
                 t_s, *map(column_rows, (v_pu, sol.s_sub_va.real, sol.s_sub_va.imag)), losses, *map(column_rows, flows)
             )
@@ -459,7 +465,7 @@ class FeederGrid(GridBackend):
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
                 return GridState.not_converged(
-                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states(), self._supply()[1]
+                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states(), self._supply()[1], self._storage_states()
                 )
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)
