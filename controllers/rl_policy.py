@@ -13,7 +13,8 @@ Scenario use::
         params: {policy: controllers/policies/ieee13_ppo.zip}
 
 ``policy`` is a path (relative to the working directory) or the name of a bundled policy in
-``controllers/policies`` (``ieee13_ppo``). A scenario whose sites, models or monitored bus-phases
+``controllers/policies`` (``ieee13_ppo``). Loading it unpickles nothing (:mod:`openg2g.envs.policy`);
+a zip that holds pickled objects openg2g does not know is refused unless ``trust_pickle: true``. A scenario whose sites, models or monitored bus-phases
 give spaces of other shapes than the policy's is refused at the start of the run, naming both. A
 policy trained with a deadline budget (``EnvConfig.miss_budget``) is held to the same allowed batch
 sizes here as in training (:mod:`openg2g.envs.spaces`), whatever its network outputs.
@@ -47,6 +48,13 @@ class RLPolicy(Controller):
 
         policy: str = Field(description="Saved policy: path to its .zip (a .json must sit beside it) or bundled name.")
         deterministic: bool = Field(True, description="Take the policy's most likely action (else sample).")
+        trust_pickle: bool = Field(
+            False,
+            description=(
+                "Let Stable-Baselines3 unpickle what openg2g cannot read without it (a zip not written by "
+                "openg2g train): a pickle runs any code it carries, so only for a policy you trust."
+            ),
+        )
 
     def __init__(self, config: Config):
         from openg2g.envs.policy import read_meta, resolve_policy
@@ -67,7 +75,7 @@ class RLPolicy(Controller):
 
         super().reset(context, seed)
         if self._model is None:
-            self._model, self.meta = load_policy(self.path)
+            self._model, self.meta = load_policy(self.path, trust_pickle=self.config.trust_pickle)
         self.layout = SpaceLayout.for_env(context, self.meta.env, source=str(self.path))
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
 

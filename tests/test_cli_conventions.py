@@ -370,9 +370,10 @@ def test_siting_with_only_unknown_buses_fails_with_a_message(tmp_path, capsys):
 # ------------------------------------------------------------------ 7. help says a scenario is code
 
 
-@pytest.mark.parametrize("command", ["run", "validate"])
+@pytest.mark.parametrize("command", ["run", "validate", "powerflow", "evaluate"])
 def test_help_says_a_scenario_can_run_code(capsys, command):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "A scenario from someone else is code" in out and "unpickled" in out
+    assert "Files that can run code" in out and "controller file" in out
+    assert "grid.trust_pickle: true" in out and "policy zip" in out

@@ -7,7 +7,8 @@ runs the first N held-out variations of each scenario instead (the fixed evaluat
 policy's training env: same ranges, episode length and seed), labelled ``<scenario>#k``. Prints the
 same summary table as ``openg2g compare``.
 
-A policy zip is a pickle: loading it can run code. Evaluate only policies you trust.
+Loading the policy unpickles nothing (``openg2g.envs.policy``); a zip holding pickled objects
+openg2g does not know is refused unless ``--trust-pickle`` (a pickle runs any code it carries).
 
 Examples::
 
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError
 from openg2g.scenario.loader import LoadedScenario, load_scenario
@@ -33,9 +35,12 @@ if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when the command
 __all__ = ["evaluate_policy", "policy_controller_spec", "register"]
 
 
-def policy_controller_spec(policy: Path) -> dict[str, Any]:
+def policy_controller_spec(policy: Path, trust_pickle: bool = False) -> dict[str, Any]:
     """The scenario ``controllers`` entry that runs ``policy`` with the stock ``rl_policy``."""
-    return {"kind": "rl_policy", "name": "rl_policy", "params": {"policy": str(policy)}}
+    params: dict[str, Any] = {"policy": str(policy)}
+    if trust_pickle:
+        params["trust_pickle"] = True
+    return {"kind": "rl_policy", "name": "rl_policy", "params": params}
 
 
 def held_out_variations(loaded: LoadedScenario, meta: PolicyMeta, n: int) -> list[tuple[str, LoadedScenario]]:
@@ -65,11 +70,14 @@ def evaluate_policy(
     baseline: bool = False,
     progress: bool = False,
     held_out: int = 0,
+    trust_pickle: bool = False,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run every scenario with the policy (and optionally as written); return ``(label, summary)`` rows.
 
     :param held_out: when > 0, run that many held-out variations of each scenario instead of the
         scenario as written (see :func:`held_out_variations`).
+    :param trust_pickle: let SB3 unpickle what openg2g cannot read without it
+        (:func:`openg2g.envs.policy.load_policy`); only for a policy you trust.
     :raises G2GError: unknown policy or scenario, or a scenario that does not fit the policy.
     """
     from openg2g.engine.simulation import Simulation, run_scenario
@@ -78,8 +86,8 @@ def evaluate_policy(
     from openg2g.scenario.schema import ControllerSpec
 
     zip_path = resolve_policy(policy).resolve()
-    model, meta = load_policy(zip_path)
-    policy_spec = ControllerSpec.model_validate(policy_controller_spec(zip_path))
+    model, meta = load_policy(zip_path, trust_pickle=trust_pickle)
+    policy_spec = ControllerSpec.model_validate(policy_controller_spec(zip_path, trust_pickle))
     rows: list[tuple[str, dict[str, Any]]] = []
     for name in scenarios:
         loaded = load_scenario(name, list(overrides))
@@ -112,6 +120,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             args.baseline,
             not args.no_progress,
             args.held_out,
+            args.trust_pickle,
         )
     except KeyboardInterrupt:
         print(f"interrupted; partial outputs kept in {out}", file=sys.stderr)
@@ -129,6 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evaluate",
         help="run scenarios with a trained RL policy as controller",
         description=__doc__,
+        epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("policy", help="policy .zip (with its .json beside it) or bundled policy name")
@@ -143,6 +153,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0,
         metavar="N",
         help="run N held-out variations of each scenario (as the policy's training env draws them) instead",
+    )
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="let SB3 unpickle a policy zip openg2g cannot read without it (not written by openg2g train): "
+        "a pickle runs any code it carries, so only for a policy you trust",
     )
     p.add_argument("--markdown", action="store_true", help="Markdown table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

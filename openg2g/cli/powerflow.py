@@ -81,6 +81,7 @@ def _specs(
         spec = GridSpec(
             **grid_source,
             solver=args.solver,
+            trust_pickle=args.trust_pickle,
             regulators={bank: RegulatorSpec(taps=t) for bank, t in taps.items()},
         )
     except ValidationError as exc:
@@ -183,7 +184,11 @@ def _print_worst_branches(state: GridState) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--json] [--solver ...]``."""
-    p = subparsers.add_parser("powerflow", help="one power flow on a feeder, with an optional datacenter load")
+    from openg2g.cli.run import SCENARIO_IS_CODE
+
+    p = subparsers.add_parser(
+        "powerflow", help="one power flow on a feeder, with an optional datacenter load", epilog=SCENARIO_IS_CODE
+    )
     p.add_argument(
         "feeder",
         help=(
@@ -204,6 +209,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="BANK=A,B,C",
         help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
+    )
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="read FEEDER when it is a pandapower pickle (.p/.pkl/.pickle): a pickle runs any code it carries, "
+        "so give this only for a file you trust (a .json net is checked before it is read)",
     )
     p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
     p.add_argument(

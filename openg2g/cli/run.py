@@ -16,11 +16,15 @@ from openg2g.cli.table import format_table
 __all__ = ["SCENARIO_IS_CODE", "register"]
 
 SCENARIO_IS_CODE = """\
-A scenario from someone else is code. A controller named by file (kind: path/to/file.py:Class)
-is imported and executed by `openg2g validate` as well as by `openg2g run`, and an RL policy
-(.zip, kind: rl_policy) is unpickled, which can run arbitrary code. Validate and run only
-scenarios, controller files and policies you trust (see docs/scenario-reference.md)."""
-"""The warning shown in ``run`` and ``validate`` help and in the scenario reference."""
+Files that can run code: a controller file (kind: path/to/file.py:Class) is imported, so run, by
+`openg2g validate` as by `run`; a pandapower pickle net (grid.pandapower ending .p/.pkl/.pickle) is
+read only with grid.trust_pickle: true (powerflow --trust-pickle), and a policy zip holding pickled
+objects openg2g does not know (not written by openg2g train) only with trust_pickle: true in the
+rl_policy params (evaluate --trust-pickle), as a pickle runs any code it carries; `train --resume`
+reads the pickled checkpoints in its --out folder. JSON nets are checked before they are read and
+bundled policies load without unpickling. Give those words, and validate or run scenarios and
+controller files, only for files you trust (see docs/scenario-reference.md)."""
+"""Which files can run code: the epilog of ``run``, ``validate``, ``powerflow`` and ``evaluate`` help."""
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

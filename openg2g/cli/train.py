@@ -15,8 +15,9 @@ Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoi
 ``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
 the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
 segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
-A policy zip is a pickle: loading one (``evaluate``, ``rl_policy``) can run code, so only use
-policies you trust.
+Loading a policy this writes unpickles nothing (``evaluate``, ``rl_policy``, ``--init-from``; see
+``openg2g.envs.policy``); ``--resume`` reads the checkpoints in OUT, which are pickles, so resume
+only runs you made.
 """
 
 from __future__ import annotations

@@ -5,11 +5,25 @@
 names, controlled models, shapes). The ``rl_policy`` controller rebuilds the same
 :class:`~openg2g.envs.spaces.SpaceLayout` from a scenario's context and the saved settings, and
 refuses a scenario whose spaces differ.
+
+**Nothing is unpickled.** SB3 keeps what JSON cannot hold in the zip's ``data`` entry as
+cloudpickle blobs (``:serialized:``), which would run any code they carry when read. The blobs of
+a policy ``openg2g train`` writes are all known, and :func:`load_policy` hands SB3 each one's value
+instead (SB3's ``custom_objects``), so it reads none: the spaces are rebuilt from the settings file
+(:func:`~openg2g.envs.spaces.make_spaces`), the policy class is the algorithm's ``MlpPolicy``,
+``policy_kwargs`` are read from the JSON copy SB3 keeps beside the blob (its optimizer and
+activation classes among torch's own), and the training state (last observation, episode buffers,
+rollout or replay buffer class, schedules, train frequency) takes the algorithm's defaults: a
+loaded policy acts, it does not go on training. The network weights are tensors, which SB3 reads
+with torch's ``weights_only`` loader. A zip holding any other blob is refused unless the caller
+says it is trusted (``trust_pickle``).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +37,16 @@ from openg2g.envs.config import EnvConfig
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
 
-__all__ = ["ALGOS", "PolicyMeta", "algo_class", "load_policy", "policy_paths", "resolve_policy", "save_policy"]
+__all__ = [
+    "ALGOS",
+    "TRAINING_STATE",
+    "PolicyMeta",
+    "algo_class",
+    "load_policy",
+    "policy_paths",
+    "resolve_policy",
+    "save_policy",
+]
 
 FORMAT = "openg2g-policy-1"
 
@@ -101,16 +124,115 @@ def read_meta(path: str | Path) -> PolicyMeta:
         raise ControllerError(f"{json_path}: not a valid policy settings file: {exc}") from None
 
 
-def load_policy(path: str | Path, device: str = "cpu") -> tuple[Any, PolicyMeta]:
-    """Load a saved policy: ``(sb3_model, meta)``.
+TRAINING_STATE = (
+    "_last_obs",
+    "_last_episode_starts",
+    "_last_original_obs",
+    "ep_info_buffer",
+    "ep_success_buffer",
+    "rollout_buffer_class",
+    "replay_buffer_class",
+    "lr_schedule",
+    "clip_range",
+    "train_freq",
+)
+"""Blobs of a saved model that only training reads: loaded as the algorithm's defaults (the
+constructor's, else None; ``lr_schedule`` is rebuilt from the saved ``learning_rate``)."""
 
-    :raises ControllerError: missing files, unknown algorithm, or a zip SB3 cannot read.
+_TORCH_CLASSES = {
+    "optimizer": ("Adam", "AdamW", "RMSprop", "SGD"),
+    "activation": ("ReLU", "Tanh", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid"),
+}
+"""torch classes a policy's ``policy_kwargs`` may name (``torch.optim.<name>``, ``torch.nn.<name>``)."""
+
+
+def load_policy(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> tuple[Any, PolicyMeta]:
+    """Load a saved policy: ``(sb3_model, meta)``, unpickling nothing (module docstring).
+
+    :param trust_pickle: let SB3 unpickle the blobs this module cannot stand in for; only for a
+        file you trust, since a pickle runs any code it carries.
+    :raises ControllerError: missing files, unknown algorithm, a zip SB3 cannot read, or (without
+        ``trust_pickle``) a zip holding a blob that is not a known one.
     """
     zip_path = resolve_policy(path)
     meta = read_meta(zip_path)
     cls = algo_class(meta.algo)
+    custom = None if trust_pickle else _stand_ins(zip_path, meta, cls)
     try:
-        model = cls.load(str(zip_path), device=device)
+        model = cls.load(str(zip_path), device=device, custom_objects=custom)
     except Exception as exc:  # SB3 raises many kinds on a bad zip
         raise ControllerError(f"{zip_path}: cannot load {meta.algo} policy: {type(exc).__name__}: {exc}") from exc
     return model, meta
+
+
+def _stand_ins(zip_path: Path, meta: PolicyMeta, cls: type[BaseAlgorithm]) -> dict[str, Any]:
+    """A value for every pickled blob of the zip's ``data`` entry, so SB3 unpickles none.
+
+    :raises ControllerError: the zip cannot be read, or holds a blob that is not a known one.
+    """
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ControllerError(f"{zip_path}: not a Stable-Baselines3 policy zip ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise ControllerError(f"{zip_path}: its data entry is not a JSON object")
+    blobs = {k: v for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v}
+    defaults = inspect.signature(cls.__init__).parameters
+    custom: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, blob in blobs.items():
+        if key in ("observation_space", "action_space"):
+            custom.update(zip(("observation_space", "action_space"), _meta_spaces(zip_path, meta)))
+        elif key == "policy_class":
+            custom[key] = cls.policy_aliases["MlpPolicy"]
+        elif key in TRAINING_STATE:
+            custom[key] = defaults[key].default if key in defaults else None
+        elif key == "policy_kwargs" and (kwargs := _policy_kwargs(blob)) is not None:
+            custom[key] = kwargs
+        else:
+            unknown.append(key)
+    if unknown:
+        raise ControllerError(
+            f"{zip_path}: its data entry holds pickled {', '.join(sorted(unknown))}, which openg2g cannot read "
+            "without unpickling, and a pickle runs any code it carries; if you trust this file, set trust_pickle: "
+            "true in the rl_policy controller's params (openg2g evaluate --trust-pickle)"
+        )
+    return custom
+
+
+def _meta_spaces(zip_path: Path, meta: PolicyMeta) -> tuple[Any, Any]:
+    """The observation and action spaces the settings file gives (as the training env built them).
+
+    :raises ControllerError: the settings file records no layout (observation shape, controlled models).
+    """
+    from openg2g.envs.spaces import make_spaces
+
+    shape, controlled = meta.layout.get("observation_shape"), meta.layout.get("controlled")
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and isinstance(controlled, list)):
+        raise ControllerError(
+            f"{policy_paths(zip_path)[1]}: layout.observation_shape and layout.controlled are needed to rebuild the "
+            "policy's spaces without unpickling them"
+        )
+    return make_spaces(meta.env.observation.clip, shape[0], meta.env.action, len(controlled))
+
+
+def _policy_kwargs(blob: dict[str, Any]) -> dict[str, Any] | None:
+    """``policy_kwargs`` from the JSON copy SB3 keeps beside its blob: JSON values as they are, class
+    names among :data:`_TORCH_CLASSES` as those classes; None if anything else is in it."""
+    import torch
+
+    if blob.get(":type:") != str(dict):
+        return None
+    known = {str(getattr(torch.optim, n)): getattr(torch.optim, n) for n in _TORCH_CLASSES["optimizer"]}
+    known |= {str(getattr(torch.nn, n)): getattr(torch.nn, n) for n in _TORCH_CLASSES["activation"]}
+    kwargs: dict[str, Any] = {}
+    for name, value in blob.items():
+        if name in (":type:", ":serialized:"):
+            continue
+        if isinstance(value, str):
+            if value not in known:
+                return None
+            value = known[value]
+        kwargs[name] = value
+    return kwargs

@@ -50,7 +50,7 @@ from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 from openg2g.envs.config import EnvConfig, ObsConfig
 
-__all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space"]
+__all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space", "make_spaces"]
 
 ActionKind = Literal["discrete", "box"]
 
@@ -84,6 +84,21 @@ def describe_space(space: spaces.Space) -> str:
     if isinstance(space, spaces.Box):
         return f"Box(shape={space.shape})"
     return repr(space)
+
+
+def make_spaces(clip: float, n_features: int, action: ActionKind, n_controlled: int) -> tuple[spaces.Box, spaces.Space]:
+    """The observation and action spaces of a layout: ``n_features`` values in ``[-clip, clip]``
+    (float32); per controlled model a move down, none or up (``discrete``) or a target in
+    ``[-1, 1]`` (``box``, float32).
+
+    :raises ValueError: an action kind other than ``discrete`` and ``box``.
+    """
+    observation = spaces.Box(-clip, clip, shape=(n_features,), dtype=np.float32)
+    if action == "discrete":
+        return observation, spaces.MultiDiscrete(np.full(n_controlled, 3, dtype=np.int64))
+    if action == "box":
+        return observation, spaces.Box(-1.0, 1.0, shape=(n_controlled,), dtype=np.float32)
+    raise ValueError(f"action must be 'discrete' or 'box', got {action!r}")
 
 
 class SpaceLayout:
@@ -150,15 +165,9 @@ class SpaceLayout:
         self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
         """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
         self.feature_names: tuple[str, ...] = tuple(self._feature_names())
-        clip = obs.clip
-        n = len(self.feature_names)
-        self.observation_space = spaces.Box(-clip, clip, shape=(n,), dtype=np.float32)
-        if action == "discrete":
-            self.action_space: spaces.Space = spaces.MultiDiscrete(np.full(len(self.controlled), 3, dtype=np.int64))
-        elif action == "box":
-            self.action_space = spaces.Box(-1.0, 1.0, shape=(len(self.controlled),), dtype=np.float32)
-        else:
-            raise ValueError(f"action must be 'discrete' or 'box', got {action!r}")
+        self.observation_space, self.action_space = make_spaces(
+            obs.clip, len(self.feature_names), action, len(self.controlled)
+        )
 
     @classmethod
     def for_env(cls, context: ControlContext, config: EnvConfig, source: str = "scenario") -> SpaceLayout:

@@ -221,6 +221,14 @@ class GridSpec(ConfigModel):
             "ieee_european_lv_asymmetric, ...) or a SimBench code if simbench is installed."
         ),
     )
+    trust_pickle: bool = Field(
+        False,
+        description=(
+            "Read grid.pandapower when it is a pickle (.p, .pkl, .pickle): a pickle runs any code it carries "
+            "while it is read, so say here that you trust the file; without it a pickle is refused (a JSON "
+            "net is checked before it is read and needs no such word)."
+        ),
+    )
     solver: Literal["exact", "pandapower"] = Field(
         "exact",
         description="exact: phase-frame solver matching OpenDSS (default); pandapower: runpp_3ph, approximate reference.",
@@ -319,6 +327,8 @@ class GridSpec(ConfigModel):
         data: dict[str, Any] = handler(self)
         if self.pandapower is None:
             data.pop("pandapower", None)
+        if not self.trust_pickle:
+            data.pop("trust_pickle", None)
         if not self.site_transformers:
             data.pop("site_transformers", None)
         if not self.branch_ratings:

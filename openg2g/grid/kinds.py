@@ -42,7 +42,7 @@ def open_net(spec: GridSpec, base_dir: Path | None) -> tuple[GridKind, pandapowe
     from openg2g.grid.nets.source import load_net
 
     assert spec.pandapower is not None, "a feeder spec names no net"
-    net = load_net(spec.pandapower, base_dir)
+    net = load_net(spec.pandapower, base_dir, spec.trust_pickle)
     return ("asymmetric_net" if is_asymmetric(net) else "balanced_net"), net
 
 

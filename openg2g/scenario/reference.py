@@ -71,13 +71,21 @@ A scenario from someone else is code: read it before you validate or run it.
 - `kind: path/to/file.py:ClassName` imports that file and builds the class. `openg2g validate`
   does this too (it builds and starts every controller to check its parameters), as do `run`,
   `sweep`, `study`, `train` and `evaluate`.
-- `kind: rl_policy` loads a Stable-Baselines3 policy `.zip`, which unpickles Python objects:
-  a policy file can run arbitrary code when it is loaded, during `validate` as well.
-- Everything else in a scenario is data: YAML is read with a safe loader (no Python tags) and
-  aliases may not expand a file beyond a million values. The files it names (feeder `.dss`,
-  trace library, profiles) are read, so a scenario can read any file you can.
+- A pandapower pickle net (`grid.pandapower` ending in `.p`, `.pkl`, `.pickle`) runs any code
+  it carries while it is read, so it is refused unless `grid.trust_pickle: true`
+  (`openg2g powerflow --trust-pickle`); converting it once to JSON avoids the question.
+- `kind: rl_policy` loads a Stable-Baselines3 policy `.zip`. A zip written by `openg2g train`
+  (the bundled ones too) loads without unpickling anything; one holding other pickled objects is
+  refused unless its params say `trust_pickle: true` (`openg2g evaluate --trust-pickle`).
+- `openg2g train --resume` reads the checkpoints in its `--out` folder, which are pickles.
+- Everything else is data. A JSON net may name only objects of the packages pandapower itself
+  writes (pandapower, pandas, numpy, networkx, geopandas; of builtins complex, tuple, set,
+  frozenset), checked before pandapower reads the file. YAML is read with a safe loader (no
+  Python tags) and aliases may not expand a file beyond a million values. The files a scenario
+  names (feeder `.dss`, net, trace library, profiles) are read, so it can read any file you can.
 
-Validate and run only scenarios, controller files and policies from sources you trust.
+Validate and run only scenarios and controller files from sources you trust, and say a pickle is
+trusted only when it is.
 """
 """The scenario reference's section on code execution (also summarized in ``openg2g run --help``)."""
 

@@ -151,13 +151,13 @@ def _point(geo: object) -> tuple[float, float] | None:
         return None
 
 
-def net_topology(source: str, base_dir: Path) -> Topology:
-    """The topology of a pandapower net (``grid.pandapower``, see :mod:`openg2g.grid.nets.source`):
-    every in-service bus with phases a, b and c (a balanced net), drawn at its ``geo`` point where
-    it has one; the ext_grid buses are the source side."""
+def net_topology(source: str, base_dir: Path, trust_pickle: bool = False) -> Topology:
+    """The topology of a pandapower net (``grid.pandapower``, see :mod:`openg2g.grid.nets.source`;
+    ``trust_pickle`` as ``grid.trust_pickle``): every in-service bus with phases a, b and c (a
+    balanced net), drawn at its ``geo`` point where it has one; the ext_grid buses are the source side."""
     from openg2g.grid.nets.source import BusNames, load_net
 
-    net = load_net(source, base_dir)
+    net = load_net(source, base_dir, trust_pickle)
     names = BusNames(net)
     name = dict(zip(names.index, names.names))
     live = [int(i) for i in net.bus.index[net.bus.in_service.astype(bool)]]
@@ -171,9 +171,12 @@ def net_topology(source: str, base_dir: Path) -> Topology:
 
 def base_topology(base: BaseScenario) -> Topology:
     """The topology of the base scenario's grid: its feeder's, or its pandapower net's."""
-    grid = base.data.get("grid")
-    net = grid.get("pandapower") if isinstance(grid, dict) else None
-    return net_topology(str(net), base.path.parent) if net else feeder_topology(base.feeder)
+    raw = base.data.get("grid")
+    grid: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    net = grid.get("pandapower")
+    if not net:
+        return feeder_topology(base.feeder)
+    return net_topology(str(net), base.path.parent, trust_pickle=grid.get("trust_pickle") is True)
 
 
 def feeder_topology(feeder: str) -> Topology:

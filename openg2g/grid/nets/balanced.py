@@ -222,7 +222,7 @@ class PandapowerGrid(GridBackend):
         :raises ScenarioError: the spec does not fit the net.
         """
         assert spec.pandapower is not None
-        return cls(load_net(spec.pandapower, base_dir), spec.pandapower, spec, sites)
+        return cls(load_net(spec.pandapower, base_dir, spec.trust_pickle), spec.pandapower, spec, sites)
 
     def _internal(self, bus: int) -> int:
         """The internal bus of pandapower bus ``bus``.

@@ -4,7 +4,7 @@
 
 1. the path of a pandapower file, relative to the scenario file: pandapower's JSON
    (``pp.to_json``, ending in ``.json``) or pickle (``pp.to_pickle``, ending in ``.p``, ``.pkl``
-   or ``.pickle``). Both formats can rebuild arbitrary Python objects: read only files you trust;
+   or ``.pickle``). See **Files that could run code** below;
 2. the name of a function of :mod:`pandapower.networks` that needs no argument (``case118``,
    ``case300``, ``create_cigre_network_mv``, ``mv_oberrhein``, ...);
 3. a SimBench code (``1-HV-mixed--0-sw``), when the ``simbench`` package is installed.
@@ -13,6 +13,15 @@
 when every bus has a name and no two names are equal ignoring case; otherwise every bus is named
 by its index in ``net.bus`` (as text: ``"58"``). Matching ignores case. pandapower's MATPOWER
 cases name their buses by the MATPOWER bus number (``case118`` bus ``"59"`` is index 58).
+
+**Files that could run code.** pandapower's JSON names the class of each object it rebuilds
+(``{"_module": ..., "_class": ...}``) and pandapower imports that module before its own check of
+the class, so a file naming any installed module would run that module's top-level code. Every
+object a JSON net names, in nested JSON texts too, is checked before pandapower sees the file:
+only the packages pandapower's own ``pp.to_json`` writes are accepted (:data:`NET_JSON_PACKAGES`,
+and of ``builtins`` only :data:`NET_JSON_BUILTINS`), and a frame that points at another file is
+refused. A pickle can run anything while it is read, so a pickle net is read only when the caller
+says the file is trusted (``grid.trust_pickle``, ``openg2g powerflow --trust-pickle``).
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import io
+import json
 import math
+import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -36,9 +48,12 @@ if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
 __all__ = [
+    "NET_JSON_BUILTINS",
+    "NET_JSON_PACKAGES",
     "NET_SUFFIXES",
     "BusNames",
     "check_net",
+    "foreign_object",
     "is_network_name",
     "load_net",
     "looks_like_net_file",
@@ -48,6 +63,22 @@ __all__ = [
 
 NET_SUFFIXES = (".json", ".p", ".pkl", ".pickle")
 """File endings read as pandapower nets (JSON, then pickle)."""
+
+NET_JSON_PACKAGES = ("pandapower", "pandas", "numpy", "networkx", "geopandas")
+"""Packages (with their submodules) whose objects a JSON net may name: the ones pandapower's own
+``pp.to_json`` writes (the net and its controllers, frames, series and indexes, numpy arrays and
+scalars, a networkx graph, a geopandas frame)."""
+
+NET_JSON_BUILTINS = frozenset({"complex", "tuple", "set", "frozenset"})
+"""The ``builtins`` a JSON net may name: the four pandapower writes."""
+
+PICKLE_REFUSED = (
+    "a pickle runs any code it carries while it is read, so a pickle net is read only when you say the "
+    "file is trusted: set grid.trust_pickle: true in the scenario (openg2g powerflow --trust-pickle), or "
+    "convert it once to JSON, which is checked before it is read "
+    "(python -c \"import pandapower as pp; pp.to_json(pp.from_pickle('net.p'), 'net.json')\")"
+)
+"""Why a pickle net is refused, and the two ways on."""
 
 
 @contextlib.contextmanager
@@ -91,15 +122,24 @@ def _network_names() -> list[str]:
     return sorted(n for n in dir(pn) if _network_function(n) is not None)
 
 
-def _read_file(path: Path) -> pandapowerNet:
+def _read_file(path: Path, trust_pickle: bool) -> pandapowerNet:
+    """The net in ``path`` (JSON checked by :func:`foreign_object` first; pickle only if trusted).
+
+    :raises FeederError: no such file, a pickle not trusted, a JSON naming an object outside the
+        allow-list, or a file that is not a pandapower net.
+    """
     import pandapower as pp
 
     if not path.is_file():
         raise FeederError(f"grid.pandapower: no such file {str(path)!r}")
-    reader = pp.from_json if path.suffix.lower() == ".json" else pp.from_pickle
+    is_json = path.suffix.lower() == ".json"
+    if not is_json and not trust_pickle:
+        raise FeederError(f"grid.pandapower: {str(path)!r} is a pickle: {PICKLE_REFUSED}")
     try:
         with quiet_pandapower():
-            net = reader(str(path))
+            net = _checked_json(path) if is_json else pp.from_pickle(str(path))
+    except FeederError:
+        raise
     except Exception as exc:  # noqa: BLE001 (pandapower raises anything from json, pickle and pandas)
         raise FeederError(
             f"grid.pandapower: {str(path)!r} is not a pandapower net ({type(exc).__name__}: {exc})"
@@ -107,6 +147,88 @@ def _read_file(path: Path) -> pandapowerNet:
     if not isinstance(net, pp.pandapowerNet) or not hasattr(net, "bus"):
         raise FeederError(f"grid.pandapower: {str(path)!r} holds a {type(net).__name__}, not a pandapower net")
     return net
+
+
+def _checked_json(path: Path) -> object:
+    """What pandapower decodes from the JSON file ``path``, once :func:`foreign_object` finds nothing
+    foreign in it (the text checked is the text decoded: the file is read once).
+
+    :raises FeederError: the file names an object outside the allow-list.
+    """
+    import pandapower as pp
+
+    text = path.read_text(encoding="utf-8")
+    foreign = foreign_object(text)
+    if foreign is not None:
+        raise FeederError(
+            f"grid.pandapower: {str(path)!r} names {foreign}, which a pandapower net does not hold and reading "
+            f"it could run code; a JSON net may name objects of {', '.join(NET_JSON_PACKAGES)} and of builtins "
+            f"only {', '.join(sorted(NET_JSON_BUILTINS))}"
+        )
+    return pp.from_json(io.StringIO(text))
+
+
+def _allowed_object(module: object, cls: object) -> bool:
+    """Whether a JSON net may name class ``cls`` of module ``module`` (module docstring)."""
+    if not isinstance(module, str):
+        return False
+    if module == "builtins":
+        return cls in NET_JSON_BUILTINS
+    return module.partition(".")[0] in NET_JSON_PACKAGES
+
+
+def _json_views(text: str) -> list[object]:
+    """``text`` as each decoder pandapower may apply to it reads it (the standard library's, pandas'
+    ujson); empty when neither reads it. Objects keep every key of theirs, repeated ones included,
+    as a list of pairs."""
+    from pandas._libs.json import ujson_loads
+
+    views: list[object] = []
+    try:
+        views.append(json.loads(text, object_pairs_hook=_Pairs))
+    except ValueError:
+        pass
+    try:
+        views.append(ujson_loads(text))
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return views
+
+
+class _Pairs(list[tuple[str, object]]):
+    """A JSON object as the list of its ``(key, value)`` pairs."""
+
+
+def foreign_object(text: str) -> str | None:
+    """The first object a pandapower JSON text names outside the allow-list (module docstring), as
+    ``"module.class"``; None when there is none. Strings that are JSON texts themselves (frames,
+    nested nets, characteristics) are searched too, as pandapower decodes them.
+
+    A frame (``DataFrame``) whose content is the absolute path of a ``.json`` file, which pandas
+    would read from disk unchecked, counts as foreign.
+    """
+    stack: list[object] = _json_views(text)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (_Pairs, dict)):
+            pairs = list(item) if isinstance(item, _Pairs) else list(item.items())
+            modules = [v for k, v in pairs if k == "_module"]
+            classes = [v for k, v in pairs if k == "_class"] or [""]
+            for module in modules:
+                for cls in classes:
+                    if not _allowed_object(module, cls):
+                        return f"{module}.{cls}" if cls else str(module)
+            content = [v for k, v in pairs if k == "_object"]
+            if "DataFrame" in classes and any(
+                isinstance(c, str) and os.path.isabs(c) and c.endswith(".json") for c in content
+            ):
+                return f"a frame read from the file {next(c for c in content if isinstance(c, str))!r}"
+            stack.extend(v for _, v in pairs)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and item.lstrip()[:1] in ("{", "["):
+            stack.extend(_json_views(item))
+    return None
 
 
 def looks_like_simbench_code(name: str) -> bool:
@@ -126,14 +248,16 @@ def _simbench(code: str) -> pandapowerNet | None:
         return None
 
 
-def load_net(source: str, base_dir: Path | None = None) -> pandapowerNet:
+def load_net(source: str, base_dir: Path | None = None, trust_pickle: bool = False) -> pandapowerNet:
     """Read the pandapower net that ``grid.pandapower`` names (see the module docstring) and check it.
 
     :param source: a file path, a :mod:`pandapower.networks` function name or a SimBench code.
     :param base_dir: folder a relative path is resolved against (the scenario's); None = the
         working directory.
-    :raises FeederError: no such file, a file that is not a pandapower net, an unknown network
-        name, or a net that cannot be a grid (see :func:`check_net`).
+    :param trust_pickle: read a pickle file (``grid.trust_pickle``); a pickle is refused without it.
+    :raises FeederError: no such file, a pickle not trusted, a JSON net naming an object outside
+        the allow-list, a file that is not a pandapower net, an unknown network name, or a net
+        that cannot be a grid (see :func:`check_net`).
     """
     if looks_like_net_file(source):
         path = Path(source) if base_dir is None else base_dir / source
@@ -142,7 +266,7 @@ def load_net(source: str, base_dir: Path | None = None) -> pandapowerNet:
                 f"grid.pandapower: {source!r}: a net file must end in {', '.join(NET_SUFFIXES)} "
                 "(pandapower's JSON or pickle)"
             )
-        net = _read_file(path)
+        net = _read_file(path, trust_pickle)
         label = str(path)
     else:
         fn = _network_function(source)
