@@ -1,10 +1,14 @@
 """``openg2g study hosting-capacity|siting|pv-placement``: studies built from runs of a base scenario.
 
-``hosting-capacity FEEDER`` finds, per bus, the largest datacenter (the base scenario's model
-mix, scaled) hosted without voltage violations (or within ``--tolerance-pu-s``) and without a line
-or transformer above its rating (``--no-thermal`` drops that check), with each controller given;
-the table names the limit the first larger size broke and where. FEEDER is a scenario prefix (``ieee13`` uses the bundled ``ieee13_none``), a
-base scenario file, or a hosting-capacity study file (``study: hosting_capacity``).
+``hosting-capacity FEEDER`` finds, per bus and controller, the range of datacenter sizes (the
+base scenario's model mix, scaled) hosted without under- or over-voltage (each within
+``--tolerance-pu-s``) and without a line or transformer above its rating (``--no-thermal`` drops
+that check). Under-voltage and overload grow with the site and set the capacity (the table names
+the limit the first larger size broke and where); over-voltage shrinks as it grows and sets the
+smallest hosted size. The feeder is first run without the site: a warning says when it already
+breaks a limit. With a controller, violations in the first ``--settle-s`` seconds (default 10;
+0 without a controller) are not counted. FEEDER is a scenario prefix (``ieee13`` uses the bundled
+``ieee13_none``), a base scenario file, or a hosting-capacity study file (``study: hosting_capacity``).
 
 ``siting STUDY.yaml`` places a datacenter on candidate buses (and pairs of buses) and ranks the
 placements by violation integral and throughput.
@@ -113,6 +117,7 @@ def _hosting(args: argparse.Namespace) -> int:
         "duration_s": args.duration_s,
         "max_mw": args.max_mw,
         "mix": _parse_mix(args.mix),
+        "settle_s": args.settle_s,
     }
     from_file = spec.config_fields() if spec is not None else {}
     config = HostingConfig(**{**from_file, **{k: v for k, v in given.items() if v is not None}})
@@ -125,28 +130,51 @@ def _hosting(args: argparse.Namespace) -> int:
         return interrupted(out)
     print(f"model mix per block: {table['model_mix'].iloc[0]}")
     thermal = f" and overload <= {config.overload_tolerance_pct_s:g} %.s" if config.thermal else ""
+    settle = ", ".join(f"from {config.settle_for(c):g} s ({c})" for c in config.controllers)
     print(
-        f"hosted = run completes with violation integral <= {config.tolerance_pu_s:g} pu.s{thermal} "
-        f"over {config.duration_s:g} s\n"
+        f"hosted = run completes with under- and over-voltage integrals each <= {config.tolerance_pu_s:g} pu.s"
+        f"{thermal} over {config.duration_s:g} s, counted {settle}\n"
     )
     _print(
         table,
         [
             "bus",
             "controller",
+            "min_peak_mw",
             "capacity_peak_mw",
             "capacity_mean_mw",
             "capacity_gpus",
             "first_failing_peak_mw",
             "binding_limit",
             "binding_element",
+            "lower_limit",
+            "empty_range",
             "capped",
             "n_runs",
             "error",
         ],
     )
+    _warn_baseline(table)
     print(f"\ntables and plot: {out}")
     return 0
+
+
+def _warn_baseline(table: pd.DataFrame) -> None:
+    """A warning per controller whose feeder, without the site, already breaks a limit."""
+    for _, row in table.drop_duplicates("controller").iterrows():
+        if not row["baseline_limits"]:
+            continue
+        verdict = (
+            "no size is hosted"
+            if set(row["baseline_limits"].split("+")) - {"overvoltage"}
+            else "a site too small to pull the voltages down is not hosted (see min_peak_mw)"
+        )
+        print(
+            f"warning: controller {row['controller']}: the feeder without the site already breaks "
+            f"{row['baseline_limits']} (at {row['baseline_element']}; violation integral "
+            f"{row['baseline_violation_pu_s']:.4g} pu.s): {verdict}",
+            file=sys.stderr,
+        )
 
 
 def _siting(args: argparse.Namespace) -> int:
@@ -278,6 +306,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     h.add_argument("--duration-s", type=float, help="simulated seconds per run (default 60)")
     h.add_argument("--max-mw", type=float, help="largest site considered, MW peak (default 30)")
+    h.add_argument(
+        "--settle-s",
+        type=float,
+        help="violations before this time are not counted (default: 10 s with a controller, 0 without)",
+    )
     h.add_argument(
         "--mix", nargs="+", metavar="MODEL=N", help="replicas per block (default: the site's counts over their gcd)"
     )

@@ -25,6 +25,13 @@ Definitions (``dt`` is the component's own period):
 - overload integral (%.s) = sum over grid steps and branches of ``max(0, loading - 100)`` times
   ``dt``: a branch at 130% for 10 s adds 300 %.s, two branches at 110% for 10 s add 200 %.s.
 
+With a metrics start time ``start_s`` > 0 (the scenario's ``outputs.metrics_start_s``, e.g. a
+study's settling window) the voltage and branch figures above (violation integrals, time in
+violation, Vmin, Vmax, max loading, overload integral) count only the grid steps at
+``t_s >= start_s``; the step counts, tap changes and datacenter figures count the whole run, and
+the summary reports ``metrics_start_s``. With ``start_s = 0`` (the default) every step counts and
+the summary has no such key.
+
 Grid steps that did not converge (kept, with ``grid.on_nonconvergence: flag``) have no voltages:
 they are counted in ``nonconverged_steps`` and add nothing to the violation integral, the time in
 violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g run`` and
@@ -34,6 +41,7 @@ violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -71,6 +79,7 @@ class RunMetrics:
         ``None`` for a grid that reports none (the loading figures are then ``None``).
     :param bus_phases: the monitored bus-phases, in the order of the voltages given; ``None``
         leaves the bus-phases of Vmin and Vmax unnamed.
+    :param start_s: first grid time (s) counted in the voltage and branch figures (see above).
     """
 
     def __init__(
@@ -79,11 +88,15 @@ class RunMetrics:
         v_max_pu: float,
         branch_names: tuple[str, ...] | None = None,
         bus_phases: tuple[str, ...] | None = None,
+        start_s: float = 0.0,
     ):
+        if not (math.isfinite(start_s) and start_s >= 0):
+            raise ValueError(f"start_s must be >= 0 s, got {start_s}")
         self.v_min_pu = v_min_pu
         self.v_max_pu = v_max_pu
         self.branch_names = branch_names
         self.bus_phases = bus_phases
+        self.start_s = start_s
         self.max_loading_pct = -np.inf
         self.max_loading_branch: str | None = None
         self.overload_integral_pct_s = 0.0
@@ -109,11 +122,22 @@ class RunMetrics:
         self.n_tap_changes = 0
         self._last_taps: Mapping[str, Sequence[int]] | None = None
 
-    def add_grid_block(self, v_pu: np.ndarray, converged: np.ndarray, dt_s: float) -> np.ndarray:
+    def _uncounted(self, t_s: Sequence[float] | None, steps: int) -> int:
+        """How many leading steps of a block fall before ``start_s`` (times ascending)."""
+        if self.start_s == 0:
+            return 0
+        if t_s is None or len(t_s) != steps:
+            raise ValueError(f"with start_s = {self.start_s} s, give the time of each of the {steps} steps")
+        return int(np.searchsorted(np.asarray(t_s, dtype=float), self.start_s, side="left"))
+
+    def add_grid_block(
+        self, v_pu: np.ndarray, converged: np.ndarray, dt_s: float, t_s: Sequence[float] | None = None
+    ) -> np.ndarray:
         """Account consecutive grid steps; returns their per-bus-phase violations (pu) for recording.
 
         :param v_pu: voltages per step and bus-phase (pu), shape ``(steps, n_bus_phases)``.
         :param converged: per step, whether its power flow converged.
+        :param t_s: per step, its time (s, ascending); needed only with ``start_s`` > 0.
 
         Sums run step by step in time order, so any split of a run into blocks gives the same
         floats.
@@ -121,21 +145,23 @@ class RunMetrics:
         self.grid_steps += len(v_pu)
         self.nonconverged_steps += int(np.count_nonzero(~converged))
         violation, below, finite = _violations(v_pu, self.v_min_pu, self.v_max_pu)
-        totals = violation.sum(axis=1).tolist()
-        unders = below.sum(axis=1).tolist()
+        skip = self._uncounted(t_s, len(v_pu))
+        totals = violation[skip:].sum(axis=1).tolist()
+        unders = below[skip:].sum(axis=1).tolist()
         for total, under in zip(totals, unders):
             self.violation_integral_pu_s += total * dt_s
             self.undervoltage_integral_pu_s += under * dt_s
             self.overvoltage_integral_pu_s += (total - under) * dt_s
             if total > 0:
                 self.violation_time_s += dt_s
-        if finite or np.isfinite(v_pu).any():
-            lo = np.unravel_index(int(np.argmin(v_pu) if finite else np.nanargmin(v_pu)), v_pu.shape)
-            hi = np.unravel_index(int(np.argmax(v_pu) if finite else np.nanargmax(v_pu)), v_pu.shape)
-            if v_pu[lo] < self.v_lo_pu:
-                self.v_lo_pu, self.v_lo_at = float(v_pu[lo]), self._bus_phase(int(lo[1]))
-            if v_pu[hi] > self.v_hi_pu:
-                self.v_hi_pu, self.v_hi_at = float(v_pu[hi]), self._bus_phase(int(hi[1]))
+        counted = v_pu[skip:]
+        if len(counted) and (finite or np.isfinite(counted).any()):
+            lo = np.unravel_index(int(np.argmin(counted) if finite else np.nanargmin(counted)), counted.shape)
+            hi = np.unravel_index(int(np.argmax(counted) if finite else np.nanargmax(counted)), counted.shape)
+            if counted[lo] < self.v_lo_pu:
+                self.v_lo_pu, self.v_lo_at = float(counted[lo]), self._bus_phase(int(lo[1]))
+            if counted[hi] > self.v_hi_pu:
+                self.v_hi_pu, self.v_hi_at = float(counted[hi]), self._bus_phase(int(hi[1]))
         return violation
 
     def _bus_phase(self, index: int) -> str | None:
@@ -154,19 +180,21 @@ class RunMetrics:
                     self.n_tap_changes += sum(abs(a - b) for a, b in zip(steps, before))
             self._last_taps = current
 
-    def add_branch_block(self, loading_pct: np.ndarray, dt_s: float) -> None:
+    def add_branch_block(self, loading_pct: np.ndarray, dt_s: float, t_s: Sequence[float] | None = None) -> None:
         """Account the branch loading of consecutive grid steps.
 
         :param loading_pct: loading per step and branch (%), shape ``(steps, n_branches)``; a step
             that did not converge is a row of NaN and adds nothing.
+        :param t_s: per step, its time (s, ascending); needed only with ``start_s`` > 0.
 
         Sums run step by step in time order, so any split of a run into blocks gives the same floats.
         """
+        loading_pct = loading_pct[self._uncounted(t_s, len(loading_pct)) :]
         excess = np.maximum(loading_pct - 100.0, 0.0)
         finite = bool(np.isfinite(excess).all())
         for pct in (excess if finite else _finite(excess)).sum(axis=1).tolist():
             self.overload_integral_pct_s += pct * dt_s
-        if self.branch_names is not None and (finite or np.isfinite(loading_pct).any()):
+        if self.branch_names is not None and len(loading_pct) and (finite or np.isfinite(loading_pct).any()):
             at = np.argmax(loading_pct) if finite else np.nanargmax(loading_pct)
             step, branch = np.unravel_index(int(at), loading_pct.shape)
             if loading_pct[step, branch] > self.max_loading_pct:
@@ -209,8 +237,9 @@ class RunMetrics:
 
     def summary(self) -> dict[str, float | int | str | dict[str, float] | None]:
         """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
-        (site -> seconds without supply, 0 for a site that never lost it)."""
-        return {
+        (site -> seconds without supply, 0 for a site that never lost it); ``metrics_start_s``
+        only when > 0."""
+        figures: dict[str, float | int | str | dict[str, float] | None] = {
             "violation_integral_pu_s": self.violation_integral_pu_s,
             "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
             "overvoltage_integral_pu_s": self.overvoltage_integral_pu_s,
@@ -233,3 +262,6 @@ class RunMetrics:
             "max_loading_branch": self.max_loading_branch,
             "overload_integral_pct_s": self.overload_integral_pct_s if self.branch_names is not None else None,
         }
+        if self.start_s:
+            figures["metrics_start_s"] = self.start_s
+        return figures

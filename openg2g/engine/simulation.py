@@ -232,6 +232,7 @@ class Simulation:
             sc.grid.v_max_pu,
             self._branches.names if self._branches is not None else None,
             tuple(self._bus_phases),
+            float(sc.outputs.metrics_start_s),
         )
         banks = tuple(self.grid.regulators())
         table_branches = self._branches if sc.outputs.branches == "all" else None
@@ -395,12 +396,13 @@ class Simulation:
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
         dt_s = self.clock.seconds(self._grid_ticks)
         v_pu = np.stack([s.v_pu for s in states])
-        violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s)
+        times = [s.t_s for s in states]
+        violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s, times)
         self.metrics.add_taps([s.taps for s in states])
         if self._branches is not None:
             nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
             loading = np.stack([nan if s.branch_loading_pct is None else s.branch_loading_pct for s in states])
-            self.metrics.add_branch_block(loading, dt_s)
+            self.metrics.add_branch_block(loading, dt_s, times)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
         self._grid_latest = states[-1]

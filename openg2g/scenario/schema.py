@@ -124,6 +124,19 @@ class OutputSpec(ConfigModel):
     flush_every_s: float = Field(
         60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."
     )
+    metrics_start_s: Seconds = Field(
+        Fraction(0),
+        description=(
+            "First grid time (s) counted in summary.json's voltage and branch figures (violation "
+            "integrals, time in violation, Vmin/Vmax, loading, overload integral), e.g. a settling "
+            "window for controllers; the tables keep every step. 0: the whole run."
+        ),
+    )
+
+    @field_validator("metrics_start_s")
+    @classmethod
+    def _start(cls, v: Fraction) -> Fraction:
+        return check_run_time(v, zero_ok=True, later=True)
 
 
 class Scenario(ConfigModel):
@@ -156,6 +169,11 @@ class Scenario(ConfigModel):
         if self.duration_s % self.periods.grid_s:
             raise ValueError(
                 f"duration_s ({self.duration_s}) must be a whole multiple of periods.grid_s ({self.periods.grid_s})"
+            )
+        if self.outputs.metrics_start_s >= self.duration_s:
+            raise ValueError(
+                f"outputs.metrics_start_s ({self.outputs.metrics_start_s}) must be before the end of the run "
+                f"(duration_s {self.duration_s}): no grid step would be counted"
             )
         names = [s.name for s in self.datacenters]
         dup = {n for n in names if names.count(n) > 1}

@@ -20,8 +20,9 @@ override the file)::
     base: ieee13_none
     buses: three_phase
     controllers: [none, ofo]
-    tolerance_pu_s: 0.0
+    tolerance_pu_s: 0.0              # on each of the under- and over-voltage integrals
     duration_s: 60
+    settle_s: 10                     # violations before 10 s not counted (default: 10 with a controller, 0 without)
     max_mw: 30
 
 A PV placement study (``openg2g study pv-placement FILE``; see :mod:`openg2g.studies.pv_placement`)::
@@ -53,7 +54,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from openg2g.core.config import ConfigModel
-from openg2g.studies.hosting import HostingConfig
+from openg2g.studies.hosting import DEFAULT_SETTLE_S, HostingConfig
 from openg2g.sweep.spec import Overrides, SweepError
 
 __all__ = [
@@ -116,7 +117,9 @@ class HostingSpec(_StudyBase):
     controllers: list[str] = Field(list(HostingConfig.controllers), min_length=1)
     buses: list[str] | Literal["three_phase"] = Field("three_phase", description="Buses to study.")
     tolerance_pu_s: float = Field(
-        HostingConfig.tolerance_pu_s, ge=0, description="Largest violation integral that counts as hosted (pu.s)."
+        HostingConfig.tolerance_pu_s,
+        ge=0,
+        description="Largest under-voltage, and largest over-voltage, part of the violation integral that counts as hosted (pu.s).",
     )
     thermal: bool = Field(HostingConfig.thermal, description="Also require no branch above its rating (see below).")
     overload_tolerance_pct_s: float = Field(
@@ -129,6 +132,20 @@ class HostingSpec(_StudyBase):
     mix: dict[str, Annotated[int, Field(ge=1)]] | None = Field(
         None, description="Replicas per block by model (a finer block); None = the site's counts over their gcd."
     )
+    settle_s: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Violations before this time are not counted (s); None = 0 without a controller, "
+            f"{DEFAULT_SETTLE_S:g} s with one."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _settle_in_run(self) -> HostingSpec:
+        if self.settle_s is not None and self.settle_s >= self.duration_s:
+            raise ValueError(f"settle_s ({self.settle_s:g} s) must be below duration_s ({self.duration_s:g} s)")
+        return self
 
     def config_fields(self) -> dict[str, Any]:
         """The :class:`~openg2g.studies.hosting.HostingConfig` fields this file sets."""
@@ -142,6 +159,7 @@ class HostingSpec(_StudyBase):
             "max_mw": self.max_mw,
             "site": self.site,
             "mix": self.mix,
+            "settle_s": self.settle_s,
         }
 
 

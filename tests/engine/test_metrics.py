@@ -26,3 +26,19 @@ def test_without_names_the_bus_phases_are_none() -> None:
     m = RunMetrics(0.95, 1.05)
     m.add_grid_block(np.array([[0.9, 1.1]]), np.array([True]), 1.0)
     assert m.summary()["v_min_bus_phase"] is None and m.summary()["v_max_pu"] == 1.1
+
+
+def test_a_metrics_start_counts_the_steps_from_it_by_hand() -> None:
+    m = RunMetrics(0.95, 1.05, ("line.x",), bus_phases=("632.a", "675.c"), start_s=2.0)
+    # steps at 1, 2, 3 s (1 s each): the step at 1 s (0.10 below, 0.05 above) is not counted
+    m.add_grid_block(np.array([[0.85, 1.10], [0.94, 1.00]]), np.array([True, True]), 1.0, [1.0, 2.0])
+    m.add_grid_block(np.array([[1.00, 1.07]]), np.array([True]), 1.0, [3.0])
+    m.add_branch_block(np.array([[150.0], [100.0], [110.0]]), 1.0, [1.0, 2.0, 3.0])
+    s = m.summary()
+    assert s["undervoltage_integral_pu_s"] == pytest.approx(0.01, abs=1e-12)
+    assert s["overvoltage_integral_pu_s"] == pytest.approx(0.02, abs=1e-12)
+    assert s["violation_time_s"] == 2.0 and s["grid_steps"] == 3
+    assert (s["v_min_pu"], s["v_min_bus_phase"]) == (0.94, "632.a")
+    assert (s["v_max_pu"], s["v_max_bus_phase"]) == (1.07, "675.c")
+    assert s["overload_integral_pct_s"] == pytest.approx(10.0) and s["max_loading_pct"] == 110.0
+    assert s["metrics_start_s"] == 2.0

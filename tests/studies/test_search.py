@@ -1,10 +1,10 @@
-"""Gallop-and-bisect search for the largest passing size, on hand-checkable monotone functions."""
+"""Gallop-and-bisect searches for the largest, the smallest and the range of passing sizes, on hand-checkable functions."""
 
 from __future__ import annotations
 
 import pytest
 
-from openg2g.studies.search import MaxSearch, bisect_max
+from openg2g.studies.search import MaxSearch, MinSearch, bisect_max, find_range
 
 
 def test_finds_largest_passing_integer_and_its_evaluations():
@@ -44,3 +44,41 @@ def test_agrees_with_exhaustive_search(threshold):
 def test_k_max_must_be_positive():
     with pytest.raises(ValueError):
         MaxSearch(first=1, k_max=0)
+
+
+def test_min_search_gallops_then_bisects_down_to_the_smallest_passing_size():
+    search = MinSearch(first=4, k_max=1000)
+    while (k := search.propose()) is not None:
+        search.record(k, k >= 11)
+    # 0 first, gallop 4, 8, 16 (passes), then bisect (8, 16): 12, 10, 11
+    assert search.hi == 11 and search.lo == 10
+    assert [k for k, _ in search.history] == [0, 4, 8, 16, 12, 10, 11]
+
+
+@pytest.mark.parametrize(
+    "k_a, k_b, expected",
+    [
+        (9, 23, (9, 23)),  # over-voltage below 9, under-voltage above 23
+        (0, 23, (0, 23)),  # the empty feeder is within limits
+        (9, 9, (9, 9)),  # a single size passes
+        (24, 23, None),  # the ends cross: nothing passes
+        (1001, 2000, None),  # over-voltage up to the largest size considered
+    ],
+)
+def test_range_of_a_non_monotone_pass_pattern(k_a, k_b, expected):
+    search = find_range(lambda k: k <= k_b, lambda k: k >= k_a, k_max=1000, first=4)
+    assert search.bounds == expected and search.empty == (expected is None)
+    passing = [k for k, _ in search.lower.history if k_a <= k <= k_b]
+    assert all(expected[0] <= k <= expected[1] for k in passing) if expected else not passing
+
+
+def test_a_range_search_stops_at_zero_when_the_growing_test_fails_there():
+    search = find_range(lambda k: False, lambda k: True, k_max=100, first=4)
+    assert search.empty and search.nothing_grows_ok and search.bounds is None
+
+
+def test_a_contradiction_is_refused():
+    search = MinSearch(first=1, k_max=10)
+    search.record(5, True)
+    with pytest.raises(ValueError, match="not monotone"):
+        search.record(7, False)
