@@ -10,6 +10,7 @@ round being one batch of runs.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,21 +18,12 @@ __all__ = ["MaxSearch", "MinSearch", "RangeSearch", "bisect_max", "find_range"]
 
 
 @dataclass
-class MaxSearch:
-    """Search for the largest ``k`` in ``[0, k_max]`` with ``ok(k)``.
-
-    :param first: the first size tried (clipped to ``[1, k_max]``).
-    :param k_max: the largest size considered; may be lowered after the first result.
-    :param lo: largest size known to pass (0 = none tried passed).
-    :param hi: smallest size known to fail (None = none failed yet).
-    :param history: ``(k, ok)`` of every evaluation, in order.
-    """
+class _SizeSearch(ABC):
+    """What both searches share: sizes in ``[0, k_max]``, the first one tried, the answer known
+    once nothing is left to propose."""
 
     first: int
     k_max: int
-    lo: int = 0
-    hi: int | None = None
-    history: list[tuple[int, bool]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.k_max < 1:
@@ -41,6 +33,26 @@ class MaxSearch:
     def done(self) -> bool:
         """True once the answer is known."""
         return self.propose() is None
+
+    @abstractmethod
+    def propose(self) -> int | None:
+        """The next size to evaluate, or None when done."""
+
+
+@dataclass
+class MaxSearch(_SizeSearch):
+    """Search for the largest ``k`` in ``[0, k_max]`` with ``ok(k)``.
+
+    :param first: the first size tried (clipped to ``[1, k_max]``).
+    :param k_max: the largest size considered; may be lowered after the first result.
+    :param lo: largest size known to pass (0 = none tried passed).
+    :param hi: smallest size known to fail (None = none failed yet).
+    :param history: ``(k, ok)`` of every evaluation, in order.
+    """
+
+    lo: int = 0
+    hi: int | None = None
+    history: list[tuple[int, bool]] = field(default_factory=list)
 
     @property
     def capped(self) -> bool:
@@ -69,7 +81,7 @@ class MaxSearch:
 
 
 @dataclass
-class MinSearch:
+class MinSearch(_SizeSearch):
     """Search for the smallest ``k`` in ``[0, k_max]`` with ``ok(k)``, for ``ok`` False below
     some size and True from it: try 0, then gallop up from ``first`` and bisect.
 
@@ -80,20 +92,9 @@ class MinSearch:
     :param history: ``(k, ok)`` of every evaluation, in order.
     """
 
-    first: int
-    k_max: int
     lo: int | None = None
     hi: int | None = None
     history: list[tuple[int, bool]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.k_max < 1:
-            raise ValueError(f"k_max must be >= 1, got {self.k_max}")
-
-    @property
-    def done(self) -> bool:
-        """True once the answer is known."""
-        return self.propose() is None
 
     @property
     def exhausted(self) -> bool:
