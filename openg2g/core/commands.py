@@ -20,6 +20,7 @@ import math
 import numbers
 import re
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
@@ -150,7 +151,7 @@ class Actuator:
 
 
 @dataclass(frozen=True)
-class Command:
+class Command(ABC):
     """Base of all commands; checks (and normalizes, e.g. ``numpy.int64`` to ``int``) every field."""
 
     _checks: ClassVar[dict[type, list[tuple[str, Callable[[Any], Any], str, bool]]]] = {}
@@ -183,9 +184,9 @@ class Command:
                 )
             object.__setattr__(self, name, converted)  # frozen: set the normalized value once, here
 
+    @abstractmethod
     def actuators(self) -> tuple[Actuator, ...]:
-        """The settings this command writes."""
-        raise NotImplementedError(f"{type(self).__name__} does not say which settings it writes")
+        """The settings this command writes (the engine gives each one owner)."""
 
 
 @dataclass(frozen=True)
