@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Actuator, Command
@@ -48,7 +48,7 @@ class RLPolicy(Controller):
 
         policy: str = Field(description="Saved policy: path to its .zip (a .json must sit beside it) or bundled name.")
         deterministic: bool = Field(True, description="Take the policy's most likely action (else sample).")
-        trust_pickle: bool = Field(
+        trust_pickle: StrictBool = Field(
             False,
             description=(
                 "Let Stable-Baselines3 unpickle what openg2g cannot read without it (a zip not written by "

@@ -68,6 +68,19 @@ def test_a_pickle_net_is_refused_without_trust_and_runs_nothing(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("value", [1, "true", 1.0])
+def test_only_a_yaml_true_trusts_a_pickle_net(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object
+) -> None:
+    """An opt-in to running code is a boolean written as one: ``1`` or the string ``"true"`` is an
+    error, not a yes."""
+    marker = tmp_path / "marker"
+    (tmp_path / "net.p").write_bytes(pickle.dumps({"bus": _MakesMarker(marker)}))
+    assert main(["validate", str(_net_scenario(tmp_path, "net.p", trust_pickle=value))]) == 2
+    assert "grid.trust_pickle" in capsys.readouterr().err
+    assert not marker.exists()
+
+
 def test_a_trusted_pickle_net_reads_as_its_json_twin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     net = _cigre()
     pp.to_pickle(net, str(tmp_path / "cigre.p"))

@@ -12,7 +12,14 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
-from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
 from openg2g.core.errors import UnknownNameError
@@ -221,7 +228,7 @@ class GridSpec(ConfigModel):
             "ieee_european_lv_asymmetric, ...) or a SimBench code if simbench is installed."
         ),
     )
-    trust_pickle: bool = Field(
+    trust_pickle: StrictBool = Field(
         False,
         description=(
             "Read grid.pandapower when it is a pickle (.p, .pkl, .pickle): a pickle runs any code it carries "
