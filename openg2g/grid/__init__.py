@@ -12,8 +12,7 @@ Two wings, one per backend, and one module that tells the kinds of grid apart:
 - :mod:`openg2g.grid.config`: the scenario's ``grid`` section, shared by both.
 """
 
-from openg2g.grid.feeder import Feeder, FeederGrid, list_feeders, load_feeder
-from openg2g.grid.kinds import build_grid, validate_grid
+from openg2g.core.lazy import lazy_exports
 
 __all__ = [
     "Feeder",
@@ -23,3 +22,9 @@ __all__ = [
     "load_feeder",
     "validate_grid",
 ]
+
+# Lazy, so that a process that needs one module (the OpenDSS reader's worker) does not load them all.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"feeder": ("Feeder", "FeederGrid", "list_feeders", "load_feeder"), "kinds": ("build_grid", "validate_grid")},
+)

@@ -17,7 +17,11 @@ the ``FeederGrid`` backend.
   :mod:`~openg2g.grid.feeder.pandapower_mode`: pandapower's ``runpp_3ph`` on it (a reference mode).
 """
 
-from openg2g.grid.feeder.backend import FeederGrid
-from openg2g.grid.feeder.library import Feeder, list_feeders, load_feeder
+from openg2g.core.lazy import lazy_exports
 
 __all__ = ["Feeder", "FeederGrid", "list_feeders", "load_feeder"]
+
+# Lazy, so that a process that needs one module (the OpenDSS reader's worker) does not load them all.
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"backend": ("FeederGrid",), "library": ("Feeder", "list_feeders", "load_feeder")}
+)
