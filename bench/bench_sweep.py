@@ -82,7 +82,7 @@ def main() -> None:
         if args.no_ray:
             return
         if importlib.util.find_spec("ray") is None:
-            print("ray: not installed (pip install 'openg2g[ray]'), comparison skipped")
+            print("ray: not installed (pip install 'openg2g-cosim[ray]'), comparison skipped")
             return
         small = sweep_file(tmp_path, args.ray_runs, args.duration_s, tag="cmp")
         local = timed(

@@ -27,7 +27,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)], check=True, capture_output=True)
-    (wheel,) = (tmp / "dist").glob("openg2g-*.whl")
+    (wheel,) = (tmp / "dist").glob("openg2g_cosim-*.whl")
     target = tmp / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, capture_output=True)
     return target
@@ -44,6 +44,14 @@ def _openg2g(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProc
         text=True,
         timeout=600,
     )
+
+
+def test_the_distribution_is_not_named_after_the_public_openg2g(installed: Path) -> None:
+    """``openg2g`` on the package index is the public OpenG2G; ours installs as ``openg2g-cosim``."""
+    (dist_info,) = installed.glob("openg2g_cosim-*.dist-info")
+    metadata = (dist_info / "METADATA").read_text()
+    assert "\nName: openg2g-cosim\n" in metadata
+    assert not list(installed.glob("openg2g-*.dist-info"))
 
 
 def test_the_installed_package_is_the_wheel(installed: Path, tmp_path: Path) -> None:

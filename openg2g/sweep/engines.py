@@ -278,7 +278,7 @@ class RayEngine(Engine):
         try:
             import ray
         except ImportError:
-            raise G2GError("the ray engine needs Ray: pip install 'openg2g[ray]'") from None
+            raise G2GError("the ray engine needs Ray: pip install 'openg2g-cosim[ray]'") from None
         if ray.is_initialized():
             return False
         kwargs: dict[str, Any] = {

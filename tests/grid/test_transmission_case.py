@@ -26,7 +26,7 @@ def test_a_simbench_code_without_simbench_says_how_to_install(monkeypatch: pytes
 
 
 @pytest.mark.slow  # reading the SimBench net takes ~10 s
-@pytest.mark.skipif(not HAS_SIMBENCH, reason="simbench is not installed (pip install 'openg2g[simbench]')")
+@pytest.mark.skipif(not HAS_SIMBENCH, reason="simbench is not installed (pip install 'openg2g-cosim[simbench]')")
 def test_four_campuses_run_behind_their_transformers(tmp_path: Path) -> None:
     result = run_scenario("transmission_four_campuses", tmp_path, overrides=["duration_s=3", "outputs.plots=false"])
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -14,7 +14,7 @@ from openg2g.testing import toy_run
 from tests.studies.crashing import crashing_toy_run
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
-needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'openg2g[ray]')")
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')")
 
 
 def _closed_port() -> int:

@@ -30,7 +30,7 @@ from openg2g.sweep.engines import RAY_AUTH_DOC, prepare_ray_auth
 
 pytestmark = [
     pytest.mark.skipif(
-        importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g[ray]')"
+        importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')"
     ),
     pytest.mark.slow,  # a real token-protected head: 10-20 s of Ray start-up
 ]

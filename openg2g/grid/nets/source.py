@@ -275,7 +275,7 @@ def load_net(source: str, base_dir: Path | None = None, trust_pickle: bool = Fal
         if net is None and looks_like_simbench_code(source) and importlib.util.find_spec("simbench") is None:
             raise FeederError(
                 f"grid.pandapower: {source!r} looks like a SimBench code, and the simbench package is not "
-                'installed: pip install "openg2g[simbench]" (or simbench)'
+                'installed: pip install "openg2g-cosim[simbench]" (or simbench)'
             )
         if net is None:
             import difflib
