@@ -112,8 +112,8 @@ def test_a_documented_command_parses(block: Block, command: str):
     except SystemExit as exc:
         pytest.fail(f"{block}: `openg2g {command}` does not parse (exit {exc.code})")
     if parsed.command in {"run", "validate"}:
-        given = getattr(parsed, "scenario", None) or getattr(parsed, "scenarios", None)
-        names = given if isinstance(given, list) else [given]
+        given = getattr(parsed, "scenario", None) or parsed.scenarios
+        names: list[str] = given if isinstance(given, list) else [given]
         for name in names:
             if "/" not in name and not name.endswith(".yaml"):
                 assert resolve_scenario_path(name).is_file(), f"{block}: no bundled scenario {name!r}"
