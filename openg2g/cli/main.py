@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "run",
     "validate",
     "compare",
+    "plot",
     "schema",
     "powerflow",
     "feeders",

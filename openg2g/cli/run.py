@@ -11,7 +11,7 @@ import argparse
 import signal
 import sys
 
-from openg2g.cli.table import format_table
+from openg2g.cli.table import format_table, print_plot_report
 
 __all__ = ["SCENARIO_IS_CODE", "register"]
 
@@ -49,11 +49,21 @@ def _run(args: argparse.Namespace) -> int:
     write_resolved_scenario(loaded, out_dir)
     try:
         result = run_scenario(loaded, out_dir, progress=not args.no_progress)
-    except KeyboardInterrupt:
-        print(f"interrupted; partial outputs kept in {out_dir}", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        report = getattr(exc, "report", None)  # a PlotsInterrupted: the run itself had finished
+        if report is None:
+            print(f"interrupted; partial outputs kept in {out_dir}", file=sys.stderr)
+        else:
+            print(
+                f"interrupted while drawing the plots; the run is complete in {out_dir} "
+                f"(written: {', '.join(report.written) or 'none'}; not drawn: {', '.join(report.missing())}; "
+                f"`openg2g plot {out_dir}` draws them)",
+                file=sys.stderr,
+            )
         return 130
     print(format_table([(loaded.scenario.name, result.summary)]))
     summary = result.summary
+    print_plot_report(summary.get("plots"))
     if summary["nonconverged_steps"]:
         print(
             f"warning: {summary['nonconverged_steps']} of {summary['grid_steps']} grid steps did not converge; "

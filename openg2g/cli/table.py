@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 
-__all__ = ["NONCONVERGED_COLUMN", "SUMMARY_COLUMNS", "UNCALIBRATED_CAPS_COLUMN", "format_table"]
+__all__ = [
+    "NONCONVERGED_COLUMN",
+    "SUMMARY_COLUMNS",
+    "UNCALIBRATED_CAPS_COLUMN",
+    "delta_columns",
+    "format_deltas",
+    "format_table",
+    "print_plot_report",
+]
 
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
@@ -57,6 +67,11 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
         columns.append(UNCALIBRATED_CAPS_COLUMN)
     headers = ["run", *(h for _, h, _ in columns)]
     body = [[label, *(_cell(s.get(k), f) for k, _, f in columns)] for label, s in rows]
+    return _layout(headers, body, markdown)
+
+
+def _layout(headers: Sequence[str], body: Sequence[Sequence[str]], markdown: bool) -> str:
+    """Header and rows as Markdown or as aligned plain text (first column left, others right)."""
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in body]
@@ -64,3 +79,47 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
     fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body)])
+
+
+def delta_columns() -> list[tuple[str, str, str]]:
+    """The columns of :data:`SUMMARY_COLUMNS` that are numbers (a difference means something)."""
+    return [(k, h, f) for k, h, f in SUMMARY_COLUMNS if f != "{}"]
+
+
+def format_deltas(deltas: Mapping[str, Mapping[str, Any]], baseline: str, markdown: bool = False) -> str:
+    """The change of each run against the baseline: per column of :func:`delta_columns`, the
+    difference in the column's unit, signed, and in percent of the baseline (``n/a`` where the
+    baseline is 0).
+
+    :param deltas: run label -> ``{key: difference, key_pct: percent}``
+        (:func:`openg2g.plot.compare.baseline_deltas`).
+    :param baseline: the baseline run's label, in the first header.
+    """
+
+    def cell(delta: Any, pct: Any, fmt: str) -> str:
+        if delta is None or not math.isfinite(delta):  # a figure the run or the baseline lacks
+            return "-"
+        share = "n/a" if pct is None or not math.isfinite(pct) else f"{pct:+.1f}%"
+        if fmt.endswith("d}"):  # a count: the difference of two counts is whole
+            delta = round(delta)
+        return f"{_cell(delta, fmt.replace('{:', '{:+'))} ({share})"
+
+    columns = delta_columns()
+    headers = [f"change vs {baseline}", *(h for _, h, _ in columns)]
+    body = [[label, *(cell(d.get(k), d.get(f"{k}_pct"), f) for k, _, f in columns)] for label, d in deltas.items()]
+    return _layout(headers, body, markdown)
+
+
+def print_plot_report(plots: Mapping[str, Any] | None) -> None:
+    """The ``plots`` entry of a summary for the terminal: how many were written, and each figure
+    skipped (with why), failed or not drawn on stderr; nothing when the run drew no plots."""
+    if not plots:
+        return
+    written = plots.get("written", [])
+    print(f"\nplots: {len(written)} written ({', '.join(written) or 'none'})")
+    for name, why in plots.get("skipped", {}).items():
+        print(f"plot {name} skipped: {why}", file=sys.stderr)
+    for name, why in plots.get("failed", {}).items():
+        print(f"warning: plot {name} failed: {why}", file=sys.stderr)
+    for name in plots.get("not_drawn", []):
+        print(f"warning: plot {name} not drawn", file=sys.stderr)

@@ -15,7 +15,8 @@
   ``events/``           one row per scenario event fired, and one per change of a site's
                         supply (``command`` ``supply_lost`` or ``supply_restored``, fields
                         ``{"site", "bus"}``)
-  ``*.png``             plots, written when the run ends
+  ``*.png``             plots, written when the run ends (:data:`PLOT_FILES`; ``summary.json``
+                        then lists them under ``plots``)
 """
 
 from __future__ import annotations
@@ -36,8 +37,20 @@ from openg2g.engine.recorder import TableWriter, clear_table, write_json_atomic
 
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
 
-PLOT_FILES = ("dc_power.png", "voltage_envelope.png", "batch_sizes.png", "latency.png")
-"""The plots written at the end of a complete run (:func:`openg2g.plot.run.plot_run`)."""
+PLOT_FILES = (
+    "dc_power.png",
+    "voltage_envelope.png",
+    "batch_sizes.png",
+    "latency.png",
+    "taps.png",
+    "branch_loading.png",
+    "substation_power.png",
+    "commands.png",
+    "feeder_map.png",
+    "voltage_profile.png",
+)
+"""The plots written at the end of a complete run (:data:`openg2g.plot.run.RUN_PLOTS`, kept here
+so a run that draws none need not import matplotlib to clear an earlier run's)."""
 
 
 def command_fields_json(command: Command) -> str:

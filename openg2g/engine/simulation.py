@@ -638,9 +638,22 @@ class Simulation:
             raise
         summary = self.close("complete")
         if self.outputs is not None and self.out_dir is not None and self.scenario.outputs.plots:
-            from openg2g.plot.run import plot_run
+            import yaml
 
-            plot_run(self.out_dir, v_min_pu=self.scenario.grid.v_min_pu, v_max_pu=self.scenario.grid.v_max_pu)
+            from openg2g.plot.run import PlotsInterrupted, plot_run
+            from openg2g.scenario.loader import resolved_scenario_text
+
+            # the feeder map reads the grid from the scenario as run, written to the folder or not
+            as_run = yaml.safe_load(resolved_scenario_text(self.loaded))
+            try:
+                report = plot_run(self.out_dir, self.scenario.grid.v_min_pu, self.scenario.grid.v_max_pu, as_run)
+            except PlotsInterrupted as exc:
+                # the run is complete; the summary says so, and which plots are there
+                summary["plots"] = exc.report.as_summary()
+                self.outputs.write_summary(summary)
+                raise
+            summary["plots"] = report.as_summary()
+            self.outputs.write_summary(summary)
         return summary
 
 

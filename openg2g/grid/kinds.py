@@ -7,7 +7,7 @@
 - **asymmetric net** (``grid.pandapower`` with ``asymmetric_load``/``asymmetric_sgen`` rows):
   converted to the phase frame (:mod:`openg2g.grid.nets.asymmetric`) and solved by ``FeederGrid``.
 
-:func:`build_grid`, :func:`validate_grid` and :func:`open_net` are where the choice is made;
+:func:`build_grid`, :func:`validate_grid`, :func:`grid_topology` and :func:`open_net` are where the choice is made;
 nothing else looks at which of ``grid.feeder`` and ``grid.pandapower`` a spec holds.
 pandapower is imported only when a spec names a net.
 """
@@ -27,7 +27,9 @@ from openg2g.grid.feeder.checks import validate_feeder_grid
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["GridKind", "build_grid", "open_net", "validate_grid"]
+    from openg2g.grid.topology import Topology
+
+__all__ = ["GridKind", "build_grid", "grid_topology", "open_net", "validate_grid"]
 
 GridKind = Literal["feeder", "balanced_net", "asymmetric_net"]
 """The three kinds of grid (module docstring)."""
@@ -99,3 +101,25 @@ def validate_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | No
     if spec.pandapower is not None:
         return _validate_net(spec, sites, base_dir)
     return validate_feeder_grid(spec, sites, base_dir)
+
+
+def grid_topology(spec: GridSpec, base_dir: Path | None = None) -> Topology:
+    """The one-line topology of a grid spec's feeder or net (:mod:`openg2g.grid.topology`), its
+    buses named as the run's tables name them.
+
+    :param base_dir: folder a relative ``.dss`` feeder or net path is resolved against.
+    :raises FeederError: unknown feeder, unreadable feeder file or net.
+    """
+    from openg2g.grid.topology import feeder_topology, net_topology  # pandas: only when drawing
+
+    if spec.pandapower is None:
+        from openg2g.grid.feeder.library import load_feeder, resolve_feeder
+
+        assert spec.feeder is not None, "a grid spec names a feeder or a net"
+        return feeder_topology(load_feeder(resolve_feeder(spec.feeder, base_dir)))
+    from openg2g.grid.nets.asymmetric import feeder_from_net
+
+    kind, net = open_net(spec, base_dir)
+    if kind == "asymmetric_net":
+        return feeder_topology(feeder_from_net(net, spec.pandapower))
+    return net_topology(net)

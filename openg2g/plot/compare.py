@@ -19,7 +19,16 @@ from matplotlib.figure import Figure
 from openg2g.core.errors import G2GError
 from openg2g.plot.style import new_figure, styled
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "Metric", "Rows", "plot_comparison", "read_summaries", "summary_frame"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "METRICS",
+    "Metric",
+    "Rows",
+    "baseline_deltas",
+    "plot_comparison",
+    "read_summaries",
+    "summary_frame",
+]
 
 
 class Metric(NamedTuple):
@@ -188,3 +197,27 @@ def plot_comparison(
             ax.set_visible(False)
         fig.tight_layout()
     return fig
+
+
+def baseline_deltas(rows: Rows, baseline: str, keys: Sequence[str]) -> pd.DataFrame:
+    """Each run's change against the baseline run, per summary figure.
+
+    :param rows: run summaries (see :data:`Rows`), the baseline among them.
+    :param baseline: the baseline run's label.
+    :param keys: summary keys to compare (a key that is not a number in a run gives NaN there).
+    :return: one row per run other than the baseline; per key, ``<key>`` the difference
+        (run minus baseline, in the key's unit) and ``<key>_pct`` that difference in percent of
+        the baseline's magnitude (NaN where the baseline is 0).
+    :raises ValueError: no run has the baseline's label.
+    """
+    frame = summary_frame(rows)
+    if baseline not in frame.index:
+        raise ValueError(f"no run labelled {baseline!r}; runs: {list(frame.index)}")
+    columns = {}
+    for key in keys:
+        values = pd.to_numeric(frame[key], errors="coerce") if key in frame else pd.Series(np.nan, frame.index)
+        base = float(values[baseline])
+        delta = values - base
+        columns[key] = delta
+        columns[f"{key}_pct"] = delta / abs(base) * 100.0 if base != 0 else delta * np.nan
+    return pd.DataFrame(columns, index=frame.index).drop(index=baseline)

@@ -1,8 +1,11 @@
 """Feeder maps: the one-line diagram at its bus coordinates, buses coloured by voltage.
 
 The plot reads two small tables, ``buses`` (``bus``, ``x``, ``y``) and ``edges`` (``from_bus``,
-``to_bus``, ``kind``), that :func:`feeder_tables` extracts from a loaded feeder, and a voltage per
-bus that :func:`bus_voltages` reduces from a run's ``grid_voltages`` table.
+``to_bus``, ``kind``), that :func:`feeder_tables` extracts from a loaded feeder (or
+:func:`openg2g.grid.kinds.grid_topology` from any grid), and a voltage per bus that
+:func:`bus_voltages` or :func:`worst_bus_voltages` reduces from a run's ``grid_voltages`` table.
+Buses without coordinates (a pandapower net without geodata) are placed by a graph layout
+(:func:`layout`) around those that have them.
 """
 
 from __future__ import annotations
@@ -18,11 +21,20 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
+from openg2g.plot.timeline import titled
 
 if TYPE_CHECKING:
     from openg2g.grid.feeder.library import Feeder
 
-__all__ = ["EDGE_STYLE", "bus_voltages", "feeder_tables", "plot_feeder_map"]
+__all__ = [
+    "EDGE_STYLE",
+    "bus_voltages",
+    "feeder_tables",
+    "layout",
+    "plot_feeder_map",
+    "plot_worst_voltage_map",
+    "worst_bus_voltages",
+]
 
 EDGE_STYLE: dict[str, dict[str, object]] = {
     "line": {"colors": "#525252", "linewidths": 1.6, "linestyles": "solid"},
@@ -37,42 +49,43 @@ def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     :return: ``buses`` (``bus``, ``x``, ``y``, ``phases``; buses without coordinates are left out)
         and ``edges`` (``name``, ``from_bus``, ``to_bus``, ``kind`` in line/switch/transformer,
-        ``in_service``; regulator banks of single-phase units appear once).
+        ``in_service``, ``length_km``; regulator banks of single-phase units appear once).
     """
-    buses = pd.DataFrame(
-        [
-            {"bus": bus, "x": float(xy[0]), "y": float(xy[1]), "phases": "".join(feeder.bus_phases.get(bus, ()))}
-            for bus, xy in feeder.coords.items()
-        ],
-        columns=["bus", "x", "y", "phases"],
-    )
-    rows = [
-        {
-            "name": ln.name,
-            "from_bus": ln.bus1,
-            "to_bus": ln.bus2,
-            "kind": "switch" if ln.switch else "line",
-            "in_service": bool(ln.in_service),
-        }
-        for ln in feeder.model.lines
-    ]
-    seen: set[tuple[str, str]] = set()
-    for t in feeder.model.transformers:
-        pair = (t.windings[0].bus, t.windings[1].bus)
-        if pair in seen:
-            continue
-        seen.add(pair)
-        rows.append(
-            {
-                "name": t.bank or t.name,
-                "from_bus": pair[0],
-                "to_bus": pair[1],
-                "kind": "transformer",
-                "in_service": True,
-            }
-        )
-    edges = pd.DataFrame(rows, columns=["name", "from_bus", "to_bus", "kind", "in_service"])
-    return buses, edges
+    from openg2g.grid.topology import feeder_topology
+
+    topology = feeder_topology(feeder)
+    buses = topology.buses.dropna(subset=["x", "y"]).reset_index(drop=True)
+    return buses, topology.edges
+
+
+def layout(buses: pd.DataFrame, edges: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Bus -> drawing position: a bus's own coordinates, else a place found by a graph layout.
+
+    With no coordinates at all the buses get a Kamada-Kawai layout (a spring layout above 300
+    buses, where Kamada-Kawai's cost grows with the square); with some, the others are placed by a
+    spring layout that holds the known ones fixed. Seeded, so a run always gets the same picture.
+
+    :param buses: ``bus``, ``x``, ``y`` (NaN where unknown).
+    :param edges: ``from_bus``, ``to_bus``.
+    """
+    known = {
+        str(r.bus): (float(r.x), float(r.y))
+        for r in buses.itertuples(index=False)
+        if np.isfinite(float(r.x)) and np.isfinite(float(r.y))
+    }
+    names = [str(b) for b in buses["bus"]]
+    if len(known) == len(names):
+        return known
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_nodes_from(names)
+    graph.add_edges_from((str(a), str(b)) for a, b in zip(edges["from_bus"], edges["to_bus"]))
+    if not known:
+        placed = nx.kamada_kawai_layout(graph) if len(names) <= 300 else nx.spring_layout(graph, seed=0)
+    else:
+        placed = nx.spring_layout(graph, pos=known, fixed=list(known), seed=0)
+    return {b: (float(placed[b][0]), float(placed[b][1])) for b in names}
 
 
 def bus_voltages(
@@ -112,7 +125,8 @@ def plot_feeder_map(
 ) -> Figure:
     """The feeder drawn at its bus coordinates, each bus coloured by its voltage.
 
-    :param buses: ``bus``, ``x``, ``y`` (see :func:`feeder_tables`).
+    :param buses: ``bus``, ``x``, ``y`` (see :func:`feeder_tables`; NaN coordinates are placed by
+        :func:`layout`).
     :param edges: ``from_bus``, ``to_bus`` and optionally ``kind`` (line/switch/transformer) and
         ``in_service`` (out-of-service branches are drawn faint).
     :param voltages: bus -> voltage (pu), e.g. from :func:`bus_voltages`; buses without a value are
@@ -124,7 +138,7 @@ def plot_feeder_map(
     :param title: axes title.
     :return: figure with the map axes (and a colour-bar axes when ``voltages`` is given).
     """
-    xy = {str(r.bus): (float(r.x), float(r.y)) for r in buses.itertuples(index=False)}
+    xy = layout(buses, edges)
     with styled(**{"axes.grid": False}):
         fig = new_figure(figsize=(8, 7))
         ax = fig.axes[0]
@@ -223,3 +237,70 @@ def _legend(ax: Axes, kinds: pd.Series, marked: Sequence[str]) -> None:
         )
     if handles:
         ax.legend(handles=handles, loc="best", fontsize=8)
+
+
+def worst_bus_voltages(grid_voltages: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> pd.DataFrame:
+    """Each bus's worst voltage over the run: of its lowest and highest bus-phase values, the one
+    nearer to (or further beyond) its limit.
+
+    :param grid_voltages: the run's ``grid_voltages`` table (``t_s``, ``bus_phase``, ``v_pu``).
+    :param v_min_pu: lower voltage limit (pu).
+    :param v_max_pu: upper voltage limit (pu).
+    :return: frame indexed by bus with ``v_pu`` (pu), ``bus_phase`` and ``t_s`` (s) where it
+        occurred, and ``margin_pu`` (pu: distance inside the band, negative outside), in feeder
+        order.
+    """
+    frame = grid_voltages.dropna(subset=["v_pu"])
+    bus_phase = frame["bus_phase"].astype(str)
+    bus = bus_phase.str.rsplit(".", n=1).str[0]
+    groups = frame["v_pu"].groupby(bus.to_numpy(), sort=False)
+    low, high = frame.loc[groups.idxmin()], frame.loc[groups.idxmax()]
+    low_margin = low["v_pu"].to_numpy() - v_min_pu
+    high_margin = v_max_pu - high["v_pu"].to_numpy()
+    pick_low = low_margin <= high_margin
+    worst = pd.DataFrame(
+        {
+            "v_pu": np.where(pick_low, low["v_pu"], high["v_pu"]),
+            "bus_phase": np.where(pick_low, low["bus_phase"].astype(str), high["bus_phase"].astype(str)),
+            "t_s": np.where(pick_low, low["t_s"], high["t_s"]),
+            "margin_pu": np.where(pick_low, low_margin, high_margin),
+        },
+        index=pd.Index(list(groups.groups), name="bus"),
+    )
+    return worst
+
+
+def plot_worst_voltage_map(
+    buses: pd.DataFrame,
+    edges: pd.DataFrame,
+    grid_voltages: pd.DataFrame,
+    v_min_pu: float,
+    v_max_pu: float,
+    sites: Iterable[str] = (),
+    run: str = "",
+) -> Figure:
+    """The feeder map with each bus coloured by its worst voltage over the run
+    (:func:`worst_bus_voltages`), the worst bus of all named in the title.
+
+    :param buses: ``bus``, ``x``, ``y`` (NaN coordinates are placed by :func:`layout`).
+    :param edges: ``from_bus``, ``to_bus``, ``kind``, ``in_service``.
+    :param grid_voltages: the run's ``grid_voltages`` table.
+    :param v_min_pu: lower voltage limit (pu), the bottom of the colour scale.
+    :param v_max_pu: upper voltage limit (pu), the top of the colour scale.
+    :param sites: datacenter buses, ringed.
+    :param run: the run's name, in the title.
+    """
+    worst = worst_bus_voltages(grid_voltages, v_min_pu, v_max_pu)
+    title = "Worst voltage of each bus over the run"
+    if not worst.empty:
+        bus = worst["margin_pu"].idxmin()
+        title += f"\nworst: {worst.at[bus, 'bus_phase']} {worst.at[bus, 'v_pu']:.4f} pu at t={worst.at[bus, 't_s']:g} s"
+    return plot_feeder_map(
+        buses,
+        edges,
+        worst["v_pu"],
+        v_min_pu=v_min_pu,
+        v_max_pu=v_max_pu,
+        highlight=sites,
+        title=titled(run, title),
+    )

@@ -1,21 +1,44 @@
 """Plots of one run, drawn from its output tables (never from simulator objects).
 
 Each function takes tidy tables (as written to the run directory) and returns a matplotlib
-figure; :func:`plot_run` writes the standard set of PNGs next to the tables.
+figure; :func:`plot_run` writes every figure the run has the data for as a PNG next to the
+tables (:data:`RUN_PLOTS`), and says which it skipped and why. ``openg2g plot RUN_DIR`` calls it
+on a finished run.
+
+A PNG is written to a hidden temporary file in the run folder and renamed, so an interruption
+(Ctrl-C, kill) leaves either the whole figure or none; :class:`PlotsInterrupted` carries what was
+written when Ctrl-C came.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
+from openg2g.core.errors import G2GError
+from openg2g.grid.topology import Topology
+from openg2g.plot.branches import plot_branch_loading
+from openg2g.plot.commands import plot_command_timeline
+from openg2g.plot.feeder import plot_worst_voltage_map
+from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
+from openg2g.plot.substation import plot_substation_power
+from openg2g.plot.taps import plot_taps, tap_columns
+from openg2g.plot.timeline import Marks, band, changes, envelope, mark, run_marks, titled
 
 __all__ = [
+    "RUN_PLOTS",
+    "PlotReport",
+    "PlotsInterrupted",
+    "RunData",
     "branch_loading_envelope",
     "itl_deadlines",
     "plot_batch_sizes",
@@ -35,17 +58,24 @@ def read_table(out_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
-def plot_dc_power(datacenter: pd.DataFrame) -> Figure:
-    """Facility power per phase (MW) for each site over time."""
+def plot_dc_power(datacenter: pd.DataFrame, marks: Marks | None = None, run: str = "") -> Figure:
+    """Facility power per phase (MW) for each site over time.
+
+    :param datacenter: the run's ``datacenter`` table.
+    :param marks: events and training windows to mark (:func:`openg2g.plot.timeline.run_marks`).
+    :param run: the run's name, in the title.
+    """
     with styled():
         fig = new_figure()
         ax = fig.axes[0]
         for site, df in datacenter.groupby("site", observed=True):
             for ph, color in PHASE_COLORS.items():
-                ax.plot(df["t_s"], df[f"p_{ph}_w"] / 1e6, color=color, lw=0.8, label=f"{site} phase {ph}")
+                t, p_mw = envelope(df["t_s"], df[f"p_{ph}_w"].to_numpy(dtype=float) / 1e6)
+                ax.plot(t, p_mw, color=color, lw=0.8, label=f"{site} phase {ph}")
+        mark(ax, marks)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("active power (MW)")
-        ax.set_title("Datacenter power per phase")
+        ax.set_title(titled(run, "Datacenter power per phase"))
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
     return fig
@@ -64,30 +94,49 @@ def branch_loading_envelope(grid_branches: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_voltage_envelope(
-    grid: pd.DataFrame, v_min_pu: float, v_max_pu: float, grid_branches: pd.DataFrame | None = None
+    grid: pd.DataFrame,
+    v_min_pu: float,
+    v_max_pu: float,
+    grid_branches: pd.DataFrame | None = None,
+    marks: Marks | None = None,
+    run: str = "",
 ) -> Figure:
-    """Lowest, highest and mean bus-phase voltage over time, with the limits; with the run's
+    """Lowest and highest bus-phase voltage over time, with the limits; with the run's
     ``grid_branches`` table, a second panel beside it (below, same time axis) shows the highest
-    branch loading at each step, the 100% line and the branch where the run's maximum occurred."""
+    branch loading at each step, the 100% line and the branch where the run's maximum occurred.
+
+    :param marks: events and training windows to mark.
+    :param run: the run's name, in the title.
+    """
     loading = branch_loading_envelope(grid_branches) if grid_branches is not None and not grid_branches.empty else None
     with styled():
         fig = new_figure(nrows=2 if loading is not None else 1, sharex=True)
         ax = fig.axes[0]
-        ax.fill_between(grid["t_s"], grid["v_min_pu"], grid["v_max_pu"], color="#9ecae1", alpha=0.5, label="min-max")
-        ax.plot(grid["t_s"], grid["v_min_pu"], color="#08519c", lw=0.8, label="lowest bus-phase")
-        ax.plot(grid["t_s"], grid["v_max_pu"], color="#3182bd", lw=0.8, label="highest bus-phase")
+        t_lo, v_lo = envelope(grid["t_s"], grid["v_min_pu"])
+        t_hi, v_hi = envelope(grid["t_s"], grid["v_max_pu"])
+        t_band, band_lo, band_hi = band(grid["t_s"], grid["v_min_pu"], grid["v_max_pu"])
+        ax.fill_between(t_band, band_lo, band_hi, step="post", color="#9ecae1", alpha=0.5, label="min-max")
+        ax.plot(t_lo, v_lo, color="#08519c", lw=0.8, label="lowest bus-phase")
+        ax.plot(t_hi, v_hi, color="#3182bd", lw=0.8, label="highest bus-phase")
         ax.axhline(v_min_pu, **LIMIT_STYLE, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
         ax.axhline(v_max_pu, **LIMIT_STYLE)
         ax.set_ylabel("voltage (pu)")
-        ax.set_title("Voltage envelope" + (" and branch loading" if loading is not None else ""))
+        mark(ax, marks)
+        ax.set_title(titled(run, "Voltage envelope" + (" and branch loading" if loading is not None else "")))
         ax.legend(loc="best", fontsize=8)
         if loading is not None and not loading.empty:
             lx = fig.axes[1]
             peak = loading.loc[loading["max_loading_pct"].idxmax()]
-            lx.plot(loading["t_s"], loading["max_loading_pct"], color="#6a3d9a", lw=0.8, label="most loaded branch")
+            lx.plot(
+                *envelope(loading["t_s"], loading["max_loading_pct"]),
+                color="#6a3d9a",
+                lw=0.8,
+                label="most loaded branch",
+            )
             lx.axhline(100.0, **{**LIMIT_STYLE, "label": "normal rating"})
             peak_label = f"max {peak['max_loading_pct']:.1f}% ({peak['branch']})"
             lx.plot([peak["t_s"]], [peak["max_loading_pct"]], "o", color="#6a3d9a", ms=4, label=peak_label)
+            mark(lx, marks)
             lx.set_ylabel("loading (%)")
             lx.legend(loc="best", fontsize=8)
         fig.axes[-1].set_xlabel("time (s)")
@@ -103,37 +152,62 @@ def _per_model(
     log2: bool = False,
     levels: Mapping[tuple[str, str], float] | None = None,
     level_label: str = "",
+    marks: Marks | None = None,
+    run: str = "",
+    steps: bool = False,
 ) -> Figure:
     """One line per (site, model); ``levels`` adds a dashed line of the same colour per (site, model),
-    shown once in the legend as ``level_label``."""
+    shown once in the legend as ``level_label``; ``steps`` draws a step signal (its change points)."""
     with styled():
         fig = new_figure()
         ax = fig.axes[0]
         for (site, model), df in models.groupby(["site", "model"], observed=True):
-            (line,) = ax.plot(df["t_s"], df[column], lw=0.8, label=f"{site}/{model}")
+            if steps:
+                (line,) = ax.plot(
+                    *changes(df["t_s"], df[column]), drawstyle="steps-post", lw=0.9, label=f"{site}/{model}"
+                )
+            else:
+                (line,) = ax.plot(*envelope(df["t_s"], df[column]), lw=0.8, label=f"{site}/{model}")
             level = (levels or {}).get((str(site), str(model)))
             if level is not None:  # one legend entry for all levels: the colour says whose it is
                 labelled = any(ln.get_label() == level_label for ln in ax.get_lines())
                 ax.axhline(level, color=line.get_color(), ls="--", lw=0.8, label="_" if labelled else level_label)
         if log2:
             ax.set_yscale("log", base=2)
+        mark(ax, marks)
         ax.set_xlabel("time (s)")
         ax.set_ylabel(ylabel)
-        ax.set_title(title)
+        ax.set_title(titled(run, title))
         ax.legend(loc="best", fontsize=7)
         fig.tight_layout()
     return fig
 
 
-def plot_batch_sizes(models: pd.DataFrame) -> Figure:
-    """Batch size of each model over time (log2 axis)."""
-    return _per_model(models, "batch_size", "batch size (max_num_seqs)", "Batch size per model", log2=True)
+def plot_batch_sizes(models: pd.DataFrame, marks: Marks | None = None, run: str = "") -> Figure:
+    """Batch size of each model over time (log2 axis, step lines)."""
+    return _per_model(
+        models,
+        "batch_size",
+        "batch size (max_num_seqs)",
+        "Batch size per model",
+        log2=True,
+        marks=marks,
+        run=run,
+        steps=True,
+    )
 
 
-def plot_latency(models: pd.DataFrame, deadlines_s: Mapping[tuple[str, str], float] | None = None) -> Figure:
+def plot_latency(
+    models: pd.DataFrame,
+    deadlines_s: Mapping[tuple[str, str], float] | None = None,
+    marks: Marks | None = None,
+    run: str = "",
+) -> Figure:
     """Mean inter-token latency of each model over time (ms), with its ITL deadline as a dashed line.
 
     :param deadlines_s: ``(site, model)`` -> ITL deadline (s); models without one get no line.
+    :param marks: events and training windows to mark.
+    :param run: the run's name, in the title.
     """
     frame = models.assign(itl_ms=models["itl_s"] * 1e3)
     levels = {key: d * 1e3 for key, d in (deadlines_s or {}).items()}
@@ -144,6 +218,8 @@ def plot_latency(models: pd.DataFrame, deadlines_s: Mapping[tuple[str, str], flo
         "Inter-token latency per model",
         levels=levels,
         level_label="ITL deadline (dashed, model colour)",
+        marks=marks,
+        run=run,
     )
 
 
@@ -161,27 +237,280 @@ def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     }
 
 
-def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
-    """Write ``dc_power.png``, ``voltage_envelope.png`` (with branch loading when the run wrote
-    ``grid_branches``), ``batch_sizes.png``, ``latency.png``.
+@dataclass
+class RunData:
+    """A finished (or interrupted) run's tables and facts, each read once when a figure asks.
 
-    The latency plot draws each model's ITL deadline when the run folder keeps its scenario
-    (``scenario.yaml``, written by ``openg2g run`` and sweeps).
+    :param out_dir: the run folder.
+    :param v_min_pu: lower voltage limit (pu); ``None``: the run's ``scenario.yaml``, else 0.95.
+    :param v_max_pu: upper voltage limit (pu); ``None``: the run's ``scenario.yaml``, else 1.05.
+    :param scenario_data: the scenario as run, paths absolute (what ``scenario.yaml`` holds);
+        ``None`` reads the folder's ``scenario.yaml``.
     """
-    out_dir = Path(out_dir)
-    datacenter, grid, models, branches = (
-        read_table(out_dir, n) for n in ("datacenter", "grid", "models", "grid_branches")
+
+    out_dir: Path
+    v_min_pu: float | None = None
+    v_max_pu: float | None = None
+    scenario_data: Mapping[str, Any] | None = None
+    _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        grid = self.scenario.get("grid") or {}
+        if self.v_min_pu is None:
+            self.v_min_pu = float(grid.get("v_min_pu", 0.95))
+        if self.v_max_pu is None:
+            self.v_max_pu = float(grid.get("v_max_pu", 1.05))
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One output table (:func:`read_table`), read on first use."""
+        if name not in self._tables:
+            self._tables[name] = read_table(self.out_dir, name)
+        return self._tables[name]
+
+    @cached_property
+    def scenario(self) -> Mapping[str, Any]:
+        """The scenario as run: :attr:`scenario_data`, else the run's ``scenario.yaml``; empty
+        when the folder has none."""
+        if self.scenario_data is not None:
+            return self.scenario_data
+        path = self.out_dir / "scenario.yaml"
+        if not path.is_file():
+            return {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+
+    @cached_property
+    def name(self) -> str:
+        """The run's name for titles: its scenario's name, else its folder's."""
+        return str(self.scenario.get("name") or self.out_dir.resolve().name)
+
+    @cached_property
+    def marks(self) -> Marks:
+        """Its events and training windows (:func:`openg2g.plot.timeline.run_marks`)."""
+        return run_marks(self.table("events"), self.table("datacenter"))
+
+    @cached_property
+    def sites(self) -> list[str]:
+        """The buses of its datacenter sites."""
+        return [str(site["bus"]) for site in self.scenario.get("datacenters") or [] if "bus" in site]
+
+    @cached_property
+    def topology(self) -> Topology | str:
+        """Its grid's topology, or why there is none (no ``scenario.yaml``, a feeder that cannot
+        be read any more)."""
+        grid = self.scenario.get("grid")
+        if not grid:
+            return "the run folder has no scenario.yaml naming its grid"
+        from openg2g.grid.config import GridSpec
+        from openg2g.grid.kinds import grid_topology
+
+        try:
+            return grid_topology(GridSpec.model_validate(grid), self.out_dir)
+        except (G2GError, ValueError) as exc:
+            return f"the grid of scenario.yaml cannot be read: {exc}"
+
+
+Draw = Callable[[RunData], "Figure | str"]
+"""A run figure: the figure, or why the run lacks its data."""
+
+
+def _dc_power(run: RunData) -> Figure | str:
+    datacenter = run.table("datacenter")
+    if datacenter.empty:
+        return "no datacenter table (a grid without sites)"
+    return plot_dc_power(datacenter, run.marks, run.name)
+
+
+def _voltage_envelope(run: RunData) -> Figure | str:
+    grid = run.table("grid")
+    if grid.empty:
+        return "no grid table"
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    return plot_voltage_envelope(grid, run.v_min_pu, run.v_max_pu, run.table("grid_branches"), run.marks, run.name)
+
+
+def _batch_sizes(run: RunData) -> Figure | str:
+    models = run.table("models")
+    if models.empty:
+        return "no models table (no site serves models)"
+    return plot_batch_sizes(models, run.marks, run.name)
+
+
+def _latency(run: RunData) -> Figure | str:
+    models = run.table("models")
+    if models.empty:
+        return "no models table (no site serves models)"
+    return plot_latency(models, itl_deadlines(run.out_dir), run.marks, run.name)
+
+
+def _taps(run: RunData) -> Figure | str:
+    grid = run.table("grid")
+    if grid.empty or not tap_columns(grid):
+        return "no regulator taps in the grid table (a grid without regulators)"
+    return plot_taps(grid, run.marks, run.name)
+
+
+def _branch_loading(run: RunData) -> Figure | str:
+    branches = run.table("grid_branches")
+    if branches.empty or not branches["loading_pct"].notna().any():
+        return "no grid_branches table (set outputs.branches: all)"
+    return plot_branch_loading(branches, marks=run.marks, run=run.name)
+
+
+def _substation(run: RunData) -> Figure | str:
+    grid = run.table("grid")
+    if grid.empty:
+        return "no grid table"
+    return plot_substation_power(grid, run.marks, run.name)
+
+
+def _commands(run: RunData) -> Figure | str:
+    commands, events = run.table("commands"), run.table("events")
+    if commands.empty and events.empty:
+        return "no command was sent and no scenario event fired"
+    grid = run.table("grid")
+    end_s = float(grid["t_s"].max()) if not grid.empty else None
+    try:
+        return plot_command_timeline(commands, events, end_s, run.marks, run.name)
+    except ValueError as exc:
+        return str(exc)
+
+
+def _voltages_and_topology(run: RunData) -> tuple[pd.DataFrame, Topology] | str:
+    voltages = run.table("grid_voltages")
+    if voltages.empty:
+        return "no grid_voltages table (set outputs.voltages: all)"
+    if isinstance(run.topology, str):
+        return run.topology
+    return voltages, run.topology
+
+
+def _feeder_map(run: RunData) -> Figure | str:
+    found = _voltages_and_topology(run)
+    if isinstance(found, str):
+        return found
+    voltages, topology = found
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    return plot_worst_voltage_map(
+        topology.buses, topology.edges, voltages, run.v_min_pu, run.v_max_pu, run.sites, run.name
     )
-    figures: dict[str, Figure] = {}
-    if not datacenter.empty:
-        figures["dc_power.png"] = plot_dc_power(datacenter)
-    if not grid.empty:
-        figures["voltage_envelope.png"] = plot_voltage_envelope(grid, v_min_pu, v_max_pu, branches)
-    if not models.empty:
-        figures["batch_sizes.png"] = plot_batch_sizes(models)
-        figures["latency.png"] = plot_latency(models, itl_deadlines(out_dir))
-    written = []
-    for name, fig in figures.items():
-        fig.savefig(out_dir / name, dpi=110)
-        written.append(out_dir / name)
-    return written
+
+
+def _voltage_profile(run: RunData) -> Figure | str:
+    found = _voltages_and_topology(run)
+    if isinstance(found, str):
+        return found
+    voltages, topology = found
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    try:
+        t_s = worst_instant(run.table("grid"), run.v_min_pu, run.v_max_pu)
+    except ValueError as exc:
+        return str(exc)
+    profile = voltage_profile(voltages, topology, t_s)
+    return plot_voltage_profile(profile, topology, run.v_min_pu, run.v_max_pu, t_s, run.name)
+
+
+RUN_PLOTS: dict[str, Draw] = {
+    "dc_power.png": _dc_power,
+    "voltage_envelope.png": _voltage_envelope,
+    "batch_sizes.png": _batch_sizes,
+    "latency.png": _latency,
+    "taps.png": _taps,
+    "branch_loading.png": _branch_loading,
+    "substation_power.png": _substation,
+    "commands.png": _commands,
+    "feeder_map.png": _feeder_map,
+    "voltage_profile.png": _voltage_profile,
+}
+"""File name -> figure of a run, in the order :func:`plot_run` draws them."""
+
+
+@dataclass
+class PlotReport:
+    """What :func:`plot_run` did with each figure.
+
+    :param written: file names written, in order.
+    :param skipped: file name -> why the run has no data for it.
+    :param failed: file name -> the error that stopped its drawing.
+    """
+
+    written: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def missing(self) -> list[str]:
+        """The figures neither written, skipped nor failed (not reached: an interruption)."""
+        done = {*self.written, *self.skipped, *self.failed}
+        return [name for name in RUN_PLOTS if name not in done]
+
+    def as_summary(self) -> dict[str, Any]:
+        """The report as ``summary.json``'s ``plots`` entry (``not_drawn`` when interrupted)."""
+        entry: dict[str, Any] = {"written": list(self.written), "skipped": dict(self.skipped)}
+        if self.failed:
+            entry["failed"] = dict(self.failed)
+        if self.missing():
+            entry["not_drawn"] = self.missing()
+        return entry
+
+    def lines(self) -> list[str]:
+        """One line per figure, for the terminal."""
+        out = [f"plot {name}: written" for name in self.written]
+        out += [f"plot {name}: skipped, {why}" for name, why in self.skipped.items()]
+        out += [f"plot {name}: failed, {why}" for name, why in self.failed.items()]
+        out += [f"plot {name}: not drawn (interrupted)" for name in self.missing()]
+        return out
+
+
+class PlotsInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) came while :func:`plot_run` was drawing; ``report`` says what was written."""
+
+    def __init__(self, report: PlotReport) -> None:
+        super().__init__("interrupted while drawing the plots")
+        self.report = report
+
+
+def save_png(fig: Figure, path: Path, dpi: int = 110) -> None:
+    """Write ``fig`` to ``path`` whole or not at all: a hidden temporary file, then a rename."""
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def plot_run(
+    out_dir: Path,
+    v_min_pu: float | None = None,
+    v_max_pu: float | None = None,
+    scenario_data: Mapping[str, Any] | None = None,
+) -> PlotReport:
+    """Write every figure of :data:`RUN_PLOTS` the run has the data for, as PNGs in ``out_dir``.
+
+    A figure without its data is skipped with the reason; one whose drawing fails is reported
+    with its error and the others are still drawn. Titles name the run (its scenario's name).
+
+    :param out_dir: the run folder (tables, ``scenario.yaml``).
+    :param v_min_pu: lower voltage limit (pu); ``None`` reads it from the run's ``scenario.yaml``.
+    :param v_max_pu: upper voltage limit (pu); likewise.
+    :param scenario_data: the scenario as run (:class:`RunData`); ``None`` reads ``scenario.yaml``.
+    :raises PlotsInterrupted: Ctrl-C came; no partial PNG is left.
+    """
+    run = RunData(Path(out_dir), v_min_pu, v_max_pu, scenario_data)
+    report = PlotReport()
+    try:
+        for name, draw in RUN_PLOTS.items():
+            try:
+                fig = draw(run)
+                if isinstance(fig, str):
+                    report.skipped[name] = fig
+                    continue
+                save_png(fig, run.out_dir / name)
+            except (G2GError, ValueError, KeyError, OSError) as exc:
+                report.failed[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            report.written.append(name)
+    except KeyboardInterrupt as exc:
+        raise PlotsInterrupted(report) from exc
+    return report

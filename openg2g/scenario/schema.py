@@ -120,7 +120,10 @@ class OutputSpec(ConfigModel):
             "conductor at every grid step; none: only the loading figures of summary.json."
         ),
     )
-    plots: bool = Field(True, description="Write PNG plots at the end of the run.")
+    plots: bool = Field(
+        True,
+        description="Write PNG plots at the end of the run, each when the run has its data (summary.json: plots).",
+    )
     flush_every_s: float = Field(
         60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."
     )

@@ -1,0 +1,46 @@
+"""``openg2g plot RUN_DIR``: draw a finished run's plots again from its tables.
+
+Writes every figure the run has the data for (the same PNGs ``openg2g run`` writes at the end of
+a run) into the run folder and says which it skipped and why. The voltage limits, the feeder and
+the datacenter buses come from the folder's ``scenario.yaml``; ``--v-min``/``--v-max`` override
+the limits. ``summary.json`` is left as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from openg2g.cli.table import print_plot_report
+
+__all__ = ["register"]
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from openg2g.core.errors import G2GError
+    from openg2g.plot.run import PlotsInterrupted, plot_run  # matplotlib only when plotting
+
+    out_dir = Path(args.run_dir)
+    if not (out_dir / "summary.json").is_file():
+        raise G2GError(f"{out_dir}: no summary.json (is this a run output directory?)")
+    try:
+        report = plot_run(out_dir, args.v_min, args.v_max)
+    except PlotsInterrupted as exc:
+        print_plot_report(exc.report.as_summary())
+        return 130
+    print_plot_report(report.as_summary())
+    return 1 if report.failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``plot`` sub-command."""
+    p = subparsers.add_parser(
+        "plot",
+        help="draw a finished run's plots from its tables",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_dir", help="run output directory (openg2g run --out)")
+    p.add_argument("--v-min", type=float, default=None, help="lower voltage limit (pu); default scenario.yaml's")
+    p.add_argument("--v-max", type=float, default=None, help="upper voltage limit (pu); default scenario.yaml's")
+    p.set_defaults(func=_plot)
