@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W
     from openg2g.engine.preflight import check_start
     from openg2g.engine.simulation import run_scenario
-    from openg2g.scenario.loader import load_scenario, write_resolved_scenario
+    from openg2g.scenario.loader import load_scenario
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     # a shell starts background jobs with SIGINT ignored; `kill -INT` must still end the run cleanly
@@ -46,7 +46,6 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
     out_dir = prepare_out_dir(args.out if args.out is not None else default_out_dir(loaded.scenario.name))
-    write_resolved_scenario(loaded, out_dir)
     try:
         result = run_scenario(loaded, out_dir, progress=not args.no_progress)
     except KeyboardInterrupt as exc:

@@ -60,7 +60,7 @@ from openg2g.engine.clock import Clock
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
 from openg2g.scenario.build import Components, build_components
-from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
+from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario, write_resolved_scenario
 from openg2g.scenario.schema import ControllerSpec
 
 __all__ = ["Priority", "RunResult", "Simulation", "run_scenario"]
@@ -667,13 +667,16 @@ def run_scenario(
     """Load (if needed), validate and run a scenario.
 
     :param scenario: a path, a bundled scenario's name, or an already loaded scenario.
-    :param out_dir: output directory, ``None`` for no files.
+    :param out_dir: output directory, ``None`` for no files; it keeps the scenario as run
+        (``scenario.yaml``, written first), which ``openg2g plot`` reads to redraw the run.
     :param overrides: ``dotted.key=value`` assignments (as ``openg2g run --set``).
     :param progress: progress bar on stderr.
     :param on_start: called with the simulation before it runs (tests use it to interrupt).
     """
     loaded = scenario if isinstance(scenario, LoadedScenario) else load_scenario(scenario, overrides)
     out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        write_resolved_scenario(loaded, out)
     sim = Simulation(loaded, out, progress=progress)
     if on_start is not None:
         on_start(sim)

@@ -43,11 +43,10 @@ def run_scenario_files(scenario: str, overrides: tuple[str, ...], out_dir: Path)
     (which keeps the scenario as run, ``scenario.yaml``)."""
     from openg2g.engine.preflight import check_start
     from openg2g.engine.simulation import run_scenario
-    from openg2g.scenario.loader import load_scenario, write_resolved_scenario
+    from openg2g.scenario.loader import load_scenario
 
     loaded = load_scenario(scenario, overrides)
     check_start(loaded)  # a bad event or controller parameter makes the run invalid, not failed mid-run
-    write_resolved_scenario(loaded, out_dir)
     return run_scenario(loaded, out_dir).summary
 
 

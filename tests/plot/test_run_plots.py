@@ -26,7 +26,6 @@ from openg2g.plot.compare import baseline_deltas
 from openg2g.plot.feeder import plot_worst_voltage_map, worst_bus_voltages
 from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData
 from openg2g.plot.timeline import changes, envelope
-from openg2g.scenario.loader import load_scenario, write_resolved_scenario
 
 TAP_EVENT = [{"t_s": 1, "command": "set_taps", "bank": "reg1", "taps": [15, 6, 16]}]
 
@@ -36,9 +35,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four seconds of ieee13_ofo with the branch table and a tap event: data for every plot."""
     out = tmp_path_factory.mktemp("full") / "run"
     overrides = ["duration_s=4", "outputs.branches=all", f"events={json.dumps(TAP_EVENT)}"]
-    loaded = load_scenario("ieee13_ofo", overrides)
-    write_resolved_scenario(loaded, out)  # as `openg2g run` does: `openg2g plot` reads the grid there
-    run_scenario(loaded, out)
+    run_scenario("ieee13_ofo", out, overrides)  # keeps scenario.yaml, where `openg2g plot` reads the grid
     return out
 
 
