@@ -99,3 +99,15 @@ def test_an_unknown_policy_names_where_it_looked(installed: Path, tmp_path: Path
     assert (
         "no_such_policy" in result.stderr and str(installed / "openg2g" / "controllers" / "policies") in result.stderr
     )
+
+
+def test_the_wheel_copies_a_bundled_scenario_that_runs_from_its_new_folder(installed: Path, tmp_path: Path) -> None:
+    new = _openg2g(installed, tmp_path, "new", "scenario", "ieee13_none", "mine")
+    assert new.returncode == 0, new.stderr
+    assert (tmp_path / "mine" / "profiles" / "reference_pv0.csv").is_file()
+    (tmp_path / "elsewhere").mkdir()
+    run = _openg2g(
+        installed, tmp_path / "elsewhere", "run", "../mine/ieee13_none.yaml", "--set", "duration_s=5", "--out", "r"
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "elsewhere" / "r" / "summary.json").read_text())["status"] == "complete"

@@ -277,7 +277,7 @@ def load_suite(path: str | Path, overrides: Sequence[str] = (), *, check: bool =
     :raises SweepError: every problem found, each naming the suite file and the field (and the
         case and the scenario field for a case the scenario loader rejects).
     """
-    path = Path(path)
+    path = loader.resolve_scenario_path(path, "benchmark suite", SweepError)
     data = read_yaml_mapping(path, "benchmark suite")
     spec: SuiteSpec = validate_model(SuiteSpec, data, path)
     groups = [g.name for g in spec.cases]

@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("suite", help="benchmark suite YAML file (see scenarios/benchmark_ieee.yaml)")
+    p.add_argument("suite", help="benchmark suite YAML file, or a bundled suite's name (e.g. benchmark_ieee)")
     p.add_argument("--out", help="output folder (default runs/<suite>; reused to resume)")
     p.add_argument(
         "--set",

@@ -6,9 +6,11 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from openg2g import __version__
+from openg2g.cli.helptext import plain_help
 from openg2g.core.errors import G2GError, ScenarioError
 
 __all__ = ["build_parser", "main"]
@@ -17,6 +19,7 @@ __all__ = ["build_parser", "main"]
 _COMMAND_MODULES = (
     "run",
     "validate",
+    "new",
     "compare",
     "plot",
     "schema",
@@ -35,22 +38,34 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="openg2g", description="Datacenter-grid co-simulation.")
     parser.add_argument("--version", action="version", version=f"openg2g {__version__}")
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="on an error, print Python's full traceback before the message (give it before the command)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         importlib.import_module(f"openg2g.cli.{name}").register(subparsers)
+    plain_help(parser)  # the descriptions are module docstrings, written in reST
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse, dispatch, and turn platform errors into one clear message."""
+    """Entry point: parse, dispatch, and turn platform errors into one clear message.
+
+    Exit status 2 for an input that is wrong (a scenario, sweep or option), 1 for any other
+    platform error; ``--traceback`` prints the traceback of either too.
+    """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ScenarioError as exc:
-        for loc, msg in exc.problems:
-            print(f"error: {loc}: {msg}", file=sys.stderr)
-        return 2
     except G2GError as exc:
+        if args.traceback:
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        if isinstance(exc, ScenarioError):
+            for loc, msg in exc.problems:
+                print(f"error: {loc}: {msg}", file=sys.stderr)
+            return 2
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:

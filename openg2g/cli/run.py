@@ -2,18 +2,25 @@
 
 Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
 events included) and the output folder is checked writable. The folder keeps the scenario as
-run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``.
+run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``,
+and, when an error stops the run, its full traceback (``error.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
+import traceback
 
 from openg2g.cli.table import format_table, print_plot_report
 
-__all__ = ["SCENARIO_IS_CODE", "register"]
+__all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register"]
+
+ERROR_FILE = "error.txt"
+"""File of a run's folder holding the traceback of the error that stopped the run (written
+whether or not ``--traceback`` was given)."""
 
 SCENARIO_IS_CODE = """\
 Files that can run code: a controller file (kind: path/to/file.py:Class) is imported, so run, by
@@ -46,6 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
     out_dir = prepare_out_dir(args.out if args.out is not None else default_out_dir(loaded.scenario.name))
+    error_file = out_dir / ERROR_FILE
+    error_file.unlink(missing_ok=True)  # left by an earlier run into this folder; this run's outcome is its own
     try:
         result = run_scenario(loaded, out_dir, progress=not args.no_progress)
     except KeyboardInterrupt as exc:
@@ -60,6 +69,11 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 130
+    except Exception as exc:
+        with contextlib.suppress(OSError):  # a disk that cannot take it must not hide the error itself
+            error_file.write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), "utf-8")
+            print(f"traceback: {error_file}", file=sys.stderr)
+        raise
     print(format_table([(loaded.scenario.name, result.summary)]))
     summary = result.summary
     print_plot_report(summary.get("plots"))

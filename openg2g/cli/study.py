@@ -86,9 +86,12 @@ def _hosting(args: argparse.Namespace) -> int:
     from openg2g.studies.spec import HostingSpec
     from openg2g.sweep.spec import SweepError, read_yaml_mapping
 
-    target = Path(args.feeder)
+    try:  # a study or scenario file, or a bundled one's name
+        target: Path | None = resolve_scenario_path(args.feeder)
+    except ScenarioError:
+        target = None
     spec: HostingSpec | None = None
-    if target.suffix in (".yaml", ".yml") and target.is_file() and read_yaml_mapping(target, "study").get("study"):
+    if target is not None and target.is_file() and read_yaml_mapping(target, "study").get("study"):
         loaded = load_study(target, HostingSpec, args.set)
         assert isinstance(loaded.spec, HostingSpec)
         spec = loaded.spec
@@ -97,7 +100,7 @@ def _hosting(args: argparse.Namespace) -> int:
     else:
         if args.base:
             base_path = resolve_scenario_path(args.base)
-        elif target.is_file():
+        elif target is not None and target.is_file():
             base_path = target
         else:
             try:
@@ -287,7 +290,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
 
     h = sub.add_parser("hosting-capacity", help="largest datacenter each bus hosts", description=__doc__)
-    h.add_argument("feeder", help="scenario prefix (ieee13 -> bundled ieee13_none), base scenario file, or study file")
+    h.add_argument(
+        "feeder",
+        help="scenario prefix (ieee13 -> bundled ieee13_none), base scenario file, or study file (paths or bundled names)",
+    )
     h.add_argument("--base", help="base scenario (file or bundled name) instead of <FEEDER>_none")
     h.add_argument("--buses", nargs="+", help="buses to study (default: every three-phase bus)")
     h.add_argument("--controller", nargs="+", help="controllers, none = no controller (default: none ofo)")
@@ -318,11 +324,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.set_defaults(func=_hosting)
 
     s = sub.add_parser("siting", help="rank candidate buses for a datacenter", description=__doc__)
-    s.add_argument("study", help="siting study YAML (see scenarios/study_*_siting.yaml)")
+    s.add_argument("study", help="siting study YAML file, or a bundled study's name (e.g. study_ieee13_siting)")
     _engine_options(s)
     s.set_defaults(func=_siting)
 
     v = sub.add_parser("pv-placement", help="where to build PV plants, and how big", description=__doc__)
-    v.add_argument("study", help="PV placement study YAML (see scenarios/study_*_pv_placement.yaml)")
+    v.add_argument(
+        "study", help="PV placement study YAML file, or a bundled study's name (e.g. study_ieee34_pv_placement)"
+    )
     _engine_options(v)
     v.set_defaults(func=_pv_placement)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.core.errors import ScenarioError
@@ -29,16 +28,14 @@ def file_kind(name: str) -> str:
     """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
     suite: a ``suite:`` or ``cases:`` key) or ``scenario``.
 
-    A bundled scenario name or an unreadable file counts as a scenario (the scenario loader then
-    says what is wrong with it).
+    ``name`` is a path or a bundled file's name (``benchmark_ieee``), resolved as every command
+    resolves it. A name that resolves to nothing, or an unreadable file, counts as a scenario (the
+    scenario loader then says what is wrong with it).
     """
-    from openg2g.scenario.loader import read_yaml_mapping
+    from openg2g.scenario.loader import read_yaml_mapping, resolve_scenario_path
 
-    path = Path(name)
-    if not path.is_file():
-        return "scenario"
     try:
-        data = read_yaml_mapping(path)
+        data = read_yaml_mapping(resolve_scenario_path(name))
     except ScenarioError:
         return "scenario"
     if "study" in data:
@@ -145,6 +142,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("scenarios", nargs="+", help="scenario, sweep, study or suite files, or bundled scenario names")
+    p.add_argument(
+        "scenarios",
+        nargs="+",
+        help="scenario, sweep, study or suite files, or bundled names (ieee13_ofo, sweep_ieee13_taps, benchmark_ieee)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override before validating")
     p.set_defaults(func=_validate)

@@ -20,7 +20,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from openg2g.control.config import ControllerSpec
-from openg2g.core.errors import ControllerError, G2GError
+from openg2g.core.errors import ControllerError, G2GError, raised_in_user_code
 from openg2g.core.interfaces import Controller
 
 __all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
@@ -62,7 +62,9 @@ def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # a user's file may fail in any way; say where
-            raise ControllerError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+            raise ControllerError(
+                f"importing {path} failed: {type(exc).__name__}: {exc}{raised_in_user_code(exc)}"
+            ) from exc
         sys.modules[module_name] = module
     cls = getattr(module, class_name, None)
     if cls is None:
@@ -109,7 +111,7 @@ def _guarded(who: str, step: str, make: Callable[[], T]) -> T:
     except G2GError as exc:
         raise ControllerError(f"{who}: {exc}") from exc
     except Exception as exc:  # a user's class may fail in any way; say which, where and how
-        raise ControllerError(f"{who}: {step} raised {type(exc).__name__}: {exc}") from exc
+        raise ControllerError(f"{who}: {step} raised {type(exc).__name__}: {exc}{raised_in_user_code(exc)}") from exc
 
 
 def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:

@@ -5,6 +5,10 @@ The CLI prints a :class:`G2GError` as one clear message (no traceback) and exits
 
 from __future__ import annotations
 
+import os
+import sysconfig
+import traceback
+
 __all__ = [
     "CommandError",
     "ControllerError",
@@ -16,6 +20,7 @@ __all__ = [
     "SimulationError",
     "TraceError",
     "UnknownNameError",
+    "raised_in_user_code",
 ]
 
 
@@ -70,3 +75,26 @@ class PowerFlowError(SimulationError):
 
 class OutputError(SimulationError):
     """Run outputs could not be written (full or read-only disk, ...)."""
+
+
+_OWN_CODE = tuple(
+    os.path.join(os.path.abspath(folder), "")
+    for folder in (
+        os.path.dirname(os.path.dirname(__file__)),  # the openg2g package, stock controllers included
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    )
+)
+
+
+def raised_in_user_code(exc: BaseException) -> str:
+    """Where ``exc`` was raised in code of the user's own (a controller file), as ``" (at FILE:LINE)"``.
+
+    The innermost frame of ``exc``'s traceback that is neither openg2g's nor the standard
+    library's nor an installed package's: the line of the user's code that raised, or called the
+    library that raised. ``""`` when there is none (the error is openg2g's own).
+    """
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(_OWN_CODE):
+            return f" (at {name}:{frame.lineno})"
+    return ""

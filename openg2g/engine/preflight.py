@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from openg2g.core.commands import ShiftReplicas, is_datacenter_command
-from openg2g.core.errors import CommandError, G2GError, ScenarioError
+from openg2g.core.errors import CommandError, G2GError, ScenarioError, raised_in_user_code
 from openg2g.core.interfaces import SiteInfo
 from openg2g.engine.actuators import ActuatorOwners, claim_declared
 from openg2g.scenario.loader import LoadedScenario, build_event_command
@@ -62,7 +62,11 @@ def check_start(loaded: LoadedScenario) -> None:
         try:
             controller.reset(sim.context(float(spec.period_s or sc.periods.control_s)), sc.seed)
         except Exception as exc:  # noqa: BLE001 - user controller code may fail in any way; report it
-            reason = str(exc) if isinstance(exc, G2GError) else f"reset() raised {type(exc).__name__}: {exc}"
+            reason = (
+                str(exc)
+                if isinstance(exc, G2GError)
+                else f"reset() raised {type(exc).__name__}: {exc}{raised_in_user_code(exc)}"
+            )
             hint = (
                 f" (no latency/throughput measurements for {', '.join(missing)}: an imported power trace "
                 "carries none, and model-based controllers fit their curves to them)"

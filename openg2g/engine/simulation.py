@@ -50,9 +50,17 @@ from simpy.events import Event, EventPriority
 
 from openg2g import __version__
 from openg2g.core.commands import Command, SetPowerCap, ShiftReplicas, is_datacenter_command
-from openg2g.core.errors import CommandError, ControllerError, OutputError, PowerFlowError, SimulationError
+from openg2g.core.errors import (
+    CommandError,
+    ControllerError,
+    OutputError,
+    PowerFlowError,
+    SimulationError,
+    raised_in_user_code,
+)
 from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, ScheduledEvent
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
+from openg2g.core.progress import progress_bar
 from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
 from openg2g.engine.actuators import ONE_OWNER, ActuatorOwners, claim_declared, controller_label
@@ -269,9 +277,7 @@ class Simulation:
         self._wall_start = time.perf_counter()
         self._bar = None
         if self._progress:
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=float(sc.duration_s), unit="sim s", desc=sc.name, leave=False, dynamic_ncols=True)
+            self._bar = progress_bar(total=float(sc.duration_s), unit="sim s", desc=sc.name, leave=False)
         self.env.process(self._event_process())
         for sched in self._controllers:
             self.env.process(self._controller_process(sched))
@@ -418,7 +424,8 @@ class Simulation:
                 commands = sched.controller.step(observation)
             except Exception as exc:  # controller code (a user's too) may fail in any way
                 raise ControllerError(
-                    f"t={self.t_s:g} s: controller {sched.controller.name!r} step() raised {type(exc).__name__}: {exc}"
+                    f"t={self.t_s:g} s: controller {sched.controller.name!r} step() raised {type(exc).__name__}: "
+                    f"{exc}{raised_in_user_code(exc)}"
                 ) from exc
             self._check_commands(sched.controller.name, commands)
             owner = controller_label(sched.index, sched.controller.name)

@@ -27,6 +27,7 @@ from stable_baselines3.common.utils import configure_logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 from openg2g.core.errors import G2GError
+from openg2g.core.progress import progress_bar
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, load_policy, read_meta, save_policy
@@ -137,14 +138,11 @@ class _ProgressBar(ProgressBarCallback):
         self.description = description
 
     def _on_training_start(self) -> None:
-        from tqdm import tqdm
-
-        self.pbar = tqdm(
+        self.pbar = progress_bar(
             total=self.total_steps,
             initial=self.model.num_timesteps,
             unit="step",
             desc=self.description,
-            dynamic_ncols=True,
             mininterval=2.0,
         )
 

@@ -34,9 +34,11 @@ __all__ = [
     "MAX_YAML_NODES",
     "RESOLVED_SCENARIO",
     "LoadedScenario",
+    "PathField",
     "apply_override",
     "build_event_command",
     "load_scenario",
+    "path_fields",
     "read_yaml_mapping",
     "resolve_scenario_path",
     "resolved_scenario_text",
@@ -44,16 +46,30 @@ __all__ = [
 ]
 
 
-def resolve_scenario_path(name_or_path: str | Path) -> Path:
-    """A scenario path as given, or the name of a bundled scenario (``ieee13_ofo``)."""
+def resolve_scenario_path(
+    name_or_path: str | Path,
+    kind: str = "scenario",
+    error: Callable[[list[tuple[str, str]]], G2GError] = ScenarioError,
+) -> Path:
+    """A file path as given, or the name of a bundled file (``ieee13_ofo``, ``sweep_ieee13_taps``,
+    ``benchmark_ieee``, ``study_ieee13_siting``): how every command resolves what it is given to read.
+
+    :param kind: what the file is, for the message (``"scenario"``, ``"sweep"``).
+    :param error: error class raised with ``[(location, message)]``.
+    :raises G2GError: (of class ``error``) neither a file nor a bundled name; the message says
+        where it looked.
+    """
     path = Path(name_or_path)
     if path.exists():
         return path
-    if path.suffix == "" and len(path.parts) == 1:
-        bundled = bundled_dir("scenarios") / f"{path.name}.yaml"
+    missing = f"no {kind} file {path.resolve()}"
+    if path.suffix == "" and len(path.parts) == 1:  # a bare name may be a bundled file's
+        folder = bundled_dir("scenarios")
+        bundled = folder / f"{path.name}.yaml"
         if bundled.exists():
             return bundled
-    raise ScenarioError([(str(name_or_path), "no such scenario file (nor a bundled scenario of that name)")])
+        missing += f", nor a bundled {path.name}.yaml in {folder}"
+    raise error([(str(name_or_path), missing)])
 
 
 def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
@@ -253,37 +269,72 @@ RESOLVED_SCENARIO = "scenario.yaml"
 """File name of the resolved scenario in a run's output folder."""
 
 
-def resolved_scenario_text(loaded: LoadedScenario) -> str:
-    """The scenario as it runs (overrides applied, defaults filled in) as YAML, re-runnable anywhere.
+@dataclasses.dataclass(frozen=True)
+class PathField:
+    """A field of scenario data naming a file or folder relative to the scenario's folder.
 
-    Paths the scenario resolves against its own folder (a feeder file, a trace library, PV and
-    load profiles, controller files) are written absolute; a controller's own ``params`` are
-    written as given.
+    :param holder: the mapping that holds the field (changed in place by :meth:`replace`).
+    :param key: the field's key in ``holder``.
+    :param suffix: what follows the path in the value (``":ClassName"`` of a controller file), else ``""``.
     """
+
+    holder: dict[str, Any]
+    key: str
+    suffix: str = ""
+
+    @property
+    def path(self) -> str:
+        """The path as written."""
+        value = str(self.holder[self.key])
+        return value[: len(value) - len(self.suffix)]
+
+    def replace(self, path: str) -> None:
+        """Make the field name ``path`` instead."""
+        self.holder[self.key] = path + self.suffix
+
+
+def path_fields(data: dict[str, Any]) -> list[PathField]:
+    """The fields of scenario data (as read from the file, or a dumped :class:`Scenario`) that name
+    files the scenario reads: a feeder file, a pandapower net file, PV and load profiles, trace
+    libraries (folders) and controller files; names of bundled things (feeders, nets, the bundled
+    trace library, stock controllers, policies) are not paths."""
     from openg2g.grid.feeder.library import list_feeders
     from openg2g.grid.nets.source import looks_like_net_file
 
+    fields: list[PathField] = []
+    grid = data.get("grid")
+    if isinstance(grid, dict):
+        feeder = grid.get("feeder")
+        if isinstance(feeder, str) and feeder not in list_feeders():
+            fields.append(PathField(grid, "feeder"))
+        net = grid.get("pandapower")
+        if isinstance(net, str) and looks_like_net_file(net):
+            fields.append(PathField(grid, "pandapower"))
+        for group in ("pv", "extra_loads"):
+            for item in grid.get(group) or []:
+                if isinstance(item, dict) and isinstance(item.get("profile"), str):
+                    fields.append(PathField(item, "profile"))
+    for site in data.get("datacenters") or []:
+        if isinstance(site, dict) and isinstance(site.get("traces"), str) and site["traces"] != "bundled":
+            fields.append(PathField(site, "traces"))
+    for ctrl in data.get("controllers") or []:
+        kind = ctrl.get("kind") if isinstance(ctrl, dict) else None
+        if isinstance(kind, str):
+            file_part, _, class_name = kind.rpartition(":")
+            if file_part.endswith(".py"):
+                fields.append(PathField(ctrl, "kind", f":{class_name}"))
+    return fields
+
+
+def resolved_scenario_text(loaded: LoadedScenario) -> str:
+    """The scenario as it runs (overrides applied, defaults filled in) as YAML, re-runnable anywhere.
+
+    Paths the scenario resolves against its own folder (:func:`path_fields`) are written absolute;
+    a controller's own ``params`` are written as given.
+    """
     data = loaded.scenario.model_dump(mode="json")
-    here = loaded.base_dir
-
-    def absolute(text: str) -> str:
-        return str((here / text).resolve())
-
-    grid = data["grid"]
-    if grid["feeder"] is not None and grid["feeder"] not in list_feeders():
-        grid["feeder"] = absolute(grid["feeder"])
-    if grid.get("pandapower") is not None and looks_like_net_file(grid["pandapower"]):
-        grid["pandapower"] = absolute(grid["pandapower"])
-    for item in (*grid["pv"], *grid["extra_loads"]):
-        if item["profile"] is not None:
-            item["profile"] = absolute(item["profile"])
-    for site in data["datacenters"]:
-        if site["traces"] != "bundled":
-            site["traces"] = absolute(site["traces"])
-    for ctrl in data["controllers"]:
-        file_part, _, class_name = ctrl["kind"].rpartition(":")
-        if file_part.endswith(".py"):
-            ctrl["kind"] = f"{absolute(file_part)}:{class_name}"
+    for field in path_fields(data):
+        field.replace(str((loaded.base_dir / field.path).resolve()))
     header = (
         f"# The scenario as run: {loaded.path} with its overrides applied and defaults filled in\n"
         f"# (validated scenario sha256 {loaded.sha256}); paths made absolute. Rerun: openg2g run <this file>\n"

@@ -89,11 +89,25 @@ trusted only when it is.
 """
 """The scenario reference's section on code execution (also summarized in ``openg2g run --help``)."""
 
+FILES_AND_NAMES = """\
+## Files, bundled names and your own copy
+
+Paths in a scenario (a feeder `.dss` or net file, `profile`s, a `traces` folder, a controller
+file in `kind`) are relative to the scenario file. Feeders, the bundled trace library, stock
+controllers and bundled policies go by name and come with every install. Every command takes a
+bundled file by its name where it takes a file: `ieee13_ofo` (a scenario), `sweep_ieee13_taps`,
+`study_ieee13_siting`, `benchmark_ieee`; `openg2g validate` checks each as what it is.
+`openg2g new scenario ieee13_ofo DIR` copies a bundled scenario and the files it names into DIR
+(it refuses to overwrite any), so the copy runs from anywhere with the same results;
+`openg2g new controller NAME DIR` writes a controller template with a scenario and tests.
+"""
+"""The scenario reference's section on paths and names (``openg2g new``)."""
+
 
 def scenario_reference() -> str:
     """Markdown reference of every scenario field and every event command."""
     lines = ["# Scenario file reference", "", "Generated from `openg2g/scenario/schema.py` (`openg2g schema`).", ""]
-    lines += [CODE_EXECUTION]
+    lines += [CODE_EXECUTION, FILES_AND_NAMES]
     lines += _section(Scenario, set())
     lines += ["### Event commands", "", "| command | fields |", "|---|---|"]
     for name, cls in COMMANDS.items():

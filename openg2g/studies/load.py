@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.common import BaseScenario, read_base
 from openg2g.studies.pv_placement import check_study
 from openg2g.studies.spec import STUDY_KINDS, PVPlacementSpec, PVShape, StudySpec
@@ -40,7 +41,7 @@ def load_study(path: str | Path, kind: type[StudySpec] | None = None, overrides:
         the base scenario after the file's ``set``, in every run.
     :raises SweepError: with every problem, each naming file, field path and reason.
     """
-    path = Path(path)
+    path = resolve_scenario_path(path, "study", SweepError)
     data = read_yaml_mapping(path, "study")
     names = {model: name for name, model in STUDY_KINDS.items()}
     if kind is None:

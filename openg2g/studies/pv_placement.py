@@ -75,6 +75,7 @@ from pydantic import ValidationError
 
 from openg2g.core.commands import SetPVScale, SetRegulatorMode, SetTaps, is_datacenter_command
 from openg2g.core.errors import FeederError, G2GError
+from openg2g.core.progress import progress_bar
 from openg2g.core.state import DatacenterState
 from openg2g.engine.recorder import write_json_atomic
 from openg2g.grid.feeder.library import Feeder
@@ -726,19 +727,13 @@ def _optimize(
     :return: the rounds, the round-1 sensitivities (pu/kW, (K, I, B)) and the nonlinear
         voltages with the final plan (pu, (K, I)).
     """
-    from tqdm import tqdm
-
     a = points.availability
     reference = np.zeros(len(candidates))
     rounds: list[_Round] = []
     h_first = np.empty(0)
     for number in range(1, spec.linearization_rounds + 1):
-        with tqdm(
-            total=len(points.t_s),
-            desc=f"{spec.name}: linearizing, round {number}",
-            unit="point",
-            disable=not progress,
-            dynamic_ncols=True,
+        with progress_bar(
+            progress, total=len(points.t_s), desc=f"{spec.name}: linearizing, round {number}", unit="point"
         ) as bar:
             v_ref, h = feeder.linearize(np.outer(a, reference), candidates, bar)
         if number == 1:

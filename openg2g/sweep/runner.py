@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from openg2g.core.progress import progress_bar
 from openg2g.engine.recorder import write_json_atomic
 from openg2g.sweep.engines import Engine, make_engine
 from openg2g.sweep.expand import expand_parameters, point_overrides, run_ids
@@ -165,9 +166,7 @@ def execute_tasks(
         on_update(records, reused)
     bar = None
     if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc=desc, unit="run", dynamic_ncols=True)
+        bar = progress_bar(total=len(todo), desc=desc, unit="run")
         if reused:
             bar.write(f"{len(reused)} of {len(tasks)} runs already complete; running {len(todo)}")
     counts: dict[str, int] = {}

@@ -288,7 +288,7 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSweep:
         fixed overrides are applied to the base scenario's data here, so a bad one is refused
         before any run.
     """
-    path = Path(path)
+    path = resolve_scenario_path(path, "sweep", SweepError)
     data = read_yaml_mapping(path, "sweep")
     if overrides:
         given = data.get("set")

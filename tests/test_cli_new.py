@@ -1,0 +1,99 @@
+"""``openg2g new``: a bundled scenario copied with what it reads runs anywhere and gives the same
+results; a new controller comes with a scenario and tests that pass; nothing is overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from openg2g.cli.main import main
+from openg2g.plot import read_table
+
+REPO = Path(__file__).resolve().parents[1]
+TABLES = ("datacenter", "models", "grid", "grid_voltages", "commands", "events")
+
+
+def test_a_copied_bundled_scenario_runs_from_anywhere_with_the_same_results(tmp_path, monkeypatch, capsys):
+    copy = tmp_path / "mine"
+    assert main(["new", "scenario", "ieee13_ofo", str(copy)]) == 0
+    written = capsys.readouterr().out.split()
+    # the scenario and the two profiles it reads (PV at 675, load at 680), at the same relative paths
+    assert written == [
+        str(copy / "ieee13_ofo.yaml"),
+        str(copy / "profiles" / "reference_pv0.csv"),
+        str(copy / "profiles" / "reference_load0.csv"),
+    ]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    args = ["--set", "duration_s=20", "--set", "outputs.plots=false", "--no-progress"]
+    assert main(["run", str(copy / "ieee13_ofo.yaml"), "--out", "copied", *args]) == 0
+    assert main(["run", "ieee13_ofo", "--out", "bundled", *args]) == 0
+    for table in TABLES:
+        pd.testing.assert_frame_equal(
+            read_table(elsewhere / "copied", table), read_table(elsewhere / "bundled", table), check_exact=True
+        )
+    copied, bundled = (json.loads((elsewhere / run / "summary.json").read_text()) for run in ("copied", "bundled"))
+    assert copied.pop("scenario_file") == str(copy / "ieee13_ofo.yaml") and bundled.pop("scenario_file") != ""
+    assert {k: v for k, v in copied.items() if k != "wall_time_s"} == {
+        k: v for k, v in bundled.items() if k != "wall_time_s"
+    }
+
+
+def test_new_scenario_overwrites_nothing(tmp_path, capsys):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "reference_load0.csv").write_text("mine")
+    assert main(["new", "scenario", "ieee13_none", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'profiles' / 'reference_load0.csv'}: exists; nothing was written" in err
+    assert (tmp_path / "profiles" / "reference_load0.csv").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["profiles", "reference_load0.csv"]
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("sweep_ieee13_taps", "a bundled sweep file; bundled scenarios: cigre_mv_ofo"),
+        ("nope", "not a bundled scenario"),
+    ],
+)
+def test_new_scenario_names_the_bundled_scenarios(tmp_path, capsys, name, reason):
+    assert main(["new", "scenario", name, str(tmp_path)]) == 2
+    assert f"error: {name}: {reason}" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_new_controller_validates_and_its_tests_pass(tmp_path, capsys):
+    assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == [
+        str(tmp_path / "volt_guard.py"),
+        str(tmp_path / "volt_guard.yaml"),
+        str(tmp_path / "test_volt_guard.py"),
+    ]
+    assert main(["validate", str(tmp_path / "volt_guard.yaml")]) == 0
+    assert "volt_guard.yaml: ok (volt_guard" in capsys.readouterr().out
+    # the generated tests run as a user runs them: pytest in that folder, this checkout's openg2g
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_volt_guard.py"],
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert tests.returncode == 0 and "3 passed" in tests.stdout, tests.stdout + tests.stderr
+    assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 2  # a second time: nothing overwritten
+
+
+@pytest.mark.parametrize("name", ["VoltGuard", "volt-guard", "2guard", "../guard"])
+def test_a_controller_name_must_be_a_lower_case_python_name(tmp_path, capsys, name):
+    assert main(["new", "controller", name, str(tmp_path)]) == 2
+    assert "lower-case Python name" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,176 @@
+"""What a user meets at the terminal: bundled names resolved alike by every command, plain-text
+help, a controller error that says where it was raised (``--traceback`` for all of it, and the
+traceback kept in the run folder), and progress bars only on a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from openg2g.benchmark.spec import load_suite
+from openg2g.cli.main import build_parser, main
+from openg2g.studies.load import load_study
+from openg2g.sweep.spec import SweepError, load_sweep
+from tests.scenario.test_validation import BASE
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "scenarios"
+
+# ------------------------------------------------------------------ bundled names
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("benchmark_ieee", "ok (suite benchmark_ieee: 24 cases"),
+        ("sweep_ieee13_taps", "ok (sweep ieee13_taps: 36 runs of ieee13_none.yaml"),
+        ("study_ieee13_siting", "ok (study siting ieee13_siting, base ieee13_none.yaml"),
+        ("ieee13_none", "ok (ieee13_none, sha256"),
+    ],
+)
+def test_validate_checks_a_bundled_file_as_what_it_is(capsys, name, said):
+    assert main(["validate", name]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"{SCENARIOS / name}.yaml: {said}") and err == ""
+
+
+def test_sweep_suite_and_study_loaders_take_bundled_names():
+    assert load_sweep("sweep_ieee13_taps").path == SCENARIOS / "sweep_ieee13_taps.yaml"
+    assert load_suite("benchmark_ieee", check=False).path == SCENARIOS / "benchmark_ieee.yaml"
+    assert load_study("study_ieee13_siting").path == SCENARIOS / "study_ieee13_siting.yaml"
+
+
+def test_an_unknown_name_says_where_it_was_looked_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SweepError) as info:
+        load_sweep("sweep_nowhere")
+    assert info.value.problems == [
+        (
+            "sweep_nowhere",
+            f"no sweep file {tmp_path / 'sweep_nowhere'}, nor a bundled sweep_nowhere.yaml in {SCENARIOS}",
+        )
+    ]
+    assert main(["sweep", "sweep_nowhere", "--out", "x"]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------ plain-text help
+
+
+def _parsers(parser: argparse.ArgumentParser, prog: str = "openg2g") -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(prog, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _parsers(sub, f"{prog} {name}")
+    return found
+
+
+def test_every_help_is_plain_text():
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 20  # every command and sub-command
+    for prog, parser in parsers:
+        text = parser.format_help()
+        assert "``" not in text and not re.search(r":[a-z]+:`", text), (prog, text)
+        assert not re.search(r"^\s*\.\. |::$", text, re.MULTILINE), (prog, text)
+
+
+def test_help_keeps_what_the_markup_named():
+    text = dict(_parsers(build_parser()))["openg2g train"].format_help()
+    assert "--env KEY=VALUE sets an env setting (openg2g.envs.EnvConfig)" in text
+    assert "Examples:\n\n    openg2g train ieee13_none --algo ppo" in text
+
+
+# ------------------------------------------------------------------ controller errors, --traceback
+
+FAILING = """\
+from openg2g.core.interfaces import Controller
+
+
+class Fails(Controller):
+    def step(self, observation):
+        return self.helper(observation.t_s)
+
+    def helper(self, t_s):
+        return [] if t_s < 2 else [1 / (t_s - 2)]
+"""
+
+
+@pytest.fixture
+def failing_scenario(tmp_path: Path) -> Path:
+    (tmp_path / "mine.py").write_text(FAILING)
+    data = copy.deepcopy(BASE)
+    data.update(controllers=[{"kind": "mine.py:Fails", "name": "mine"}], events=[], duration_s=3)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_controller_error_names_the_line_that_raised(failing_scenario, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", str(failing_scenario), "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    where = f"(at {tmp_path / 'mine.py'}:9)"  # the division, in helper() called by step()
+    assert f"controller 'mine' step() raised ZeroDivisionError: float division by zero {where}" in err, err
+    assert "Traceback" not in err
+    kept = (out / "error.txt").read_text()
+    assert kept.startswith("Traceback (most recent call last):") and f'File "{tmp_path / "mine.py"}", line 9' in kept
+    assert "error.txt" in err
+
+
+def test_traceback_option_prints_the_traceback(failing_scenario, tmp_path, capsys):
+    assert main(["--traceback", "run", str(failing_scenario), "--out", str(tmp_path / "run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last):" in err and "return [] if t_s < 2 else [1 / (t_s - 2)]" in err
+    assert err.rstrip().splitlines()[-1].startswith("error: t=2 s: controller 'mine' step() raised")
+
+
+def test_a_controller_failing_in_reset_is_located_too(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(
+        FAILING.replace(
+            "def step(self, observation):",
+            "def reset(self, context, seed):\n        raise KeyError(seed)\n\n    def step(self, observation):",
+        )
+    )
+    data = copy.deepcopy(BASE)
+    data.update(controllers=[{"kind": "mine.py:Fails", "name": "mine"}], events=[])
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    assert main(["validate", str(tmp_path / "s.yaml")]) == 2
+    assert f"reset() raised KeyError: 1 (at {tmp_path / 'mine.py'}:6)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ progress bars
+
+
+def _stderr_of(tmp_path: Path, *args: str) -> str:
+    """stderr of ``openg2g ARGS`` run with stderr a pipe (as under a log file or CI)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "openg2g", *args],
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_no_progress_bar_into_a_pipe(tmp_path):
+    err = _stderr_of(tmp_path, "run", "ieee13_none", "--set", "duration_s=5", "--out", "run")
+    assert "\r" not in err and "sim s" not in err
+
+
+@pytest.mark.slow
+def test_no_training_progress_bar_into_a_pipe(tmp_path):
+    err = _stderr_of(tmp_path, "train", "toy", "--steps", "300", "--eval-episodes", "0", "--out", "train")
+    assert "\r" not in err and "train ppo" not in err
