@@ -1,4 +1,4 @@
-"""Our grid and datacenter beside the public OpenG2G's, part by part, on its ieee13 fixed-tap case.
+"""Our grid and datacenter beside the public OpenG2G's, part by part, on its ieee13 fixed-tap case and per site.
 
 1. **Grid**: the public OpenG2G's datacenter power series (what its OpenDSS grid received each
    0.1 s) is fed to our grid backend configured like the study (``ieee13_fixedtap_none`` with every
@@ -16,6 +16,13 @@ Make the peer series first (about 90 s; see ../shared/reference/README.md)::
         --set grid.extra_loads.0.load_model=opendss
     python bench/reference_parity.py /tmp/ref_nt --ours /tmp/ours_nt
 
+3. **Sites** (``--sites SCENARIO``, any number of sites, e.g. ``scenarios/study/ieee123_none.yaml``):
+   GPUs per phase of every site under the packed and the pool layout, at the counts its pool is
+   handed out at, and with ``--ours`` the site's mean power per phase in that run. The study's
+   z3_se has 200/200/200 GPUs (408.6/408.6/408.1 kW).
+
+    python bench/reference_parity.py --sites scenarios/study/ieee123_none.yaml --ours /tmp/ours_123
+
 Prints figures; asserts nothing.
 """
 
@@ -28,6 +35,8 @@ import numpy as np
 import pandas as pd
 
 from openg2g.core.state import DatacenterState
+from openg2g.datacenter.config import ModelSpec, SiteSpec
+from openg2g.datacenter.layout import GPUS_PER_SERVER, ModelSlots, replica_phases
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.scenario.loader import load_scenario
 
@@ -87,15 +96,58 @@ def datacenter_parity(peer: Path, ours: Path) -> None:
         print(f"  {model:18s} theirs {early[col].mean() / 1e3:7.1f}   ours {ours_kw:7.1f}")
 
 
+def _running(site: SiteSpec, model: ModelSpec, replicas: int) -> int:
+    """Replicas that run for ``replicas``: the last server filled when the site runs whole servers."""
+    if not site.whole_servers:
+        return replicas
+    servers = -(-replicas * model.gpus_per_replica // GPUS_PER_SERVER)
+    return -(-servers * GPUS_PER_SERVER // model.gpus_per_replica)
+
+
+def site_phases(scenario: str, ours: Path | None) -> None:
+    """GPUs per phase of every site, packed and pool, and (with a run) its mean power per phase."""
+    sc = load_scenario(scenario).scenario
+    dc = pd.read_parquet(ours / "datacenter") if ours is not None else None
+    print("GPUs per phase a/b/c at the pool counts (packed from the configured counts | pool):")
+    for site in sc.datacenters:
+        pool = site.pool_replicas or {}
+        counts = {m.model: pool.get(m.model, m.replicas) for m in site.models}
+        running = {m.model: _running(site, m, counts[m.model]) for m in site.models}
+        capacity = site.gpu_capacity or sum(m.gpus_per_replica * m.replicas for m in site.models)
+        per = []
+        for layout in ("packed", "pool"):
+            # packed places the configured replicas first and grows each model on its own pattern
+            first = {m.model: m.replicas if layout == "packed" else counts[m.model] for m in site.models}
+            slots = [ModelSlots(m.model, m.gpus_per_replica, first[m.model], running[m.model]) for m in site.models]
+            phases, _ = replica_phases(layout, slots, capacity, 0)
+            gpus = np.zeros(3)
+            for m, ph in zip(site.models, phases):
+                np.add.at(gpus, ph, m.gpus_per_replica)
+            per.append("/".join(f"{g:.0f}" for g in gpus))
+        line = f"  {site.name:8s} {per[0]:>13s} | {per[1]:>13s}   (runs {site.layout})"
+        if dc is not None:
+            rows = dc[(dc.site == site.name) & (dc.t_s >= 2500)]
+            line += (
+                "   its power, t >= 2500 s: " + "/".join(f"{rows[f'p_{p}_w'].mean() / 1e3:.1f}" for p in "abc") + " kW"
+            )
+        print(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("peer", type=Path, help="output folder of ../shared/reference/peer_timeseries.py (baseline-no-tap)")
+    ap.add_argument(
+        "peer", type=Path, nargs="?", help="output folder of ../shared/reference/peer_timeseries.py (baseline-no-tap)"
+    )
+    ap.add_argument("--sites", help="a scenario whose sites' phases to report (any number of sites)")
     ap.add_argument("--scenario", default="ieee13_fixedtap_none")
     ap.add_argument("--ours", type=Path, help="a finished run of the same case, for the datacenter comparison")
     args = ap.parse_args()
-    grid_parity(args.peer, args.scenario)
-    if args.ours is not None:
-        datacenter_parity(args.peer, args.ours)
+    if args.sites is not None:
+        site_phases(args.sites, args.ours)
+    if args.peer is not None:
+        grid_parity(args.peer, args.scenario)
+        if args.ours is not None:
+            datacenter_parity(args.peer, args.ours)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,18 @@ def test_ofo_removes_the_violation_at_little_cost(runs: dict[str, dict[str, floa
     assert ofo["violation_integral_pu_s"] <= 0.05 * base["violation_integral_pu_s"]
     assert ofo["mean_throughput_tok_s"] >= 0.98 * base["mean_throughput_tok_s"]
     assert ofo["itl_deadline_miss_fraction"] <= 0.02
+
+
+STUDY_FILES = Path(__file__).resolve().parents[1] / "scenarios" / "study"
+
+
+@pytest.mark.parametrize(
+    ("file", "study_pu_s"),
+    [("ieee13_fixedtap_none", 31.30), ("ieee13_none", 21.67), ("ieee123_none", 46.62)],
+)
+def test_the_study_convention_files_land_within_2_percent(file: str, study_pu_s: float, tmp_path: Path) -> None:
+    """``scenarios/study/``: model-1 loads, the phase-balanced pool of whole servers and 600 s
+    templates; the study's no-control integrals as its code gives them on this machine
+    (docs/reference-study.md). ieee34 (+3.4%) is listed there, not here."""
+    got = run_scenario(str(STUDY_FILES / f"{file}.yaml"), tmp_path, FAST).summary
+    assert got["violation_integral_pu_s"] == pytest.approx(study_pu_s, rel=0.02)

@@ -136,13 +136,76 @@ class SiteSpec(VoltageDependence):
         "reported ITL and throughput noisier and the run faster; deadline misses are analytic, unaffected.",
     )
 
+    layout: Literal["packed", "pool"] = Field(
+        "packed",
+        description=(
+            "How servers (8 GPUs) meet the phases. packed: each model's replicas fill consecutive servers, "
+            "models one after another in the order listed, server s on phase 'abc'[s % 3]. pool: the public "
+            "OpenG2G study's pool of ceil(gpu_capacity / 8) servers split evenly over a, b, c (the extra ones "
+            "on a, then b); the models, in name order, each take the servers for their pool_replicas "
+            "round-robin a, b, c, a phase with no free server skipped."
+        ),
+    )
+    pool_replicas: dict[Name, int] | None = Field(
+        None,
+        description=(
+            "layout pool: replicas per model at which the pool's servers are handed out (a model not named: "
+            "its configured replicas). The study hands them out anew at every step; a site holds one "
+            "layout, so give the counts it runs longest at."
+        ),
+    )
+    whole_servers: bool = Field(
+        False,
+        description=(
+            "Run each model on whole 8-GPU servers, as the study's pool: its replica count (rounded to the "
+            "nearest whole) is raised to fill its last server, e.g. 180 replicas of a 1-GPU model run, draw and "
+            "serve as 184. Capacity checks still count the commanded replicas."
+        ),
+    )
+    template_s: float | None = Field(
+        None,
+        ge=1,
+        le=86_400,
+        allow_inf_nan=False,
+        description=(
+            "Replay each measured trace as the study's per-GPU template of this length (s; the study: 600): "
+            "the trace without its last sample, repeated from its start until round(template_s / 0.1) + 1 "
+            "samples, its mean left as it falls. None: the whole trace, closed into a loop that keeps its "
+            "measured mean."
+        ),
+    )
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # a site at the default sampling dumps (and hashes) as it did before the field existed
+        # a site at the defaults dumps (and hashes) as it did before these fields existed
         data: dict[str, Any] = handler(self)
-        if self.itl_samples == ITL_SAMPLES:
-            data.pop("itl_samples", None)
+        for name, default in (
+            ("itl_samples", ITL_SAMPLES),
+            ("layout", "packed"),
+            ("pool_replicas", None),
+            ("whole_servers", False),
+            ("template_s", None),
+        ):
+            if getattr(self, name) == default:
+                data.pop(name, None)
         return data
+
+    @model_validator(mode="after")
+    def _pool(self) -> SiteSpec:
+        if self.pool_replicas is None:
+            return self
+        if self.layout != "pool":
+            raise ValueError(f"pool_replicas is for layout pool, but layout is {self.layout!r}")
+        served = {m.model for m in self.models}
+        unknown = sorted(set(self.pool_replicas) - served)
+        if unknown:
+            raise ValueError(
+                f"pool_replicas names models the site does not serve: {unknown}; it serves {sorted(served)}"
+            )
+        negative = {k: v for k, v in self.pool_replicas.items() if v < 0}
+        if negative:
+            raise ValueError(f"pool_replicas must be >= 0, got {negative}")
+        return self
 
     @model_validator(mode="after")
     def _unique_models(self) -> SiteSpec:

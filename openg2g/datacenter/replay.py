@@ -2,13 +2,15 @@
 
 Model of one site (all numbers per step of length ``dt_s``):
 
-**Layout and phases.** GPUs sit in servers of :data:`GPUS_PER_SERVER` = 8. Each model's replica
-slots are packed in order onto consecutive servers (a 1-GPU model puts 8 replicas on a server, an
-8-GPU model one), models one after another in the order of the site spec, then the training job's
-servers. Server ``s`` (counted over the whole site from 0) is wired to phase ``"abc"[s % 3]``: the
-three phases carry (nearly) equal numbers of servers. Replicas beyond the configured count (added
-by :class:`SetReplicas`, :class:`ShiftReplicas`) continue the same pattern; replicas are started
-and stopped from the end of each model's list.
+**Layout and phases.** GPUs sit in servers of :data:`GPUS_PER_SERVER` = 8, each wired to one
+phase; the site's ``layout`` (:mod:`openg2g.datacenter.layout`) gives each replica slot its phase.
+By default (``packed``) each model's replica slots fill consecutive servers (a 1-GPU model puts 8
+replicas on a server, an 8-GPU model one), models one after another in the order of the site spec,
+then the training job's servers, server ``s`` (counted over the whole site from 0) on phase
+``"abc"[s % 3]``; ``pool`` is the public OpenG2G study's phase-balanced server pool. Replicas beyond
+the configured count (added by :class:`SetReplicas`, :class:`ShiftReplicas`) continue their
+model's pattern; replicas are started and stopped from the end of each model's list. With
+``whole_servers`` a model runs the replicas that fill its last server (:meth:`_Model.powered`).
 
 **Replica power.** Replica ``r`` of a model at batch size ``b`` draws ``P_b[(k + o_r) mod L_b]`` where
 ``P_b`` is the library timeline (W per replica, 0.1 s samples, ``L_b`` samples), ``k`` the sample
@@ -16,7 +18,8 @@ index of the simulation time and ``o_r`` an offset drawn uniformly from the seed
 desynchronized. For looping, each timeline is made periodic by a linear cross-fade over its last
 :data:`LOOP_FADE_S` seconds into its start (:func:`loop_trace`), then scaled by a factor within a
 fraction of a percent of 1 so that its mean is the measured mean exactly: no jump at the seam, no
-bias in energy. A step longer than 0.1 s averages the samples it covers.
+bias in energy. With the site's ``template_s`` the timeline is instead the study's template
+(:func:`repeat_trace`), mean as it falls. A step longer than 0.1 s averages the samples it covers.
 
 **Batch-size change.** Every replica of the model moves from its old timeline to the new one with
 the weight of the new timeline rising as ``1 - exp(-(t - t_cmd) / tau)``: power, ITL and token rate
@@ -81,7 +84,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -100,6 +103,7 @@ from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo, Trai
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W, MAX_DURATION_S
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries
 from openg2g.datacenter.config import SiteSpec
+from openg2g.datacenter.layout import GPUS_PER_SERVER, ModelSlots, replica_phases
 from openg2g.datacenter.library import ItlMixture, TraceConfig, TraceLibrary, time_weighted_sampler
 from openg2g.datacenter.serving import ITL_SAMPLES, ServingConstants, ServingInput, serve_block
 from openg2g.datacenter.training import TrainingJob
@@ -114,10 +118,10 @@ __all__ = [
     "LOOP_FADE_S",
     "ReplayDatacenter",
     "loop_trace",
+    "repeat_trace",
     "scaled_replicas",
 ]
 
-GPUS_PER_SERVER = 8
 LOOP_FADE_S = 5.0
 """Cross-fade window that closes each trace into a loop (s); at most a quarter of the trace."""
 FILL_TAU_S = 1.0
@@ -125,6 +129,7 @@ FILL_TAU_S = 1.0
 CAP_ALPHA = 0.4
 """Exponent of the power-cap slowdown model (assumption, see the module docstring)."""
 _WEIGHT_FLOOR = 1e-4
+_Count = TypeVar("_Count", float, np.ndarray)
 # phase tables kept per model (least recently used dropped first), spectra per configuration (oldest first)
 _TABLES_KEPT = 32
 
@@ -157,6 +162,32 @@ def loop_trace(power_w: np.ndarray, fade_samples: int) -> np.ndarray:
     y[:w] = a * x[:w] + (1 - a) * x[n - w :]
     looped_mean = y.mean()
     return y * (x.mean() / looped_mean) if looped_mean > 0 else y
+
+
+def repeat_trace(power_w: np.ndarray, samples: int) -> np.ndarray:
+    """The study's per-GPU template: the timeline without its last sample, repeated from its start.
+
+    ``y[i] = x[i mod (N - 1)]`` for ``i < samples``: the public OpenG2G study samples the measured
+    trace, taken as periodic with period ``(N - 1) dt``, at ``i dt`` (a 51 s trace of 511 samples
+    repeats every 510). Nothing is blended or rescaled: the mean is that of the samples the
+    template happens to hold, which differs from the measured mean by up to half a percent
+    (:attr:`SiteSpec.template_s`).
+    """
+    x = np.asarray(power_w, dtype=np.float64)
+    return x[np.arange(samples) % max(x.size - 1, 1)]
+
+
+def _slots(replicas: int, capacity_replicas: int, gpus: int, whole_servers: bool) -> int:
+    """Replica slots of a model: every replica it may run, its servers filled when running whole servers."""
+    slots = max(replicas, capacity_replicas)
+    if whole_servers:
+        slots = math.ceil(-(-slots * gpus // GPUS_PER_SERVER) * GPUS_PER_SERVER / gpus)
+    return slots
+
+
+def _per_server(gpus: int) -> float:
+    """Replicas of ``gpus`` GPUs on one 8-GPU server (a fraction for replicas spanning servers)."""
+    return GPUS_PER_SERVER / gpus
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -229,29 +260,44 @@ class _Model:
     batch: int = 0
     ramp: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # (a0, a1, t0, t1)
     cap_w_per_gpu: float | None = None
+    per_server: float = 0.0  # replicas per 8-GPU server when running whole servers; 0: fractional counts
     tables: dict[tuple[int, int, float | None], np.ndarray] = field(default_factory=dict)  # see phase_table
     uniform_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL component choice
     normal_rng: np.random.Generator = field(default_factory=np.random.default_rng)  # ITL lognormal draws
     serving_constants: dict[tuple[int, float | None], ServingConstants] = field(default_factory=dict)  # see serving()
     constants: dict[tuple[int, type, float | None], np.ndarray] = field(default_factory=dict)  # see _constant
 
-    def counts_block(self, t_s: np.ndarray, t_first: float) -> tuple[np.ndarray, np.ndarray, int]:
+    def counts_block(
+        self, t_s: np.ndarray, t_first: float, commanded: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Active (possibly fractional) replica count at each time (linear ramp), the replicas
         running (its ceiling: a fractional last one runs) and their least number; ``t_first`` is
-        ``min(t_s)``."""
+        ``min(t_s)``. With whole servers the counts are those that run (:meth:`powered`), unless
+        ``commanded``."""
         a0, a1, t0, t1 = self.ramp
         if t_first >= t1:  # the ramp is over: the common case, without the temporaries below
-            n_on = min(math.ceil(a1 - 1e-9), self.slots)
-            return _constant(self.constants, t_s.size, a1), _constant(self.constants, t_s.size, n_on), n_on
+            a = a1 if commanded else self.powered(a1)
+            n_on = min(math.ceil(a - 1e-9), self.slots)
+            return _constant(self.constants, t_s.size, a), _constant(self.constants, t_s.size, n_on), n_on
         if t1 <= t0:
             replicas = np.where(t_s >= t1, a1, a0)
         else:
             replicas = np.where(t_s >= t1, a1, np.where(t_s <= t0, a0, a0 + (a1 - a0) * (t_s - t0) / (t1 - t0)))
+        if not commanded and self.per_server:
+            replicas = self.powered(replicas)
         running = np.minimum(np.ceil(replicas - 1e-9), self.slots).astype(np.int64)
         return replicas, running, int(running.min())
 
+    def powered(self, replicas: _Count) -> _Count:
+        """The replicas that run for a commanded count: with whole servers the count rounded to a
+        whole number (half to even, as the study) and raised to fill its last server; else itself."""
+        if not self.per_server:
+            return replicas
+        return np.ceil(np.rint(replicas) / self.per_server - 1e-9) * self.per_server
+
     def active(self, t_s: float) -> float:
-        return float(self.counts_block(np.array([t_s]), t_s)[0][0])
+        """The commanded (possibly fractional) replica count at ``t_s``."""
+        return float(self.counts_block(np.array([t_s]), t_s, commanded=True)[0][0])
 
     def target(self) -> float:
         return self.ramp[1]
@@ -266,7 +312,7 @@ class _Model:
         whatever the block's span: block-stepped and step-by-step runs agree bit for bit.
         """
         a0, a1, _, _ = self.ramp
-        return min(math.ceil(max(a0, a1) - 1e-9), self.slots)
+        return min(math.ceil(max(self.powered(a0), self.powered(a1)) - 1e-9), self.slots)
 
     def phase_table(self, batch: int, n_full: int) -> np.ndarray:
         """Power per phase (W) of replicas ``0 .. n_full - 1`` at ``batch`` under the present cap,
@@ -394,15 +440,39 @@ class ReplayDatacenter(DatacenterBackend):
         used = sum(m.replicas * m.gpus_per_replica for m in spec.models) + training_gpus
         capacity = spec.gpu_capacity if spec.gpu_capacity is not None else used
         fade = LOOP_FADE_S / library.dt_s
+        pool = spec.pool_replicas or {}
+        slots_of = [
+            _slots(
+                ms.replicas, (capacity - training_gpus) // ms.gpus_per_replica, ms.gpus_per_replica, spec.whole_servers
+            )
+            for ms in spec.models
+        ]
+        phases, share = replica_phases(
+            spec.layout,
+            [
+                ModelSlots(
+                    ms.model,
+                    ms.gpus_per_replica,
+                    pool.get(ms.model, ms.replicas) if spec.layout == "pool" else ms.replicas,
+                    slots,
+                )
+                for ms, slots in zip(spec.models, slots_of)
+            ],
+            capacity,
+            training_gpus,
+        )
         models: list[_Model] = []
-        server = 0
-        for ms in spec.models:
+        for ms, slots, phase in zip(spec.models, slots_of, phases):
             measured = library.batch_sizes(ms.model, ms.gpus_per_replica)
             allowed = tuple(sorted(ms.batch_sizes)) if ms.batch_sizes is not None else measured
             configs: dict[int, _Config] = {}
             for b in allowed:
                 meta = library.config(ms.model, ms.gpus_per_replica, b)
-                looped = loop_trace(library.power(ms.model, ms.gpus_per_replica, b), int(min(fade, meta.samples // 4)))
+                power = library.power(ms.model, ms.gpus_per_replica, b)
+                if spec.template_s is None:
+                    looped = loop_trace(power, int(min(fade, meta.samples // 4)))
+                else:
+                    looped = repeat_trace(power, round(spec.template_s / library.dt_s) + 1)
                 mean_itl_s = meta.mean_itl_s if meta.mean_itl_s is not None else float("nan")
                 tput = meta.throughput_tok_s if meta.throughput_tok_s is not None else float("nan")
                 configs[b] = _Config(
@@ -412,10 +482,6 @@ class ReplayDatacenter(DatacenterBackend):
                     mean_w=float(looped.mean()),
                     concurrency=tput * mean_itl_s,
                 )
-            slots = max(ms.replicas, (capacity - training_gpus) // ms.gpus_per_replica)
-            j = np.arange(slots)
-            phase = ((server + (j * ms.gpus_per_replica) // GPUS_PER_SERVER) % 3).astype(np.intp)
-            server += -(-ms.replicas * ms.gpus_per_replica // GPUS_PER_SERVER)
             models.append(
                 _Model(
                     name=ms.model,
@@ -427,12 +493,9 @@ class ReplayDatacenter(DatacenterBackend):
                     slots=slots,
                     phase=phase,
                     configs=configs,
+                    per_server=_per_server(ms.gpus_per_replica) if spec.whole_servers else 0.0,
                 )
             )
-        share = np.zeros(3)
-        if spec.training is not None:
-            n_servers = -(-spec.training.gpus // GPUS_PER_SERVER)
-            share = np.bincount((server + np.arange(n_servers)) % 3, minlength=3) / n_servers
         training = TrainingJob(spec.training) if spec.training is not None else None
         return cls(spec, library, models, training, share, capacity)
 
@@ -635,7 +698,7 @@ class ReplayDatacenter(DatacenterBackend):
         the steps ``rows`` selects (``None``: all)."""
         n_sub = sample_idx.shape[1]
         idx = sample_idx if rows is None else sample_idx[rows]
-        replicas = min(m.ramp[1], float(m.slots))
+        replicas = min(float(m.powered(m.ramp[1])), float(m.slots))
         n_on = min(math.ceil(replicas - 1e-9), m.slots)
         frac = replicas - (n_on - 1)
         n_full = n_on - 1 if frac < 1.0 else n_on

@@ -290,6 +290,16 @@ class GridSpec(ConfigModel):
         description="Branch name as in the grid_branches table (line.<name>, transformer.<name>) -> its ratings "
         "(feeders only); loading is reported against these.",
     )
+    load_convention: Literal["per_element", "opendss"] = Field(
+        "per_element",
+        description=(
+            "per_element: each datacenter site, PV and extra load follows its own load_model (default "
+            "constant_power); opendss: all of them are OpenDSS model-1 loads (constant P and Q within "
+            "vminpu-vmaxpu, constant impedance outside), the public OpenG2G study's convention; one that "
+            "says load_model constant_power is then refused. The feeder's own loads follow their file "
+            "either way."
+        ),
+    )
     on_nonconvergence: Literal["stop", "flag"] = Field(
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
@@ -342,6 +352,8 @@ class GridSpec(ConfigModel):
             data.pop("branch_ratings", None)
         if self.capacitor_control == "fixed":
             data.pop("capacitor_control", None)
+        if self.load_convention == "per_element":
+            data.pop("load_convention", None)
         return data
 
 

@@ -161,6 +161,34 @@ class Scenario(ConfigModel):
     def _duration(cls, v: Fraction) -> Fraction:
         return check_run_time(v, zero_ok=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _load_convention(cls, data: Any) -> Any:
+        # grid.load_convention opendss: every site, PV and extra load an OpenDSS model-1 load
+        grid = data.get("grid") if isinstance(data, dict) else None
+        if not isinstance(grid, dict) or grid.get("load_convention") != "opendss":
+            return data
+        parts = {"datacenters": data.get("datacenters")} | {f"grid.{k}": grid.get(k) for k in ("pv", "extra_loads")}
+        out = {**data, "grid": dict(grid)}
+        for path, items in parts.items():
+            if not isinstance(items, list):
+                continue
+            converted = []
+            for i, item in enumerate(items):
+                if isinstance(item, dict):
+                    if item.get("load_model", "opendss") != "opendss":
+                        raise ValueError(
+                            f"{path}.{i}.load_model is {item['load_model']!r}, but grid.load_convention opendss "
+                            "makes every site, PV and extra load an OpenDSS model-1 load: remove one of the two"
+                        )
+                    item = {**item, "load_model": "opendss"}
+                converted.append(item)
+            if path == "datacenters":
+                out["datacenters"] = converted
+            else:
+                out["grid"][path.removeprefix("grid.")] = converted
+        return out
+
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         steps = self.duration_s / self.periods.datacenter_s

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
 
 from openg2g.core.state import DatacenterState
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
-from openg2g.scenario.schema import ExtraLoadSpec, GridSpec, ModelSpec, PVSpec, RegulatorSpec, SiteSpec
+from openg2g.scenario.schema import ExtraLoadSpec, GridSpec, ModelSpec, PVSpec, RegulatorSpec, Scenario, SiteSpec
 from tests.grid.conftest import opendss_voltages, shared_data
 
 PF_DC = 0.95
@@ -109,3 +110,58 @@ def test_constant_power_differs_outside_the_band(case: tuple[Case, dict[str, flo
     c, reference = case
     ours = _solve(c, "constant_power")
     assert max(abs(v - reference[bp]) for bp, v in ours.items()) > 0.01
+
+
+LINE = """\
+New Circuit.two basekv=12.47 pu=1.0 bus1=src r1=0 x1=1e-6 r0=0 x0=1e-6
+New Line.l1 Bus1=src Bus2=b2 phases=3 r1=0.8 x1=1.6 r0=0.8 x0=1.6 c1=0 c0=0 length=1
+Set VoltageBases=[12.47]
+"""
+
+
+def _study_convention(extra: dict | None = None) -> Scenario:
+    site = {"name": "dc", "bus": "b2", "power_factor": PF_DC, **(extra or {})}
+    site["models"] = [{"model": "m", "gpus_per_replica": 1, "replicas": 1, "batch_size": 1}]
+    return Scenario.model_validate(
+        {
+            "name": "line",
+            "duration_s": 1,
+            "grid": {
+                "feeder": "line.dss",
+                "load_convention": "opendss",
+                # at the stiff source, within their band: their 1 kW per phase cancel
+                "pv": [{"name": "pv", "bus": "src", "kw": 3, "power_factor": 1.0}],
+                "extra_loads": [{"name": "ld", "bus": "src", "kw_per_phase": 1, "power_factor": 1.0}],
+            },
+            "datacenters": [site],
+        }
+    )
+
+
+def test_load_convention_opendss_makes_a_site_below_vminpu_draw_less(tmp_path: Path) -> None:
+    """``grid.load_convention: opendss`` on a site that names no load model: 3 MW + 1 Mvar per
+    phase behind a 0.8 + 1.6j ohm line sag below 0.95 pu. OpenDSS model 1 there draws the current
+    interpolated linearly in |V| between its nominal admittance at Vlowpu 0.5 (I = Yeq 0.5) and
+    the admittance that draws S0 at 0.95 pu (I = Yeq / 0.95): S(v) = S0 v (0.5 + (v - 0.5)
+    (1 / 0.95 - 0.5) / 0.45), about S0 v^2 / 0.95^2 near the band (0.932 S0 against 0.935 at 0.919
+    pu). The bus voltage solves |v + Z_line conj(S(v)) / v| = 1 (per unit of 7.2 kV, angle of v 0)."""
+    sc = _study_convention()
+    assert [e.load_model for e in (*sc.datacenters, *sc.grid.pv, *sc.grid.extra_loads)] == ["opendss"] * 3
+    (tmp_path / "line.dss").write_text(LINE)
+    grid = FeederGrid.from_spec(sc.grid, sc.datacenters, tmp_path)
+    s0 = 3e6 + 1e6j
+    state = grid.solve(0.0, {"dc": DatacenterState("dc", 0.0, np.full(3, s0.real), np.full(3, s0.imag), {})}, 0.1)
+    v_ph = 12.47e3 / math.sqrt(3)
+
+    def drawn(v: float) -> complex:
+        return s0 * v * (0.5 + (v - 0.5) * (1 / 0.95 - 0.5) / 0.45)
+
+    v = brentq(lambda v: abs(v * v_ph + (0.8 + 1.6j) * np.conj(drawn(v)) / (v * v_ph)) - v_ph, 0.6, 0.95)
+    assert state.voltage("b2.a") == pytest.approx(v, abs=1e-6)
+    assert state.p_sub_w.sum() - state.losses_w == pytest.approx(3 * drawn(v).real, rel=1e-6)
+    assert drawn(v).real / s0.real == pytest.approx(0.9317, abs=1e-4)
+
+
+def test_load_convention_opendss_refuses_an_element_that_says_constant_power() -> None:
+    with pytest.raises(ValueError, match=r"datacenters\.0\.load_model is 'constant_power'"):
+        _study_convention({"load_model": "constant_power"})
