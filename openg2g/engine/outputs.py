@@ -63,7 +63,7 @@ class RunOutputs:
 
     :param out_dir: run output directory (created).
     :param bus_phases: monitored bus-phase names.
-    :param banks: regulator bank names (one tap column per bank and phase).
+    :param banks: regulator bank name -> its phases (one tap column ``tap_<bank>_<phase>`` each).
     :param all_voltages: write the per-bus-phase voltage table.
     :param branches: write the per-conductor branch table for these branches (``None``: no table).
     :param capacitors: capacitors under automatic control (one ``cap_<name>`` column each, True
@@ -75,7 +75,7 @@ class RunOutputs:
         self,
         out_dir: Path,
         bus_phases: tuple[str, ...],
-        banks: tuple[str, ...],
+        banks: Mapping[str, tuple[str, ...]],
         all_voltages: bool,
         branches: BranchSet | None = None,
         capacitors: tuple[str, ...] = (),
@@ -212,10 +212,10 @@ class RunOutputs:
         for i, ph in enumerate(PHASES):
             columns[f"q_sub_{ph}_var"] = q_sub[:, i]
         columns["losses_w"] = np.array([s.losses_w for s in states], dtype=np.float64)
-        for bank in self._banks:
-            taps = np.array([s.taps.get(bank, ()) for s in states], dtype=np.int64).reshape(len(states), -1)
-            for k in range(taps.shape[1]):
-                columns[f"tap_{bank}_{k}"] = taps[:, k]
+        for bank, phases in self._banks.items():
+            taps = np.array([s.taps[bank] for s in states], dtype=np.int64).reshape(len(states), len(phases))
+            for k, phase in enumerate(phases):
+                columns[f"tap_{bank}_{phase}"] = taps[:, k]
         for cap in self._capacitors:
             columns[f"cap_{cap}"] = np.array([s.capacitors.get(cap, False) for s in states], dtype=bool)
         columns["converged"] = np.array([s.converged for s in states], dtype=bool)

@@ -242,7 +242,7 @@ class Simulation:
             tuple(self._bus_phases),
             float(sc.outputs.metrics_start_s),
         )
-        banks = tuple(self.grid.regulators())
+        banks = {name: info.phases for name, info in self.grid.regulators().items()}
         table_branches = self._branches if sc.outputs.branches == "all" else None
         self.outputs = (
             RunOutputs(

@@ -590,7 +590,7 @@ class _FeederAtPoints:
         taps = pd.read_parquet(run_dir / "grid").drop_duplicates("t_s").set_index("t_s").loc[t_s]
         self.taps = [
             {
-                bank: tuple(int(row[f"tap_{bank}_{j}"]) for j in range(len(info.phases)))
+                bank: tuple(int(row[f"tap_{bank}_{phase}"]) for phase in info.phases)
                 for bank, info in self.grid.regulators().items()
             }
             for _, row in taps.iterrows()

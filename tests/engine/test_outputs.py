@@ -16,7 +16,7 @@ import pytest
 from openg2g.core.errors import OutputError
 from openg2g.core.state import BranchSet, DatacenterState, GridState
 from openg2g.engine import recorder
-from openg2g.engine.simulation import Simulation
+from openg2g.engine.simulation import Simulation, run_scenario
 from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded
 
 TABLES = ("datacenter", "models", "grid")
@@ -227,3 +227,13 @@ def test_each_part_states_its_time_range_for_readers_that_skip_parts(tmp_path: P
     # which lets a reader filter by time without reading every part
     late = pd.read_parquet(tmp_path / "grid_voltages", filters=[("t_s", ">", 1.0)])
     assert late["t_s"].min() > 1.0 and len(late) > 0
+
+
+def test_tap_columns_are_named_by_bank_and_phase_letter(tmp_path: Path) -> None:
+    """IEEE 123's banks regulate a/b/c, a alone and a/c: one ``tap_<bank>_<phase>`` column each."""
+    run_scenario("ieee123_ref_none", tmp_path, ["duration_s=1", "outputs.plots=false"])
+    taps = [c for c in pd.read_parquet(tmp_path / "grid").columns if c.startswith("tap_")]
+    assert taps == [
+        "tap_reg1_a", "tap_reg1_b", "tap_reg1_c", "tap_reg2_a", "tap_reg3_a", "tap_reg3_c",
+        "tap_reg4_a", "tap_reg4_b", "tap_reg4_c",
+    ]  # fmt: skip
