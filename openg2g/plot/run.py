@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
+from openg2g.core.atomic import replace_atomically
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 
 __all__ = [
@@ -182,6 +183,7 @@ def plot_run(out_dir: Path, v_min_pu: float, v_max_pu: float) -> list[Path]:
         figures["latency.png"] = plot_latency(models, itl_deadlines(out_dir))
     written = []
     for name, fig in figures.items():
-        fig.savefig(out_dir / name, dpi=110)
+        with replace_atomically(out_dir / name) as tmp:
+            fig.savefig(tmp, dpi=110)
         written.append(out_dir / name)
     return written
