@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from openg2g.benchmark.spec import SCORES
+from openg2g.core.atomic import replace_atomically
 from openg2g.plot.style import new_figure, styled
 
 __all__ = ["plot_leaderboard"]
@@ -37,5 +38,6 @@ def plot_leaderboard(board: pd.DataFrame, *, title: str = "", path: Path | None 
         fig.suptitle(f"{title}: mean over cases, whisker to the worst case" if title else "", fontsize=10)
         fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
+        with replace_atomically(path) as tmp:
+            fig.savefig(tmp, dpi=130, bbox_inches="tight")
     return fig

@@ -10,7 +10,9 @@
   ``leaderboard.png``    the leaderboard as bars (mean) with whiskers up to the worst case
 
 A rerun of the same suite into the same folder skips runs already complete (same scenario bytes
-and overrides), as ``openg2g sweep`` does.
+and overrides), as ``openg2g sweep`` does. The tables are rewritten (each through a temporary file
+and a rename) after every run that finishes, so a suite killed by any signal keeps them for the
+runs that finished.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 from openg2g.benchmark.spec import BASELINE, SCORES, LoadedSuite, controllers_override
-from openg2g.engine.recorder import write_json_atomic
+from openg2g.core.atomic import replace_atomically, write_json_atomic, write_text_atomic
 from openg2g.sweep.engines import Engine
 from openg2g.sweep.expand import encode_value
 from openg2g.sweep.runner import execute_tasks, fingerprint, results_table, write_parquet_atomic
-from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
+from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, refuse_replacing, run_scenario_files
 
 __all__ = [
     "SCORES",
@@ -195,9 +197,11 @@ def _write_tables(
     cases = case_table(results_table(tasks, records, reused))
     board = leaderboard(cases, controllers)
     write_parquet_atomic(cases, out / "cases.parquet")
-    cases.to_csv(out / "cases.csv", index=False)
-    board.to_csv(out / "leaderboard.csv", index=False)
-    (out / "leaderboard.md").write_text(leaderboard_markdown(board), encoding="utf-8")
+    with replace_atomically(out / "cases.csv") as tmp:
+        cases.to_csv(tmp, index=False)
+    with replace_atomically(out / "leaderboard.csv") as tmp:
+        board.to_csv(tmp, index=False)
+    write_text_atomic(out / "leaderboard.md", leaderboard_markdown(board))
     return cases, board
 
 
@@ -209,6 +213,7 @@ def run_benchmark(
     progress: bool = False,
     plot: bool = True,
     run_fn: RunFn = run_scenario_files,
+    overwrite: bool = False,
 ) -> BenchmarkResult:
     """Run (or resume) every run of ``suite`` into ``out_dir`` and write the tables and the plot.
 
@@ -216,9 +221,13 @@ def run_benchmark(
     :param progress: progress bar with ETA on stderr.
     :param plot: write ``leaderboard.png``.
     :param run_fn: the function doing one run (default: the co-simulation engine).
+    :param overwrite: rerun runs whose folder holds a complete run of other inputs (else refuse).
+    :raises ScenarioError: without ``overwrite``, complete runs of other inputs would be replaced.
     """
     out = Path(out_dir)
     tasks = plan_benchmark(suite, out, run_fn)
+    if not overwrite:
+        refuse_replacing(tasks, out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         out / "benchmark.json",
@@ -238,12 +247,14 @@ def run_benchmark(
     reused: set[str] = set()
 
     def keep(so_far: dict[str, dict[str, Any]], found: set[str]) -> None:
+        # the tables after every finished run: a suite killed by SIGKILL still has them
         nonlocal records, reused
         records, reused = so_far, found
+        _write_tables(tasks, records, reused, out, names)
 
     try:
         execute_tasks(tasks, engine, progress=progress, desc=suite.spec.suite, on_update=keep)
-    finally:  # what finished is kept in the tables even if the suite is interrupted
+    finally:  # and once more at the end, also when interrupted (a run may have been recorded since)
         cases, board = _write_tables(tasks, records, reused, out, names)
     if plot:
         from openg2g.benchmark.plot import plot_leaderboard

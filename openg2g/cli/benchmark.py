@@ -5,8 +5,10 @@ with no control (``none``, the throughput baseline). The leaderboard gives per c
 mean and the worst case of the violation integral (pu.s), the violation time (s), the throughput
 lost against the same case without control (%), the ITL deadline misses (%) and the regulator tap
 operations. Outputs go to OUT (default runs/<suite>): runs/<case>-<controller>/, cases.parquet
-and cases.csv (one row per run), leaderboard.csv, leaderboard.md and leaderboard.png. Rerunning
-the same command skips complete runs. The suite is checked in full before anything runs (format:
+and cases.csv (one row per run), leaderboard.csv, leaderboard.md and leaderboard.png; the tables
+are rewritten after every finished run, so a killed suite keeps them. Rerunning the same command
+skips complete runs; replacing complete runs (a changed controller or case) or another command's
+outputs needs --overwrite. OUT is locked while the suite runs. The suite is checked in full before anything runs (format:
 docs/benchmark.md; example: scenarios/benchmark_ieee.yaml).
 """
 
@@ -16,6 +18,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from openg2g.cli.outdir import add_overwrite_option
 from openg2g.cli.sweep import add_engine_options, interrupted
 
 if TYPE_CHECKING:
@@ -39,13 +42,20 @@ def _benchmark(args: argparse.Namespace) -> int:
     # imported here: pandas, pyarrow and matplotlib are needed only once a suite runs
     from openg2g.benchmark.run import run_benchmark
     from openg2g.benchmark.spec import check_suite, load_suite
-    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+    from openg2g.cli.outdir import default_out_dir, prepare_out_dir, stop_cleanly_on_signals
     from openg2g.sweep.engines import make_engine
 
+    stop_cleanly_on_signals()
     suite = load_suite(args.suite, args.set, check=False)
     retries = suite.spec.retries if args.retries is None else args.retries
     engine = make_engine(args.engine, args.workers, retries, args.address)
-    out = prepare_out_dir(args.out if args.out is not None else default_out_dir(suite.spec.suite, "suite"))
+    out = prepare_out_dir(
+        args.out if args.out is not None else default_out_dir(suite.spec.suite, "suite"),
+        command="benchmark",
+        name=suite.spec.suite,
+        overwrite=args.overwrite,
+        resume=True,
+    )
     check_suite(suite)  # the slow check last: a bad option is reported at once
     print(
         f"{suite.spec.suite}: {len(suite.cases)} cases x ({len(suite.spec.controllers)} controllers + no control) "
@@ -53,7 +63,9 @@ def _benchmark(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        result = run_benchmark(suite, out, engine, progress=not args.no_progress, plot=not args.no_plot)
+        result = run_benchmark(
+            suite, out, engine, progress=not args.no_progress, plot=not args.no_plot, overwrite=args.overwrite
+        )
     except KeyboardInterrupt:
         return interrupted(out)
     print(format_leaderboard(result.leaderboard))
@@ -86,4 +98,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_engine_options(p)
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the suite's)")
     p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png")
+    add_overwrite_option(p, "a rerun of the same suite that replaces no complete run")
     p.set_defaults(func=_benchmark)

@@ -3,17 +3,19 @@
 Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
 events included) and the output folder is checked writable. The folder keeps the scenario as
 run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``,
-and, when an error stops the run, its full traceback (``error.txt``).
+and, when an error stops the run, its full traceback (``error.txt``). A folder that holds an earlier
+run (finished or not) is refused unless ``--overwrite`` is given, and a folder another command is
+writing is refused at once (it is locked while a command writes it).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import traceback
 
+from openg2g.cli.outdir import add_overwrite_option, stop_cleanly_on_signals
 from openg2g.cli.table import format_table, print_plot_report
 
 __all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register"]
@@ -34,11 +36,6 @@ controller files, only for files you trust (see docs/scenario-reference.md)."""
 """Which files can run code: the epilog of ``run``, ``validate``, ``powerflow`` and ``evaluate`` help."""
 
 
-def _stop_on_sigterm(signum: int, frame: object) -> None:
-    # `kill` ends the run like Ctrl-C: outputs flushed, summary says interrupted (and by what)
-    raise KeyboardInterrupt("terminated by SIGTERM")
-
-
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir
@@ -47,12 +44,15 @@ def _run(args: argparse.Namespace) -> int:
     from openg2g.engine.simulation import run_scenario
     from openg2g.scenario.loader import load_scenario
 
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    # a shell starts background jobs with SIGINT ignored; `kill -INT` must still end the run cleanly
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_cleanly_on_signals()
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
-    out_dir = prepare_out_dir(args.out if args.out is not None else default_out_dir(loaded.scenario.name))
+    out_dir = prepare_out_dir(
+        args.out if args.out is not None else default_out_dir(loaded.scenario.name),
+        command="run",
+        name=loaded.scenario.name,
+        overwrite=args.overwrite,
+    )
     error_file = out_dir / ERROR_FILE
     error_file.unlink(missing_ok=True)  # left by an earlier run into this folder; this run's outcome is its own
     try:
@@ -122,5 +122,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a scenario field, e.g. --set duration_s=600 --set datacenters.0.bus=675 (repeatable)",
     )
+    add_overwrite_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openg2g.cli.outdir import add_overwrite_option
 from openg2g.cli.sweep import add_engine_options, interrupted
 from openg2g.core.errors import G2GError, ScenarioError
 
@@ -270,10 +271,18 @@ def _pv_placement(args: argparse.Namespace) -> int:
 
 
 def _out(args: argparse.Namespace, name: str) -> Path:
-    """The study's output folder (``--out``, else ``runs/<name>``), checked writable before any run."""
-    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+    """The study's output folder (``--out``, else ``runs/<name>``), checked writable and locked before any
+    run; SIGTERM ends the study as Ctrl-C does from here on."""
+    from openg2g.cli.outdir import default_out_dir, prepare_out_dir, stop_cleanly_on_signals
 
-    return prepare_out_dir(args.out if args.out is not None else default_out_dir(name, "study"))
+    stop_cleanly_on_signals()
+    return prepare_out_dir(
+        args.out if args.out is not None else default_out_dir(name, "study"),
+        command="study",
+        name=name,
+        overwrite=args.overwrite,
+        resume=True,
+    )
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
@@ -282,6 +291,7 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override the base scenario (repeatable)"
     )
     add_engine_options(p)
+    add_overwrite_option(p, "a rerun of the same study")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -2,7 +2,8 @@
 
 Each run writes to DIR/<run-id>/; DIR/results.parquet has one row per run (parameters, status,
 error and every summary figure). Rerunning the same command skips complete runs and retries the
-rest. ``--engine ray --address HOST:PORT`` runs on a Ray cluster (DIR on a shared file system).
+rest; a rerun that would replace complete runs (the sweep or its base scenario changed) or write
+into another command's folder needs --overwrite. DIR is locked while the sweep runs. ``--engine ray --address HOST:PORT`` runs on a Ray cluster (DIR on a shared file system).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openg2g.cli.outdir import add_overwrite_option
 from openg2g.sweep.engines import ENGINES
 
 if TYPE_CHECKING:
@@ -56,12 +58,13 @@ def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) 
 
 def _sweep(args: argparse.Namespace) -> int:
     # imported here, not at the top: pandas and pyarrow are needed only once a sweep runs
-    from openg2g.cli.outdir import prepare_out_dir
+    from openg2g.cli.outdir import prepare_out_dir, stop_cleanly_on_signals
     from openg2g.sweep.runner import run_sweep
     from openg2g.sweep.spec import load_sweep
 
+    stop_cleanly_on_signals()
     loaded = load_sweep(args.sweep, args.set)
-    out = prepare_out_dir(args.out)
+    out = prepare_out_dir(args.out, command="sweep", name=loaded.spec.name, overwrite=args.overwrite, resume=True)
     try:
         result = run_sweep(
             loaded,
@@ -71,6 +74,7 @@ def _sweep(args: argparse.Namespace) -> int:
             address=args.address,
             retries=args.retries,
             progress=not args.no_progress,
+            overwrite=args.overwrite,
         )
     except KeyboardInterrupt:
         return interrupted(out)
@@ -95,4 +99,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_engine_options(p)
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the sweep file's)")
+    add_overwrite_option(p, "a rerun of the same sweep that replaces no complete run")
     p.set_defaults(func=_sweep)

@@ -15,6 +15,8 @@ Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoi
 ``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
 the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
 segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
+Without --resume, an OUT holding a training run is refused unless --overwrite is given; OUT is
+locked while training writes it, and policies are written through a temporary file and a rename.
 Loading a policy this writes unpickles nothing (``evaluate``, ``rl_policy``, ``--init-from``; see
 ``openg2g.envs.policy``); ``--resume`` reads the checkpoints in OUT, which are pickles, so resume
 only runs you made.
@@ -27,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from openg2g.cli.outdir import prepare_out_dir
 from openg2g.core.errors import G2GError
 from openg2g.scenario.loader import apply_override
 
@@ -56,7 +59,13 @@ def _train(args: argparse.Namespace) -> int:
         for err in exc.errors():
             print(f"error: --env {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path("runs") / f"train_{Path(args.scenario).stem}"
+    out = prepare_out_dir(
+        Path(args.out) if args.out else Path("runs") / f"train_{Path(args.scenario).stem}",
+        command="train",
+        name=str(args.scenario),
+        overwrite=args.overwrite,
+        resume=args.resume,
+    )
     settings = TrainSettings(
         n_steps=args.n_steps,
         batch_size=args.batch_size,
@@ -84,6 +93,7 @@ def _train(args: argparse.Namespace) -> int:
             tensorboard=Path(args.tensorboard) if args.tensorboard else None,
             progress=not args.no_progress,
             init_from=args.init_from,
+            overwrite=args.overwrite,
         )
     except KeyboardInterrupt:
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
@@ -105,10 +115,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=100_000, help="total env steps, resumed ones included (default 100000)")
     p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
     p.add_argument("--n-envs", type=int, default=1, help="parallel envs, in subprocesses when > 1 (default 1)")
-    p.add_argument(
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume",
         action="store_true",
         help="continue the run in OUT from its latest checkpoint (same logs, new segment)",
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an OUT that holds an earlier run (its checkpoints are deleted); without it or "
+        "--resume such a folder is refused, naming what it holds",
     )
     p.add_argument(
         "--init-from",

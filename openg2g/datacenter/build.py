@@ -43,6 +43,7 @@ from typing import Literal
 
 import numpy as np
 
+from openg2g.core.atomic import write_json_atomic, write_text_atomic
 from openg2g.core.errors import TraceError
 from openg2g.datacenter.fits import fit_model
 from openg2g.datacenter.library import (
@@ -253,8 +254,8 @@ def build_library(source: Path, out: Path) -> list[TraceConfig]:
     write_library(out, configs, arrays, fit_library(configs))
     used = sorted({c.model for c in configs} & set(LEADERBOARD_FILES))
     inputs = [summary, fits_file, *(source / "mlenergy-leaderboard" / LEADERBOARD_FILES[m] for m in used)]
-    (out / "PROVENANCE.md").write_text(
-        _provenance(configs, {f.relative_to(source).as_posix(): _sha256(f) for f in inputs})
+    write_text_atomic(
+        out / "PROVENANCE.md", _provenance(configs, {f.relative_to(source).as_posix(): _sha256(f) for f in inputs})
     )
     return configs
 
@@ -401,7 +402,7 @@ def write_library(
     index = LibraryIndex(
         format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered), curve_fits=list(fits)
     )
-    (out / INDEX_FILE).write_text(json.dumps(index.model_dump(mode="json"), indent=1) + "\n")
+    write_json_atomic(out / INDEX_FILE, index.model_dump(mode="json"), indent=1)
     _save_npz(out / POWER_FILE, {c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
 
 

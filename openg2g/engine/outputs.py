@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from openg2g.core.atomic import write_json_atomic
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
-from openg2g.engine.recorder import TableWriter, clear_table, write_json_atomic
+from openg2g.engine.recorder import TableWriter, clear_table
 
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
 

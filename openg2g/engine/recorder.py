@@ -9,7 +9,6 @@ one table. Memory stays bounded by the flush interval.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TableWriter", "arrow_array", "clear_table", "write_json_atomic"]
+__all__ = ["TableWriter", "arrow_array", "clear_table"]
 
 
 def arrow_array(values: np.ndarray) -> pa.Array:
@@ -52,13 +51,6 @@ def _dictionary_array(values: np.ndarray) -> pa.DictionaryArray:
     distinct: dict[Any, int] = {}
     codes = np.fromiter((distinct.setdefault(v, len(distinct)) for v in values.tolist()), np.int32, len(values))
     return pa.DictionaryArray.from_arrays(arrow_array(codes), arrow_array(np.array(list(distinct), dtype=values.dtype)))
-
-
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` as JSON to ``path`` through a temporary file and rename."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
 
 
 class TableWriter:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
+from openg2g.core.atomic import replace_atomically, write_json_atomic
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.paths import bundled_policies_dir
@@ -105,8 +106,9 @@ def save_policy(model: Any, path: str | Path, meta: PolicyMeta) -> Path:
     """Write ``<path>.zip`` (the SB3 model) and ``<path>.json`` (``meta``); return the zip path."""
     zip_path, json_path = policy_paths(path)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
-    model.save(str(zip_path))
-    json_path.write_text(json.dumps(meta.model_dump(mode="json"), indent=2) + "\n")
+    with replace_atomically(zip_path) as tmp:
+        model.save(str(tmp))
+    write_json_atomic(json_path, meta.model_dump(mode="json"))
     return zip_path
 
 

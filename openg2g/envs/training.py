@@ -11,6 +11,7 @@ and scores the policy against a uniformly random one on the env's held-out evalu
 from __future__ import annotations
 
 import functools
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,6 +244,7 @@ def train_policy(
     progress: bool = True,
     log: Callable[[str], None] = print,
     init_from: str | Path | None = None,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train a policy on a scenario and save it with its env settings.
 
@@ -255,8 +257,10 @@ def train_policy(
     :param env_config: :class:`EnvConfig` or its fields.
     :param resume: continue the run in ``out`` from its latest checkpoint (fresh if none): same
         logs and monitor file, normalization statistics restored, a new segment in ``train.json``.
-        Without it, ``out`` must hold no checkpoint.
+        Without it, ``out`` must hold no checkpoint (unless ``overwrite``).
     :param checkpoint_every: steps between checkpoints.
+    :param overwrite: a fresh run (not ``resume``) into an ``out`` holding one deletes its
+        checkpoints first, so that a later resume cannot continue the old run's.
     :param eval_episodes: held-out episodes to score the final policy and a random one on (0: skip).
     :param tensorboard: also log to TensorBoard under this folder, in ``<out folder name>_<k>``
         (a resumed segment continues the latest such run).
@@ -285,6 +289,8 @@ def train_policy(
         format=FORMAT, timesteps=0, algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg,
         layout=probe.layout.describe(),
     )  # fmt: skip
+    if overwrite and not resume and (out / "checkpoints").is_dir():
+        shutil.rmtree(out / "checkpoints")
     start = _resume_point(out, meta, resume, settings_json, log)
     if start and init_from is not None:
         raise G2GError(f"{out} holds a checkpoint to resume from ({start[0].name}); init_from starts a fresh run only")

@@ -28,6 +28,7 @@ from stable_baselines3.common.logger import CSVOutputFormat
 from stable_baselines3.common.monitor import ResultsWriter
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
+from openg2g.core.atomic import replace_atomically, write_json_atomic
 from openg2g.core.errors import G2GError
 from openg2g.envs.policy import PolicyMeta, save_policy
 
@@ -90,7 +91,8 @@ class Checkpoints(CheckpointCallback):
         zip_path = save_policy(self.model, self._checkpoint_path(extension="zip"), meta)
         vec_normalize = self.model.get_vec_normalize_env()
         if vec_normalize is not None:
-            vec_normalize.save(str(normalization_path(Path(self.save_path), self.num_timesteps)))
+            with replace_atomically(normalization_path(Path(self.save_path), self.num_timesteps)) as tmp:
+                vec_normalize.save(str(tmp))
         return zip_path
 
 
@@ -229,6 +231,4 @@ class TrainRecord:
         self._write()
 
     def _write(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2) + "\n")
-        tmp.replace(self.path)
+        write_json_atomic(self.path, self.data)

@@ -12,7 +12,6 @@ written when Ctrl-C came.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +22,7 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
+from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
 from openg2g.grid.topology import Topology
 from openg2g.plot.branches import plot_branch_loading
@@ -471,13 +471,9 @@ class PlotsInterrupted(KeyboardInterrupt):
 
 
 def save_png(fig: Figure, path: Path, dpi: int = 110) -> None:
-    """Write ``fig`` to ``path`` whole or not at all: a hidden temporary file, then a rename."""
-    tmp = path.with_name(f".{path.name}.partial")
-    try:
+    """Write ``fig`` to ``path`` whole or not at all (:func:`~openg2g.core.atomic.replace_atomically`)."""
+    with replace_atomically(path) as tmp:
         fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def plot_run(

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, create_model
 
+from openg2g.core.atomic import write_text_atomic
 from openg2g.core.commands import COMMANDS, Command, ShiftReplicas, is_datacenter_command
 from openg2g.core.config import ConfigModel, field_path
 from openg2g.core.errors import CommandError, G2GError, ScenarioError
@@ -346,9 +347,7 @@ def write_resolved_scenario(loaded: LoadedScenario, out_dir: Path) -> Path:
     """Write :func:`resolved_scenario_text` to ``out_dir/scenario.yaml`` (atomically); returns the path."""
     path = Path(out_dir) / RESOLVED_SCENARIO
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(resolved_scenario_text(loaded), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, resolved_scenario_text(loaded))
     return path
 
 

@@ -15,7 +15,7 @@ from openg2g.core.commands import COMMANDS
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W, CAP_MIN_W
 from openg2g.scenario.schema import Scenario
 
-__all__ = ["CODE_EXECUTION", "scenario_reference"]
+__all__ = ["CODE_EXECUTION", "OUTPUT_FOLDERS", "scenario_reference"]
 
 
 def _type_name(annotation: Any) -> str:
@@ -102,12 +102,38 @@ bundled file by its name where it takes a file: `ieee13_ofo` (a scenario), `swee
 `openg2g new controller NAME DIR` writes a controller template with a scenario and tests.
 """
 """The scenario reference's section on paths and names (``openg2g new``)."""
+OUTPUT_FOLDERS = """\
+## Output folders
+
+`run`, `sweep`, `benchmark`, `study` and `train` write into one folder (`--out`, default
+`runs/<name>`), and keep it safe:
+
+- **No silent overwrite.** A folder that holds an earlier command's outputs is refused before
+  anything runs, with what it holds: the command, its scenario or name, its state (complete,
+  interrupted, failed, or incomplete: killed before it could say), when it was written and its key
+  figure, e.g. `--out runs/x: holds a complete run of scenario ieee13_ofo (finished 2026-11-25
+  21:30:02; violation integral 1.234 pu.s); give --overwrite to replace it, or another folder`.
+  `--overwrite` writes over it. A rerun of the same sweep, suite or study resumes (complete runs
+  are kept) unless it would replace complete runs made from other inputs (the sweep, suite or base
+  scenario changed), which needs `--overwrite`; `train --resume` continues a training run, and
+  `train --overwrite` starts afresh, deleting the old checkpoints.
+- **One writer at a time.** A command locks its folder while it runs (an OS lock, `flock`, on
+  `OUT/.openg2g.lock`, released by the operating system when the process ends, however it ends). A
+  second command into the same folder fails at once, naming the first one's PID.
+- **Whole files or none.** Every file written in one piece (`summary.json`, `scenario.yaml`,
+  policies and checkpoints, the sweep, benchmark and study tables, figures) is written to a hidden
+  temporary file in the folder and renamed over its name, so a crash, a kill or a full disk leaves
+  the previous file. Output tables are parquet parts, each complete. `kill` (SIGTERM) ends a
+  command as Ctrl-C does; a benchmark rewrites its tables after every finished run, so even
+  `kill -9` leaves the tables of the runs that finished.
+"""
+"""The scenario reference's section on output folders (``--overwrite``, the lock, atomic writes)."""
 
 
 def scenario_reference() -> str:
     """Markdown reference of every scenario field and every event command."""
     lines = ["# Scenario file reference", "", "Generated from `openg2g/scenario/schema.py` (`openg2g schema`).", ""]
-    lines += [CODE_EXECUTION, FILES_AND_NAMES]
+    lines += [CODE_EXECUTION, FILES_AND_NAMES, OUTPUT_FOLDERS]
     lines += _section(Scenario, set())
     lines += ["### Event commands", "", "| command | fields |", "|---|---|"]
     for name, cls in COMMANDS.items():

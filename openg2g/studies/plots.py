@@ -21,6 +21,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from openg2g.core.atomic import replace_atomically
 from openg2g.plot.style import new_figure, styled
 from openg2g.studies.common import Topology
 
@@ -81,7 +82,8 @@ def _finish_panels(
 
 def _save(fig: Figure, path: Path | None) -> Figure:
     if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
+        with replace_atomically(path) as tmp:
+            fig.savefig(tmp, dpi=130, bbox_inches="tight")
     return fig
 
 

@@ -73,11 +73,11 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from openg2g.core.atomic import write_json_atomic, write_text_atomic
 from openg2g.core.commands import SetPVScale, SetRegulatorMode, SetTaps, is_datacenter_command
 from openg2g.core.errors import FeederError, G2GError
 from openg2g.core.progress import progress_bar
 from openg2g.core.state import DatacenterState
-from openg2g.engine.recorder import write_json_atomic
 from openg2g.grid.feeder.library import Feeder
 from openg2g.grid.feeder.model import FeederModel
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
@@ -835,7 +835,7 @@ def _write_profile(out: Path, profile: tuple[np.ndarray, np.ndarray]) -> Path:
     text = "t_s,scale\n" + "".join(f"{float(t)!r},{float(s)!r}\n" for t, s in zip(*profile))
     path = (out / f"pv_profile_{hashlib.sha256(text.encode()).hexdigest()[:8]}.csv").resolve()
     if not path.exists():
-        path.write_text(text)
+        write_text_atomic(path, text)
     return path
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,12 +22,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from openg2g.core.atomic import replace_atomically, write_json_atomic
 from openg2g.core.progress import progress_bar
-from openg2g.engine.recorder import write_json_atomic
 from openg2g.sweep.engines import Engine, make_engine
 from openg2g.sweep.expand import expand_parameters, point_overrides, run_ids
 from openg2g.sweep.spec import LoadedSweep, load_sweep
-from openg2g.sweep.tasks import RunFn, RunTask, completed_record, run_scenario_files
+from openg2g.sweep.tasks import RunFn, RunTask, completed_record, refuse_replacing, run_scenario_files
 
 __all__ = [
     "SweepResult",
@@ -134,10 +133,9 @@ def results_table(
 
 
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write a table to parquet through a temporary file and rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
-    os.replace(tmp, path)
+    """Write a table to parquet through a temporary file and rename (:mod:`openg2g.core.atomic`)."""
+    with replace_atomically(path) as tmp:
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
 
 
 def execute_tasks(
@@ -200,6 +198,7 @@ def run_sweep(
     progress: bool = False,
     run_fn: RunFn = run_scenario_files,
     write_every_s: float = 5.0,
+    overwrite: bool = False,
 ) -> SweepResult:
     """Run (or resume) a sweep into ``out_dir``.
 
@@ -211,7 +210,9 @@ def run_sweep(
     :param progress: progress bar with ETA on stderr.
     :param run_fn: the function doing one run (default: the co-simulation engine).
     :param write_every_s: minimum wall time between rewrites of ``results.parquet`` while running.
+    :param overwrite: rerun runs whose folder holds a complete run of other inputs (else refuse).
     :raises SweepError: the sweep file is invalid.
+    :raises ScenarioError: without ``overwrite``, complete runs of other inputs would be replaced.
     :raises G2GError: the engine cannot start (e.g. unreachable Ray address).
     """
     loaded = sweep if isinstance(sweep, LoadedSweep) else load_sweep(sweep)
@@ -222,6 +223,8 @@ def run_sweep(
         else make_engine(engine, workers, loaded.spec.retries if retries is None else retries, address)
     )
     tasks = plan_sweep(loaded, out, run_fn)
+    if not overwrite:
+        refuse_replacing(tasks, out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         out / "sweep.json",

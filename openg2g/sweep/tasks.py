@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openg2g.core.atomic import write_json_atomic
 from openg2g.core.errors import ScenarioError
-from openg2g.engine.recorder import write_json_atomic
 
 __all__ = [
     "COMPLETE",
@@ -29,6 +29,8 @@ __all__ = [
     "completed_record",
     "execute_task",
     "lost_record",
+    "refuse_replacing",
+    "replaced_run",
     "run_scenario_files",
 ]
 
@@ -142,14 +144,47 @@ def lost_record(task: RunTask, error: str) -> dict[str, Any]:
     return _record(task, "failed", error, {})
 
 
+def replaced_run(task: RunTask) -> str | None:
+    """The complete run of other inputs (another fingerprint) that running ``task`` would replace,
+    described for a message, or ``None``."""
+    earlier = _earlier_run(task)
+    if earlier is None or earlier[0] == task.fingerprint or earlier[1].get("status") != COMPLETE:
+        return None
+    summary = earlier[1]
+    return f"{task.run_id} (violation integral {summary.get('violation_integral_pu_s')} pu.s)"
+
+
+def refuse_replacing(tasks: Sequence[RunTask], where: Path) -> None:
+    """Stop before any run if one of ``tasks`` would replace a complete run of other inputs.
+
+    :raises ScenarioError: naming how many and the first few.
+    """
+    replaced = [r for r in map(replaced_run, tasks) if r is not None]
+    if replaced:
+        shown = ", ".join(replaced[:3]) + (f" and {len(replaced) - 3} more" if len(replaced) > 3 else "")
+        problem = (
+            f"{len(replaced)} complete runs were made from other inputs and would be replaced: {shown}; "
+            "give --overwrite to replace them, or another folder"
+        )
+        raise ScenarioError([(str(where), problem)])
+
+
 def completed_record(task: RunTask) -> dict[str, Any] | None:
     """The record of an earlier complete run of this exact task, or None if it must run."""
+    earlier = _earlier_run(task)
+    if earlier is None or earlier[0] != task.fingerprint or earlier[1].get("status") != COMPLETE:
+        return None
+    return _record(task, COMPLETE, None, earlier[1])
+
+
+def _earlier_run(task: RunTask) -> tuple[object, dict[str, Any]] | None:
+    """The fingerprint and summary of the run in ``task``'s folder, or None if there is none readable."""
     out = Path(task.out_dir)
     try:
         meta = json.loads((out / "run.json").read_text())
         summary = json.loads((out / "summary.json").read_text())
     except (OSError, ValueError):
         return None
-    if meta.get("fingerprint") != task.fingerprint or summary.get("status") != COMPLETE:
+    if not isinstance(meta, dict) or not isinstance(summary, dict):
         return None
-    return _record(task, COMPLETE, None, summary)
+    return meta.get("fingerprint"), summary

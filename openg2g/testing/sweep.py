@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from openg2g.core.atomic import write_json_atomic
 from openg2g.core.errors import ScenarioError
-from openg2g.engine.recorder import write_json_atomic
 from openg2g.scenario.loader import apply_override
 
 __all__ = ["toy_data", "toy_run", "toy_summary"]

@@ -13,6 +13,7 @@ import yaml
 
 from openg2g.benchmark import SCORES, load_suite, run_benchmark
 from openg2g.cli.main import main
+from openg2g.core.errors import ScenarioError
 from openg2g.sweep.engines import make_engine
 
 # ieee13 with the fixed taps, 20 s: the training job from 5 to 15 s pushes the feeder below 0.95 pu
@@ -110,10 +111,15 @@ def test_rerun_reuses_complete_runs_and_reruns_a_changed_controller(toy_run, tmp
     again = run_benchmark(suite, out, make_engine("serial"), plot=False)
     assert again.n_reused == 9
     pd.testing.assert_frame_equal(first.leaderboard, again.leaderboard)
-    # new rule_based parameters: its three runs are stale, the other six are kept
+    # new rule_based parameters: its three runs are stale, the other six are kept; replacing the
+    # three complete runs needs overwrite, and without it nothing runs
     changed = dict(TOY["controllers"][0], params={"hold_s": 3})
     path = write_suite(tmp_path, controllers=[changed, TOY["controllers"][1]])
-    third = run_benchmark(load_suite(path), out, make_engine("serial"), plot=False)
+    before = (out / "runs" / "t13-ref-rule_based" / "summary.json").read_bytes()
+    with pytest.raises(ScenarioError, match="3 complete runs were made from other inputs.*t13-ref-rule_based"):
+        run_benchmark(load_suite(path), out, make_engine("serial"), plot=False)
+    assert (out / "runs" / "t13-ref-rule_based" / "summary.json").read_bytes() == before
+    third = run_benchmark(load_suite(path), out, make_engine("serial"), plot=False, overwrite=True)
     assert third.n_reused == 6
     assert set(third.cases.loc[~third.cases["reused"], "run_id"]) == {f"{c}-rule_based" for c in CASES}
 

@@ -49,7 +49,7 @@ def test_a_run_with_every_table_writes_every_plot_and_says_so(full_run: Path) ->
     assert summary["plots"] == {"written": list(RUN_PLOTS), "skipped": {}}
     for name in RUN_PLOTS:
         assert (full_run / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not list(full_run.glob(".*.partial"))
+    assert not list(full_run.glob(".*.tmp-*"))  # no temporary file left
 
 
 def test_a_run_without_branches_or_commands_skips_those_plots_with_the_reason(tmp_path: Path, capsys) -> None:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from openg2g.cli.main import main
-from openg2g.engine.recorder import write_json_atomic
+from openg2g.core.atomic import write_json_atomic
 from openg2g.studies import HostingConfig, read_base, run_hosting_capacity
 from openg2g.studies.hosting import broken_limits
 from openg2g.sweep.engines import SerialEngine

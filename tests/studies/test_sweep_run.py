@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from openg2g.core.errors import ScenarioError
 from openg2g.sweep import load_sweep, run_sweep
 from openg2g.testing import toy_run, toy_summary
 from tests.studies.conftest import write_sweep
@@ -65,7 +66,11 @@ def test_a_changed_base_scenario_invalidates_complete_runs(toy_sweep, tmp_path):
     run_sweep(toy_sweep, out, engine="serial", run_fn=toy_run)
     base = toy_sweep.parent / "base.yaml"
     base.write_text(base.read_text().replace("limit_mw: 2.0", "limit_mw: 0.1"))
-    again = run_sweep(toy_sweep, out, engine="serial", run_fn=toy_run)
+    before = {p: p.read_bytes() for p in out.glob("*/summary.json")}
+    with pytest.raises(ScenarioError, match="4 complete runs were made from other inputs and would be replaced"):
+        run_sweep(toy_sweep, out, engine="serial", run_fn=toy_run)
+    assert {p: p.read_bytes() for p in out.glob("*/summary.json")} == before  # refused before any run
+    again = run_sweep(toy_sweep, out, engine="serial", run_fn=toy_run, overwrite=True)
     assert again.n_reused == 0
     assert (again.table.loc[again.table["status"] == "complete", "violation_integral_pu_s"] > 0).all()
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from openg2g.core.atomic import replace_atomically, write_text_atomic
 from openg2g.grid.feeder.library import DATA_DIR, FORMAT_VERSION
 from openg2g.grid.feeder.opendss import read_opendss
 
@@ -102,16 +103,19 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
         if len(text) > GZIP_ABOVE_BYTES:
             out = out_dir / f"{name}.json.gz"
             # mtime 0: the archive is the same bytes whatever day it is built
-            out.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+            with replace_atomically(out) as tmp:
+                tmp.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
         else:
             out = out_dir / f"{name}.json"
-            out.write_text(text)
+            write_text_atomic(out, text)
         written.append(out)
-        files = sorted(p for p in master.parent.iterdir() if p.is_file() and p.suffix.lower() in (".dss", ".csv", ".dat"))
+        files = sorted(
+            p for p in master.parent.iterdir() if p.is_file() and p.suffix.lower() in (".dss", ".csv", ".dat")
+        )
         digests = "<br>".join(f"`{p.name}` {_sha256(p)[:16]}" for p in files)
         license_ = _LICENSES[rel.split("/", 1)[0]]
         prov.append(f"| `{name}` | `{rel}` | {license_} | {digests} | {_NOTES[name]} |")
     path = out_dir / "PROVENANCE.md"
-    path.write_text("\n".join(prov) + "\n")
+    write_text_atomic(path, "\n".join(prov) + "\n")
     written.append(path)
     return written
