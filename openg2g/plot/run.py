@@ -12,6 +12,8 @@ written when Ctrl-C came.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,11 +37,13 @@ from openg2g.plot.taps import plot_taps, tap_columns
 from openg2g.plot.timeline import Marks, band, changes, envelope, mark, run_marks, titled
 
 __all__ = [
+    "FIELD_TABLES",
     "RUN_PLOTS",
     "PlotReport",
     "PlotsInterrupted",
     "RunData",
     "branch_loading_envelope",
+    "expand_fields",
     "itl_deadlines",
     "plot_batch_sizes",
     "plot_dc_power",
@@ -50,12 +54,35 @@ __all__ = [
 ]
 
 
+FIELD_TABLES = ("commands", "events")
+"""Tables that store each command's fields as JSON text in a ``fields`` column (commands differ in
+their fields, and one parquet schema must hold them all)."""
+
+
 def read_table(out_dir: Path, name: str) -> pd.DataFrame:
-    """Read one output table (a directory of parquet parts); empty frame if it has no rows."""
+    """Read one output table (a directory of parquet parts); empty frame if it has no rows.
+
+    The ``commands`` and ``events`` tables come with one column per command field (``site``,
+    ``model``, ``batch_size``, ``taps``, ...: the values as the command holds them, ``None`` where a
+    row's command has no such field) after their stored ``fields`` JSON text.
+    """
     path = Path(out_dir) / name
     if not path.is_dir() or not any(path.glob("part-*.parquet")):
         return pd.DataFrame()
-    return pd.read_parquet(path)
+    frame = pd.read_parquet(path)
+    return expand_fields(frame) if name in FIELD_TABLES else frame
+
+
+def expand_fields(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``fields`` JSON text spread into one column per field name, in order of
+    first appearance."""
+    rows = [json.loads(text) for text in frame["fields"]]
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    clash = [n for n in names if n in frame.columns]
+    if clash:
+        raise ValueError(f"command fields {clash} have the names of table columns")
+    spread = pd.DataFrame({n: [row.get(n) for row in rows] for n in names}, index=frame.index, dtype=object)
+    return pd.concat([frame, spread], axis=1)
 
 
 def plot_dc_power(datacenter: pd.DataFrame, marks: Marks | None = None, run: str = "") -> Figure:

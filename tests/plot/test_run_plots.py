@@ -24,7 +24,7 @@ from openg2g.grid.topology import Topology, distance_from_source_km
 from openg2g.plot.commands import command_series
 from openg2g.plot.compare import baseline_deltas
 from openg2g.plot.feeder import plot_worst_voltage_map, worst_bus_voltages
-from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData
+from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData, expand_fields, read_table
 from openg2g.plot.timeline import changes, envelope
 
 TAP_EVENT = [{"t_s": 1, "command": "set_taps", "bank": "reg1", "taps": [15, 6, 16]}]
@@ -65,6 +65,20 @@ def test_a_run_without_branches_or_commands_skips_those_plots_with_the_reason(tm
     assert not (out / "branch_loading.png").exists()
     err = capsys.readouterr().err
     assert "plot branch_loading.png skipped: no grid_branches table" in err
+
+
+def test_command_fields_come_as_columns(full_run: Path) -> None:
+    events = read_table(full_run, "events")
+    (tap,) = events[events["command"] == "set_taps"].itertuples()
+    assert (tap.t_s, tap.bank, list(tap.taps)) == (1.0, "reg1", [15, 6, 16])
+    assert json.loads(tap.fields) == {"bank": "reg1", "taps": [15, 6, 16]}  # the stored text stays
+
+
+def test_fields_of_other_commands_are_none() -> None:
+    frame = pd.DataFrame({"command": ["a", "b"], "fields": ['{"site":"dc1","batch_size":64}', '{"bank":"reg1"}']})
+    spread = expand_fields(frame)
+    assert list(spread.columns) == ["command", "fields", "site", "batch_size", "bank"]
+    assert spread["batch_size"].tolist() == [64, None] and spread["bank"].tolist() == [None, "reg1"]
 
 
 def test_openg2g_plot_redraws_a_finished_run(full_run: Path, tmp_path: Path) -> None:
