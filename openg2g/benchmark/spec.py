@@ -28,6 +28,8 @@ lacks is named with its case), and every controller built against each case grou
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import hashlib
 import math
 from collections.abc import Sequence
@@ -62,6 +64,7 @@ __all__ = [
     "check_suite",
     "controllers_override",
     "load_suite",
+    "select_suite",
 ]
 
 SCORES: dict[str, str] = {
@@ -321,3 +324,55 @@ def check_suite(suite: LoadedSuite) -> None:
             block = suite.controllers[case.case_id].get(choice.name)
             if block is not None:
                 _check_case(case, block, suite.path, f"controllers.{i} ({choice.name})")
+
+
+def _check_patterns(
+    patterns: Sequence[str], candidates: Sequence[str], listed: Sequence[str], option: str, suite: Path
+) -> None:
+    """Refuse shell-style ``patterns`` that match none of ``candidates`` (the message lists ``listed``)."""
+    unmatched = [p for p in patterns if not fnmatch.filter(candidates, p)]
+    if unmatched:
+        raise SweepError([(f"{suite}: {option} {' '.join(unmatched)}", f"matches nothing; names: {', '.join(listed)}")])
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def select_suite(
+    suite: LoadedSuite, cases: Sequence[str] | None = None, controllers: Sequence[str] | None = None
+) -> LoadedSuite:
+    """The part of ``suite`` to run: some of its cases and some of its controllers (the baseline always).
+
+    :param cases: shell-style patterns of case groups (``ieee13_tap``) or case ids
+        (``ieee13_tap-v3``, ``ieee123*``); ``None``: every case.
+    :param controllers: shell-style patterns of controller names; ``None``: every controller.
+    :raises SweepError: a pattern matches no case or controller (the message lists the names).
+    """
+    groups = [g.name for g in suite.spec.cases]
+    names = [c.name for c in suite.spec.controllers]
+    kept_cases = suite.cases
+    if cases is not None:
+        _check_patterns(cases, [*groups, *(c.case_id for c in suite.cases)], groups, "--cases", suite.path)
+        kept_cases = tuple(c for c in suite.cases if _matches(c.group, cases) or _matches(c.case_id, cases))
+    kept_names = names
+    if controllers is not None:
+        _check_patterns(controllers, names, names, "--controllers", suite.path)
+        kept_names = [n for n in names if _matches(n, controllers)]
+    kept_groups = {c.group for c in kept_cases}
+    spec = suite.spec.model_copy(
+        update={
+            "controllers": [c for c in suite.spec.controllers if c.name in kept_names],
+            "cases": [g for g in suite.spec.cases if g.name in kept_groups],
+        }
+    )
+    keep = {BASELINE, *kept_names}
+    return dataclasses.replace(
+        suite,
+        spec=spec,
+        cases=kept_cases,
+        controllers={
+            c.case_id: {n: b for n, b in suite.controllers[c.case_id].items() if n in keep} for c in kept_cases
+        },
+        sources={c.case_id: {n: s for n, s in suite.sources[c.case_id].items() if n in keep} for c in kept_cases},
+    )

@@ -41,12 +41,12 @@ def format_leaderboard(board: pd.DataFrame) -> str:
 def _benchmark(args: argparse.Namespace) -> int:
     # imported here: pandas, pyarrow and matplotlib are needed only once a suite runs
     from openg2g.benchmark.run import run_benchmark
-    from openg2g.benchmark.spec import check_suite, load_suite
+    from openg2g.benchmark.spec import check_suite, load_suite, select_suite
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir, stop_cleanly_on_signals
     from openg2g.sweep.engines import make_engine
 
     stop_cleanly_on_signals()
-    suite = load_suite(args.suite, args.set, check=False)
+    suite = select_suite(load_suite(args.suite, args.set, check=False), args.cases, args.controllers)
     retries = suite.spec.retries if args.retries is None else args.retries
     engine = make_engine(args.engine, args.workers, retries, args.address)
     out = prepare_out_dir(
@@ -96,6 +96,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="override the scenario of every run, applied last (repeatable), e.g. duration_s=60",
     )
     add_engine_options(p)
+    p.add_argument(
+        "--cases",
+        nargs="+",
+        metavar="PATTERN",
+        help="run only these case groups or case ids (shell patterns, e.g. ieee13_tap 'ieee123*' ieee13_tap-v3)",
+    )
+    p.add_argument(
+        "--controllers",
+        nargs="+",
+        metavar="PATTERN",
+        help="run only these controllers (shell patterns; the no-control baseline always runs)",
+    )
     p.add_argument("--retries", type=int, help="re-attempts of a run whose worker died (default: the suite's)")
     p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png")
     add_overwrite_option(p, "a rerun of the same suite that replaces no complete run")

@@ -266,3 +266,24 @@ def test_ranking_uses_the_cases_every_controller_ran():
     assert board.loc["y", "violation_integral_pu_s_shared"] == 1.8
     assert board.loc["x", "violation_integral_pu_s_shared"] == 1.5
     assert list(board.sort_values("rank").index) == ["x", "y", "none"]
+
+
+def test_select_runs_some_cases_and_controllers_with_the_baseline(tmp_path):
+    from openg2g.benchmark.spec import select_suite
+
+    suite = load_suite(write_suite(tmp_path), check=False)
+    part = select_suite(suite, cases=["t13-v*"], controllers=["of?"])
+    assert [c.case_id for c in part.cases] == ["t13-v0", "t13-v1"]
+    assert [c.name for c in part.spec.controllers] == ["ofo"]
+    assert all(list(part.controllers[c]) == ["none", "ofo"] for c in ("t13-v0", "t13-v1"))
+    assert part.n_runs() == 4 and suite.n_runs() == 9
+    assert select_suite(suite, cases=["t13"]).cases == suite.cases  # a group names all its cases
+
+
+def test_a_selection_that_matches_nothing_is_refused_with_the_names(tmp_path, capsys):
+    path = write_suite(tmp_path)
+    assert main(["benchmark", str(path), "--controllers", "pid", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--controllers pid: matches nothing; names: rule_based, ofo" in err
+    assert main(["benchmark", str(path), "--cases", "t34", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "--cases t34: matches nothing; names: t13" in capsys.readouterr().err
