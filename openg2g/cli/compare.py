@@ -7,9 +7,9 @@ name; ``--json`` prints one object keyed by those labels.
 from __future__ import annotations
 
 import argparse
-import json
 
 from openg2g.cli.table import format_table
+from openg2g.core.jsontext import json_text
 
 __all__ = ["register"]
 
@@ -19,7 +19,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     rows = read_summaries(args.dirs)
     if args.json:
-        print(json.dumps(dict(rows), indent=2))
+        print(json_text(dict(rows), "compare --json"))
     else:
         print(format_table(rows, markdown=args.markdown))
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 
-__all__ = ["NONCONVERGED_COLUMN", "SUMMARY_COLUMNS", "UNCALIBRATED_CAPS_COLUMN", "format_table"]
+__all__ = ["NONCONVERGED_COLUMN", "RATING_NOTE", "SUMMARY_COLUMNS", "UNCALIBRATED_CAPS_COLUMN", "format_table"]
 
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("violation_integral_pu_s", "viol. integral (pu.s)", "{:.4f}"),
@@ -17,7 +17,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("v_min_pu", "Vmin (pu)", "{:.4f}"),
     ("v_max_pu", "Vmax (pu)", "{:.4f}"),
     ("max_loading_pct", "max loading (%)", "{:.1f}"),
-    ("max_loading_branch", "worst branch", "{}"),
+    ("max_loading_branch", "worst branch", "{}"),  # "*": rated at OpenDSS's default (RATING_NOTE)
     ("overload_integral_pct_s", "overload (%.s)", "{:.1f}"),
     ("mean_throughput_tok_s", "throughput (tok/s)", "{:,.0f}"),
     ("itl_deadline_miss_fraction", "ITL misses (%)", "{:.2%}"),
@@ -48,8 +48,24 @@ UNCALIBRATED_CAPS_COLUMN = ("power_caps_below_calibration", f"caps < {CAP_CALIBR
 an extrapolation."""
 
 
+RATING_NOTE = (
+    "* rated at OpenDSS's default (400 A a line): the feeder file gives no rating; set one in grid.branch_ratings"
+)
+"""Said under a table whose worst branch is marked ``*`` (as ``openg2g powerflow`` marks default ratings)."""
+
+
+def _marked(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``summary`` with its worst branch marked ``*`` when that branch's rating is a default."""
+    if summary.get("max_loading_rating") != "default":
+        return summary
+    return {**summary, "max_loading_branch": f"{summary['max_loading_branch']}*"}
+
+
 def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
-    """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text."""
+    """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text. A worst
+    branch rated at OpenDSS's default is marked ``*``, with :data:`RATING_NOTE` below the table."""
+    note = [RATING_NOTE] if any(s.get("max_loading_rating") == "default" for _, s in rows) else []
+    rows = [(label, _marked(s)) for label, s in rows]
     columns = list(SUMMARY_COLUMNS)
     if any(s.get("nonconverged_steps") for _, s in rows):
         columns.insert(6, NONCONVERGED_COLUMN)
@@ -60,7 +76,7 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines)
+        return "\n".join([*lines, *("", *note)] if note else lines)
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
     fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-    return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body)])
+    return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body), *note])

@@ -44,6 +44,7 @@ from typing import Literal
 import numpy as np
 
 from openg2g.core.errors import TraceError
+from openg2g.core.jsontext import json_text
 from openg2g.datacenter.fits import fit_model
 from openg2g.datacenter.library import (
     FORMAT,
@@ -401,7 +402,7 @@ def write_library(
     index = LibraryIndex(
         format=FORMAT, dt_s=DT_S, description=_DESCRIPTION, configs=list(ordered), curve_fits=list(fits)
     )
-    (out / INDEX_FILE).write_text(json.dumps(index.model_dump(mode="json"), indent=1) + "\n")
+    (out / INDEX_FILE).write_text(json_text(index.model_dump(mode="json"), str(out / INDEX_FILE), indent=1) + "\n")
     _save_npz(out / POWER_FILE, {c.key: np.asarray(arrays[c.key], dtype=np.float32) for c in ordered})
 
 

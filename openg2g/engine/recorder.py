@@ -9,7 +9,6 @@ one table. Memory stays bounded by the flush interval.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from openg2g.core.jsontext import json_text
 
 __all__ = ["TableWriter", "arrow_array", "clear_table", "write_json_atomic"]
 
@@ -57,7 +58,7 @@ def _dictionary_array(values: np.ndarray) -> pa.DictionaryArray:
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and rename."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    tmp.write_text(json_text(data, str(path)) + "\n")
     os.replace(tmp, path)
 
 

@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
+from openg2g.core.jsontext import json_text
 from openg2g.core.paths import bundled_policies_dir
 from openg2g.envs.config import EnvConfig
 
@@ -106,7 +107,7 @@ def save_policy(model: Any, path: str | Path, meta: PolicyMeta) -> Path:
     zip_path, json_path = policy_paths(path)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
     model.save(str(zip_path))
-    json_path.write_text(json.dumps(meta.model_dump(mode="json"), indent=2) + "\n")
+    json_path.write_text(json_text(meta.model_dump(mode="json"), str(json_path)) + "\n")
     return zip_path
 
 

@@ -29,6 +29,7 @@ from stable_baselines3.common.monitor import ResultsWriter
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from openg2g.core.errors import G2GError
+from openg2g.core.jsontext import json_text
 from openg2g.envs.policy import PolicyMeta, save_policy
 
 __all__ = [
@@ -230,5 +231,5 @@ class TrainRecord:
 
     def _write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2) + "\n")
+        tmp.write_text(json_text(self.data, str(self.path)) + "\n")
         tmp.replace(self.path)

@@ -260,3 +260,27 @@ def test_ranking_uses_the_cases_every_controller_ran():
     assert board.loc["y", "violation_integral_pu_s_shared"] == 1.8
     assert board.loc["x", "violation_integral_pu_s_shared"] == 1.5
     assert list(board.sort_values("rank").index) == ["x", "y", "none"]
+
+
+def test_a_run_with_non_converged_steps_ranks_as_a_failure():
+    """The issue's case: ``x`` leaves its feeder in voltage collapse, 100 of 200 grid steps not
+    converged, and its converged steps add up to only 1.59 pu.s; ``y`` converges throughout at
+    50.5 pu.s. ``x`` must not rank first on its low figure: its runs count as failures, shown."""
+    from openg2g.benchmark import case_table, leaderboard
+    from openg2g.benchmark.run import leaderboard_cells
+
+    rows = [
+        _result("a", "none", "complete", 60.0, 100.0),
+        _result("a", "x", "complete", 1.59, 100.0),
+        _result("a", "y", "complete", 50.5, 100.0),
+    ]
+    for row, failed in zip(rows, (0, 100, 0)):
+        row.update(grid_steps=200, nonconverged_steps=failed)
+    cases = case_table(pd.DataFrame(rows))
+    assert math.isnan(cases.set_index("controller").loc["x", "violation_integral_pu_s"])
+    board = leaderboard(cases, ["x", "y"])
+    assert list(board["controller"]) == ["y", "none", "x"]
+    assert list(board["n_nonconverged"]) == [0, 0, 1]
+    # no case is shared (x converged on none), so the rest rank by their means
+    assert board.attrs["n_shared"] == 0 and list(board["violation_integral_pu_s_mean"])[:2] == [50.5, 60.0]
+    assert leaderboard_cells(board)[3][:2] == ["3", "x [1 not converged]"]
