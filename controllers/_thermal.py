@@ -20,7 +20,13 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
-__all__ = ["LoadingForecast", "LoadingSensitivityCache", "ThermalParams", "branch_loading", "thermal_rows"]
+__all__ = ["MAX_LOADING_PCT", "LoadingForecast", "LoadingSensitivityCache", "ThermalParams", "branch_loading", "thermal_rows"]
+
+
+MAX_LOADING_PCT = 1000.0
+"""Highest loading limit a controller takes (%): ten times the normal rating, far past any
+emergency rating (OpenDSS's default is 150%); a larger limit constrains nothing and only hides
+that thermal limits are in effect in name alone."""
 
 
 class ThermalParams(ControllerConfig):
@@ -33,7 +39,11 @@ class ThermalParams(ControllerConfig):
         description="Branches whose loading counts, as grid_branches names them ('line.650632'); None = all.",
     )
     max_loading_pct: float = Field(
-        100.0, gt=0, allow_inf_nan=False, description="L_max: loading limit (% of the normal rating)."
+        100.0,
+        gt=0,
+        le=MAX_LOADING_PCT,
+        allow_inf_nan=False,
+        description=f"L_max: loading limit (% of the normal rating, at most {MAX_LOADING_PCT:g}).",
     )
 
     @field_validator("thermal_branches")

@@ -1063,6 +1063,94 @@ STUDY_CASES: list[Case] = [
     ]
 ]
 
+# ------------------------------------------------------------------------------- 7b. pandapower nets
+
+
+def _net(edit: Callable[[Any], None], *, pickled: bool = False, **grid: Any) -> Make:
+    """The bundled cigre_mv_ofo scenario (1 s) on pandapower's CIGRE MV net after ``edit``, saved as
+    JSON (or as a plain pickle with ``pickled``, read with ``trust_pickle``)."""
+
+    def make(tmp: Path) -> list[str]:
+        import pickle
+
+        import pandapower as pp
+        import pandapower.networks as pn
+
+        net = pn.create_cigre_network_mv()
+        edit(net)
+        name = "net.p" if pickled else "net.json"
+        if pickled:
+            (tmp / name).write_bytes(pickle.dumps(net))
+        else:
+            pp.to_json(net, str(tmp / name))
+        data = yaml.safe_load((SCENARIOS / "cigre_mv_ofo.yaml").read_text())
+        data["grid"].update(pandapower=name, **({"trust_pickle": True} if pickled else {}), **grid)
+        data["duration_s"] = 1
+        return ["validate", str(_dump(tmp / "scenario.yaml", data))]
+
+    return make
+
+
+def _set_cell(table: str, row: int, **values: Any) -> Callable[[Any], None]:
+    def edit(net: Any) -> None:
+        for column, value in values.items():
+            if isinstance(value, str):  # a word in a number column: the column holds objects
+                net[table][column] = net[table][column].astype(object)
+            net[table].loc[row, column] = value
+
+    return edit
+
+
+def _rename_buses(net: Any) -> None:
+    net.bus.index = [f"b{i}" for i in net.bus.index]
+
+
+NET_CASES: list[Case] = [
+    Case(f"net:{name}", _net(edit, pickled=name.startswith("pickle")), ("net.", "grid.pandapower", *frags))
+    for name, edit, frags in [
+        ("line-length-zero", _set_cell("line", 0, length_km=0.0), ("line 0: length_km is 0.0",)),
+        (
+            "line-impedance-zero",
+            _set_cell("line", 2, r_ohm_per_km=0.0, x_ohm_per_km=0.0),
+            ("line 2: r_ohm_per_km and x_ohm_per_km are 0",),
+        ),
+        ("line-r-nan", _set_cell("line", 1, r_ohm_per_km=float("nan")), ("line 1: r_ohm_per_km is nan",)),
+        ("line-x-inf", _set_cell("line", 1, x_ohm_per_km=float("inf")), ("line 1: x_ohm_per_km",)),
+        ("trafo-vk-zero", _set_cell("trafo", 0, vk_percent=0.0), ("trafo 0: vk_percent is 0.0",)),
+        ("bus-vn-zero", _set_cell("bus", 3, vn_kv=0.0), ("bus 3: vn_kv is 0.0",)),
+        ("ext-grid-vm-nan", _set_cell("ext_grid", 0, vm_pu=float("nan")), ("ext_grid 0: vm_pu is nan",)),
+        ("line-rating-zero", _set_cell("line", 4, max_i_ka=0.0), ("line 4: max_i_ka is 0.0",)),
+        ("line-rating-nan", _set_cell("line", 4, max_i_ka=float("nan")), ("line 4: max_i_ka is nan",)),
+        ("trafo-rating-zero", _set_cell("trafo", 1, sn_mva=0.0), ("trafo 1: sn_mva is 0.0",)),
+        ("load-p-word", _set_cell("load", 2, p_mw="lots"), ("load 2: p_mw is 'lots'",)),
+        ("line-to-missing-bus", _set_cell("line", 0, to_bus=999), ("line 0: to_bus 999 is not a bus",)),
+        ("pickle-string-bus-index", _rename_buses, ("bus: index 'b0' is not an integer",)),
+    ]
+]
+NET_CASES += [
+    Case(f"pf:{field}-tiny", _validate(f"{field}=1e-9"), (field, "between 0.5 and 1"))
+    for field in ("datacenters.0.power_factor", "grid.pv.0.power_factor", "grid.extra_loads.0.power_factor")
+]
+NET_CASES += [
+    Case(
+        "pf:powerflow-dc-tiny",
+        lambda tmp: ["powerflow", "ieee13", "--dc", "671=1@1e-9"],
+        ("--dc", "power factor must be in [0.5, 1]"),
+    ),
+    Case(
+        "thermal:max-loading-huge",
+        lambda tmp: ["validate", "ieee13_thermal_ofo", "--set", "controllers.0.params.max_loading_pct=1e308"],
+        ("controllers.0.params.max_loading_pct", "less than or equal to 1000"),
+    ),
+]
+NET_CASES.append(
+    Case(
+        "net:network-function-returns-a-set",
+        lambda tmp: ["validate", str(_scenario_file(tmp, "grid.feeder=null", "grid.pandapower=pp_elements"))],
+        ("grid.pandapower", "pp_elements returns a set, not a pandapower net"),
+    )
+)
+
 # ------------------------------------------------------------------------------- 8. command lines
 
 
@@ -1250,6 +1338,7 @@ GROUPS: list[list[Case]] = [
     TRACE_CASES,
     SWEEP_CASES,
     STUDY_CASES,
+    NET_CASES,
     CLI_CASES,
 ]
 ALL: list[Case] = [case for group in GROUPS for case in group]

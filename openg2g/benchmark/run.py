@@ -29,7 +29,14 @@ from openg2g.benchmark.spec import BASELINE, SCORES, LoadedSuite, controllers_ov
 from openg2g.core.atomic import replace_atomically, write_json_atomic, write_text_atomic
 from openg2g.sweep.engines import Engine
 from openg2g.sweep.expand import encode_value
-from openg2g.sweep.runner import execute_tasks, fingerprint, results_table, write_parquet_atomic
+from openg2g.sweep.runner import (
+    NONCONVERGED,
+    execute_tasks,
+    fingerprint,
+    not_converged,
+    results_table,
+    write_parquet_atomic,
+)
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, refuse_replacing, run_scenario_files
 
 __all__ = [
@@ -107,20 +114,25 @@ def case_table(results: pd.DataFrame) -> pd.DataFrame:
 
     ``throughput_loss_pct`` is ``100 * (1 - throughput / throughput of the same case's baseline)``
     (NaN when either run is incomplete); ``itl_deadline_miss_pct`` is the fraction of tokens over
-    their deadline in %.
+    their deadline in %. ``nonconverged_steps`` counts each run's grid steps that did not
+    converge; the scores of a run with any are NaN, as for a run that did not complete (its
+    violation figures cover the converged steps only).
     """
     df = results.copy()
     for col in ("mean_throughput_tok_s", "itl_deadline_miss_fraction", *SCORES):
         if col not in df.columns:
             df[col] = np.nan
+    if NONCONVERGED not in df.columns:
+        df[NONCONVERGED] = np.nan
     complete = df["status"] == COMPLETE
     base = df[complete & (df["controller"] == BASELINE)].set_index("case")["mean_throughput_tok_s"]
     baseline = df["case"].map(base).astype(float)
     throughput = df["mean_throughput_tok_s"].where(complete).astype(float)
     df["throughput_loss_pct"] = 100.0 * (1.0 - throughput / baseline.where(baseline > 0))
     df["itl_deadline_miss_pct"] = 100.0 * df["itl_deadline_miss_fraction"].where(complete).astype(float)
+    scored = complete & ~not_converged(df)
     for col in SCORES:
-        df[col] = df[col].where(complete).astype(float)
+        df[col] = df[col].where(scored).astype(float)
     return df
 
 
@@ -128,26 +140,32 @@ def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
     """One row for the baseline and each of ``controllers``, ranked on the cases they all share.
 
     Columns: ``rank``, ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
+    ``n_nonconverged`` (complete runs with grid steps that did not converge),
     ``violation_integral_pu_s_shared`` (its mean violation integral over the *shared* cases: those
-    that every listed controller and the baseline completed; a controller limited to some case
-    groups would otherwise be compared on easier or harder cases), then ``<score>_mean`` and
-    ``<score>_worst`` (the largest, every score being lower-is-better) over all its complete runs.
-    ``rank`` 1 is the lowest shared mean (then the lowest overall mean; ties keep the baseline
-    first, then the order of ``controllers``). The number of shared cases is ``board.attrs["n_shared"]``.
+    that every listed controller and the baseline completed with every step converged; a controller
+    limited to some case groups would otherwise be compared on easier or harder cases), then
+    ``<score>_mean`` and ``<score>_worst`` (the largest, every score being lower-is-better) over all
+    its complete, converged runs. A controller with a non-converged run is a failure: it ranks after
+    every controller without one. Among each, ``rank`` 1 is the lowest shared mean (then the lowest
+    overall mean; ties keep the baseline first, then the order of ``controllers``). The number of
+    shared cases is ``board.attrs["n_shared"]``.
     """
     names = [BASELINE, *controllers]
-    done_all = cases[cases["status"] == COMPLETE]
+    failing = not_converged(cases)
+    done_all = cases[(cases["status"] == COMPLETE) & ~failing]
     per_case = done_all.groupby("case")["controller"].agg(set)
     shared = sorted(c for c, ran in per_case.items() if set(names) <= ran)
     rows = []
     for name in names:
-        runs = cases[cases["controller"] == name]
-        done = runs[runs["status"] == COMPLETE]
+        mine = cases["controller"] == name
+        runs = cases[mine]
+        done = cases[mine & (cases["status"] == COMPLETE) & ~failing]
         on_shared = done[done["case"].isin(shared)]["violation_integral_pu_s"].dropna()
         row: dict[str, Any] = {
             "controller": name,
             "n_cases": len(runs),
-            "n_incomplete": len(runs) - len(done),
+            "n_incomplete": int((runs["status"] != COMPLETE).sum()),
+            "n_nonconverged": int(failing[mine].sum()),
             "violation_integral_pu_s_shared": float(on_shared.mean()) if len(on_shared) else np.nan,
         }
         for col in SCORES:
@@ -156,9 +174,16 @@ def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
             row[f"{col}_worst"] = float(values.max()) if len(values) else np.nan
         rows.append(row)
     board = pd.DataFrame(rows)
-    board = board.sort_values(
-        ["violation_integral_pu_s_shared", "violation_integral_pu_s_mean"], kind="stable", na_position="last"
-    ).reset_index(drop=True)
+    board = (
+        board.assign(_failed=board["n_nonconverged"] > 0)
+        .sort_values(
+            ["_failed", "violation_integral_pu_s_shared", "violation_integral_pu_s_mean"],
+            kind="stable",
+            na_position="last",
+        )
+        .drop(columns="_failed")
+        .reset_index(drop=True)
+    )
     board.insert(0, "rank", np.arange(1, len(board) + 1))
     board.attrs["n_shared"] = len(shared)
     return board
@@ -168,13 +193,15 @@ def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
     """The leaderboard as text cells, header first: rank, controller, cases, the violation integral
     on the shared cases (the ranking), then ``mean (worst)`` per score.
 
-    A controller with runs that did not complete is marked ``[n incomplete]``; a score without any
-    complete run is ``-``.
+    A controller with runs that did not complete is marked ``[n incomplete]``, one with runs whose
+    grid steps did not all converge ``[n not converged]``; a score without any complete, converged
+    run is ``-``.
     """
     shared = f"violation pu.s, {board.attrs.get('n_shared', '?')} shared cases"
     lines = [["rank", "controller", "cases", shared, *(f"{_SHORT[col]} mean (worst)" for col in SCORES)]]
     for _, row in board.iterrows():
         name = str(row["controller"]) + (f" [{row['n_incomplete']} incomplete]" if row["n_incomplete"] else "")
+        name += f" [{row['n_nonconverged']} not converged]" if row["n_nonconverged"] else ""
         on_shared = float(row["violation_integral_pu_s_shared"])
         cells = [str(row["rank"]), name, str(row["n_cases"]), "-" if math.isnan(on_shared) else f"{on_shared:.4g}"]
         for col in SCORES:

@@ -12,11 +12,11 @@ file named.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from openg2g.cli.table import delta_columns, format_deltas, format_table
+from openg2g.core.jsontext import json_text
 
 __all__ = ["register"]
 
@@ -41,7 +41,9 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         runs = dict(rows)
         print(
-            json.dumps(runs if baseline is None else {"runs": runs, "baseline": baseline, "deltas": deltas}, indent=2)
+            json_text(
+                runs if baseline is None else {"runs": runs, "baseline": baseline, "deltas": deltas}, "compare --json"
+            )
         )
     else:
         print(format_table(rows, markdown=args.markdown))

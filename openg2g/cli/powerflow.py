@@ -10,13 +10,14 @@ name such as ``case118``, see :mod:`openg2g.grid.nets.source`), solved balanced
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openg2g.core.config import MIN_POWER_FACTOR
 from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.core.jsontext import json_text
 
 if TYPE_CHECKING:
     from openg2g.core.state import GridState
@@ -38,8 +39,8 @@ def parse_dc(text: str) -> tuple[str, float, float]:
         raise ValueError(f"--dc {text!r}: expected BUS=MW or BUS=MW@PF, e.g. 671=3@0.95") from None
     if not (mw >= 0 and math.isfinite(mw)):
         raise ValueError(f"--dc {text!r}: MW must be >= 0")
-    if not 0 < pf <= 1:
-        raise ValueError(f"--dc {text!r}: power factor must be in (0, 1]")
+    if not MIN_POWER_FACTOR <= pf <= 1:
+        raise ValueError(f"--dc {text!r}: power factor must be in [{MIN_POWER_FACTOR}, 1]")
     return bus.strip(), mw, pf
 
 
@@ -137,7 +138,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({bp: round(float(v), 6) for bp, v in zip(state.bus_phases, state.v_pu)}))
+        print(
+            json_text(
+                {bp: round(float(v), 6) for bp, v in zip(state.bus_phases, state.v_pu)}, "powerflow --json", indent=None
+            )
+        )
         return 0
     by_bus: dict[str, dict[str, float]] = {}
     for bp, v in zip(state.bus_phases, state.v_pu):

@@ -46,7 +46,11 @@ def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) 
     """Print the first ``limit`` rows of a results table: id, parameters, status, key figures."""
     import pandas as pd
 
-    cols = ["run_id", *param_names, "status", *(c for c in _SHOW if c in table.columns)]
+    from openg2g.sweep.runner import NONCONVERGED, not_converged
+
+    failing = not_converged(table)
+    shown = [*_SHOW, NONCONVERGED] if failing.any() else list(_SHOW)
+    cols = ["run_id", *param_names, "status", *(c for c in shown if c in table.columns)]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table[cols].head(limit).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if len(table) > limit:
@@ -54,6 +58,12 @@ def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) 
     bad = table[table["status"] != "complete"]
     for _, row in bad.head(10).iterrows():
         print(f"{row['run_id']}: {row['status']}: {row['error']}", file=sys.stderr)
+    for _, row in table[failing].head(10).iterrows():
+        print(
+            f"{row['run_id']}: {int(row[NONCONVERGED])} of {int(row['grid_steps'])} grid steps did not converge: "
+            "its voltage figures cover the converged steps only",
+            file=sys.stderr,
+        )
 
 
 def _sweep(args: argparse.Namespace) -> int:

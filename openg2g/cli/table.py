@@ -11,6 +11,7 @@ from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 
 __all__ = [
     "NONCONVERGED_COLUMN",
+    "RATING_NOTE",
     "SUMMARY_COLUMNS",
     "UNCALIBRATED_CAPS_COLUMN",
     "delta_columns",
@@ -27,7 +28,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("v_min_pu", "Vmin (pu)", "{:.4f}"),
     ("v_max_pu", "Vmax (pu)", "{:.4f}"),
     ("max_loading_pct", "max loading (%)", "{:.1f}"),
-    ("max_loading_branch", "worst branch", "{}"),
+    ("max_loading_branch", "worst branch", "{}"),  # "*": rated at OpenDSS's default (RATING_NOTE)
     ("overload_integral_pct_s", "overload (%.s)", "{:.1f}"),
     ("mean_throughput_tok_s", "throughput (tok/s)", "{:,.0f}"),
     ("itl_deadline_miss_fraction", "ITL misses (%)", "{:.2%}"),
@@ -58,8 +59,24 @@ UNCALIBRATED_CAPS_COLUMN = ("power_caps_below_calibration", f"caps < {CAP_CALIBR
 an extrapolation."""
 
 
+RATING_NOTE = (
+    "* rated at OpenDSS's default (400 A a line): the feeder file gives no rating; set one in grid.branch_ratings"
+)
+"""Said under a table whose worst branch is marked ``*`` (as ``openg2g powerflow`` marks default ratings)."""
+
+
+def _marked(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``summary`` with its worst branch marked ``*`` when that branch's rating is a default."""
+    if summary.get("max_loading_rating") != "default":
+        return summary
+    return {**summary, "max_loading_branch": f"{summary['max_loading_branch']}*"}
+
+
 def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
-    """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text."""
+    """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text. A worst
+    branch rated at OpenDSS's default is marked ``*``, with :data:`RATING_NOTE` below the table."""
+    note = [RATING_NOTE] if any(s.get("max_loading_rating") == "default" for _, s in rows) else []
+    rows = [(label, _marked(s)) for label, s in rows]
     columns = list(SUMMARY_COLUMNS)
     if any(s.get("nonconverged_steps") for _, s in rows):
         columns.insert(6, NONCONVERGED_COLUMN)
@@ -67,18 +84,19 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
         columns.append(UNCALIBRATED_CAPS_COLUMN)
     headers = ["run", *(h for _, h, _ in columns)]
     body = [[label, *(_cell(s.get(k), f) for k, _, f in columns)] for label, s in rows]
-    return _layout(headers, body, markdown)
+    return _layout(headers, body, markdown, note)
 
 
-def _layout(headers: Sequence[str], body: Sequence[Sequence[str]], markdown: bool) -> str:
-    """Header and rows as Markdown or as aligned plain text (first column left, others right)."""
+def _layout(headers: Sequence[str], body: Sequence[Sequence[str]], markdown: bool, note: Sequence[str] = ()) -> str:
+    """Header and rows as Markdown or as aligned plain text (first column left, others right), then
+    the ``note`` lines."""
     if markdown:
         lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines)
+        return "\n".join([*lines, *("", *note)] if note else lines)
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
     fmt_row = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-    return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body)])
+    return "\n".join([fmt_row(headers), fmt_row(["-" * w for w in widths]), *map(fmt_row, body), *note])
 
 
 def delta_columns() -> list[tuple[str, str, str]]:

@@ -12,12 +12,12 @@ Errors print one message on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from openg2g.core.errors import TraceError
+from openg2g.core.jsontext import json_text
 
 __all__ = ["register"]
 
@@ -87,7 +87,7 @@ def _fmt(value: object, spec: str) -> str:
 def _list(args: argparse.Namespace) -> int:
     rows = _rows(args.library)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json_text(rows, "traces list --json", indent=1))
         return 0
     header = f"{'model':<18}{'gpus':>5}{'batch':>6}{'power (W)':>11}{'med ITL (s)':>12}{'p99 ITL (s)':>12}"
     header += f"{'tok/s':>9}{'dur (s)':>9}  source"

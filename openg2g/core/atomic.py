@@ -13,12 +13,13 @@ checkpoint lookups) skip it.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from openg2g.core.jsontext import json_text
 
 __all__ = ["replace_atomically", "write_json_atomic", "write_text_atomic"]
 
@@ -49,5 +50,6 @@ def write_text_atomic(path: Path | str, text: str) -> None:
 
 
 def write_json_atomic(path: Path | str, data: Mapping[str, Any], indent: int = 2) -> None:
-    """Replace ``path`` with ``data`` as JSON through :func:`replace_atomically`."""
-    write_text_atomic(path, json.dumps(data, indent=indent) + "\n")
+    """Replace ``path`` with ``data`` as standard JSON (:func:`~openg2g.core.jsontext.json_text`)
+    through :func:`replace_atomically`."""
+    write_text_atomic(path, json_text(data, str(path), indent=indent) + "\n")

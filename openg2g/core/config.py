@@ -15,14 +15,25 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    field_validator,
+)
 
 from openg2g.core.limits import MAX_DURATION_S
 
 __all__ = [
     "MAX_KW",
+    "MIN_POWER_FACTOR",
     "ConfigModel",
     "Name",
+    "PowerFactor",
     "Seconds",
     "VoltageDependence",
     "check_run_time",
@@ -90,6 +101,24 @@ Seconds = Annotated[
 
 MAX_KW = 1_000_000.0
 """Largest power of one load, generator or battery (kW): a gigawatt."""
+
+MIN_POWER_FACTOR = 0.5
+"""Lowest power factor of a load, generator or site: reactive power up to 1.73 times the real power.
+Below it the reactive power of a few kW reaches megavars (pf 1e-9: 1e9 times the real power), which
+no feeder carries: the first power flow would fail instead of validate."""
+
+
+def _power_factor(value: float) -> float:
+    if value < MIN_POWER_FACTOR:
+        raise ValueError(
+            f"a power factor is between {MIN_POWER_FACTOR} and 1, got {value!r}: below {MIN_POWER_FACTOR} "
+            f"a load draws more than {math.tan(math.acos(MIN_POWER_FACTOR)):.2f} var per W"
+        )
+    return value
+
+
+PowerFactor = Annotated[float, Field(le=1), AfterValidator(_power_factor)]
+"""A power factor (lagging, 1 = unity), from :data:`MIN_POWER_FACTOR` to 1."""
 
 
 def _numeric(annotation: Any) -> bool:

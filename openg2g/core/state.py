@@ -6,7 +6,7 @@ change what the engine records. Phases are always ordered ``a, b, c``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -337,6 +337,18 @@ class BranchSet:
     def starts(self) -> np.ndarray:
         """Index of each branch's first conductor (for ``np.maximum.reduceat``)."""
         return np.searchsorted(self.branch, np.arange(len(self.names)))
+
+    def rating_sources(self, set_by_scenario: Collection[str] = ()) -> tuple[str, ...]:
+        """Per branch, where its normal rating comes from: ``"scenario"`` (named in
+        ``set_by_scenario``, the scenario's ``grid.branch_ratings``; case-insensitive), ``"default"``
+        (a conductor's rating is OpenDSS's default, the feeder file giving none: 400 A on a line) or
+        ``"file"`` (the feeder file or pandapower net)."""
+        chosen = {name.lower() for name in set_by_scenario}
+        default = np.logical_or.reduceat(self.default_rating, self.starts) if len(self) else np.zeros(0, bool)
+        return tuple(
+            "scenario" if name.lower() in chosen else "default" if bool(d) else "file"
+            for name, d in zip(self.names, default.tolist())
+        )
 
     def loading_slopes_pct(self, current_a: np.ndarray, slopes_a: np.ndarray) -> np.ndarray:
         """Derivatives of each branch's loading (% per unit of ``x``, ``(n_branches, k)``) from

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
-from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
+from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
 from openg2g.core.limits import MAX_DURATION_S
 
 __all__ = ["ModelSpec", "SiteSpec", "TrainingSpec"]
@@ -120,7 +120,7 @@ class SiteSpec(VoltageDependence):
     name: Name = Field(description="Site name (commands and outputs use it).")
     bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
     traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
-    power_factor: float = Field(0.95, gt=0, le=1, description="Facility power factor (lagging).")
+    power_factor: PowerFactor = Field(0.95, description="Facility power factor (lagging; at least 0.5).")
     pue: float = Field(1.0, ge=1, le=5, description="Power usage effectiveness: facility power / IT power.")
     base_load_kw_per_phase: float = Field(0.0, ge=0, le=MAX_KW, description="Constant non-GPU load per phase (kW).")
     gpu_capacity: int | None = Field(

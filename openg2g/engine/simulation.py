@@ -581,6 +581,20 @@ class Simulation:
         """True once the scenario's end has been simulated."""
         return self._started and self._now >= self._end_ticks
 
+    def _rating_figures(self) -> dict[str, Any]:
+        """Where the ratings that loading is measured against come from (:meth:`BranchSet.rating_sources`):
+        ``max_loading_rating`` for the most loaded branch, ``branch_rating_sources`` the number of
+        branches per source; nothing for a grid that reports no branches."""
+        if self._branches is None:
+            return {}
+        sources = self._branches.rating_sources(self.scenario.grid.branch_ratings)
+        by_name = dict(zip(self._branches.names, sources))
+        worst = self.metrics.max_loading_branch
+        return {
+            "max_loading_rating": by_name.get(worst) if worst is not None else None,
+            "branch_rating_sources": {s: sources.count(s) for s in ("file", "default", "scenario")},
+        }
+
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``."""
         sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
@@ -591,6 +605,7 @@ class Simulation:
             "duration_s": float(self.scenario.duration_s),
             "wall_time_s": time.perf_counter() - self._wall_start,
             **self.metrics.summary(),
+            **self._rating_figures(),
             "n_commands": self._n_commands,
             "power_caps_below_calibration": self._caps_below_calibration,
             "lowest_power_cap_w_per_gpu": self._lowest_cap_w,

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from openg2g.core.config import MAX_KW, ConfigModel, Name, VoltageDependence
+from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
 from openg2g.core.errors import UnknownNameError
 
 __all__ = [
@@ -124,7 +124,7 @@ class PVSpec(VoltageDependence):
     bus: Name
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=_all_phases)
     kw: float = Field(gt=0, le=MAX_KW, description="Rated AC output over all phases (kW).")
-    power_factor: float = Field(1.0, gt=0, le=1, description="Output power factor (1 = unity).")
+    power_factor: PowerFactor = Field(1.0, description="Output power factor (1 = unity; at least 0.5).")
     profile: str | None = Field(
         None,
         description=(
@@ -161,7 +161,7 @@ class ExtraLoadSpec(VoltageDependence):
     name: Name
     bus: Name
     kw_per_phase: float = Field(ge=0, le=MAX_KW)
-    power_factor: float = Field(0.95, gt=0, le=1)
+    power_factor: PowerFactor = Field(0.95, description="Power factor (lagging; at least 0.5).")
     phases: list[Literal["a", "b", "c"]] = Field(default_factory=_all_phases)
     profile: str | None = Field(
         None, description="CSV with columns t_s, scale (>= 0), like a PV profile; None = constant."

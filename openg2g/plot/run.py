@@ -13,7 +13,6 @@ written when Ctrl-C came.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property

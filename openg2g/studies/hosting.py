@@ -67,7 +67,7 @@ from openg2g.studies.common import (
 )
 from openg2g.studies.search import RangeSearch
 from openg2g.sweep.engines import Engine
-from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
+from openg2g.sweep.runner import NONCONVERGED, execute_tasks, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, run_scenario_files
 
@@ -252,14 +252,15 @@ _VOLTAGE_PARTS = (
 def broken_limits(record: Mapping[str, Any], config: HostingConfig) -> list[tuple[str, str | None]]:
     """The limits a run broke, as ``(limit, element)`` pairs; empty when the size is hosted.
 
-    ``limit`` is ``failed`` (the run did not complete), ``undervoltage`` or ``overvoltage`` (that
+    ``limit`` is ``failed`` (the run did not complete, or some of its grid steps did not converge:
+    its voltage figures then cover the converged steps only), ``undervoltage`` or ``overvoltage`` (that
     part of the violation integral is above ``tolerance_pu_s``, with the bus-phase of Vmin or
     Vmax; ``voltage``, unnamed, when the summary does not split the integral and the whole is
     above it) or ``thermal`` (the overload integral is above ``overload_tolerance_pct_s``, with
     the most loaded branch).
     """
     summary = record.get("summary") or {}
-    if record["status"] != COMPLETE or summary.get("violation_integral_pu_s") is None:
+    if record["status"] != COMPLETE or summary.get("violation_integral_pu_s") is None or summary.get(NONCONVERGED):
         return [("failed", None)]
     broken: list[tuple[str, str | None]] = []
     if all(summary.get(part) is None for _, part, _ in _VOLTAGE_PARTS):

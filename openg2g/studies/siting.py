@@ -33,7 +33,7 @@ from openg2g.studies.common import (
 )
 from openg2g.studies.spec import SitingSpec
 from openg2g.sweep.engines import Engine
-from openg2g.sweep.runner import execute_tasks, results_table, write_parquet_atomic
+from openg2g.sweep.runner import execute_tasks, not_converged, results_table, write_parquet_atomic
 from openg2g.sweep.spec import SweepError
 from openg2g.sweep.tasks import RunFn, RunTask, run_scenario_files
 
@@ -89,10 +89,11 @@ def siting_settings(
 
 def rank_placements(table: pd.DataFrame) -> pd.DataFrame:
     """Sort per controller by violation integral (ascending), then throughput (descending), then
-    lowest voltage (descending, the margin left); add ``rank``. Runs that did not complete rank last.
+    lowest voltage (descending, the margin left); add ``rank``. Runs that did not complete, or
+    whose grid steps did not all converge (:func:`~openg2g.sweep.runner.not_converged`), rank last.
     """
     df = table.copy()
-    df["_bad"] = df["status"] != "complete"
+    df["_bad"] = (df["status"] != "complete") | not_converged(df)
     keys = ["controller", "_bad", "violation_integral_pu_s", "mean_throughput_tok_s", "v_min_pu"]
     keys = [k for k in keys if k in df.columns]
     df = df.sort_values(

@@ -27,12 +27,14 @@ from openg2g.core.progress import progress_bar
 from openg2g.sweep.engines import Engine, make_engine
 from openg2g.sweep.expand import expand_parameters, point_overrides, run_ids
 from openg2g.sweep.spec import LoadedSweep, load_sweep
-from openg2g.sweep.tasks import RunFn, RunTask, completed_record, refuse_replacing, run_scenario_files
+from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, completed_record, refuse_replacing, run_scenario_files
 
 __all__ = [
+    "NONCONVERGED",
     "SweepResult",
     "execute_tasks",
     "fingerprint",
+    "not_converged",
     "plan_sweep",
     "results_table",
     "run_sweep",
@@ -40,6 +42,20 @@ __all__ = [
 ]
 
 _DROP_SUMMARY = ("status", "error")
+
+NONCONVERGED = "nonconverged_steps"
+"""The summary figure (and table column) counting a run's grid steps that did not converge."""
+
+
+def not_converged(table: pd.DataFrame) -> pd.Series:
+    """Per row of a results table, True for a complete run some of whose grid steps did not
+    converge (``grid.on_nonconvergence: flag``). Its voltage figures cover the converged steps
+    only (a feeder in voltage collapse looks nearly free of violations), so every table that ranks
+    runs counts it as a failure, after every fully converged run."""
+    if NONCONVERGED not in table.columns:
+        return pd.Series(False, index=table.index)
+    steps = pd.to_numeric(table[NONCONVERGED], errors="coerce").fillna(0)
+    return (table["status"] == COMPLETE) & (steps > 0)
 
 
 @dataclass

@@ -287,3 +287,27 @@ def test_a_selection_that_matches_nothing_is_refused_with_the_names(tmp_path, ca
     assert "--controllers pid: matches nothing; names: rule_based, ofo" in err
     assert main(["benchmark", str(path), "--cases", "t34", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "--cases t34: matches nothing; names: t13" in capsys.readouterr().err
+
+
+def test_a_run_with_non_converged_steps_ranks_as_a_failure():
+    """The issue's case: ``x`` leaves its feeder in voltage collapse, 100 of 200 grid steps not
+    converged, and its converged steps add up to only 1.59 pu.s; ``y`` converges throughout at
+    50.5 pu.s. ``x`` must not rank first on its low figure: its runs count as failures, shown."""
+    from openg2g.benchmark import case_table, leaderboard
+    from openg2g.benchmark.run import leaderboard_cells
+
+    rows = [
+        _result("a", "none", "complete", 60.0, 100.0),
+        _result("a", "x", "complete", 1.59, 100.0),
+        _result("a", "y", "complete", 50.5, 100.0),
+    ]
+    for row, failed in zip(rows, (0, 100, 0)):
+        row.update(grid_steps=200, nonconverged_steps=failed)
+    cases = case_table(pd.DataFrame(rows))
+    assert math.isnan(cases.set_index("controller").loc["x", "violation_integral_pu_s"])
+    board = leaderboard(cases, ["x", "y"])
+    assert list(board["controller"]) == ["y", "none", "x"]
+    assert list(board["n_nonconverged"]) == [0, 0, 1]
+    # no case is shared (x converged on none), so the rest rank by their means
+    assert board.attrs["n_shared"] == 0 and list(board["violation_integral_pu_s_mean"])[:2] == [50.5, 60.0]
+    assert leaderboard_cells(board)[3][:2] == ["3", "x [1 not converged]"]

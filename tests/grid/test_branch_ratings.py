@@ -140,3 +140,36 @@ def test_a_pandapower_net_keeps_its_own_ratings(net: str) -> None:
     spec = GridSpec.model_validate({"pandapower": net, "branch_ratings": {"line.1": {"normal_a": 500}}})
     problems = validate_grid(spec, [])
     assert ("grid.branch_ratings", NET_RATINGS) in problems
+
+
+def test_each_rating_says_where_it_comes_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A line the scenario rates is ``scenario``, a line ieee13.dss gives no rating OpenDSS's 400 A
+    ``default``, a transformer (rated by its kVA in the file) ``file``. A run's summary says so for its most loaded branch and counts the branches per
+    source; its table marks a default-rated worst branch ``*``, as ``openg2g powerflow`` does."""
+    _, state = _grid(branch_ratings={"LINE.650632": {"normal_a": 500, "emergency_a": 700}})
+    assert state.branches is not None
+    sources = dict(zip(state.branches.names, state.branches.rating_sources(["LINE.650632"])))
+    assert sources["line.650632"] == "scenario" and sources["line.632645"] == "default"
+    assert sources["transformer.sub"] == "file" and sources["transformer.xfm1"] == "file"
+
+    scenario = yaml.safe_load((Path(__file__).parents[2] / "scenarios" / "ieee13_thermal_ofo.yaml").read_text())
+    runs = {}
+    for name, ratings in (("unrated", {}), ("rated", {"line.650632": {"normal_a": 500, "emergency_a": 700}})):
+        scenario["grid"]["branch_ratings"] = ratings
+        scenario.update(duration_s=1, controllers=[])
+        scenario["outputs"] = {"plots": False}
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(scenario))
+        assert main(["run", str(path), "--out", str(tmp_path / name), "--no-progress"]) == 0
+        runs[name] = (yaml.safe_load((tmp_path / name / "summary.json").read_text()), capsys.readouterr().out)
+    (unrated, table), (rated, rated_table) = runs["unrated"], runs["rated"]
+    assert unrated["max_loading_branch"] == "line.650632" and unrated["max_loading_rating"] == "default"
+    assert "line.650632*" in table and "rated at OpenDSS's default (400 A a line)" in table
+    n_branches = sum(unrated["branch_rating_sources"].values())
+    assert (
+        rated["branch_rating_sources"]["scenario"]
+        == 1
+        == unrated["branch_rating_sources"]["default"] - (rated["branch_rating_sources"]["default"])
+    )
+    assert sum(rated["branch_rating_sources"].values()) == n_branches
+    assert "line.650632*" not in rated_table

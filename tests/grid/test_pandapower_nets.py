@@ -406,3 +406,24 @@ def test_site_transformers_are_refused_on_feeders_and_for_unknown_sites() -> Non
     assert field == "grid.site_transformers.dcx" and "no datacenter site 'dcx'" in msg
     with pytest.raises(ValidationError, match="vkr_percent <= vk_percent"):
         GridSpec(pandapower="case118", site_transformers={"dc1": {**t, "vkr_percent": 7}})
+
+
+def test_a_solution_on_the_lower_branch_is_not_converged() -> None:
+    """10 MW at Bus 14 of the CIGRE MV net has two power-flow solutions: Vmin 0.80 pu and, from a
+    warm start left by a collapsed step, a lower-branch one at Vmin 0.23 pu. Under half the source
+    voltage (:data:`LOWER_BRANCH_PU`) no load is on its upper branch: flagged, never accepted."""
+    from openg2g.grid.nets.balanced import LOWER_BRANCH_PU
+
+    net = net_of("create_cigre_network_mv")
+    spec = GridSpec(pandapower="create_cigre_network_mv", on_nonconvergence="flag")
+    grid = PandapowerGrid(net, "cigre", spec, [Site("dc1", "Bus 14")])
+    load = {"dc1": site_state("dc1", 10.0)}
+    upper = grid.solve(0.0, load, 0.1)
+    assert upper.converged and 0.80 < float(np.min(upper.v_pu)) < 0.81
+    s_spec = grid.injections([0.1], [load])
+    start = grid.case.solve(s_spec).v[:, 0].copy()
+    start[grid.case.pp_bus[grid.names.bus("Bus 14")]] = 0.2  # the site's bus left collapsed
+    lower = grid.case.solve(s_spec, start)
+    assert lower.converged[0] and np.abs(lower.v).min() < LOWER_BRANCH_PU
+    grid._v_last = start  # the warm start a collapsed step leaves
+    assert not grid.solve(0.1, load, 0.1).converged

@@ -81,6 +81,8 @@ LOOSE = HostingConfig(buses=["x"], tolerance_pu_s=0.5, overload_tolerance_pct_s=
         (TIGHT, {"violation_integral_pu_s": 0.1}, [("voltage", None)]),
         # a grid that reports no branches: voltages only
         (TIGHT, {"violation_integral_pu_s": 0.0, "overload_integral_pct_s": None}, []),
+        # half the steps in voltage collapse: the low integral of the rest hosts nothing
+        (TIGHT, {"violation_integral_pu_s": 0.0, "grid_steps": 200, "nonconverged_steps": 100}, [("failed", None)]),
     ],
 )
 def test_broken_limits_by_hand(config: HostingConfig, summary: dict, expected: list) -> None:

@@ -198,3 +198,24 @@ def test_a_mix_naming_an_unknown_model_is_rejected():
 
     with pytest.raises(SweepError, match="not served"):
         model_mix({"name": "s", "models": [{"model": "m1", "replicas": 4}]}, {"m9": 1})
+
+
+def test_a_placement_with_non_converged_steps_ranks_after_every_converged_one():
+    """Bus 680 looks best on its converged steps (1.59 pu.s) but half its steps did not converge."""
+    import pandas as pd
+
+    from openg2g.studies.siting import rank_placements
+
+    table = pd.DataFrame(
+        {
+            "controller": ["none"] * 3,
+            "placement": ["671", "675", "680"],
+            "status": ["complete"] * 3,
+            "violation_integral_pu_s": [50.5, 60.0, 1.59],
+            "mean_throughput_tok_s": [1.0, 1.0, 1.0],
+            "v_min_pu": [0.9, 0.9, 0.17],
+            "nonconverged_steps": [0, 0, 100],
+        }
+    )
+    ranked = rank_placements(table)
+    assert list(ranked["placement"]) == ["671", "675", "680"] and list(ranked["rank"]) == [1, 2, 3]

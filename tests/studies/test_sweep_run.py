@@ -112,3 +112,26 @@ def test_plan_overrides_put_fixed_settings_first(toy_sweep, tmp_path):
     toy_sweep.write_text(text)
     tasks = plan_sweep(load_sweep(toy_sweep), tmp_path / "o")
     assert tasks[0].overrides == ("outputs.plots=false", "toy.limit_mw=3", "toy.mw=0.5", "seed=0")
+
+
+def test_the_sweep_table_shows_non_converged_steps(capsys):
+    """A run whose feeder collapsed on half its steps shows that count beside its (partial) figures."""
+    import pandas as pd
+
+    from openg2g.cli.sweep import print_results
+
+    table = pd.DataFrame(
+        {
+            "run_id": ["r0", "r1"],
+            "bus": ["671", "680"],
+            "status": ["complete", "complete"],
+            "error": [None, None],
+            "violation_integral_pu_s": [50.5, 1.59],
+            "grid_steps": [200, 200],
+            "nonconverged_steps": [0, 100],
+        }
+    )
+    print_results(table, ["bus"])
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split()[-1] == "nonconverged_steps" and out.splitlines()[2].split()[-1] == "100"
+    assert err == "r1: 100 of 200 grid steps did not converge: its voltage figures cover the converged steps only\n"

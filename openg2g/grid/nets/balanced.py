@@ -55,7 +55,7 @@ from openg2g.grid.nets.source import NET_RATINGS, BusNames, load_net
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
 
-__all__ = ["PandapowerGrid", "check_net_spec"]
+__all__ = ["LOWER_BRANCH_PU", "PandapowerGrid", "check_net_spec"]
 
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one call (bounds memory on long batches)."""
@@ -64,6 +64,21 @@ _SQRT3 = math.sqrt(3.0)
 
 _FEEDER_ONLY = ("regulators", "capacitors", "pv", "storage", "extra_loads")
 """Grid options of feeders that a pandapower net does not take (its own elements stand for them)."""
+
+
+LOWER_BRANCH_PU = 0.5
+"""A solution with an energized bus below this voltage (pu) counts as not converged. A load fed at
+voltage E through any impedance reaches the nose of its P-V curve at ``E / (2 cos((theta - phi) / 2))``
+or above (theta the impedance angle, phi the load's), never below E / 2: a Newton solution under
+half the source voltage lies on the lower branch, a state no network operates in, and a warm start
+after a collapsed step can land there."""
+
+
+def _upper_branch(v: np.ndarray) -> np.ndarray:
+    """Per column of solved voltages ``v`` (pu, ``(n_bus, K)``), whether every energized bus (a
+    nonzero voltage) is at :data:`LOWER_BRANCH_PU` or above."""
+    magnitude = np.abs(v)
+    return np.all((magnitude >= LOWER_BRANCH_PU) | (magnitude == 0), axis=0)
 
 
 def check_net_spec(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]) -> list[tuple[str, str]]:
@@ -378,11 +393,12 @@ class PandapowerGrid(GridBackend):
             chunk_loads = list(loads[start : start + _BATCH_COLUMNS])
             s_spec = self.injections(chunk_t, chunk_loads)
             sol = self.case.solve(s_spec, self._v_last)
-            if not sol.converged.all() and self.spec.on_nonconvergence == "stop":
-                j = int(np.flatnonzero(~sol.converged)[0])
+            converged = sol.converged & _upper_branch(sol.v)
+            if not converged.all() and self.spec.on_nonconvergence == "stop":
+                j = int(np.flatnonzero(~converged)[0])
                 raise self._failed(chunk_t[j], chunk_loads[j])
-            out.extend(self._states(chunk_t, s_spec, sol.v, sol.converged))
-            good = np.flatnonzero(sol.converged)
+            out.extend(self._states(chunk_t, s_spec, sol.v, converged))
+            good = np.flatnonzero(converged)
             if good.size:
                 self._v_last = sol.v[:, good[-1]].copy()
                 self._sens_cache.clear()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openg2g.core.errors import FeederError
+from openg2g.grid.nets.tables import MAX_PROBLEMS, net_table_problems
 
 NET_RATINGS = "a pandapower net's loading is against its own ratings: set line.max_i_ka and trafo.sn_mva in the net"
 """Why ``grid.branch_ratings`` is refused on a pandapower net."""
@@ -144,9 +145,16 @@ def _read_file(path: Path, trust_pickle: bool) -> pandapowerNet:
         raise FeederError(
             f"grid.pandapower: {str(path)!r} is not a pandapower net ({type(exc).__name__}: {exc})"
         ) from None
-    if not isinstance(net, pp.pandapowerNet) or not hasattr(net, "bus"):
+    if not _is_net(net):
         raise FeederError(f"grid.pandapower: {str(path)!r} holds a {type(net).__name__}, not a pandapower net")
     return net
+
+
+def _is_net(value: object) -> bool:
+    """Whether ``value`` is a pandapower net with a bus table."""
+    import pandapower as pp
+
+    return isinstance(value, pp.pandapowerNet) and hasattr(value, "bus")
 
 
 def _checked_json(path: Path) -> object:
@@ -272,6 +280,10 @@ def load_net(source: str, base_dir: Path | None = None, trust_pickle: bool = Fal
         fn = _network_function(source)
         with quiet_pandapower():
             net = fn() if fn is not None else _simbench(source)  # type: ignore[operator]
+        if net is not None and not _is_net(net):
+            raise FeederError(
+                f"grid.pandapower: pandapower.networks.{source} returns a {type(net).__name__}, not a pandapower net"
+            )
         if net is None and looks_like_simbench_code(source) and importlib.util.find_spec("simbench") is None:
             raise FeederError(
                 f"grid.pandapower: {source!r} looks like a SimBench code, and the simbench package is not "
@@ -296,11 +308,16 @@ def load_net(source: str, base_dir: Path | None = None, trust_pickle: bool = Fal
 def check_net(net: pandapowerNet, label: str) -> None:
     """Refuse a net the balanced backend cannot solve exactly.
 
-    :raises FeederError: no in-service external grid, or a load with a voltage-dependent
-        (constant impedance or current) share.
+    :raises FeederError: a value of its tables a power flow cannot use (naming table, row and
+        column: :func:`~openg2g.grid.nets.tables.net_table_problems`), no in-service external grid,
+        or a load with a voltage-dependent (constant impedance or current) share.
     """
     if not len(net.bus):
         raise FeederError(f"grid.pandapower: net {label!r} has no bus")
+    problems = net_table_problems(net)
+    if problems:
+        more = f"; and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+        raise FeederError(f"grid.pandapower: net {label!r}: " + "; ".join(problems[:MAX_PROBLEMS]) + more)
     if "ext_grid" not in net or not net.ext_grid["in_service"].astype(bool).any():
         raise FeederError(
             f"grid.pandapower: net {label!r} has no in-service external grid (net.ext_grid): "
