@@ -40,6 +40,7 @@ from openg2g.sweep.runner import (
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, refuse_replacing, run_scenario_files
 
 __all__ = [
+    "RANK_KEYS",
     "SCORES",
     "BenchmarkResult",
     "case_table",
@@ -136,55 +137,64 @@ def case_table(results: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+RANK_KEYS = ("violation_integral_pu_s_shared", "throughput_loss_pct_shared", "itl_deadline_miss_pct_shared")
+"""The leaderboard's ranking, in order: means over the cases every controller completed."""
+
+
 def leaderboard(cases: pd.DataFrame, controllers: list[str]) -> pd.DataFrame:
     """One row for the baseline and each of ``controllers``, ranked on the cases they all share.
 
     Columns: ``rank``, ``controller``, ``n_cases`` (cases it ran on), ``n_incomplete``,
     ``n_nonconverged`` (complete runs with grid steps that did not converge),
     ``violation_integral_pu_s_shared`` (its mean violation integral over the *shared* cases: those
-    that every listed controller and the baseline completed with every step converged; a controller
-    limited to some case groups would otherwise be compared on easier or harder cases), then
+    that every listed controller and the baseline without a non-converged run completed with every
+    step converged; a controller limited to some case groups would otherwise be compared on easier
+    or harder cases), then
     ``<score>_mean`` and ``<score>_worst`` (the largest, every score being lower-is-better) over all
-    its complete, converged runs. A controller with a non-converged run is a failure: it ranks after
-    every controller without one. Among each, ``rank`` 1 is the lowest shared mean (then the lowest
-    overall mean; ties keep the baseline first, then the order of ``controllers``). The number of
-    shared cases is ``board.attrs["n_shared"]``.
+    its complete, converged runs, and :data:`RANK_KEYS`' other shared means. A controller with a
+    non-converged run is a failure: it ranks after every controller without one. Among each, the
+    ranking compares only figures over the same cases: the shared violation integral, then the
+    shared throughput loss, then the shared ITL misses (a mean over each controller's own cases
+    would set a controller limited to easy cases above one that ran them all). Controllers equal on
+    all of them share a rank (``1, 1, 3``) and are marked ``tied``; listed in the order of
+    ``controllers``, the baseline first. The number of shared cases is ``board.attrs["n_shared"]``.
     """
     names = [BASELINE, *controllers]
     failing = not_converged(cases)
     done_all = cases[(cases["status"] == COMPLETE) & ~failing]
     per_case = done_all.groupby("case")["controller"].agg(set)
-    shared = sorted(c for c, ran in per_case.items() if set(names) <= ran)
+    contenders = set(names) - set(cases.loc[failing, "controller"])  # a failure ranks after them anyway
+    shared = sorted(c for c, ran in per_case.items() if contenders <= ran)
     rows = []
     for name in names:
         mine = cases["controller"] == name
         runs = cases[mine]
         done = cases[mine & (cases["status"] == COMPLETE) & ~failing]
-        on_shared = done[done["case"].isin(shared)]["violation_integral_pu_s"].dropna()
+        on_shared = done[done["case"].isin(shared)]
         row: dict[str, Any] = {
             "controller": name,
             "n_cases": len(runs),
             "n_incomplete": int((runs["status"] != COMPLETE).sum()),
             "n_nonconverged": int(failing[mine].sum()),
-            "violation_integral_pu_s_shared": float(on_shared.mean()) if len(on_shared) else np.nan,
         }
+        for key in RANK_KEYS:
+            values = on_shared[key.removesuffix("_shared")].dropna()
+            row[key] = float(values.mean()) if len(values) else np.nan
         for col in SCORES:
             values = done[col].dropna()
             row[f"{col}_mean"] = float(values.mean()) if len(values) else np.nan
             row[f"{col}_worst"] = float(values.max()) if len(values) else np.nan
         rows.append(row)
     board = pd.DataFrame(rows)
-    board = (
-        board.assign(_failed=board["n_nonconverged"] > 0)
-        .sort_values(
-            ["_failed", "violation_integral_pu_s_shared", "violation_integral_pu_s_mean"],
-            kind="stable",
-            na_position="last",
-        )
-        .drop(columns="_failed")
-        .reset_index(drop=True)
-    )
-    board.insert(0, "rank", np.arange(1, len(board) + 1))
+    board["_failed"] = board["n_nonconverged"] > 0
+    keys = ["_failed", *RANK_KEYS]
+    board = board.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
+    # equal on every key (NaN equal to NaN: neither has a figure on the shared cases) -> one rank
+    same_as_above = board[keys].fillna(np.inf).eq(board[keys].fillna(np.inf).shift()).all(axis=1)
+    first = pd.Series(np.where(same_as_above, np.nan, np.arange(1, len(board) + 1))).ffill()
+    board.insert(0, "rank", first.astype(int))
+    board["tied"] = board["rank"].duplicated(keep=False)
+    board = board.drop(columns="_failed")
     board.attrs["n_shared"] = len(shared)
     return board
 
@@ -193,7 +203,8 @@ def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
     """The leaderboard as text cells, header first: rank, controller, cases, the violation integral
     on the shared cases (the ranking), then ``mean (worst)`` per score.
 
-    A controller with runs that did not complete is marked ``[n incomplete]``, one with runs whose
+    A rank shared with another controller reads ``=2``. A controller with runs that did not
+    complete is marked ``[n incomplete]``, one with runs whose
     grid steps did not all converge ``[n not converged]``; a score without any complete, converged
     run is ``-``.
     """
@@ -203,7 +214,12 @@ def leaderboard_cells(board: pd.DataFrame) -> list[list[str]]:
         name = str(row["controller"]) + (f" [{row['n_incomplete']} incomplete]" if row["n_incomplete"] else "")
         name += f" [{row['n_nonconverged']} not converged]" if row["n_nonconverged"] else ""
         on_shared = float(row["violation_integral_pu_s_shared"])
-        cells = [str(row["rank"]), name, str(row["n_cases"]), "-" if math.isnan(on_shared) else f"{on_shared:.4g}"]
+        cells = [
+            f"={row['rank']}" if row["tied"] else str(row["rank"]),
+            name,
+            str(row["n_cases"]),
+            "-" if math.isnan(on_shared) else f"{on_shared:.4g}",
+        ]
         for col in SCORES:
             mean, worst = float(row[f"{col}_mean"]), float(row[f"{col}_worst"])
             cells.append("-" if math.isnan(mean) else f"{mean:.4g} ({worst:.4g})")

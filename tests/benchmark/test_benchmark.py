@@ -308,6 +308,38 @@ def test_a_run_with_non_converged_steps_ranks_as_a_failure():
     board = leaderboard(cases, ["x", "y"])
     assert list(board["controller"]) == ["y", "none", "x"]
     assert list(board["n_nonconverged"]) == [0, 0, 1]
-    # no case is shared (x converged on none), so the rest rank by their means
-    assert board.attrs["n_shared"] == 0 and list(board["violation_integral_pu_s_mean"])[:2] == [50.5, 60.0]
+    # x's failure does not take case a from the others' comparison
+    assert board.attrs["n_shared"] == 1 and list(board["violation_integral_pu_s_shared"])[:2] == [50.5, 60.0]
     assert leaderboard_cells(board)[3][:2] == ["3", "x [1 not converged]"]
+
+
+def test_a_tie_on_the_shared_cases_is_broken_only_by_shared_figures_or_reported():
+    """At 60 s no controller violates: ``rl`` ran only the ieee13 case, ``mpc`` both. Their means over
+    their own cases differ (0 and 1.0 pu.s) but compare different cases; on the shared case ``rl``
+    loses less throughput (10% vs 20%), so it ranks first; ``a`` and ``b`` equal ``mpc`` there on
+    every shared figure and share its rank."""
+    from openg2g.benchmark import case_table, leaderboard
+    from openg2g.benchmark.run import leaderboard_cells
+
+    results = pd.DataFrame(
+        [
+            _result("ieee13", "none", "complete", 0.0, 100.0),
+            _result("ieee13", "rl", "complete", 0.0, 90.0),
+            _result("ieee13", "mpc", "complete", 0.0, 80.0),
+            _result("ieee13", "a", "complete", 0.0, 80.0),
+            _result("ieee13", "b", "complete", 0.0, 80.0),
+            _result("ieee123", "none", "complete", 3.0, 100.0),
+            _result("ieee123", "mpc", "complete", 2.0, 100.0),
+            _result("ieee123", "a", "complete", 0.5, 100.0),
+            _result("ieee123", "b", "complete", 9.0, 100.0),
+        ]
+    )
+    board = leaderboard(case_table(results), ["mpc", "rl", "a", "b"])
+    assert list(zip(board["controller"], board["rank"], board["tied"])) == [
+        ("none", 1, False),  # no violation anywhere shared and nothing lost: doing nothing is best
+        ("rl", 2, False),
+        ("mpc", 3, True),
+        ("a", 3, True),
+        ("b", 3, True),
+    ]
+    assert [row[0] for row in leaderboard_cells(board)[1:]] == ["1", "2", "=3", "=3", "=3"]
