@@ -122,7 +122,10 @@ class OutputSpec(ConfigModel):
     )
     plots: bool = Field(True, description="Write PNG plots at the end of the run.")
     flush_every_s: float = Field(
-        60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."
+        60.0,
+        gt=0,
+        le=MAX_DURATION_S,
+        description="Simulated seconds between writes of output parts (results do not depend on it).",
     )
     metrics_start_s: Seconds = Field(
         Fraction(0),
