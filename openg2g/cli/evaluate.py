@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.cli.table import format_table
-from openg2g.core.errors import G2GError
+from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 
 if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when the command runs
@@ -109,6 +109,8 @@ def evaluate_policy(
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    if args.held_out < 0:
+        raise ScenarioError([(f"--held-out {args.held_out}", "must be >= 0 (0: the scenarios as written)")])
     out = Path(args.out) if args.out else Path("runs") / f"evaluate_{Path(args.policy).stem}"
     try:
         rows = evaluate_policy(

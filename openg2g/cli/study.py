@@ -15,6 +15,9 @@ placements by violation integral and throughput.
 
 ``pv-placement STUDY.yaml`` chooses where to build PV plants and how big: a MILP over voltages
 linearized at operating points of the base scenario, then a run with the plan as a check.
+
+hosting-capacity and siting build the base scenario with each controller choice before any run
+(as ``openg2g validate`` does): a choice that cannot be built is an error, not a column of failed runs.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def _parse_mix(items: list[str] | None) -> dict[str, int] | None:
 
 def _hosting(args: argparse.Namespace) -> int:
     from openg2g.scenario.loader import resolve_scenario_path
-    from openg2g.studies.common import read_base
+    from openg2g.studies.common import check_controller_choices, read_base
     from openg2g.studies.hosting import HostingConfig, run_hosting_capacity
     from openg2g.studies.load import load_study
     from openg2g.studies.spec import HostingSpec
@@ -127,6 +130,9 @@ def _hosting(args: argparse.Namespace) -> int:
     config = HostingConfig(**{**from_file, **{k: v for k, v in given.items() if v is not None}})
     topology = _topology(base, required=config.buses is None)
     out = _out(args, name)
+    check_controller_choices(
+        base, config.controllers, "--controller" if args.controller is not None else f"{target}: controllers"
+    )
     engine = _engine(args, spec.retries if spec is not None else 1)
     try:
         table = run_hosting_capacity(base, config, out, engine, topology=topology, progress=not args.no_progress)
@@ -182,6 +188,7 @@ def _warn_baseline(table: pd.DataFrame) -> None:
 
 
 def _siting(args: argparse.Namespace) -> int:
+    from openg2g.studies.common import check_controller_choices
     from openg2g.studies.load import load_study
     from openg2g.studies.siting import run_siting
     from openg2g.studies.spec import SitingSpec
@@ -190,6 +197,7 @@ def _siting(args: argparse.Namespace) -> int:
     spec: SitingSpec = loaded.spec  # type: ignore[assignment]
     topology = _topology(loaded.base, required=not isinstance(spec.candidates, list))
     out = _out(args, spec.name)
+    check_controller_choices(loaded.base, spec.controllers, f"{loaded.path}: controllers")
     engine = _engine(args, spec.retries)
     try:
         table = run_siting(loaded.base, spec, out, engine, topology=topology, progress=not args.no_progress)

@@ -1,6 +1,7 @@
 """``openg2g sweep SWEEP.yaml --out DIR``: run every parameter point of a sweep file, resumably.
 
-Each run writes to DIR/<run-id>/; DIR/results.parquet has one row per run (parameters, status,
+The first run is checked in full before anything runs (as ``openg2g validate`` does), so a base
+scenario that cannot run is one error, not a table of invalid runs. Each run writes to DIR/<run-id>/; DIR/results.parquet has one row per run (parameters, status,
 error and every summary figure). Rerunning the same command skips complete runs and retries the
 rest; a rerun that would replace complete runs (the sweep or its base scenario changed) or write
 into another command's folder needs --overwrite. DIR is locked while the sweep runs. ``--engine ray --address HOST:PORT`` runs on a Ray cluster (DIR on a shared file system).
@@ -27,7 +28,10 @@ _SHOW = ("violation_integral_pu_s", "v_min_pu", "v_max_pu", "mean_throughput_tok
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Add ``--workers``, ``--engine``, ``--address`` and ``--no-progress`` (sweeps and studies)."""
     p.add_argument(
-        "--workers", type=int, default=1, help="runs at a time (default 1); with --address the cluster's CPUs decide"
+        "--workers",
+        type=int,
+        default=1,
+        help="runs at a time (default 1; at most 4 per CPU); with --address the cluster's CPUs decide",
     )
     p.add_argument(
         "--engine", choices=list(ENGINES), default="local", help="local process pool (default), ray, or serial"
@@ -69,12 +73,13 @@ def print_results(table: pd.DataFrame, param_names: list[str], limit: int = 40) 
 def _sweep(args: argparse.Namespace) -> int:
     # imported here, not at the top: pandas and pyarrow are needed only once a sweep runs
     from openg2g.cli.outdir import prepare_out_dir, stop_cleanly_on_signals
-    from openg2g.sweep.runner import run_sweep
+    from openg2g.sweep.runner import check_first_run, run_sweep
     from openg2g.sweep.spec import load_sweep
 
     stop_cleanly_on_signals()
     loaded = load_sweep(args.sweep, args.set)
     out = prepare_out_dir(args.out, command="sweep", name=loaded.spec.name, overwrite=args.overwrite, resume=True)
+    check_first_run(loaded)  # the slow check last: a bad option is reported at once
     try:
         result = run_sweep(
             loaded,

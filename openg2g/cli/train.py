@@ -27,11 +27,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openg2g.cli.outdir import prepare_out_dir
-from openg2g.core.errors import G2GError
+from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.scenario.loader import apply_override
+
+if TYPE_CHECKING:
+    from openg2g.envs.training import TrainOptions
 
 __all__ = ["parse_env_settings", "register"]
 
@@ -47,54 +50,96 @@ def parse_env_settings(assignments: list[str]) -> dict[str, Any]:
     return data
 
 
+_OPTION = {"learning_rate": "--lr", "normalize_reward": "--raw-reward"}
+"""Fields of :class:`~openg2g.envs.training.TrainOptions` whose option is not ``--<field-with-dashes>``."""
+
+
+def _options(args: argparse.Namespace) -> TrainOptions:
+    """train's numbers and choices, validated together; each problem is reported by its option.
+
+    :raises ScenarioError: one ``(option, message)`` per problem.
+    """
+    from pydantic import ValidationError
+
+    from openg2g.envs.training import TrainOptions
+
+    given = {
+        "algo": args.algo,
+        "steps": args.steps,
+        "n_envs": args.n_envs,
+        "seed": args.seed,
+        "checkpoint_every": args.checkpoint_every,
+        "eval_episodes": args.eval_episodes,
+        "n_steps": args.n_steps,
+        "batch_size": args.batch_size,
+        "learning_rate": args.lr,
+        "gamma": args.gamma,
+        "net_arch": tuple(args.net_arch),
+        "ent_coef": args.ent_coef,
+        "normalize_reward": not args.raw_reward,
+        "critic_warmup": args.critic_warmup,
+    }
+    try:
+        return TrainOptions(**given)
+    except ValidationError as exc:
+        raise ScenarioError(
+            [(f"{_option(str(err['loc'][0]))} {err['input']}", err["msg"]) for err in exc.errors()]
+        ) from None
+
+
+def _option(field: str) -> str:
+    """The option of a :class:`~openg2g.envs.training.TrainOptions` field (other names as they are)."""
+    from openg2g.envs.training import TrainOptions
+
+    if field not in TrainOptions.model_fields:
+        return field
+    return _OPTION.get(field, "--" + field.replace("_", "-"))
+
+
 def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from openg2g.envs.config import EnvConfig
-    from openg2g.envs.training import TrainSettings, train_policy
+    from openg2g.envs.training import TrainSettings, require_tensorboard, train_policy
 
+    options = _options(args)
     try:
         env_config = EnvConfig.model_validate(parse_env_settings(args.env))
     except ValidationError as exc:
         for err in exc.errors():
             print(f"error: --env {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
         return 2
+    if args.tensorboard:  # before the output folder is made: a refused run leaves nothing behind
+        require_tensorboard()
     out = prepare_out_dir(
-        Path(args.out) if args.out else Path("runs") / f"train_{Path(args.scenario).stem}",
+        args.out if args.out is not None else Path("runs") / f"train_{Path(args.scenario).stem}",
         command="train",
         name=str(args.scenario),
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    settings = TrainSettings(
-        n_steps=args.n_steps,
-        batch_size=args.batch_size,
-        learning_rate=args.lr,
-        gamma=args.gamma,
-        net_arch=tuple(args.net_arch),
-        ent_coef=args.ent_coef,
-        normalize_reward=not args.raw_reward,
-        critic_warmup=args.critic_warmup,
-    )
+    settings = TrainSettings(**{k: getattr(options, k) for k in TrainSettings.__dataclass_fields__})
     try:
         result = train_policy(
             args.scenario,
             out,
-            algo=args.algo,
-            steps=args.steps,
-            n_envs=args.n_envs,
-            seed=args.seed,
+            algo=options.algo,
+            steps=options.steps,
+            n_envs=options.n_envs,
+            seed=options.seed,
             overrides=args.set,
             env_config=env_config,
             settings=settings,
             resume=args.resume,
-            checkpoint_every=args.checkpoint_every,
-            eval_episodes=args.eval_episodes,
+            checkpoint_every=options.checkpoint_every,
+            eval_episodes=options.eval_episodes,
             tensorboard=Path(args.tensorboard) if args.tensorboard else None,
             progress=not args.no_progress,
             init_from=args.init_from,
             overwrite=args.overwrite,
         )
+    except ScenarioError as exc:  # an option the env refuses (more --eval-episodes than held-out variations)
+        raise ScenarioError([(_option(loc), msg) for loc, msg in exc.problems]) from None
     except KeyboardInterrupt:
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
         return 130
@@ -114,7 +159,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "sac", "td3"), help="SB3 algorithm (default ppo)")
     p.add_argument("--steps", type=int, default=100_000, help="total env steps, resumed ones included (default 100000)")
     p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
-    p.add_argument("--n-envs", type=int, default=1, help="parallel envs, in subprocesses when > 1 (default 1)")
+    p.add_argument(
+        "--n-envs",
+        type=int,
+        default=1,
+        help="parallel envs, in subprocesses when > 1 (default 1; at most 4 per CPU)",
+    )
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -132,18 +182,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="POLICY",
         help="start from a saved policy's network weights (path or bundled name; same algorithm and spaces)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws (0 to 2**32-1)"
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="env setting (repeatable)")
     p.add_argument("--checkpoint-every", type=int, default=10_000, metavar="STEPS", help="default 10000")
-    p.add_argument("--eval-episodes", type=int, default=4, help="held-out episodes scored at the end (0: none)")
+    p.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=4,
+        help="held-out episodes scored at the end (0: none; at most the env's n_eval)",
+    )
     p.add_argument("--n-steps", type=int, default=256, help="PPO/A2C rollout steps per env (default 256)")
     p.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
-    p.add_argument("--lr", type=float, default=3e-4, help="learning rate (default 3e-4)")
-    p.add_argument("--gamma", type=float, default=0.95, help="discount per control step (default 0.95)")
+    p.add_argument("--lr", type=float, default=3e-4, help="learning rate, >= 0 (default 3e-4)")
+    p.add_argument("--gamma", type=float, default=0.95, help="discount per control step, 0 to 1 (default 0.95)")
     p.add_argument("--ent-coef", type=float, default=0.0, help="PPO/A2C entropy bonus (default 0)")
     p.add_argument(
-        "--net-arch", type=int, nargs="+", default=[64, 64], metavar="UNITS", help="hidden layers (default 64 64)"
+        "--net-arch",
+        type=int,
+        nargs="+",
+        default=[64, 64],
+        metavar="UNITS",
+        help="hidden layers, 1 to 4096 units each (default 64 64)",
     )
     p.add_argument(
         "--raw-reward", action="store_true", help="train on raw rewards (default: scaled by the return's running std)"

@@ -15,7 +15,6 @@ or to every case of a suite (last).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from openg2g.cli.run import SCENARIO_IS_CODE
@@ -57,18 +56,12 @@ def _scenario(name: str, overrides: list[str]) -> str:
 
 
 def _sweep(name: str, overrides: list[str]) -> str:
-    from openg2g.engine.preflight import check_start
-    from openg2g.scenario.loader import load_scenario
-    from openg2g.sweep.expand import expand_block, point_overrides
+    from openg2g.sweep.runner import check_first_run
     from openg2g.sweep.spec import load_sweep
 
     loaded = load_sweep(name, overrides)
+    check_first_run(loaded)
     spec = loaded.spec
-    first = {k: v for block in spec.parameters for k, v in expand_block(block)[0].items()}
-    try:
-        check_start(load_scenario(loaded.base_path, [*spec.set, *point_overrides(first)]))
-    except ScenarioError as exc:
-        raise ScenarioError([(f"{loc} (first run of sweep {loaded.path})", msg) for loc, msg in exc.problems]) from None
     return (
         f"{loaded.path}: ok (sweep {spec.name}: {spec.n_runs()} runs of {loaded.base_path.name}; the first checked "
         "in full, the others are checked as they run)"
@@ -78,7 +71,7 @@ def _sweep(name: str, overrides: list[str]) -> str:
 def _study(name: str, overrides: list[str]) -> str:
     from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
-    from openg2g.studies.common import controller_override, feeder_topology, study_buses
+    from openg2g.studies.common import check_controller_choices, feeder_topology, study_buses
     from openg2g.studies.hosting import model_mix
     from openg2g.studies.load import load_study
     from openg2g.studies.spec import HostingSpec, SitingSpec
@@ -93,14 +86,7 @@ def _study(name: str, overrides: list[str]) -> str:
                 model_mix(loaded.base.data["datacenters"][site], spec.mix)
             except ScenarioError as exc:
                 raise ScenarioError([(f"{loaded.path}: {loc}", msg) for loc, msg in exc.problems]) from None
-        for choice in spec.controllers:  # each controller choice builds against the base scenario
-            controllers = json.dumps(controller_override(choice, loaded.base.path))
-            try:
-                check_start(load_scenario(loaded.base.path, [*loaded.base.fixed, f"controllers={controllers}"]))
-            except ScenarioError as exc:
-                raise ScenarioError(
-                    [(f"{loaded.path}: controllers ({choice!r}): {loc}", msg) for loc, msg in exc.problems]
-                ) from None
+        check_controller_choices(loaded.base, spec.controllers, f"{loaded.path}: controllers")
     buses = spec.candidates if isinstance(spec, SitingSpec) else spec.buses if isinstance(spec, HostingSpec) else None
     if isinstance(buses, list):  # the buses a site is placed on must be three-phase buses of the feeder
         field = "candidates" if isinstance(spec, SitingSpec) else "buses"

@@ -47,6 +47,15 @@ def stock_controllers() -> dict[str, type[Controller]]:
     return found
 
 
+def _raised(exc: BaseException) -> str:
+    """What a user's code raised, for a message. ``SystemExit`` and ``KeyboardInterrupt`` are caught
+    too: escaping, they would end the whole command (``sys.exit(0)`` with status 0 and nothing done),
+    and a controller file is the scenario's input, so its failure is an input error like any other."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: sys.exit({exc.code!r}) was called"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:
     file_part, _, class_name = kind.rpartition(":")
     path = (base_dir / file_part).resolve()
@@ -61,10 +70,8 @@ def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # a user's file may fail in any way; say where
-            raise ControllerError(
-                f"importing {path} failed: {type(exc).__name__}: {exc}{raised_in_user_code(exc)}"
-            ) from exc
+        except BaseException as exc:  # a user's file may fail in any way, sys.exit() included; say where
+            raise ControllerError(f"importing {path} failed: {_raised(exc)}{raised_in_user_code(exc)}") from exc
         sys.modules[module_name] = module
     cls = getattr(module, class_name, None)
     if cls is None:
@@ -110,8 +117,8 @@ def _guarded(who: str, step: str, make: Callable[[], T]) -> T:
         raise  # the loader reports each parameter by its field path
     except G2GError as exc:
         raise ControllerError(f"{who}: {exc}") from exc
-    except Exception as exc:  # a user's class may fail in any way; say which, where and how
-        raise ControllerError(f"{who}: {step} raised {type(exc).__name__}: {exc}{raised_in_user_code(exc)}") from exc
+    except BaseException as exc:  # a user's class may fail in any way, sys.exit() included; say which, where and how
+        raise ControllerError(f"{who}: {step} raised {_raised(exc)}{raised_in_user_code(exc)}") from exc
 
 
 def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:

@@ -370,6 +370,13 @@ class Simulation:
             return True
         return any(ticks % s.period_ticks == 0 for s in self._controllers)
 
+    def _last_barrier(self, ticks: int) -> int:
+        """The latest barrier (:meth:`_is_barrier`) at or before ``ticks``."""
+        if ticks >= self._stop_ticks:
+            return ticks
+        periods = [self._control_ticks, *(s.period_ticks for s in self._controllers)]
+        return max(ticks - ticks % period for period in periods)
+
     def _solve(self, t_s: float, loads: dict[str, DatacenterState]) -> GridState:
         dt_s = self.clock.seconds(self._grid_ticks)
         try:
@@ -434,7 +441,10 @@ class Simulation:
     def _flush_process(self):
         while True:
             yield _Wake(self.env, self._flush_ticks, Priority.FLUSH)
-            self._catch_up(self._now)
+            # only up to the last barrier: a grid window closed here, between two barriers, would
+            # be solved in two batches, whose iterative solutions differ in the last bits from the
+            # one batch of any other flush period
+            self._catch_up(self._last_barrier(self._now))
             self._write_outputs("running")
 
     # ----------------------------------------------------------------------------- commands

@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ProgressBarCallback
 from stable_baselines3.common.logger import CSVOutputFormat, Logger
@@ -27,7 +29,9 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import configure_logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
-from openg2g.core.errors import G2GError
+from openg2g.core.config import ConfigModel, field_path
+from openg2g.core.errors import G2GError, OutputError, ScenarioError
+from openg2g.core.limits import bound_text, max_processes
 from openg2g.core.progress import progress_bar
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
@@ -42,7 +46,19 @@ from openg2g.envs.training_run import (
     normalization_path,
 )
 
-__all__ = ["CriticWarmup", "TrainResult", "TrainSettings", "score_policy", "train_policy"]
+__all__ = [
+    "CriticWarmup",
+    "TrainOptions",
+    "TrainResult",
+    "TrainSettings",
+    "require_tensorboard",
+    "score_policy",
+    "train_policy",
+]
+
+MAX_LAYER_UNITS = 4096
+"""Widest hidden layer accepted (units): the policies here use 64, and a layer of 4096 already holds
+16.8 M weights towards the next one; a larger one only exhausts memory."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,74 @@ class TrainSettings:
         return kwargs
 
 
+class TrainOptions(ConfigModel):
+    """Every number and choice a training run is given (``openg2g train``'s options,
+    :func:`train_policy`'s arguments and :class:`TrainSettings`), checked together before anything
+    starts: each field's bounds, and what the algorithm needs of them.
+
+    The sizes are counts of env steps; ``seed`` is numpy's and torch's (an unsigned 32-bit value).
+    """
+
+    algo: Literal["ppo", "a2c", "sac", "td3"] = Field("ppo", description="Stable-Baselines3 algorithm.")
+    steps: int = Field(100_000, ge=1, description="Total env steps over all envs, resumed ones included.")
+    n_envs: int = Field(1, ge=1, description="Parallel envs (subprocesses when > 1); at most max_processes().")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the algorithm and the envs' variation draws.")
+    checkpoint_every: int = Field(10_000, ge=1, description="Env steps between checkpoints.")
+    eval_episodes: int = Field(4, ge=0, description="Held-out episodes scored at the end (0: none).")
+    n_steps: int = Field(256, ge=1, description="PPO/A2C rollout steps per env.")
+    batch_size: int = Field(64, ge=1, description="PPO/SAC/TD3 minibatch size (samples).")
+    learning_rate: float = Field(3e-4, ge=0, description="Optimizer step size (0 holds the weights).")
+    gamma: float = Field(0.95, ge=0, le=1, description="Discount per control step.")
+    net_arch: tuple[Annotated[int, Field(ge=1, le=MAX_LAYER_UNITS)], ...] = Field(
+        (64, 64), description="Hidden layer sizes (units); none: a linear policy."
+    )
+    ent_coef: float = Field(0.0, ge=0, description="PPO/A2C entropy bonus.")
+    normalize_reward: bool = Field(True, description="Scale rewards by the return's running std.")
+    critic_warmup: int = Field(0, ge=0, description="PPO/A2C env steps training the critic alone.")
+
+    @field_validator("n_envs")
+    @classmethod
+    def _bounded_envs(cls, v: int) -> int:
+        if v > max_processes():
+            raise ValueError(f"{v} envs are more than this machine runs usefully: {bound_text()}")
+        return v
+
+    # SB3's PPO normalizes advantages over each minibatch and each rollout: one sample gives NaN
+    @field_validator("n_steps")
+    @classmethod
+    def _ppo_rollout(cls, v: int, info: ValidationInfo) -> int:
+        n_envs = info.data.get("n_envs", 1)
+        if info.data.get("algo") == "ppo" and v * n_envs < 2:
+            raise ValueError(f"ppo needs rollouts of at least 2 steps over all envs, got {v} x {n_envs} envs")
+        return v
+
+    @field_validator("batch_size")
+    @classmethod
+    def _ppo_minibatch(cls, v: int, info: ValidationInfo) -> int:
+        if info.data.get("algo") == "ppo" and v < 2:
+            raise ValueError(f"ppo needs minibatches of at least 2 samples, got {v}")
+        return v
+
+    @field_validator("critic_warmup")
+    @classmethod
+    def _has_a_critic(cls, v: int, info: ValidationInfo) -> int:
+        algo = info.data.get("algo")
+        if v and algo not in ("ppo", "a2c"):
+            raise ValueError(f"needs an actor-critic algorithm (ppo, a2c); {algo} has none to hold")
+        return v
+
+    @classmethod
+    def of(cls, settings: TrainSettings, **run: Any) -> TrainOptions:
+        """The options of a run given as :func:`train_policy`'s arguments ``run`` and ``settings``.
+
+        :raises ScenarioError: one ``(field, message)`` per problem.
+        """
+        try:
+            return cls(**run, **{k: getattr(settings, k) for k in TrainSettings.__dataclass_fields__})
+        except ValidationError as exc:
+            raise ScenarioError([(field_path(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+
+
 @dataclass
 class TrainResult:
     """What :func:`train_policy` returns (also written to ``train.json``)."""
@@ -119,7 +203,11 @@ def score_policy(
     return float(np.mean(totals)), totals
 
 
-def _require_tensorboard() -> None:
+def require_tensorboard() -> None:
+    """Check that TensorBoard logging can work.
+
+    :raises G2GError: the tensorboard package is not installed (the message says how to install it).
+    """
     try:
         from torch.utils.tensorboard import SummaryWriter  # noqa: F401  (what SB3 writes with)
     except ImportError:
@@ -268,16 +356,27 @@ def train_policy(
         bundled name) instead of random ones: fine-tuning under another reward, miss budget or
         scenario with the same spaces. Only the weights are taken; hyper-parameters, optimizer and
         reward normalization start afresh.
-    :raises G2GError: bad arguments (unknown algorithm, continuous-only algorithm with discrete
-        actions, a critic warm-up for an algorithm without a critic), tensorboard requested but not
+    :raises ScenarioError: arguments outside their bounds (:class:`TrainOptions`), or more
+        ``eval_episodes`` than the env has held-out variations.
+    :raises OutputError: ``out`` cannot be written (a full or read-only disk).
+    :raises G2GError: a continuous-only algorithm with discrete actions, tensorboard requested but not
         installed, a fresh run into a folder holding one, a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
         by a resume or does not fit (other algorithm, spaces or network sizes).
     """
     import torch
 
+    TrainOptions.of(
+        settings,
+        algo=algo,
+        steps=steps,
+        n_envs=n_envs,
+        seed=seed,
+        checkpoint_every=checkpoint_every,
+        eval_episodes=eval_episodes,
+    )
     cls = algo_class(algo)
     cfg = env_config if isinstance(env_config, EnvConfig) else EnvConfig.model_validate(dict(env_config or {}))
-    _check_arguments(algo, cfg, steps, n_envs, checkpoint_every, tensorboard, settings.critic_warmup)
+    _check_environment(algo, cfg, eval_episodes, tensorboard)
     torch.set_num_threads(1)
     out = Path(out)
     record_path = out / "train.json"
@@ -296,32 +395,45 @@ def train_policy(
         raise G2GError(f"{out} holds a checkpoint to resume from ({start[0].name}); init_from starts a fresh run only")
     previous = TrainRecord.read(record_path) if start else None
     done_steps = start[1] if start else 0
-    (out / "logs").mkdir(parents=True, exist_ok=True)
+    with _writing(out):
+        (out / "logs").mkdir(parents=True, exist_ok=True)
 
-    vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
-    if start:
-        model = cls.load(str(start[0]), env=vec, device="cpu")
-        log(f"resuming from {start[0]} ({done_steps} steps)")
-    else:
-        model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
-    model.set_logger(_logger(out, tensorboard, resumed=start is not None))
+        vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
+        if start:
+            model = cls.load(str(start[0]), env=vec, device="cpu")
+            log(f"resuming from {start[0]} ({done_steps} steps)")
+        else:
+            model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
+        model.set_logger(_logger(out, tensorboard, resumed=start is not None))
 
-    run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
-    if init_from is not None:
-        run["init_from"] = str(init_from)
-    record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
-    record.start(done_steps, steps, n_envs, seed)
-    checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
-    checkpoints.init_callback(model)
-    callbacks: list[BaseCallback] = [checkpoints, _ProgressBar(steps, f"train {algo}")] if progress else [checkpoints]
-    if settings.critic_warmup:
-        callbacks.append(CriticWarmup(settings.critic_warmup))
-    wall = _learn(model, vec, checkpoints, CallbackList(callbacks), steps, start, record, log)
-    record.end(int(model.num_timesteps), wall, "finished")
-    policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
-    evaluation = _evaluate(probe, model, cfg, seed, eval_episodes, log)
-    record.finish(evaluation, policy)
+        run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
+        if init_from is not None:
+            run["init_from"] = str(init_from)
+        record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
+        record.start(done_steps, steps, n_envs, seed)
+        checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
+        checkpoints.init_callback(model)
+        callbacks: list[BaseCallback] = (
+            [checkpoints, _ProgressBar(steps, f"train {algo}")] if progress else [checkpoints]
+        )
+        if settings.critic_warmup:
+            callbacks.append(CriticWarmup(settings.critic_warmup))
+        wall = _learn(model, vec, checkpoints, CallbackList(callbacks), steps, start, record, log)
+        record.end(int(model.num_timesteps), wall, "finished")
+        policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
+        evaluation = _evaluate(probe, model, cfg, seed, eval_episodes, log)
+        record.finish(evaluation, policy)
     return TrainResult(policy, int(model.num_timesteps), wall, evaluation)
+
+
+@contextmanager
+def _writing(out: Path) -> Iterator[None]:
+    """Report an operating-system error while a run writes its folder (a full or read-only disk, a
+    file-size limit) as an :class:`OutputError` naming the folder, instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{out}: training stopped: cannot write its files ({exc.strerror or exc})") from exc
 
 
 def _learn(
@@ -374,26 +486,17 @@ def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo:
         raise G2GError(f"policy {policy} has other network sizes than --net-arch asks: {exc}") from None
 
 
-def _check_arguments(
-    algo: str,
-    cfg: EnvConfig,
-    steps: int,
-    n_envs: int,
-    checkpoint_every: int,
-    tensorboard: Path | None,
-    critic_warmup: int,
-) -> None:
-    """Refuse arguments :func:`train_policy` cannot run with (see its ``Raises``)."""
+def _check_environment(algo: str, cfg: EnvConfig, eval_episodes: int, tensorboard: Path | None) -> None:
+    """Refuse what the checked options cannot run with in this env or installation (see
+    :func:`train_policy`'s ``Raises``)."""
     if algo in ("sac", "td3") and cfg.action != "box":
         raise G2GError(f"{algo} needs continuous actions: set the env's action to 'box' (got {cfg.action!r})")
-    if steps <= 0 or n_envs <= 0 or checkpoint_every <= 0:
-        raise G2GError(f"steps, n_envs and checkpoint_every must be > 0, got {steps}, {n_envs}, {checkpoint_every}")
-    if critic_warmup < 0:
-        raise G2GError(f"critic_warmup must be >= 0 steps, got {critic_warmup}")
-    if critic_warmup and algo not in ("ppo", "a2c"):
-        raise G2GError(f"critic_warmup needs an actor-critic algorithm (ppo, a2c); {algo} has none to hold")
+    if eval_episodes > cfg.n_eval:
+        raise ScenarioError(
+            [("eval_episodes", f"{eval_episodes} is more than the env's {cfg.n_eval} held-out variations (n_eval)")]
+        )
     if tensorboard is not None:
-        _require_tensorboard()
+        require_tensorboard()
 
 
 def _resume_point(

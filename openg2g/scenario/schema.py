@@ -125,7 +125,10 @@ class OutputSpec(ConfigModel):
         description="Write PNG plots at the end of the run, each when the run has its data (summary.json: plots).",
     )
     flush_every_s: float = Field(
-        60.0, gt=0, le=MAX_DURATION_S, description="Simulated seconds between writes of output parts."
+        60.0,
+        gt=0,
+        le=MAX_DURATION_S,
+        description="Simulated seconds between writes of output parts (results do not depend on it).",
     )
     metrics_start_s: Seconds = Field(
         Fraction(0),

@@ -16,6 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from openg2g.core.errors import ScenarioError
 from openg2g.scenario.loader import apply_override, read_yaml_mapping
 from openg2g.scenario.schema import parse_seconds
 from openg2g.sweep.expand import encode_value
@@ -27,6 +28,7 @@ __all__ = [
     "BaseScenario",
     "Topology",
     "base_topology",
+    "check_controller_choices",
     "controller_override",
     "feeder_topology",
     "make_task",
@@ -122,6 +124,27 @@ def controller_override(name: str, base_path: Path) -> list[dict[str, Any]]:
         if controllers:
             return list(controllers)
     return [{"kind": name}]
+
+
+def check_controller_choices(base: BaseScenario, choices: Sequence[str], where: str) -> None:
+    """Load and start the base scenario with each controller choice, as a run would, before any run
+    (``openg2g validate`` and the studies): a choice that cannot be built (an unknown kind, a
+    controller file that fails to import, parameters it refuses) is one input error, not a column
+    of failed runs.
+
+    :param where: how problems name the choices, e.g. ``"study.yaml: controllers"``.
+    :raises ScenarioError: the first failing choice's problems, each naming ``where``, the choice,
+        the scenario file and field.
+    """
+    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.loader import load_scenario
+
+    for choice in choices:
+        controllers = json.dumps(controller_override(choice, base.path))
+        try:
+            check_start(load_scenario(base.path, [*base.fixed, f"controllers={controllers}"]))
+        except ScenarioError as exc:
+            raise ScenarioError([(f"{where} ({choice!r}): {loc}", msg) for loc, msg in exc.problems]) from None
 
 
 @dataclass(frozen=True)

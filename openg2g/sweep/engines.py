@@ -22,7 +22,8 @@ from typing import Any
 
 from typing_extensions import Self
 
-from openg2g.core.errors import G2GError
+from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.core.limits import bound_text, max_processes
 from openg2g.sweep.tasks import RunTask, execute_task, lost_record
 
 __all__ = [
@@ -45,15 +46,20 @@ class Engine(ABC):
 
     :param workers: runs at a time.
     :param retries: re-attempts of a run whose worker died.
+    :param local: the workers are processes on this machine (not a cluster's), so at most
+        :func:`~openg2g.core.limits.max_processes` of them.
+    :raises ScenarioError: ``workers`` < 1 or (``local``) above that bound, or ``retries`` < 0.
     """
 
     name: str = ""
 
-    def __init__(self, workers: int = 1, retries: int = 1):
+    def __init__(self, workers: int = 1, retries: int = 1, *, local: bool = True):
         if workers < 1:
-            raise G2GError(f"--workers must be at least 1, got {workers}")
+            raise ScenarioError([("--workers", f"must be at least 1, got {workers}")])
+        if local and workers > max_processes():
+            raise ScenarioError([("--workers", f"{workers} is more than this machine runs usefully: {bound_text()}")])
         if retries < 0:
-            raise G2GError(f"retries must be >= 0, got {retries}")
+            raise ScenarioError([("retries", f"must be >= 0, got {retries}")])
         self.workers = workers
         self.retries = retries
 
@@ -265,7 +271,7 @@ class RayEngine(Engine):
     name = "ray"
 
     def __init__(self, workers: int = 1, retries: int = 1, address: str | None = None, connect_timeout_s: float = 5.0):
-        super().__init__(workers, retries)
+        super().__init__(workers, retries, local=address is None)
         self.address = address
         self.connect_timeout_s = connect_timeout_s
         self._session: bool | None = None  # inside `with`: whether we started Ray

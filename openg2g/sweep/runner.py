@@ -23,15 +23,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from openg2g.core.atomic import replace_atomically, write_json_atomic
+from openg2g.core.errors import ScenarioError
 from openg2g.core.progress import progress_bar
 from openg2g.sweep.engines import Engine, make_engine
-from openg2g.sweep.expand import expand_parameters, point_overrides, run_ids
+from openg2g.sweep.expand import expand_block, expand_parameters, point_overrides, run_ids
 from openg2g.sweep.spec import LoadedSweep, load_sweep
 from openg2g.sweep.tasks import COMPLETE, RunFn, RunTask, completed_record, refuse_replacing, run_scenario_files
 
 __all__ = [
     "NONCONVERGED",
     "SweepResult",
+    "check_first_run",
     "execute_tasks",
     "fingerprint",
     "not_converged",
@@ -56,6 +58,25 @@ def not_converged(table: pd.DataFrame) -> pd.Series:
         return pd.Series(False, index=table.index)
     steps = pd.to_numeric(table[NONCONVERGED], errors="coerce").fillna(0)
     return (table["status"] == COMPLETE) & (steps > 0)
+
+
+def check_first_run(loaded: LoadedSweep) -> None:
+    """Load and start the sweep's first run as a run would (``openg2g validate`` and ``openg2g sweep``,
+    before anything runs): a base scenario that cannot run at all (a controller file that fails to
+    import, a feeder that cannot be read) is one input error, not a table of invalid runs.
+
+    :raises ScenarioError: the first run's problems, each naming the scenario file and field and
+        saying it is the first run of this sweep.
+    """
+    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.loader import load_scenario
+
+    spec = loaded.spec
+    first = {k: v for block in spec.parameters for k, v in expand_block(block)[0].items()}
+    try:
+        check_start(load_scenario(loaded.base_path, [*spec.set, *point_overrides(first)]))
+    except ScenarioError as exc:
+        raise ScenarioError([(f"{loc} (first run of sweep {loaded.path})", msg) for loc, msg in exc.problems]) from None
 
 
 @dataclass

@@ -215,11 +215,11 @@ def test_critic_warmup_holds_the_actor_and_trains_the_critic(tmp_path):
 
 
 def test_critic_warmup_is_refused_without_a_critic_or_when_negative(tmp_path):
-    with pytest.raises(G2GError, match="critic_warmup needs an actor-critic algorithm .* sac has none"):
+    with pytest.raises(G2GError, match="critic_warmup: .*needs an actor-critic algorithm .* sac has none"):
         train_policy(
             "toy", tmp_path / "a", algo="sac", env_config={"action": "box"}, settings=TrainSettings(critic_warmup=1)
         )
-    with pytest.raises(G2GError, match="critic_warmup must be >= 0 steps, got -1"):
+    with pytest.raises(G2GError, match="critic_warmup: Input should be greater than or equal to 0"):
         _toy_run(tmp_path / "b", settings=TrainSettings(32, 32, critic_warmup=-1))
 
 
