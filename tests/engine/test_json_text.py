@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from openg2g.core.atomic import write_json_atomic
 from openg2g.core.errors import OutputError
 from openg2g.core.jsontext import json_text
-from openg2g.core.atomic import write_json_atomic
 
 
 def _strict(text: str) -> object:
