@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "traces",
     "train",
     "evaluate",
+    "policy",
     "sweep",
     "study",
     "benchmark",

@@ -15,6 +15,8 @@ Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoi
 ``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
 the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
 segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
+SIGINT (Ctrl-C) or SIGTERM (``kill``, a scheduler) stops training at the next env step: checkpoint
+saved, segment marked interrupted, env workers ended; exit status 130 or 143.
 Loading a policy this writes unpickles nothing (``evaluate``, ``rl_policy``, ``--init-from``; see
 ``openg2g.envs.policy``); ``--resume`` reads the checkpoints in OUT, which are pickles, so resume
 only runs you made.
@@ -48,7 +50,7 @@ def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from openg2g.envs.config import EnvConfig
-    from openg2g.envs.training import TrainSettings, train_policy
+    from openg2g.envs.training import TrainingInterrupted, TrainSettings, train_policy
 
     try:
         env_config = EnvConfig.model_validate(parse_env_settings(args.env))
@@ -85,9 +87,9 @@ def _train(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             init_from=args.init_from,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # TrainingInterrupted on SIGINT or SIGTERM, after the checkpoint
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
-        return 130
+        return 128 + exc.signum if isinstance(exc, TrainingInterrupted) else 130
     print(f"policy: {result.policy} ({result.timesteps} steps, {result.wall_time_s:.0f} s)")
     return 0
 
