@@ -1,21 +1,27 @@
 """A trained reinforcement-learning policy as a scenario controller.
 
-The policy is a Stable-Baselines3 zip written by ``openg2g train`` with its env settings in a JSON
-file beside it (see :mod:`openg2g.envs.policy`). At each control step the controller builds the
-observation vector exactly as the training env did (:class:`openg2g.envs.spaces.SpaceLayout`, from
-the run's context and the saved observation settings), asks the policy for an action and sends the
-:class:`SetBatchSize` commands it implies.
+The policy is a Stable-Baselines3 zip (PPO, A2C, SAC, TD3, DQN) with its env settings in a JSON
+file beside it, written by ``openg2g train`` or ``openg2g policy wrap``, or inferred when there is
+none (see :mod:`openg2g.envs.policy`). At each control step the controller builds the observation
+vector exactly as the training env did (:class:`openg2g.envs.spaces.SpaceLayout`, from the run's
+context and the saved observation settings), normalizes it with the ``VecNormalize`` statistics the
+policy was trained with if any, asks the policy for an action and sends the :class:`SetBatchSize`
+commands it implies.
 
 Scenario use::
 
     controllers:
       - kind: rl_policy
         params: {policy: controllers/policies/ieee13_ppo.zip}
+      - kind: rl_policy            # an SB3 zip trained with VecNormalize(norm_obs=True)
+        params: {policy: logs/ppo/best_model.zip, vecnormalize: logs/ppo/vecnormalize.pkl}
 
 ``policy`` is a path (relative to the working directory) or the name of a bundled policy in
 ``controllers/policies`` (``ieee13_ppo``). Loading it unpickles nothing (:mod:`openg2g.envs.policy`);
 a zip that holds pickled objects openg2g does not know is refused unless ``trust_pickle: true``. A scenario whose sites, models or monitored bus-phases
-give spaces of other shapes than the policy's is refused at the start of the run, naming both. A
+give spaces of other shapes or bounds than the policy's is refused at the start of the run, naming
+both. A zip trained under ``VecNormalize`` without a JSON file saying which statistics it needs is
+refused until ``vecnormalize`` names them (or says ``none``). A
 policy trained with a deadline budget (``EnvConfig.miss_budget``) is held to the same allowed batch
 sizes here as in training (:mod:`openg2g.envs.spaces`), whatever its network outputs.
 """
@@ -32,7 +38,7 @@ from openg2g.core.interfaces import ControlContext, Controller
 from openg2g.core.state import Observation
 
 if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when a scenario uses this controller
-    from openg2g.envs.policy import PolicyMeta
+    from openg2g.envs.policy import ObsNormalization, PolicyMeta
     from openg2g.envs.spaces import SpaceLayout
 
 __all__ = ["RLPolicy"]
@@ -55,27 +61,42 @@ class RLPolicy(Controller):
                 "openg2g train): a pickle runs any code it carries, so only for a policy you trust."
             ),
         )
+        vecnormalize: str | None = Field(
+            None,
+            description=(
+                "SB3 VecNormalize statistics (vecnormalize.pkl, path relative to the working directory) the policy "
+                "was trained with, applied to its observations; 'none': raw observations. Default: what the "
+                "policy's .json says, else raw observations for a zip trained without VecNormalize."
+            ),
+        )
 
     def __init__(self, config: Config):
-        from openg2g.envs.policy import read_meta, resolve_policy
+        from openg2g.envs.policy import policy_meta, resolve_policy
 
         self.config = config
         self.path = resolve_policy(config.policy)
-        self.meta: PolicyMeta = read_meta(self.path)
+        self.meta: PolicyMeta = policy_meta(self.path)
         self._model: Any = None
+        self._normalization: ObsNormalization | None = None
         self.layout: SpaceLayout | None = None
 
     def reset(self, context: ControlContext, seed: int) -> None:
-        """Load the policy (once) and check that this scenario's spaces match it.
+        """Load the policy and its observation statistics (once) and check that this scenario's
+        spaces match it.
 
-        :raises ControllerError: the scenario gives other observation/action shapes than the policy's.
+        :raises ControllerError: the scenario gives other observation/action shapes or bounds than
+            the policy's, or the observation statistics are missing (policy trained under
+            ``VecNormalize``), unreadable or of another shape.
         """
-        from openg2g.envs.policy import load_policy
+        from openg2g.envs.policy import load_policy, observation_normalization
         from openg2g.envs.spaces import SpaceLayout
 
         super().reset(context, seed)
         if self._model is None:
             self._model, self.meta = load_policy(self.path, trust_pickle=self.config.trust_pickle)
+            self._normalization = observation_normalization(
+                self.path, self.config.vecnormalize, self._model.observation_space
+            )
         self.layout = SpaceLayout.for_env(context, self.meta.env, source=str(self.path))
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
 
@@ -85,5 +106,8 @@ class RLPolicy(Controller):
 
     def step(self, observation: Observation) -> list[Command]:
         assert self.layout is not None, "reset() first"
-        action, _ = self._model.predict(self.layout.observe(observation), deterministic=self.config.deterministic)
+        obs = self.layout.observe(observation)
+        if self._normalization is not None:
+            obs = self._normalization.apply(obs)
+        action, _ = self._model.predict(obs, deterministic=self.config.deterministic)
         return self.layout.commands(action, observation)

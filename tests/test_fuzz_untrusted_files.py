@@ -204,3 +204,27 @@ def test_a_policy_zip_with_an_unknown_pickled_entry_is_refused(
     main(["validate", str(_rl_scenario(tmp_path, policy, trust_pickle=True))])
     capsys.readouterr()
     assert marker.exists()
+
+
+def test_a_hostile_vecnormalize_file_is_refused_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "marker"
+    stats = tmp_path / "vecnormalize.pkl"
+    stats.write_bytes(pickle.dumps(_MakesMarker(marker)))
+    policy = bundled_policies_dir() / "ieee13_ppo.zip"
+    assert main(["validate", str(_rl_scenario(tmp_path, policy, vecnormalize=str(stats)))]) == 2
+    err = capsys.readouterr().err
+    assert "vecnormalize.pkl: cannot read it without unpickling code: it names posix.mkdir" in err
+    assert not marker.exists()
+
+
+def test_a_hostile_space_in_a_policy_zip_without_settings_is_refused_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "marker"
+    policy = _policy_with(tmp_path, {"observation_space": _MakesMarker(marker)})
+    policy.with_suffix(".json").unlink()  # the settings are then inferred from the zip, its spaces read
+    assert main(["validate", str(_rl_scenario(tmp_path, policy))]) == 2
+    assert "(observation_space): cannot read it without unpickling code" in capsys.readouterr().err
+    assert not marker.exists()

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "traces",
     "train",
     "evaluate",
+    "policy",
     "sweep",
     "study",
     "benchmark",

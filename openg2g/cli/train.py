@@ -17,6 +17,8 @@ the run in OUT: same logs and monitor file, reward-normalization statistics rest
 segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
 Without --resume, an OUT holding a training run is refused unless --overwrite is given; OUT is
 locked while training writes it, and policies are written through a temporary file and a rename.
+SIGINT (Ctrl-C) or SIGTERM (``kill``, a scheduler) stops training at the next env step: checkpoint
+saved, segment marked interrupted, env workers ended; exit status 130 or 143.
 Loading a policy this writes unpickles nothing (``evaluate``, ``rl_policy``, ``--init-from``; see
 ``openg2g.envs.policy``); ``--resume`` reads the checkpoints in OUT, which are pickles, so resume
 only runs you made.
@@ -100,7 +102,7 @@ def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from openg2g.envs.config import EnvConfig
-    from openg2g.envs.training import TrainSettings, require_tensorboard, train_policy
+    from openg2g.envs.training import TrainingInterrupted, TrainSettings, require_tensorboard, train_policy
 
     options = _options(args)
     try:
@@ -140,9 +142,9 @@ def _train(args: argparse.Namespace) -> int:
         )
     except ScenarioError as exc:  # an option the env refuses (more --eval-episodes than held-out variations)
         raise ScenarioError([(_option(loc), msg) for loc, msg in exc.problems]) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # TrainingInterrupted on SIGINT or SIGTERM, after the checkpoint
         print(f"interrupted; checkpoints kept in {out / 'checkpoints'} (continue with --resume)", file=sys.stderr)
-        return 130
+        return 128 + exc.signum if isinstance(exc, TrainingInterrupted) else 130
     print(f"policy: {result.policy} ({result.timesteps} steps, {result.wall_time_s:.0f} s)")
     return 0
 

@@ -6,27 +6,44 @@ names, controlled models, shapes). The ``rl_policy`` controller rebuilds the sam
 :class:`~openg2g.envs.spaces.SpaceLayout` from a scenario's context and the saved settings, and
 refuses a scenario whose spaces differ.
 
+Any Stable-Baselines3 zip is accepted (PPO, A2C, SAC, TD3, DQN, as its spaces allow): without
+a JSON file beside it the settings are inferred (:func:`policy_meta`: the algorithm from the zip,
+the default env settings with the zip's kind of action), and ``openg2g policy wrap`` writes one
+(:func:`wrap_policy`) for a policy trained with other env settings. A policy trained on
+observations normalized by SB3's ``VecNormalize`` needs that wrapper's statistics
+(``vecnormalize.pkl``, :func:`observation_normalization`), which are applied to each observation
+as ``VecNormalize`` does; the zip does not record whether the wrapper normalized observations or
+rewards only, so a zip trained under one is refused until told which.
+
 **Nothing is unpickled.** SB3 keeps what JSON cannot hold in the zip's ``data`` entry as
 cloudpickle blobs (``:serialized:``), which would run any code they carry when read. The blobs of
 a policy ``openg2g train`` writes are all known, and :func:`load_policy` hands SB3 each one's value
-instead (SB3's ``custom_objects``), so it reads none: the spaces are rebuilt from the settings file
-(:func:`~openg2g.envs.spaces.make_spaces`), the policy class is the algorithm's ``MlpPolicy``,
+instead (SB3's ``custom_objects``), so it reads none: the spaces are read from the zip by
+:func:`~openg2g.envs.safe_pickle.load_restricted` (numpy arrays and inert records only), the policy
+class is one of the algorithm's own (``MlpPolicy``, ``CnnPolicy``, ``MultiInputPolicy``),
 ``policy_kwargs`` are read from the JSON copy SB3 keeps beside the blob (its optimizer and
 activation classes among torch's own), and the training state (last observation, episode buffers,
 rollout or replay buffer class, schedules, train frequency) takes the algorithm's defaults: a
 loaded policy acts, it does not go on training. The network weights are tensors, which SB3 reads
 with torch's ``weights_only`` loader. A zip holding any other blob is refused unless the caller
-says it is trusted (``trust_pickle``).
+says it is trusted (``trust_pickle``). ``vecnormalize.pkl`` is a pickle too, read by the same
+restricted reader: its statistics are numpy arrays, so it needs no trust.
 """
 
 from __future__ import annotations
 
+import base64
 import inspect
 import json
+import os
 import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from gymnasium import spaces
 from pydantic import Field, ValidationError
 
 from openg2g.core.atomic import replace_atomically, write_json_atomic
@@ -34,37 +51,53 @@ from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.paths import bundled_policies_dir
 from openg2g.envs.config import EnvConfig
+from openg2g.envs.safe_pickle import Pickled, load_restricted, rebuild_space
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
 
 __all__ = [
     "ALGOS",
+    "DEPLOY_ALGOS",
     "TRAINING_STATE",
+    "ObsNormalization",
     "PolicyMeta",
     "algo_class",
     "load_policy",
+    "observation_normalization",
+    "policy_meta",
     "policy_paths",
     "resolve_policy",
     "save_policy",
+    "wrap_policy",
 ]
 
 FORMAT = "openg2g-policy-1"
 
 ALGOS = ("ppo", "a2c", "sac", "td3")
-"""Stable-Baselines3 algorithms the CLI trains and the controller loads (sac, td3: box actions only)."""
+"""Stable-Baselines3 algorithms the CLI trains (sac, td3: box actions only)."""
+
+DEPLOY_ALGOS = (*ALGOS, "dqn")
+"""Algorithms the controller loads (dqn acts on a ``Discrete`` space, which no openg2g env has)."""
 
 
 class PolicyMeta(ConfigModel):
     """What is saved beside a policy's zip."""
 
     format: str = Field(FORMAT, description="File format tag.")
-    algo: str = Field(description="Stable-Baselines3 algorithm (ppo, a2c, sac, td3).")
+    algo: str = Field(description="Stable-Baselines3 algorithm (ppo, a2c, sac, td3, dqn).")
     scenario: str = Field(description="Scenario the policy was trained on (path or bundled name).")
     overrides: list[str] = Field(default_factory=list, description="Scenario overrides used in training.")
     env: EnvConfig = Field(description="Env settings; observation and action define the spaces.")
     layout: dict[str, Any] = Field(default_factory=dict, description="Feature names, controlled models, shapes.")
     timesteps: int = Field(0, ge=0, description="Environment steps trained.")
+    vecnormalize: str | None = Field(
+        None,
+        description=(
+            "SB3 VecNormalize statistics (a vecnormalize.pkl) applied to the policy's observations, as a path "
+            "relative to this file's folder; null: the policy takes raw observations."
+        ),
+    )
 
 
 def algo_class(algo: str) -> type[BaseAlgorithm]:
@@ -74,7 +107,9 @@ def algo_class(algo: str) -> type[BaseAlgorithm]:
     """
     import stable_baselines3 as sb3
 
-    classes: dict[str, type[BaseAlgorithm]] = {"ppo": sb3.PPO, "a2c": sb3.A2C, "sac": sb3.SAC, "td3": sb3.TD3}
+    classes: dict[str, type[BaseAlgorithm]] = {
+        "ppo": sb3.PPO, "a2c": sb3.A2C, "sac": sb3.SAC, "td3": sb3.TD3, "dqn": sb3.DQN,
+    }  # fmt: skip
     if algo not in classes:
         raise ControllerError(f"unknown algorithm {algo!r}; valid: {', '.join(classes)}")
     return classes[algo]
@@ -137,6 +172,8 @@ TRAINING_STATE = (
     "lr_schedule",
     "clip_range",
     "train_freq",
+    "action_noise",
+    "exploration_schedule",
 )
 """Blobs of a saved model that only training reads: loaded as the algorithm's defaults (the
 constructor's, else None; ``lr_schedule`` is rebuilt from the saved ``learning_rate``)."""
@@ -148,6 +185,26 @@ _TORCH_CLASSES = {
 """torch classes a policy's ``policy_kwargs`` may name (``torch.optim.<name>``, ``torch.nn.<name>``)."""
 
 
+def policy_meta(path: str | Path) -> PolicyMeta:
+    """The settings of a policy: its JSON file, or inferred from the zip when there is none (the
+    algorithm from the zip's contents, the default :class:`EnvConfig` with the zip's kind of action,
+    no layout, raw observations).
+
+    :raises ControllerError: an invalid JSON file, or (inferring) a zip that is not an SB3 model.
+    """
+    zip_path, json_path = policy_paths(path)
+    if json_path.is_file():
+        return read_meta(zip_path)
+    data = _zip_data(zip_path)
+    _, action_space = _zip_spaces(zip_path, data)
+    action = "discrete" if isinstance(action_space, spaces.MultiDiscrete) else "box"
+    timesteps = data.get("num_timesteps")
+    return PolicyMeta(
+        algo=_infer_algo(zip_path, data), scenario="", env=EnvConfig(action=action),
+        timesteps=timesteps if isinstance(timesteps, int) and timesteps >= 0 else 0,
+    )  # fmt: skip
+
+
 def load_policy(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> tuple[Any, PolicyMeta]:
     """Load a saved policy: ``(sb3_model, meta)``, unpickling nothing (module docstring).
 
@@ -157,9 +214,9 @@ def load_policy(path: str | Path, device: str = "cpu", trust_pickle: bool = Fals
         ``trust_pickle``) a zip holding a blob that is not a known one.
     """
     zip_path = resolve_policy(path)
-    meta = read_meta(zip_path)
+    meta = policy_meta(zip_path)
     cls = algo_class(meta.algo)
-    custom = None if trust_pickle else _stand_ins(zip_path, meta, cls)
+    custom = None if trust_pickle else _stand_ins(zip_path, cls, meta)
     try:
         model = cls.load(str(zip_path), device=device, custom_objects=custom)
     except Exception as exc:  # SB3 raises many kinds on a bad zip
@@ -167,10 +224,10 @@ def load_policy(path: str | Path, device: str = "cpu", trust_pickle: bool = Fals
     return model, meta
 
 
-def _stand_ins(zip_path: Path, meta: PolicyMeta, cls: type[BaseAlgorithm]) -> dict[str, Any]:
-    """A value for every pickled blob of the zip's ``data`` entry, so SB3 unpickles none.
+def _zip_data(zip_path: Path) -> dict[str, Any]:
+    """The ``data`` entry of an SB3 zip (JSON; pickled values stay base64 blobs).
 
-    :raises ControllerError: the zip cannot be read, or holds a blob that is not a known one.
+    :raises ControllerError: not a zip with a JSON object as its data entry.
     """
     try:
         with zipfile.ZipFile(zip_path) as archive:
@@ -179,15 +236,68 @@ def _stand_ins(zip_path: Path, meta: PolicyMeta, cls: type[BaseAlgorithm]) -> di
         raise ControllerError(f"{zip_path}: not a Stable-Baselines3 policy zip ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
         raise ControllerError(f"{zip_path}: its data entry is not a JSON object")
+    return data
+
+
+def _blob(zip_path: Path, data: dict[str, Any], key: str, classes: dict[str, Any] | None = None) -> Any:
+    """The value of a pickled entry of ``data``, read without running code (None if absent or null)."""
+    value = data.get(key)
+    if not (isinstance(value, dict) and isinstance(value.get(":serialized:"), str)):
+        return None
+    try:
+        raw = base64.b64decode(value[":serialized:"])
+    except ValueError as exc:
+        raise ControllerError(f"{zip_path}: its {key} is not base64: {exc}") from None
+    return load_restricted(raw, f"{zip_path} ({key})", classes)
+
+
+def _zip_spaces(zip_path: Path, data: dict[str, Any]) -> tuple[Any, Any]:
+    """The observation and action spaces saved in the zip."""
+    found = []
+    for key in ("observation_space", "action_space"):
+        record = _blob(zip_path, data, key)
+        if record is None:
+            raise ControllerError(f"{zip_path}: its data entry holds no {key}")
+        found.append(rebuild_space(record, f"{zip_path} ({key})"))
+    return found[0], found[1]
+
+
+def _infer_algo(zip_path: Path, data: dict[str, Any]) -> str:
+    """The algorithm that saved a zip: from its policy class's module, PPO and A2C (which share
+    ``ActorCriticPolicy``) told apart by PPO's ``n_epochs``.
+
+    :raises ControllerError: a policy class of none of :data:`DEPLOY_ALGOS`.
+    """
+    policy_class = data.get("policy_class")
+    module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
+    for algo in ("sac", "td3", "dqn"):
+        if module == f"stable_baselines3.{algo}.policies":
+            return algo
+    if module == "stable_baselines3.common.policies":
+        return "ppo" if "n_epochs" in data else "a2c"
+    raise ControllerError(
+        f"{zip_path}: cannot tell its algorithm (policy class module {module!r}); openg2g loads "
+        f"{', '.join(DEPLOY_ALGOS)}: write its settings with openg2g policy wrap --algo"
+    )
+
+
+def _stand_ins(zip_path: Path, cls: type[BaseAlgorithm], meta: PolicyMeta) -> dict[str, Any]:
+    """A value for every pickled blob of the zip's ``data`` entry, so SB3 unpickles none.
+
+    :raises ControllerError: the zip cannot be read, or holds a blob that is not a known one.
+    """
+    data = _zip_data(zip_path)
     blobs = {k: v for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v}
     defaults = inspect.signature(cls.__init__).parameters
+    policies = {f"{c.__module__}.{c.__qualname__}": c for c in cls.policy_aliases.values()}
     custom: dict[str, Any] = {}
     unknown: list[str] = []
     for key, blob in blobs.items():
         if key in ("observation_space", "action_space"):
-            custom.update(zip(("observation_space", "action_space"), _meta_spaces(zip_path, meta)))
-        elif key == "policy_class":
-            custom[key] = cls.policy_aliases["MlpPolicy"]
+            custom.update(zip(("observation_space", "action_space"), _spaces(zip_path, data, meta)))
+        elif key == "policy_class":  # the algorithm's own class the blob names, else its MlpPolicy
+            named = _safe_blob(zip_path, data, key, policies)
+            custom[key] = named if named in policies.values() else cls.policy_aliases["MlpPolicy"]
         elif key in TRAINING_STATE:
             custom[key] = defaults[key].default if key in defaults else None
         elif key == "policy_kwargs" and (kwargs := _policy_kwargs(blob)) is not None:
@@ -203,20 +313,23 @@ def _stand_ins(zip_path: Path, meta: PolicyMeta, cls: type[BaseAlgorithm]) -> di
     return custom
 
 
-def _meta_spaces(zip_path: Path, meta: PolicyMeta) -> tuple[Any, Any]:
-    """The observation and action spaces the settings file gives (as the training env built them).
-
-    :raises ControllerError: the settings file records no layout (observation shape, controlled models).
-    """
+def _spaces(zip_path: Path, data: dict[str, Any], meta: PolicyMeta) -> tuple[Any, Any]:
+    """The policy's spaces: rebuilt from its settings file's layout when that has one (as the
+    training env built them; the zip's copies are not read), else read from the zip."""
     from openg2g.envs.spaces import make_spaces
 
     shape, controlled = meta.layout.get("observation_shape"), meta.layout.get("controlled")
-    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and isinstance(controlled, list)):
-        raise ControllerError(
-            f"{policy_paths(zip_path)[1]}: layout.observation_shape and layout.controlled are needed to rebuild the "
-            "policy's spaces without unpickling them"
-        )
-    return make_spaces(meta.env.observation.clip, shape[0], meta.env.action, len(controlled))
+    if isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and isinstance(controlled, list):
+        return make_spaces(meta.env.observation.clip, shape[0], meta.env.action, len(controlled))
+    return _zip_spaces(zip_path, data)
+
+
+def _safe_blob(zip_path: Path, data: dict[str, Any], key: str, classes: dict[str, Any]) -> Any:
+    """:func:`_blob`, or None where it cannot be read without running code."""
+    try:
+        return _blob(zip_path, data, key, classes)
+    except ControllerError:
+        return None
 
 
 def _policy_kwargs(blob: dict[str, Any]) -> dict[str, Any] | None:
@@ -238,3 +351,157 @@ def _policy_kwargs(blob: dict[str, Any]) -> dict[str, Any] | None:
             value = known[value]
         kwargs[name] = value
     return kwargs
+
+
+@dataclass(frozen=True)
+class ObsNormalization:
+    """The observation statistics of an SB3 ``VecNormalize`` (``vecnormalize.pkl``), applied as
+    ``VecNormalize.normalize_obs`` does: ``clip((obs - mean) / sqrt(var + epsilon), -clip_obs,
+    clip_obs)`` as float32.
+
+    :ivar mean: running mean of each observation feature (the features' units).
+    :ivar var: running variance of each feature.
+    :ivar epsilon: added to the variance (avoids a division by zero).
+    :ivar clip_obs: bound of the normalized values.
+    :ivar source: the file read.
+    """
+
+    mean: np.ndarray
+    var: np.ndarray
+    epsilon: float
+    clip_obs: float
+    source: Path
+
+    def apply(self, obs: np.ndarray) -> np.ndarray:
+        """The normalized observation (float32)."""
+        scaled = (obs - self.mean) / np.sqrt(self.var + self.epsilon)
+        return np.clip(scaled, -self.clip_obs, self.clip_obs).astype(np.float32)
+
+
+def read_vecnormalize(path: str | Path, observation_space: spaces.Space) -> ObsNormalization | None:
+    """The observation statistics saved by ``VecNormalize.save``, read without running code
+    (:mod:`openg2g.envs.safe_pickle`); None when that wrapper normalized rewards only.
+
+    :param observation_space: the policy's; the statistics must have its shape.
+    :raises ControllerError: the file is missing, not a saved ``VecNormalize``, or its statistics
+        have another shape than the policy's observations.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ControllerError(f"vecnormalize {path}: cannot read it: {exc.strerror or exc}") from None
+    saved = load_restricted(raw, path)
+    if not (isinstance(saved, Pickled) and saved.name.endswith(".VecNormalize")):
+        raise ControllerError(f"{path}: not a saved VecNormalize (found {saved!r})")
+    if not saved.field("norm_obs"):
+        return None
+    rms = saved.field("obs_rms")
+    mean, var = (rms.field("mean"), rms.field("var")) if isinstance(rms, Pickled) else (None, None)
+    if not (isinstance(mean, np.ndarray) and isinstance(var, np.ndarray) and mean.shape == var.shape):
+        raise ControllerError(f"{path}: obs_rms holds no mean and variance of one shape (a Dict observation?)")
+    if mean.shape != observation_space.shape:
+        raise ControllerError(
+            f"{path}: its statistics are for observations of shape {mean.shape}, the policy takes "
+            f"{observation_space.shape}"
+        )
+    epsilon, clip_obs = saved.field("epsilon"), saved.field("clip_obs")
+    if not (isinstance(epsilon, float) and isinstance(clip_obs, float) and epsilon >= 0 and clip_obs > 0):
+        raise ControllerError(f"{path}: epsilon {epsilon!r} and clip_obs {clip_obs!r} must be numbers >= 0 and > 0")
+    return ObsNormalization(mean, var, epsilon, clip_obs, path)
+
+
+def trained_under_vecnormalize(zip_path: Path) -> bool:
+    """Whether the model in the zip was trained in a ``VecNormalize`` wrapper: SB3 then keeps the
+    unnormalized observations beside the ones the model saw (``_last_original_obs``), else null.
+    It does not record whether the wrapper normalized observations or only rewards."""
+    return _zip_data(zip_path).get("_last_original_obs") is not None
+
+
+def observation_normalization(
+    zip_path: Path, given: str | None, observation_space: spaces.Space
+) -> ObsNormalization | None:
+    """The observation normalization a deployed policy needs.
+
+    :param given: ``vecnormalize`` of the ``rl_policy`` params: a path to the statistics, ``"none"``
+        (raw observations), or None: what the policy's JSON file says (:attr:`PolicyMeta.vecnormalize`),
+        and without one, raw observations for a zip trained without ``VecNormalize``.
+    :raises ControllerError: None given for a zip trained under ``VecNormalize`` with no JSON file
+        beside it, or statistics that cannot be read or do not fit (:func:`read_vecnormalize`).
+    """
+    _, json_path = policy_paths(zip_path)
+    if given is None and json_path.is_file():
+        saved = read_meta(zip_path).vecnormalize
+        given = str(json_path.parent / saved) if saved is not None else "none"
+    if given is None and trained_under_vecnormalize(zip_path):
+        raise ControllerError(
+            f"{zip_path} was trained under SB3's VecNormalize (the zip keeps the original observations beside the "
+            "normalized ones) and the zip does not say whether observations were normalized: give the statistics "
+            "(rl_policy param vecnormalize: path/to/vecnormalize.pkl), or vecnormalize: none if only rewards were"
+        )
+    if given is None or given == "none":
+        return None
+    return read_vecnormalize(given, observation_space)
+
+
+def wrap_policy(
+    model: str | Path,
+    scenario: str,
+    overrides: Sequence[str] = (),
+    env_config: dict[str, Any] | None = None,
+    vecnormalize: str | None = None,
+    algo: str | None = None,
+    force: bool = False,
+) -> Path:
+    """Write the settings file (:class:`PolicyMeta`) of an SB3 zip trained outside ``openg2g
+    train``, after checking that the scenario's spaces are the model's (``openg2g policy wrap``).
+
+    :param scenario: scenario path, bundled name or ``"toy"``, with ``overrides``.
+    :param env_config: :class:`EnvConfig` fields; ``action`` defaults to the zip's kind of action.
+    :param vecnormalize: the ``VecNormalize`` statistics the model was trained with, or ``"none"``;
+        needed for a zip trained under ``VecNormalize``. Stored relative to the settings file.
+    :param algo: one of :data:`DEPLOY_ALGOS`; default inferred from the zip.
+    :param force: replace an existing settings file.
+    :return: the settings file's path.
+    :raises ControllerError: no such zip, a settings file already there (without ``force``), spaces
+        that differ from the scenario's (named), or normalization missing or unfit.
+    :raises ScenarioError: the scenario or the env settings are invalid.
+    """
+    from openg2g.envs.env import make_env
+
+    zip_path, json_path = policy_paths(model)
+    if not zip_path.is_file():
+        raise ControllerError(f"{zip_path}: no such file")
+    if json_path.is_file() and not force:
+        raise ControllerError(f"{json_path} exists (the policy's settings); give --force to replace it")
+    data = _zip_data(zip_path)
+    observation_space, action_space = _zip_spaces(zip_path, data)
+    algo = algo or _infer_algo(zip_path, data)
+    algo_class(algo)
+    fields = {"action": "discrete" if isinstance(action_space, spaces.MultiDiscrete) else "box", **(env_config or {})}
+    try:
+        cfg = EnvConfig.model_validate(fields)
+    except ValidationError as exc:
+        raise ControllerError(f"--env: {exc}") from None
+    env = make_env(scenario, tuple(overrides), **cfg.model_dump(mode="json"))
+    try:
+        layout = env.layout
+        layout.check_spaces(observation_space, action_space, f"policy {zip_path}")
+    finally:
+        env.close()
+    if vecnormalize is None and trained_under_vecnormalize(zip_path):
+        raise ControllerError(
+            f"{zip_path} was trained under SB3's VecNormalize: give --vecnormalize path/to/vecnormalize.pkl, or "
+            "--vecnormalize none if it normalized rewards only"
+        )
+    stored = None
+    if vecnormalize not in (None, "none"):
+        read_vecnormalize(vecnormalize, observation_space)
+        stored = os.path.relpath(Path(vecnormalize).resolve(), json_path.resolve().parent)
+    timesteps = data.get("num_timesteps")
+    meta = PolicyMeta(
+        algo=algo, scenario=scenario, overrides=list(overrides), env=cfg, layout=layout.describe(),
+        timesteps=timesteps if isinstance(timesteps, int) and timesteps >= 0 else 0, vecnormalize=stored,
+    )  # fmt: skip
+    json_path.write_text(json.dumps(meta.model_dump(mode="json"), indent=2) + "\n")
+    return json_path

@@ -355,6 +355,8 @@ class SpaceLayout:
                 f"observation: the scenario gives {describe_space(self.observation_space)}, "
                 f"the policy expects {describe_space(observation_space)}"
             )
+        elif bounds := _other_bounds(self.observation_space, observation_space):
+            problems.append(f"observation bounds: {bounds}")
         same_action = type(action_space) is type(self.action_space) and (
             np.array_equal(action_space.nvec, self.action_space.nvec)  # type: ignore[attr-defined]
             if isinstance(action_space, spaces.MultiDiscrete)
@@ -366,5 +368,27 @@ class SpaceLayout:
                 f"({len(self.controlled)} controllable models: {[s.key for s in self.controlled]}), "
                 f"the policy expects {describe_space(action_space)}"
             )
+        elif isinstance(action_space, spaces.Box) and (bounds := _other_bounds(self.action_space, action_space)):
+            problems.append(f"action bounds: {bounds}")
         if problems:
             raise ControllerError(f"{what} does not fit this scenario: " + "; ".join(problems))
+
+
+def _other_bounds(expected: spaces.Space, found: spaces.Box) -> str:
+    """What differs between the bounds (or dtype) of two boxes of one shape, or "" if nothing does."""
+    assert isinstance(expected, spaces.Box)
+    if (
+        np.array_equal(expected.low, found.low)
+        and np.array_equal(expected.high, found.high)
+        and expected.dtype == found.dtype
+    ):
+        return ""
+    return f"the scenario gives {_box_range(expected)}, the policy expects {_box_range(found)}"
+
+
+def _box_range(box: spaces.Box) -> str:
+    """``[-10, 10] float32``, or the bounds of each entry where they are not all alike."""
+    low, high = np.unique(box.low), np.unique(box.high)
+    if low.size == 1 and high.size == 1:
+        return f"[{low[0]:g}, {high[0]:g}] {box.dtype}"
+    return f"low {box.low.tolist()}, high {box.high.tolist()} {box.dtype}"

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
@@ -46,11 +48,15 @@ from openg2g.envs.training_run import (
     normalization_path,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 __all__ = [
     "CriticWarmup",
     "TrainOptions",
     "TrainResult",
     "TrainSettings",
+    "TrainingInterrupted",
     "require_tensorboard",
     "score_policy",
     "train_policy",
@@ -59,6 +65,12 @@ __all__ = [
 MAX_LAYER_UNITS = 4096
 """Widest hidden layer accepted (units): the policies here use 64, and a layer of 4096 already holds
 16.8 M weights towards the next one; a larger one only exhausts memory."""
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that end a training run with a checkpoint (Ctrl-C, ``kill``, a scheduler's stop)."""
+
+WORKER_EXIT_S = 10.0
+"""Seconds a terminated env worker is given to exit before it is killed."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +213,90 @@ def score_policy(
             done = terminated or truncated
         totals.append(total)
     return float(np.mean(totals)), totals
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on a signal after saving a checkpoint and marking its segment interrupted.
+
+    :param signum: the signal that stopped it (``signal.SIGINT`` or ``signal.SIGTERM``).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class _StopOnSignal(BaseCallback):
+    """Ends SB3's ``learn`` at the next env step once SIGINT or SIGTERM reached this process.
+
+    The handler only notes the signal and the callback returns False at the next step, so SB3 leaves
+    its loop between two steps, never halfway through an exchange with the env workers: raising
+    where the signal lands could cut a worker's answer in half, and SB3's close then waits forever
+    for it. A second signal raises ``KeyboardInterrupt`` at once, for whoever will not wait (the
+    workers are then reaped by force, :func:`_close_envs`). Used as a context manager around the
+    vector env's life; handlers are installed only in the main thread, where Python runs them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_SIGNALS:
+                self._previous[s] = signal.getsignal(s)
+                signal.signal(s, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        self._previous.clear()
+
+    def _note(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(f"{signal.Signals(signum).name} while stopping")
+        self.signum = signum
+
+    def _on_step(self) -> bool:
+        return self.signum is None
+
+
+def _worker_env(factory: Callable[[], gym.Env]) -> gym.Env:
+    """``factory()`` in a ``SubprocVecEnv`` worker, which from then on ignores SIGINT: Ctrl-C in a
+    terminal reaches the whole process group, and the parent alone decides when workers stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return factory()
+
+
+def _close_envs(vec: VecEnv, force: bool) -> None:
+    """Close the vector env and reap its worker processes.
+
+    SB3's own close asks each worker to stop and waits for it, which is right after a clean stop.
+    With ``force`` (an error, or a second signal, when a worker may be halfway through an exchange
+    and would never answer), or when that close fails on a dead worker, every worker is terminated,
+    given :data:`WORKER_EXIT_S` to exit and then killed.
+    """
+    if not force:
+        try:
+            vec.close()
+            return
+        except (EOFError, ConnectionError):  # a worker is gone; reap the others below
+            pass
+    workers = vec.unwrapped
+    if isinstance(workers, SubprocVecEnv) and not workers.closed:
+        for process in workers.processes:
+            process.terminate()
+        for process in workers.processes:
+            process.join(WORKER_EXIT_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for remote in workers.remotes:
+            remote.close()
+        workers.closed = True  # the close below then closes only the wrappers (monitor file)
+    vec.close()
 
 
 def require_tensorboard() -> None:
@@ -362,6 +458,10 @@ def train_policy(
     :raises G2GError: a continuous-only algorithm with discrete actions, tensorboard requested but not
         installed, a fresh run into a folder holding one, a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
         by a resume or does not fit (other algorithm, spaces or network sizes).
+    :raises TrainingInterrupted: SIGINT or SIGTERM reached this process (main thread only): training
+        stopped at the next env step with a checkpoint, the segment marked ``interrupted`` and the
+        env workers reaped; a second signal raises ``KeyboardInterrupt`` at once (checkpoint still
+        saved, workers terminated).
     """
     import torch
 
@@ -397,28 +497,34 @@ def train_policy(
     done_steps = start[1] if start else 0
     with _writing(out):
         (out / "logs").mkdir(parents=True, exist_ok=True)
-
-        vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
-        if start:
-            model = cls.load(str(start[0]), env=vec, device="cpu")
-            log(f"resuming from {start[0]} ({done_steps} steps)")
-        else:
-            model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
-        model.set_logger(_logger(out, tensorboard, resumed=start is not None))
-
-        run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
-        if init_from is not None:
-            run["init_from"] = str(init_from)
-        record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
-        record.start(done_steps, steps, n_envs, seed)
-        checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
-        checkpoints.init_callback(model)
-        callbacks: list[BaseCallback] = (
-            [checkpoints, _ProgressBar(steps, f"train {algo}")] if progress else [checkpoints]
-        )
-        if settings.critic_warmup:
-            callbacks.append(CriticWarmup(settings.critic_warmup))
-        wall = _learn(model, vec, checkpoints, CallbackList(callbacks), steps, start, record, log)
+        with _StopOnSignal() as stop:
+            vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
+            try:
+                if start:
+                    model = cls.load(str(start[0]), env=vec, device="cpu")
+                    log(f"resuming from {start[0]} ({done_steps} steps)")
+                else:
+                    model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
+                model.set_logger(_logger(out, tensorboard, resumed=start is not None))
+                run = {"scenario": str(scenario), "overrides": list(overrides), "algo": algo, "settings": settings_json}
+                if init_from is not None:
+                    run["init_from"] = str(init_from)
+                record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
+                record.start(done_steps, steps, n_envs, seed)
+                checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
+                checkpoints.init_callback(model)
+                callbacks: list[BaseCallback] = [stop, checkpoints]
+                if progress:
+                    callbacks.append(_ProgressBar(steps, f"train {algo}"))
+                if settings.critic_warmup:
+                    callbacks.append(CriticWarmup(settings.critic_warmup))
+                wall = _learn(model, checkpoints, CallbackList(callbacks), steps, start, record, log, stop)
+            except BaseException:
+                _close_envs(vec, force=True)
+                raise
+            _close_envs(vec, force=False)
+        if stop.signum is not None:
+            raise TrainingInterrupted(stop.signum)
         record.end(int(model.num_timesteps), wall, "finished")
         policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
         evaluation = _evaluate(probe, model, cfg, seed, eval_episodes, log)
@@ -438,17 +544,18 @@ def _writing(out: Path) -> Iterator[None]:
 
 def _learn(
     model: BaseAlgorithm,
-    vec: VecEnv,
     checkpoints: Checkpoints,
     callback: CallbackList,
     steps: int,
     start: tuple[Path, int] | None,
     record: TrainRecord,
     log: Callable[[str], None],
+    stop: _StopOnSignal,
 ) -> float:
-    """Train up to ``steps`` in all and checkpoint the end (also when interrupted, so ``--resume``
-    continues from there); returns the wall time (s). A failure or interruption is written to the
-    run's record before it propagates. The envs and the logger are closed in any case."""
+    """Train up to ``steps`` in all and checkpoint the end (also when stopped by a signal or
+    interrupted, so ``--resume`` continues from there); returns the wall time (s). A stop, failure
+    or interruption is written to the run's record (a failure or interruption before it
+    propagates). The logger is closed in any case; the caller closes the envs."""
     done_steps = start[1] if start else 0
     t0 = time.perf_counter()
     try:
@@ -456,7 +563,7 @@ def _learn(
             model.learn(total_timesteps=steps - done_steps, callback=callback, reset_num_timesteps=start is None)
         elif start:
             log(f"{start[0]} already has {done_steps} of the {steps} steps asked for; nothing to train")
-        checkpoints.save()  # the next --resume starts exactly here
+        path = checkpoints.save()  # the next --resume starts exactly here
     except KeyboardInterrupt:
         path = checkpoints.save()
         record.end(int(model.num_timesteps), time.perf_counter() - t0, "interrupted")
@@ -467,11 +574,11 @@ def _learn(
         raise
     finally:
         model.logger.close()
-        try:
-            vec.close()
-        except (EOFError, ConnectionError, BrokenPipeError):  # workers already gone (Ctrl-C reaches them too)
-            pass
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if stop.signum is not None:
+        record.end(int(model.num_timesteps), wall, "interrupted")
+        log(f"stopped by {signal.Signals(stop.signum).name} at {model.num_timesteps} steps; saved {path}")
+    return wall
 
 
 def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo: str) -> None:
@@ -544,7 +651,8 @@ def _vec_env(
     """``n_envs`` seeded envs (subprocesses when > 1), monitored into ``monitor.csv`` (raw rewards,
     continued on resume) and, with ``settings.normalize_reward``, reward-normalized with the
     checkpoint's statistics when it has them."""
-    vec: VecEnv = SubprocVecEnv([factory] * n_envs) if n_envs > 1 else DummyVecEnv([factory] * n_envs)
+    worker = functools.partial(_worker_env, factory)
+    vec: VecEnv = SubprocVecEnv([worker] * n_envs) if n_envs > 1 else DummyVecEnv([factory] * n_envs)
     vec.seed(seed)
     vec = monitor(vec, out / "monitor.csv", append=start is not None)
     if not settings.normalize_reward:

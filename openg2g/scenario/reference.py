@@ -76,7 +76,9 @@ A scenario from someone else is code: read it before you validate or run it.
   (`openg2g powerflow --trust-pickle`); converting it once to JSON avoids the question.
 - `kind: rl_policy` loads a Stable-Baselines3 policy `.zip`. A zip written by `openg2g train`
   (the bundled ones too) loads without unpickling anything; one holding other pickled objects is
-  refused unless its params say `trust_pickle: true` (`openg2g evaluate --trust-pickle`).
+  refused unless its params say `trust_pickle: true` (`openg2g evaluate --trust-pickle`). Its
+  `vecnormalize.pkl` (params `vecnormalize`) is read by a restricted reader that builds numpy
+  arrays only, so it needs no such word.
 - `openg2g train --resume` reads the checkpoints in its `--out` folder, which are pickles.
 - Everything else is data. A JSON net may name only objects of the packages pandapower itself
   writes (pandapower, pandas, numpy, networkx, geopandas; of builtins complex, tuple, set,

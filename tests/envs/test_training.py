@@ -119,8 +119,8 @@ def test_policy_refuses_a_scenario_with_other_spaces(trained_toy):
 def test_missing_policy_files_are_named(tmp_path):
     with pytest.raises(ControllerError, match="not found"):
         build_controller(ControllerSpec(kind=RL_POLICY_KIND, params={"policy": str(tmp_path / "none.zip")}), Path("."))
-    (tmp_path / "lonely.zip").write_bytes(b"")
-    with pytest.raises(ControllerError, match="no lonely.json beside it"):
+    (tmp_path / "lonely.zip").write_bytes(b"")  # no settings beside it: inferred from the zip, which is none
+    with pytest.raises(ControllerError, match="lonely.zip: not a Stable-Baselines3 policy zip"):
         build_controller(
             ControllerSpec(kind=RL_POLICY_KIND, params={"policy": str(tmp_path / "lonely.zip")}), Path(".")
         )
