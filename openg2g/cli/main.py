@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "sweep",
     "study",
     "benchmark",
+    "app",
 )
 
 

@@ -12,7 +12,7 @@ written when Ctrl-C came.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -50,12 +50,25 @@ __all__ = [
 ]
 
 
-def read_table(out_dir: Path, name: str) -> pd.DataFrame:
-    """Read one output table (a directory of parquet parts); empty frame if it has no rows."""
+def read_table(
+    out_dir: Path,
+    name: str,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[tuple[str, str, Any]] | None = None,
+) -> pd.DataFrame:
+    """Read one output table (a directory of parquet parts); empty frame if it has no rows.
+
+    :param columns: only these columns (``None``: all).
+    :param filters: pyarrow row filters such as ``[("t_s", "==", 60.0)]``; each part is written
+        in time order with its time range in its statistics, so a filter on ``t_s`` reads only the
+        parts that hold those times.
+    """
     path = Path(out_dir) / name
     if not path.is_dir() or not any(path.glob("part-*.parquet")):
         return pd.DataFrame()
-    return pd.read_parquet(path)
+    return pd.read_parquet(
+        path, columns=list(columns) if columns is not None else None, filters=list(filters) if filters else None
+    )
 
 
 def plot_dc_power(datacenter: pd.DataFrame, marks: Marks | None = None, run: str = "") -> Figure:
