@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EDGE_STYLE",
     "bus_voltages",
+    "edge_segments",
     "feeder_tables",
     "layout",
     "plot_feeder_map",
@@ -199,9 +200,26 @@ HIGHLIGHT_COLOR = "#e7298a"
 def _draw_edges(ax: Axes, edges: pd.DataFrame, xy: Mapping[str, tuple[float, float]]) -> pd.Series:
     """Draw the branches between buses that have coordinates, faint when out of service; returns
     each branch's kind (``line`` when ``edges`` has no ``kind`` column)."""
+    for (kind, live), segs in edge_segments(edges, xy).items():
+        label = kind if live else f"{kind} (open)"
+        ax.add_collection(LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=label, **EDGE_STYLE[kind]))
+    return edges["kind"] if "kind" in edges else pd.Series("line", index=edges.index)
+
+
+def edge_segments(
+    edges: pd.DataFrame, xy: Mapping[str, tuple[float, float]]
+) -> dict[tuple[str, bool], list[list[tuple[float, float]]]]:
+    """The branches as drawing segments, grouped by kind and service.
+
+    :param edges: ``from_bus``, ``to_bus`` and optionally ``kind`` and ``in_service``.
+    :param xy: bus -> drawing position (:func:`layout`); a branch to a bus without one is left out.
+    :return: ``(kind, in_service)`` -> ``[[(x1, y1), (x2, y2)], ...]``, in :data:`EDGE_STYLE`
+        order, in service first; only groups that have a segment.
+    """
     kinds = edges["kind"] if "kind" in edges else pd.Series("line", index=edges.index)
     in_service = edges["in_service"] if "in_service" in edges else pd.Series(True, index=edges.index)
-    for kind, style in EDGE_STYLE.items():
+    groups: dict[tuple[str, bool], list[list[tuple[float, float]]]] = {}
+    for kind in EDGE_STYLE:
         for live in (True, False):
             mask = (kinds == kind) & (in_service.astype(bool) == live)
             segs = [
@@ -210,9 +228,8 @@ def _draw_edges(ax: Axes, edges: pd.DataFrame, xy: Mapping[str, tuple[float, flo
                 if str(a) in xy and str(b) in xy
             ]
             if segs:
-                label = kind if live else f"{kind} (open)"
-                ax.add_collection(LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=label, **style))
-    return kinds
+                groups[(kind, live)] = segs
+    return groups
 
 
 def _legend(ax: Axes, kinds: pd.Series, marked: Sequence[str]) -> None:

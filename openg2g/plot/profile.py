@@ -19,7 +19,7 @@ from openg2g.grid.topology import Topology, distance_from_source_km
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 from openg2g.plot.timeline import titled
 
-__all__ = ["plot_voltage_profile", "voltage_profile", "worst_instant"]
+__all__ = ["plot_voltage_profile", "profile_segments", "voltage_profile", "worst_instant"]
 
 
 def worst_instant(grid: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> float:
@@ -63,6 +63,21 @@ def voltage_profile(grid_voltages: pd.DataFrame, topology: Topology, t_s: float)
     )
 
 
+def profile_segments(rows: pd.DataFrame, edges: pd.DataFrame) -> list[list[tuple[float, float]]]:
+    """The branches of one phase's profile as segments ``[(km, pu), (km, pu)]``.
+
+    :param rows: one phase's rows of :func:`voltage_profile` (``bus``, ``distance_km``, ``v_pu``).
+    :param edges: the branches to draw (``from_bus``, ``to_bus``), usually the in-service ones; a
+        branch is drawn when both its buses have a row.
+    """
+    point = {str(b): (float(d), float(v)) for b, d, v in zip(rows["bus"], rows["distance_km"], rows["v_pu"])}
+    return [
+        [point[str(a)], point[str(b)]]
+        for a, b in zip(edges["from_bus"], edges["to_bus"])
+        if str(a) in point and str(b) in point
+    ]
+
+
 def plot_voltage_profile(
     profile: pd.DataFrame,
     topology: Topology,
@@ -89,12 +104,7 @@ def plot_voltage_profile(
             rows = profile[(profile["phase"] == ph) & profile["distance_km"].notna()]
             if rows.empty:
                 continue
-            point = {b: (d, v) for b, d, v in zip(rows["bus"], rows["distance_km"], rows["v_pu"])}
-            segments = [
-                [point[str(a)], point[str(b)]]
-                for a, b in zip(live["from_bus"], live["to_bus"])
-                if str(a) in point and str(b) in point
-            ]
+            segments = profile_segments(rows, live)
             color = PHASE_COLORS[ph]
             ax.add_collection(LineCollection(segments, colors=color, linewidths=0.9, alpha=0.8))
             ax.plot(rows["distance_km"], rows["v_pu"], "o", ms=3, color=color, label=f"phase {ph}")

@@ -13,7 +13,7 @@ written when Ctrl-C came.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -58,18 +58,30 @@ FIELD_TABLES = ("commands", "events")
 their fields, and one parquet schema must hold them all)."""
 
 
-def read_table(out_dir: Path, name: str) -> pd.DataFrame:
+def read_table(
+    out_dir: Path,
+    name: str,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[tuple[str, str, Any]] | None = None,
+) -> pd.DataFrame:
     """Read one output table (a directory of parquet parts); empty frame if it has no rows.
 
     The ``commands`` and ``events`` tables come with one column per command field (``site``,
     ``model``, ``batch_size``, ``taps``, ...: the values as the command holds them, ``None`` where a
     row's command has no such field) after their stored ``fields`` JSON text.
+
+    :param columns: only these columns (``None``: all).
+    :param filters: pyarrow row filters such as ``[("t_s", "==", 60.0)]``; each part is written
+        in time order with its time range in its statistics, so a filter on ``t_s`` reads only the
+        parts that hold those times.
     """
     path = Path(out_dir) / name
     if not path.is_dir() or not any(path.glob("part-*.parquet")):
         return pd.DataFrame()
-    frame = pd.read_parquet(path)
-    return expand_fields(frame) if name in FIELD_TABLES else frame
+    frame = pd.read_parquet(
+        path, columns=list(columns) if columns is not None else None, filters=list(filters) if filters else None
+    )
+    return expand_fields(frame) if name in FIELD_TABLES and "fields" in frame.columns else frame
 
 
 def expand_fields(frame: pd.DataFrame) -> pd.DataFrame:

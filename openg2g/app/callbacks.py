@@ -1,0 +1,367 @@
+"""What the page does when the user acts: the Dash callbacks between :mod:`openg2g.app.views` and
+:mod:`openg2g.app.data` / :mod:`openg2g.app.whatif`.
+
+A request the app cannot serve (a run outside the runs folder, a what-if that does not validate,
+a table that cannot be read) is answered with its message in the section's message line; nothing
+of Python's traceback reaches the page (the app runs with Dash's debug mode off).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import dash
+from dash import ALL, Input, Output, Patch, State, ctx, no_update
+
+from openg2g.app import views
+from openg2g.app.data import AppError, RunStore, compare, grid_times, list_runs, map_at, run_marks_in, run_panels
+from openg2g.app.whatif import (
+    KEEP,
+    RunQueue,
+    WhatIf,
+    form_models,
+    parse_extra,
+    parse_params,
+    scenario_form,
+    scenario_yaml,
+)
+from openg2g.core.errors import G2GError, ScenarioError
+
+__all__ = ["register"]
+
+SERVED_ERRORS = (G2GError, ValueError, OSError, KeyError)
+"""Errors shown to the user as a message: bad input, a run folder that cannot be read."""
+
+T = TypeVar("T")
+
+_RANGE = re.compile(r"^xaxis\d*\.range\[(?P<end>[01])\]$")
+_RANGE_LIST = re.compile(r"^xaxis\d*\.range$")
+_AUTORANGE = re.compile(r"^xaxis\d*\.autorange$")
+
+
+def message(exc: BaseException) -> str:
+    """The text a page shows for an error: a scenario's problems one per line, else the error's
+    own message."""
+    if isinstance(exc, ScenarioError):
+        return "\n".join(f"{loc}: {msg}" for loc, msg in exc.problems)
+    if isinstance(exc, KeyError) and not isinstance(exc, G2GError):
+        return f"missing column or entry {exc}"
+    return str(exc)
+
+
+def x_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None | str:
+    """The time range a zoom asked for: ``(start, end)`` (s), ``None`` for the whole run
+    (autorange), ``"same"`` when the event did not touch the time axis."""
+    if not relayout:
+        return "same"
+    ends: dict[str, float] = {}
+    for key, value in relayout.items():
+        if _AUTORANGE.match(key) and value:
+            return None
+        if _RANGE_LIST.match(key) and isinstance(value, list) and len(value) == 2:
+            return (float(value[0]), float(value[1]))
+        found = _RANGE.match(key)
+        if found:
+            ends[found["end"]] = float(value)
+    if "0" in ends and "1" in ends:
+        return (ends["0"], ends["1"])
+    return "same"
+
+
+def _shown(fn: Callable[[], T], fallback: Callable[[str], T]) -> T:
+    try:
+        return fn()
+    except SERVED_ERRORS as exc:
+        return fallback(message(exc))
+
+
+def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool) -> None:
+    """Attach every callback of the page to ``app``.
+
+    :param store: the runs folder's open runs.
+    :param queue: the what-if run queue.
+    :param allow_code: whether free ``key=value`` lines are taken.
+    """
+    root = store.root
+
+    @app.callback(
+        Output("runs-table", "data"),
+        Output("runs-table", "selected_rows"),
+        Input("runs-refresh", "n_intervals"),
+        State("runs-table", "data"),
+        State("runs-table", "selected_row_ids"),
+        State("runs-table", "selected_rows"),
+    )
+    def refresh_runs(_: Any, old: list[dict[str, Any]] | None, ids: list[str] | None, rows: list[int] | None) -> Any:
+        data = views.runs_rows(list_runs(root))
+        if data == old:
+            return no_update, no_update
+        # selection follows the runs, not the row numbers, when a new run joins the list
+        index = {r["id"]: k for k, r in enumerate(data)}
+        selected = [index[i] for i in ids or [] if i in index]
+        return data, (no_update if selected == (rows or []) else selected)
+
+    @app.callback(
+        Output("map-run", "options"),
+        Output("map-run", "value"),
+        Output("baseline", "options"),
+        Output("baseline", "value"),
+        Input("runs-table", "selected_row_ids"),
+        State("map-run", "value"),
+        State("baseline", "value"),
+    )
+    def choose(ids: list[str] | None, current: str | None, baseline: str | None) -> Any:
+        ids = list(ids or [])
+        keep = current if current in ids else (ids[0] if ids else None)
+        keep_base = baseline if baseline in ids else (ids[0] if ids else None)
+        return ids, keep, ids, keep_base
+
+    def _time(run_id: str | None, index: int | None) -> float | None:
+        if not run_id:
+            return None
+        times = grid_times(store.get(run_id))
+        if times.size == 0:
+            return None
+        return float(times[min(max(int(index or 0), 0), times.size - 1)])
+
+    @app.callback(
+        Output("series-graph", "figure"),
+        Output("series-message", "children"),
+        Input("runs-table", "selected_row_ids"),
+        Input("series-graph", "relayoutData"),
+        Input("time-slider", "value"),
+        State("map-run", "value"),
+    )
+    def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, index: int, run_id: str | None) -> Any:
+        if not ids:
+            return views.empty_figure("select a run above"), ""
+        cursor_run = run_id if run_id in ids else ids[0]
+        if ctx.triggered_id == "time-slider":  # only the cursor moves: the lines stay in the browser
+
+            def move() -> Any:
+                t_s = _time(cursor_run, index)
+                if t_s is None:
+                    return no_update, no_update
+                cursor = Patch()
+                cursor["layout"]["shapes"][0] = views.cursor_shape(t_s)
+                return cursor, ""
+
+            return _shown(move, lambda text: (no_update, text))
+        zoom = x_range(relayout) if ctx.triggered_id == "series-graph" else None
+        if zoom == "same":
+            return no_update, no_update
+        t_range = zoom if isinstance(zoom, tuple) else None
+
+        def build() -> Any:
+            runs = []
+            for rid in ids:
+                run = store.get(rid)
+                runs.append((rid, run_panels(run, t_range), run_marks_in(run, t_range)))
+            return views.series_figure(runs, _time(cursor_run, index), t_range), ""
+
+        return _shown(build, lambda text: (views.empty_figure(), text))
+
+    @app.callback(
+        Output("time-slider", "max"),
+        Output("time-slider", "value"),
+        Output("time-slider", "marks"),
+        Input("map-run", "value"),
+    )
+    def slider_for_run(run_id: str | None) -> Any:
+        if not run_id:
+            return 0, 0, None
+
+        def build() -> Any:
+            times = grid_times(store.get(run_id))
+            if times.size == 0:
+                return 0, 0, None
+            last = times.size - 1
+            return last, 0, {0: f"{times[0]:g} s", last: f"{times[-1]:g} s"}
+
+        return _shown(build, lambda _text: (0, 0, None))
+
+    @app.callback(
+        Output("map-graph", "figure"),
+        Output("profile-graph", "figure"),
+        Output("worst-list", "children"),
+        Output("time-label", "children"),
+        Output("map-message", "children"),
+        Input("time-slider", "value"),
+        Input("map-run", "value"),
+        prevent_initial_call=True,
+    )
+    def draw_map(index: int | None, run_id: str | None) -> Any:
+        if not run_id:
+            return views.empty_figure(), views.empty_figure(), None, "", ""
+
+        def build() -> Any:
+            run = store.get(run_id)
+            t_s = _time(run_id, index)
+            if t_s is None:
+                raise AppError(f"run {run_id!r} has no grid steps yet")
+            assert run.v_min_pu is not None and run.v_max_pu is not None
+            state = map_at(run, t_s, store.positions(run))
+            return (
+                views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id),
+                views.profile_figure(state, run.v_min_pu, run.v_max_pu),
+                views.worst_list(state),
+                f"t = {state.t_s:g} s",
+                "",
+            )
+
+        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", text))
+
+    @app.callback(
+        Output("play-tick", "disabled"),
+        Output("play", "children"),
+        Input("play", "n_clicks"),
+        State("play-tick", "disabled"),
+        prevent_initial_call=True,
+    )
+    def toggle_play(_: int, disabled: bool) -> Any:
+        return (False, "pause") if disabled else (True, "play")
+
+    @app.callback(
+        Output("time-slider", "value", allow_duplicate=True),
+        Input("play-tick", "n_intervals"),
+        State("time-slider", "value"),
+        State("time-slider", "max"),
+        prevent_initial_call=True,
+    )
+    def play(_: int, index: int | None, last: int | None) -> Any:
+        if not last:
+            return no_update
+        step = max(1, int(last) // 100)  # a run plays in about 100 frames, whatever its length
+        return (int(index or 0) + step) % (int(last) + 1)
+
+    @app.callback(
+        Output("compare-table", "children"),
+        Output("compare-graph", "figure"),
+        Output("compare-message", "children"),
+        Input("runs-table", "selected_row_ids"),
+        Input("baseline", "value"),
+    )
+    def draw_compare(ids: list[str] | None, baseline: str | None) -> Any:
+        ids = list(ids or [])
+        if len(ids) < 2 or baseline not in ids:
+            return None, views.empty_figure("select two or more runs"), ""
+
+        def build() -> Any:
+            comparison = compare(root, ids, str(baseline))
+            return views.compare_table(comparison), views.compare_figure(comparison), ""
+
+        return _shown(build, lambda text: (None, views.empty_figure(), text))
+
+    _register_whatif(app, queue, allow_code)
+
+
+def _whatif(
+    scenario: str,
+    bus: str | None,
+    replicas: Sequence[Any],
+    batches: Sequence[Any],
+    controller: str | None,
+    params: str | None,
+    duration: Any,
+    extra: str | None,
+) -> WhatIf:
+    form = scenario_form(scenario)
+    bus_text = (bus or "").strip()
+    return WhatIf(
+        scenario=scenario,
+        bus=bus_text if bus_text and bus_text != form.bus else None,
+        replicas={k: n for k, n in form_models(replicas).items() if n != form.models[k][1]},
+        batch_sizes={k: b for k, b in form_models(batches).items() if b != form.models[k][2]},
+        controller=controller or KEEP,
+        params=parse_params(params or ""),
+        duration_s=float(duration) if duration not in (None, "") and float(duration) != form.duration_s else None,
+        extra=parse_extra(extra or ""),
+    )
+
+
+def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
+    form_state = [
+        State("wi-scenario", "value"),
+        State("wi-bus", "value"),
+        State({"type": "wi-replicas", "index": ALL}, "value"),
+        State({"type": "wi-batch", "index": ALL}, "value"),
+        State("wi-controller", "value"),
+        State("wi-params", "value"),
+        State("wi-duration", "value"),
+    ]
+    if allow_code:
+        form_state.append(State("wi-extra", "value"))
+
+    @app.callback(
+        Output("wi-models", "children"),
+        Output("wi-bus", "value"),
+        Output("wi-duration", "value"),
+        Output("wi-controller", "value"),
+        Output("wi-errors", "children"),
+        Input("wi-scenario", "value"),
+    )
+    def fill_form(scenario: str | None) -> Any:
+        if not scenario:
+            return [], "", None, KEEP, ""
+
+        def build() -> Any:
+            form = scenario_form(scenario)
+            return views.model_inputs(form.models), form.bus, form.duration_s, KEEP, ""
+
+        return _shown(build, lambda text: ([], "", None, KEEP, text))
+
+    @app.callback(
+        Output("wi-errors", "children", allow_duplicate=True),
+        Input("wi-run", "n_clicks"),
+        *form_state,
+        prevent_initial_call=True,
+    )
+    def submit(_: int, *fields: Any) -> Any:
+        def build() -> str:
+            job = queue.submit(_whatif(*fields, *([] if allow_code else [None])), allow_code)
+            return f"queued as #{job.job_id}: {job.run_id}"
+
+        return _shown(build, lambda text: text)
+
+    @app.callback(
+        Output("wi-yaml", "data"),
+        Output("wi-errors", "children", allow_duplicate=True),
+        Input("wi-download", "n_clicks"),
+        *form_state,
+        prevent_initial_call=True,
+    )
+    def download(_: int, *fields: Any) -> Any:
+        def build() -> Any:
+            whatif = _whatif(*fields, *([] if allow_code else [None]))
+            text = scenario_yaml(whatif, allow_code)
+            return {"content": text, "filename": f"{whatif.scenario}_whatif.yaml"}, ""
+
+        return _shown(build, lambda text: (no_update, text))
+
+    @app.callback(
+        Output("wi-jobs", "children"),
+        Output("wi-jobs-seen", "data"),
+        Input("runs-refresh", "n_intervals"),
+        State("wi-jobs-seen", "data"),
+    )
+    def show_jobs(_: Any, seen: str | None) -> Any:
+        jobs = [(j.job_id, j.run_id, j.state, queue.progress(j), j.message) for j in queue.jobs()]
+        signature = repr(jobs)
+        if signature == seen:
+            return no_update, no_update
+        return views.jobs_list(jobs), signature
+
+    @app.callback(
+        Output("wi-errors", "children", allow_duplicate=True),
+        Input({"type": "wi-cancel", "index": ALL}, "n_clicks"),
+        prevent_initial_call=True,
+    )
+    def cancel(clicks: list[int]) -> Any:
+        trigger = ctx.triggered_id
+        if not isinstance(trigger, dict) or not any(c for c in clicks or []):
+            return no_update
+        if not ctx.triggered or not ctx.triggered[0]["value"]:
+            return no_update  # a list redrawn with fresh buttons, not a click
+        return _shown(lambda: f"cancelled #{queue.cancel(int(trigger['index'])).job_id}", lambda text: text)

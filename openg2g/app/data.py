@@ -1,0 +1,545 @@
+"""What the app shows, read from the run folders under its runs folder: no Dash, no plotly here.
+
+Every run is named by its folder's path relative to the runs folder (its *run id*, ``a/b`` with
+forward slashes); :func:`resolve_run` turns an id back into a folder and refuses one that leaves
+the runs folder, so a request can never read elsewhere. The tables are read by the functions of
+:mod:`openg2g.plot` and reduced here to what a browser can draw:
+
+- time series (:func:`run_panels`): each line thinned to at most ``points`` points by
+  :func:`openg2g.plot.timeline.envelope` (the lowest and the highest sample of each run of
+  samples, so every extreme is drawn), over the whole run or the zoomed time range;
+- the feeder map and the voltage profile at one grid step (:func:`map_at`): only that step's rows
+  of ``grid_voltages`` are read (a parquet filter on ``t_s``), so a day-long run of 250
+  bus-phases costs one step's rows, not 200 million;
+- runs side by side (:func:`compare`): summaries with the change against a baseline
+  (:func:`openg2g.plot.compare.baseline_deltas`) and the curves of
+  :func:`openg2g.plot.compare_runs.run_series`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from openg2g.core.errors import G2GError
+from openg2g.core.state import PHASES
+from openg2g.plot.commands import command_series
+from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
+from openg2g.plot.compare_runs import SERIES, run_series
+from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
+from openg2g.plot.profile import profile_segments, voltage_profile
+from openg2g.plot.run import RunData, branch_loading_envelope, itl_deadlines, read_table
+from openg2g.plot.style import PHASE_COLORS
+from openg2g.plot.taps import tap_columns
+from openg2g.plot.timeline import Marks, changes, envelope
+
+__all__ = [
+    "KEY_FIGURES",
+    "VIEW_POINTS",
+    "AppError",
+    "Comparison",
+    "Line",
+    "MapState",
+    "Panel",
+    "RunEntry",
+    "RunStore",
+    "compare",
+    "list_runs",
+    "map_at",
+    "resolve_run",
+    "run_panels",
+]
+
+VIEW_POINTS = 1600
+"""Points per line sent to the browser: two (lowest, highest) per pixel column of a plot 800
+columns wide."""
+
+MAX_DEPTH = 3
+"""How deep under the runs folder run folders are looked for (``whatif/<name>`` is depth 2)."""
+
+KEY_FIGURES: tuple[str, ...] = (
+    "violation_integral_pu_s",
+    "v_min_pu",
+    "mean_throughput_tok_s",
+    "itl_deadline_miss_fraction",
+)
+"""The summary figures the runs list shows."""
+
+
+class AppError(G2GError):
+    """A request the app cannot serve (a run that is not under the runs folder, a time outside the
+    run); the message is shown on the page as it is."""
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run folder under the runs folder.
+
+    :param run_id: its path relative to the runs folder, ``/``-separated.
+    :param status: ``complete``, ``running``, ``interrupted``, ``failed`` (the summary's), or
+        ``starting`` (a ``scenario.yaml`` and no summary yet), or ``unreadable`` (a summary that is
+        not a JSON object).
+    :param scenario: the scenario's name (``""`` when unknown).
+    :param sim_time_s: simulated time reached (s).
+    :param duration_s: the scenario's duration (s).
+    :param figures: :data:`KEY_FIGURES` that the summary has, as numbers.
+    """
+
+    run_id: str
+    status: str
+    scenario: str
+    sim_time_s: float
+    duration_s: float
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _entry(root: Path, folder: Path) -> RunEntry:
+    run_id = folder.relative_to(root).as_posix()
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return RunEntry(run_id, "starting", "", 0.0, math.nan)
+    except (OSError, UnicodeDecodeError, ValueError):
+        summary = None
+    if not isinstance(summary, dict):
+        return RunEntry(run_id, "unreadable", "", math.nan, math.nan)
+    figures = {k: _number(summary.get(k)) for k in KEY_FIGURES if k in summary}
+    return RunEntry(
+        run_id,
+        str(summary.get("status", "complete")),
+        str(summary.get("scenario", "")),
+        _number(summary.get("sim_time_s")),
+        _number(summary.get("duration_s")),
+        figures,
+    )
+
+
+def _is_run(folder: Path) -> bool:
+    return (folder / "summary.json").is_file() or (folder / "scenario.yaml").is_file()
+
+
+def list_runs(root: Path) -> list[RunEntry]:
+    """The run folders under ``root`` (itself included), at most :data:`MAX_DEPTH` deep, sorted
+    by run id; hidden folders and symbolic links to folders are not entered.
+
+    :raises AppError: ``root`` is not a folder.
+    """
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise AppError(f"runs folder {root} is not a folder")
+    found: list[RunEntry] = []
+    level = [root]
+    for _ in range(MAX_DEPTH + 1):
+        below: list[Path] = []
+        for folder in level:
+            if _is_run(folder):
+                found.append(_entry(root, folder))
+                continue  # a run's own sub-folders are its tables
+            try:
+                below += [
+                    p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                ]
+            except OSError:
+                continue
+        level = sorted(below)
+    return sorted(found, key=lambda e: e.run_id)
+
+
+def resolve_run(root: Path, run_id: str) -> Path:
+    """The folder of a run id, refused when it is not a run folder inside ``root``.
+
+    :raises AppError: the id leaves ``root`` (``..``, an absolute path, a link pointing out) or
+        names no run folder.
+    """
+    root = Path(root).resolve()
+    if not isinstance(run_id, str) or not run_id or "\x00" in run_id:
+        raise AppError(f"not a run id: {run_id!r}")
+    folder = (root / run_id).resolve()
+    if folder != root and root not in folder.parents:
+        raise AppError(f"run {run_id!r} is not inside the runs folder")
+    if not folder.is_dir() or not _is_run(folder):
+        raise AppError(f"no run {run_id!r} in the runs folder (no summary.json or scenario.yaml)")
+    return folder
+
+
+class RunStore:
+    """The open runs of one runs folder, each a :class:`openg2g.plot.run.RunData` read once and
+    kept while its ``summary.json`` is unchanged (a running run is read again as it grows).
+
+    :param root: the runs folder.
+    :param size: runs kept at most (the least recently used is dropped).
+    """
+
+    def __init__(self, root: Path, size: int = 8) -> None:
+        self.root = Path(root).resolve()
+        self.size = size
+        self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
+        self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
+
+    def get(self, run_id: str) -> RunData:
+        """The run of ``run_id`` (:func:`resolve_run`)."""
+        folder = resolve_run(self.root, run_id)
+        summary = folder / "summary.json"
+        stamp = summary.stat().st_mtime if summary.is_file() else 0.0
+        held = self._runs.get(run_id)
+        if held is None or held[0] != stamp:
+            held = (stamp, RunData(folder))
+        self._runs[run_id] = held
+        self._runs.move_to_end(run_id)
+        while len(self._runs) > self.size:
+            _, (_, dropped) = self._runs.popitem(last=False)
+            self._positions.pop(dropped.out_dir, None)
+        return held[1]
+
+    def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
+        """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
+        net without coordinates takes seconds); ``None`` when the run has no readable topology."""
+        if isinstance(run.topology, str):
+            return None
+        if run.out_dir not in self._positions:
+            self._positions[run.out_dir] = layout(run.topology.buses, run.topology.edges)
+        return self._positions[run.out_dir]
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a time panel, already thinned for drawing.
+
+    :param name: legend name.
+    :param t_s: times (s).
+    :param y: values in the panel's unit.
+    :param step: a step signal (drawn holding each value until the next).
+    :param dash: ``solid``, ``dot`` or ``dash``.
+    :param color: a CSS colour, or ``""`` for the plot's next colour.
+    """
+
+    name: str
+    t_s: np.ndarray
+    y: np.ndarray
+    step: bool = False
+    dash: str = "solid"
+    color: str = ""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One row of the time series: a quantity, its unit and its lines.
+
+    :param key: short stable name (``dc_power``, ``batch``...).
+    :param ylabel: axis label with the unit.
+    :param lines: the lines drawn.
+    :param log2: a base-2 logarithmic axis (batch sizes).
+    :param levels: horizontal reference lines ``(value, label)`` (limits, 100 % loading).
+    :param categories: for the command panel, the actuator names the y values index.
+    """
+
+    key: str
+    ylabel: str
+    lines: list[Line]
+    log2: bool = False
+    levels: tuple[tuple[float, str], ...] = ()
+    categories: tuple[str, ...] = ()
+
+
+def _window(frame: pd.DataFrame, t_range: tuple[float, float] | None, column: str = "t_s") -> pd.DataFrame:
+    if t_range is None or frame.empty:
+        return frame
+    t = frame[column].to_numpy(dtype=float)
+    return frame[(t >= t_range[0]) & (t <= t_range[1])]
+
+
+def _thin(name: str, t: Any, y: Any, points: int, **style: Any) -> Line:
+    tt, yy = envelope(t, y, points)
+    return Line(name, tt, yy, **style)
+
+
+def _step(name: str, t: Any, y: Any, **style: Any) -> Line:
+    tt, yy = changes(t, y)
+    return Line(name, tt, yy, step=True, **style)
+
+
+def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points: int = VIEW_POINTS) -> list[Panel]:
+    """The time panels of a run that it has the data for, each line at most ``points`` points.
+
+    Rows: datacenter power per phase (MW), batch size per model (steps), ITL per model (ms) with
+    its deadline, throughput per model (million tok/s), lowest and highest bus-phase voltage (pu)
+    with the limits, substation P (MW) and Q (Mvar) per phase, regulator taps (steps), the most
+    loaded branch (%, when the run has ``grid_branches``), controller commands and scenario events
+    (one row per actuator).
+
+    :param run: the run (:class:`RunStore`).
+    :param t_range: ``(start, end)`` (s) to read in detail (a zoom), ``None`` for the whole run.
+    :param points: points per line at most (:func:`openg2g.plot.timeline.envelope`).
+    """
+    panels: list[Panel] = []
+    datacenter = _window(run.table("datacenter"), t_range)
+    if not datacenter.empty:
+        lines = []
+        for site, df in datacenter.groupby("site", observed=True):
+            for ph in PHASES:
+                lines.append(
+                    _thin(
+                        f"{site} {ph}",
+                        df["t_s"],
+                        df[f"p_{ph}_w"].to_numpy(dtype=float) / 1e6,
+                        points,
+                        color=PHASE_COLORS[ph],
+                    )
+                )
+        panels.append(Panel("dc_power", "datacenter P (MW)", lines))
+    models = _window(run.table("models"), t_range)
+    if not models.empty:
+        groups = list(models.groupby(["site", "model"], observed=True))
+        panels.append(
+            Panel(
+                "batch",
+                "batch size",
+                [_step(f"{s}/{m}", df["t_s"], df["batch_size"]) for (s, m), df in groups],
+                log2=True,
+            )
+        )
+        deadlines = itl_deadlines(run.out_dir)
+        itl = [_thin(f"{s}/{m}", df["t_s"], df["itl_s"].to_numpy(dtype=float) * 1e3, points) for (s, m), df in groups]
+        levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
+        panels.append(Panel("itl", "ITL (ms)", itl, levels=levels))
+        panels.append(
+            Panel(
+                "throughput",
+                "throughput (M tok/s)",
+                [
+                    _thin(f"{s}/{m}", df["t_s"], df["throughput_tok_s"].to_numpy(dtype=float) / 1e6, points)
+                    for (s, m), df in groups
+                ],
+            )
+        )
+    grid = _window(run.table("grid"), t_range)
+    if not grid.empty:
+        assert run.v_min_pu is not None and run.v_max_pu is not None
+        panels.append(
+            Panel(
+                "voltage",
+                "voltage (pu)",
+                [
+                    _thin("lowest bus-phase", grid["t_s"], grid["v_min_pu"], points, color="#08519c"),
+                    _thin("highest bus-phase", grid["t_s"], grid["v_max_pu"], points, color="#6baed6"),
+                ],
+                levels=((run.v_min_pu, "lower limit"), (run.v_max_pu, "upper limit")),
+            )
+        )
+        sub = [
+            _thin(
+                f"P {ph}",
+                grid["t_s"],
+                grid[f"p_sub_{ph}_w"].to_numpy(dtype=float) / 1e6,
+                points,
+                color=PHASE_COLORS[ph],
+            )
+            for ph in PHASES
+        ] + [
+            _thin(
+                f"Q {ph}",
+                grid["t_s"],
+                grid[f"q_sub_{ph}_var"].to_numpy(dtype=float) / 1e6,
+                points,
+                color=PHASE_COLORS[ph],
+                dash="dot",
+            )
+            for ph in PHASES
+        ]
+        panels.append(Panel("substation", "substation P (MW), Q (Mvar, dotted)", sub))
+        banks = tap_columns(grid)
+        if banks:
+            taps = [
+                _step(f"{bank} {phase}", grid["t_s"], grid[column])
+                for bank, columns in banks.items()
+                for phase, column in columns.items()
+            ]
+            panels.append(Panel("taps", "regulator tap (step)", taps))
+    branches = _window(run.table("grid_branches"), t_range)
+    if not branches.empty and branches["loading_pct"].notna().any():
+        worst = branch_loading_envelope(branches)
+        panels.append(
+            Panel(
+                "loading",
+                "most loaded branch (%)",
+                [_thin("most loaded branch", worst["t_s"], worst["max_loading_pct"], points, color="#6a3d9a")],
+                levels=((100.0, "normal rating"),),
+            )
+        )
+    commands = _window(run.table("commands"), t_range, "t_effective_s")
+    events = _window(run.table("events"), t_range)
+    series = command_series(commands, events)
+    if not series.empty:
+        actuators = tuple(dict.fromkeys(series["actuator"]))
+        index = {a: k for k, a in enumerate(actuators)}
+        lines = [
+            Line(
+                str(source),
+                df["t_s"].to_numpy(dtype=float),
+                df["actuator"].map(index).to_numpy(dtype=float),
+                dash="markers",
+            )
+            for source, df in series.groupby("source", sort=False)
+        ]
+        panels.append(Panel("commands", "commands", lines, categories=actuators))
+    return panels
+
+
+def run_marks_in(run: RunData, t_range: tuple[float, float] | None = None) -> Marks:
+    """The run's events and training windows (:attr:`RunData.marks`) that fall in ``t_range``."""
+    marks = run.marks
+    if t_range is None:
+        return marks
+    lo, hi = t_range
+    return Marks(
+        events=tuple(e for e in marks.events if lo <= e[0] <= hi),
+        spans=tuple(s for s in marks.spans if s[1] >= lo and s[0] <= hi),
+    )
+
+
+def grid_times(run: RunData) -> np.ndarray:
+    """The times (s) of the run's grid steps, ascending (empty without a grid table)."""
+    grid = run.table("grid")
+    return np.sort(grid["t_s"].to_numpy(dtype=float)) if not grid.empty else np.array([])
+
+
+@dataclass(frozen=True)
+class MapState:
+    """The feeder at one grid step.
+
+    :param t_s: the grid step (s).
+    :param positions: bus -> drawing position.
+    :param segments: ``(kind, in_service)`` -> branch segments (:func:`openg2g.plot.feeder.edge_segments`).
+    :param bus_phase_v_pu: the step's rows of ``grid_voltages``: bus-phase -> voltage (pu).
+    :param bus_v_pu: bus -> its worst bus-phase voltage at the step (nearest to or furthest
+        beyond a limit; pu), NaN for a bus without a monitored phase.
+    :param worst: the bus-phases nearest to or beyond the limits: ``bus_phase``, ``v_pu``,
+        ``margin_pu`` (negative outside the band), smallest margin first.
+    :param profile: :func:`openg2g.plot.profile.voltage_profile` at the step.
+    :param profile_segments: phase -> branch segments ``[(km, pu), (km, pu)]`` of the profile.
+    :param sites: the datacenter buses.
+    """
+
+    t_s: float
+    positions: dict[str, tuple[float, float]]
+    segments: dict[tuple[str, bool], list[list[tuple[float, float]]]]
+    bus_phase_v_pu: dict[str, float]
+    bus_v_pu: dict[str, float]
+    worst: pd.DataFrame
+    profile: pd.DataFrame
+    profile_segments: dict[str, list[list[tuple[float, float]]]]
+    sites: tuple[str, ...]
+
+
+def map_at(
+    run: RunData, t_s: float, positions: dict[str, tuple[float, float]] | None = None, n_worst: int = 8
+) -> MapState:
+    """The feeder map and voltage profile of a run at the grid step at or just before ``t_s``.
+
+    Reads only that step's rows of ``grid_voltages``.
+
+    :param positions: bus -> drawing position (:meth:`RunStore.positions`); ``None`` computes
+        them (:func:`openg2g.plot.feeder.layout`).
+    :param n_worst: bus-phases in :attr:`MapState.worst`.
+
+    :raises AppError: the run has no ``grid_voltages`` or no readable topology, or ``t_s`` is
+        before its first grid step.
+    """
+    topology = run.topology
+    if isinstance(topology, str):
+        raise AppError(f"no feeder map: {topology}")
+    times = grid_times(run)
+    at = times[times <= t_s + 1e-9]
+    if at.size == 0:
+        raise AppError(
+            f"no grid step at or before t = {t_s:g} s" + (f" (the first is {times[0]:g} s)" if times.size else "")
+        )
+    step = float(at[-1])
+    rows = read_table(run.out_dir, "grid_voltages", filters=[("t_s", "==", step)])
+    if rows.empty:
+        raise AppError("no feeder map: the run has no grid_voltages table (set outputs.voltages: all)")
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    per_bus = worst_bus_voltages(rows, run.v_min_pu, run.v_max_pu)
+    phase_margin = np.fmin(rows["v_pu"] - run.v_min_pu, run.v_max_pu - rows["v_pu"])
+    worst = (
+        pd.DataFrame(
+            {"bus_phase": rows["bus_phase"].astype(str), "v_pu": rows["v_pu"].astype(float), "margin_pu": phase_margin}
+        )
+        .sort_values("margin_pu", kind="stable")
+        .head(n_worst)
+        .reset_index(drop=True)
+    )
+    profile = voltage_profile(rows, topology, step)
+    live = topology.edges[topology.edges["in_service"].astype(bool)]
+    if positions is None:
+        positions = layout(topology.buses, topology.edges)
+    return MapState(
+        t_s=step,
+        positions=positions,
+        segments=edge_segments(topology.edges, positions),
+        bus_phase_v_pu=dict(zip(rows["bus_phase"].astype(str), rows["v_pu"].astype(float))),
+        bus_v_pu={str(b): float(v) for b, v in per_bus["v_pu"].items()},
+        worst=worst,
+        profile=profile,
+        profile_segments={
+            ph: profile_segments(profile[(profile["phase"] == ph) & profile["distance_km"].notna()], live)
+            for ph in PHASES
+        },
+        sites=tuple(run.sites),
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs side by side.
+
+    :param labels: run id -> its label in the tables (the scenario name, or the folder when runs
+        share one).
+    :param summaries: one row per run (index the labels), the compared figures as columns.
+    :param deltas: each run's change against the baseline (:func:`openg2g.plot.compare.baseline_deltas`).
+    :param curves: quantity -> run label -> thinned ``(t_s, values)`` in the quantity's display unit.
+    :param baseline: the baseline's label.
+    """
+
+    labels: dict[str, str]
+    summaries: pd.DataFrame
+    deltas: pd.DataFrame
+    curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
+    baseline: str
+
+
+def compare(root: Path, run_ids: list[str], baseline_id: str, points: int = VIEW_POINTS) -> Comparison:
+    """Compare runs against a baseline among them.
+
+    :raises AppError: fewer than two runs, the baseline not among them, or a run id that is not a
+        run folder (:func:`resolve_run`).
+    """
+    if len(run_ids) < 2:
+        raise AppError("select two or more runs to compare")
+    if baseline_id not in run_ids:
+        raise AppError(f"the baseline {baseline_id!r} is not among the selected runs")
+    folders = [resolve_run(root, r) for r in run_ids]
+    rows = read_summaries(folders)
+    labels = {r: label for r, (label, _) in zip(run_ids, rows)}
+    keys = list(DEFAULT_METRICS)
+    frame = pd.DataFrame({label: {k: summary.get(k) for k in keys} for label, summary in rows}).T
+    deltas = baseline_deltas(rows, labels[baseline_id], keys)
+    curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for run_id, folder in zip(run_ids, folders):
+        for key, curve in run_series(folder).items():
+            scale = SERIES[key].scale
+            curves.setdefault(key, {})[labels[run_id]] = envelope(
+                curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float) * scale, points
+            )
+    return Comparison(labels, frame, deltas, curves, labels[baseline_id])

@@ -1,0 +1,551 @@
+"""The page and its figures: Dash components and plotly figures built from :mod:`openg2g.app.data`.
+
+Nothing here reads a file: each function takes what the data layer returned. The page is one
+column of sections (runs, the open runs over time, the feeder at the slider's time, runs compared,
+what-if); element ids are the constants below, which the callbacks and the browser tests use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from dash import dcc, html
+from dash.dash_table.DataTable import DataTable
+from plotly.subplots import make_subplots
+
+from openg2g.app.data import KEY_FIGURES, Comparison, MapState, Panel, RunEntry
+from openg2g.plot.compare import METRICS, Metric
+from openg2g.plot.compare_runs import SERIES
+from openg2g.plot.feeder import HIGHLIGHT_COLOR
+from openg2g.plot.style import PHASE_COLORS, VOLTAGE_CMAP
+from openg2g.plot.timeline import Marks
+
+__all__ = [
+    "compare_figure",
+    "compare_table",
+    "empty_figure",
+    "jobs_list",
+    "map_figure",
+    "page",
+    "profile_figure",
+    "runs_rows",
+    "series_figure",
+    "worst_list",
+]
+
+CURSOR_COLOR = "#e7298a"
+"""Colour of the time cursor on the time series (the slider's time)."""
+
+EVENT_COLOR = "#7f7f7f"
+TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
+LIMIT_COLOR = "#d62728"
+EDGE_COLORS = {"line": "#525252", "switch": "#525252", "transformer": "#8c6d31"}
+EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash"}
+
+BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
+MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
+
+
+def empty_figure(text: str = "") -> go.Figure:
+    """A blank figure with a centred note (what to do to see something)."""
+    fig = go.Figure()
+    fig.update_layout(
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        height=200,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        annotations=[{"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
+        if text
+        else [],
+    )
+    return fig
+
+
+def _fmt(value: float, scale: float = 1.0) -> str:
+    return "" if value is None or not math.isfinite(value) else f"{value * scale:.4g}"
+
+
+def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
+    """Rows of the runs table: run id, status, scenario, progress and the key figures."""
+    rows = []
+    for e in entries:
+        row: dict[str, Any] = {"id": e.run_id, "run": e.run_id, "status": e.status, "scenario": e.scenario}
+        done = e.sim_time_s / e.duration_s if e.duration_s and math.isfinite(e.duration_s) else math.nan
+        row["progress"] = f"{100 * done:.0f}%" if math.isfinite(done) else ""
+        for key in KEY_FIGURES:
+            meta = METRICS.get(key, Metric(key))
+            row[key] = _fmt(e.figures.get(key, math.nan), meta.scale)
+        rows.append(row)
+    return rows
+
+
+def _runs_table() -> DataTable:
+    names = {n: n for n in ("run", "status", "scenario", "progress")}
+    names.update({k: METRICS.get(k, Metric(k)).label for k in KEY_FIGURES})
+    columns: list[Any] = [{"name": label, "id": key} for key, label in names.items()]
+    return DataTable(
+        id="runs-table",
+        columns=columns,
+        data=[],
+        row_selectable="multi",
+        selected_rows=[],
+        sort_action="native",
+        page_size=15,
+        style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
+        style_header={"fontWeight": "bold"},
+    )
+
+
+def _section(title: str, *children: Any, **kw: Any) -> html.Section:
+    return html.Section([html.H3(title, style={"margin": "4px 0"}), *children], style=BOX, **kw)
+
+
+def _first_choice(scenarios: Sequence[str]) -> str | None:
+    """The what-if form's starting scenario: the IEEE 13 case without control, the README's first."""
+    return "ieee13_none" if "ieee13_none" in scenarios else (scenarios[0] if scenarios else None)
+
+
+def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool, runs_dir: str) -> html.Div:
+    """The whole page.
+
+    :param scenarios: bundled scenario names for the what-if form.
+    :param controllers: the form's controller choices.
+    :param allow_code: show the free ``key=value`` field.
+    :param runs_dir: the runs folder, shown in the header.
+    """
+    whatif_fields: list[Any] = [
+        html.Label(["scenario ", dcc.Dropdown(scenarios, _first_choice(scenarios), id="wi-scenario", clearable=False)]),
+        html.Label(["datacenter bus ", dcc.Input(id="wi-bus", type="text", debounce=True)]),
+        html.Div(id="wi-models"),
+        html.Label(
+            ["controller ", dcc.Dropdown(list(controllers), controllers[0], id="wi-controller", clearable=False)]
+        ),
+        html.Label(
+            [
+                "controller parameters (YAML mapping, e.g. {setpoint: 0.96, kp: 2.0}; blank: its defaults) ",
+                dcc.Input(id="wi-params", type="text", debounce=True, style={"width": "100%"}),
+            ]
+        ),
+        html.Label(["duration (s) ", dcc.Input(id="wi-duration", type="number", min=0.1, step=0.1)]),
+    ]
+    if allow_code:
+        whatif_fields.append(
+            html.Label(
+                ["more --set lines (key=value, may name code) ", dcc.Textarea(id="wi-extra", style={"width": "100%"})]
+            )
+        )
+    return html.Div(
+        [
+            html.H2("openg2g runs"),
+            html.Div(f"runs folder: {runs_dir}", style={"color": "#555"}),
+            dcc.Interval(id="runs-refresh", interval=2000),
+            _section(
+                "Runs",
+                html.Div("Select one run to open it, two or more to compare them."),
+                _runs_table(),
+            ),
+            _section(
+                "Over time",
+                html.Div(id="series-message", role="alert", style=MESSAGE),
+                dcc.Graph(id="series-graph", figure=empty_figure("select a run above"), config={"displaylogo": False}),
+            ),
+            _section(
+                "Feeder",
+                html.Div(
+                    [
+                        html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style={"width": "360px"})]),
+                        html.Button("play", id="play", n_clicks=0),
+                        html.Span(id="time-label", style={"marginLeft": "12px", "fontWeight": "bold"}),
+                    ],
+                    style={"display": "flex", "gap": "8px", "alignItems": "center"},
+                ),
+                dcc.Slider(id="time-slider", min=0, max=0, step=1, value=0, marks=None, updatemode="mouseup"),
+                dcc.Interval(id="play-tick", interval=700, disabled=True),
+                html.Div(id="map-message", role="alert", style=MESSAGE),
+                html.Div(
+                    [
+                        dcc.Graph(id="map-graph", figure=empty_figure(), style={"flex": "3"}),
+                        html.Div([html.H4("worst bus-phases"), html.Div(id="worst-list")], style={"flex": "1"}),
+                    ],
+                    style={"display": "flex"},
+                ),
+                dcc.Graph(id="profile-graph", figure=empty_figure()),
+            ),
+            _section(
+                "Compare",
+                html.Label(["baseline ", dcc.Dropdown(id="baseline", clearable=False, style={"width": "360px"})]),
+                html.Div(id="compare-message", role="alert", style=MESSAGE),
+                html.Div(id="compare-table"),
+                dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
+            ),
+            _section(
+                "What if",
+                html.Div(whatif_fields, style={"display": "grid", "gap": "6px", "maxWidth": "640px"}),
+                html.Div(
+                    [
+                        html.Button("run", id="wi-run", n_clicks=0),
+                        html.Button("download YAML", id="wi-download", n_clicks=0),
+                    ],
+                    style={"display": "flex", "gap": "8px", "margin": "6px 0"},
+                ),
+                dcc.Download(id="wi-yaml"),
+                dcc.Store(id="wi-jobs-seen"),
+                html.Div(id="wi-errors", role="alert", style=MESSAGE),
+                html.Div(id="wi-jobs"),
+            ),
+        ],
+        style={"fontFamily": "sans-serif", "maxWidth": "1300px", "margin": "0 auto", "padding": "0 12px"},
+    )
+
+
+def model_inputs(models: Sequence[tuple[str, int, int]]) -> list[Any]:
+    """One row per model of the what-if's first site: replicas and batch size, starting at the
+    scenario's values."""
+    rows: list[Any] = []
+    for k, (name, replicas, batch) in enumerate(models):
+        rows.append(
+            html.Div(
+                [
+                    html.Span(name, style={"width": "180px", "display": "inline-block"}),
+                    " replicas ",
+                    dcc.Input(id={"type": "wi-replicas", "index": k}, type="number", value=replicas, min=0, step=1),
+                    " batch size ",
+                    dcc.Input(id={"type": "wi-batch", "index": k}, type="number", value=batch, min=1, step=1),
+                ]
+            )
+        )
+    return rows
+
+
+def _marks(fig: go.Figure, marks: Marks) -> None:
+    for start, end, _label in marks.spans:
+        fig.add_vrect(x0=start, x1=end, fillcolor=TRAINING_COLOR, line_width=0, layer="below")
+    for t, label in marks.events:
+        fig.add_vline(x=t, line={"color": EVENT_COLOR, "dash": "dot", "width": 1})
+        fig.add_annotation(x=t, y=1.0, yref="paper", text=label, showarrow=False, textangle=-90, font={"size": 9})
+
+
+def cursor_shape(t_s: float) -> dict[str, Any]:
+    """The time cursor: a vertical line across every panel at ``t_s`` (s)."""
+    return {
+        "type": "line",
+        "name": "cursor",
+        "xref": "x",
+        "yref": "paper",
+        "x0": t_s,
+        "x1": t_s,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": CURSOR_COLOR, "width": 2},
+    }
+
+
+def series_figure(
+    runs: Sequence[tuple[str, list[Panel], Marks]],
+    cursor_s: float | None,
+    t_range: tuple[float, float] | None = None,
+) -> go.Figure:
+    """The open runs over time: one panel per quantity any run has, all on one time axis (zooming
+    one zooms all), the runs told apart by line dash when more than one is open.
+
+    :param runs: ``(run id, panels, marks)`` per open run; the first run's marks are drawn.
+    :param cursor_s: the slider's time (s), drawn as the first shape; ``None`` for none.
+    :param t_range: the zoomed range (s) to keep.
+    """
+    keys: list[str] = []
+    labels: dict[str, Panel] = {}
+    for _, panels, _ in runs:
+        for p in panels:
+            if p.key not in labels:
+                keys.append(p.key)
+                labels[p.key] = p
+    if not keys:
+        return empty_figure("the selected runs have no tables yet")
+    fig = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.012)
+    dashes = ["solid", "dash", "dot", "dashdot", "longdash"]
+    for k, (run_id, panels, _) in enumerate(runs):
+        prefix = f"{run_id}: " if len(runs) > 1 else ""
+        for p in panels:
+            row = keys.index(p.key) + 1
+            for line in p.lines:
+                common: dict[str, Any] = {
+                    "x": line.t_s,
+                    "y": line.y,
+                    "name": prefix + line.name,
+                    "legendgroup": f"{run_id}/{p.key}",
+                    "showlegend": False,
+                    "hovertemplate": f"{prefix}{line.name}<br>t=%{{x:g}} s<br>%{{y:.4g}}<extra></extra>",
+                }
+                if line.dash == "markers":
+                    text = [p.categories[int(i)] for i in line.y]
+                    fig.add_trace(
+                        go.Scatter(
+                            **{
+                                **common,
+                                "hovertemplate": f"{prefix}{line.name}: %{{text}}<br>t=%{{x:g}} s<extra></extra>",
+                            },
+                            text=text,
+                            mode="markers",
+                            marker={"size": 6},
+                        ),
+                        row=row,
+                        col=1,
+                    )
+                    continue
+                style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
+                if line.color:
+                    style["color"] = line.color
+                if line.step:
+                    style["shape"] = "hv"
+                fig.add_trace(go.Scatter(**common, mode="lines", line=style), row=row, col=1)
+            for value, label in p.levels:
+                fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1}, row=row, col=1)
+    for row, key in enumerate(keys, start=1):
+        panel = labels[key]
+        fig.update_yaxes(title_text=panel.ylabel, title_font={"size": 10}, row=row, col=1)
+        if panel.log2:
+            fig.update_yaxes(type="log", dtick=math.log10(2), row=row, col=1)
+        if panel.categories:
+            fig.update_yaxes(
+                tickvals=list(range(len(panel.categories))),
+                ticktext=list(panel.categories),
+                tickfont={"size": 8},
+                row=row,
+                col=1,
+            )
+    if runs:
+        _marks(fig, runs[0][2])
+    # the cursor is always the first shape, so that moving it patches shapes[0]
+    shapes = [cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}]
+    fig.layout.shapes = tuple(shapes) + tuple(fig.layout.shapes)  # assigned: update_layout would merge by index
+    fig.update_layout(
+        height=150 * len(keys) + 80,
+        margin={"l": 70, "r": 20, "t": 20, "b": 40},
+        hovermode="closest",
+        uirevision="series",
+    )
+    fig.update_xaxes(title_text="time (s)", row=len(keys), col=1)
+    if t_range is not None:
+        fig.update_xaxes(range=list(t_range))
+    return fig
+
+
+def _edge_trace(kind: str, live: bool, segments: list[list[tuple[float, float]]]) -> go.Scatter:
+    x: list[float | None] = []
+    y: list[float | None] = []
+    for (x1, y1), (x2, y2) in segments:
+        x += [x1, x2, None]
+        y += [y1, y2, None]
+    return go.Scatter(
+        x=x,
+        y=y,
+        mode="lines",
+        name=kind if live else f"{kind} (open)",
+        line={"color": EDGE_COLORS[kind], "dash": EDGE_DASH[kind], "width": 1.6 if kind != "switch" else 1.0},
+        opacity=1.0 if live else 0.25,
+        hoverinfo="skip",
+    )
+
+
+def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -> go.Figure:
+    """The feeder at one grid step, each bus coloured by its worst bus-phase voltage (the colour
+    scale spans the limits), datacenter buses ringed, per-phase values on hover."""
+    fig = go.Figure()
+    for (kind, live), segments in state.segments.items():
+        fig.add_trace(_edge_trace(kind, live, segments))
+    names = list(state.positions)
+    v = np.array([state.bus_v_pu.get(b, np.nan) for b in names])
+    phases = {
+        b: ", ".join(
+            f"{bp.rsplit('.', 1)[1]} {val:.4f}" for bp, val in state.bus_phase_v_pu.items() if bp.rsplit(".", 1)[0] == b
+        )
+        for b in names
+    }
+    x = [state.positions[b][0] for b in names]
+    y = [state.positions[b][1] for b in names]
+    show_text = len(names) <= 60
+    known = np.isfinite(v)
+    fig.add_trace(
+        go.Scatter(
+            x=[xi for xi, k in zip(x, known) if k],
+            y=[yi for yi, k in zip(y, known) if k],
+            mode="markers+text" if show_text else "markers",
+            text=[b for b, k in zip(names, known) if k],
+            textposition="top right",
+            textfont={"size": 9},
+            customdata=[phases[b] for b, k in zip(names, known) if k],
+            hovertemplate="bus %{text}<br>%{customdata} pu<extra></extra>",
+            marker={
+                "size": 12,
+                "color": v[known],
+                "colorscale": VOLTAGE_CMAP,
+                "cmin": v_min_pu,
+                "cmax": v_max_pu,
+                "colorbar": {"title": {"text": "pu"}},
+                "line": {"color": "black", "width": 0.5},
+            },
+            name="bus voltage",
+        )
+    )
+    if (~known).any():
+        fig.add_trace(
+            go.Scatter(
+                x=[xi for xi, k in zip(x, known) if not k],
+                y=[yi for yi, k in zip(y, known) if not k],
+                mode="markers",
+                text=[b for b, k in zip(names, known) if not k],
+                hovertemplate="bus %{text}: not monitored<extra></extra>",
+                marker={"size": 7, "color": "#d9d9d9", "line": {"color": "black", "width": 0.5}},
+                name="not monitored",
+            )
+        )
+    sites = [b for b in state.sites if b in state.positions]
+    if sites:
+        fig.add_trace(
+            go.Scatter(
+                x=[state.positions[b][0] for b in sites],
+                y=[state.positions[b][1] for b in sites],
+                mode="markers",
+                marker={"size": 24, "symbol": "circle-open", "color": HIGHLIGHT_COLOR, "line": {"width": 2.5}},
+                name="datacenter " + ", ".join(sites),
+                hoverinfo="name",
+            )
+        )
+    fig.update_layout(
+        title={"text": f"{run_id}: voltage at t = {state.t_s:g} s", "font": {"size": 13}},
+        xaxis={"visible": False},
+        yaxis={"visible": False, "scaleanchor": "x"},
+        height=560,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "y": -0.02},
+        uirevision=run_id,
+    )
+    return fig
+
+
+def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figure:
+    """Voltage per phase against the distance from the source at the map's time, branches as
+    segments, the limits dashed."""
+    fig = go.Figure()
+    for ph, color in PHASE_COLORS.items():
+        rows = state.profile[(state.profile["phase"] == ph) & state.profile["distance_km"].notna()]
+        if rows.empty:
+            continue
+        x: list[float | None] = []
+        y: list[float | None] = []
+        for (d1, v1), (d2, v2) in state.profile_segments.get(ph, []):
+            x += [d1, d2, None]
+            y += [v1, v2, None]
+        fig.add_trace(
+            go.Scatter(x=x, y=y, mode="lines", line={"color": color, "width": 1}, hoverinfo="skip", showlegend=False)
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rows["distance_km"],
+                y=rows["v_pu"],
+                mode="markers",
+                marker={"color": color, "size": 6},
+                text=rows["bus"],
+                name=f"phase {ph}",
+                hovertemplate="%{text}." + ph + "<br>%{x:.3f} km<br>%{y:.4f} pu<extra></extra>",
+            )
+        )
+    for value in (v_min_pu, v_max_pu):
+        fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1})
+    fig.update_layout(
+        title={"text": f"voltage profile at t = {state.t_s:g} s", "font": {"size": 13}},
+        xaxis_title="distance from the source along the feeder (km)",
+        yaxis_title="voltage (pu)",
+        height=360,
+        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        uirevision="profile",
+    )
+    return fig
+
+
+def worst_list(state: MapState) -> html.Ol:
+    """The bus-phases nearest to (or beyond) the limits at the map's time."""
+    return html.Ol(
+        [
+            html.Li(
+                f"{r.bus_phase}: {r.v_pu:.4f} pu ({'inside' if r.margin_pu >= 0 else 'OUTSIDE'} by {abs(r.margin_pu):.4f})",
+                style={"color": "#b30000"} if r.margin_pu < 0 else {},
+            )
+            for r in state.worst.itertuples(index=False)
+        ],
+        id="worst-items",
+    )
+
+
+def compare_table(comparison: Comparison) -> html.Table:
+    """The compared figures per run, with the change against the baseline (difference and %)."""
+    keys = list(comparison.summaries.columns)
+    header = html.Tr([html.Th("run"), *(html.Th(METRICS.get(k, Metric(k)).label) for k in keys)])
+    rows = []
+    for label, summary in comparison.summaries.iterrows():
+        cells = [html.Td(f"{label} (baseline)" if label == comparison.baseline else str(label))]
+        for key in keys:
+            meta = METRICS.get(key, Metric(key))
+            value = summary[key]
+            text = _fmt(float(value), meta.scale) if isinstance(value, (int, float)) else ""
+            if label != comparison.baseline and label in comparison.deltas.index:
+                delta = float(comparison.deltas.at[label, key])
+                pct = float(comparison.deltas.at[label, f"{key}_pct"])
+                if math.isfinite(delta):
+                    text += f" ({delta * meta.scale:+.3g}" + (f", {pct:+.1f}%" if math.isfinite(pct) else "") + ")"
+            cells.append(html.Td(text))
+        rows.append(html.Tr(cells))
+    return html.Table([html.Thead(header), html.Tbody(rows)], id="compare-rows", style={"fontSize": "13px"})
+
+
+def compare_figure(comparison: Comparison) -> go.Figure:
+    """The runs over time, one panel per quantity, the baseline in black."""
+    keys = [k for k in SERIES if k in comparison.curves]
+    if not keys:
+        return empty_figure("no run has a grid, datacenter or models table")
+    fig = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.03)
+    for row, key in enumerate(keys, start=1):
+        for label, (t, y) in comparison.curves[key].items():
+            base = label == comparison.baseline
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    name=f"{label} (baseline)" if base else label,
+                    legendgroup=label,
+                    showlegend=row == 1,
+                    line={"color": "black", "width": 1.5} if base else {"width": 1},
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(title_text=SERIES[key].label, title_font={"size": 9}, row=row, col=1)
+    fig.update_layout(height=180 * len(keys) + 80, margin={"l": 70, "r": 20, "t": 20, "b": 40}, uirevision="compare")
+    fig.update_xaxes(title_text="time (s)", row=len(keys), col=1)
+    return fig
+
+
+def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
+    """The what-if runs: ``(job id, run id, state, progress 0-1, message)`` each, a cancel button
+    on those queued or running."""
+    items = []
+    for job_id, run_id, state, done, message in jobs:
+        parts: list[Any] = [f"#{job_id} {run_id}: {state}"]
+        if state == "running":
+            parts.append(html.Progress(value=f"{done:.3f}", max="1", style={"marginLeft": "8px"}))
+            parts.append(f" {100 * done:.0f}%")
+        if state in ("queued", "running"):
+            parts.append(
+                html.Button(
+                    "cancel", id={"type": "wi-cancel", "index": job_id}, n_clicks=0, style={"marginLeft": "8px"}
+                )
+            )
+        if message:
+            parts.append(html.Div(message, style=MESSAGE))
+        items.append(html.Li(parts, className=f"job job-{state}"))
+    return html.Ul(items, id="wi-job-items")

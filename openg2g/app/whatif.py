@@ -1,0 +1,445 @@
+"""What-if runs from the browser: a bundled scenario with a planner's changes, checked as the CLI
+checks it, run by ``openg2g run`` in its own process through a bounded queue.
+
+A :class:`WhatIf` is the form: the bundled scenario, the first site's bus, replicas and batch size
+per model, the controller, the duration. :func:`overrides` turns it into the ``--set`` assignments
+``openg2g run`` takes, :func:`check` validates them with
+:func:`openg2g.scenario.loader.load_scenario` (every problem with its field path), and
+:class:`RunQueue` runs them, at most ``max_running`` at a time, each as ``python -m openg2g run
+SCENARIO --set ... --out RUNS/whatif/<name>-<k>`` (the same validation, output folder lock and
+SIGTERM handling as a run from the terminal). Progress is the run's own ``summary.json``
+(``sim_time_s`` of ``duration_s``); cancel sends SIGTERM, so the run stops as after Ctrl-C, its
+summary saying ``interrupted``. What-if runs write no PNG plots (``outputs.plots=false``): the app
+draws their views.
+
+Only stock controllers run unless the app was started with ``allow_code``: the form offers the
+controllers of the ``openg2g.controllers`` package, and a scenario that would import a controller
+file, read a pickle or a policy zip's pickled objects is refused. With ``allow_code`` the form also
+takes free ``key=value`` lines, which can name such files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.core.paths import bundled_dir
+from openg2g.scenario.loader import load_scenario, resolved_scenario_text
+from openg2g.scenario.schema import LoadedScenario
+
+__all__ = [
+    "KEEP",
+    "NO_CONTROL",
+    "WHATIF_FOLDER",
+    "Job",
+    "RunQueue",
+    "ScenarioForm",
+    "WhatIf",
+    "bundled_scenarios",
+    "check",
+    "controller_choices",
+    "overrides",
+    "parse_params",
+    "scenario_form",
+]
+
+KEEP = "(as in the scenario)"
+"""Controller choice: keep the scenario's controllers."""
+
+NO_CONTROL = "none"
+"""Controller choice: run without a controller."""
+
+WHATIF_FOLDER = "whatif"
+"""Sub-folder of the runs folder that what-if runs are written to."""
+
+LOG_FOLDER = ".openg2g-app"
+"""Hidden sub-folder of the runs folder keeping each what-if process's terminal output."""
+
+STOCK_PACKAGE = "openg2g.controllers"
+"""Module prefix of the controllers that ship with openg2g (the only ones run without ``allow_code``)."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One what-if: a bundled scenario and the changes made to it.
+
+    :param scenario: a bundled scenario's name (:func:`bundled_scenarios`).
+    :param bus: the first datacenter site's bus; ``None`` keeps it.
+    :param replicas: model index (in the first site's list) -> replicas at the start.
+    :param batch_sizes: model index -> initial batch size.
+    :param controller: :data:`KEEP`, :data:`NO_CONTROL`, or a stock controller's name.
+    :param params: the chosen controller's parameters (checked by the controller's own config).
+    :param duration_s: simulated time (s); ``None`` keeps it.
+    :param extra: further ``key=value`` assignments (only with ``allow_code``).
+    """
+
+    scenario: str
+    bus: str | None = None
+    replicas: dict[int, int] = field(default_factory=dict)
+    batch_sizes: dict[int, int] = field(default_factory=dict)
+    controller: str = KEEP
+    params: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScenarioForm:
+    """What the form shows for a bundled scenario before any change.
+
+    :param bus: the first site's bus (``""`` without a site).
+    :param models: ``(name, replicas, batch_size)`` of each model of the first site.
+    :param controllers: the scenario's controller kinds.
+    :param duration_s: its duration (s).
+    """
+
+    bus: str
+    models: list[tuple[str, int, int]]
+    controllers: list[str]
+    duration_s: float
+
+
+def bundled_scenarios() -> list[str]:
+    """Names of the bundled scenario files (not sweeps, studies or suites: those have no
+    ``duration_s`` at the top)."""
+    names = []
+    for path in sorted(bundled_dir("scenarios").glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and "duration_s" in data and "grid" in data:
+            names.append(path.stem)
+    return names
+
+
+def _bundled(name: str) -> Path:
+    if name not in bundled_scenarios():
+        raise ScenarioError([("scenario", f"not a bundled scenario: {name!r}")])
+    return bundled_dir("scenarios") / f"{name}.yaml"
+
+
+def scenario_form(name: str) -> ScenarioForm:
+    """The form's starting values for a bundled scenario.
+
+    :raises ScenarioError: not a bundled scenario's name.
+    """
+    data = yaml.safe_load(_bundled(name).read_text(encoding="utf-8"))
+    sites = data.get("datacenters") or []
+    site = sites[0] if sites else {}
+    return ScenarioForm(
+        bus=str(site.get("bus", "")),
+        models=[(str(m["model"]), int(m["replicas"]), int(m["batch_size"])) for m in site.get("models") or []],
+        controllers=[str(c.get("kind")) for c in data.get("controllers") or []],
+        duration_s=float(data["duration_s"]),
+    )
+
+
+def controller_choices(allow_code: bool) -> list[str]:
+    """Controller choices of the form: keep, none, and the registered controllers (only those of
+    openg2g's own package without ``allow_code``)."""
+    from importlib.metadata import entry_points
+
+    from openg2g.control.registry import ENTRY_POINT_GROUP
+
+    names = sorted(
+        e.name for e in entry_points(group=ENTRY_POINT_GROUP) if allow_code or e.value.startswith(STOCK_PACKAGE + ".")
+    )
+    return [KEEP, NO_CONTROL, *names]
+
+
+def overrides(whatif: WhatIf) -> list[str]:
+    """The ``--set`` assignments of a what-if (values written as JSON, which YAML reads as given:
+    a bus ``"675"`` stays text)."""
+    out: list[str] = []
+    if whatif.bus is not None:
+        out.append(f"datacenters.0.bus={json.dumps(whatif.bus)}")
+    for k, n in sorted(whatif.replicas.items()):
+        out.append(f"datacenters.0.models.{k}.replicas={json.dumps(n)}")
+    for k, b in sorted(whatif.batch_sizes.items()):
+        out.append(f"datacenters.0.models.{k}.batch_size={json.dumps(b)}")
+    if whatif.controller == NO_CONTROL:
+        out.append("controllers=[]")
+    elif whatif.controller != KEEP:
+        chosen: dict[str, Any] = {"kind": whatif.controller}
+        if whatif.params:
+            chosen["params"] = whatif.params
+        out.append(f"controllers={json.dumps([chosen])}")
+    if whatif.duration_s is not None:
+        out.append(f"duration_s={json.dumps(whatif.duration_s)}")
+    out.append("outputs.plots=false")
+    return [*out, *whatif.extra]
+
+
+def _runs_code(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a scenario (as dumped) would run code that is not openg2g's own: a controller file
+    or another package's controller, a trusted pickle net, a policy zip's trusted pickles."""
+    from importlib.metadata import entry_points
+
+    from openg2g.control.registry import ENTRY_POINT_GROUP
+
+    own = {e.name for e in entry_points(group=ENTRY_POINT_GROUP) if e.value.startswith(STOCK_PACKAGE + ".")}
+    problems = []
+    if (data.get("grid") or {}).get("trust_pickle"):
+        problems.append(("grid.trust_pickle", "a pickle net runs code; start the app with --allow-code to allow it"))
+    for k, ctrl in enumerate(data.get("controllers") or []):
+        if ctrl.get("kind") not in own:
+            problems.append(
+                (
+                    f"controllers.{k}.kind",
+                    f"{ctrl.get('kind')!r} is not a stock controller; start the app with --allow-code",
+                )
+            )
+        if (ctrl.get("params") or {}).get("trust_pickle"):
+            problems.append((f"controllers.{k}.params.trust_pickle", "start the app with --allow-code to unpickle"))
+    return problems
+
+
+def check(whatif: WhatIf, allow_code: bool) -> LoadedScenario:
+    """Validate a what-if as ``openg2g run`` would before running it.
+
+    :raises ScenarioError: every problem, each ``(location, message)`` with its field path; a
+        scenario that would run code not in openg2g (see the module doc) without ``allow_code``;
+        ``extra`` lines without ``allow_code``.
+    """
+    # refused before loading: the loader imports a controller file to check it
+    if whatif.extra and not allow_code:
+        raise ScenarioError([("extra", "free key=value lines need the app started with --allow-code")])
+    choices = controller_choices(allow_code)
+    if whatif.controller not in choices:
+        raise ScenarioError(
+            [("controller", f"{whatif.controller!r} is not one of {', '.join(choices)} (others need --allow-code)")]
+        )
+    loaded = load_scenario(_bundled(whatif.scenario), overrides(whatif))
+    if not allow_code:
+        problems = _runs_code(loaded.scenario.model_dump(mode="json"))
+        if problems:
+            raise ScenarioError([(f"{loaded.path}: {loc}", msg) for loc, msg in problems])
+    return loaded
+
+
+def scenario_yaml(whatif: WhatIf, allow_code: bool) -> str:
+    """The what-if as a scenario file (overrides applied, paths absolute), to download and run with
+    ``openg2g run``.
+
+    :raises ScenarioError: see :func:`check`.
+    """
+    return resolved_scenario_text(check(whatif, allow_code))
+
+
+@dataclass
+class Job:
+    """One what-if run in the queue.
+
+    :param job_id: its number in the queue (from 1).
+    :param run_id: its folder relative to the runs folder (``whatif/<scenario>-<k>``).
+    :param state: ``queued``, ``running``, ``complete``, ``failed`` or ``cancelled``.
+    :param message: for a failed run, the last line ``openg2g run`` printed (its error).
+    """
+
+    job_id: int
+    run_id: str
+    args: list[str]
+    state: str = "queued"
+    message: str = ""
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    log: Path | None = field(default=None, repr=False)
+
+
+class RunQueue:
+    """What-if runs, at most ``max_running`` at a time, each ``openg2g run`` in its own process.
+
+    A thread started with the queue starts queued runs as places free up and notes the end of
+    each; :meth:`close` stops it and cancels what is still running.
+
+    :param root: the runs folder (runs go to its ``whatif/`` sub-folder).
+    :param max_running: runs at the same time at most (>= 1).
+    :param poll_s: how often the thread looks at the processes (s).
+    """
+
+    def __init__(self, root: Path, max_running: int = 1, poll_s: float = 0.5) -> None:
+        if max_running < 1:
+            raise ValueError(f"max_running must be at least 1, got {max_running}")
+        self.root = Path(root).resolve()
+        self.max_running = max_running
+        self._jobs: list[Job] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, args=(poll_s,), name="openg2g-app-queue", daemon=True)
+        self._thread.start()
+
+    def _folder_name(self, scenario: str) -> str:
+        taken = {j.run_id for j in self._jobs}
+        k = 1
+        while True:
+            run_id = f"{WHATIF_FOLDER}/{scenario}-{k:03d}"
+            if run_id not in taken and not (self.root / run_id).exists():
+                return run_id
+            k += 1
+
+    def submit(self, whatif: WhatIf, allow_code: bool) -> Job:
+        """Validate (:func:`check`) and queue a what-if.
+
+        :raises ScenarioError: the what-if is not valid; nothing is queued.
+        """
+        check(whatif, allow_code)
+        with self._lock:
+            run_id = self._folder_name(whatif.scenario)
+            args = [sys.executable, "-m", "openg2g", "run", str(_bundled(whatif.scenario))]
+            for assignment in overrides(whatif):
+                args += ["--set", assignment]
+            args += ["--out", str(self.root / run_id), "--no-progress"]
+            job = Job(len(self._jobs) + 1, run_id, args)
+            self._jobs.append(job)
+        self._advance()
+        return job
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancel a queued run, or stop a running one (SIGTERM: it writes what it has, status
+        ``interrupted``).
+
+        :raises G2GError: no such job.
+        """
+        with self._lock:
+            job = self._job(job_id)
+            if job.state == "queued":
+                job.state = "cancelled"
+            elif job.state == "running" and job.process is not None:
+                job.process.terminate()
+                job.state = "cancelled"
+        return job
+
+    def _job(self, job_id: int) -> Job:
+        for job in self._jobs:
+            if job.job_id == job_id:
+                return job
+        raise G2GError(f"no what-if run number {job_id}")
+
+    def jobs(self) -> list[Job]:
+        """The jobs, newest first (copies of their state)."""
+        with self._lock:
+            return [Job(j.job_id, j.run_id, list(j.args), j.state, j.message) for j in reversed(self._jobs)]
+
+    def progress(self, job: Job) -> float:
+        """Fraction of the simulated time done (0-1) from the run's ``summary.json``; 0 before the
+        first write."""
+        try:
+            summary = json.loads((self.root / job.run_id / "summary.json").read_text(encoding="utf-8"))
+            return min(1.0, float(summary["sim_time_s"]) / float(summary["duration_s"]))
+        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+            return 0.0
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait until no run is queued or running; ``False`` when ``timeout_s`` passed first."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            with self._lock:
+                if not any(j.state in ("queued", "running") for j in self._jobs):
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def close(self) -> None:
+        """Stop the queue's thread and every running process (each writes its outputs)."""
+        self._stop.set()
+        self._thread.join()
+        with self._lock:
+            for job in self._jobs:
+                if job.state == "running" and job.process is not None:
+                    job.process.terminate()
+                    job.process.wait()
+                    job.state = "cancelled"
+
+    def _pump(self, poll_s: float) -> None:
+        while not self._stop.wait(poll_s):
+            self._advance()
+
+    def _advance(self) -> None:
+        """Note the runs that ended and start queued ones while places are free."""
+        with self._lock:
+            for job in self._jobs:
+                if job.process is None or job.process.poll() is None or job.state not in ("running", "cancelled"):
+                    continue
+                if job.state == "running":
+                    job.state = "complete" if job.process.returncode == 0 else "failed"
+                    if job.state == "failed":
+                        job.message = _last_line(job.log) or f"openg2g run exited with {job.process.returncode}"
+                job.process = None
+            running = sum(j.state == "running" for j in self._jobs)
+            for job in self._jobs:
+                if running >= self.max_running:
+                    break
+                if job.state == "queued":
+                    self._start(job)
+                    running += 1
+
+    def _start(self, job: Job) -> None:
+        logs = self.root / LOG_FOLDER
+        logs.mkdir(parents=True, exist_ok=True)
+        job.log = logs / f"{job.run_id.replace('/', '_')}.log"
+        with job.log.open("wb") as out:
+            job.process = subprocess.Popen(job.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        job.state = "running"
+
+
+def _last_line(log: Path | None) -> str:
+    if log is None:
+        return ""
+    try:
+        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def parse_params(text: str) -> dict[str, Any]:
+    """The form's controller parameters: a YAML mapping (``{setpoint: 0.96, kp: 2.0}``), empty
+    for a blank field.
+
+    :raises ScenarioError: not YAML, or not a mapping.
+    """
+    if not text.strip():
+        return {}
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError([("controller params", f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if not isinstance(value, dict):
+        raise ScenarioError(
+            [("controller params", f"expected a mapping such as {{kp: 2.0}}, got {type(value).__name__}")]
+        )
+    return value
+
+
+def parse_extra(text: str) -> tuple[str, ...]:
+    """Free ``key=value`` lines of the form (blank lines skipped)."""
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def form_models(values: Sequence[Any]) -> dict[int, int]:
+    """Model index -> value from the form's per-model inputs (an empty input keeps the scenario's).
+
+    :raises ScenarioError: a value that is not a whole number.
+    """
+    out: dict[int, int] = {}
+    for k, value in enumerate(values):
+        if value is None or value == "":
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if isinstance(value, bool) or not number.is_integer():
+            raise ScenarioError([(f"datacenters.0.models.{k}", f"{value!r} is not a whole number")])
+        out[k] = int(number)
+    return out

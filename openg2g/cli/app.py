@@ -1,0 +1,72 @@
+"""``openg2g app [RUNS_DIR] [--port N]``: a local web app over a folder of runs.
+
+Opens in a browser at the address it prints (http://127.0.0.1:8050 by default): the runs under
+RUNS_DIR (default runs/) with their status and key figures; the selected runs over time (power,
+batch sizes, latency, throughput, voltages, substation, taps, branch loading, commands and
+events); the feeder map coloured by voltage and the voltage profile at the time under a slider;
+runs compared against a baseline; and what-if runs of a bundled scenario (site bus, replicas and
+batch sizes, controller, duration), run by `openg2g run` into RUNS_DIR/whatif/.
+
+Safe by default: it listens on 127.0.0.1 only and serves only RUNS_DIR; what-if runs use stock
+controllers and no pickles unless --allow-code is given. Needs the app extra: pip install -e ".[app]".
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "register"]
+
+DEFAULT_HOST = "127.0.0.1"
+"""The address the app listens on unless told otherwise: this machine only."""
+
+DEFAULT_PORT = 8050
+"""The port the app listens on unless told otherwise."""
+
+
+def _app(args: argparse.Namespace) -> int:
+    from openg2g.core.errors import G2GError
+
+    try:
+        from openg2g.app import create_app
+    except ImportError as exc:
+        raise G2GError(f'openg2g app needs Dash: pip install -e ".[app]" ({exc})') from None
+    from openg2g.app.data import AppError
+
+    if args.max_running < 1:
+        raise AppError(f"--max-running must be at least 1, got {args.max_running}")
+    runs_dir = Path(args.runs_dir)
+    if not runs_dir.exists() and args.runs_dir == "runs":
+        runs_dir.mkdir()
+    app, queue = create_app(runs_dir, allow_code=args.allow_code, max_running=args.max_running)
+    print(f"openg2g app on http://{args.host}:{args.port} (runs folder {runs_dir.resolve()}); Ctrl-C stops it")
+    try:
+        app.run(host=args.host, port=args.port, debug=False)
+    finally:
+        queue.close()
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``app`` sub-command."""
+    p = subparsers.add_parser(
+        "app",
+        help="local web app: runs over time, the feeder map, comparisons, what-if runs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("runs_dir", nargs="?", default="runs", help="folder of run folders (default runs/)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this machine only; anything else exposes the runs folder)",
+    )
+    p.add_argument("--max-running", type=int, default=1, metavar="N", help="what-if runs at the same time (default 1)")
+    p.add_argument(
+        "--allow-code",
+        action="store_true",
+        help="let what-if runs take free --set lines, which may name controller files and trusted pickles",
+    )
+    p.set_defaults(func=_app)

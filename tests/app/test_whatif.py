@@ -1,0 +1,105 @@
+"""What-if runs: the form's changes as overrides, validated as the CLI validates them, code refused."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from openg2g.app.whatif import KEEP, NO_CONTROL, RunQueue, WhatIf, check, overrides, parse_params, scenario_form
+from openg2g.core.errors import ScenarioError
+
+
+def test_a_what_if_becomes_the_set_lines_of_openg2g_run() -> None:
+    whatif = WhatIf(
+        "ieee13_ofo",
+        bus="675",
+        replicas={1: 100},
+        batch_sizes={0: 64},
+        controller="pid",
+        params=parse_params("{setpoint: 0.96, kp: 2.0}"),
+        duration_s=60.0,
+    )
+    assert overrides(whatif) == [
+        'datacenters.0.bus="675"',
+        "datacenters.0.models.1.replicas=100",
+        "datacenters.0.models.0.batch_size=64",
+        'controllers=[{"kind": "pid", "params": {"setpoint": 0.96, "kp": 2.0}}]',
+        "duration_s=60.0",
+        "outputs.plots=false",
+    ]
+    assert overrides(WhatIf("ieee13_ofo", controller=NO_CONTROL))[0] == "controllers=[]"
+    assert overrides(WhatIf("ieee13_ofo", controller=KEEP)) == ["outputs.plots=false"]
+    loaded = check(whatif, allow_code=False)
+    assert loaded.scenario.datacenters[0].bus == "675"
+    assert loaded.scenario.datacenters[0].models[1].replicas == 100
+    assert [c.kind for c in loaded.scenario.controllers] == ["pid"]
+
+
+def test_controller_parameters_are_a_mapping_checked_by_the_controller() -> None:
+    with pytest.raises(ScenarioError, match="expected a mapping"):
+        parse_params("[1, 2]")
+    with pytest.raises(ScenarioError, match="controllers.0.params.kp"):
+        check(WhatIf("ieee13_none", controller="pid", params={"setpoint": 0.96}), allow_code=False)
+
+
+def test_the_form_starts_from_the_scenario() -> None:
+    form = scenario_form("ieee13_ofo")
+    assert form.bus == "671" and form.duration_s == 3600 and form.controllers == ["ofo"]
+    assert form.models[0] == ("Llama-3.1-8B", 720, 128)
+    with pytest.raises(ScenarioError, match="not a bundled scenario: 'nope'"):
+        scenario_form("nope")
+
+
+def test_a_bad_bus_is_reported_with_its_field_path() -> None:
+    with pytest.raises(ScenarioError) as info:
+        check(WhatIf("ieee13_none", bus="999"), allow_code=False)
+    (loc, msg), *_ = info.value.problems
+    assert loc.endswith("ieee13_none.yaml: datacenters.0.bus") and "999" in msg
+
+
+def test_code_runs_only_when_the_app_allows_it(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    controller = tmp_path / "mine.py"
+    controller.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    extra = (f"controllers=[{{kind: '{controller}:Mine'}}]",)
+    with pytest.raises(ScenarioError, match="--allow-code"):
+        check(WhatIf("ieee13_none", extra=extra), allow_code=False)
+    with pytest.raises(ScenarioError, match="is not one of .* \\(others need --allow-code\\)"):
+        check(WhatIf("ieee13_none", controller=f"{controller}:Mine"), allow_code=False)
+    assert not marker.exists()  # refused before the loader could import the file
+    with pytest.raises(ScenarioError, match="has no class 'Mine'"):
+        check(WhatIf("ieee13_none", extra=extra), allow_code=True)
+    assert marker.exists()
+
+
+@pytest.mark.slow
+def test_the_queue_runs_one_at_a_time_and_cancels(tmp_path: Path) -> None:
+    queue = RunQueue(tmp_path, max_running=1, poll_s=0.1)
+    try:
+        long = queue.submit(WhatIf("ieee13_none", duration_s=3600.0), allow_code=False)
+        short = queue.submit(WhatIf("ieee13_none", duration_s=1.0), allow_code=False)
+        dropped = queue.submit(WhatIf("ieee13_none", duration_s=1.0), allow_code=False)
+        assert [j.state for j in queue.jobs()] == ["queued", "queued", "running"]  # newest first
+        queue.cancel(dropped.job_id)
+        queue.cancel(long.job_id)
+        running = []
+        for _ in range(2400):  # at most 240 s
+            jobs = queue.jobs()
+            running.append(sum(j.state == "running" for j in jobs))
+            if all(j.state in ("complete", "failed", "cancelled") for j in jobs):
+                break
+            time.sleep(0.1)
+        assert max(running) == 1
+        assert {j.run_id: j.state for j in queue.jobs()} == {
+            "whatif/ieee13_none-001": "cancelled",
+            "whatif/ieee13_none-002": "complete",
+            "whatif/ieee13_none-003": "cancelled",
+        }
+        summary = json.loads((tmp_path / short.run_id / "summary.json").read_text())
+        assert summary["status"] == "complete" and summary["sim_time_s"] == 1.0
+        assert not (tmp_path / dropped.run_id).exists()
+    finally:
+        queue.close()
