@@ -47,7 +47,7 @@ __all__ = [
 
 
 class Curve(ABC):
-    """A smooth scalar function of ``x = log2(batch size)`` with its slope."""
+    """A smooth scalar function of ``x = log2(batch size)`` with its first two derivatives."""
 
     @abstractmethod
     def value(self, x: float | np.ndarray) -> np.ndarray | float:
@@ -56,6 +56,10 @@ class Curve(ABC):
     @abstractmethod
     def slope(self, x: float | np.ndarray) -> np.ndarray | float:
         """Derivative ``dy/dx`` at ``x``."""
+
+    @abstractmethod
+    def curvature(self, x: float | np.ndarray) -> np.ndarray | float:
+        """Second derivative ``d2y/dx2`` at ``x``."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,11 @@ class LogisticCurve(Curve):
         out = self.l_span * self.k * s * (1.0 - s)
         return float(out) if np.ndim(out) == 0 else out
 
+    def curvature(self, x: float | np.ndarray) -> np.ndarray | float:
+        s = self._sigmoid(x)
+        out = self.l_span * self.k * self.k * s * (1.0 - s) * (1.0 - 2.0 * s)
+        return float(out) if np.ndim(out) == 0 else out
+
 
 @dataclass(frozen=True)
 class PchipCurve(Curve):
@@ -120,6 +129,10 @@ class PchipCurve(Curve):
     @cached_property
     def _slope_rows(self) -> np.ndarray:
         return self._value_rows[:-1] * np.array([3.0, 2.0, 1.0])[:, None]
+
+    @cached_property
+    def _curvature_rows(self) -> np.ndarray:
+        return self._slope_rows[:-1] * np.array([2.0, 1.0])[:, None]
 
     def _evaluate(self, rows: np.ndarray, x: float | np.ndarray) -> np.ndarray | float:
         # the polynomial of x's interval in powers of (x - x_i), summed from the constant term up:
@@ -154,6 +167,9 @@ class PchipCurve(Curve):
 
     def slope(self, x: float | np.ndarray) -> np.ndarray | float:
         return self._evaluate(self._slope_rows, x)
+
+    def curvature(self, x: float | np.ndarray) -> np.ndarray | float:
+        return self._evaluate(self._curvature_rows, x)
 
 
 def fit_curve(x: Sequence[float], y: Sequence[float], *, max_relative_error: float = MAX_RELATIVE_ERROR) -> Curve:

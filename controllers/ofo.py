@@ -25,8 +25,31 @@ n_i (``[.]_+ = max(., 0)``)::
               + mu_i l_i'(x_i) / d_i                             latency price
               + k_th (nu + kappa_th w)^T dL/dx_i / L_max         thermal price
               + gamma (x_i - x_i^prev)                           switching damping
-    x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i - rho_x g_i)
-    b_i     =  measured batch size nearest 2^x_i (log2 distance)
+    h_i     =  dg_i/dx_i                                         curvature (below)
+    x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i + sat_{r dt}(-g_i / max(1/rho_x, h_i)))
+    b_i     =  measured batch size nearest 2^x_i (log2 distance), with hysteresis h
+
+Stability of the primal step. The step ``-rho_x g_i`` is a discrete integrator around the balance of
+the prices, with loop gain ``rho_x h_i``; ``h_i`` grows with the prices (``mu_i l_i''``, the voltage
+price times ``P_i''``), and once ``rho_x h_i > 2`` x flips across the balance every step (a
+period-2 limit cycle). That happens whenever two constraints pull against each other and both duals
+integrate: on ``ieee13_ofo`` from ~2960 s the over-voltage that batches cannot remove (phase c at
++17 taps, inference ramping down) raised the voltage price while Llama-3.1-405B's deadline-miss
+fraction at batch 128 (7.1%, over the 5% target) raised its latency price; x then alternated
+between batch 32-64 and 256-512 every second for ~350 s. So the step is the gradient step where
+``rho_x h_i <= 1`` and the Newton step ``-g_i / h_i`` beyond (loop gain at most 1: x approaches
+the balance from one side). ``h_i`` is analytic: the same terms as ``g_i`` with the curves' second
+derivatives, and ``kappa |dv/dx_i|^2`` over the violated rows for the present-violation term
+(Gauss-Newton; ``kappa_th`` alike). ``sat_{r dt}`` bounds a model's move to ``r``
+(``max_batch_rate_log2_per_s``, off by default) times the control period, whatever the gradient.
+It is no cure for the flip and costs where duals integrate while x travels: on
+``ieee123_ref_ofo`` (900 s) ``r = 1`` left the same violation (8.77 pu.s) at 294k instead of 755k
+tok/s, the under-voltage duals winding up for the seconds x took to reach its floor (where
+anti-windup holds them). With the quantization to
+measured sizes, the latency constraint often lies between two sizes, where the integral action
+switches between them; the hysteresis ``h`` (``batch_hysteresis``, default 0.25 log2) sends a new
+size only once x is nearer to it than to the size in force by more than ``h``, so x must cross the
+midpoint by ``h / 2`` (9% in batch) each way.
 
 With ``dual_anti_windup`` (default) the voltage duals integrate conditionally: while every ``x_i``
 sits at its lower bound the undervoltage increments are clipped at 0 (and the overvoltage ones
@@ -38,7 +61,9 @@ pure primal-dual loop (a double integrator through the grid). ``H_s`` is
 ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of per-phase active
 power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i`` the logistic fits
 of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`controllers.curves`).
-A :class:`SetBatchSize` is sent only when ``b_i`` changes.
+A :class:`SetBatchSize` is sent only when ``b_i`` changes (past the hysteresis). A run's
+``summary.json`` counts each model's changes and reversals (``batch_changes_by_model``,
+``batch_reversals_by_model``, ``max_batch_reversals_per_min``).
 
 Thermal limits (``thermal: true``, off by default): ``L_b`` is branch ``b``'s loading as the grid
 reports it (% of its normal rating, ``GridState.branch_loading_pct``), for the branches
@@ -49,7 +74,8 @@ is the present overload, the thermal counterpart of ``kappa (o - u)``. With ``du
 thermal increments are clipped at 0 while every ``x_i`` sits at its lower bound. On ieee13 with a
 site at 671 (``scenarios/ieee13_thermal_ofo.yaml``) the trunk 650-632 (400 A) moves by ~2% per log2
 step of 1,440 x Llama-3.1-8B, so ``k_th = 300`` with ``kappa_th = 10`` turns a 5% overload into a
-gradient of ~3, above the throughput weight's, at once. Measured there over 300 s (limit 100%):
+gradient of ~3, above the throughput weight's, at once. Measured there over 300 s (limit 100%; with the
+fixed step ``-rho_x g``, before the curvature limit, rate bound and hysteresis defaults):
 ``k_th`` = 100, 300, 1000 left 95, 56, 40 %.s of overload, each then holding the line at the limit
 on average, with 18, 22, 35 batch changes; the loop settles *on* the limit (an integral action),
 so a scenario that must stay under the rating sets ``max_loading_pct`` a little below 100.
@@ -57,7 +83,8 @@ so a scenario that must stay under the rating sets ``max_loading_pct`` a little 
 Tuning on ieee13 (``scenarios/ieee13_ofo.yaml``, the defaults): at bus 671 ``dv/dx_i`` of the
 lowest bus-phases is ~7e-4 pu per log2 step for the largest models (720 x Llama-3.1-8B,
 90 x Llama-3.1-405B), so ``k_v = 1e5`` with ``kappa = 10`` turns a 0.01 pu violation on a few
-bus-phases into a gradient of tens at once (``rho_x = 0.1``: several log2 steps in one control step) and the dual keeps pushing while the violation lasts. The log-throughput
+bus-phases into a gradient of tens at once (``rho_x = 0.1``: up to the rate bound, one log2 step
+per second) and the dual keeps pushing while the violation lasts. The log-throughput
 weight ``w_T = 1`` (gradient ~0.1-0.8 per log2 step) brings batches back within about a minute once
 the voltage has margin; ``latency_signal = miss_fraction`` with ``eps = 0.05`` keeps the token
 tail near the baseline's instead of letting the models sit at 512. On the full 3,600 s case the
@@ -123,11 +150,17 @@ class OFOController(ConfiguredController):
         )
         sensitivity_every_steps: int = Field(1, gt=0, description="Refresh the grid sensitivity every N steps.")
         batch_hysteresis: float = Field(
-            0.0,
+            0.25,
             ge=0,
             le=1,
             description="h: send a new batch size only once x is nearer to it than to the one in force by more "
             "than h (log2 units; 0: always the nearest).",
+        )
+        max_batch_rate_log2_per_s: float | None = Field(
+            None,
+            gt=0,
+            description="r: largest change of a model's x per second (log2 batch per s, e.g. 1: one doubling or "
+            "halving per second); None: unbounded.",
         )
         thermal_dual_step: float = Field(1.0, ge=0, description="rho_th: thermal dual step (per unit loading/limit).")
         thermal_weight: float = Field(
@@ -254,29 +287,73 @@ class OFOController(ConfiguredController):
 
     def gradient(self, observation: Observation, site: str, model: str) -> float:
         """``g_i``: gradient of the Lagrangian with respect to ``x_i`` (per unit log2 batch)."""
+        return self._derivatives(observation, site, model)[0]
+
+    def curvature(self, observation: Observation, site: str, model: str) -> float:
+        """``h_i``: ``dg_i/dx_i`` at the present prices (per unit log2 batch squared)."""
+        return self._derivatives(observation, site, model)[1]
+
+    def _derivatives(self, observation: Observation, site: str, model: str) -> tuple[float, float]:
+        """``(g_i, h_i)``: the gradient and its derivative in ``x_i``, term by term alike; the present
+        violation terms count through their Gauss-Newton part (``kappa |dv/dx_i|^2`` over the
+        violated rows)."""
         cfg = self.config
         key = (site, model)
         info = self.context.sites[site].models[model]
         c = self.curves[key]
         x = self.x[key]
         t_now = float(c.throughput_tok_s.value(x))
-        g = -cfg.throughput_weight * float(c.throughput_tok_s.slope(x)) / t_now if t_now > 0 else 0.0
+        g = h = 0.0
+        if t_now > 0:
+            t_rel = float(c.throughput_tok_s.slope(x)) / t_now
+            g -= cfg.throughput_weight * t_rel
+            h -= cfg.throughput_weight * (float(c.throughput_tok_s.curvature(x)) / t_now - t_rel * t_rel)
         if self._eta is None:
             eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
             self._eta = (eta, bool(np.any(eta != 0.0)))
         eta, priced = self._eta
         if priced:
-            g += cfg.voltage_weight_per_pu2 * float(eta @ self.voltage_slope(observation, site, model))
+            dv = self.voltage_slope(observation, site, model)
+            bend = self._power_bend(x, key)
+            violated = (self._over > 0.0) | (self._under > 0.0)
+            g += cfg.voltage_weight_per_pu2 * float(eta @ dv)
+            h += cfg.voltage_weight_per_pu2 * (
+                bend * float(eta @ dv) + cfg.voltage_proportional_gain * float(dv[violated] @ dv[violated])
+            )
         if self._zeta is None:
             zeta = self.nu + cfg.thermal_proportional_gain * self._overload
             self._zeta = (zeta, bool(np.any(zeta != 0.0)))
         zeta, loaded = self._zeta
         if loaded:
-            g += cfg.thermal_weight * float(zeta @ self.loading_slope(observation, site, model)) / cfg.max_loading_pct
+            dl = self.loading_slope(observation, site, model) / cfg.max_loading_pct
+            over = dl[self._overload > 0.0]
+            g += cfg.thermal_weight * float(zeta @ dl)
+            h += cfg.thermal_weight * (
+                self._power_bend(x, key) * float(zeta @ dl) + cfg.thermal_proportional_gain * float(over @ over)
+            )
         if info.itl_deadline_s is not None:
             g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s
+            h += self.mu[key] * float(c.itl_s.curvature(x)) / info.itl_deadline_s
         g += cfg.switching_weight * (x - self._x_prev[key])
-        return g
+        h += cfg.switching_weight
+        return g, h
+
+    def _power_bend(self, x: float, key: tuple[str, str]) -> float:
+        """``P_i''(x_i) / P_i'(x_i)``: a price's slope term times this is its own derivative in
+        ``x_i`` (``dv/dx_i`` and ``dL/dx_i`` scale with ``P_i'``); 0 where the power is flat."""
+        power = self.curves[key].power_w
+        slope = float(power.slope(x))
+        return float(power.curvature(x)) / slope if slope != 0.0 else 0.0
+
+    def primal_move(self, g: float, h: float) -> float:
+        """The change of ``x_i`` for gradient ``g`` and curvature ``h``: ``-rho_x g``, shortened to the
+        Newton step ``-g / h`` where ``rho_x h > 1`` and bounded by ``r dt`` (see the module docstring)."""
+        cfg = self.config
+        move = -g / max(1.0 / cfg.primal_step, h)
+        if cfg.max_batch_rate_log2_per_s is None:
+            return move
+        bound = cfg.max_batch_rate_log2_per_s * self.context.dt_s
+        return min(max(move, -bound), bound)
 
     def _beyond_hysteresis(self, x: float, batch: int, in_force: int) -> bool:
         """Whether ``x`` is nearer to ``log2(batch)`` than to ``log2(in_force)`` by more than the
@@ -290,12 +367,12 @@ class OFOController(ConfiguredController):
 
     def step(self, observation: Observation) -> list[Command]:
         self.update_duals(observation)
-        grads = {key: self.gradient(observation, *key) for key in self._keys}
+        derivatives = {key: self._derivatives(observation, *key) for key in self._keys}
         out: list[Command] = []
-        for key, g in grads.items():
+        for key, (g, h) in derivatives.items():
             site, model = key
             info = self.context.sites[site].models[model]
-            x_new = min(max(self.x[key] - self.config.primal_step * g, self.curves[key].x_min), self._x_hi[key])
+            x_new = min(max(self.x[key] + self.primal_move(g, h), self.curves[key].x_min), self._x_hi[key])
             self._x_prev[key] = self.x[key]
             self.x[key] = x_new
             b = project_batch(x_new, info.batch_sizes)

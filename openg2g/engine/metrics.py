@@ -40,6 +40,7 @@ violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -119,6 +120,11 @@ class RunMetrics:
         self._unsupplied_steps: dict[str, int] = {}
         self._dc_dt_s = 0.0
         self._last_batch: dict[tuple[str, str], int] = {}
+        self._batch_changes: dict[tuple[str, str], int] = {}
+        self._batch_reversals: dict[tuple[str, str], int] = {}
+        self._last_direction: dict[tuple[str, str], int] = {}
+        self._recent_reversals_s: dict[tuple[str, str], collections.deque[float]] = {}
+        self.max_batch_reversals_per_min = 0
         self.n_tap_changes = 0
         self._last_taps: Mapping[str, Sequence[int]] | None = None
 
@@ -217,6 +223,7 @@ class RunMetrics:
         for e in energy:
             self.energy_j += e
         models = [(series.site, m) for series in block for m in series.models.values()]
+        times_s = block[0].t_s.tolist()
         throughput = np.zeros(len(block[0]))
         for _, m in models:
             throughput = throughput + m.throughput_tok_s
@@ -229,17 +236,57 @@ class RunMetrics:
             batches = m.batch_size.tolist()
             last = self._last_batch.get((site, m.model))
             previous = ([last] if last is not None else []) + batches
-            self.n_batch_changes += sum(a != b for a, b in itertools.pairwise(previous))
+            self.n_batch_changes += self._count_batch_changes((site, m.model), previous, times_s)
             self._last_batch[(site, m.model)] = batches[-1]
         for tput in throughput.tolist():
             self.throughput_time_tok += tput * dt_s
             self.datacenter_time_s += dt_s
 
-    def summary(self) -> dict[str, float | int | str | dict[str, float] | None]:
+    def _count_batch_changes(self, key: tuple[str, str], batches: list[int], times_s: list[float]) -> int:
+        """Count one model's batch changes and direction reversals over consecutive steps; returns
+        the changes.
+
+        :param batches: the batch size in force at each step, led by the one before the block when
+            there was one, so that ``batches[-k]`` is in force at ``times_s[-k]`` (s).
+        """
+        changes = 0
+        offset = len(times_s) - len(batches)
+        for i, (before, after) in enumerate(itertools.pairwise(batches), start=1):
+            if before == after:
+                continue
+            changes += 1
+            direction = 1 if after > before else -1
+            if self._last_direction.get(key, direction) != direction:
+                self._count_reversal(key, times_s[offset + i])
+            self._last_direction[key] = direction
+        self._batch_changes[key] = self._batch_changes.get(key, 0) + changes
+        return changes
+
+    def _count_reversal(self, key: tuple[str, str], t_s: float) -> None:
+        """A change opposite to the model's previous one at ``t_s`` (s); keeps the largest number of
+        one model's reversals within any 60 s."""
+        self._batch_reversals[key] = self._batch_reversals.get(key, 0) + 1
+        recent = self._recent_reversals_s.setdefault(key, collections.deque())
+        recent.append(t_s)
+        while t_s - recent[0] >= 60.0:
+            recent.popleft()
+        self.max_batch_reversals_per_min = max(self.max_batch_reversals_per_min, len(recent))
+
+    def _by_site(self, counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+        """``{site: {model: count}}`` for every model accounted, 0 where none were counted."""
+        out: dict[str, dict[str, int]] = {}
+        for site, model in self._last_batch:
+            out.setdefault(site, {})[model] = counts.get((site, model), 0)
+        return out
+
+    def summary(self) -> dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None]:
         """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
-        (site -> seconds without supply, 0 for a site that never lost it); ``metrics_start_s``
-        only when > 0."""
-        figures: dict[str, float | int | str | dict[str, float] | None] = {
+        (site -> seconds without supply, 0 for a site that never lost it) and the batch counts per
+        model (site -> model -> count): ``batch_changes_by_model``, ``batch_reversals_by_model``
+        (changes opposite in direction to the model's previous one), with
+        ``max_batch_reversals_per_min`` the most reversals of one model within any 60 s;
+        ``metrics_start_s`` only when > 0."""
+        figures: dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None] = {
             "violation_integral_pu_s": self.violation_integral_pu_s,
             "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
             "overvoltage_integral_pu_s": self.overvoltage_integral_pu_s,
@@ -255,6 +302,9 @@ class RunMetrics:
             else 0.0,
             "itl_deadline_miss_fraction": self.missed_tokens / self.tokens if self.tokens else 0.0,
             "n_batch_changes": self.n_batch_changes,
+            "batch_changes_by_model": self._by_site(self._batch_changes),
+            "batch_reversals_by_model": self._by_site(self._batch_reversals),
+            "max_batch_reversals_per_min": self.max_batch_reversals_per_min,
             "n_tap_changes": self.n_tap_changes,
             "grid_steps": self.grid_steps,
             "nonconverged_steps": self.nonconverged_steps,

@@ -83,3 +83,15 @@ def test_load_shift_moves_load_off_the_stressed_feeder_end():
     assert shifted["n_commands"] > 0
     assert shifted["violation_integral_pu_s"] < 0.5 * none["violation_integral_pu_s"]
     assert shifted["mean_throughput_tok_s"] == pytest.approx(none["mean_throughput_tok_s"], rel=0.01)
+
+
+def test_ofo_does_not_chatter_in_the_reference_over_voltage():
+    """ieee13_ofo from 2900 s: phase c at +17 taps while inference ramps down, an over-voltage that
+    batches cannot remove. The voltage and latency prices then grow together and, with a fixed
+    primal step, flipped Llama-3.1-405B between 32-64 and 256-512 every second (52 reversals in one
+    minute, 60 for Llama-3.1-70B). The curvature-limited step with hysteresis leaves at
+    most a few reversals a minute (5 over the hour)."""
+    summary = run_scenario("ieee13_ofo", overrides=["duration_s=3060", "outputs.plots=false"]).summary
+    assert summary["status"] == "complete"
+    assert summary["max_batch_reversals_per_min"] <= 6
+    assert summary["batch_reversals_by_model"]["dc1"]["Llama-3.1-405B"] < 100  # 369 over the hour before

@@ -104,6 +104,52 @@ def test_throughput_pulls_up_until_latency_dual_pushes_back():
     assert ctrl.x[("dc1", "m1")] < 9.0
 
 
+def test_batch_rate_bound_holds_against_any_gradient():
+    """A deep under-voltage moves x by log2 units in one step unbounded; bounded, by r dt a step."""
+    ctx = make_context([toy_model()], dt_s=2.0)
+    free = _ofo(ctx, max_batch_rate_log2_per_s=None, batch_hysteresis=0.0)
+    free.step(make_observation(ctx, 0.80))
+    assert free.x[("dc1", "m1")] < 7.0 - 2.0  # from log2(128), more than 4 bounded steps at once
+    bounded = _ofo(ctx, max_batch_rate_log2_per_s=0.25, batch_hysteresis=0.0)
+    sent = []
+    for k in range(8):
+        sent += [c.batch_size for c in bounded.step(make_observation(ctx, 0.80, t_s=2.0 * k))]
+        assert bounded.x[("dc1", "m1")] == pytest.approx(7.0 - 0.5 * (k + 1))  # 0.25 log2/s x 2 s
+    assert sent == [64, 32, 16, 8]  # one measured size every second step, never two at once
+
+
+def test_a_price_steep_in_x_converges_without_reversals():
+    """A latency price held at mu = 24.5 (no dual step) against the throughput weight: the balance
+    lies near x = 5, where ``rho_x h`` is ~3.7 for ``rho_x = 5``. The plain step ``-rho_x g`` flips x
+    across it every step; the step limited to ``-g / h`` approaches it from one side."""
+    ctx = make_context([toy_model(itl_deadline_s=0.1)])
+    params = {"primal_step": 5.0, "latency_dual_step": 0.0, "batch_hysteresis": 0.0}
+    ctrl = _ofo(ctx, max_batch_rate_log2_per_s=None, **params)
+    key = ("dc1", "m1")
+    ctrl.mu[key] = 24.5
+    obs = make_observation(ctx, 1.0, itl_s={"m1": 0.1})
+    xs = [ctrl.x[key]]
+    sent = []
+    for _ in range(30):
+        sent += [c.batch_size for c in ctrl.step(obs)]
+        xs.append(ctrl.x[key])
+    moves = np.diff(xs)
+    assert np.all(moves <= 1e-12)  # monotone: never a reversal
+    assert abs(ctrl.gradient(obs, *key)) < 1e-6 and 4.5 < xs[-1] < 5.5  # at the balance g = 0
+    assert sent == [64, 32]  # down to the size nearest x ~ 5, never back
+    # the fixed step alone, as before the curvature limit (h = 0): x alternates every step
+    ctrl = _ofo(ctx, max_batch_rate_log2_per_s=None, **params)
+    ctrl.mu[key] = 24.5
+    flips = 0
+    for _ in range(30):
+        before = ctrl.x[key]
+        g = ctrl.gradient(obs, *key)
+        ctrl.x[key] = min(max(before + ctrl.primal_move(g, 0.0), 3.0), 9.0)
+        flips += (ctrl.x[key] - before) * (before - ctrl._x_prev[key]) < 0
+        ctrl._x_prev[key] = before
+    assert flips >= 25
+
+
 def test_batch_ceiling_initial_never_exceeds_initial_batch():
     ctx = make_context([toy_model()])
     ctrl = _ofo(ctx, throughput_weight=5.0, batch_ceiling="initial")
@@ -121,3 +167,6 @@ def test_bad_params():
     for bad in (-0.1, 1.5, float("nan"), True):  # a YAML `true` is not a number here
         with pytest.raises(ValidationError, match="batch_hysteresis"):
             OFOController.Config(batch_hysteresis=bad)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValidationError, match="max_batch_rate_log2_per_s"):
+            OFOController.Config(max_batch_rate_log2_per_s=bad)

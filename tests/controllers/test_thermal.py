@@ -242,7 +242,9 @@ def _trunk_loading(run_dir: Path) -> pd.Series:
 def test_ofo_with_the_thermal_limit_brings_the_trunk_under_its_rating(tmp_path: Path) -> None:
     """90 s of the bundled case (the inference load stays at its level): the trunk starts at ~106%.
     Without the limit OFO has nothing to fix and raises the batches (the line goes further over);
-    with it the loading is under the 98% aimed at within 30 s and stays there."""
+    with it the loading is near the 98% aimed at within 30 s and stays within a few tenths of a
+    percent of the rating: the batch hysteresis holds a size until x is past the midpoint by h / 2,
+    where without it the batch switched between two sizes up to 36 times a minute."""
     short = ["duration_s=90", "outputs.plots=false"]
     off = ["controllers.0.params.thermal=false", "controllers.0.params.thermal_branches=null"]
     without = run_scenario(SCENARIO, tmp_path / "without", overrides=[*short, *off]).summary
@@ -250,7 +252,8 @@ def test_ofo_with_the_thermal_limit_brings_the_trunk_under_its_rating(tmp_path: 
     loose, held = _trunk_loading(tmp_path / "without"), _trunk_loading(tmp_path / "with")
     assert loose.iloc[0] > 105.0 and held.iloc[0] == loose.iloc[0]  # the same start
     assert loose[loose.index >= 30].min() > 105.0
-    assert held[held.index >= 30].max() < 100.0
+    assert held[held.index >= 30].max() < 100.5 and held[held.index >= 30].mean() < 98.0
+    assert with_limit["max_batch_reversals_per_min"] <= 6
     assert with_limit["overload_integral_pct_s"] < 0.05 * without["overload_integral_pct_s"]
     # the price of the limit is throughput: the batches it holds down
     assert with_limit["mean_throughput_tok_s"] < without["mean_throughput_tok_s"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openg2g.core.state import DatacenterSeries, ModelSeries
 from openg2g.engine.metrics import RunMetrics
 
 
@@ -42,3 +43,30 @@ def test_a_metrics_start_counts_the_steps_from_it_by_hand() -> None:
     assert (s["v_max_pu"], s["v_max_bus_phase"]) == (1.07, "675.c")
     assert s["overload_integral_pct_s"] == pytest.approx(10.0) and s["max_loading_pct"] == 110.0
     assert s["metrics_start_s"] == 2.0
+
+
+def _site_block(t_s: list[float], batches: dict[str, list[int]]) -> DatacenterSeries:
+    """A site ``dc1`` over steps at ``t_s`` whose models hold the given batch sizes (nothing else counts)."""
+    k = len(t_s)
+    zeros = np.zeros(k)
+    models = {
+        name: ModelSeries(name, zeros + 1, np.array(b), zeros, zeros, zeros, zeros, zeros + np.nan)
+        for name, b in batches.items()
+    }
+    flat = np.zeros((k, 3))
+    return DatacenterSeries("dc1", np.array(t_s), flat, flat, models, zeros, np.ones(k, bool), np.ones(k, bool))
+
+
+def test_batch_changes_and_reversals_per_model_by_hand() -> None:
+    m = RunMetrics(0.95, 1.05)
+    # a: 128 -> 64 -> 128 (a reversal at 2 s) -> 256 (same way) -> 64 (reversal at 70 s), split over
+    # two blocks so the change at the boundary (70 s) is counted once; b never changes
+    m.add_datacenter_block([_site_block([0.0, 1.0, 2.0, 3.0], {"a": [128, 64, 128, 256], "b": [8] * 4})], 1.0)
+    m.add_datacenter_block([_site_block([70.0, 71.0, 72.0], {"a": [64, 32, 64], "b": [8] * 3})], 1.0)
+    s = m.summary()
+    # changes 1, 2, 3, 70 (64), 71 (32), 72 (64): 6; reversals at 2, 70 and 72 s
+    assert s["n_batch_changes"] == 6
+    assert s["batch_changes_by_model"] == {"dc1": {"a": 6, "b": 0}}
+    assert s["batch_reversals_by_model"] == {"dc1": {"a": 3, "b": 0}}
+    # 2 s is more than 60 s before 70 s: at most 2 reversals (70, 72 s) within one minute
+    assert s["max_batch_reversals_per_min"] == 2
