@@ -1,65 +1,145 @@
-"""Environment speed: env steps per second with random actions, and PPO's own cost per step.
+"""Environment speed: env steps per second with random actions, where a step's time goes, and
+PPO's own cost per step.
 
 Usage::
 
     python bench/bench_env.py                  # toy and ieee13 (if the bundled scenario loads)
-    python bench/bench_env.py --steps 2000 --scenario ieee13_none --episode-steps 120
+    python bench/bench_env.py --steps 2000 --scenario ieee13_none --episode-steps 300 --no-ppo
 
 Prints, per case: reset time, env steps/s under random actions (episodes restarted as they end),
-and PPO steps/s on the same env (rollout + update, one env in-process) with the share of
-wall time spent inside ``env.step``: the env is the bottleneck only if that share is large.
+the share of that time in each part of a step (:data:`PARTS`), and PPO steps/s on the same env
+(rollout + update, one env in-process) with the share of wall time spent inside ``env.step``: the
+env is the bottleneck only if that share is large.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
+PARTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "datacenter samples": (("site", "step_block"),),
+    "datacenter phase tables (FFT)": (("model", "phase_table"),),
+    "datacenter commands": (("site", "apply"),),
+    "grid solves": (("grid", "solve_batch"), ("grid", "solve")),
+    "run metrics": tuple(
+        ("metrics", name) for name in ("add_datacenter_block", "add_grid_block", "add_taps", "add_branch_block")
+    ),
+    "observation + actions": (("layout", "observe"), ("layout", "commands"), ("sim", "observation")),
+    "episode set-up": (("env", "_simulation"), ("sim", "start")),
+}
+"""Parts of an env step, each the methods (of the site, grid, metrics, space layout, simulation or
+env class) whose own time it sums; the rest of ``env.step`` and ``env.reset`` is reported as
+engine and adapter overhead (simpy, windows, rewards)."""
 
-def _timed_method(obj, name: str, totals: dict[str, float]) -> None:
-    original = getattr(obj, name)
 
-    def timed(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
+class _PartClock:
+    """Exclusive time per part: while a timed method runs, the part that called it is paused."""
 
-    setattr(obj, name, timed)
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self._stack: list[list[Any]] = []  # [part, start of its present stretch]
+
+    def wrap(self, part: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            now = time.perf_counter()
+            if self._stack:
+                caller = self._stack[-1]
+                self.totals[caller[0]] = self.totals.get(caller[0], 0.0) + now - caller[1]
+            self._stack.append([part, now])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                end = time.perf_counter()
+                _, start = self._stack.pop()
+                self.totals[part] = self.totals.get(part, 0.0) + end - start
+                if self._stack:
+                    self._stack[-1][1] = end
+
+        return timed
 
 
-def bench_random(env, steps: int, seed: int = 0) -> dict[str, float]:
-    """Reset time, env steps/s under uniformly random actions, and the adapter's own share.
+@contextmanager
+def _timed_classes(env, clock: _PartClock) -> Iterator[None]:
+    """Wrap the methods of :data:`PARTS` (and ``env.step``/``env.reset`` as the total) on their
+    classes, so the simulations every reset builds are timed too; restored on exit."""
+    sim = env.sim
+    owners = {
+        "site": type(sim.sites[0]),
+        # the trace-replay site's per-model state (its phase tables); other sites have none
+        "model": type(next(iter(getattr(sim.sites[0], "_models", {"": None}).values()))),
+        "grid": type(sim.grid),
+        "metrics": type(sim.metrics),
+        "layout": type(env.layout),
+        "sim": type(sim),
+        "env": type(env),
+    }
+    patched: list[tuple[type, str, Any]] = []
+    targets = [("env total", ("env", "step")), ("env total", ("env", "reset"))]
+    targets += [(part, method) for part, methods in PARTS.items() for method in methods]
+    for part, (owner, name) in targets:
+        cls = owners[owner]
+        static = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+        if static is None:  # a backend without this method (the toy's)
+            continue
+        patched.append((cls, name, cls.__dict__.get(name)))
 
-    The adapter's share is the time of ``env.step`` outside the engine's ``run_until`` (building
-    commands, the observation vector and the reward).
+        def call(self, *args, _static=static, _cls=cls, **kwargs):
+            return _static.__get__(self, _cls)(*args, **kwargs)
+
+        setattr(cls, name, clock.wrap(part, call))
+    try:
+        yield
+    finally:
+        for cls, name, own in reversed(patched):
+            if own is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, own)
+
+
+def bench_random(env, steps: int, seed: int = 0) -> dict[str, Any]:
+    """Reset time, env steps/s under uniformly random actions, and each part's share of the time.
+
+    :return: ``reset_s``, ``steps_per_s`` (wall), ``cpu_steps_per_s`` (steps per CPU second of
+        the process: the figure to compare on a shared machine) and ``resets``.
     """
     env.action_space.seed(seed)
     t0 = time.perf_counter()
     env.reset(seed=seed)
     reset_s = time.perf_counter() - t0
-    totals: dict[str, float] = {}
-    _timed_method(env, "step", totals)
-    resets, t0 = 0, time.perf_counter()
-    _timed_method(env.sim, "run_until", totals)
+    resets, t0, cpu0 = 0, time.perf_counter(), time.process_time()
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
-            _timed_method(env.sim, "run_until", totals)
             resets += 1
-    wall = time.perf_counter() - t0
-    adapter_s = totals["step"] - totals["run_until"]
-    return {
-        "reset_s": reset_s,
-        "steps_per_s": steps / wall,
-        "resets": resets,
-        "adapter_ms": 1e3 * adapter_s / steps,
-        "adapter_share": adapter_s / totals["step"],
-    }
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"reset_s": reset_s, "steps_per_s": steps / wall, "cpu_steps_per_s": steps / cpu, "resets": resets}
+
+
+def bench_breakdown(env, steps: int, seed: int = 0) -> dict[str, float]:
+    """Each part's share of the wall time of ``steps`` random-action steps (resets included),
+    timed in a second pass; ``"engine and adapter, other"`` is what no part of :data:`PARTS`
+    covers (the timers' own cost is in no part)."""
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    clock = _PartClock()
+    with _timed_classes(env, clock):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+        wall = time.perf_counter() - t0
+    shares = {part: clock.totals.get(part, 0.0) / wall for part in PARTS}
+    shares["engine and adapter, other"] = clock.totals.get("env total", 0.0) / wall
+    return shares
 
 
 class _TimedEnv:
@@ -102,11 +182,13 @@ def main() -> None:
     parser.add_argument("--scenario", default="ieee13_none", help="real scenario to time (besides the toy)")
     parser.add_argument("--episode-steps", type=int, default=120)
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO measurement")
+    parser.add_argument("--no-breakdown", action="store_true", help="skip the timed pass of the per-part breakdown")
+    parser.add_argument("--only-scenario", action="store_true", help="skip the toy")
     args = parser.parse_args()
 
     from openg2g.envs import G2GEnv, make_toy_env
 
-    cases = [("toy", lambda: make_toy_env(duration_s=args.episode_steps + 1))]
+    cases = [] if args.only_scenario else [("toy", lambda: make_toy_env(duration_s=args.episode_steps + 1))]
     cases.append((args.scenario, lambda: G2GEnv.from_scenario(args.scenario, episode_steps=args.episode_steps)))
     for name, build in cases:
         t0 = time.perf_counter()
@@ -120,12 +202,15 @@ def main() -> None:
         line = (
             f"{name:>14}: obs {env.observation_space.shape}, action {env.action_space}, build {build_s:.2f} s, "
             f"reset {r['reset_s'] * 1e3:.0f} ms, random policy {r['steps_per_s']:.0f} env steps/s "
-            f"(adapter {r['adapter_ms']:.2f} ms/step = {100 * r['adapter_share']:.0f}%, the rest is the engine)"
+            f"({r['cpu_steps_per_s']:.0f} per CPU second, {r['resets']} resets)"
         )
         if not args.no_ppo:
             p = bench_ppo(env, args.steps)
             line += f"; PPO {p['steps_per_s']:.0f} steps/s, {100 * p['env_share']:.0f}% of it in env.step"
         print(line, flush=True)
+        if not args.no_breakdown:
+            shares = bench_breakdown(env, args.steps)
+            print("    " + ", ".join(f"{part} {100 * share:.0f}%" for part, share in shares.items()), flush=True)
         env.close()
     print(f"(numpy {np.__version__}; 1 process; SubprocVecEnv with n envs scales with cores)")
 
