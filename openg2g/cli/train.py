@@ -4,7 +4,7 @@ Examples::
 
     openg2g train ieee13_none --algo ppo --steps 200000 --n-envs 2 --out runs/train_ieee13 \\
         --env episode_steps=300
-    openg2g train ieee13_none --steps 400000 --out runs/train_ieee13 --resume
+    openg2g train --steps 400000 --out runs/train_ieee13 --resume  # the rest from train.json
     openg2g train toy --steps 5000 --out runs/train_toy            # analytic toy case
     openg2g train toy --steps 5000 --tensorboard runs/tb            # also TensorBoard logs
     openg2g train ieee13_none --steps 50000 --env miss_budget=0.05 --init-from ieee13_ppo  # fine-tune
@@ -14,7 +14,9 @@ Examples::
 Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs,
 ``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
 the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
-segment in ``train.json``; give the same scenario, --set, --env, --algo and hyper-parameters.
+segment in ``train.json``. What is not given again comes from OUT/train.json (scenario, --set,
+--algo, hyper-parameters, --steps, --n-envs, --seed; each --env over the stored env settings);
+what is given must match the run, and a refusal names each field with its old and new value.
 Without --resume, an OUT holding a training run is refused unless --overwrite is given; OUT is
 locked while training writes it, and policies are written through a temporary file and a rename.
 SIGINT (Ctrl-C) or SIGTERM (``kill``, a scheduler) stops training at the next env step: checkpoint
@@ -27,7 +29,9 @@ only runs you made.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +45,12 @@ if TYPE_CHECKING:
 __all__ = ["parse_env_settings", "register"]
 
 
-def parse_env_settings(assignments: list[str]) -> dict[str, Any]:
-    """``["action=box", "reward.voltage=200"]`` -> ``{"action": "box", "reward": {"voltage": 200}}``."""
-    data: dict[str, Any] = {}
+def parse_env_settings(assignments: list[str], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``["action=box", "reward.voltage=200"]`` -> ``{"action": "box", "reward": {"voltage": 200}}``.
+
+    :param base: settings the assignments are applied over (a copy is changed), e.g. a resumed run's.
+    """
+    data: dict[str, Any] = copy.deepcopy(dict(base or {}))
     for assignment in assignments:
         try:
             apply_override(data, assignment, "--env")
@@ -56,8 +63,25 @@ _OPTION = {"learning_rate": "--lr", "normalize_reward": "--raw-reward"}
 """Fields of :class:`~openg2g.envs.training.TrainOptions` whose option is not ``--<field-with-dashes>``."""
 
 
-def _options(args: argparse.Namespace) -> TrainOptions:
+def _stored_options(record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The :class:`~openg2g.envs.training.TrainOptions` fields a resumed run's ``train.json`` holds:
+    algorithm, hyper-parameters, and the last segment's target steps, env count and seed."""
+    if record is None:
+        return {}
+    last = record["segments"][-1] if record["segments"] else {}
+    stored = {
+        **(record.get("settings") or {}),
+        "algo": record.get("algo"),
+        "steps": record.get("steps"),
+        "n_envs": last.get("n_envs"),
+        "seed": last.get("seed"),
+    }
+    return {k: v for k, v in stored.items() if v is not None}
+
+
+def _options(args: argparse.Namespace, stored: Mapping[str, Any]) -> TrainOptions:
     """train's numbers and choices, validated together; each problem is reported by its option.
+    An option not given takes its value from ``stored`` (a resumed run's), else its default.
 
     :raises ScenarioError: one ``(option, message)`` per problem.
     """
@@ -76,13 +100,14 @@ def _options(args: argparse.Namespace) -> TrainOptions:
         "batch_size": args.batch_size,
         "learning_rate": args.lr,
         "gamma": args.gamma,
-        "net_arch": tuple(args.net_arch),
+        "net_arch": None if args.net_arch is None else tuple(args.net_arch),
         "ent_coef": args.ent_coef,
-        "normalize_reward": not args.raw_reward,
+        "normalize_reward": None if args.raw_reward is None else not args.raw_reward,
         "critic_warmup": args.critic_warmup,
     }
+    values = {k: stored[k] for k in given if k in stored} | {k: v for k, v in given.items() if v is not None}
     try:
-        return TrainOptions(**given)
+        return TrainOptions(**values)
     except ValidationError as exc:
         raise ScenarioError(
             [(f"{_option(str(err['loc'][0]))} {err['input']}", err["msg"]) for err in exc.errors()]
@@ -98,15 +123,38 @@ def _option(field: str) -> str:
     return _OPTION.get(field, "--" + field.replace("_", "-"))
 
 
+def _run_folder(args: argparse.Namespace) -> tuple[str | Path, dict[str, Any] | None]:
+    """The output folder and, with ``--resume``, the ``train.json`` record of the run it holds.
+
+    :raises ScenarioError: no scenario and nothing to take it from (a fresh run, or ``--resume``
+        without ``--out`` or without a ``train.json`` there).
+    """
+    from openg2g.envs.training_run import TrainRecord
+
+    if args.out is None and args.scenario is None:
+        raise ScenarioError([("scenario", "missing: give a scenario file or bundled name (or --resume --out OUT)")])
+    out: str | Path = args.out if args.out is not None else Path("runs") / f"train_{Path(args.scenario).stem}"
+    # an empty --out is left as given for prepare_out_dir to refuse (as a Path it would be ".")
+    record = TrainRecord.read(Path(out) / "train.json") if args.resume and str(out).strip() else None
+    if args.scenario is None and record is None:
+        why = "--resume found no train.json in " + str(out) if args.resume else "a fresh run needs one"
+        raise ScenarioError([("scenario", f"missing ({why}): give a scenario file or bundled name")])
+    return out, record
+
+
 def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from openg2g.envs.config import EnvConfig
     from openg2g.envs.training import TrainingInterrupted, TrainSettings, require_tensorboard, train_policy
 
-    options = _options(args)
+    out_path, record = _run_folder(args)
+    stored = record or {}
+    scenario = args.scenario if args.scenario is not None else stored["scenario"]
+    overrides = args.set if args.set is not None else stored.get("overrides", [])
+    options = _options(args, _stored_options(record))
     try:
-        env_config = EnvConfig.model_validate(parse_env_settings(args.env))
+        env_config = EnvConfig.model_validate(parse_env_settings(args.env or [], stored.get("env")))
     except ValidationError as exc:
         for err in exc.errors():
             print(f"error: --env {'.'.join(map(str, err['loc']))}: {err['msg']}", file=sys.stderr)
@@ -114,22 +162,22 @@ def _train(args: argparse.Namespace) -> int:
     if args.tensorboard:  # before the output folder is made: a refused run leaves nothing behind
         require_tensorboard()
     out = prepare_out_dir(
-        args.out if args.out is not None else Path("runs") / f"train_{Path(args.scenario).stem}",
+        out_path,
         command="train",
-        name=str(args.scenario),
+        name=str(scenario),
         overwrite=args.overwrite,
         resume=args.resume,
     )
     settings = TrainSettings(**{k: getattr(options, k) for k in TrainSettings.__dataclass_fields__})
     try:
         result = train_policy(
-            args.scenario,
+            scenario,
             out,
             algo=options.algo,
             steps=options.steps,
             n_envs=options.n_envs,
             seed=options.seed,
-            overrides=args.set,
+            overrides=overrides,
             env_config=env_config,
             settings=settings,
             resume=args.resume,
@@ -157,21 +205,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("scenario", help="scenario YAML file, bundled scenario name, or 'toy'")
-    p.add_argument("--algo", default="ppo", choices=("ppo", "a2c", "sac", "td3"), help="SB3 algorithm (default ppo)")
-    p.add_argument("--steps", type=int, default=100_000, help="total env steps, resumed ones included (default 100000)")
+    p.add_argument(
+        "scenario", nargs="?", help="scenario YAML file, bundled scenario name, or 'toy' (with --resume: optional)"
+    )
+    p.add_argument("--algo", choices=("ppo", "a2c", "sac", "td3"), help="SB3 algorithm (default ppo)")
+    p.add_argument("--steps", type=int, help="total env steps, resumed ones included (default 100000)")
     p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
     p.add_argument(
         "--n-envs",
         type=int,
-        default=1,
         help="parallel envs, in subprocesses when > 1 (default 1; at most 4 per CPU)",
     )
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in OUT from its latest checkpoint (same logs, new segment)",
+        help="continue the run in OUT from its latest checkpoint (same logs, new segment); options not given "
+        "again are those of OUT/train.json",
     )
     again.add_argument(
         "--overwrite",
@@ -185,10 +235,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="start from a saved policy's network weights (path or bundled name; same algorithm and spaces)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the algorithm and the envs' variation draws (0 to 2**32-1)"
+        "--seed", type=int, help="seed of the algorithm and the envs' variation draws (0 to 2**32-1; default 0)"
     )
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="env setting (repeatable)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE", help="env setting (repeatable)")
     p.add_argument("--checkpoint-every", type=int, default=10_000, metavar="STEPS", help="default 10000")
     p.add_argument(
         "--eval-episodes",
@@ -196,26 +246,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=4,
         help="held-out episodes scored at the end (0: none; at most the env's n_eval)",
     )
-    p.add_argument("--n-steps", type=int, default=256, help="PPO/A2C rollout steps per env (default 256)")
-    p.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
-    p.add_argument("--lr", type=float, default=3e-4, help="learning rate, >= 0 (default 3e-4)")
-    p.add_argument("--gamma", type=float, default=0.95, help="discount per control step, 0 to 1 (default 0.95)")
-    p.add_argument("--ent-coef", type=float, default=0.0, help="PPO/A2C entropy bonus (default 0)")
+    p.add_argument("--n-steps", type=int, help="PPO/A2C rollout steps per env (default 256)")
+    p.add_argument("--batch-size", type=int, help="minibatch size (default 64)")
+    p.add_argument("--lr", type=float, help="learning rate, >= 0 (default 3e-4)")
+    p.add_argument("--gamma", type=float, help="discount per control step, 0 to 1 (default 0.95)")
+    p.add_argument("--ent-coef", type=float, help="PPO/A2C entropy bonus (default 0)")
     p.add_argument(
         "--net-arch",
         type=int,
         nargs="+",
-        default=[64, 64],
         metavar="UNITS",
         help="hidden layers, 1 to 4096 units each (default 64 64)",
     )
     p.add_argument(
-        "--raw-reward", action="store_true", help="train on raw rewards (default: scaled by the return's running std)"
+        "--raw-reward",
+        action="store_true",
+        default=None,
+        help="train on raw rewards (default: scaled by the return's running std)",
     )
     p.add_argument(
         "--critic-warmup",
         type=int,
-        default=0,
         metavar="STEPS",
         help="PPO/A2C: train only the value network for the first STEPS steps (default 0), e.g. after --init-from",
     )

@@ -14,7 +14,9 @@ Importing this package registers the environments::
     env = gymnasium.make("openg2g/IEEE13-v0", action="box", episode_steps=120)
     env = gymnasium.make("openg2g/Toy-v0")               # analytic, no traces or solver
 
-(or without the import: ``gymnasium.make("openg2g.envs:openg2g/IEEE13-v0")``).
+(or without the import: ``gymnasium.make("openg2g.envs:openg2g/IEEE13-v0")``). The made env's
+``spec.max_episode_steps`` is its episode length (a ``TimeLimit`` at the step where it truncates
+anyway).
 """
 
 from gymnasium.envs.registration import register, registry
@@ -46,4 +48,4 @@ ENV_IDS: dict[str, dict[str, object]] = {
 
 for _env_id, _kwargs in ENV_IDS.items():
     if _env_id not in registry:
-        register(id=_env_id, entry_point="openg2g.envs.env:make_env", kwargs=dict(_kwargs))
+        register(id=_env_id, entry_point="openg2g.envs.env:make_registered_env", kwargs=dict(_kwargs))

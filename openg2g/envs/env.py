@@ -43,7 +43,7 @@ from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Scenario
 from openg2g.testing.toy import toy_components, toy_scenario
 
-__all__ = ["ComponentsFactory", "G2GEnv", "make_env", "make_toy_env"]
+__all__ = ["ComponentsFactory", "G2GEnv", "make_env", "make_registered_env", "make_toy_env"]
 
 ComponentsFactory = Callable[[LoadedScenario], Components]
 """Builds ``(sites, grid, controllers)`` for a scenario, as :class:`~openg2g.scenario.build.ComponentBuilder`."""
@@ -295,6 +295,18 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             return render_text(self.layout, self._observation, self._step_count, self.episode_steps)
         return render_frame(self.layout, self._observation)
 
+    def action_masks(self) -> np.ndarray:
+        """The choices of the next step's action that the env carries out as chosen (sb3-contrib's
+        ``MaskablePPO`` reads this method): a flat boolean array over the ``MultiDiscrete`` choices,
+        model by model ``(down, stay, up)``; see :meth:`SpaceLayout.action_mask`.
+
+        :raises RuntimeError: called before :meth:`reset`.
+        :raises G2GError: the env has box actions.
+        """
+        if self._observation is None:
+            raise RuntimeError("call reset() before action_masks(): there is no state to mask from")
+        return self.layout.action_mask(self._observation)
+
     def close(self) -> None:
         """Drop the running simulation."""
         self.sim = None
@@ -312,6 +324,15 @@ def make_env(
     if str(scenario) == "toy":
         return make_toy_env(overrides=overrides, render_mode=render_mode, **config)
     return G2GEnv.from_scenario(scenario, overrides, render_mode=render_mode, **config)
+
+
+def make_registered_env(scenario: str | Path, overrides: Sequence[str] = (), **kwargs: Any) -> gym.Env:
+    """Entry point of the registered ids: :func:`make_env` under a :class:`~gymnasium.wrappers.TimeLimit`
+    of the env's own episode length, so that the made env's ``spec.max_episode_steps`` states it
+    whatever ``episode_steps`` or scenario the keyword arguments give. The env truncates at the
+    same step by itself, so the wrapper changes no episode."""
+    env = make_env(scenario, overrides, **kwargs)
+    return gym.wrappers.TimeLimit(env, env.episode_steps)
 
 
 def make_toy_env(

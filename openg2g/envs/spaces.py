@@ -45,7 +45,7 @@ import numpy as np
 from gymnasium import spaces
 
 from openg2g.core.commands import Command, SetBatchSize
-from openg2g.core.errors import ControllerError, ScenarioError
+from openg2g.core.errors import ControllerError, G2GError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 from openg2g.envs.config import EnvConfig, ObsConfig
@@ -331,6 +331,28 @@ class SpaceLayout:
             goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
             target[i] = ok[int(np.argmin(np.abs(log2[ok] - goal)))]
         return target
+
+    def action_mask(self, observation: Observation) -> np.ndarray:
+        """Which discrete choices :meth:`target_batch_index` carries out as chosen, in sb3-contrib's
+        ``MaskablePPO`` layout: a flat boolean array of ``3 * len(controlled)`` entries, model by
+        model ``(down, stay, up)``.
+
+        A choice is allowed when the batch it leads to moves the way it says: down to a smaller
+        size, stay on the present one, up to a larger one. The others are remapped today (a move
+        past the smallest or largest allowed size stays put; a model outside the allowed sizes goes
+        to the nearest allowed one whatever is chosen), so masking them changes no outcome.
+
+        :raises G2GError: the layout's actions are not discrete (``action="box"`` has no choices to mask).
+        """
+        if self.action_kind != "discrete":
+            raise G2GError(
+                f"action masks need discrete actions (env setting action='discrete'), not {self.action_kind!r}"
+            )
+        current = self.current_batch_index(observation)
+        n = len(self.controlled)
+        moves = (-1, 0, 1)
+        honest = [np.sign(self.target_batch_index(np.full(n, m + 1), observation) - current) == m for m in moves]
+        return np.stack(honest, axis=1).reshape(-1)
 
     def commands(self, action: Any, observation: Observation) -> list[Command]:
         """The :class:`SetBatchSize` commands that carry out ``action`` (only for models that change)."""

@@ -379,11 +379,34 @@ class CriticWarmup(BaseCallback):
         return True
 
 
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``"field old -> new"`` for each field of ``new`` whose value differs from ``old``'s, nested
+    mappings compared field by field under a dotted name (``env.reward.voltage 100.0 -> 200.0``)."""
+    changed: list[str] = []
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            changed += _differences(before, value, f"{prefix}{key}.")
+        elif before != value:
+            changed.append(f"{prefix}{key} {before!r} -> {value!r}")
+    return changed
+
+
+def _run_fields(meta: PolicyMeta) -> dict[str, Any]:
+    """What a resumed run must share with the checkpoint it continues, as plain data."""
+    return {
+        "scenario": meta.scenario,
+        "overrides": meta.overrides,
+        "algo": meta.algo,
+        "env": meta.env.model_dump(mode="json"),
+    }
+
+
 def _check_same_run(previous: dict[str, Any], settings: dict[str, Any], record: Path) -> None:
     """Refuse to resume with other hyper-parameters: SB3 would silently keep the saved ones."""
     # a record older than a setting was trained with that setting's default
-    before = {**TrainSettings().__dict__, **(previous.get("settings") or {})}
-    changed = [f"{k} {before.get(k)!r} -> {v!r}" for k, v in settings.items() if before.get(k) != v]
+    before = {k: list(v) if isinstance(v, tuple) else v for k, v in TrainSettings().__dict__.items()}
+    changed = _differences({**before, **(previous.get("settings") or {})}, settings)
     if changed:
         raise G2GError(
             f"{record}: the run was trained with other settings ({', '.join(changed)}); "
@@ -620,16 +643,11 @@ def _resume_point(
             f"{out} already holds a training run ({start[0].name}); continue it with --resume or choose another --out"
         )
     if start:
-        saved = read_meta(start[0])
-        if (saved.algo, saved.env, saved.scenario, saved.overrides) != (
-            meta.algo,
-            meta.env,
-            meta.scenario,
-            meta.overrides,
-        ):
+        changed = _differences(_run_fields(read_meta(start[0])), _run_fields(meta))
+        if changed:
             raise G2GError(
-                f"{start[0]} was trained with algo {saved.algo!r} on {saved.scenario!r} {saved.overrides} and env "
-                f"settings {saved.env.model_dump(mode='json')}; resume with the same scenario, --set, --env and --algo"
+                f"{start[0]} was trained otherwise ({', '.join(changed)}); resume with the same scenario, --set, "
+                "--env and --algo (openg2g train --resume reuses those of train.json when they are not given)"
             )
         previous = TrainRecord.read(out / "train.json")
         if previous is not None:

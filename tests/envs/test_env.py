@@ -36,6 +36,27 @@ def test_registered_ids_make_envs():
     assert "openg2g/IEEE13-v0" in gymnasium.registry
 
 
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "steps"),
+    [
+        ("openg2g/IEEE13-v0", {}, 300),  # registered episode_steps
+        ("openg2g/Toy-v0", {}, 59),  # the whole 60 s toy scenario: 60 one-second periods less the first
+        ("openg2g/Toy-v0", {"episode_steps": 5}, 5),
+    ],
+)
+def test_spec_states_the_episode_length(env_id, kwargs, steps):
+    env = gymnasium.make(env_id, **kwargs)
+    assert env.spec is not None and env.spec.max_episode_steps == steps == env.unwrapped.episode_steps
+
+
+def test_made_env_truncates_at_its_spec_length_and_passes_the_checker():
+    env = gymnasium.make("openg2g/Toy-v0", episode_steps=5)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.reset(seed=0)
+    ends = [env.step(np.ones(2, dtype=np.int64))[3] for _ in range(env.spec.max_episode_steps)]
+    assert ends == [False] * 4 + [True]
+
+
 def test_spaces_follow_the_scenario(toy_env):
     assert toy_env.action_space == gymnasium.spaces.MultiDiscrete([3, 3])
     names = toy_env.layout.feature_names

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openg2g.core.errors import ScenarioError
+from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.envs import EnvConfig, G2GEnv, make_toy_env
 from openg2g.testing.toy import ToySite
 
@@ -174,3 +174,26 @@ def test_saved_policy_is_masked_alike_in_deployment(tmp_path):
     env.reset(seed=0)
     commands = controller.step(env.sim.observation())  # type: ignore[union-attr]
     assert sorted((c.model, c.batch_size) for c in commands) == [("toy-a", 64), ("toy-b", 32)]
+
+
+def test_action_masks_mark_the_choices_carried_out_as_chosen():
+    """MaskablePPO's layout, per model (down, stay, up). Budget 0.05: toy-a may run 8..64 and toy-b
+    8..32; both start above them (128, 64), where every choice goes down to the largest allowed size."""
+    env = make_toy_env(duration_s=10, miss_budget=0.05)
+    env.reset(seed=0)
+    assert _batches(env) == {"toy-a": 128, "toy-b": 64}
+    assert env.action_masks().tolist() == [True, False, False, True, False, False]
+    env.step(np.full(2, 2))  # "up" is remapped: down to 64 and 32, the top of each allowed range
+    assert _batches(env) == {"toy-a": 64, "toy-b": 32}
+    assert env.action_masks().tolist() == [True, True, False, True, True, False]
+    for _ in range(3):
+        env.step(np.zeros(2, dtype=np.int64))
+    assert _batches(env) == {"toy-a": 8, "toy-b": 8}  # the smallest size: down is masked
+    assert env.action_masks().tolist() == [False, True, True, False, True, True]
+
+
+def test_action_masks_need_discrete_actions():
+    env = make_toy_env(duration_s=10, action="box")
+    env.reset(seed=0)
+    with pytest.raises(G2GError, match="action masks need discrete actions"):
+        env.action_masks()

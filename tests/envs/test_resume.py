@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from openg2g.envs.training_run import latest_checkpoint, normalization_path
 
 HAVE_TENSORBOARD = importlib.util.find_spec("tensorboard") is not None
 SETTINGS = TrainSettings(n_steps=64, batch_size=64)
+SETTINGS_JSON = {k: list(v) if isinstance(v, tuple) else v for k, v in SETTINGS.__dict__.items()}
 
 
 def _train(out: Path, steps: int, resume: bool, messages: list[str] | None = None, **kwargs) -> None:
@@ -123,6 +125,36 @@ def test_resume_refuses_other_hyper_parameters(two_segments):
     out, _, _ = two_segments
     with pytest.raises(G2GError, match=r"other settings \(learning_rate 0\.0003 -> 0\.001\)"):
         _train(out, 512, resume=True, settings=TrainSettings(n_steps=64, batch_size=64, learning_rate=1e-3))
+
+
+def _cli_resume(out: Path, *options: str) -> int:
+    return main(["train", "--resume", "--out", str(out), "--eval-episodes", "0", "--no-progress", *options])
+
+
+def test_cli_resume_reuses_the_stored_configuration(two_segments, tmp_path):
+    """No scenario, --set or hyper-parameter given again: train.json's are used (toy, duration_s=11,
+    n_steps=64), and the run continues from 384 to the 512 steps asked for."""
+    out = tmp_path / "run"
+    shutil.copytree(two_segments[0], out)
+    assert _cli_resume(out, "--steps", "512", "--checkpoint-every", "128") == 0
+    record = json.loads((out / "train.json").read_text())
+    assert (record["scenario"], record["overrides"], record["settings"]) == ("toy", ["duration_s=11"], SETTINGS_JSON)
+    last = record["segments"][-1]
+    assert (last["from_step"], last["to_step"], last["status"]) == (384, 512, "finished")
+
+
+def test_cli_resume_names_the_field_that_differs(two_segments, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(two_segments[0], out)
+    assert _cli_resume(out, "--env", "reward.voltage=200") == 1
+    assert "trained otherwise (env.reward.voltage 100.0 -> 200.0); resume with the same" in capsys.readouterr().err
+    assert _cli_resume(out, "--gamma", "0.9") == 1
+    assert "other settings (gamma 0.95 -> 0.9)" in capsys.readouterr().err
+
+
+def test_cli_resume_without_a_record_needs_a_scenario(tmp_path, capsys):
+    assert _cli_resume(tmp_path) == 2
+    assert f"error: scenario: missing (--resume found no train.json in {tmp_path})" in capsys.readouterr().err
 
 
 def test_a_fresh_run_refuses_a_folder_holding_one(two_segments):
