@@ -1050,6 +1050,7 @@ STUDY_CASES: list[Case] = [
         ("study-set-bad", {"study": "siting", "candidates": ["671"], "set": ["duration_s=[1"]}, ("--set duration_s",)),
         ("study-base-missing", {"study": "siting", "candidates": ["671"], "base": "none.yaml"}, ("none.yaml",)),
         ("study-retries-negative", {"study": "siting", "candidates": ["671"], "retries": -1}, ("retries",)),
+        ("study-retries-unbounded", {"study": "siting", "candidates": ["671"], "retries": 11}, ("retries", "10")),
         ("pv-n-pv-zero", {"study": "pv_placement", "n_pv": 0}, ("n_pv",)),
         ("pv-max-kw-negative", {"study": "pv_placement", "max_kw_per_site": -1}, ("max_kw_per_site",)),
         ("pv-mip-gap-one", {"study": "pv_placement", "mip_gap": 1}, ("mip_gap",)),

@@ -98,7 +98,8 @@ OTHER_NUMBER_CASES: list[Case] = [
     for name, make, frags in [
         ("sweep-workers-zero", _small_sweep("--workers", "0"), ("--workers", "at least 1")),
         ("sweep-workers-unbounded", _small_sweep("--workers", "100000"), ("--workers", f"at most {max_processes()}")),
-        ("sweep-retries-negative", _small_sweep("--retries", "-1"), ("retries", ">= 0")),
+        ("sweep-retries-negative", _small_sweep("--retries", "-1"), ("retries", "from 0 to 10, got -1")),
+        ("sweep-retries-unbounded", _small_sweep("--retries", "1000000"), ("retries", "from 0 to 10, got 1000000")),
         (
             "evaluate-held-out-negative",
             _argv("evaluate", "ieee13_ppo", "--scenarios", "ieee13_rl", "--held-out", "-1", "--out", "{tmp}/e"),

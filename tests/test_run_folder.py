@@ -94,6 +94,25 @@ def test_a_rerun_into_a_finished_run_is_refused_naming_it_unless_overwrite(tmp_p
     assert json.loads((out / "summary.json").read_text())["status"] == "complete"
 
 
+def test_evaluate_refuses_a_run_folder_holding_a_run_unless_overwrite(tmp_path, capsys):
+    """``evaluate`` checks every run folder it would write before any run starts (issue 29's gap)."""
+    out = tmp_path / "eval"
+    evaluate = ["evaluate", "ieee13_ppo", "--scenarios", "ieee13_none", "--set", "duration_s=3", "--no-progress"]
+    assert main([*RUN, "--out", str(out / "ieee13_none_baseline")]) == 0
+    before = (out / "ieee13_none_baseline" / "summary.json").read_bytes()
+    capsys.readouterr()
+    assert main([*evaluate, "--baseline", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"run folder of {out} {out / 'ieee13_none_baseline'}: holds a complete run of scenario" in err
+    assert not (out / "ieee13_none").exists()  # refused before the policy's run started
+    assert (out / "ieee13_none_baseline" / "summary.json").read_bytes() == before
+    assert main([*evaluate, "--out", str(out)]) == 0  # a folder it does not write into is no obstacle
+    capsys.readouterr()
+    assert main([*evaluate, "--baseline", "--out", str(out), "--overwrite"]) == 0
+    summary = json.loads((out / "ieee13_none_baseline" / "summary.json").read_text())
+    assert (summary["scenario"], summary["duration_s"]) == ("ieee13_none", 3)
+
+
 def test_a_training_folder_is_refused_without_resume_or_overwrite(tmp_path, capsys):
     out = tmp_path / "train"
     out.mkdir()

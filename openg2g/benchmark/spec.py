@@ -41,6 +41,7 @@ from pydantic import Field, model_validator
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ScenarioError
+from openg2g.core.limits import MAX_RETRIES
 from openg2g.scenario import loader
 from openg2g.sweep.expand import encode_value, expand_parameters, point_overrides
 from openg2g.sweep.spec import (
@@ -140,7 +141,7 @@ class SuiteSpec(ConfigModel):
     set: Overrides = Field(default_factory=list, description="dotted.key=value overrides of every run, applied first.")
     controllers: list[ControllerChoice] = Field(min_length=1, description="The contestants (the baseline is implied).")
     cases: list[CaseGroup] = Field(min_length=1, description="Case groups.")
-    retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died or was lost.")
+    retries: int = Field(1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died or was lost.")
 
     @model_validator(mode="after")
     def _unique_and_bounded(self) -> SuiteSpec:

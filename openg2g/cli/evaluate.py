@@ -7,6 +7,9 @@ runs the first N held-out variations of each scenario instead (the fixed evaluat
 policy's training env: same ranges, episode length and seed), labelled ``<scenario>#k``. Prints the
 same summary table as ``openg2g compare``.
 
+OUT is locked while the command runs; an OUT holding an earlier evaluation, or a run folder the
+command would write into holding an earlier run, is refused (naming it) unless ``--overwrite``.
+
 Loading the policy unpickles nothing (``openg2g.envs.policy``); a zip holding pickled objects
 openg2g does not know is refused unless ``--trust-pickle`` (a pickle runs any code it carries).
 
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openg2g.cli.outdir import add_overwrite_option, prepare_out_dir, stop_cleanly_on_signals
 from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError, ScenarioError
@@ -71,6 +75,7 @@ def evaluate_policy(
     progress: bool = False,
     held_out: int = 0,
     trust_pickle: bool = False,
+    overwrite: bool = False,
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run every scenario with the policy (and optionally as written); return ``(label, summary)`` rows.
 
@@ -78,7 +83,10 @@ def evaluate_policy(
         scenario as written (see :func:`held_out_variations`).
     :param trust_pickle: let SB3 unpickle what openg2g cannot read without it
         (:func:`openg2g.envs.policy.load_policy`); only for a policy you trust.
+    :param overwrite: write over earlier outputs in ``out`` and its run folders (else refused).
     :raises G2GError: unknown policy or scenario, or a scenario that does not fit the policy.
+    :raises ScenarioError: ``out`` or a run folder in it holds an earlier command's outputs (without
+        ``overwrite``), or another process holds its lock.
     """
     from openg2g.engine.simulation import Simulation, run_scenario
     from openg2g.envs.policy import load_policy, resolve_policy
@@ -88,10 +96,9 @@ def evaluate_policy(
     zip_path = resolve_policy(policy).resolve()
     model, meta = load_policy(zip_path, trust_pickle=trust_pickle)
     policy_spec = ControllerSpec.model_validate(policy_controller_spec(zip_path, trust_pickle))
-    rows: list[tuple[str, dict[str, Any]]] = []
+    plan: list[tuple[str, str, LoadedScenario]] = []  # (run folder, row label, scenario): checked before any run
     for name in scenarios:
         loaded = load_scenario(name, list(overrides))
-        # check the spaces before anything runs or writes outputs
         context = Simulation(loaded, None).context(float(loaded.scenario.periods.control_s))
         layout = SpaceLayout.for_env(context, meta.env, source=str(loaded.path))
         layout.check_spaces(model.observation_space, model.action_space, f"policy {zip_path}")
@@ -99,12 +106,23 @@ def evaluate_policy(
         for label, run in runs:
             own = list(run.scenario.controllers) if keep_controllers else []
             update = {"controllers": [*own, policy_spec]}
-            with_policy = LoadedScenario(run.scenario.model_copy(update=update), run.path, run.base_dir, run.sha256)
             if baseline:
-                result = run_scenario(run, out / f"{label}_baseline", progress=progress)
-                rows.append((f"{label} (as written)", result.summary))
-            result = run_scenario(with_policy, out / label, progress=progress)
-            rows.append((f"{label} (policy)", result.summary))
+                plan.append((f"{label}_baseline", f"{label} (as written)", run))
+            plan.append(
+                (
+                    label,
+                    f"{label} (policy)",
+                    LoadedScenario(run.scenario.model_copy(update=update), run.path, run.base_dir, run.sha256),
+                )
+            )
+    prepare_out_dir(out, command="evaluate", name=zip_path.stem, overwrite=overwrite)
+    for folder, _, run in plan:
+        prepare_out_dir(
+            out / folder, f"run folder of {out}", command="run", name=run.scenario.name, overwrite=overwrite
+        )
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for folder, label, run in plan:
+        rows.append((label, run_scenario(run, out / folder, progress=progress).summary))
     return rows
 
 
@@ -112,6 +130,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.held_out < 0:
         raise ScenarioError([(f"--held-out {args.held_out}", "must be >= 0 (0: the scenarios as written)")])
     out = Path(args.out) if args.out else Path("runs") / f"evaluate_{Path(args.policy).stem}"
+    stop_cleanly_on_signals()
     try:
         rows = evaluate_policy(
             args.policy,
@@ -123,6 +142,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             not args.no_progress,
             args.held_out,
             args.trust_pickle,
+            args.overwrite,
         )
     except KeyboardInterrupt:
         print(f"interrupted; partial outputs kept in {out}", file=sys.stderr)
@@ -162,6 +182,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="let SB3 unpickle a policy zip openg2g cannot read without it (not written by openg2g train): "
         "a pickle runs any code it carries, so only for a policy you trust",
     )
+    add_overwrite_option(p)
     p.add_argument("--markdown", action="store_true", help="Markdown table")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_evaluate)

@@ -1,6 +1,6 @@
 """Output folders of the commands that write runs: checked, locked and kept under ``runs/``.
 
-Every writing command (``run``, ``sweep``, ``benchmark``, ``study``, ``train``) takes its folder
+Every writing command (``run``, ``sweep``, ``benchmark``, ``study``, ``train``, ``evaluate``) takes its folder
 through :func:`prepare_out_dir`, which
 
 - proves the folder writable before anything runs;

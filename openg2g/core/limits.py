@@ -10,12 +10,18 @@ __all__ = [
     "CAP_MIN_W",
     "MAX_DURATION_S",
     "MAX_PROCESSES_PER_CPU",
+    "MAX_RETRIES",
     "bound_text",
     "max_processes",
 ]
 
 MAX_DURATION_S = 366 * 86_400
 """Longest run accepted (s): a leap year. Also the longest ramp or delay anything may ask for."""
+
+MAX_RETRIES = 10
+"""Most re-attempts of a run whose worker process died. A worker that dies again and again (out of
+memory, a crash in a native library) costs a whole run each time; ten attempts are past any
+passing cause, so a larger count only hides a run that cannot finish."""
 
 CAP_MIN_W = 200.0
 """Lowest settable H100 SXM power limit (W per GPU)."""

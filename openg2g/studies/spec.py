@@ -54,6 +54,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from openg2g.core.config import ConfigModel
+from openg2g.core.limits import MAX_RETRIES
 from openg2g.studies.hosting import DEFAULT_SETTLE_S, HostingConfig
 from openg2g.sweep.spec import Overrides, SweepError
 
@@ -74,7 +75,7 @@ class _StudyFile(ConfigModel):
     description: str = ""
     base: str = Field(description="Base scenario: path relative to the study file, or a bundled scenario name.")
     set: Overrides = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
-    retries: int = Field(1, ge=0, description="Re-attempts of a run whose worker process died.")
+    retries: int = Field(1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died.")
 
 
 def _distinct_buses(v: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 from typing_extensions import Self
 
 from openg2g.core.errors import G2GError, ScenarioError
-from openg2g.core.limits import bound_text, max_processes
+from openg2g.core.limits import MAX_RETRIES, bound_text, max_processes
 from openg2g.sweep.tasks import RunTask, execute_task, lost_record
 
 __all__ = [
@@ -48,7 +48,8 @@ class Engine(ABC):
     :param retries: re-attempts of a run whose worker died.
     :param local: the workers are processes on this machine (not a cluster's), so at most
         :func:`~openg2g.core.limits.max_processes` of them.
-    :raises ScenarioError: ``workers`` < 1 or (``local``) above that bound, or ``retries`` < 0.
+    :raises ScenarioError: ``workers`` < 1 or (``local``) above that bound, or ``retries`` outside 0 to
+        :data:`~openg2g.core.limits.MAX_RETRIES`.
     """
 
     name: str = ""
@@ -58,8 +59,8 @@ class Engine(ABC):
             raise ScenarioError([("--workers", f"must be at least 1, got {workers}")])
         if local and workers > max_processes():
             raise ScenarioError([("--workers", f"{workers} is more than this machine runs usefully: {bound_text()}")])
-        if retries < 0:
-            raise ScenarioError([("retries", f"must be >= 0, got {retries}")])
+        if not 0 <= retries <= MAX_RETRIES:
+            raise ScenarioError([("retries", f"must be from 0 to {MAX_RETRIES}, got {retries}")])
         self.workers = workers
         self.retries = retries
 
