@@ -71,6 +71,28 @@ def test_bundled_artifact_round_trip() -> None:
     assert (DATA_DIR / "PROVENANCE.md").read_text().count("Apache-2.0") >= 1
 
 
+def _refuse_constant(name: str) -> float:
+    raise AssertionError(f"{name} in a bundled feeder file: not standard JSON")
+
+
+@pytest.mark.parametrize("name", list_feeders())
+def test_bundled_artifacts_are_standard_json(name: str) -> None:
+    path = DATA_DIR / f"{name}.json"
+    text = path.read_text() if path.is_file() else gzip.decompress(path.with_suffix(".json.gz").read_bytes()).decode()
+    json.loads(text, parse_constant=_refuse_constant)
+
+
+def test_a_length_without_unit_is_null_in_the_file_and_nan_in_the_model() -> None:
+    """IEEE 13's switch 671692 is given without ``units``: its length is unknown, not 0."""
+    data = json.loads((DATA_DIR / "ieee13.json").read_text())
+    [switch] = [ln for ln in data["feeder"]["lines"] if ln["name"] == "671692"]
+    assert switch["length_km"] is None
+    model = FeederModel.from_dict(data["feeder"])
+    [line] = [ln for ln in model.lines if ln.name == "671692"]
+    assert np.isnan(line.length_km)
+    assert [ln["length_km"] for ln in model.to_dict()["lines"] if ln["name"] == "671692"] == [None]
+
+
 def test_load_feeder_returns_independent_copies() -> None:
     a, b = load_feeder("ieee13"), load_feeder("ieee13")
     a.model.loads[0].kw = 0.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 from pathlib import Path
 
 from openg2g.core.atomic import replace_atomically, write_text_atomic
+from openg2g.core.jsontext import json_text
 from openg2g.grid.feeder.library import DATA_DIR, FORMAT_VERSION
 from openg2g.grid.feeder.opendss import read_opendss
 
@@ -88,7 +88,8 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
         "other element (center-tapped transformers, reactors) by its primitive admittance; every",
         "element's admittance was checked against the engine's to 1e-9 (`openg2g/grid/feeder/opendss.py`).",
         "Ratings are `null` where the file sets none (OpenDSS's default 400 A normal / 600 A emergency,",
-        "transformers at their nameplate kVA; see docs/backends.md). Written as JSON",
+        "transformers at their nameplate kVA; see docs/backends.md); a line's `length_km` is `null` where",
+        "the file gives its length without a unit (`units=none`: the impedances hold it). Written as JSON",
         '(`{"format_version": 2, "feeder": ...}`), gzipped above 1 MB. No .dss text is copied.',
         "",
         "| feeder | master file | license | files of its folder (SHA-256) | note |",
@@ -97,7 +98,9 @@ def build_feeders(source_dir: Path, out_dir: Path = DATA_DIR) -> list[Path]:
     for name, rel in SOURCES.items():
         master = source_dir / rel
         model = read_opendss(master, name=name)
-        text = json.dumps({"format_version": FORMAT_VERSION, "feeder": model.to_dict()}, indent=1) + "\n"
+        text = (
+            json_text({"format_version": FORMAT_VERSION, "feeder": model.to_dict()}, f"feeder {name}", indent=1) + "\n"
+        )
         for stale in (out_dir / f"{name}.json", out_dir / f"{name}.json.gz"):
             stale.unlink(missing_ok=True)
         if len(text) > GZIP_ABOVE_BYTES:

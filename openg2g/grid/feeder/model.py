@@ -12,6 +12,7 @@ node each conductor of the element connects to, in the element's own conductor o
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "node_label",
     "node_number",
 ]
+
 
 def node_label(node: int) -> str | None:
     """Label of OpenDSS node ``node`` of a bus: ``"a"``, ``"b"``, ``"c"`` for 1-3, the number as
@@ -100,7 +102,8 @@ class LineModel:
     :param r_ohm: series resistance matrix of the whole line (ohm), n x n.
     :param x_ohm: series reactance matrix of the whole line (ohm), n x n.
     :param b_us: total shunt susceptance matrix of the whole line (microsiemens), n x n.
-    :param length_km: length (km), informational (the matrices already hold it).
+    :param length_km: length (km), informational (the matrices already hold it); NaN where the
+        file gives the length without a unit (OpenDSS ``units=none``), written as ``null``.
     :param switch: True for a switch (a near-zero impedance link).
     :param in_service: False when open.
     :param norm_amps: normal current rating of each conductor (A), from the line's or its
@@ -529,6 +532,9 @@ class FeederModel:
             del data["zero_sequence"]
         if self.source.z2_ohm is None:
             del data["source"]["z2_ohm"]
+        for line in data["lines"]:  # standard JSON has no NaN
+            if not math.isfinite(line["length_km"]):
+                line["length_km"] = None
         return data
 
     @classmethod
@@ -551,7 +557,7 @@ class FeederModel:
             source=SourceModel(**data["source"]),
             bus_kv={k: float(v) for k, v in data["bus_kv"].items()},
             bus_phases={k: tuple(v) for k, v in data["bus_phases"].items()},
-            lines=[LineModel(**tup(x, "phases1", "phases2")) for x in data["lines"]],
+            lines=[LineModel(**_unknown_length_as_nan(tup(x, "phases1", "phases2"))) for x in data["lines"]],
             transformers=transformers,
             regcontrols=[RegControlModel(**x) for x in data["regcontrols"]],
             loads=[LoadModel(**tup(x, "phases")) for x in data["loads"]],
@@ -566,3 +572,10 @@ class FeederModel:
             coords={k: (float(v[0]), float(v[1])) for k, v in data["coords"].items()},
             frequency_hz=float(data.get("frequency_hz", FREQUENCY_HZ)),
         )
+
+
+def _unknown_length_as_nan(line: dict[str, Any]) -> dict[str, Any]:
+    """A line's fields with a ``null`` length (unknown unit) read back as NaN."""
+    if line["length_km"] is None:
+        line["length_km"] = math.nan
+    return line
