@@ -141,7 +141,9 @@ class SuiteSpec(ConfigModel):
     set: Overrides = Field(default_factory=list, description="dotted.key=value overrides of every run, applied first.")
     controllers: list[ControllerChoice] = Field(min_length=1, description="The contestants (the baseline is implied).")
     cases: list[CaseGroup] = Field(min_length=1, description="Case groups.")
-    retries: int = Field(1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died or was lost.")
+    retries: int = Field(
+        1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died or was lost."
+    )
 
     @model_validator(mode="after")
     def _unique_and_bounded(self) -> SuiteSpec:

@@ -201,7 +201,9 @@ class SweepSpec(ConfigModel):
     base: str = Field(description="Base scenario: path relative to the sweep file, or a bundled scenario name.")
     set: Overrides = Field(default_factory=list, description="dotted.key=value overrides applied to every run first.")
     parameters: list[ParameterBlock] = Field(min_length=1, description="Blocks combined as a Cartesian product.")
-    retries: int = Field(1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died or was lost.")
+    retries: int = Field(
+        1, ge=0, le=MAX_RETRIES, description="Re-attempts of a run whose worker process died or was lost."
+    )
     plots: bool = Field(False, description="Let each run write its PNG plots (slow; off by default).")
 
     @model_validator(mode="after")
