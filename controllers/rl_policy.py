@@ -23,7 +23,11 @@ give spaces of other shapes or bounds than the policy's is refused at the start 
 both. A zip trained under ``VecNormalize`` without a JSON file saying which statistics it needs is
 refused until ``vecnormalize`` names them (or says ``none``). A
 policy trained with a deadline budget (``EnvConfig.miss_budget``) is held to the same allowed batch
-sizes here as in training (:mod:`openg2g.envs.spaces`), whatever its network outputs.
+sizes here as in training (:mod:`openg2g.envs.spaces`), whatever its network outputs. The
+observation terms a policy was trained with (``EnvConfig.observation_terms``, in its JSON file)
+are rebuilt for each run from the same entry point, module or file (a file path relative to the
+working directory), each run starting them afresh; a term that cannot be imported refuses the
+policy, naming the term. Reward terms are training's only and are not imported here.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ class RLPolicy(Controller):
         :raises ControllerError: the scenario gives other observation/action shapes or bounds than
             the policy's, or the observation statistics are missing (policy trained under
             ``VecNormalize``), unreadable or of another shape.
+        :raises ScenarioError: an observation term of the policy's settings cannot be built here
+            (located at ``policy <zip>: env.observation_terms.<i>.term``).
         """
         from openg2g.envs.policy import load_policy, observation_normalization
         from openg2g.envs.spaces import SpaceLayout
@@ -97,7 +103,7 @@ class RLPolicy(Controller):
             self._normalization = observation_normalization(
                 self.path, self.config.vecnormalize, self._model.observation_space
             )
-        self.layout = SpaceLayout.for_env(context, self.meta.env, source=str(self.path))
+        self.layout = SpaceLayout.for_env(context, self.meta.env, str(self.path), f"policy {self.path}: env.")
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
 
     def actuators(self) -> tuple[Actuator, ...]:

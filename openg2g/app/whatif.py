@@ -14,7 +14,8 @@ draws their views.
 
 Only stock controllers run unless the app was started with ``allow_code``: the form offers the
 controllers of the ``openg2g.controllers`` package, and a scenario that would import a controller
-file, read a pickle or a policy zip's pickled objects is refused. With ``allow_code`` the form also
+file, read a pickle or a policy zip's pickled objects, or deploy a policy whose observation terms
+are not openg2g's own (:mod:`openg2g.envs.terms`), is refused. With ``allow_code`` the form also
 takes free ``key=value`` lines, which can name such files.
 """
 
@@ -202,7 +203,26 @@ def _runs_code(data: dict[str, Any]) -> list[tuple[str, str]]:
             )
         if (ctrl.get("params") or {}).get("trust_pickle"):
             problems.append((f"controllers.{k}.params.trust_pickle", "start the app with --allow-code to unpickle"))
+        if ctrl.get("kind") == "rl_policy":
+            problems += [(f"controllers.{k}.params.policy", msg) for msg in _policy_code(ctrl.get("params") or {})]
     return problems
+
+
+def _policy_code(params: dict[str, Any]) -> list[str]:
+    """The observation terms of an ``rl_policy``'s saved settings that are not openg2g's own code
+    (a deployed policy imports them)."""
+    from openg2g.envs.policy import policy_meta, resolve_policy
+    from openg2g.envs.terms import foreign_term
+
+    try:
+        meta = policy_meta(resolve_policy(str(params.get("policy"))))
+    except G2GError:
+        return []  # the run refuses a policy it cannot find or read, naming it
+    return [
+        f"the policy's observation term {spec.term!r} is not openg2g's; start the app with --allow-code"
+        for spec in meta.env.observation_terms
+        if foreign_term(spec.term)
+    ]
 
 
 def check(whatif: WhatIf, allow_code: bool) -> LoadedScenario:

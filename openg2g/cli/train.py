@@ -10,7 +10,8 @@ Examples::
     openg2g train ieee13_none --steps 50000 --env miss_budget=0.05 --init-from ieee13_ppo  # fine-tune
 
 ``--env KEY=VALUE`` sets an env setting (:class:`openg2g.envs.EnvConfig`), dotted for nested ones:
-``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``.
+``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``; custom terms
+(``openg2g.envs.terms``) as YAML lists: ``--env 'reward_terms=[{term: batch_reversals, weight: -0.1}]'``.
 Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs,
 ``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
 the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more

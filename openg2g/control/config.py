@@ -19,7 +19,9 @@ __all__ = ["ControllerSpec"]
 class ControllerSpec(ConfigModel):
     """One controller. Several run each control step in the order listed."""
 
-    kind: str = Field(description="Stock controller name (see controllers/) or 'path/to/file.py:ClassName'.")
+    kind: str = Field(
+        description="Stock controller name (see controllers/), 'path/to/file.py:ClassName' or 'package.module:ClassName'."
+    )
     name: Name | None = Field(None, description="Label in outputs; defaults to kind.")
     period_s: Seconds | None = Field(None, description="Own period (s); default periods.control_s.")
     delay_s: Seconds = Field(Fraction(0), description="Communication delay before its commands take effect (s).")

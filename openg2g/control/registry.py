@@ -3,7 +3,9 @@
 ``kind: ofo`` names a registered controller: the stock ones (the repository's ``controllers/``
 folder, installed as :mod:`openg2g.controllers`) and any other package's, each an entry point of
 the ``openg2g.controllers`` group; ``kind: path/to/file.py:ClassName`` loads a class from a file
-(relative to the scenario file).
+(relative to the scenario file); ``kind: package.module:ClassName`` imports it from an installed module.
+The same loader (:func:`load_plugin`) finds the RL env's reward and observation terms
+(:mod:`openg2g.envs.terms`, entry-point group ``openg2g.rl_terms``).
 A controller class with a ``Config`` attribute (a pydantic model) is built as
 ``cls(cls.Config(**params))``; one without is built as ``cls(**params)``.
 """
@@ -12,10 +14,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -23,7 +25,15 @@ from openg2g.control.config import ControllerSpec
 from openg2g.core.errors import ControllerError, G2GError, raised_in_user_code
 from openg2g.core.interfaces import Controller
 
-__all__ = ["build_controller", "describe_controller", "resolve_controller", "stock_controllers"]
+__all__ = [
+    "build_controller",
+    "describe_controller",
+    "instantiate",
+    "load_plugin",
+    "registered",
+    "resolve_controller",
+    "stock_controllers",
+]
 
 T = TypeVar("T")
 
@@ -33,18 +43,27 @@ ENTRY_POINT_GROUP = "openg2g.controllers"
 openg2g's ``pyproject.toml``, and any other installed package's)."""
 
 
+def registered(group: str, what: str) -> dict[str, object]:
+    """Every entry point of ``group``, loaded, by name.
+
+    :param what: what the group holds, for messages (``"controller"``, ``"reward term"``).
+    :raises ControllerError: an entry point that cannot be imported (the message names it).
+    """
+    found: dict[str, object] = {}
+    for entry in entry_points(group=group):
+        try:
+            found[entry.name] = entry.load()
+        except Exception as exc:  # another package's plug-in may fail in any way; say which
+            raise ControllerError(f"{what} {entry.name!r} ({entry.value}) failed to import: {exc}") from exc
+    return found
+
+
 def stock_controllers() -> dict[str, type[Controller]]:
     """The registered controllers by scenario name: every ``openg2g.controllers`` entry point.
 
     :raises ControllerError: an entry point that cannot be imported (the message names it).
     """
-    found: dict[str, type[Controller]] = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            found[entry.name] = entry.load()
-        except Exception as exc:  # another package's controller may fail in any way; say which
-            raise ControllerError(f"controller {entry.name!r} ({entry.value}) failed to import: {exc}") from exc
-    return found
+    return registered(ENTRY_POINT_GROUP, "controller")  # type: ignore[return-value]  # checked where resolved
 
 
 def _raised(exc: BaseException) -> str:
@@ -56,17 +75,17 @@ def _raised(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:
+def _load_from_file(kind: str, base_dir: Path, what: str) -> object:
     file_part, _, class_name = kind.rpartition(":")
     path = (base_dir / file_part).resolve()
     if not path.is_file():
-        raise ControllerError(f"controller file {file_part!r} not found (looked for {path})")
+        raise ControllerError(f"{what} file {file_part!r} not found (looked for {path})")
     module_name = f"openg2g_user_controller_{abs(hash(str(path)))}"
     module = sys.modules.get(module_name)
     if module is None:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
-            raise ControllerError(f"cannot import controller file {path}")
+            raise ControllerError(f"cannot import {what} file {path}")
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
@@ -79,22 +98,54 @@ def _load_from_file(kind: str, base_dir: Path) -> type[Controller]:
     return cls
 
 
-def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
-    """The controller class a scenario's ``kind`` names.
+def _load_from_module(kind: str, what: str) -> object:
+    module_name, _, name = kind.rpartition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ControllerError(f"{what} {kind!r}: no module named {exc.name!r}") from None
+    except BaseException as exc:  # an installed module may fail in any way, sys.exit() included; say where
+        raise ControllerError(
+            f"{what} {kind!r}: importing {module_name} failed: {_raised(exc)}{raised_in_user_code(exc)}"
+        ) from exc
+    found = getattr(module, name, None)
+    if found is None:
+        raise ControllerError(f"{what} {kind!r}: module {module_name} has no {name!r}")
+    return found
 
-    :raises ControllerError: unknown stock name (the message lists the valid ones), missing file
-        or class, or a class that is not a :class:`~openg2g.core.interfaces.Controller`.
+
+def load_plugin(kind: str, base_dir: Path, group: str, what: str, *, stock_label: str | None = None) -> object:
+    """What ``kind`` names: ``path/to/file.py:Name`` (a file, relative to ``base_dir``),
+    ``package.module:Name`` (an importable module) or the name of an entry point of ``group``.
+
+    :param what: what is looked for, for messages (``"controller"``, ``"observation term"``).
+    :param stock_label: how an unknown name's message introduces the valid names (default
+        ``"registered <what>s"``).
+    :raises ControllerError: unknown name (the message lists the valid ones), missing file, module
+        or attribute, or an import that fails (the message says where).
     """
-    if ":" in kind and kind.rpartition(":")[0].endswith(".py"):
-        cls = _load_from_file(kind, base_dir)
-    else:
-        stock = stock_controllers()
-        if kind not in stock:
-            raise ControllerError(
-                f"unknown controller {kind!r}; stock controllers: {', '.join(sorted(stock))} "
-                "(or give path/to/file.py:ClassName)"
-            )
-        cls = stock[kind]
+    source, sep, _ = kind.rpartition(":")
+    if sep and source.endswith(".py"):
+        return _load_from_file(kind, base_dir, what)
+    if sep and source:
+        return _load_from_module(kind, what)
+    found = registered(group, what)
+    if kind not in found:
+        label = stock_label or f"registered {what}s"
+        raise ControllerError(
+            f"unknown {what} {kind!r}; {label}: {', '.join(sorted(found)) or '(none)'} "
+            "(or give path/to/file.py:ClassName or package.module:ClassName)"
+        )
+    return found[kind]
+
+
+def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:
+    """The controller class a scenario's ``kind`` names (see :func:`load_plugin`).
+
+    :raises ControllerError: unknown stock name (the message lists the valid ones), missing file,
+        module or class, or a class that is not a :class:`~openg2g.core.interfaces.Controller`.
+    """
+    cls = load_plugin(kind, base_dir, ENTRY_POINT_GROUP, "controller", stock_label="stock controllers")
     if not (isinstance(cls, type) and issubclass(cls, Controller)):
         raise ControllerError(f"{kind!r} is not a subclass of openg2g.core.interfaces.Controller")
     return cls
@@ -121,8 +172,24 @@ def _guarded(who: str, step: str, make: Callable[[], T]) -> T:
         raise ControllerError(f"{who}: {step} raised {_raised(exc)}{raised_in_user_code(exc)}") from exc
 
 
+def instantiate(cls: Callable[..., T], params: Mapping[str, Any], who: str, *args: Any) -> T:
+    """A plug-in built with its validated parameters: ``cls(*args, cls.Config(**params))`` for a
+    class with a ``Config`` attribute (a pydantic model), else ``cls(*args, **params)``.
+
+    :param who: the plug-in as messages name it.
+    :raises ControllerError: the ``Config`` or the constructor fails in any other way than a
+        parameter ``ValidationError`` (the message names ``who`` and the exception).
+    :raises pydantic.ValidationError: ``params`` do not fit the ``Config``.
+    """
+    config_cls = getattr(cls, "Config", None)
+    if config_cls is None:
+        return _guarded(who, "__init__", lambda: cls(*args, **params))
+    config = _guarded(who, f"{getattr(config_cls, '__name__', 'Config')}(**params)", lambda: config_cls(**params))
+    return _guarded(who, "__init__", lambda: cls(*args, config))
+
+
 def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:
-    """Instantiate the controller of ``spec`` with its validated parameters.
+    """Instantiate the controller of ``spec`` with its validated parameters (:func:`instantiate`).
 
     :raises ControllerError: see :func:`resolve_controller`, or a ``Config`` or constructor that
         rejects ``params`` or fails in any other way (the message names the controller, its file
@@ -130,14 +197,6 @@ def build_controller(spec: ControllerSpec, base_dir: Path) -> Controller:
     :raises pydantic.ValidationError: ``params`` do not fit the controller's ``Config``.
     """
     cls = resolve_controller(spec.kind, base_dir)
-    config_cls = getattr(cls, "Config", None)
-    who = describe_controller(spec, base_dir)
-    if config_cls is None:
-        controller = _guarded(who, "__init__", lambda: cls(**spec.params))
-    else:
-        config = _guarded(
-            who, f"{getattr(config_cls, '__name__', 'Config')}(**params)", lambda: config_cls(**spec.params)
-        )
-        controller = _guarded(who, "__init__", lambda: cls(config))  # type: ignore[call-arg]  # a class with a Config takes it
+    controller = instantiate(cls, spec.params, describe_controller(spec, base_dir))
     controller.name = spec.name or spec.kind
     return controller

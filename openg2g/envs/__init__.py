@@ -3,6 +3,7 @@
 - :mod:`~openg2g.envs.env`: :class:`G2GEnv`, a thin adapter over the engine's ``Simulation``;
 - :mod:`~openg2g.envs.config`: :class:`EnvConfig` (observation, action, reward, episodes);
 - :mod:`~openg2g.envs.spaces`: :class:`SpaceLayout`, observation/action conversion (env and policy);
+- :mod:`~openg2g.envs.terms`: custom reward and observation terms, named like controllers;
 - :mod:`~openg2g.envs.variations`: seeded scenario variations and the held-out evaluation set;
 - :mod:`~openg2g.envs.policy`: saving and loading trained policies with their env settings;
 - :func:`make_toy_env`: the analytic toy case of :mod:`openg2g.testing` as an env (tests, benchmarks).

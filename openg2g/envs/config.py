@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from openg2g.core.config import ConfigModel
+from openg2g.envs.terms import RewardTermSpec, TermSpec
 from openg2g.envs.variations import VariationSpec
 
 __all__ = ["EnvConfig", "ObsConfig", "RewardWeights"]
@@ -72,6 +73,15 @@ class EnvConfig(ConfigModel):
         "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
     )
     reward: RewardWeights = Field(default_factory=lambda: RewardWeights.model_validate({}))
+    reward_terms: list[RewardTermSpec] = Field(
+        default_factory=list,
+        description="Further reward terms (openg2g.envs.terms): each adds weight * its value to the step's reward.",
+    )
+    observation_terms: list[TermSpec] = Field(
+        default_factory=list,
+        description="Further observation features (openg2g.envs.terms), after the built-in ones; rl_policy "
+        "rebuilds them in deployment.",
+    )
     miss_budget: float | None = Field(
         None,
         gt=0,

@@ -17,7 +17,9 @@ command, in step with the agent's run, and a step's reward is the agent's minus 
 same period (``info["reference_reward"]`` holds the latter). The reference does not depend on the
 agent's actions, so the best policy is the same; what it removes is the part of the reward that the
 variation alone decides (feeder load, PV, events), which otherwise dominates the variance of the
-returns that policy-gradient training estimates (see docs/rl.md, "Reward").
+returns that policy-gradient training estimates (see docs/rl.md, "Reward"). The env setting's
+``reward_terms`` (:mod:`openg2g.envs.terms`) are computed on the agent's run only: the reference
+run does not offset them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from openg2g.engine.simulation import Simulation
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.render import RENDER_MODES, render_frame, render_text
 from openg2g.envs.spaces import SpaceLayout
+from openg2g.envs.terms import RewardStep, build_reward_terms
 from openg2g.envs.variations import ScenarioGenerator, Variation
 from openg2g.scenario.build import ComponentBuilder, Components
 from openg2g.scenario.loader import LoadedScenario, load_scenario
@@ -68,7 +71,8 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     :param render_mode: ``None`` (no rendering; runs write plots instead), ``"ansi"`` (:meth:`render`
         returns text) or ``"rgb_array"`` (:meth:`render` returns an image), see :mod:`openg2g.envs.render`.
     :raises ScenarioError: the scenario has no datacenter, no controllable model, or is shorter
-        than two control periods or than the requested episode.
+        than two control periods or than the requested episode; a reward or observation term that
+        cannot be built (located at its field, ``reward_terms.<i>.term``).
     :raises ValueError: a render mode other than those of ``metadata["render_modes"]``.
     """
 
@@ -126,6 +130,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self.layout = SpaceLayout.for_env(self.context, self.config, source)
         self.observation_space = self.layout.observation_space
         self.action_space = self.layout.action_space
+        self.reward_terms = build_reward_terms(self.config.reward_terms, self.context)
         # the most tokens per second the scenario can serve: every model at its best batch size
         best = [max(self.context.sites[s.site].models[s.model].throughput_tok_s or (0.0,)) for s in self.layout.slots]
         self._throughput_ref = sum(b * s.replicas_ref for b, s in zip(best, self.layout.slots)) or 1.0
@@ -179,6 +184,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         :return: ``(observation, info)``; ``info`` holds ``t_s`` and ``variation`` (what was drawn).
         """
         super().reset(seed=seed)
+        self.reward_terms.reset()
+        if self.layout.terms is not None:
+            self.layout.terms.reset()
         options = options or {}
         if isinstance(options.get("variation"), Variation):
             variation = options["variation"]
@@ -209,18 +217,22 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         :return: ``(observation, reward, terminated, truncated, info)``:
 
             - observation (``np.ndarray``, float32): the state at the next control instant;
-            - reward (``float``): weighted sum of the step's terms (see :class:`RewardWeights`);
+            - reward (``float``): weighted sum of the step's terms (see :class:`RewardWeights`)
+              plus ``weight * value`` of each of the env setting's ``reward_terms``;
             - terminated (``bool``): the simulation failed (the episode cannot continue);
             - truncated (``bool``): the episode's last step (time limit);
             - info (``dict``): ``t_s``, the unweighted terms ``voltage_violation_pu``,
               ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
               ``error`` when the simulation failed, and with ``reward_baseline="no_control"``
               ``reference_reward``, the reward of the run without agent commands over the step (the
-              returned reward is the agent's minus it).
+              returned reward is the agent's minus it), and with ``reward_terms`` ``reward_terms``,
+              each one's unweighted value by name.
+        :raises TermError: a reward or observation term returned a value that is not finite.
         """
         if self._needs_reset or self.sim is None or self._observation is None:
             raise RuntimeError("call reset() before step() (the episode has ended or never started)")
-        commands = self.layout.commands(action, self._observation)
+        before = self._observation
+        commands = self.layout.commands(action, before)
         self.sim.send(commands, source="agent")
         self._step_count += 1
         info: dict[str, Any] = {}
@@ -230,6 +242,11 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         else:
             info["error"] = error
         failed = error is not None
+        if self.reward_terms:
+            t_s = float((self._step_count + 1) * self.control_s)
+            step = RewardStep(t_s, float(self.control_s), before, self._observation, terms, len(commands), failed)
+            info["reward_terms"] = self.reward_terms.values(step)
+            reward += self.reward_terms.weighted(info["reward_terms"])
         if self.reference is not None:
             reference_reward, _, reference_error = self._advance(self.reference, 0)
             if reference_error is not None:  # the reference cannot go on: the remaining steps are not offset

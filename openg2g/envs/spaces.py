@@ -18,7 +18,8 @@ Observation vector, in order (all clipped to ``[-clip, clip]``):
 4. per (site, model), sites and models in context order: normalized log2 batch size (0 at the
    smallest measured size, 1 at the largest), ITL / deadline (ITL / ITL at the largest batch when
    the model has no deadline), deadline-miss fraction, active / configured replicas, model power
-   as a fraction of its nominal power.
+   as a fraction of its nominal power;
+5. the features of the env setting's ``observation_terms``, term by term (:mod:`openg2g.envs.terms`).
 
 Actions act on the *controlled* models: those with at least two measured batch sizes.
 
@@ -49,6 +50,7 @@ from openg2g.core.errors import ControllerError, G2GError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 from openg2g.envs.config import EnvConfig, ObsConfig
+from openg2g.envs.terms import ObservationTerms, build_observation_terms
 
 __all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space", "make_spaces"]
 
@@ -110,6 +112,7 @@ class SpaceLayout:
     :param source: the scenario's name or path, quoted in errors.
     :param miss_budget: largest deadline-miss fraction a controlled model may be run at (see the
         module doc); ``None`` allows every measured batch size.
+    :param terms: observation terms whose features follow the built-in ones (:mod:`openg2g.envs.terms`).
     :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
         least two measured batch sizes), a zone naming an unknown bus, or (with ``miss_budget``) a
         model with a deadline whose site reports no miss fractions or whose every batch size misses
@@ -123,8 +126,10 @@ class SpaceLayout:
         action: ActionKind,
         source: str = "scenario",
         miss_budget: float | None = None,
+        terms: ObservationTerms | None = None,
     ):
         self.obs_config = obs
+        self.terms = terms
         self.action_kind = action
         self.miss_budget = miss_budget
         if not context.sites:
@@ -170,10 +175,17 @@ class SpaceLayout:
         )
 
     @classmethod
-    def for_env(cls, context: ControlContext, config: EnvConfig, source: str = "scenario") -> SpaceLayout:
-        """The layout of an env's settings (observation, action kind, miss budget): what the env
-        builds and what a saved policy's settings rebuild in deployment."""
-        return cls(context, config.observation, config.action, source, config.miss_budget)
+    def for_env(
+        cls, context: ControlContext, config: EnvConfig, source: str = "scenario", settings_at: str = ""
+    ) -> SpaceLayout:
+        """The layout of an env's settings (observation and its terms, action kind, miss budget):
+        what the env builds and what a saved policy's settings rebuild in deployment.
+
+        :param settings_at: where ``config`` comes from, before a term error's field (see
+            :func:`~openg2g.envs.terms.build_observation_terms`).
+        """
+        terms = build_observation_terms(config.observation_terms, context, at=settings_at)
+        return cls(context, config.observation, config.action, source, config.miss_budget, terms)
 
     # ----------------------------------------------------------------------------- layout
     def _zones(self, source: str) -> list[tuple[str, np.ndarray]]:
@@ -239,7 +251,7 @@ class SpaceLayout:
                 names += [f"{site}.power", f"{site}.training_power"]
         for s in self.slots:
             names += [f"{s.key}.{f}" for f in ("log2_batch", "itl_over_deadline", "miss_fraction", "replicas", "power")]
-        return names
+        return names + list(self.terms.feature_names if self.terms is not None else ())
 
     def describe(self) -> dict[str, Any]:
         """The layout as plain data (saved beside a policy)."""
@@ -296,6 +308,8 @@ class SpaceLayout:
                 out[k + 3] = m.replicas / s.replicas_ref
                 out[k + 4] = m.power_w / s.power_ref_w
             k += 5
+        if self.terms:
+            out[k:] = self.terms.values(observation)
         clip = self.obs_config.clip
         return np.clip(np.nan_to_num(out, nan=0.0, posinf=clip, neginf=-clip), -clip, clip).astype(np.float32)
 

@@ -68,8 +68,8 @@ CODE_EXECUTION = """\
 
 A scenario from someone else is code: read it before you validate or run it.
 
-- `kind: path/to/file.py:ClassName` imports that file and builds the class. `openg2g validate`
-  does this too (it builds and starts every controller to check its parameters), as do `run`,
+- `kind: path/to/file.py:ClassName` imports that file and builds the class (`kind:
+  package.module:ClassName` an installed module). `openg2g validate` does this too (it builds and starts every controller to check its parameters), as do `run`,
   `sweep`, `study`, `train` and `evaluate`.
 - A pandapower pickle net (`grid.pandapower` ending in `.p`, `.pkl`, `.pickle`) runs any code
   it carries while it is read, so it is refused unless `grid.trust_pickle: true`
@@ -78,7 +78,8 @@ A scenario from someone else is code: read it before you validate or run it.
   (the bundled ones too) loads without unpickling anything; one holding other pickled objects is
   refused unless its params say `trust_pickle: true` (`openg2g evaluate --trust-pickle`). Its
   `vecnormalize.pkl` (params `vecnormalize`) is read by a restricted reader that builds numpy
-  arrays only, so it needs no such word.
+  arrays only, so it needs no such word. The observation terms named in the policy's `.json`
+  (`observation_terms`: a file, module or entry point) are imported when the run starts.
 - `openg2g train --resume` reads the checkpoints in its `--out` folder, which are pickles.
 - Everything else is data. A JSON net may name only objects of the packages pandapower itself
   writes (pandapower, pandas, numpy, networkx, geopandas; of builtins complex, tuple, set,

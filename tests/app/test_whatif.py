@@ -75,6 +75,26 @@ def test_code_runs_only_when_the_app_allows_it(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+def test_a_policy_with_observation_terms_from_elsewhere_needs_allow_code(tmp_path: Path) -> None:
+    """A stock rl_policy imports the observation terms its settings file names: a file term is code."""
+    from openg2g.envs.config import EnvConfig
+    from openg2g.envs.policy import PolicyMeta
+
+    def whatif(term: str) -> WhatIf:
+        env = EnvConfig(observation_terms=[{"term": term}])
+        (tmp_path / "p.json").write_text(PolicyMeta(algo="ppo", scenario="s", env=env).model_dump_json())
+        (tmp_path / "p.zip").write_bytes(b"")
+        return WhatIf("ieee13_none", controller="rl_policy", params={"policy": str(tmp_path / "p.zip")})
+
+    with pytest.raises(ScenarioError) as info:
+        check(whatif("mine.py:Clock"), allow_code=False)
+    ((loc, msg),) = info.value.problems
+    assert loc.endswith("controllers.0.params.policy")
+    assert msg == "the policy's observation term 'mine.py:Clock' is not openg2g's; start the app with --allow-code"
+    check(whatif("mine.py:Clock"), allow_code=True)
+    check(whatif("openg2g.envs.terms:TimeSinceTapChange"), allow_code=False)
+
+
 @pytest.mark.slow
 def test_the_queue_runs_one_at_a_time_and_cancels(tmp_path: Path) -> None:
     queue = RunQueue(tmp_path, max_running=1, poll_s=0.1)

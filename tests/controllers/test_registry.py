@@ -59,3 +59,19 @@ def test_no_number_of_a_controller_may_be_infinite_or_nan(kind, bad):
     for name in numbers:
         with pytest.raises(pydantic.ValidationError, match=f"(?s){name}.*finite number"):
             cls.Config(**{**MINIMAL_PARAMS[kind], name: bad})
+
+
+def test_a_controller_by_module_path():
+    """``kind: package.module:ClassName`` imports an installed module (the loader RL terms share)."""
+    from pathlib import Path
+
+    from openg2g.control.registry import resolve_controller
+    from openg2g.core.errors import ControllerError
+
+    assert resolve_controller("openg2g.controllers.noop:NoopController", Path(".")) is STOCK["noop"]
+    with pytest.raises(ControllerError, match="controller 'no_such_pkg_xyz:C': no module named 'no_such_pkg_xyz'"):
+        resolve_controller("no_such_pkg_xyz:C", Path("."))
+    with pytest.raises(ControllerError, match="module openg2g.controllers.noop has no 'Nope'"):
+        resolve_controller("openg2g.controllers.noop:Nope", Path("."))
+    with pytest.raises(ControllerError, match="is not a subclass of openg2g.core.interfaces.Controller"):
+        resolve_controller("pathlib:Path", Path("."))
