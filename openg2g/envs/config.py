@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from openg2g.core.config import ConfigModel
+from openg2g.envs.actions import ActionSpec, default_actions
 from openg2g.envs.variations import VariationSpec
 
 __all__ = ["EnvConfig", "ObsConfig", "RewardWeights"]
@@ -69,7 +70,14 @@ class EnvConfig(ConfigModel):
     action: Literal["discrete", "box"] = Field(
         "discrete",
         description="discrete: per controlled model {down, stay, up} one measured batch size "
-        "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
+        "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size. "
+        "The same for every family of actions: per entry down/stay/up one step, or a target in [-1, 1].",
+    )
+    actions: list[ActionSpec] = Field(
+        default_factory=default_actions,
+        min_length=1,
+        description="Action families, their entries concatenated in this order (openg2g.envs.actions): batch, "
+        "power_cap, replicas, taps, storage, each at most once; default batch sizes alone.",
     )
     reward: RewardWeights = Field(default_factory=lambda: RewardWeights.model_validate({}))
     miss_budget: float | None = Field(
@@ -101,6 +109,14 @@ class EnvConfig(ConfigModel):
     keep_controllers: bool = Field(
         False, description="Run the scenario's own controllers beside the agent (default: the agent alone)."
     )
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> EnvConfig:
+        kinds = [a.kind for a in self.actions]
+        twice = sorted({k for k in kinds if kinds.count(k) > 1})
+        if twice:
+            raise ValueError(f"actions: each family at most once (two would write one setting); repeated: {twice}")
+        return self
 
     @model_validator(mode="after")
     def _zones(self) -> EnvConfig:
