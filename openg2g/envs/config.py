@@ -51,7 +51,8 @@ class RewardWeights(ConfigModel):
     - ``T``: served tokens over the step as a fraction of the scenario's maximum (every model at
       its largest batch with its configured replicas), in [0, 1];
     - ``L``: fraction of the step's tokens whose inter-token latency missed the deadline, in [0, 1];
-    - ``S``: batch-size changes sent by the agent this step, divided by the controlled models;
+    - ``S``: commands sent by the agent this step, divided by the settings its action families
+      command (the controlled models with the default batch-size action);
     - ``F``: 1 on the step where the simulation failed (power flow did not converge), else 0.
     """
 
@@ -59,7 +60,7 @@ class RewardWeights(ConfigModel):
     overload: float = Field(0.0, ge=0, description="Per unit of summed overload fraction.")
     throughput: float = Field(1.0, ge=0, description="Per unit of throughput fraction.")
     latency: float = Field(1.0, ge=0, description="Per unit of deadline-miss fraction.")
-    switching: float = Field(0.05, ge=0, description="Per batch change per controlled model.")
+    switching: float = Field(0.05, ge=0, description="Per command per commanded setting (e.g. controlled model).")
     failure: float = Field(10.0, ge=0, description="Once, when the simulation fails.")
 
 
