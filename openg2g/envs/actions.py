@@ -13,8 +13,8 @@ family         one entry per                                    values an entry 
 ``power_cap``  (site, model), or site (``per: site``)           ``levels`` caps evenly from the GPUs' lowest
                                                                 to highest settable cap (W per GPU)
 ``replicas``   (site, model) with configured replicas           whole counts ``round(f * configured)`` for
-                                                                ``f`` from ``min_fraction`` to ``max_fraction``
-                                                                in steps of ``step``
+                                                                ``f`` from ``min_fraction`` in steps of ``step``
+                                                                up to ``max_fraction``, which is included
 ``taps``       (regulator bank, regulated phase); a ganged      every tap step from the bank's ``min_tap``
                bank (one tap for its phases): the bank          to its ``max_tap``
 ``storage``    battery                                          ``levels`` active-power setpoints evenly
@@ -46,6 +46,7 @@ its state-of-charge limits.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -353,11 +354,8 @@ class PowerCapFamily(_GridFamily):
     def current(self, observation: Observation) -> np.ndarray:
         out = np.array(self._uncapped_w, dtype=float)
         for i, (site, model) in enumerate(self.settings):
-            state = observation.datacenters.get(site)
-            if state is None:
-                continue
-            models = [state.models[model]] if model is not None and model in state.models else state.models.values()
-            caps = [m.power_cap_w for m in models if m.power_cap_w is not None]
+            models = observation.datacenters[site].models
+            caps = [m.power_cap_w for name, m in models.items() if model in (None, name) and m.power_cap_w is not None]
             if caps:
                 out[i] = max(caps)
         return out
@@ -384,8 +382,8 @@ class ReplicasFamily(_GridFamily):
         self.pairs = [(s, m) for s, info in context.sites.items() for m, mi in info.models.items() if mi.replicas > 0]
         if not self.pairs:
             raise _error(source, where, "the replicas action needs a model with configured replicas; none has any")
-        fractions = np.arange(spec.min_fraction, spec.max_fraction + 0.5 * spec.step, spec.step)
-        fractions = np.minimum(fractions, spec.max_fraction)
+        n_steps = math.floor((spec.max_fraction - spec.min_fraction) / spec.step + 1e-9)
+        fractions = np.append(spec.min_fraction + spec.step * np.arange(n_steps + 1), spec.max_fraction)
         grids = []
         for site, model in self.pairs:
             info = context.sites[site].models[model]
@@ -427,12 +425,7 @@ class ReplicasFamily(_GridFamily):
         )
 
     def current(self, observation: Observation) -> np.ndarray:
-        out = np.zeros(self.size)
-        for i, (site, model) in enumerate(self.pairs):
-            state = observation.datacenters.get(site)
-            m = state.models.get(model) if state is not None else None
-            out[i] = m.replicas if m is not None else 0.0
-        return out
+        return np.array([observation.datacenters[site].models[model].replicas for site, model in self.pairs])
 
     def _commands(self, target: np.ndarray, changed: np.ndarray) -> list[Command]:
         return [
@@ -517,8 +510,7 @@ class StorageFamily(_GridFamily):
         self.n_targets = len(self.units)
 
     def current(self, observation: Observation) -> np.ndarray:
-        storage = observation.grid.storage
-        return np.array([storage[u].p_set_w if u in storage else 0.0 for u in self.units])
+        return np.array([observation.grid.storage[u].p_set_w for u in self.units])
 
     def _commands(self, target: np.ndarray, changed: np.ndarray) -> list[Command]:
         return [SetStoragePower(name=u, p_w=float(t)) for u, t, c in zip(self.units, target, changed) if c]

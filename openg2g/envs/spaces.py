@@ -113,10 +113,12 @@ class SpaceLayout:
     :param source: the scenario's name or path, quoted in errors.
     :param miss_budget: largest deadline-miss fraction a controlled model may be run at (see the
         module doc); ``None`` allows every measured batch size.
+    :param actions: the action families (``EnvConfig.actions``), their entries in this order.
     :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
-        least two measured batch sizes), a zone naming an unknown bus, or (with ``miss_budget``) a
+        least two measured batch sizes), a zone naming an unknown bus, (with ``miss_budget``) a
         model with a deadline whose site reports no miss fractions or whose every batch size misses
-        more than the budget.
+        more than the budget, or an action family the scenario cannot carry out
+        (:func:`~openg2g.envs.actions.build_families`).
     """
 
     def __init__(
@@ -180,7 +182,7 @@ class SpaceLayout:
 
     @classmethod
     def for_env(cls, context: ControlContext, config: EnvConfig, source: str = "scenario") -> SpaceLayout:
-        """The layout of an env's settings (observation, action kind, miss budget): what the env
+        """The layout of an env's settings (observation, action kind and families, miss budget): what the env
         builds and what a saved policy's settings rebuild in deployment."""
         return cls(context, config.observation, config.action, source, config.miss_budget, config.actions)
 

@@ -20,6 +20,7 @@ from openg2g.core.errors import ControllerError, ScenarioError
 from openg2g.engine.simulation import run_scenario
 from openg2g.envs import EnvConfig, G2GEnv, make_env, make_toy_env
 from openg2g.envs.policy import PolicyMeta, save_policy
+from openg2g.envs.training import TrainSettings
 from openg2g.plot.run import read_table
 
 BATTERY = "grid.storage=[{name: b1, bus: '675', kw: 100, kwh: 200, soc0: 0.5, soc_min: 0, soc_max: 1, efficiency: 1}]"
@@ -110,6 +111,43 @@ def test_power_cap_clips_the_models_power_at_the_cap():
     assert models["Llama-3.1-8B"].power_cap_w == 200.0
     assert models["Llama-3.1-8B"].power_w == pytest.approx(720 * 200.0, rel=1e-12)
     assert models["Llama-3.1-70B"].power_cap_w is None
+
+
+def test_a_site_wide_cap_caps_every_model():
+    """``per: site``, six levels 200-700 W: one entry, down from uncapped is 600 W on every model."""
+    env = _ieee13([{"kind": "batch"}, {"kind": "power_cap", "per": "site"}])
+    assert env.layout.families[1].labels == ("dc1",)
+    env.reset(seed=0)
+    action = _stay(env)
+    action[_entry(env, "power_cap", "dc1")] = 0
+    env.step(action)
+    assert env.sim is not None
+    caps = {m.power_cap_w for m in env.sim.observation().datacenters["dc1"].models.values()}
+    assert caps == {600.0}
+
+
+def test_replica_grid_ends_at_max_fraction():
+    """From 0.05 in steps of 0.1 up to 0.95 (off the steps) of Llama-3.1-70B's 180 replicas."""
+    env = _ieee13([{"kind": "replicas", "min_fraction": 0.05, "max_fraction": 0.95}])
+    assert env.layout.families[0].describe()["values"]["dc1/Llama-3.1-70B"] == [9.0 + 18 * k for k in range(10)]
+
+
+def test_training_scores_the_hold_policy_on_every_family(tmp_path):
+    """``openg2g train``'s held-out evaluation holds every entry (taps too), so a short run with
+    the taps family trains, saves its families and scores the hold policy."""
+    from openg2g.envs.policy import read_meta
+    from openg2g.envs.training import train_policy
+
+    actions = [{"kind": "batch"}, {"kind": "taps"}]
+    result = train_policy(
+        "toy", tmp_path / "run", steps=64, overrides=["duration_s=11"], env_config={"actions": actions},
+        settings=TrainSettings(n_steps=32, batch_size=32), checkpoint_every=64, eval_episodes=1,
+        progress=False, log=lambda _: None,
+    )  # fmt: skip
+    meta = read_meta(result.policy)
+    assert [f["kind"] for f in meta.layout["actions"]] == ["batch", "taps"]
+    assert meta.layout["actions"][1]["entries"] == ["reg1.a", "reg1.b", "reg1.c"]
+    assert "hold_mean_reward" in result.evaluation
 
 
 def test_replicas_step_down_a_tenth_of_the_configured():
