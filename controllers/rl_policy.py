@@ -5,8 +5,10 @@ file beside it, written by ``openg2g train`` or ``openg2g policy wrap``, or infe
 none (see :mod:`openg2g.envs.policy`). At each control step the controller builds the observation
 vector exactly as the training env did (:class:`openg2g.envs.spaces.SpaceLayout`, from the run's
 context and the saved observation settings), normalizes it with the ``VecNormalize`` statistics the
-policy was trained with if any, asks the policy for an action and sends the :class:`SetBatchSize`
-commands it implies.
+policy was trained with if any, asks the policy for an action and sends the commands it implies
+(:class:`SetBatchSize`, and those of the other action families it was trained with: power caps,
+replicas, taps, storage; :mod:`openg2g.envs.actions`). A scenario that lacks what such a family acts
+on (a regulator bank, a battery), or gives it other values (a tap range), is refused, naming it.
 
 Scenario use::
 
@@ -49,7 +51,8 @@ __all__ = ["RLPolicy"]
 
 
 class RLPolicy(Controller):
-    """Acts with a trained SB3 policy on the batch sizes of the site models it was trained for."""
+    """Acts with a trained SB3 policy on the settings it was trained for (batch sizes by default;
+    the action families of its env settings, :mod:`openg2g.envs.actions`)."""
 
     name = "rl_policy"
 
@@ -89,11 +92,13 @@ class RLPolicy(Controller):
         spaces match it.
 
         :raises ControllerError: the scenario gives other observation/action shapes or bounds than
-            the policy's, or the observation statistics are missing (policy trained under
+            the policy's, or other entries or values of an action family than it acts on (a
+            regulator bank, battery or model it lacks), or the observation statistics are missing (policy trained under
             ``VecNormalize``), unreadable or of another shape.
         :raises ScenarioError: an observation term of the policy's settings cannot be built here
             (located at ``policy <zip>: env.observation_terms.<i>.term``).
         """
+        from openg2g.envs.actions import check_families
         from openg2g.envs.policy import load_policy, observation_normalization
         from openg2g.envs.spaces import SpaceLayout
 
@@ -104,11 +109,14 @@ class RLPolicy(Controller):
                 self.path, self.config.vecnormalize, self._model.observation_space
             )
         self.layout = SpaceLayout.for_env(context, self.meta.env, str(self.path), f"policy {self.path}: env.")
+        saved = self.meta.layout.get("actions")
+        if isinstance(saved, list):
+            check_families(saved, self.layout.families, f"policy {self.path}")
         self.layout.check_spaces(self._model.observation_space, self._model.action_space, f"policy {self.path}")
 
     def actuators(self) -> tuple[Actuator, ...]:
         assert self.layout is not None, "reset() first"
-        return tuple(Actuator("batch_size", (s.site, s.model)) for s in self.layout.controlled)
+        return self.layout.actuators()
 
     def step(self, observation: Observation) -> list[Command]:
         assert self.layout is not None, "reset() first"

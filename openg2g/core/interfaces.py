@@ -14,7 +14,14 @@ from types import MappingProxyType
 import numpy as np
 
 from openg2g.core.commands import Actuator, Command
-from openg2g.core.state import BranchSet, DatacenterSeries, DatacenterState, GridState, Observation
+from openg2g.core.state import (
+    BranchSet,
+    DatacenterSeries,
+    DatacenterState,
+    GridState,
+    Observation,
+    StorageUnit,
+)
 
 __all__ = [
     "ControlContext",
@@ -96,6 +103,8 @@ class ModelInfo:
     :param miss_fraction: fraction of tokens over the ITL deadline at each batch size in steady
         state without a power cap, as the site will report it (the trace library's ITL mixture
         evaluated at the deadline; 0 without a deadline); empty when the site cannot tell.
+    :param power_cap_range_w: lowest and highest power cap the model's GPUs accept (W per GPU),
+        ``None`` when the site cannot cap them.
     """
 
     model: str
@@ -109,6 +118,7 @@ class ModelInfo:
     initial_batch_size: int
     curve_fits: CurveFits | None = None
     miss_fraction: tuple[float, ...] = ()
+    power_cap_range_w: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,8 @@ class SiteInfo:
     :param power_factor: facility power factor (lagging, 0-1].
     :param pue: power usage effectiveness used for the non-GPU overhead.
     :param training: the site's training job, ``None`` if it runs none.
+    :param gpu_capacity: GPUs the site holds (inference and training together), ``None`` when it
+        does not tell.
     """
 
     site: str
@@ -147,6 +159,7 @@ class SiteInfo:
     power_factor: float
     pue: float
     training: TrainingInfo | None = None
+    gpu_capacity: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
@@ -154,13 +167,15 @@ class SiteInfo:
 
 @dataclass(frozen=True)
 class RegulatorInfo:
-    """A regulator bank: name, regulated phases and tap step range."""
+    """A regulator bank: name, regulated phases and tap step range; ``ganged`` when its phases share
+    one tap (a multi-phase transformer: a tap command gives every phase the same step)."""
 
     bank: str
     phases: tuple[str, ...]
     min_tap: int
     max_tap: int
     step_pu: float
+    ganged: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,8 @@ class ControlContext:
         (read-only; the engine fires them whatever the controller does).
     :param branches: the lines and transformers whose loading ``GridState.branch_loading_pct``
         reports (names and ratings), ``None`` when the grid reports none.
+    :param storage_units: battery name -> its fixed facts (rating, capacity, state-of-charge
+        limits), for the batteries of ``storages``; empty when the grid does not tell.
     """
 
     sites: Mapping[str, SiteInfo]
@@ -197,10 +214,12 @@ class ControlContext:
     storages: tuple[str, ...] = field(default=())
     events: tuple[ScheduledEvent, ...] = field(default=())
     branches: BranchSet | None = None
+    storage_units: Mapping[str, StorageUnit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sites", MappingProxyType(dict(self.sites)))
         object.__setattr__(self, "regulators", MappingProxyType(dict(self.regulators)))
+        object.__setattr__(self, "storage_units", MappingProxyType(dict(self.storage_units)))
 
 
 class DatacenterBackend(ABC):
@@ -268,6 +287,11 @@ class GridBackend(ABC):
     @abstractmethod
     def storages(self) -> tuple[str, ...]:
         """Battery names."""
+
+    def storage_units(self) -> Mapping[str, StorageUnit]:
+        """Battery name -> its fixed facts, for the batteries of :meth:`storages`; none by default
+        (a grid that does not tell)."""
+        return {}
 
     @abstractmethod
     def reset(self, seed: int) -> None:

@@ -525,6 +525,7 @@ class ReplayDatacenter(DatacenterBackend):
                     _tail(c.meta.itl, m.deadline_s) if c.meta.itl is not None and m.deadline_s is not None else 0.0
                     for c in cfgs
                 ),
+                power_cap_range_w=(CAP_MIN_W, CAP_MAX_W),
             )
         job = self._training
         training = (
@@ -545,6 +546,7 @@ class ReplayDatacenter(DatacenterBackend):
             power_factor=self.spec.power_factor,
             pue=self.spec.pue,
             training=training,
+            gpu_capacity=self.capacity_gpus,
         )
 
     def reset(self, seed: int) -> None:

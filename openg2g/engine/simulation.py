@@ -214,6 +214,7 @@ class Simulation:
             storages=self.grid.storages(),
             events=tuple(ScheduledEvent(self.clock.seconds(ticks), command) for ticks, _, command in self._events),
             branches=self.grid.branches(),
+            storage_units=self.grid.storage_units(),
         )
 
     def start(self) -> None:

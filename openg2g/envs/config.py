@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from openg2g.core.config import ConfigModel
+from openg2g.envs.actions import ActionSpec, default_actions
 from openg2g.envs.terms import RewardTermSpec, TermSpec
 from openg2g.envs.variations import VariationSpec
 
@@ -51,7 +52,8 @@ class RewardWeights(ConfigModel):
     - ``T``: served tokens over the step as a fraction of the scenario's maximum (every model at
       its largest batch with its configured replicas), in [0, 1];
     - ``L``: fraction of the step's tokens whose inter-token latency missed the deadline, in [0, 1];
-    - ``S``: batch-size changes sent by the agent this step, divided by the controlled models;
+    - ``S``: commands sent by the agent this step, divided by the settings its action families
+      command (the controlled models with the default batch-size action);
     - ``F``: 1 on the step where the simulation failed (power flow did not converge), else 0.
     """
 
@@ -59,7 +61,7 @@ class RewardWeights(ConfigModel):
     overload: float = Field(0.0, ge=0, description="Per unit of summed overload fraction.")
     throughput: float = Field(1.0, ge=0, description="Per unit of throughput fraction.")
     latency: float = Field(1.0, ge=0, description="Per unit of deadline-miss fraction.")
-    switching: float = Field(0.05, ge=0, description="Per batch change per controlled model.")
+    switching: float = Field(0.05, ge=0, description="Per command per commanded setting (e.g. controlled model).")
     failure: float = Field(10.0, ge=0, description="Once, when the simulation fails.")
 
 
@@ -70,7 +72,14 @@ class EnvConfig(ConfigModel):
     action: Literal["discrete", "box"] = Field(
         "discrete",
         description="discrete: per controlled model {down, stay, up} one measured batch size "
-        "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size.",
+        "(MultiDiscrete); box: per model a log2 batch target in [-1, 1] projected to the nearest measured size. "
+        "The same for every family of actions: per entry down/stay/up one step, or a target in [-1, 1].",
+    )
+    actions: list[ActionSpec] = Field(
+        default_factory=default_actions,
+        min_length=1,
+        description="Action families, their entries concatenated in this order (openg2g.envs.actions): batch, "
+        "power_cap, replicas, taps, storage, each at most once; default batch sizes alone.",
     )
     reward: RewardWeights = Field(default_factory=lambda: RewardWeights.model_validate({}))
     reward_terms: list[RewardTermSpec] = Field(
@@ -111,6 +120,14 @@ class EnvConfig(ConfigModel):
     keep_controllers: bool = Field(
         False, description="Run the scenario's own controllers beside the agent (default: the agent alone)."
     )
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> EnvConfig:
+        kinds = [a.kind for a in self.actions]
+        twice = sorted({k for k in kinds if kinds.count(k) > 1})
+        if twice:
+            raise ValueError(f"actions: each family at most once (two would write one setting); repeated: {twice}")
+        return self
 
     @model_validator(mode="after")
     def _zones(self) -> EnvConfig:

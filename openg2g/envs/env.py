@@ -1,7 +1,8 @@
 """The Gymnasium environment: a thin adapter over :class:`~openg2g.engine.simulation.Simulation`.
 
 One env step is one control period of the scenario (``periods.control_s``): the agent's action
-becomes :class:`~openg2g.core.commands.SetBatchSize` commands sent at the present instant (they take
+becomes commands (:class:`~openg2g.core.commands.SetBatchSize` by default; the families of
+``EnvConfig.actions``, :mod:`openg2g.envs.actions`) sent at the present instant (they take
 effect at once, like a scenario controller's), the engine runs to the next control instant, and the
 reward is computed from the change of the run's metrics over that period (see
 :class:`~openg2g.envs.config.RewardWeights`).
@@ -32,6 +33,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from openg2g.core.commands import SetBatchSize
 from openg2g.core.errors import ScenarioError, SimulationError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
@@ -222,7 +224,8 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             - terminated (``bool``): the simulation failed (the episode cannot continue);
             - truncated (``bool``): the episode's last step (time limit);
             - info (``dict``): ``t_s``, the unweighted terms ``voltage_violation_pu``,
-              ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``, ``failed``,
+              ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``, ``n_batch_changes``
+              (batch-size commands sent), ``n_commands`` (every command sent), ``failed``,
               ``error`` when the simulation failed, and with ``reward_baseline="no_control"``
               ``reference_reward``, the reward of the run without agent commands over the step (the
               returned reward is the agent's minus it), and with ``reward_terms`` ``reward_terms``,
@@ -256,13 +259,16 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         terminated = failed
         truncated = not failed and self._step_count >= self.episode_steps
         self._needs_reset = terminated or truncated
-        info.update(t_s=self._observation.t_s, **terms, n_batch_changes=len(commands), failed=failed)
+        n_batch = sum(isinstance(c, SetBatchSize) for c in commands)
+        info.update(
+            t_s=self._observation.t_s, **terms, n_batch_changes=n_batch, n_commands=len(commands), failed=failed
+        )
         return self.layout.observe(self._observation), float(reward), terminated, truncated, info
 
     def _advance(self, sim: Simulation, n_commands: int) -> tuple[float, dict[str, float], str | None]:
         """Run ``sim`` to the end of the present step and weigh the change of its metrics.
 
-        :param n_commands: batch-size commands sent at the step's start (the switching term).
+        :param n_commands: commands sent at the step's start (the switching term).
         :return: ``(reward, unweighted terms, error)`` with ``error`` the message of a simulation
             failure (the step then pays the failure penalty), else ``None``.
         """
@@ -287,7 +293,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
             - w.overload * terms["overload_fraction"]
             + w.throughput * terms["throughput_fraction"]
             - w.latency * terms["deadline_miss_fraction"]
-            - w.switching * n_commands / len(self.layout.controlled)
+            - w.switching * n_commands / self.layout.n_targets
             - w.failure * float(error is not None)
         )
         return reward, terms, error
@@ -315,7 +321,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     def action_masks(self) -> np.ndarray:
         """The choices of the next step's action that the env carries out as chosen (sb3-contrib's
         ``MaskablePPO`` reads this method): a flat boolean array over the ``MultiDiscrete`` choices,
-        model by model ``(down, stay, up)``; see :meth:`SpaceLayout.action_mask`.
+        entry by entry ``(down, stay, up)``; see :meth:`SpaceLayout.action_mask`.
 
         :raises RuntimeError: called before :meth:`reset`.
         :raises G2GError: the env has box actions.

@@ -89,7 +89,10 @@ class PolicyMeta(ConfigModel):
     scenario: str = Field(description="Scenario the policy was trained on (path or bundled name).")
     overrides: list[str] = Field(default_factory=list, description="Scenario overrides used in training.")
     env: EnvConfig = Field(description="Env settings; observation and action define the spaces.")
-    layout: dict[str, Any] = Field(default_factory=dict, description="Feature names, controlled models, shapes.")
+    layout: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Feature names, controlled models, shapes; actions: each action family's entries and values.",
+    )
     timesteps: int = Field(0, ge=0, description="Environment steps trained.")
     vecnormalize: str | None = Field(
         None,
@@ -319,8 +322,14 @@ def _spaces(zip_path: Path, data: dict[str, Any], meta: PolicyMeta) -> tuple[Any
     from openg2g.envs.spaces import make_spaces
 
     shape, controlled = meta.layout.get("observation_shape"), meta.layout.get("controlled")
+    families = meta.layout.get("actions")
     if isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and isinstance(controlled, list):
-        return make_spaces(meta.env.observation.clip, shape[0], meta.env.action, len(controlled))
+        n_actions = (
+            sum(len(f.get("entries", [])) for f in families if isinstance(f, dict))
+            if isinstance(families, list)
+            else len(controlled)
+        )
+        return make_spaces(meta.env.observation.clip, shape[0], meta.env.action, n_actions)
     return _zip_spaces(zip_path, data)
 
 

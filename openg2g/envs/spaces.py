@@ -3,8 +3,9 @@
 A :class:`SpaceLayout` is built from a run's :class:`~openg2g.core.interfaces.ControlContext` and an
 :class:`~openg2g.envs.config.ObsConfig` plus an action kind. It fixes the order of every feature
 and every controlled model, turns an :class:`~openg2g.core.state.Observation` into a float32 vector
-(:meth:`SpaceLayout.observe`) and an action into :class:`~openg2g.core.commands.SetBatchSize`
-commands (:meth:`SpaceLayout.commands`). The env and a deployed policy use the same object, so a
+(:meth:`SpaceLayout.observe`) and an action into commands (:meth:`SpaceLayout.commands`) through
+the action families of :mod:`openg2g.envs.actions` (by default batch sizes alone,
+:class:`~openg2g.core.commands.SetBatchSize`). The env and a deployed policy use the same object, so a
 policy sees in deployment exactly what it saw in training.
 
 Observation vector, in order (all clipped to ``[-clip, clip]``):
@@ -21,7 +22,7 @@ Observation vector, in order (all clipped to ``[-clip, clip]``):
    as a fraction of its nominal power;
 5. the features of the env setting's ``observation_terms``, term by term (:mod:`openg2g.envs.terms`).
 
-Actions act on the *controlled* models: those with at least two measured batch sizes.
+Batch-size actions act on the *controlled* models: those with at least two measured batch sizes.
 
 **Deadline budget (action masking).** With ``miss_budget`` set, a controlled model may only run the
 batch sizes whose steady-state deadline-miss fraction, as its site reports it
@@ -39,16 +40,18 @@ token share, so moves among allowed sizes stay within it), as long as no power c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from gymnasium import spaces
 
-from openg2g.core.commands import Command, SetBatchSize
+from openg2g.core.commands import Actuator, Command
 from openg2g.core.errors import ControllerError, G2GError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+from openg2g.envs.actions import ActionFamily, ActionSpec, BatchAction, build_families
 from openg2g.envs.config import EnvConfig, ObsConfig
 from openg2g.envs.terms import ObservationTerms, build_observation_terms
 
@@ -88,18 +91,18 @@ def describe_space(space: spaces.Space) -> str:
     return repr(space)
 
 
-def make_spaces(clip: float, n_features: int, action: ActionKind, n_controlled: int) -> tuple[spaces.Box, spaces.Space]:
+def make_spaces(clip: float, n_features: int, action: ActionKind, n_actions: int) -> tuple[spaces.Box, spaces.Space]:
     """The observation and action spaces of a layout: ``n_features`` values in ``[-clip, clip]``
-    (float32); per controlled model a move down, none or up (``discrete``) or a target in
-    ``[-1, 1]`` (``box``, float32).
+    (float32); per action entry (:mod:`openg2g.envs.actions`) a move down, none or up
+    (``discrete``) or a target in ``[-1, 1]`` (``box``, float32).
 
     :raises ValueError: an action kind other than ``discrete`` and ``box``.
     """
     observation = spaces.Box(-clip, clip, shape=(n_features,), dtype=np.float32)
     if action == "discrete":
-        return observation, spaces.MultiDiscrete(np.full(n_controlled, 3, dtype=np.int64))
+        return observation, spaces.MultiDiscrete(np.full(n_actions, 3, dtype=np.int64))
     if action == "box":
-        return observation, spaces.Box(-1.0, 1.0, shape=(n_controlled,), dtype=np.float32)
+        return observation, spaces.Box(-1.0, 1.0, shape=(n_actions,), dtype=np.float32)
     raise ValueError(f"action must be 'discrete' or 'box', got {action!r}")
 
 
@@ -112,11 +115,13 @@ class SpaceLayout:
     :param source: the scenario's name or path, quoted in errors.
     :param miss_budget: largest deadline-miss fraction a controlled model may be run at (see the
         module doc); ``None`` allows every measured batch size.
+    :param actions: the action families (``EnvConfig.actions``), their entries in this order.
     :param terms: observation terms whose features follow the built-in ones (:mod:`openg2g.envs.terms`).
     :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
-        least two measured batch sizes), a zone naming an unknown bus, or (with ``miss_budget``) a
+        least two measured batch sizes), a zone naming an unknown bus, (with ``miss_budget``) a
         model with a deadline whose site reports no miss fractions or whose every batch size misses
-        more than the budget.
+        more than the budget, or an action family the scenario cannot carry out
+        (:func:`~openg2g.envs.actions.build_families`).
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class SpaceLayout:
         action: ActionKind,
         source: str = "scenario",
         miss_budget: float | None = None,
+        actions: Sequence[ActionSpec] = (BatchAction(),),
         terms: ObservationTerms | None = None,
     ):
         self.obs_config = obs
@@ -170,22 +176,27 @@ class SpaceLayout:
         self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
         """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
         self.feature_names: tuple[str, ...] = tuple(self._feature_names())
+        self.families: tuple[ActionFamily, ...] = build_families(actions, self, context, source)
+        """The action families, in the order of their entries in the action."""
+        self.n_actions = sum(f.size for f in self.families)
+        self.n_targets = sum(f.n_targets for f in self.families)
+        """Settings the actions command (models, sites, banks, batteries): the switching term's denominator."""
         self.observation_space, self.action_space = make_spaces(
-            obs.clip, len(self.feature_names), action, len(self.controlled)
+            obs.clip, len(self.feature_names), action, self.n_actions
         )
 
     @classmethod
     def for_env(
         cls, context: ControlContext, config: EnvConfig, source: str = "scenario", settings_at: str = ""
     ) -> SpaceLayout:
-        """The layout of an env's settings (observation and its terms, action kind, miss budget):
-        what the env builds and what a saved policy's settings rebuild in deployment.
+        """The layout of an env's settings (observation and its terms, action kind and families, miss
+        budget): what the env builds and what a saved policy's settings rebuild in deployment.
 
         :param settings_at: where ``config`` comes from, before a term error's field (see
             :func:`~openg2g.envs.terms.build_observation_terms`).
         """
         terms = build_observation_terms(config.observation_terms, context, at=settings_at)
-        return cls(context, config.observation, config.action, source, config.miss_budget, terms)
+        return cls(context, config.observation, config.action, source, config.miss_budget, config.actions, terms)
 
     # ----------------------------------------------------------------------------- layout
     def _zones(self, source: str) -> list[tuple[str, np.ndarray]]:
@@ -264,6 +275,7 @@ class SpaceLayout:
             "allowed_batch_sizes": {
                 s.key: [s.batch_sizes[int(i)] for i in ok] for s, ok in zip(self.controlled, self.allowed)
             },
+            "actions": [f.describe() for f in self.families],
         }
 
     # ----------------------------------------------------------------------------- conversions
@@ -346,15 +358,22 @@ class SpaceLayout:
             target[i] = ok[int(np.argmin(np.abs(log2[ok] - goal)))]
         return target
 
-    def action_mask(self, observation: Observation) -> np.ndarray:
-        """Which discrete choices :meth:`target_batch_index` carries out as chosen, in sb3-contrib's
-        ``MaskablePPO`` layout: a flat boolean array of ``3 * len(controlled)`` entries, model by
-        model ``(down, stay, up)``.
+    def _split(self, action: Any) -> list[np.ndarray]:
+        """The action's slice of each family, in :attr:`families` order."""
+        a = np.asarray(action).reshape(-1)
+        if a.size != self.n_actions:
+            raise ValueError(f"action has {a.size} entries; this layout's actions have {self.n_actions}")
+        return np.split(a, np.cumsum([f.size for f in self.families])[:-1])
 
-        A choice is allowed when the batch it leads to moves the way it says: down to a smaller
-        size, stay on the present one, up to a larger one. The others are remapped today (a move
-        past the smallest or largest allowed size stays put; a model outside the allowed sizes goes
-        to the nearest allowed one whatever is chosen), so masking them changes no outcome.
+    def action_mask(self, observation: Observation) -> np.ndarray:
+        """Which discrete choices the action families carry out as chosen, in sb3-contrib's
+        ``MaskablePPO`` layout: a flat boolean array of ``3 * n_actions`` entries, entry by entry
+        ``(down, stay, up)``, the families in :attr:`families` order.
+
+        A choice is allowed when the setting it leads to moves the way it says: down to a smaller
+        value, stay on the present one, up to a larger one. The others are remapped (a move past
+        the end of an entry's values stays put; a batch size outside the allowed ones goes to the
+        nearest allowed one whatever is chosen), so masking them changes no outcome.
 
         :raises G2GError: the layout's actions are not discrete (``action="box"`` has no choices to mask).
         """
@@ -362,21 +381,20 @@ class SpaceLayout:
             raise G2GError(
                 f"action masks need discrete actions (env setting action='discrete'), not {self.action_kind!r}"
             )
-        current = self.current_batch_index(observation)
-        n = len(self.controlled)
-        moves = (-1, 0, 1)
-        honest = [np.sign(self.target_batch_index(np.full(n, m + 1), observation) - current) == m for m in moves]
-        return np.stack(honest, axis=1).reshape(-1)
+        return np.concatenate([f.mask(observation) for f in self.families]).reshape(-1)
 
     def commands(self, action: Any, observation: Observation) -> list[Command]:
-        """The :class:`SetBatchSize` commands that carry out ``action`` (only for models that change)."""
-        current = self.current_batch_index(observation)
-        target = self.target_batch_index(action, observation)
+        """The commands that carry out ``action`` (only for settings that change), family by family."""
+        discrete = self.action_kind == "discrete"
         return [
-            SetBatchSize(site=s.site, model=s.model, batch_size=s.batch_sizes[int(t)])
-            for s, c, t in zip(self.controlled, current, target)
-            if c != t
+            command
+            for family, part in zip(self.families, self._split(action))
+            for command in family.commands(part, observation, discrete)
         ]
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        """The settings the layout's actions write."""
+        return tuple(a for f in self.families for a in f.actuators())
 
     # ----------------------------------------------------------------------------- compatibility
     def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space, what: str) -> None:
@@ -400,14 +418,22 @@ class SpaceLayout:
         )
         if not same_action:
             problems.append(
-                f"action: the scenario gives {describe_space(self.action_space)} "
-                f"({len(self.controlled)} controllable models: {[s.key for s in self.controlled]}), "
+                f"action: the scenario gives {describe_space(self.action_space)} ({self._entries_text()}), "
                 f"the policy expects {describe_space(action_space)}"
             )
         elif isinstance(action_space, spaces.Box) and (bounds := _other_bounds(self.action_space, action_space)):
             problems.append(f"action bounds: {bounds}")
         if problems:
             raise ControllerError(f"{what} does not fit this scenario: " + "; ".join(problems))
+
+    def _entries_text(self) -> str:
+        """What the action's entries are, family by family (for error messages)."""
+        return "; ".join(
+            f"{len(self.controlled)} controllable models: {[s.key for s in self.controlled]}"
+            if f.kind == "batch"
+            else f"{f.kind}: {list(f.labels)}"
+            for f in self.families
+        )
 
 
 def _other_bounds(expected: spaces.Space, found: spaces.Box) -> str:

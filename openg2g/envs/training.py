@@ -715,8 +715,8 @@ def _evaluate(
         "random_rewards": random_eps,
     }
     message = f"held-out mean episode reward: policy {policy_mean:.3f}, random {random_mean:.3f}"
-    if cfg.action == "discrete":  # also the do-nothing policy: every model stays at its batch size
-        stay = np.ones(len(probe.layout.controlled), dtype=np.int64)
+    if cfg.action == "discrete":  # also the do-nothing policy: every setting stays as it is
+        stay = np.ones(probe.layout.n_actions, dtype=np.int64)
         hold_mean, hold_eps = score_policy(probe, lambda o: stay, episodes)
         evaluation.update(hold_mean_reward=hold_mean, hold_rewards=hold_eps)
         message += f", hold {hold_mean:.3f}"

@@ -57,7 +57,16 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
-from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, StorageState, column_rows, frozen_array
+from openg2g.core.state import (
+    PHASES,
+    BranchSet,
+    DatacenterState,
+    GridState,
+    StorageState,
+    StorageUnit,
+    column_rows,
+    frozen_array,
+)
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeder.branches import BranchFlows
@@ -284,6 +293,10 @@ class FeederGrid(GridBackend):
     def storages(self) -> tuple[str, ...]:
         """Battery names."""
         return tuple(self._batteries)
+
+    def storage_units(self) -> Mapping[str, StorageUnit]:
+        """Battery name -> its fixed facts (rating, capacity, state-of-charge limits)."""
+        return {name: battery.unit for name, battery in self._batteries.items()}
 
     def branches(self) -> BranchSet:
         """Every line and transformer of the feeder (see :mod:`openg2g.grid.feeder.branches`)."""

@@ -216,7 +216,8 @@ class Regulators:
                 rc = controls.get(t)
                 meter = None if rc is None else TerminalMeter(model, nodes, f"transformer.{t}", 2)
                 units.append(RegulatorUnit(t, k, None if rc is None else _with_overrides(rc, spec), meter))
-            bank = RegulatorBank(info=info, units=units, ganged=feeder.is_ganged(name))
+            ganged = feeder.is_ganged(name)
+            bank = RegulatorBank(info=dataclasses.replace(info, ganged=ganged), units=units, ganged=ganged)
             taps = tuple(self.tap_step(u.transformer, float(taps0[u.transformer][u.k])) for u in units)
             if spec is not None:
                 taps = self._configure(bank, spec, taps)
