@@ -17,6 +17,15 @@ from dash import ALL, Input, Output, Patch, State, ctx, no_update
 
 from openg2g.app import views
 from openg2g.app.data import AppError, RunStore, compare, grid_times, list_runs, map_at, run_marks_in, run_panels
+from openg2g.app.studies import (
+    BENCHMARK,
+    HOSTING,
+    hosting_map,
+    list_studies,
+    read_leaderboard,
+    sort_rows,
+    study_run,
+)
 from openg2g.app.whatif import (
     KEEP,
     RunQueue,
@@ -26,6 +35,7 @@ from openg2g.app.whatif import (
     parse_params,
     scenario_form,
     scenario_yaml,
+    tap_choices,
 )
 from openg2g.core.errors import G2GError, ScenarioError
 
@@ -254,7 +264,117 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
         return _shown(build, lambda text: (None, views.empty_figure(), text))
 
+    _register_studies(app, store)
     _register_whatif(app, queue, allow_code)
+
+
+def _register_studies(app: dash.Dash, store: RunStore) -> None:
+    """The hosting-capacity and leaderboard sections, and the leaderboard's links to the runs view."""
+    root = store.root
+
+    @app.callback(
+        Output("hc-study", "options"),
+        Output("hc-study", "value"),
+        Output("lb-study", "options"),
+        Output("lb-study", "value"),
+        Input("runs-refresh", "n_intervals"),
+        State("hc-study", "options"),
+        State("hc-study", "value"),
+        State("lb-study", "options"),
+        State("lb-study", "value"),
+    )
+    def find_studies(_: Any, hc_old: Any, hc: str | None, lb_old: Any, lb: str | None) -> Any:
+        studies = list_studies(root)
+        out: list[Any] = []
+        for kind, old, current in ((HOSTING, hc_old, hc), (BENCHMARK, lb_old, lb)):
+            ids = [e.study_id for e in studies if e.kind == kind]
+            if ids == (old or []):
+                out += [no_update, no_update]
+                continue
+            out += [ids, current if current in ids else (ids[0] if ids else None)]
+        return tuple(out)
+
+    @app.callback(
+        Output("hc-map", "figure"),
+        Output("hc-table", "columns"),
+        Output("hc-table", "data"),
+        Output("hc-controller", "options"),
+        Output("hc-controller", "value"),
+        Output("hc-message", "children"),
+        Input("hc-study", "value"),
+        Input("hc-controller", "value"),
+        Input("hc-table", "sort_by"),
+    )
+    def draw_hosting(study_id: str | None, controller: str | None, sort_by: list[dict[str, str]] | None) -> Any:
+        if not study_id:
+            return views.empty_figure(views.NO_STUDY[HOSTING]), [], [], [], None, ""
+        chosen = controller if ctx.triggered_id != "hc-study" else None
+
+        def build() -> Any:
+            run = store.get(study_run(root, study_id))
+            positions = store.positions(run)
+            if positions is None:
+                raise AppError(f"no feeder map: {run.topology}")
+            hmap = hosting_map(root, study_id, chosen, run, positions)
+            columns, rows = views.hosting_table(hmap)
+            figure = views.hosting_figure(hmap)
+            return figure, columns, sort_rows(rows, sort_by or []), list(hmap.controllers), hmap.controller, ""
+
+        return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
+
+    @app.callback(
+        Output("lb-table", "columns"),
+        Output("lb-table", "data"),
+        Output("lb-note", "children"),
+        Output("lb-cases", "columns"),
+        Output("lb-cases", "data"),
+        Output("lb-message", "children"),
+        Input("lb-study", "value"),
+        Input("lb-table", "sort_by"),
+        Input("lb-cases", "sort_by"),
+    )
+    def draw_leaderboard(
+        study_id: str | None, board_sort: list[dict[str, str]] | None, cases_sort: list[dict[str, str]] | None
+    ) -> Any:
+        if not study_id:
+            return [], [], views.NO_STUDY[BENCHMARK], [], [], ""
+
+        def build() -> Any:
+            board = read_leaderboard(root, study_id)
+            columns, rows, note = views.leaderboard_table(board)
+            case_columns, case_rows = views.cases_table(board)
+            return (
+                columns,
+                sort_rows(rows, board_sort or []),
+                note,
+                case_columns,
+                sort_rows(case_rows, cases_sort or []),
+                "",
+            )
+
+        return _shown(build, lambda text: ([], [], "", [], [], text))
+
+    @app.callback(
+        Output("runs-table", "selected_rows", allow_duplicate=True),
+        Output("runs-table", "selected_row_ids", allow_duplicate=True),
+        Output("lb-message", "children", allow_duplicate=True),
+        Input("lb-cases", "active_cell"),
+        State("runs-table", "data"),
+        State("runs-table", "selected_rows"),
+        prevent_initial_call=True,
+    )
+    def open_case_run(
+        cell: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None
+    ) -> Any:
+        if not cell or cell.get("column_id") != "run":
+            return no_update, no_update, no_update
+        run_id = str(cell.get("row_id") or "")
+        ids = [r["id"] for r in runs or []]
+        if run_id not in ids:
+            return no_update, no_update, f"no run folder {run_id!r} in the runs view"
+        rows = sorted({*(selected or []), ids.index(run_id)})
+        # both: a selection set by a callback does not update the table's derived ids, which the views follow
+        return rows, [ids[k] for k in rows], ""
 
 
 def _whatif(
@@ -265,10 +385,16 @@ def _whatif(
     controller: str | None,
     params: str | None,
     duration: Any,
+    training: Sequence[str] | None,
+    training_gpus: Any,
+    training_start: Any,
+    training_end: Any,
+    taps: str | None,
     extra: str | None,
 ) -> WhatIf:
     form = scenario_form(scenario)
     bus_text = (bus or "").strip()
+    job = _training_fields(form.training, "on" in (training or []), (training_gpus, training_start, training_end))
     return WhatIf(
         scenario=scenario,
         bus=bus_text if bus_text and bus_text != form.bus else None,
@@ -278,7 +404,34 @@ def _whatif(
         params=parse_params(params or ""),
         duration_s=float(duration) if duration not in (None, "") and float(duration) != form.duration_s else None,
         extra=parse_extra(extra or ""),
+        training=job[0],
+        training_gpus=job[1],
+        training_start_s=job[2],
+        training_end_s=job[3],
+        taps=taps or KEEP,
     )
+
+
+def _number(value: Any) -> float | None:
+    """A number input's value: ``None`` when blank, a whole number as ``int`` (GPUs)."""
+    if value is None or value == "":
+        return None
+    number = float(value)
+    return int(number) if number.is_integer() else number
+
+
+def _training_fields(
+    scenario_job: tuple[int, float, float] | None, on: bool, values: tuple[Any, Any, Any]
+) -> tuple[bool | None, float | None, float | None, float | None]:
+    """``(training, gpus, start_s, end_s)`` of a what-if from the form: only what differs from
+    the scenario's job (all three for a job the scenario does not have)."""
+    if not on:
+        return (False if scenario_job is not None else None), None, None, None
+    numbers = [_number(v) for v in values]
+    if scenario_job is None:
+        return True, numbers[0], numbers[1], numbers[2]
+    changed = [n if n is not None and n != old else None for n, old in zip(numbers, scenario_job)]
+    return (True if any(c is not None for c in changed) else None), changed[0], changed[1], changed[2]
 
 
 def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
@@ -290,6 +443,11 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         State("wi-controller", "value"),
         State("wi-params", "value"),
         State("wi-duration", "value"),
+        State("wi-training", "value"),
+        State("wi-training-gpus", "value"),
+        State("wi-training-start", "value"),
+        State("wi-training-end", "value"),
+        State("wi-taps", "value"),
     ]
     if allow_code:
         form_state.append(State("wi-extra", "value"))
@@ -311,6 +469,29 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
             return views.model_inputs(form.models), form.bus, form.duration_s, KEEP, ""
 
         return _shown(build, lambda text: ([], "", None, KEEP, text))
+
+    @app.callback(
+        Output("wi-training", "value"),
+        Output("wi-training-gpus", "value"),
+        Output("wi-training-start", "value"),
+        Output("wi-training-end", "value"),
+        Output("wi-taps", "options"),
+        Output("wi-taps", "value"),
+        Input("wi-scenario", "value"),
+    )
+    def fill_training_and_taps(scenario: str | None) -> Any:
+        empty: tuple[Any, ...] = ([], None, None, None, [KEEP], KEEP)
+        if not scenario:
+            return empty
+
+        def build() -> Any:
+            form = scenario_form(scenario)
+            job = form.training
+            on = ["on"] if job is not None else []
+            gpus, start_s, end_s = job if job is not None else (None, None, None)
+            return on, gpus, start_s, end_s, tap_choices(form), KEEP
+
+        return _shown(build, lambda _text: empty)
 
     @app.callback(
         Output("wi-errors", "children", allow_duplicate=True),

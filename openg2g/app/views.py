@@ -1,23 +1,27 @@
 """The page and its figures: Dash components and plotly figures built from :mod:`openg2g.app.data`.
 
-Nothing here reads a file: each function takes what the data layer returned. The page is one
-column of sections (runs, the open runs over time, the feeder at the slider's time, runs compared,
-what-if); element ids are the constants below, which the callbacks and the browser tests use.
+Nothing here reads a file: each function takes what the data layer (:mod:`openg2g.app.data`,
+:mod:`openg2g.app.studies`) returned. The page is one column of sections (runs, the open runs over
+time, the feeder at the slider's time, runs compared, hosting capacity, leaderboard, what-if); the
+voltage map and the hosting-capacity map are both drawn by :func:`bus_map_figure`; element ids
+are the constants below, which the callbacks and the browser tests use.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import plotly.graph_objects as go
 from dash import dcc, html
 from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
 from openg2g.app.data import KEY_FIGURES, Comparison, MapState, Panel, RunEntry
+from openg2g.app.studies import BENCHMARK, HOSTED, HOSTING, HostingMap, Leaderboard
+from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
 from openg2g.plot.feeder import HIGHLIGHT_COLOR
@@ -25,10 +29,17 @@ from openg2g.plot.style import PHASE_COLORS, VOLTAGE_CMAP
 from openg2g.plot.timeline import Marks
 
 __all__ = [
+    "NO_STUDY",
+    "BusColors",
+    "bus_map_figure",
+    "cases_table",
     "compare_figure",
     "compare_table",
     "empty_figure",
+    "hosting_figure",
+    "hosting_table",
     "jobs_list",
+    "leaderboard_table",
     "map_figure",
     "page",
     "profile_figure",
@@ -36,6 +47,15 @@ __all__ = [
     "series_figure",
     "worst_list",
 ]
+
+NO_STUDY = {
+    HOSTING: "no hosting-capacity study in the runs folder (openg2g study hosting-capacity ... --out RUNS_DIR/NAME)",
+    BENCHMARK: "no benchmark in the runs folder (openg2g benchmark SUITE.yaml --out RUNS_DIR/NAME)",
+}
+"""What the study sections say while the runs folder has no study of their kind."""
+
+CAPACITY_SCALE = "Viridis"
+"""Colour scale of the hosting-capacity map (MW)."""
 
 CURSOR_COLOR = "#e7298a"
 """Colour of the time cursor on the time series (the slider's time)."""
@@ -104,6 +124,71 @@ def _section(title: str, *children: Any, **kw: Any) -> html.Section:
     return html.Section([html.H3(title, style={"margin": "4px 0"}), *children], style=BOX, **kw)
 
 
+def _training_inputs() -> html.Div:
+    """The what-if's training job of the first site: on or off, GPUs, start and end (s)."""
+    return html.Div(
+        [
+            dcc.Checklist([{"label": " training job", "value": "on"}], [], id="wi-training", inline=True),
+            " GPUs ",
+            dcc.Input(id="wi-training-gpus", type="number", min=1, step=1),
+            " start (s) ",
+            dcc.Input(id="wi-training-start", type="number", min=0, step=0.1),
+            " end (s) ",
+            dcc.Input(id="wi-training-end", type="number", min=0, step=0.1),
+        ]
+    )
+
+
+def _table(table_id: str, **kw: Any) -> DataTable:
+    """A study table: sorted on the server (``sort_action="custom"``, :func:`openg2g.app.studies.sort_rows`)."""
+    return DataTable(
+        id=table_id,
+        columns=[],
+        data=[],
+        sort_action="custom",
+        sort_mode="single",
+        sort_by=[],
+        page_size=20,
+        style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
+        style_header={"fontWeight": "bold"},
+        style_table={"overflowX": "auto"},
+        css=[{"selector": "td p", "rule": "margin: 0"}],  # markdown cells (run links) as tall as the others
+        **kw,
+    )
+
+
+def _hosting_section() -> html.Section:
+    return _section(
+        "Hosting capacity",
+        html.Div(
+            [
+                html.Label(["study ", dcc.Dropdown(id="hc-study", clearable=False, style={"width": "360px"})]),
+                html.Label(
+                    ["controller ", dcc.Dropdown(id="hc-controller", clearable=False, style={"width": "200px"})]
+                ),
+            ],
+            style={"display": "flex", "gap": "8px", "alignItems": "center"},
+        ),
+        html.Div(id="hc-message", role="alert", style=MESSAGE),
+        dcc.Graph(id="hc-map", figure=empty_figure(NO_STUDY[HOSTING]), config={"displaylogo": False}),
+        _table("hc-table"),
+        id="hosting",
+    )
+
+
+def _leaderboard_section() -> html.Section:
+    return _section(
+        "Leaderboard",
+        html.Label(["benchmark ", dcc.Dropdown(id="lb-study", clearable=False, style={"width": "360px"})]),
+        html.Div(id="lb-message", role="alert", style=MESSAGE),
+        html.Div(id="lb-note", style={"color": "#555", "margin": "4px 0"}),
+        _table("lb-table"),
+        html.H4("per case (click a run to open it above)", style={"margin": "8px 0 4px"}),
+        _table("lb-cases", markdown_options={"link_target": "_self"}),
+        id="leaderboard",
+    )
+
+
 def _first_choice(scenarios: Sequence[str]) -> str | None:
     """The what-if form's starting scenario: the IEEE 13 case without control, the README's first."""
     return "ieee13_none" if "ieee13_none" in scenarios else (scenarios[0] if scenarios else None)
@@ -121,6 +206,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
         html.Label(["scenario ", dcc.Dropdown(scenarios, _first_choice(scenarios), id="wi-scenario", clearable=False)]),
         html.Label(["datacenter bus ", dcc.Input(id="wi-bus", type="text", debounce=True)]),
         html.Div(id="wi-models"),
+        _training_inputs(),
+        html.Label(["tap mode ", dcc.Dropdown([KEEP], KEEP, id="wi-taps", clearable=False)]),
         html.Label(
             ["controller ", dcc.Dropdown(list(controllers), controllers[0], id="wi-controller", clearable=False)]
         ),
@@ -147,6 +234,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 "Runs",
                 html.Div("Select one run to open it, two or more to compare them."),
                 _runs_table(),
+                id="runs",
             ),
             _section(
                 "Over time",
@@ -182,6 +270,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="compare-table"),
                 dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
             ),
+            _hosting_section(),
+            _leaderboard_section(),
             _section(
                 "What if",
                 html.Div(whatif_fields, style={"display": "grid", "gap": "6px", "maxWidth": "640px"}),
@@ -351,80 +441,141 @@ def _edge_trace(kind: str, live: bool, segments: list[list[tuple[float, float]]]
     )
 
 
-def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -> go.Figure:
-    """The feeder at one grid step, each bus coloured by its worst bus-phase voltage (the colour
-    scale spans the limits), datacenter buses ringed, per-phase values on hover."""
+@dataclass(frozen=True)
+class BusColors:
+    """What a feeder map colours its buses by.
+
+    :param values: bus -> value (buses without one are drawn by ``missing``).
+    :param hover: bus -> text after the bus name on hover.
+    :param colorscale: a plotly colour scale name.
+    :param cmin: the scale's low end, in the values' unit.
+    :param cmax: the scale's high end.
+    :param unit: the colour bar's title.
+    :param name: the legend name of the coloured buses.
+    :param missing: bus -> why it has no value (``not monitored``, ``infeasible``...): one grey
+        trace per reason, each its own marker, so no such bus reads as a value; buses in neither
+        ``values`` nor ``missing`` are drawn as in ``missing_default``.
+    :param missing_default: the reason of buses in neither mapping.
+    """
+
+    values: dict[str, float]
+    hover: dict[str, str]
+    colorscale: str
+    cmin: float
+    cmax: float
+    unit: str
+    name: str
+    missing: dict[str, str] = field(default_factory=dict)
+    missing_default: str = "not monitored"
+
+
+MISSING_SYMBOLS = ("circle", "x", "diamond", "square", "triangle-up")
+"""Marker of each reason a bus has no value on a map, in the order the reasons first appear."""
+
+
+def bus_map_figure(
+    positions: dict[str, tuple[float, float]],
+    segments: dict[tuple[str, bool], list[list[tuple[float, float]]]],
+    colors: BusColors,
+    sites: Sequence[str],
+    title: str,
+    uirevision: str,
+) -> go.Figure:
+    """A feeder map: its branches, each bus coloured by ``colors`` (grey with a reason where it has
+    no value), the datacenter buses ringed."""
     fig = go.Figure()
-    for (kind, live), segments in state.segments.items():
-        fig.add_trace(_edge_trace(kind, live, segments))
-    names = list(state.positions)
-    v = np.array([state.bus_v_pu.get(b, np.nan) for b in names])
-    phases = {
-        b: ", ".join(
-            f"{bp.rsplit('.', 1)[1]} {val:.4f}" for bp, val in state.bus_phase_v_pu.items() if bp.rsplit(".", 1)[0] == b
-        )
-        for b in names
-    }
-    x = [state.positions[b][0] for b in names]
-    y = [state.positions[b][1] for b in names]
-    show_text = len(names) <= 60
-    known = np.isfinite(v)
+    for (kind, live), segs in segments.items():
+        fig.add_trace(_edge_trace(kind, live, segs))
+    names = list(positions)
+    known = [b for b in names if b in colors.values and math.isfinite(colors.values[b])]
     fig.add_trace(
         go.Scatter(
-            x=[xi for xi, k in zip(x, known) if k],
-            y=[yi for yi, k in zip(y, known) if k],
-            mode="markers+text" if show_text else "markers",
-            text=[b for b, k in zip(names, known) if k],
+            x=[positions[b][0] for b in known],
+            y=[positions[b][1] for b in known],
+            mode="markers+text" if len(names) <= 60 else "markers",
+            text=known,
             textposition="top right",
             textfont={"size": 9},
-            customdata=[phases[b] for b, k in zip(names, known) if k],
-            hovertemplate="bus %{text}<br>%{customdata} pu<extra></extra>",
+            customdata=[colors.hover.get(b, "") for b in known],
+            hovertemplate="bus %{text}<br>%{customdata}<extra></extra>",
             marker={
                 "size": 12,
-                "color": v[known],
-                "colorscale": VOLTAGE_CMAP,
-                "cmin": v_min_pu,
-                "cmax": v_max_pu,
-                "colorbar": {"title": {"text": "pu"}},
+                "color": [colors.values[b] for b in known],
+                "colorscale": colors.colorscale,
+                "cmin": colors.cmin,
+                "cmax": colors.cmax,
+                "colorbar": {"title": {"text": colors.unit}},
                 "line": {"color": "black", "width": 0.5},
             },
-            name="bus voltage",
+            name=colors.name,
         )
     )
-    if (~known).any():
+    reasons: dict[str, list[str]] = {}
+    for b in names:
+        if b not in known:
+            reasons.setdefault(colors.missing.get(b, colors.missing_default), []).append(b)
+    for k, (reason, buses) in enumerate(reasons.items()):
         fig.add_trace(
             go.Scatter(
-                x=[xi for xi, k in zip(x, known) if not k],
-                y=[yi for yi, k in zip(y, known) if not k],
+                x=[positions[b][0] for b in buses],
+                y=[positions[b][1] for b in buses],
                 mode="markers",
-                text=[b for b, k in zip(names, known) if not k],
-                hovertemplate="bus %{text}: not monitored<extra></extra>",
-                marker={"size": 7, "color": "#d9d9d9", "line": {"color": "black", "width": 0.5}},
-                name="not monitored",
+                text=buses,
+                customdata=[colors.hover.get(b, "") for b in buses],
+                hovertemplate=f"bus %{{text}}: {reason}<br>%{{customdata}}<extra></extra>",
+                marker={
+                    "size": 7 if reason == colors.missing_default else 11,
+                    "symbol": MISSING_SYMBOLS[k % len(MISSING_SYMBOLS)],
+                    "color": "#d9d9d9" if reason == colors.missing_default else "#737373",
+                    "line": {"color": "black", "width": 0.5},
+                },
+                name=reason,
             )
         )
-    sites = [b for b in state.sites if b in state.positions]
-    if sites:
+    ringed = [b for b in sites if b in positions]
+    if ringed:
         fig.add_trace(
             go.Scatter(
-                x=[state.positions[b][0] for b in sites],
-                y=[state.positions[b][1] for b in sites],
+                x=[positions[b][0] for b in ringed],
+                y=[positions[b][1] for b in ringed],
                 mode="markers",
                 marker={"size": 24, "symbol": "circle-open", "color": HIGHLIGHT_COLOR, "line": {"width": 2.5}},
-                name="datacenter " + ", ".join(sites),
+                name="datacenter " + ", ".join(ringed),
                 hoverinfo="name",
             )
         )
     fig.update_layout(
-        title={"text": f"{run_id}: voltage at t = {state.t_s:g} s", "font": {"size": 13}},
+        title={"text": title, "font": {"size": 13}},
         xaxis={"visible": False},
         yaxis={"visible": False, "scaleanchor": "x"},
         height=560,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         legend={"orientation": "h", "y": -0.02},
-        uirevision=run_id,
+        uirevision=uirevision,
     )
     return fig
+
+
+def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -> go.Figure:
+    """The feeder at one grid step, each bus coloured by its worst bus-phase voltage (the colour
+    scale spans the limits), datacenter buses ringed, per-phase values on hover."""
+    phases: dict[str, list[str]] = {}
+    for bus_phase, v_pu in state.bus_phase_v_pu.items():
+        bus, phase = bus_phase.rsplit(".", 1)
+        phases.setdefault(bus, []).append(f"{phase} {v_pu:.4f}")
+    hover = {b: ", ".join(texts) + " pu" for b, texts in phases.items()}
+    colors = BusColors(
+        values=state.bus_v_pu,
+        hover=hover,
+        colorscale=VOLTAGE_CMAP,
+        cmin=v_min_pu,
+        cmax=v_max_pu,
+        unit="pu",
+        name="bus voltage",
+    )
+    return bus_map_figure(
+        state.positions, state.segments, colors, state.sites, f"{run_id}: voltage at t = {state.t_s:g} s", run_id
+    )
 
 
 def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figure:
@@ -549,3 +700,132 @@ def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
             parts.append(html.Div(message, style=MESSAGE))
         items.append(html.Li(parts, className=f"job job-{state}"))
     return html.Ul(items, id="wi-job-items")
+
+
+def _sig(value: Any) -> float | None:
+    """A number to four significant digits for a table cell (sortable), ``None`` for none."""
+    if value is None or isinstance(value, str):
+        return None
+    number = float(value)
+    return float(f"{number:.4g}") if math.isfinite(number) else None
+
+
+def hosting_figure(hmap: HostingMap) -> go.Figure:
+    """One controller's hosting capacity on the feeder: each studied bus coloured by the peak MW it
+    hosts, its limiting constraint on hover; a bus where no size is hosted drawn grey and named by
+    its state (``infeasible``, ``not converged``, ``error``), never as 0 MW."""
+    values = hmap.capacity_mw()
+    hover = {}
+    for row in hmap.rows.itertuples(index=False):
+        head = f"{row.capacity_mw:.3g} MW peak ({row.capacity_gpus} GPUs)" if row.state == HOSTED else row.state
+        hover[row.bus] = f"{head}<br>limit: {row.limit}" if row.limit else head
+    colors = BusColors(
+        values=values,
+        hover=hover,
+        colorscale=CAPACITY_SCALE,
+        cmin=0.0,
+        cmax=max([*values.values(), 1e-3]),
+        unit="MW",
+        name="hosted MW (peak)",
+        missing=hmap.unhosted(),
+        missing_default="not studied",
+    )
+    title = f"{hmap.study_id}: hosting capacity with controller {hmap.controller} (MW peak)"
+    return bus_map_figure(hmap.positions, hmap.segments, colors, (), title, f"hosting/{hmap.study_id}")
+
+
+HOSTING_COLUMNS = {
+    "bus": "bus",
+    "state": "state",
+    "capacity_mw": "hosted (MW peak)",
+    "capacity_gpus": "GPUs",
+    "min_mw": "smallest hosted (MW peak)",
+    "limit": "limiting constraint",
+    "n_runs": "runs",
+}
+"""The hosting table's columns (id -> header)."""
+
+
+def hosting_table(hmap: HostingMap) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The hosting table's ``(columns, rows)``: one row per studied bus, no MW where none is hosted."""
+    columns = [
+        {"name": label, "id": key, "type": "numeric" if key in ("capacity_mw", "min_mw", "n_runs") else "text"}
+        for key, label in HOSTING_COLUMNS.items()
+    ]
+    rows = []
+    for record in hmap.rows.to_dict("records"):
+        row = {key: record[key] for key in HOSTING_COLUMNS}
+        row["capacity_mw"] = _sig(record["capacity_mw"])
+        row["min_mw"] = _sig(record["min_mw"])
+        rows.append(row)
+    return columns, rows
+
+
+SCORE_NAMES = {
+    "violation_integral_pu_s": "violation (pu.s)",
+    "violation_time_s": "violation (s)",
+    "throughput_loss_pct": "throughput loss (%)",
+    "itl_deadline_miss_pct": "ITL misses (%)",
+    "n_tap_changes": "tap operations",
+}
+"""Headers of the benchmark's scores (a score not named here is headed by its column name)."""
+
+
+def leaderboard_table(board: Leaderboard) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The leaderboard's ``(columns, rows, note)``: in the file's ranking order, a shared rank as
+    ``=2`` (sorted by position), then mean and worst of each score over the controller's cases."""
+    shared = f"{board.n_shared} shared cases" if board.n_shared is not None else "shared cases"
+    columns: list[dict[str, Any]] = [
+        {"name": "rank", "id": "rank"},
+        {"name": "controller", "id": "controller"},
+        {"name": "cases", "id": "n_cases", "type": "numeric"},
+        {"name": f"violation (pu.s), {shared}", "id": "violation_shared", "type": "numeric"},
+    ]
+    for key in board.scores:
+        columns.append({"name": f"{SCORE_NAMES.get(key, key)} mean", "id": f"{key}_mean", "type": "numeric"})
+        columns.append({"name": "worst", "id": f"{key}_worst", "type": "numeric"})
+    rows = []
+    for position, record in enumerate(board.board.to_dict("records")):
+        row: dict[str, Any] = {
+            "id": str(record["controller"]),
+            "rank": record["rank_text"],
+            "_rank": position,
+            "controller": record["label"],
+            "n_cases": int(record["n_cases"]),
+            "violation_shared": _sig(record["violation_integral_pu_s_shared"]),
+        }
+        for key in board.scores:
+            row[f"{key}_mean"] = _sig(record.get(f"{key}_mean"))
+            row[f"{key}_worst"] = _sig(record.get(f"{key}_worst"))
+        rows.append(row)
+    note = (
+        f"{board.study_id}: ranked by the mean violation integral over the {shared} (those every controller "
+        "completed), then throughput loss, then ITL misses; a controller with non-converged runs ranks after "
+        "the others; empty: no complete, converged run. Lower is better for every score."
+    )
+    return columns, rows, note
+
+
+def cases_table(board: Leaderboard) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The benchmark's per-case figures ``(columns, rows)``: one row per run, its run folder as a
+    link to the runs view (empty where the folder is not there)."""
+    columns: list[dict[str, Any]] = [
+        {"name": "case", "id": "case"},
+        {"name": "controller", "id": "controller"},
+        {"name": "status", "id": "status"},
+        *({"name": SCORE_NAMES.get(key, key), "id": key, "type": "numeric"} for key in board.scores),
+        {"name": "run", "id": "run", "presentation": "markdown"},
+    ]
+    rows = []
+    for record in board.cases.to_dict("records"):
+        row: dict[str, Any] = {
+            "id": record["run"] or f"{record['case']}-{record['controller']}",
+            "case": str(record["case"]),
+            "controller": str(record["controller"]),
+            "status": str(record["status"]),
+            "run": f"[{record['run']}](#runs)" if record["run"] else "",
+        }
+        for key in board.scores:
+            row[key] = _sig(record.get(key))
+        rows.append(row)
+    return columns, rows

@@ -2,8 +2,9 @@
 checks it, run by ``openg2g run`` in its own process through a bounded queue.
 
 A :class:`WhatIf` is the form: the bundled scenario, the first site's bus, replicas and batch size
-per model, the controller, the duration. :func:`overrides` turns it into the ``--set`` assignments
-``openg2g run`` takes, :func:`check` validates them with
+per model, its training job (on or off, GPUs, start, end), the controller, the duration and the
+tap mode of the regulators the scenario names (:data:`TAP_MODES`). :func:`overrides` turns it
+into the ``--set`` assignments ``openg2g run`` takes, :func:`check` validates them with
 :func:`openg2g.scenario.loader.load_scenario` (every problem with its field path), and
 :class:`RunQueue` runs them, at most ``max_running`` at a time, each as ``python -m openg2g run
 SCENARIO --set ... --out RUNS/whatif/<name>-<k>`` (the same validation, output folder lock and
@@ -21,6 +22,7 @@ takes free ``key=value`` lines, which can name such files.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -41,6 +43,10 @@ from openg2g.scenario.schema import LoadedScenario
 __all__ = [
     "KEEP",
     "NO_CONTROL",
+    "TAP_AUTO",
+    "TAP_FIXED",
+    "TAP_MODES",
+    "TAP_SCHEDULED",
     "WHATIF_FOLDER",
     "Job",
     "RunQueue",
@@ -52,6 +58,7 @@ __all__ = [
     "overrides",
     "parse_params",
     "scenario_form",
+    "tap_choices",
 ]
 
 KEEP = "(as in the scenario)"
@@ -59,6 +66,24 @@ KEEP = "(as in the scenario)"
 
 NO_CONTROL = "none"
 """Controller choice: run without a controller."""
+
+TAP_FIXED = "fixed"
+"""Tap mode: every regulator bank the scenario names holds its initial taps (``mode: fixed``; the
+scenario's ``set_taps`` and ``set_regulator_mode`` events dropped)."""
+
+TAP_SCHEDULED = "scheduled"
+"""Tap mode: the banks hold their taps between the scenario's own ``set_taps`` events (``mode: fixed``,
+the events kept); offered when the scenario has such events."""
+
+TAP_AUTO = "auto"
+"""Tap mode: every bank the scenario names runs its own band control (``mode: auto``; the tap
+events dropped)."""
+
+TAP_MODES = (TAP_FIXED, TAP_SCHEDULED, TAP_AUTO)
+"""The tap modes a what-if can choose besides keeping the scenario's."""
+
+TAP_COMMANDS = frozenset({"set_taps", "set_regulator_mode"})
+"""Scenario events that move taps or switch a bank's mode: dropped by the fixed and auto modes."""
 
 WHATIF_FOLDER = "whatif"
 """Sub-folder of the runs folder that what-if runs are written to."""
@@ -82,6 +107,13 @@ class WhatIf:
     :param params: the chosen controller's parameters (checked by the controller's own config).
     :param duration_s: simulated time (s); ``None`` keeps it.
     :param extra: further ``key=value`` assignments (only with ``allow_code``).
+    :param training: the first site's training job on (``True``) or off (``False``); ``None``
+        keeps the scenario's.
+    :param training_gpus: GPUs of the job (a whole number, else the loader refuses it); ``None``
+        keeps the scenario's.
+    :param training_start_s: the job's start (s); ``None`` keeps it.
+    :param training_end_s: the job's end (s); ``None`` keeps it.
+    :param taps: :data:`KEEP` or one of :data:`TAP_MODES`.
     """
 
     scenario: str
@@ -92,6 +124,11 @@ class WhatIf:
     params: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
     extra: tuple[str, ...] = ()
+    training: bool | None = None
+    training_gpus: float | None = None
+    training_start_s: float | None = None
+    training_end_s: float | None = None
+    taps: str = KEEP
 
 
 @dataclass(frozen=True)
@@ -102,17 +139,30 @@ class ScenarioForm:
     :param models: ``(name, replicas, batch_size)`` of each model of the first site.
     :param controllers: the scenario's controller kinds.
     :param duration_s: its duration (s).
+    :param training: the first site's training job as ``(gpus, start_s, end_s)``, ``None`` without one.
+    :param regulators: the regulator banks the scenario names (``grid.regulators``).
+    :param scheduled_taps: the scenario has ``set_taps`` events.
     """
 
     bus: str
     models: list[tuple[str, int, int]]
     controllers: list[str]
     duration_s: float
+    training: tuple[int, float, float] | None = None
+    regulators: tuple[str, ...] = ()
+    scheduled_taps: bool = False
 
 
 def bundled_scenarios() -> list[str]:
     """Names of the bundled scenario files (not sweeps, studies or suites: those have no
     ``duration_s`` at the top)."""
+    return list(_bundled_names())
+
+
+@functools.cache
+def _bundled_names() -> tuple[str, ...]:
+    """The bundled scenario names, read once a process: the files ship with the package, and
+    parsing all of them takes seconds, which every what-if check would otherwise pay again."""
     names = []
     for path in sorted(bundled_dir("scenarios").glob("*.yaml")):
         try:
@@ -121,7 +171,7 @@ def bundled_scenarios() -> list[str]:
             continue
         if isinstance(data, dict) and "duration_s" in data and "grid" in data:
             names.append(path.stem)
-    return names
+    return tuple(names)
 
 
 def _bundled(name: str) -> Path:
@@ -130,20 +180,38 @@ def _bundled(name: str) -> Path:
     return bundled_dir("scenarios") / f"{name}.yaml"
 
 
+@functools.lru_cache(maxsize=64)
 def scenario_form(name: str) -> ScenarioForm:
     """The form's starting values for a bundled scenario.
 
     :raises ScenarioError: not a bundled scenario's name.
     """
-    data = yaml.safe_load(_bundled(name).read_text(encoding="utf-8"))
+    data = _scenario_data(name)
     sites = data.get("datacenters") or []
     site = sites[0] if sites else {}
+    job = site.get("training")
     return ScenarioForm(
         bus=str(site.get("bus", "")),
         models=[(str(m["model"]), int(m["replicas"]), int(m["batch_size"])) for m in site.get("models") or []],
         controllers=[str(c.get("kind")) for c in data.get("controllers") or []],
         duration_s=float(data["duration_s"]),
+        training=(int(job["gpus"]), float(job["start_s"]), float(job["end_s"])) if job else None,
+        regulators=tuple(str(b) for b in (data.get("grid") or {}).get("regulators") or {}),
+        scheduled_taps=any(e.get("command") == "set_taps" for e in data.get("events") or []),
     )
+
+
+def _scenario_data(name: str) -> dict[str, Any]:
+    data = yaml.safe_load(_bundled(name).read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def tap_choices(form: ScenarioForm) -> list[str]:
+    """The tap modes the form offers for a scenario: keep, and (when it names regulator banks)
+    fixed, scheduled (when it has ``set_taps`` events) and auto."""
+    if not form.regulators:
+        return [KEEP]
+    return [KEEP, *(m for m in TAP_MODES if m != TAP_SCHEDULED or form.scheduled_taps)]
 
 
 def controller_choices(allow_code: bool) -> list[str]:
@@ -161,7 +229,11 @@ def controller_choices(allow_code: bool) -> list[str]:
 
 def overrides(whatif: WhatIf) -> list[str]:
     """The ``--set`` assignments of a what-if (values written as JSON, which YAML reads as given:
-    a bus ``"675"`` stays text)."""
+    a bus ``"675"`` stays text).
+
+    :raises ScenarioError: a training job added without its GPUs, start or end; a tap mode the
+        scenario does not offer.
+    """
     out: list[str] = []
     if whatif.bus is not None:
         out.append(f"datacenters.0.bus={json.dumps(whatif.bus)}")
@@ -178,8 +250,59 @@ def overrides(whatif: WhatIf) -> list[str]:
         out.append(f"controllers={json.dumps([chosen])}")
     if whatif.duration_s is not None:
         out.append(f"duration_s={json.dumps(whatif.duration_s)}")
+    out += _training_overrides(whatif)
+    out += _tap_overrides(whatif)
     out.append("outputs.plots=false")
     return [*out, *whatif.extra]
+
+
+def _training_overrides(whatif: WhatIf) -> list[str]:
+    """The first site's training job: removed, its changed fields set, or (for a site without one)
+    added whole; the loader checks the values (``end_s`` after ``start_s``, GPUs within capacity).
+
+    :raises ScenarioError: a job added without its GPUs, start or end.
+    """
+    if whatif.training is None:
+        return []
+    where = "datacenters.0.training"
+    if not whatif.training:
+        return [f"{where}=null"]
+    changed = {
+        key: value
+        for key, value in (
+            ("gpus", whatif.training_gpus),
+            ("start_s", whatif.training_start_s),
+            ("end_s", whatif.training_end_s),
+        )
+        if value is not None
+    }
+    if scenario_form(whatif.scenario).training is not None:
+        return [f"{where}.{key}={json.dumps(value)}" for key, value in changed.items()]
+    missing = [key for key in ("gpus", "start_s", "end_s") if key not in changed]
+    if missing:
+        raise ScenarioError([(f"{where}.{key}", "needed to add a training job") for key in missing])
+    return [f"{where}={json.dumps(changed)}"]
+
+
+def _tap_overrides(whatif: WhatIf) -> list[str]:
+    """The tap mode as overrides: each named bank's ``mode``, and the scenario's events without
+    the tap events for the fixed and auto modes.
+
+    :raises ScenarioError: a mode the scenario does not offer (:func:`tap_choices`).
+    """
+    if whatif.taps == KEEP:
+        return []
+    form = scenario_form(whatif.scenario)
+    choices = tap_choices(form)
+    if whatif.taps not in choices:
+        why = "it names no regulator bank" if not form.regulators else f"choose one of {', '.join(choices)}"
+        raise ScenarioError([("grid.regulators", f"tap mode {whatif.taps!r} is not offered for this scenario: {why}")])
+    mode = TAP_AUTO if whatif.taps == TAP_AUTO else TAP_FIXED
+    out = [f"grid.regulators.{bank}.mode={json.dumps(mode)}" for bank in form.regulators]
+    if whatif.taps != TAP_SCHEDULED:
+        events = _scenario_data(whatif.scenario).get("events") or []
+        out.append(f"events={json.dumps([e for e in events if e.get('command') not in TAP_COMMANDS])}")
+    return out
 
 
 def _runs_code(data: dict[str, Any]) -> list[tuple[str, str]]:

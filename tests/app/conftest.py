@@ -17,3 +17,60 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("ieee13_none", "ieee13_ofo"):
         run_scenario(name, out_dir=root / name, overrides=["duration_s=20", "outputs.plots=false"])
     return root
+
+
+# ieee13 at the scenario's own taps [14, 6, 15], tolerance 0, 3 s runs, voltage envelopes only:
+# without a site the feeder is over-voltage (632.c), so a small site is not hosted either; 675 and
+# 692 host a range of sizes, at 634 under-voltage sets in below the over-voltage floor (no size)
+HOSTING_ARGS = [
+    "study",
+    "hosting-capacity",
+    "ieee13",
+    "--buses",
+    "675",
+    "692",
+    "634",
+    "--controller",
+    "none",
+    "--duration-s",
+    "3",
+    "--max-mw",
+    "10",
+    "--no-thermal",
+    "--set",
+    "outputs.voltages=envelope",
+    "--engine",
+    "serial",
+    "--no-progress",
+]
+
+# two 6 s cases of ieee13 with fixed taps, a training job from 1 to 5 s; rule_632 watches only
+# bus 632, which stays inside the band, so it never acts and ties with no control
+SUITE = {
+    "suite": "tiny",
+    "set": ["duration_s=6", "datacenters.0.training.start_s=1", "datacenters.0.training.end_s=5"],
+    "controllers": [
+        {"name": "rule_based", "kind": "rule_based", "params": {"hold_s": 2}},
+        {"name": "pid", "kind": "pid", "tuned": True},
+        {"name": "rule_632", "kind": "rule_based", "params": {"buses": ["632"], "hold_s": 2}},
+    ],
+    "cases": [
+        {"name": "t13", "scenario": "ieee13_fixedtap_none", "variations": [{"zip": {"datacenters.0.bus": ["675"]}}]}
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder holding a tiny hosting-capacity study (``hosting/``) and a tiny benchmark
+    (``bench/``), each made by its own command (about a minute together)."""
+    import yaml
+
+    from openg2g.cli.main import main
+
+    root = tmp_path_factory.mktemp("studies")
+    assert main([*HOSTING_ARGS, "--out", str(root / "hosting")]) == 0
+    suite = root.parent / "tiny_suite.yaml"
+    suite.write_text(yaml.safe_dump(SUITE, sort_keys=False))
+    assert main(["benchmark", str(suite), "--out", str(root / "bench"), "--no-progress", "--no-plot"]) == 0
+    return root

@@ -3,10 +3,13 @@ the app served on a free port of 127.0.0.1. Skipped, saying why, where either is
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +21,17 @@ pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="module")
-def server(runs_dir: Path) -> Iterator[str]:
+SHOTS = os.environ.get("OPENG2G_APP_SCREENSHOTS")
+"""Folder to keep the views' screenshots in (as 256-colour PNGs, e.g. docs/img); unset: checked only."""
+
+
+@contextmanager
+def _serve(root: Path) -> Iterator[str]:
     from werkzeug.serving import make_server
 
     from openg2g.app import create_app
 
-    app, queue = create_app(runs_dir)
+    app, queue = create_app(root)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -34,6 +41,18 @@ def server(runs_dir: Path) -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     httpd.shutdown()
     queue.close()
+
+
+@pytest.fixture(scope="module")
+def server(runs_dir: Path) -> Iterator[str]:
+    with _serve(runs_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def studies_server(studies_dir: Path) -> Iterator[str]:
+    with _serve(studies_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -49,16 +68,28 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.fixture
-def page(browser: Any, server: str) -> Iterator[Any]:
+@contextmanager
+def _open(browser: Any, url: str) -> Iterator[Any]:
     page = browser.new_page(viewport={"width": 1300, "height": 1800})
     hosts: set[str] = set()
     page.on("request", lambda r: hosts.add(r.url.split("/")[2]))
-    page.goto(server)
+    page.goto(url)
     page.wait_for_selector("#runs-table td", timeout=60_000)
     yield page
-    assert hosts <= {server.split("/")[2]}, f"requests left the app: {hosts}"  # no CDN, no version check
+    assert hosts <= {url.split("/")[2]}, f"requests left the app: {hosts}"  # no CDN, no version check
     page.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[Any]:
+    with _open(browser, server) as page:
+        yield page
+
+
+@pytest.fixture
+def studies_page(browser: Any, studies_server: str) -> Iterator[Any]:
+    with _open(browser, studies_server) as page:
+        yield page
 
 
 def _select(page: Any, run_id: str) -> None:
@@ -67,12 +98,23 @@ def _select(page: Any, run_id: str) -> None:
 
 
 def _not_blank(png: bytes) -> bool:
-    import io
-
     from matplotlib.image import imread
 
     pixels = imread(io.BytesIO(png), format="png")
     return bool(np.std(pixels[..., :3]) > 0.05)
+
+
+def _shot(target: Any, name: str) -> None:
+    """Screenshot a page or an element, check it is not blank, and keep it in :data:`SHOTS` as
+    ``app-<name>.png`` (reduced to 256 colours, so each stays small enough for the README)."""
+    png = target.screenshot()
+    assert _not_blank(png), f"the {name} view is blank"
+    if SHOTS:
+        from PIL import Image
+
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=256)
+        image.save(Path(SHOTS) / f"app-{name}.png", optimize=True)
 
 
 CURSOR_X = "document.querySelector('#series-graph .js-plotly-plot').layout.shapes[0].x0"
@@ -86,6 +128,7 @@ def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     assert title.text_content() == "ieee13_ofo: voltage at t = 0.1 s"
     before = page.locator("#map-graph .scatterlayer").inner_html()
     assert _not_blank(page.screenshot(full_page=True))
+    _shot(page.locator("#runs"), "runs")
     # type a step index into the slider's own input: step 150 is t = 15.1 s
     box = page.locator("#time-slider input")
     box.fill("150")
@@ -96,6 +139,7 @@ def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     assert page.locator("#map-graph .scatterlayer").inner_html() != before  # colours changed with the voltages
     assert page.locator("#worst-items li").count() == 8
     assert page.locator("#profile-graph .gtitle").text_content() == "voltage profile at t = 15.1 s"
+    _shot(page.locator("section", has=page.locator("#map-graph")), "map")
 
 
 def test_compare_two_runs(page: Any) -> None:
@@ -106,6 +150,7 @@ def test_compare_two_runs(page: Any) -> None:
     assert "ieee13_none (baseline)" in text and "ieee13_ofo" in text
     assert page.locator("#compare-graph .scatterlayer .trace").count() >= 2
     assert _not_blank(page.locator("#compare-graph").screenshot())
+    _shot(page.locator("section", has=page.locator("#compare-graph")), "compare")
 
 
 def test_a_what_if_with_a_bad_bus_then_a_good_one(page: Any, runs_dir: Path) -> None:
@@ -118,6 +163,7 @@ def test_a_what_if_with_a_bad_bus_then_a_good_one(page: Any, runs_dir: Path) -> 
         "document.querySelector('#wi-errors').innerText.includes('datacenters.0.bus')", timeout=60_000
     )
     assert "999" in page.locator("#wi-errors").inner_text()
+    _shot(page.locator("section", has=page.locator("#wi-run")), "whatif")
     page.fill("#wi-bus", "675")
     page.locator("#wi-bus").press("Tab")
     page.click("#wi-run")
@@ -131,3 +177,63 @@ def test_a_what_if_with_a_bad_bus_then_a_good_one(page: Any, runs_dir: Path) -> 
     _select(page, "whatif/ieee13_none-001")
     page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
     assert "datacenter 675" in page.locator("#map-graph .legend").text_content()
+
+
+def test_a_training_job_ending_before_it_starts_is_shown_inline(page: Any) -> None:
+    page.wait_for_function("document.querySelector('#wi-training-start').value === '1000'", timeout=60_000)
+    assert page.locator("#wi-training input[type=checkbox]").is_checked()  # ieee13_none has a job
+    page.fill("#wi-training-start", "300")
+    page.fill("#wi-training-end", "100")
+    page.locator("#wi-training-end").press("Tab")
+    page.click("#wi-run")
+    page.wait_for_function(
+        "document.querySelector('#wi-errors').innerText.includes('datacenters.0.training')", timeout=60_000
+    )
+    assert "end_s (100.0) must be after start_s (300.0)" in page.locator("#wi-errors").inner_text()
+    assert "queued" not in page.locator("#wi-errors").inner_text()
+
+
+def test_the_tap_mode_reaches_the_downloaded_scenario(page: Any) -> None:
+    page.wait_for_function("document.querySelector('#wi-bus').value === '671'", timeout=60_000)
+    page.click("#wi-taps")
+    options = page.locator(".dash-dropdown-option")  # the open list, drawn outside the dropdown
+    options.first.wait_for(timeout=30_000)
+    assert options.all_inner_texts() == ["(as in the scenario)", "fixed", "scheduled", "auto"]
+    options.filter(has_text="auto").click()
+    with page.expect_download(timeout=60_000) as download:
+        page.click("#wi-download")
+    text = Path(download.value.path()).read_text()
+    import yaml
+
+    scenario = yaml.safe_load(text)
+    assert scenario["grid"]["regulators"]["reg1"]["mode"] == "auto"
+    assert [e["command"] for e in scenario["events"]] == ["set_inference_scale"]
+
+
+def test_the_hosting_capacity_view(studies_page: Any) -> None:
+    page = studies_page
+    page.wait_for_selector("#hc-map .scatterlayer .point", timeout=60_000)
+    assert page.locator("#hc-map .gtitle").text_content() == (
+        "hosting: hosting capacity with controller none (MW peak)"
+    )
+    assert "infeasible" in page.locator("#hc-map .legend").text_content()
+    rows = {r.split("\t")[0]: r.split("\t") for r in page.locator("#hc-table tbody tr").all_inner_texts()[1:]}
+    assert rows["634"][1] == "infeasible" and rows["634"][2] == ""  # no MW where none is hosted
+    assert rows["675"][1] == "hosted" and float(rows["675"][2]) > 0
+    _shot(page.locator("#hosting"), "hosting")
+
+
+def test_the_leaderboard_sorts_and_opens_a_run(studies_page: Any) -> None:
+    page = studies_page
+    page.wait_for_selector("#lb-table tbody td", timeout=60_000)
+    ranks = "Array.from(document.querySelectorAll('#lb-table tbody tr td:first-child')).map(c => c.innerText)"
+    page.wait_for_function(f"JSON.stringify({ranks}) === JSON.stringify(['1', '2', '=3', '=3'])", timeout=30_000)
+    _shot(page.locator("#leaderboard"), "leaderboard")
+    page.locator("#lb-table th .column-header--sort").first.click()  # rank, ascending: as the file
+    page.locator("#lb-table th .column-header--sort").first.click()  # descending
+    page.wait_for_function(f"JSON.stringify({ranks}) === JSON.stringify(['=3', '=3', '2', '1'])", timeout=30_000)
+    page.locator("#lb-cases a", has_text="bench/runs/t13-v0-pid").click()
+    page.wait_for_function(
+        "document.querySelector('#map-run').innerText.includes('bench/runs/t13-v0-pid')", timeout=60_000
+    )
+    page.wait_for_selector("#series-graph .scatterlayer .trace", timeout=60_000)

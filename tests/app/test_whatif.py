@@ -8,7 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.app.whatif import KEEP, NO_CONTROL, RunQueue, WhatIf, check, overrides, parse_params, scenario_form
+from openg2g.app.whatif import (
+    KEEP,
+    NO_CONTROL,
+    TAP_AUTO,
+    TAP_FIXED,
+    TAP_SCHEDULED,
+    RunQueue,
+    WhatIf,
+    check,
+    overrides,
+    parse_params,
+    scenario_form,
+    tap_choices,
+)
 from openg2g.core.errors import ScenarioError
 
 
@@ -51,6 +64,57 @@ def test_the_form_starts_from_the_scenario() -> None:
     assert form.models[0] == ("Llama-3.1-8B", 720, 128)
     with pytest.raises(ScenarioError, match="not a bundled scenario: 'nope'"):
         scenario_form("nope")
+
+
+def test_the_training_job_is_changed_removed_or_added() -> None:
+    assert scenario_form("ieee13_none").training == (2400, 1000.0, 2000.0)
+    assert scenario_form("ieee13_thermal_ofo").training is None
+    moved = WhatIf("ieee13_none", training=True, training_start_s=100.0, training_end_s=400.0)
+    assert overrides(moved)[:2] == ["datacenters.0.training.start_s=100.0", "datacenters.0.training.end_s=400.0"]
+    assert overrides(WhatIf("ieee13_none", training=False))[0] == "datacenters.0.training=null"
+    added = WhatIf("ieee13_thermal_ofo", training=True, training_gpus=16, training_start_s=2.0, training_end_s=8.0)
+    assert overrides(added)[0] == 'datacenters.0.training={"gpus": 16, "start_s": 2.0, "end_s": 8.0}'
+    job = check(added, allow_code=False).scenario.datacenters[0].training
+    assert job is not None and (job.gpus, job.start_s, job.end_s) == (16, 2.0, 8.0)
+    with pytest.raises(ScenarioError) as info:
+        overrides(WhatIf("ieee13_thermal_ofo", training=True, training_start_s=2.0))
+    assert [loc for loc, _ in info.value.problems] == ["datacenters.0.training.gpus", "datacenters.0.training.end_s"]
+
+
+def test_a_training_job_ending_before_it_starts_is_reported_with_its_field_path() -> None:
+    with pytest.raises(ScenarioError) as info:
+        check(WhatIf("ieee13_none", training=True, training_start_s=300.0, training_end_s=100.0), allow_code=False)
+    ((loc, msg),) = info.value.problems
+    assert loc.endswith("ieee13_none.yaml: datacenters.0.training")
+    assert "end_s (100.0) must be after start_s (300.0)" in msg
+
+
+def test_tap_modes_set_every_named_bank_and_keep_or_drop_the_tap_events() -> None:
+    assert tap_choices(scenario_form("ieee13_none")) == [KEEP, TAP_FIXED, TAP_SCHEDULED, TAP_AUTO]
+    assert tap_choices(scenario_form("ieee34_ref_none")) == [KEEP, TAP_FIXED, TAP_AUTO]  # no set_taps events
+    assert tap_choices(scenario_form("cigre_mv_ofo")) == [KEEP]  # names no regulator
+    ramp = '{"t_s": 2500, "command": "set_inference_scale", "site": "dc1", "fraction": 0.5, "ramp_s": 500}'
+    assert overrides(WhatIf("ieee13_none", taps=TAP_FIXED))[:2] == [
+        'grid.regulators.reg1.mode="fixed"',
+        f"events=[{ramp}]",
+    ]
+    assert overrides(WhatIf("ieee13_none", taps=TAP_SCHEDULED))[:2] == [
+        'grid.regulators.reg1.mode="fixed"',
+        "outputs.plots=false",
+    ]
+    assert overrides(WhatIf("ieee34_none", taps=TAP_AUTO))[:3] == [
+        'grid.regulators.reg1.mode="auto"',
+        'grid.regulators.reg2.mode="auto"',
+        "events=[]",
+    ]
+    scenario = check(WhatIf("ieee13_none", taps=TAP_AUTO), allow_code=False).scenario
+    assert scenario.grid.regulators["reg1"].mode == "auto"
+    assert scenario.grid.regulators["reg1"].taps == [14, 6, 15]  # the initial taps stay
+    assert [e.command for e in scenario.events] == ["set_inference_scale"]
+    with pytest.raises(ScenarioError, match="tap mode 'auto' is not offered for this scenario: it names no regulator"):
+        overrides(WhatIf("cigre_mv_ofo", taps=TAP_AUTO))
+    with pytest.raises(ScenarioError, match="tap mode 'scheduled' is not offered"):
+        overrides(WhatIf("ieee34_ref_none", taps=TAP_SCHEDULED))
 
 
 def test_a_bad_bus_is_reported_with_its_field_path() -> None:

@@ -1,0 +1,379 @@
+"""Study results the app shows beside the runs: hosting-capacity studies and benchmark leaderboards.
+
+Both are found by the files their commands write (no Dash, no plotly here):
+
+- a folder with ``hosting_capacity.parquet`` holds ``openg2g study hosting-capacity`` output
+  (:mod:`openg2g.studies.hosting`: one row per bus and controller). :func:`hosting_map` turns the
+  rows of one controller into MW per bus for the feeder map: the hosted peak (``capacity_peak_mw``)
+  where some size is hosted, no number where none is (:data:`INFEASIBLE`, :data:`NOT_CONVERGED`,
+  :data:`FAILED`), so such a bus never reads as 0 MW. The feeder is the one of the study's own
+  runs (``runs/<bus>-<controller>-k<blocks>/``), drawn as the voltage map draws it.
+- a folder with ``leaderboard.csv`` and ``cases.parquet`` holds ``openg2g benchmark`` output
+  (:mod:`openg2g.benchmark.run`). :func:`read_leaderboard` keeps the file's ranking order (a
+  controller with non-converged runs is already ranked after the others) and writes a shared rank
+  ``=3``, as ``leaderboard.md`` does; its cases name their run folders (``runs/<case>-<controller>``)
+  when they are there, to open them in the runs view.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from openg2g.app.data import MAX_DEPTH, AppError, resolve_run
+from openg2g.plot.feeder import edge_segments
+from openg2g.plot.run import RunData
+
+__all__ = [
+    "BENCHMARK",
+    "FAILED",
+    "HOSTED",
+    "HOSTING",
+    "INFEASIBLE",
+    "NOT_CONVERGED",
+    "HostingMap",
+    "Leaderboard",
+    "StudyEntry",
+    "hosting_map",
+    "hosting_rows",
+    "list_studies",
+    "read_leaderboard",
+    "resolve_study",
+    "sort_rows",
+]
+
+HOSTING = "hosting_capacity"
+"""Study kind: ``openg2g study hosting-capacity`` output."""
+
+BENCHMARK = "benchmark"
+"""Study kind: ``openg2g benchmark`` output."""
+
+MARKERS: dict[str, tuple[str, ...]] = {
+    HOSTING: ("hosting_capacity.parquet",),
+    BENCHMARK: ("leaderboard.csv", "cases.parquet"),
+}
+"""The files that make a folder a study of each kind."""
+
+HOSTED = "hosted"
+"""Bus state: some size is hosted; its MW is the largest hosted size's peak."""
+
+INFEASIBLE = "infeasible"
+"""Bus state: no size is hosted (the feeder breaks a limit without the site, or the over-voltage
+floor lies above the largest size free of the growing limits)."""
+
+NOT_CONVERGED = "not converged"
+"""Bus state: no size is hosted because the first size tried failed (a run that did not complete,
+or grid steps that did not converge)."""
+
+FAILED = "error"
+"""Bus state: the search stopped on an error (an invalid run, limits not monotone in size)."""
+
+
+@dataclass(frozen=True)
+class StudyEntry:
+    """A study folder under the runs folder.
+
+    :param study_id: its path relative to the runs folder (``"."`` for the folder itself).
+    :param kind: :data:`HOSTING` or :data:`BENCHMARK`.
+    """
+
+    study_id: str
+    kind: Literal["hosting_capacity", "benchmark"]
+
+
+def _kind(folder: Path) -> Literal["hosting_capacity", "benchmark"] | None:
+    if all((folder / name).is_file() for name in MARKERS[HOSTING]):
+        return "hosting_capacity"
+    if all((folder / name).is_file() for name in MARKERS[BENCHMARK]):
+        return "benchmark"
+    return None
+
+
+def list_studies(root: Path) -> list[StudyEntry]:
+    """The study folders under ``root`` (itself included), at most :data:`MAX_DEPTH` deep, sorted by
+    id; run folders, hidden folders and symbolic links are not entered.
+
+    :raises AppError: ``root`` is not a folder.
+    """
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise AppError(f"runs folder {root} is not a folder")
+    found: list[StudyEntry] = []
+    level = [root]
+    for _ in range(MAX_DEPTH + 1):
+        below: list[Path] = []
+        for folder in level:
+            kind = _kind(folder)
+            if kind is not None:
+                found.append(StudyEntry(folder.relative_to(root).as_posix(), kind))
+                continue  # its runs/ are the study's own
+            if (folder / "summary.json").is_file() or (folder / "scenario.yaml").is_file():
+                continue
+            try:
+                below += [
+                    p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                ]
+            except OSError:
+                continue
+        level = sorted(below)
+    return sorted(found, key=lambda e: e.study_id)
+
+
+def resolve_study(root: Path, study_id: str, kind: str) -> Path:
+    """The folder of a study id, refused when it is not a study of ``kind`` inside ``root``.
+
+    :raises AppError: the id leaves ``root`` or names no such study.
+    """
+    root = Path(root).resolve()
+    if not isinstance(study_id, str) or not study_id or "\x00" in study_id:
+        raise AppError(f"not a study id: {study_id!r}")
+    folder = (root / study_id).resolve()
+    if folder != root and root not in folder.parents:
+        raise AppError(f"study {study_id!r} is not inside the runs folder")
+    if not folder.is_dir() or _kind(folder) != kind:
+        files = " and ".join(MARKERS[kind]) if kind in MARKERS else "?"
+        raise AppError(f"no {kind.replace('_', ' ')} study {study_id!r} in the runs folder (no {files})")
+    return folder
+
+
+def _run_id(study_id: str, name: str) -> str:
+    return f"runs/{name}" if study_id == "." else f"{study_id}/runs/{name}"
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _where(limit: Any, element: Any) -> str:
+    limit, element = _text(limit), _text(element)
+    return f"{limit} at {element}" if limit and element else limit
+
+
+def _state_and_limit(row: pd.Series) -> tuple[str, str]:
+    """A hosting row's state and its limiting constraint in words."""
+    error = _text(row.get("error"))
+    if error:
+        return FAILED, error
+    binding = _where(row.get("binding_limit"), row.get("binding_element"))
+    lower = _where(row.get("lower_limit"), row.get("lower_element"))
+    if int(row["capacity_blocks"]) > 0 and not bool(row.get("empty_range")):
+        if bool(row.get("capped")):
+            return HOSTED, "none up to the study's max_mw (the search stopped there)"
+        return HOSTED, binding + (f"; {lower} sets the smallest size" if lower else "")
+    if "failed" in _text(row.get("binding_limit")).split("+"):
+        return NOT_CONVERGED, "the first size tried did not complete or converge"
+    baseline = _where(row.get("baseline_limits"), row.get("baseline_element"))
+    failing = row.get("first_failing_blocks")
+    if baseline and pd.notna(failing) and int(failing) == 0:
+        return INFEASIBLE, f"the feeder breaks {baseline} without the site"
+    if bool(row.get("empty_range")):
+        return (
+            INFEASIBLE,
+            f"{lower or 'over-voltage'} needs a larger site than {binding or 'the growing limits'} allows",
+        )
+    return INFEASIBLE, binding or "no size hosted"
+
+
+def hosting_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """A hosting-capacity table in the app's terms, one row per bus and controller in the table's
+    order: ``bus``, ``controller``, ``state`` (:data:`HOSTED`, :data:`INFEASIBLE`,
+    :data:`NOT_CONVERGED`, :data:`FAILED`), ``capacity_mw`` (the hosted size's peak, MW; NaN unless
+    hosted), ``capacity_gpus`` (None unless hosted), ``min_mw`` (the smallest hosted size's peak,
+    MW; NaN unless hosted), ``limit`` (the limiting constraint in words) and ``n_runs``."""
+    rows = []
+    for _, row in table.iterrows():
+        state, limit = _state_and_limit(row)
+        hosted = state == HOSTED
+        rows.append(
+            {
+                "bus": str(row["bus"]),
+                "controller": str(row["controller"]),
+                "state": state,
+                "capacity_mw": float(row["capacity_peak_mw"]) if hosted else math.nan,
+                "capacity_gpus": int(row["capacity_gpus"]) if hosted else None,
+                "min_mw": float(row["min_peak_mw"]) if hosted else math.nan,
+                "limit": limit,
+                "n_runs": int(row["n_runs"]),
+            }
+        )
+    columns = ["bus", "controller", "state", "capacity_mw", "capacity_gpus", "min_mw", "limit", "n_runs"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+@dataclass(frozen=True)
+class HostingMap:
+    """One controller's hosting capacity on the feeder.
+
+    :param study_id: the study.
+    :param controller: the controller shown.
+    :param controllers: every controller of the study, in its order.
+    :param rows: :func:`hosting_rows` of ``controller``.
+    :param positions: bus -> drawing position.
+    :param segments: ``(kind, in_service)`` -> branch segments, as on the voltage map.
+    :param run_id: the study run whose feeder is drawn.
+    """
+
+    study_id: str
+    controller: str
+    controllers: tuple[str, ...]
+    rows: pd.DataFrame
+    positions: dict[str, tuple[float, float]]
+    segments: dict[tuple[str, bool], list[list[tuple[float, float]]]]
+    run_id: str
+
+    def capacity_mw(self) -> dict[str, float]:
+        """Bus -> hosted MW (peak) of the buses where some size is hosted."""
+        hosted = self.rows[self.rows["state"] == HOSTED]
+        return dict(zip(hosted["bus"], hosted["capacity_mw"].astype(float)))
+
+    def unhosted(self) -> dict[str, str]:
+        """Bus -> state of the studied buses where no size is hosted."""
+        others = self.rows[self.rows["state"] != HOSTED]
+        return dict(zip(others["bus"], others["state"]))
+
+
+def study_run(root: Path, study_id: str) -> str:
+    """The run id of the first run folder of a study (its ``runs/`` sub-folder), to read the feeder.
+
+    :raises AppError: the study has no run folder.
+    """
+    folder = resolve_study(root, study_id, HOSTING) / "runs"
+    names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    for name in names:
+        run_id = _run_id(study_id, name)
+        try:
+            resolve_run(root, run_id)
+        except AppError:
+            continue
+        return run_id
+    raise AppError(f"hosting study {study_id!r} has no run folder under runs/ to draw its feeder from")
+
+
+def hosting_map(
+    root: Path,
+    study_id: str,
+    controller: str | None,
+    run: RunData,
+    positions: dict[str, tuple[float, float]],
+) -> HostingMap:
+    """The hosting capacity of one controller of a study on its feeder.
+
+    :param controller: one of the study's controllers; ``None`` for its first.
+    :param run: one of the study's runs (:func:`study_run`), whose feeder is drawn.
+    :param positions: bus -> drawing position of that feeder.
+    :raises AppError: not a hosting study, a controller it does not have, or a run without a
+        readable feeder.
+    """
+    folder = resolve_study(root, study_id, HOSTING)
+    rows = hosting_rows(pd.read_parquet(folder / "hosting_capacity.parquet"))
+    controllers = tuple(dict.fromkeys(rows["controller"]))
+    if not controllers:
+        raise AppError(f"hosting study {study_id!r} has no rows")
+    chosen = controller or controllers[0]
+    if chosen not in controllers:
+        raise AppError(f"hosting study {study_id!r} has no controller {chosen!r}; it has {', '.join(controllers)}")
+    if isinstance(run.topology, str):
+        raise AppError(f"no feeder map: {run.topology}")
+    return HostingMap(
+        study_id=study_id,
+        controller=chosen,
+        controllers=controllers,
+        rows=rows[rows["controller"] == chosen].reset_index(drop=True),
+        positions=positions,
+        segments=edge_segments(run.topology.edges, positions),
+        run_id=run.out_dir.relative_to(Path(root).resolve()).as_posix(),
+    )
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """A benchmark's leaderboard and its cases.
+
+    :param study_id: the benchmark folder.
+    :param board: ``leaderboard.csv`` in its order (the ranking), with ``rank_text`` (``=3`` for a
+        shared rank) and ``label`` (the controller, marked ``[n incomplete]``, ``[n not converged]``).
+    :param cases: ``cases.parquet`` with ``run`` (the run id of its folder, ``""`` when the folder
+        is not there).
+    :param n_shared: cases every ranked controller completed (the ranking's cases), from the
+        leaderboard's header; ``None`` when unknown.
+    :param scores: the per-run scores, as the leaderboard has them (each with ``<score>_mean`` and
+        ``<score>_worst`` columns; lower is better for each).
+    """
+
+    study_id: str
+    board: pd.DataFrame
+    cases: pd.DataFrame
+    n_shared: int | None
+    scores: tuple[str, ...]
+
+
+def _label(row: pd.Series) -> str:
+    name = str(row["controller"])
+    if int(row["n_incomplete"]):
+        name += f" [{int(row['n_incomplete'])} incomplete]"
+    if int(row["n_nonconverged"]):
+        name += f" [{int(row['n_nonconverged'])} not converged]"
+    return name
+
+
+def _n_shared(markdown: Path) -> int | None:
+    """The number of shared cases in ``leaderboard.md``'s header (``violation pu.s, N shared cases``)."""
+    try:
+        header = markdown.read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    for cell in header.split("|"):
+        words = cell.strip().split()
+        if len(words) == 5 and words[3:] == ["shared", "cases"] and words[2].isdigit():
+            return int(words[2])
+    return None
+
+
+def read_leaderboard(root: Path, study_id: str) -> Leaderboard:
+    """A benchmark's leaderboard (``leaderboard.csv``, in its ranking order) and cases.
+
+    :raises AppError: not a benchmark folder.
+    """
+    folder = resolve_study(root, study_id, BENCHMARK)
+    board = pd.read_csv(folder / "leaderboard.csv")
+    board["rank_text"] = [f"={r}" if bool(t) else str(r) for r, t in zip(board["rank"], board["tied"])]
+    board["label"] = [_label(row) for _, row in board.iterrows()]
+    cases = pd.read_parquet(folder / "cases.parquet")
+    runs = []
+    for run_id in cases["run_id"].astype(str):
+        full = _run_id(study_id, run_id)
+        try:
+            resolve_run(root, full)
+        except AppError:
+            full = ""
+        runs.append(full)
+    cases = cases.assign(run=runs)
+    scores = tuple(
+        c.removesuffix("_mean") for c in board.columns if c.endswith("_mean") and f"{c[:-5]}_worst" in board.columns
+    )
+    return Leaderboard(study_id, board, cases, _n_shared(folder / "leaderboard.md"), scores)
+
+
+def sort_rows(rows: Sequence[dict[str, Any]], sort_by: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+    """Table rows sorted as a table header asks (``[{"column_id": ..., "direction": "asc"|"desc"}]``,
+    the first the main key); a column ``c`` with a ``_c`` twin sorts by the twin (the rank text
+    ``=3`` by its position), and empty cells go last either way.
+    """
+    out = list(rows)
+    for key in reversed(list(sort_by)):
+        column = key["column_id"]
+        twin = f"_{column}"
+        desc = key.get("direction") == "desc"
+
+        def value(row: dict[str, Any], column: str = column, twin: str = twin) -> Any:
+            return row.get(twin, row.get(column))
+
+        filled = [r for r in out if value(r) not in (None, "") and value(r) == value(r)]
+        empty = [r for r in out if not (value(r) not in (None, "") and value(r) == value(r))]
+        out = sorted(filled, key=value, reverse=desc) + empty
+    return out

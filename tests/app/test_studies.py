@@ -1,0 +1,166 @@
+"""The study views' data: a hosting-capacity study and a benchmark made by their own commands
+(``studies_dir``), read back as the app shows them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from openg2g.app import views
+from openg2g.app.data import AppError, RunStore
+from openg2g.app.studies import (
+    FAILED,
+    HOSTED,
+    INFEASIBLE,
+    NOT_CONVERGED,
+    StudyEntry,
+    hosting_map,
+    hosting_rows,
+    list_studies,
+    read_leaderboard,
+    resolve_study,
+    sort_rows,
+    study_run,
+)
+
+
+def _hosting(root: Path, controller: str | None = None):
+    store = RunStore(root)
+    run = store.get(study_run(root, "hosting"))
+    positions = store.positions(run)
+    assert positions is not None
+    return hosting_map(root, "hosting", controller, run, positions)
+
+
+@pytest.mark.slow
+def test_studies_are_found_by_their_files(studies_dir: Path) -> None:
+    assert list_studies(studies_dir) == [StudyEntry("bench", "benchmark"), StudyEntry("hosting", "hosting_capacity")]
+    assert list_studies(studies_dir / "bench") == [StudyEntry(".", "benchmark")]
+    with pytest.raises(AppError, match="no benchmark study 'hosting'"):
+        resolve_study(studies_dir, "hosting", "benchmark")
+    with pytest.raises(AppError, match="not inside the runs folder"):
+        resolve_study(studies_dir / "hosting", "../bench", "benchmark")
+
+
+@pytest.mark.slow
+def test_map_mw_per_bus_is_the_study_table(studies_dir: Path) -> None:
+    table = pd.read_parquet(studies_dir / "hosting" / "hosting_capacity.parquet")
+    hmap = _hosting(studies_dir)
+    assert hmap.controller == "none" and hmap.controllers == ("none",)
+    # 675 and 692 host a range of sizes; at 634 the over-voltage floor lies above the
+    # under-voltage cap (empty_range), so it hosts none and is drawn as infeasible, not as 0 MW
+    hosted = table[table["capacity_blocks"] > 0]
+    assert sorted(hosted["bus"]) == ["675", "692"]
+    assert hmap.capacity_mw() == dict(zip(hosted["bus"], hosted["capacity_peak_mw"]))
+    assert hmap.unhosted() == {"634": INFEASIBLE}
+    assert bool(table.set_index("bus").at["634", "empty_range"])
+    figure = views.hosting_figure(hmap)
+    coloured = next(t for t in figure.data if t.name == "hosted MW (peak)")
+    assert dict(zip(coloured.text, coloured.marker.color)) == hmap.capacity_mw()
+    infeasible = next(t for t in figure.data if t.name == INFEASIBLE)
+    assert list(infeasible.text) == ["634"]
+    # the limiting constraint per bus, as the study table names it
+    rows = hmap.rows.set_index("bus")
+    for bus in ("675", "692"):
+        source = table.set_index("bus").loc[bus]
+        assert rows.at[bus, "limit"] == (
+            f"{source['binding_limit']} at {source['binding_element']}; "
+            f"{source['lower_limit']} at {source['lower_element']} sets the smallest size"
+        )
+    assert math.isnan(rows.at["634", "capacity_mw"])
+    _, cells = views.hosting_table(hmap)
+    assert [c["capacity_mw"] for c in cells if c["bus"] == "634"] == [None]
+
+
+def test_hosting_states_of_buses_that_host_nothing() -> None:
+    base = {
+        "controller": "none",
+        "capacity_blocks": 0,
+        "capacity_gpus": 0,
+        "capacity_peak_mw": 0.0,
+        "min_peak_mw": math.nan,
+        "empty_range": False,
+        "capped": False,
+        "binding_limit": None,
+        "binding_element": None,
+        "lower_limit": None,
+        "lower_element": None,
+        "baseline_limits": None,
+        "baseline_element": None,
+        "first_failing_blocks": 1,
+        "n_runs": 3,
+        "error": None,
+    }
+    table = pd.DataFrame(
+        [
+            {**base, "bus": "a", "binding_limit": "failed"},
+            {**base, "bus": "b", "error": "limits not monotone in the site's size"},
+            {
+                **base,
+                "bus": "c",
+                "baseline_limits": "undervoltage",
+                "baseline_element": "611.c",
+                "first_failing_blocks": 0,
+            },
+            {**base, "bus": "d", "capacity_blocks": 4, "capacity_gpus": 640, "capacity_peak_mw": 1.5, "capped": True},
+        ]
+    )
+    rows = hosting_rows(table).set_index("bus")
+    assert list(rows["state"]) == [NOT_CONVERGED, FAILED, INFEASIBLE, HOSTED]
+    assert rows["capacity_mw"].isna().tolist() == [True, True, True, False]
+    assert rows.at["c", "limit"] == "the feeder breaks undervoltage at 611.c without the site"
+    assert rows.at["b", "limit"] == "limits not monotone in the site's size"
+    assert rows.at["d", "capacity_mw"] == 1.5
+
+
+@pytest.mark.slow
+def test_leaderboard_order_is_the_ranking_file(studies_dir: Path) -> None:
+    folder = studies_dir / "bench"
+    board = read_leaderboard(studies_dir, "bench")
+    assert list(board.board["controller"]) == list(pd.read_csv(folder / "leaderboard.csv")["controller"])
+    markdown = [line.split("|")[1:3] for line in (folder / "leaderboard.md").read_text().splitlines()[2:]]
+    assert list(board.board["rank_text"]) == [rank.strip() for rank, _ in markdown]
+    # rule_632 never acts (bus 632 stays inside the band): it ties with no control, shown =3
+    assert dict(zip(board.board["controller"], board.board["rank_text"])) == {
+        "rule_based": "1",
+        "pid": "2",
+        "none": "=3",
+        "rule_632": "=3",
+    }
+    assert board.n_shared == 2
+    assert board.scores == (
+        "violation_integral_pu_s",
+        "violation_time_s",
+        "throughput_loss_pct",
+        "itl_deadline_miss_pct",
+        "n_tap_changes",
+    )
+    columns, rows, _ = views.leaderboard_table(board)
+    assert [r["rank"] for r in rows] == ["1", "2", "=3", "=3"]
+    assert columns[3]["name"] == "violation (pu.s), 2 shared cases"
+    # the per-case rows link each run folder, which the runs view lists by that id
+    assert sorted(board.cases["run"]) == sorted(
+        f"bench/runs/{case}-{ctrl}"
+        for case in ("t13-ref", "t13-v0")
+        for ctrl in ("none", "rule_based", "pid", "rule_632")
+    )
+    for run_id in board.cases["run"]:
+        assert (studies_dir / run_id / "summary.json").is_file()
+
+
+def test_sort_rows_uses_the_rank_position_and_puts_empty_cells_last() -> None:
+    rows = [
+        {"rank": "1", "_rank": 0, "score": 0.5},
+        {"rank": "=2", "_rank": 1, "score": None},
+        {"rank": "=2", "_rank": 2, "score": 0.1},
+        {"rank": "10", "_rank": 3, "score": 0.3},
+    ]
+    by_rank = sort_rows(rows, [{"column_id": "rank", "direction": "desc"}])
+    assert [r["_rank"] for r in by_rank] == [3, 2, 1, 0]
+    by_score = sort_rows(rows, [{"column_id": "score", "direction": "asc"}])
+    assert [r["_rank"] for r in by_score] == [2, 3, 0, 1]
+    assert [r["_rank"] for r in sort_rows(rows, [{"column_id": "score", "direction": "desc"}])] == [0, 3, 2, 1]
+    assert sort_rows(rows, []) == rows
