@@ -238,7 +238,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again.add_argument(
         "--overwrite",
         action="store_true",
-        help="start afresh in an OUT that holds an earlier run (its checkpoints are deleted); without it or "
+        help="start afresh in an OUT that holds an earlier run (its checkpoints, best model, evaluations and "
+        "statistics are deleted); without it or "
         "--resume such a folder is refused, naming what it holds",
     )
     p.add_argument(
