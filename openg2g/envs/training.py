@@ -614,7 +614,8 @@ def train_policy(
         layout=probe.layout.describe(),
     )  # fmt: skip
     if overwrite and not resume:
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        if (out / "checkpoints").is_dir():
+            shutil.rmtree(out / "checkpoints")
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
     start = _resume_point(out, meta, resume, settings_json, log)
