@@ -8,15 +8,20 @@ Examples::
     openg2g train toy --steps 5000 --out runs/train_toy            # analytic toy case
     openg2g train toy --steps 5000 --tensorboard runs/tb            # also TensorBoard logs
     openg2g train ieee13_none --steps 50000 --env miss_budget=0.05 --init-from ieee13_ppo  # fine-tune
+    openg2g train toy --steps 20000 --eval-every 2000 --out runs/train_toy  # keeps best_model.zip
 
 ``--env KEY=VALUE`` sets an env setting (:class:`openg2g.envs.EnvConfig`), dotted for nested ones:
 ``--env action=box --env reward.voltage=200 --env observation.voltages=bus_phases``; custom terms
 (``openg2g.envs.terms``) as YAML lists: ``--env 'reward_terms=[{term: batch_reversals, weight: -0.1}]'``.
-Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``), checkpoints, CSV logs,
-``monitor.csv`` and ``train.json`` (see :mod:`openg2g.envs.training_run`). ``--resume`` continues
-the run in OUT: same logs and monitor file, reward-normalization statistics restored, one more
-segment in ``train.json``. What is not given again comes from OUT/train.json (scenario, --set,
---algo, hyper-parameters, --steps, --n-envs, --seed; each --env over the stored env settings);
+Writes ``policy.zip`` + ``policy.json`` (use with ``kind: rl_policy``) and ``vecnormalize.pkl``
+(the reward normalization's statistics), checkpoints, CSV logs, ``monitor.csv`` and ``train.json``;
+with ``--eval-every N`` the policy is also scored every N steps on the env's validation variations
+(not the held-out ones the final score uses), each score appended to ``evaluations.npz`` and the
+best model kept as ``best_model.zip`` + ``.json`` (rl-zoo's layout, see
+:mod:`openg2g.envs.training_run`). ``--resume`` continues the run in OUT: same logs, monitor file
+and evaluations, reward-normalization statistics restored, one more segment in ``train.json``.
+What is not given again comes from OUT/train.json (scenario, --set, --algo, hyper-parameters,
+--steps, --n-envs, --seed, --eval-every, --val-episodes; each --env over the stored env settings);
 what is given must match the run, and a refusal names each field with its old and new value.
 Without --resume, an OUT holding a training run is refused unless --overwrite is given; OUT is
 locked while training writes it, and policies are written through a temporary file and a rename.
@@ -66,7 +71,8 @@ _OPTION = {"learning_rate": "--lr", "normalize_reward": "--raw-reward"}
 
 def _stored_options(record: Mapping[str, Any] | None) -> dict[str, Any]:
     """The :class:`~openg2g.envs.training.TrainOptions` fields a resumed run's ``train.json`` holds:
-    algorithm, hyper-parameters, and the last segment's target steps, env count and seed."""
+    algorithm, hyper-parameters, and the last segment's target steps, env count, seed and periodic
+    evaluation."""
     if record is None:
         return {}
     last = record["segments"][-1] if record["segments"] else {}
@@ -76,6 +82,8 @@ def _stored_options(record: Mapping[str, Any] | None) -> dict[str, Any]:
         "steps": record.get("steps"),
         "n_envs": last.get("n_envs"),
         "seed": last.get("seed"),
+        "eval_every": last.get("eval_every"),
+        "val_episodes": last.get("val_episodes"),
     }
     return {k: v for k, v in stored.items() if v is not None}
 
@@ -97,6 +105,8 @@ def _options(args: argparse.Namespace, stored: Mapping[str, Any]) -> TrainOption
         "seed": args.seed,
         "checkpoint_every": args.checkpoint_every,
         "eval_episodes": args.eval_episodes,
+        "eval_every": args.eval_every,
+        "val_episodes": args.val_episodes,
         "n_steps": args.n_steps,
         "batch_size": args.batch_size,
         "learning_rate": args.lr,
@@ -184,6 +194,8 @@ def _train(args: argparse.Namespace) -> int:
             resume=args.resume,
             checkpoint_every=options.checkpoint_every,
             eval_episodes=options.eval_episodes,
+            eval_every=options.eval_every,
+            val_episodes=options.val_episodes,
             tensorboard=Path(args.tensorboard) if args.tensorboard else None,
             progress=not args.no_progress,
             init_from=args.init_from,
@@ -227,7 +239,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again.add_argument(
         "--overwrite",
         action="store_true",
-        help="start afresh in an OUT that holds an earlier run (its checkpoints are deleted); without it or "
+        help="start afresh in an OUT that holds an earlier run (its checkpoints, best model, evaluations and "
+        "statistics are deleted); without it or "
         "--resume such a folder is refused, naming what it holds",
     )
     p.add_argument(
@@ -246,6 +259,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=4,
         help="held-out episodes scored at the end (0: none; at most the env's n_eval)",
+    )
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        metavar="STEPS",
+        help="score the policy every STEPS env steps on the validation variations, keeping evaluations.npz and "
+        "best_model.zip (default 0: off, since each evaluation pauses training for --val-episodes episodes)",
+    )
+    p.add_argument(
+        "--val-episodes",
+        type=int,
+        help="validation episodes per periodic evaluation (default 4)",
     )
     p.add_argument("--n-steps", type=int, help="PPO/A2C rollout steps per env (default 256)")
     p.add_argument("--batch-size", type=int, help="minibatch size (default 64)")

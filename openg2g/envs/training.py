@@ -3,9 +3,14 @@
 :func:`train_policy` trains on vectorized copies of :class:`~openg2g.envs.env.G2GEnv` (subprocesses
 when ``n_envs > 1``), logs SB3's figures to CSV (and TensorBoard on request), saves a checkpoint
 every ``checkpoint_every`` steps, continues a run on request (see :mod:`openg2g.envs.training_run`
-for the folder and what a resumed segment keeps), and at the end writes ``policy.zip``/``policy.json``
-and scores the policy against a uniformly random one on the env's held-out evaluation set
-(:func:`score_policy`).
+for the folder and what a resumed segment keeps), on request scores the policy every ``eval_every``
+steps on the env's validation set and keeps the best (:class:`PeriodicEvaluation`), and at the end
+writes ``policy.zip``/``policy.json`` (with ``vecnormalize.pkl``) and scores the policy against a
+uniformly random one on the env's held-out evaluation set (:func:`score_policy`).
+
+Two fixed sets of variations, drawn from ``EnvConfig.eval_seed`` on separate streams
+(:class:`~openg2g.envs.variations.ScenarioGenerator`): the *validation* set chooses the run's best
+model; the *held-out* set reports the final policy, chosen on nothing.
 """
 
 from __future__ import annotations
@@ -39,20 +44,29 @@ from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, load_policy, read_meta, save_policy
 from openg2g.envs.training_run import (
+    BEST_MODEL,
+    BEST_VECNORMALIZE,
+    EVALUATIONS,
+    RUN_FILES,
+    VECNORMALIZE,
     Checkpoints,
     ContinuedCSV,
+    Evaluations,
     TrainRecord,
     latest_checkpoint,
     load_normalization,
     monitor,
     normalization_path,
+    save_normalization,
 )
+from openg2g.envs.variations import Variation
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
     "CriticWarmup",
+    "PeriodicEvaluation",
     "TrainOptions",
     "TrainResult",
     "TrainSettings",
@@ -129,6 +143,8 @@ class TrainOptions(ConfigModel):
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the algorithm and the envs' variation draws.")
     checkpoint_every: int = Field(10_000, ge=1, description="Env steps between checkpoints.")
     eval_episodes: int = Field(4, ge=0, description="Held-out episodes scored at the end (0: none).")
+    eval_every: int = Field(0, ge=0, description="Env steps between evaluations on the validation set (0: none).")
+    val_episodes: int = Field(4, ge=1, description="Validation episodes scored at each periodic evaluation.")
     n_steps: int = Field(256, ge=1, description="PPO/A2C rollout steps per env.")
     batch_size: int = Field(64, ge=1, description="PPO/SAC/TD3 minibatch size (samples).")
     learning_rate: float = Field(3e-4, ge=0, description="Optimizer step size (0 holds the weights).")
@@ -203,16 +219,26 @@ def score_policy(
     :return: ``(mean, per-episode totals)``.
     """
     n = env.config.n_eval if episodes is None else min(episodes, env.config.n_eval)
-    totals = []
-    for k in range(n):
-        obs, _ = env.reset(seed=k, options={"eval_index": k})
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
-            total += float(reward)
-            done = terminated or truncated
-        totals.append(total)
+    totals = [_episode(env, act, k, {"eval_index": k})[0] for k in range(n)]
     return float(np.mean(totals)), totals
+
+
+def _episode(env: G2GEnv, act: Callable[[np.ndarray], Any], seed: int, options: dict[str, Any]) -> tuple[float, int]:
+    """``(total reward, env steps)`` of one episode of ``act`` from ``env.reset(seed, options)``."""
+    obs, _ = env.reset(seed=seed, options=options)
+    total, length, done = 0.0, 0, False
+    while not done:
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        total += float(reward)
+        length += 1
+        done = terminated or truncated
+    return total, length
+
+
+def _greedy(model: BaseAlgorithm) -> Callable[[np.ndarray], Any]:
+    """``model``'s deterministic action for an observation (the env's raw one: training normalizes
+    rewards only)."""
+    return lambda obs: model.predict(obs, deterministic=True)[0]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -379,6 +405,74 @@ class CriticWarmup(BaseCallback):
         return True
 
 
+class PeriodicEvaluation(BaseCallback):
+    """Every ``every`` env steps, score the policy deterministically on the validation variations,
+    append the scores to ``evaluations.npz`` and, when their mean beats every earlier one (those of
+    the segments before a resume included), save the model as ``best_model.zip`` with its settings
+    JSON and its ``VecNormalize`` statistics (``best_model_vecnormalize.pkl``).
+
+    Written rather than SB3's ``EvalCallback``, which counts its period in calls of one segment
+    (not env steps over a resumed run), writes its file in place and saves a zip no ``rl_policy``
+    settings go with. Scoring runs on an env of its own, so the training envs, their random draws
+    and the weights trained are the same as without it.
+
+    :param every: env steps (over all envs) between evaluations.
+    :param env: the env the episodes run on (not a training env).
+    :param variations: the validation variations, one episode each.
+    :param evaluations: the run's record, read back on resume.
+    :param meta: the policy settings; ``timesteps`` is filled in at each save.
+    :param log: receives one line per evaluation.
+    """
+
+    def __init__(
+        self,
+        every: int,
+        env: G2GEnv,
+        variations: Sequence[Variation],
+        evaluations: Evaluations,
+        meta: PolicyMeta,
+        log: Callable[[str], None],
+    ):
+        super().__init__()
+        self.every = every
+        self.env = env
+        self.variations = list(variations)
+        self.evaluations = evaluations
+        self.meta = meta
+        self.log = log
+        self._next = every
+
+    def _on_training_start(self) -> None:
+        self._next = (self.model.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        steps = int(self.model.num_timesteps)
+        if steps >= self._next:
+            self._next = (steps // self.every + 1) * self.every
+            self.evaluate(steps)
+        return True
+
+    def evaluate(self, steps: int) -> float:
+        """Score the policy now (``steps`` trained), record it and keep it if it is the best; returns the mean."""
+        act = _greedy(self.model)
+        scores = [_episode(self.env, act, k, {"variation": v}) for k, v in enumerate(self.variations)]
+        best = self.evaluations.best_mean
+        returns = [total for total, _ in scores]
+        mean = float(np.mean(returns))
+        episodes = f"{len(returns)} validation episode{'s' if len(returns) > 1 else ''}"
+        message = f"evaluation at {steps} steps: mean episode reward {mean:.3f} on {episodes}"
+        if mean > best:
+            folder = self.evaluations.path.parent
+            save_policy(self.model, folder / BEST_MODEL, self.meta.model_copy(update={"timesteps": steps}))
+            save_normalization(self.model, folder / BEST_VECNORMALIZE)
+            message += f", the best so far: saved {BEST_MODEL}.zip"
+        else:
+            message += f" (best {best:.3f})"
+        self.evaluations.append(steps, returns, [length for _, length in scores])
+        self.log(message)
+        return mean
+
+
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
     """``"field old -> new"`` for each field of ``new`` whose value differs from ``old``'s, nested
     mappings compared field by field under a dotted name (``env.reward.voltage 100.0 -> 200.0``)."""
@@ -447,6 +541,8 @@ def train_policy(
     resume: bool = False,
     checkpoint_every: int = 10_000,
     eval_episodes: int = 4,
+    eval_every: int = 0,
+    val_episodes: int = 4,
     tensorboard: Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
@@ -467,8 +563,12 @@ def train_policy(
         Without it, ``out`` must hold no checkpoint (unless ``overwrite``).
     :param checkpoint_every: steps between checkpoints.
     :param overwrite: a fresh run (not ``resume``) into an ``out`` holding one deletes its
-        checkpoints first, so that a later resume cannot continue the old run's.
+        checkpoints, best model, evaluations and normalization statistics first, so that a later
+        resume cannot continue the old run's and no old file passes for the new run's.
     :param eval_episodes: held-out episodes to score the final policy and a random one on (0: skip).
+    :param eval_every: env steps between evaluations on ``val_episodes`` validation variations,
+        kept in ``evaluations.npz`` with the best model in ``best_model.zip`` (:class:`PeriodicEvaluation`);
+        0: none.
     :param tensorboard: also log to TensorBoard under this folder, in ``<out folder name>_<k>``
         (a resumed segment continues the latest such run).
     :param init_from: start a fresh run from the network weights of a saved policy (path or
@@ -496,6 +596,8 @@ def train_policy(
         seed=seed,
         checkpoint_every=checkpoint_every,
         eval_episodes=eval_episodes,
+        eval_every=eval_every,
+        val_episodes=val_episodes,
     )
     cls = algo_class(algo)
     cfg = env_config if isinstance(env_config, EnvConfig) else EnvConfig.model_validate(dict(env_config or {}))
@@ -511,13 +613,17 @@ def train_policy(
         format=FORMAT, timesteps=0, algo=algo, scenario=str(scenario), overrides=list(overrides), env=cfg,
         layout=probe.layout.describe(),
     )  # fmt: skip
-    if overwrite and not resume and (out / "checkpoints").is_dir():
-        shutil.rmtree(out / "checkpoints")
+    if overwrite and not resume:
+        if (out / "checkpoints").is_dir():
+            shutil.rmtree(out / "checkpoints")
+        for name in RUN_FILES:
+            (out / name).unlink(missing_ok=True)
     start = _resume_point(out, meta, resume, settings_json, log)
     if start and init_from is not None:
         raise G2GError(f"{out} holds a checkpoint to resume from ({start[0].name}); init_from starts a fresh run only")
     previous = TrainRecord.read(record_path) if start else None
     done_steps = start[1] if start else 0
+    evaluations = _evaluations(out, val_episodes, resume=start is not None and eval_every > 0, log=log)
     with _writing(out):
         (out / "logs").mkdir(parents=True, exist_ok=True)
         with _StopOnSignal() as stop:
@@ -533,10 +639,14 @@ def train_policy(
                 if init_from is not None:
                     run["init_from"] = str(init_from)
                 record = TrainRecord(record_path, {**run, "env": env_kwargs}, previous)
-                record.start(done_steps, steps, n_envs, seed)
+                record.start(done_steps, steps, n_envs, seed, eval_every, val_episodes)
                 checkpoints = Checkpoints(checkpoint_every, n_envs, out / "checkpoints", meta)
                 checkpoints.init_callback(model)
                 callbacks: list[BaseCallback] = [stop, checkpoints]
+                if eval_every:
+                    variations = probe.generator.validation_set(val_episodes, cfg.eval_seed)
+                    write = _beside_bar(log) if progress else log
+                    callbacks.append(PeriodicEvaluation(eval_every, probe, variations, evaluations, meta, write))
                 if progress:
                     callbacks.append(_ProgressBar(steps, f"train {algo}"))
                 if settings.critic_warmup:
@@ -550,9 +660,36 @@ def train_policy(
             raise TrainingInterrupted(stop.signum)
         record.end(int(model.num_timesteps), wall, "finished")
         policy = save_policy(model, out / "policy", meta.model_copy(update={"timesteps": int(model.num_timesteps)}))
+        save_normalization(model, out / VECNORMALIZE)
         evaluation = _evaluate(probe, model, cfg, seed, eval_episodes, log)
         record.finish(evaluation, policy)
     return TrainResult(policy, int(model.num_timesteps), wall, evaluation)
+
+
+def _evaluations(out: Path, episodes: int, resume: bool, log: Callable[[str], None]) -> Evaluations:
+    """The run's periodic evaluations: those of ``evaluations.npz`` when a resumed run continues
+    them, else none yet (a fresh run's first evaluation replaces the file).
+
+    :raises G2GError: the file cannot be continued (see :meth:`Evaluations.read`).
+    """
+    path = out / EVALUATIONS
+    if not resume:
+        return Evaluations(path, episodes)
+    evaluations = Evaluations.read(path, episodes)
+    if evaluations.timesteps:
+        log(f"continuing {path.name}: {len(evaluations.timesteps)} evaluations, best mean {evaluations.best_mean:.3f}")
+    return evaluations
+
+
+def _beside_bar(log: Callable[[str], None]) -> Callable[[str], None]:
+    """``log`` with the progress bar cleared while it writes and drawn again below the line."""
+    from tqdm import tqdm
+
+    def write(message: str) -> None:
+        with tqdm.external_write_mode():
+            log(message)
+
+    return write
 
 
 @contextmanager
@@ -703,7 +840,7 @@ def _evaluate(
     ``episodes`` held-out episodes; empty when ``episodes`` is 0."""
     if episodes <= 0:
         return {}
-    policy_mean, policy_eps = score_policy(probe, lambda o: model.predict(o, deterministic=True)[0], episodes)
+    policy_mean, policy_eps = score_policy(probe, _greedy(model), episodes)
     space = probe.action_space
     space.seed(seed)
     random_mean, random_eps = score_policy(probe, lambda o: space.sample(), episodes)

@@ -2,16 +2,24 @@
 
 :func:`~openg2g.envs.training.train_policy` writes, in its output folder::
 
+    policy.zip, policy.json                        the final model and its env settings
+    vecnormalize.pkl                               its VecNormalize statistics (SB3's VecNormalize.save)
+    best_model.zip, best_model.json                the model of the best periodic evaluation so far
+    best_model_vecnormalize.pkl                    its VecNormalize statistics
+    evaluations.npz                                every periodic evaluation (rl-zoo's EvalCallback keys)
     checkpoints/model_<N>_steps.zip, .json         model and its env settings after N steps
     checkpoints/model_vecnormalize_<N>_steps.pkl   reward-normalization statistics after N steps
     logs/progress.csv                              SB3's logger, one row per update, all segments
     monitor.csv                                    one row per finished training episode, all segments
     train.json                                     the run's settings and one entry per segment
 
+The ``.pkl`` files exist when the run normalized with ``VecNormalize`` (rewards, by default).
+
 A *segment* is one ``train_policy`` call: the first, then one per ``--resume``. Each resumed segment
 loads the latest checkpoint with its normalization statistics, appends to ``logs/progress.csv`` and
-``monitor.csv`` (whose ``t`` column keeps counting from the first segment's start) and adds an entry
-to ``train.json``'s ``segments``. A segment also checkpoints when it ends or is interrupted, so the
+``monitor.csv`` (whose ``t`` column keeps counting from the first segment's start), appends its
+periodic evaluations to ``evaluations.npz`` (whose best mean the next ``best_model`` must beat) and
+adds an entry to ``train.json``'s ``segments``. A segment also checkpoints when it ends or is interrupted, so the
 next one starts exactly where it stopped.
 """
 
@@ -19,10 +27,14 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.logger import CSVOutputFormat
 from stable_baselines3.common.monitor import ResultsWriter
@@ -33,18 +45,41 @@ from openg2g.core.errors import G2GError
 from openg2g.envs.policy import PolicyMeta, save_policy
 
 __all__ = [
+    "BEST_MODEL",
+    "BEST_VECNORMALIZE",
     "CHECKPOINT_PREFIX",
+    "EVALUATIONS",
+    "RUN_FILES",
+    "VECNORMALIZE",
     "Checkpoints",
     "ContinuedCSV",
+    "Evaluations",
     "TrainRecord",
     "latest_checkpoint",
     "load_normalization",
     "monitor",
     "normalization_path",
+    "save_normalization",
 ]
 
 CHECKPOINT_PREFIX = "model"
 """Checkpoint names are SB3's ``<prefix>_<N>_steps.zip`` and ``<prefix>_vecnormalize_<N>_steps.pkl``."""
+
+VECNORMALIZE = "vecnormalize.pkl"
+"""The final policy's ``VecNormalize`` statistics, beside ``policy.zip`` (rl-zoo's name)."""
+
+BEST_MODEL = "best_model"
+"""Stem of the best periodically evaluated model (``best_model.zip`` and ``.json``, rl-zoo's name)."""
+
+BEST_VECNORMALIZE = f"{BEST_MODEL}_vecnormalize.pkl"
+"""The best model's ``VecNormalize`` statistics, named as SB3 names a checkpoint's."""
+
+EVALUATIONS = "evaluations.npz"
+"""The periodic evaluations, as rl-zoo's ``EvalCallback`` writes them (see :class:`Evaluations`)."""
+
+RUN_FILES = (VECNORMALIZE, f"{BEST_MODEL}.zip", f"{BEST_MODEL}.json", BEST_VECNORMALIZE, EVALUATIONS)
+"""Files of a run beside its policy that a fresh run over it (``--overwrite``) deletes: left behind,
+they would pass for the new run's."""
 
 _CHECKPOINT = re.compile(rf"{CHECKPOINT_PREFIX}_(\d+)_steps\.zip$")
 
@@ -89,11 +124,89 @@ class Checkpoints(CheckpointCallback):
         self.num_timesteps = int(self.model.num_timesteps)
         meta = self.meta.model_copy(update={"timesteps": self.num_timesteps})
         zip_path = save_policy(self.model, self._checkpoint_path(extension="zip"), meta)
-        vec_normalize = self.model.get_vec_normalize_env()
-        if vec_normalize is not None:
-            with replace_atomically(normalization_path(Path(self.save_path), self.num_timesteps)) as tmp:
-                vec_normalize.save(str(tmp))
+        save_normalization(self.model, normalization_path(Path(self.save_path), self.num_timesteps))
         return zip_path
+
+
+def save_normalization(model: BaseAlgorithm, path: Path) -> bool:
+    """Write the ``VecNormalize`` statistics ``model`` trains with to ``path`` (SB3's
+    ``VecNormalize.save``, through a temporary file and a rename).
+
+    :return: False, writing nothing, when the model trains without ``VecNormalize``.
+    """
+    vec_normalize = model.get_vec_normalize_env()
+    if vec_normalize is None:
+        return False
+    with replace_atomically(path) as tmp:
+        vec_normalize.save(str(tmp))
+    return True
+
+
+@dataclass
+class Evaluations:
+    """``evaluations.npz``: the periodic evaluations of a run, with the keys and shapes of rl-zoo's
+    (SB3's ``EvalCallback``): ``timesteps`` (n,), the env steps trained at each evaluation;
+    ``results`` (n, episodes), each episode's total raw reward; ``ep_lengths`` (n, episodes), each
+    episode's env steps. Rewritten whole (atomically) at each :meth:`append`.
+
+    :param path: the file.
+    :param episodes: episodes per evaluation (the columns).
+    """
+
+    path: Path
+    episodes: int
+    timesteps: list[int] = field(default_factory=list)
+    results: list[list[float]] = field(default_factory=list)
+    ep_lengths: list[list[int]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path, episodes: int) -> Evaluations:
+        """The evaluations saved at ``path`` (none when it does not exist), to be continued.
+
+        :raises G2GError: the file is not such a record, or it holds another number of episodes
+            per evaluation than ``episodes``.
+        """
+        if not path.is_file():
+            return cls(path, episodes)
+        try:
+            with np.load(path) as saved:
+                arrays = {k: saved[k] for k in ("timesteps", "results", "ep_lengths")}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise G2GError(f"{path}: not an evaluations record (timesteps, results, ep_lengths): {exc}") from None
+        n = len(arrays["timesteps"])
+        for key in ("results", "ep_lengths"):
+            if arrays[key].ndim != 2 or arrays[key].shape[0] != n:
+                raise G2GError(f"{path}: {key} has shape {arrays[key].shape}, expected ({n}, episodes)")
+        if n and arrays["results"].shape[1] != episodes:
+            raise G2GError(
+                f"{path}: its evaluations score {arrays['results'].shape[1]} episodes each, this run asks for "
+                f"{episodes} (--val-episodes); resume with the same number"
+            )
+        return cls(
+            path,
+            episodes,
+            [int(t) for t in arrays["timesteps"]],
+            arrays["results"].astype(float).tolist(),
+            arrays["ep_lengths"].astype(int).tolist(),
+        )
+
+    @property
+    def best_mean(self) -> float:
+        """The best mean episode reward so far (``-inf`` before the first evaluation)."""
+        return max((float(np.mean(r)) for r in self.results), default=float("-inf"))
+
+    def append(self, timesteps: int, returns: list[float], lengths: list[int]) -> None:
+        """Add one evaluation and rewrite the file."""
+        self.timesteps.append(timesteps)
+        self.results.append(list(returns))
+        self.ep_lengths.append(list(lengths))
+        with replace_atomically(self.path) as tmp, tmp.open("wb") as f:
+            np.savez(
+                f,
+                timesteps=np.array(self.timesteps, dtype=np.int64),
+                results=np.array(self.results, dtype=np.float64).reshape(-1, self.episodes),
+                ep_lengths=np.array(self.ep_lengths, dtype=np.int64).reshape(-1, self.episodes),
+            )
 
 
 class ContinuedCSV(CSVOutputFormat):
@@ -160,7 +273,7 @@ class TrainRecord:
     every change so that it is readable while a segment runs and after one dies.
 
     Each segment holds ``from_step``, ``to_step``, ``target_steps``, ``n_envs``, ``seed``,
-    ``started`` (UTC), ``wall_time_s``, ``steps_per_s`` and ``status``: ``running``, then
+    ``eval_every``, ``val_episodes`` (its periodic evaluation), ``started`` (UTC), ``wall_time_s``, ``steps_per_s`` and ``status``: ``running``, then
     ``finished``, ``interrupted`` (Ctrl-C) or ``failed``; a segment found still ``running`` by
     the next one is marked ``lost`` (its process died without a word).
 
@@ -194,7 +307,9 @@ class TrainRecord:
             raise G2GError(f"{path}: not a training record (no 'segments' list); move it away to resume")
         return record
 
-    def start(self, from_step: int, target_steps: int, n_envs: int, seed: int) -> None:
+    def start(
+        self, from_step: int, target_steps: int, n_envs: int, seed: int, eval_every: int, val_episodes: int
+    ) -> None:
         """Add a ``running`` segment and write the file."""
         self.data.update(steps=target_steps, timesteps=from_step)
         self.data["segments"].append(
@@ -204,6 +319,8 @@ class TrainRecord:
                 "target_steps": target_steps,
                 "n_envs": n_envs,
                 "seed": seed,
+                "eval_every": eval_every,
+                "val_episodes": val_episodes,
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "wall_time_s": None,
                 "steps_per_s": None,

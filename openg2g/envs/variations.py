@@ -18,7 +18,8 @@ variations from a numpy ``Generator``:
 
 Every variation is a valid :class:`~openg2g.scenario.schema.Scenario` (it can be dumped to YAML and
 run with ``openg2g run``). :meth:`ScenarioGenerator.evaluation_set` is a fixed list drawn from its
-own seed, held out from training draws.
+own seed, held out from training draws; :meth:`ScenarioGenerator.validation_set`, drawn from the
+same seed on another stream, is the one training selects models on.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ __all__ = ["ScenarioGenerator", "Variation", "VariationSpec"]
 _SET_REPLICAS = command_name(SetReplicas)
 _SET_INFERENCE_SCALE = command_name(SetInferenceScale)
 _RAMP_COMMANDS = (_SET_REPLICAS, _SET_INFERENCE_SCALE)
+# numpy seed-sequence words that keep the fixed sets apart (ASCII "og" and "va")
+_HELD_OUT_STREAM = 0x6F67
+_VALIDATION_STREAM = 0x7661
 
 
 class VariationSpec(ConfigModel):
@@ -202,4 +206,13 @@ class ScenarioGenerator:
 
     def evaluation_set(self, n: int, seed: int) -> list[Variation]:
         """``n`` variations drawn from their own seed: the same list every time, held out from training."""
-        return [self.sample(np.random.default_rng([seed, i, 0x6F67])) for i in range(n)]
+        return self._fixed_set(n, seed, _HELD_OUT_STREAM)
+
+    def validation_set(self, n: int, seed: int) -> list[Variation]:
+        """``n`` variations for choosing among a run's models (periodic evaluation in training), drawn
+        from the same seed as :meth:`evaluation_set` but another stream: the model is chosen on these
+        and reported on the held-out ones, which it was not chosen on."""
+        return self._fixed_set(n, seed, _VALIDATION_STREAM)
+
+    def _fixed_set(self, n: int, seed: int, stream: int) -> list[Variation]:
+        return [self.sample(np.random.default_rng([seed, i, stream])) for i in range(n)]

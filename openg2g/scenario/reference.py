@@ -119,7 +119,7 @@ OUTPUT_FOLDERS = """\
   `--overwrite` writes over it. A rerun of the same sweep, suite or study resumes (complete runs
   are kept) unless it would replace complete runs made from other inputs (the sweep, suite or base
   scenario changed), which needs `--overwrite`; `train --resume` continues a training run, and
-  `train --overwrite` starts afresh, deleting the old checkpoints.
+  `train --overwrite` starts afresh, deleting the old checkpoints, best model, evaluations and statistics.
 - **One writer at a time.** A command locks its folder while it runs (an OS lock, `flock`, on
   `OUT/.openg2g.lock`, released by the operating system when the process ends, however it ends). A
   second command into the same folder fails at once, naming the first one's PID.

@@ -74,6 +74,7 @@ def test_resume_appends_to_the_same_monitor_file(two_segments):
         "policy.json",
         "policy.zip",
         "train.json",
+        "vecnormalize.pkl",
     ]
     headers, rows = _monitor(out)
     assert len(headers) == 1  # one header: the second segment appended rows only
