@@ -15,6 +15,7 @@ env is the bottleneck only if that share is large.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ import numpy as np
 
 PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "datacenter samples": (("site", "step_block"),),
+    "datacenter ITL draws and blends": (("serving", "serve_block"),),
     "datacenter phase tables (FFT)": (("model", "phase_table"),),
     "datacenter commands": (("site", "apply"),),
     "grid solves": (("grid", "solve_batch"), ("grid", "solve")),
@@ -34,8 +36,9 @@ PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "episode set-up": (("env", "_simulation"), ("sim", "start")),
 }
 """Parts of an env step, each the methods (of the site, grid, metrics, space layout, simulation or
-env class) whose own time it sums; the rest of ``env.step`` and ``env.reset`` is reported as
-engine and adapter overhead (simpy, windows, rewards)."""
+env class, or the function of the site's module, ``serving``) whose own time it sums; the rest of
+``env.step`` and ``env.reset`` is reported as engine and adapter overhead (simpy, windows, rewards).
+"datacenter samples" is the site's block without its ITL draws and blends, which are their own part."""
 
 
 class _PartClock:
@@ -79,10 +82,16 @@ def _timed_classes(env, clock: _PartClock) -> Iterator[None]:
         "sim": type(sim),
         "env": type(env),
     }
-    patched: list[tuple[type, str, Any]] = []
+    patched: list[tuple[Any, str, Any]] = []
     targets = [("env total", ("env", "step")), ("env total", ("env", "reset"))]
     targets += [(part, method) for part, methods in PARTS.items() for method in methods]
+    site_module = sys.modules[owners["site"].__module__]
     for part, (owner, name) in targets:
+        if owner == "serving":  # a function the site's module calls by its own name
+            if hasattr(site_module, name):
+                patched.append((site_module, name, getattr(site_module, name)))
+                setattr(site_module, name, clock.wrap(part, getattr(site_module, name)))
+            continue
         cls = owners[owner]
         static = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
         if static is None:  # a backend without this method (the toy's)

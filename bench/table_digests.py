@@ -11,10 +11,14 @@ same lines exactly when every table is bit-identical::
     # ... change the code ...
     python bench/table_digests.py > after.txt && diff before.txt after.txt
 
+``--env-steps N`` adds one line: the digest of a seeded ``openg2g/IEEE13-v0`` rollout of ``N``
+steps with fixed random actions (observations, rewards, flags and infos; 300-step episodes, then
+120-step ones with ``reward_baseline="no_control"``), run with the code of ``--root`` too.
 ``--duration-s`` shortens every run (a quick check while working; the full check runs each
-scenario for its own duration). ``--only`` picks scenarios by name. ``--root`` runs another checkout's
-code (a git worktree of an older commit); ``--keep DIR`` keeps every run's outputs in ``DIR/<name>``
-for ``bench/table_compare.py``, which says by how much two sets differ when they are not identical.
+scenario for its own duration). ``--only`` picks scenarios by name (``--only`` alone: none, e.g.
+with ``--env-steps``). ``--root`` runs another checkout's code (a git worktree of an older
+commit); ``--keep DIR`` keeps every run's outputs in ``DIR/<name>`` for ``bench/table_compare.py``,
+which says by how much two sets differ when they are not identical.
 Asserts nothing.
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -78,14 +83,61 @@ def digest_run(name: str, duration_s: float | None, root: Path = ROOT, keep: Pat
         return lines
 
 
+def rollout_digest(steps: int) -> str:
+    """SHA-256 over a seeded ``openg2g/IEEE13-v0`` rollout with this process's openg2g: reset
+    observations and infos, then each step's observation, reward, flags and info, and the episode
+    run's summary figures (no wall clock), first with 300-step episodes, then with 120-step ones
+    against the no-control baseline."""
+    import gymnasium as gym
+    import numpy as np
+
+    import openg2g.envs  # noqa: F401  (registers the ids)
+
+    digest = hashlib.sha256()
+    for config in ({}, {"episode_steps": 120, "reward_baseline": "no_control"}):
+        env = gym.make("openg2g/IEEE13-v0", **config)
+        env.action_space.seed(1)
+        obs, info = env.reset(seed=3)
+        digest.update(obs.tobytes() + repr(sorted(info.items())).encode())
+        for _ in range(steps):
+            obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            digest.update(obs.tobytes() + np.float64(reward).tobytes() + bytes([terminated, truncated]))
+            digest.update(repr(sorted(info.items())).encode())
+            if terminated or truncated:
+                obs, _ = env.reset()
+                digest.update(obs.tobytes())
+        figures = {k: v for k, v in env.unwrapped.sim.summary("x").items() if k not in _WALL_CLOCK_KEYS}
+        digest.update(json.dumps(figures, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def digest_rollout(steps: int, root: Path = ROOT) -> str:
+    """The line of :func:`rollout_digest` computed with the code of checkout ``root``."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--rollout-here", str(steps)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=root, env=env)
+    if proc.returncode != 0:
+        return f"IEEE13-v0 rollout FAILED (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}"
+    return f"IEEE13-v0 rollout {proc.stdout.strip()}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration-s", type=float, default=None, help="shorten every run to this many seconds")
-    parser.add_argument("--only", nargs="*", default=None, help="scenario names (default: every bundled run)")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="scenario names (default: every bundled run; none with --only alone)"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose code runs (default: this one)")
     parser.add_argument("--keep", type=Path, default=None, help="keep each run's outputs in KEEP/<name>")
+    parser.add_argument("--env-steps", type=int, default=0, help="also digest a seeded env rollout of this many steps")
+    parser.add_argument("--rollout-here", type=int, default=0, help=argparse.SUPPRESS)  # the child of --env-steps
     args = parser.parse_args()
-    for name in args.only or run_scenarios():
+    if args.rollout_here:
+        print(rollout_digest(args.rollout_here))
+        return
+    if args.env_steps:
+        print(digest_rollout(args.env_steps, args.root), flush=True)
+    for name in args.only if args.only is not None else run_scenarios():
         for line in digest_run(name, args.duration_s, args.root, args.keep):
             print(line, flush=True)
 

@@ -358,8 +358,18 @@ class _Model:
         return cached
 
     def weights_at(self, t_s: float) -> dict[int, float]:
-        (blend,) = _blends([self], np.array([t_s]), {})
-        return {b: float(w[0]) for b, w in blend if w[0] > 0 or b == self.batch}
+        """The weight of each configuration at ``t_s``: :func:`_blends` at one time (its floats,
+        without its arrays for many models and times: a batch command asks this once)."""
+        if len(self.weights) == 1 and self.batch in self.weights:
+            return {self.batch: 1.0}
+        earlier = [(b, w) for b, w in self.weights.items() if b != self.batch]
+        decay = np.exp(-np.maximum(np.array([t_s - self.weights_t_s]), 0.0) / self.tau_s)
+        weights = np.array([w for _, w in earlier]) * decay
+        kept = np.where(weights > _WEIGHT_FLOOR, weights, 0.0).tolist()
+        rest = 0.0
+        for w in kept:  # in the order of weights, as _blends adds them
+            rest += w
+        return {**{b: w for (b, _), w in zip(earlier, kept) if w > 0}, self.batch: 1.0 - rest}
 
 
 def _blends(models: list[_Model], t_s: np.ndarray, ones: dict) -> list[list[tuple[int, np.ndarray]]]:

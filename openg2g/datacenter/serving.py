@@ -12,9 +12,11 @@ A block's draws, samples and blends of all models of a site are laid out in flat
 after model, each model's samples in the C order of its ``(steps, replicas)`` array, so every
 elementwise operation runs once per block for the whole site instead of once per model and
 configuration, and each model's row sums run over exactly the arrays a model-by-model computation
-would reduce: the floats are the same bit for bit. Configurations are taken level by level (the
-first configuration of the blend of every model, then the second of those that have one, ...), so
-each model's blend adds its terms in its own order.
+would reduce: the floats are the same bit for bit. A model in a transition computes every
+configuration of its blend at once, one row per configuration, and adds the rows in the blend's
+order (a reduction over the leading axis of a C-ordered array adds row after row), so its terms
+are added as one by one (``tests/datacenter/test_serving.py``), in a dozen numpy calls whatever
+the number of configurations.
 """
 
 from __future__ import annotations
@@ -140,27 +142,28 @@ def _blend(
             if m.has_deadline:
                 miss[i] = c.alone_miss
             continue
-        conc[i] = 0.0
-        shares = []
-        x = np.empty_like(itl_m)
-        # the configurations share u: one search over all their thresholds picks every term's part
-        grid, tables = _grid(tuple(c.sampler for _, c in m.blend))
-        index = np.searchsorted(grid, u_m, side="right")
-        for level, ((w, c), table) in enumerate(zip(m.blend, tables)):
-            # weight x sample x slowdown, added in the blend's order (the first term is the sum so far)
-            term = c.sampler.sample_at_s(index, z_m, *table, out=itl_m if level == 0 else x)  # type: ignore[union-attr]
-            np.multiply(term.reshape(k, -1), w[:, None], out=term.reshape(k, -1))
-            if c.slowdown != 1.0:
-                term *= c.slowdown
-            if level:
-                itl_m += term
-            conc_w = w * c.concurrency
-            conc[i] += conc_w
-            shares.append((conc_w / c.mean_itl_s, c.tail))
+        # every configuration of the blend at once, one row per configuration in the blend's
+        # order; rows are then summed first to last (a reduction over the leading axis adds row
+        # after row): the floats of adding the terms one by one
+        t = _blend_tables(tuple(c for _, c in m.blend))
+        weights = np.stack([w for w, _ in m.blend])
+        index = np.searchsorted(t.grid, u_m, side="right")
+        terms = t.sigmas.take(index, axis=1)
+        terms *= z_m
+        terms += t.log_scales.take(index, axis=1)
+        np.exp(terms, out=terms)
+        terms += t.locs_s
+        per_step = terms.reshape(len(weights), k, -1)
+        np.multiply(per_step, weights[:, :, None], out=per_step)
+        if t.slowed:
+            terms *= t.slowdowns
+        np.add.reduce(terms, axis=0, out=itl_m)
+        conc_w = weights * t.concurrency
+        np.add.reduce(conc_w, axis=0, out=conc[i], initial=0.0)
         if m.has_deadline:
-            total = sum((share for share, _ in shares), np.zeros(k))
-            for share, tail in shares:
-                miss[i] += share / total * tail
+            shares = conc_w / t.mean_itl_s
+            total = np.add.reduce(shares, axis=0, initial=0.0)
+            np.add.reduce(shares / total * t.tails, axis=0, out=miss[i], initial=0.0)
     # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
     # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
     np.divide(1.0, itl, out=itl)
@@ -186,11 +189,58 @@ def _blend(
     return list(zip(_rows(itl_mean), _rows(tput), _rows(miss)))
 
 
+class _BlendTables(NamedTuple):
+    """The constants of one blend's configurations, one row per configuration in the blend's order.
+
+    :param grid: the union of their samplers' thresholds: one ``searchsorted`` of the shared
+        uniforms on it picks every configuration's mixture part.
+    :param sigmas: per configuration, the sigma of the part each search result selects
+        (:meth:`TimeWeightedSampler.on_grid`), shape ``(n, grid.size + 1)``.
+    :param log_scales: likewise the log-scale.
+    :param locs_s: per configuration, its samples' shift (s), shape ``(n, 1)``.
+    :param slowdowns: per configuration, the power-cap slowdown factor, shape ``(n, 1)``.
+    :param slowed: whether any slowdown differs from 1.
+    :param concurrency: per configuration, decoding sequences per replica, shape ``(n, 1)``.
+    :param mean_itl_s: per configuration, the mean ITL under the cap (s), shape ``(n, 1)``.
+    :param tails: per configuration, the fraction of tokens over the deadline, shape ``(n, 1)``.
+    """
+
+    grid: np.ndarray
+    sigmas: np.ndarray
+    log_scales: np.ndarray
+    locs_s: np.ndarray
+    slowdowns: np.ndarray
+    slowed: bool
+    concurrency: np.ndarray
+    mean_itl_s: np.ndarray
+    tails: np.ndarray
+
+
 @functools.lru_cache(maxsize=1024)
-def _grid(samplers: tuple[TimeWeightedSampler, ...]) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """The union of the samplers' thresholds and each sampler's tables on it (:meth:`TimeWeightedSampler.on_grid`)."""
-    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))
-    return grid, [s.on_grid(grid) for s in samplers]
+def _blend_tables(configs: tuple[ServingConstants, ...]) -> _BlendTables:
+    """The :class:`_BlendTables` of configurations that all have latency data (kept: a model's
+    blends repeat from block to block while it changes batch)."""
+    samplers = [c.sampler for c in configs]
+    if any(s is None for s in samplers):
+        raise ValueError("a blend of ITL samples needs latency data for every configuration")
+    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))  # type: ignore[union-attr]
+    tables = [s.on_grid(grid) for s in samplers]  # type: ignore[union-attr]
+
+    def column(values: list[float]) -> np.ndarray:
+        return np.array(values)[:, None]
+
+    slowdowns = column([c.slowdown for c in configs])
+    return _BlendTables(
+        grid=grid,
+        sigmas=np.stack([sigma for sigma, _ in tables]),
+        log_scales=np.stack([log_scale for _, log_scale in tables]),
+        locs_s=column([s.loc_s for s in samplers]),  # type: ignore[union-attr]
+        slowdowns=slowdowns,
+        slowed=bool((slowdowns != 1.0).any()),
+        concurrency=column([c.concurrency for c in configs]),
+        mean_itl_s=column([c.mean_itl_s for c in configs]),
+        tails=column([c.tail for c in configs]),
+    )
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -534,7 +534,8 @@ class Simulation:
     def send(self, commands: Sequence[Command], source: str = "agent", delay_s: Fraction | float = 0) -> None:
         """Send commands from outside the scenario's controllers (e.g. an RL agent) at the current time."""
         self._check_commands(source, list(commands))
-        self._dispatch(list(commands), source, repr(source), self.clock.ticks(Fraction(str(delay_s))))
+        delay_ticks = 0 if delay_s == 0 else self.clock.ticks(Fraction(str(delay_s)))  # an agent's: 0, no parsing
+        self._dispatch(list(commands), source, repr(source), delay_ticks)
 
     # ----------------------------------------------------------------------------- observing
     def _sensitivity(self, site: str) -> np.ndarray:
@@ -577,7 +578,8 @@ class Simulation:
     def _advance(self, t_s: Fraction | float) -> None:
         if not self._started:
             self.start()
-        target = min(self.clock.ticks(Fraction(str(t_s))), self._end_ticks)
+        exact = t_s if isinstance(t_s, Fraction) else Fraction(str(t_s))  # a float as it is written
+        target = min(self.clock.ticks(exact), self._end_ticks)
         if target < self._now:
             raise SimulationError(f"cannot run back to {t_s} s from {self.t_s} s")
         self._stop_ticks = target

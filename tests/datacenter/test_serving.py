@@ -129,3 +129,39 @@ def test_fewer_samples_draw_fewer_and_estimate_the_same_mean(library: TraceLibra
     # k x 64 draws taken from each stream
     assert uniform.random() == np.random.default_rng(1).random(k * 64 + 1)[-1]
     assert normal.standard_normal() == np.random.default_rng(2).standard_normal(k * 64 + 1)[-1]
+
+
+def test_blend_is_its_terms_added_in_order(library: TraceLibrary) -> None:
+    """A blend of three configurations (one slowed by a cap) gives, bit for bit, the figures of its
+    terms computed one by one and added in the blend's order: each sample ``w * ITL * slowdown``,
+    the harmonic mean of the step's samples, ``replicas * sum(w c) * mean(1 / ITL)`` and the
+    token-share blend of the tails."""
+    k, replicas = 6, 50
+    fall = np.linspace(1.0, 0.0, k)
+    blend = [
+        (0.6 * fall, _constants(library, "Llama-3.1-70B", 4, 64, 1.0)),
+        (0.3 * fall, _constants(library, "Llama-3.1-70B", 4, 256, 1.07)),
+        (1.0 - 0.9 * fall, _constants(library, "Llama-3.1-70B", 4, 128, 1.0)),
+    ]
+    m = ServingInput(
+        np.random.default_rng(7),
+        np.random.default_rng(8),
+        replicas,
+        np.full(k, float(replicas)),
+        np.full(k, replicas),
+        replicas,
+        blend,
+        True,
+    )
+    ((itl, tput, miss),) = serve_block([m], k)
+
+    u = np.random.default_rng(7).random((k, replicas))
+    z = np.random.default_rng(8).standard_normal((k, replicas))
+    samples = sum(c.sampler.sample_s(u, z) * w[:, None] * c.slowdown for w, c in blend)  # type: ignore[union-attr]
+    inv_sum = (1.0 / samples).sum(axis=1)
+    conc = sum((w * c.concurrency for w, c in blend), np.zeros(k))
+    shares = [w * c.concurrency / c.mean_itl_s for w, c in blend]
+    total = sum(shares, np.zeros(k))
+    np.testing.assert_array_equal(itl, replicas / inv_sum)
+    np.testing.assert_array_equal(tput, replicas * conc * inv_sum / replicas)
+    np.testing.assert_array_equal(miss, sum((s / total * c.tail for s, (_, c) in zip(shares, blend)), np.zeros(k)))
