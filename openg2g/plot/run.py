@@ -50,6 +50,7 @@ __all__ = [
     "plot_run",
     "plot_voltage_envelope",
     "read_table",
+    "scenario_deadlines",
 ]
 
 
@@ -266,7 +267,11 @@ def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     path = Path(out_dir) / "scenario.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return scenario_deadlines(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def scenario_deadlines(data: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """``(site, model)`` -> ITL deadline (s) of a scenario as run (what ``scenario.yaml`` holds)."""
     return {
         (str(site["name"]), str(m["model"])): float(m["itl_deadline_s"])
         for site in data.get("datacenters") or []
