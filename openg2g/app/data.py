@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -213,21 +214,23 @@ class RunStore:
         self.size = size
         self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
         self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
+        self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunData:
         """The run of ``run_id`` (:func:`resolve_run`)."""
         folder = resolve_run(self.root, run_id)
         summary = folder / "summary.json"
         stamp = summary.stat().st_mtime if summary.is_file() else 0.0
-        held = self._runs.get(run_id)
-        if held is None or held[0] != stamp:
-            held = (stamp, RunData(folder))
-        self._runs[run_id] = held
-        self._runs.move_to_end(run_id)
-        while len(self._runs) > self.size:
-            _, (_, dropped) = self._runs.popitem(last=False)
-            self._positions.pop(dropped.out_dir, None)
-        return held[1]
+        with self._lock:  # callbacks open a run from several threads at once: one RunData, read once
+            held = self._runs.get(run_id)
+            if held is None or held[0] != stamp:
+                held = (stamp, RunData(folder))
+            self._runs[run_id] = held
+            self._runs.move_to_end(run_id)
+            while len(self._runs) > self.size:
+                _, (_, dropped) = self._runs.popitem(last=False)
+                self._positions.pop(dropped.out_dir, None)
+            return held[1]
 
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
         """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
@@ -506,6 +509,7 @@ LOADING_CACHE = ".openg2g-app-branch-loading.parquet"
 """The whole run's most loaded branch per grid step, kept beside the run's tables (hidden; written
 whole or not at all) with the ``grid_branches`` parts it was computed from in its metadata."""
 _LOADING_KEY = b"openg2g.grid_branches_parts"
+_LOADING_LOCK = threading.Lock()
 
 
 def _most_loaded(parts: tuple[TablePart, ...], t_range: tuple[float, float] | None) -> pd.DataFrame:
@@ -558,7 +562,8 @@ def branch_loading(out_dir: Path, t_range: tuple[float, float] | None = None) ->
     table_dir = out_dir / "grid_branches"
     if not table_dir.is_dir():
         return _most_loaded((), None)
-    return _whole_run_loading(out_dir, _parts_key(table_dir))
+    with _LOADING_LOCK:  # two draws at once compute a day's figures once, not twice
+        return _whole_run_loading(out_dir, _parts_key(table_dir))
 
 
 def run_marks_in(run: RunData, t_range: tuple[float, float] | None = None) -> Marks:

@@ -13,6 +13,7 @@ written when Ctrl-C came.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -296,6 +297,7 @@ class RunData:
     v_max_pu: float | None = None
     scenario_data: Mapping[str, Any] | None = None
     _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _reading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -306,10 +308,12 @@ class RunData:
             self.v_max_pu = float(grid.get("v_max_pu", 1.05))
 
     def table(self, name: str) -> pd.DataFrame:
-        """One output table (:func:`read_table`), read on first use."""
-        if name not in self._tables:
-            self._tables[name] = read_table(self.out_dir, name)
-        return self._tables[name]
+        """One output table (:func:`read_table`), read on first use; threads that ask for a table
+        at once (the app's callbacks) wait for one read rather than each reading it."""
+        with self._reading:
+            if name not in self._tables:
+                self._tables[name] = read_table(self.out_dir, name)
+            return self._tables[name]
 
     @cached_property
     def scenario(self) -> Mapping[str, Any]:
