@@ -9,8 +9,12 @@ the runs folder, so a request can never read elsewhere. The tables are read by t
   :func:`openg2g.plot.timeline.envelope` (the lowest and the highest sample of each run of
   samples, so every extreme is drawn), over the whole run or the zoomed time range;
 - the feeder map and the voltage profile at one grid step (:func:`map_at`): only that step's rows
-  of ``grid_voltages`` are read (a parquet filter on ``t_s``), so a day-long run of 250
+  of ``grid_voltages`` are read (the part that holds it, found from the parts' ``t_s``
+  statistics by :func:`table_parts`, then a filter on ``t_s``), so a day-long run of 250
   bus-phases costs one step's rows, not 200 million;
+- the most loaded branch (:func:`branch_loading`): three columns of ``grid_branches``, the parts
+  of a zoomed range only; the whole run's figures computed one part at a time and kept beside the
+  run (:data:`LOADING_CACHE`);
 - runs side by side (:func:`compare`): summaries with the change against a baseline
   (:func:`openg2g.plot.compare.baseline_deltas`) and the curves of
   :func:`openg2g.plot.compare_runs.run_series`.
@@ -20,28 +24,35 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
+from openg2g.core.folder_lock import lock_held
 from openg2g.core.state import PHASES
 from openg2g.plot.commands import command_series
 from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
 from openg2g.plot.compare_runs import SERIES, run_series
 from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
 from openg2g.plot.profile import profile_segments, voltage_profile
-from openg2g.plot.run import RunData, branch_loading_envelope, itl_deadlines, read_table
+from openg2g.plot.run import RunData, branch_loading_envelope, scenario_deadlines
 from openg2g.plot.style import PHASE_COLORS
 from openg2g.plot.taps import tap_columns
 from openg2g.plot.timeline import Marks, changes, envelope
 
 __all__ = [
     "KEY_FIGURES",
+    "LOADING_CACHE",
     "VIEW_POINTS",
     "AppError",
     "Comparison",
@@ -50,11 +61,15 @@ __all__ = [
     "Panel",
     "RunEntry",
     "RunStore",
+    "TablePart",
+    "branch_loading",
     "compare",
     "list_runs",
     "map_at",
+    "read_parts",
     "resolve_run",
     "run_panels",
+    "table_parts",
 ]
 
 VIEW_POINTS = 1600
@@ -84,8 +99,9 @@ class RunEntry:
 
     :param run_id: its path relative to the runs folder, ``/``-separated.
     :param status: ``complete``, ``running``, ``interrupted``, ``failed`` (the summary's), or
-        ``starting`` (a ``scenario.yaml`` and no summary yet), or ``unreadable`` (a summary that is
-        not a JSON object).
+        ``stopped`` (the summary says ``running`` but no process holds the folder's lock: the run
+        died without its last summary, e.g. ``kill -9``), or ``starting`` (a ``scenario.yaml`` and
+        no summary yet), or ``unreadable`` (a summary that is not a JSON object).
     :param scenario: the scenario's name (``""`` when unknown).
     :param sim_time_s: simulated time reached (s).
     :param duration_s: the scenario's duration (s).
@@ -117,12 +133,24 @@ def _entry(root: Path, folder: Path) -> RunEntry:
     figures = {k: _number(summary.get(k)) for k in KEY_FIGURES if k in summary}
     return RunEntry(
         run_id,
-        str(summary.get("status", "complete")),
+        _status(folder, str(summary.get("status", "complete"))),
         str(summary.get("scenario", "")),
         _number(summary.get("sim_time_s")),
         _number(summary.get("duration_s")),
         figures,
     )
+
+
+def _status(folder: Path, written: str) -> str:
+    """The summary's status, ``stopped`` for a ``running`` one whose folder's lock no process
+    holds (a run written through the Python API has no lock file and keeps its summary's word)."""
+    if written != "running":
+        return written
+    try:
+        held = lock_held(folder)
+    except OSError:
+        return written  # a lock file we may not open: nothing to say against the summary
+    return "stopped" if held is False else written
 
 
 def _is_run(folder: Path) -> bool:
@@ -186,21 +214,23 @@ class RunStore:
         self.size = size
         self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
         self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
+        self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunData:
         """The run of ``run_id`` (:func:`resolve_run`)."""
         folder = resolve_run(self.root, run_id)
         summary = folder / "summary.json"
         stamp = summary.stat().st_mtime if summary.is_file() else 0.0
-        held = self._runs.get(run_id)
-        if held is None or held[0] != stamp:
-            held = (stamp, RunData(folder))
-        self._runs[run_id] = held
-        self._runs.move_to_end(run_id)
-        while len(self._runs) > self.size:
-            _, (_, dropped) = self._runs.popitem(last=False)
-            self._positions.pop(dropped.out_dir, None)
-        return held[1]
+        with self._lock:  # callbacks open a run from several threads at once: one RunData, read once
+            held = self._runs.get(run_id)
+            if held is None or held[0] != stamp:
+                held = (stamp, RunData(folder))
+            self._runs[run_id] = held
+            self._runs.move_to_end(run_id)
+            while len(self._runs) > self.size:
+                _, (_, dropped) = self._runs.popitem(last=False)
+                self._positions.pop(dropped.out_dir, None)
+            return held[1]
 
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
         """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
@@ -259,6 +289,13 @@ def _window(frame: pd.DataFrame, t_range: tuple[float, float] | None, column: st
     return frame[(t >= t_range[0]) & (t <= t_range[1])]
 
 
+def _groups(frame: pd.DataFrame, keys: str | list[str]) -> list[tuple[Any, pd.DataFrame]]:
+    """``frame``'s rows by ``keys``, as iterating its groupby gives them; through the groups' row
+    positions, because iterating builds an index of every row's key first (a second for an hour of
+    five models, most of a day's first paint)."""
+    return [(key, frame.iloc[rows]) for key, rows in frame.groupby(keys, observed=True).indices.items()]
+
+
 def _thin(name: str, t: Any, y: Any, points: int, **style: Any) -> Line:
     tt, yy = envelope(t, y, points)
     return Line(name, tt, yy, **style)
@@ -286,7 +323,7 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
     datacenter = _window(run.table("datacenter"), t_range)
     if not datacenter.empty:
         lines = []
-        for site, df in datacenter.groupby("site", observed=True):
+        for site, df in _groups(datacenter, "site"):
             for ph in PHASES:
                 lines.append(
                     _thin(
@@ -300,7 +337,7 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
         panels.append(Panel("dc_power", "datacenter P (MW)", lines))
     models = _window(run.table("models"), t_range)
     if not models.empty:
-        groups = list(models.groupby(["site", "model"], observed=True))
+        groups = _groups(models, ["site", "model"])
         panels.append(
             Panel(
                 "batch",
@@ -309,7 +346,7 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
                 log2=True,
             )
         )
-        deadlines = itl_deadlines(run.out_dir)
+        deadlines = scenario_deadlines(run.scenario)  # parsed once per run, not once per draw
         itl = [_thin(f"{s}/{m}", df["t_s"], df["itl_s"].to_numpy(dtype=float) * 1e3, points) for (s, m), df in groups]
         levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
         panels.append(Panel("itl", "ITL (ms)", itl, levels=levels))
@@ -366,9 +403,8 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
                 for phase, column in columns.items()
             ]
             panels.append(Panel("taps", "regulator tap (step)", taps))
-    branches = _window(run.table("grid_branches"), t_range)
-    if not branches.empty and branches["loading_pct"].notna().any():
-        worst = branch_loading_envelope(branches)
+    worst = branch_loading(run.out_dir, t_range)
+    if not worst.empty:
         panels.append(
             Panel(
                 "loading",
@@ -394,6 +430,140 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
         ]
         panels.append(Panel("commands", "commands", lines, categories=actuators))
     return panels
+
+
+@dataclass(frozen=True)
+class TablePart:
+    """One parquet part of an output table and the time range its statistics give.
+
+    :param path: the part file.
+    :param t_min_s: its first time (s).
+    :param t_max_s: its last time (s).
+    :param rows: its rows.
+    """
+
+    path: Path
+    t_min_s: float
+    t_max_s: float
+    rows: int
+
+
+PartsKey = tuple[tuple[str, int, int], ...]
+"""A table's parts as ``(name, mtime_ns, size)``: it changes when a part is added or rewritten."""
+
+
+def _parts_key(table_dir: Path) -> PartsKey:
+    found = []
+    for path in sorted(table_dir.glob("part-*.parquet")):
+        stat = path.stat()
+        found.append((path.name, stat.st_mtime_ns, stat.st_size))
+    return tuple(found)
+
+
+@lru_cache(maxsize=16)
+def _parts(table_dir: Path, key: PartsKey) -> tuple[TablePart, ...]:
+    parts = []
+    for name, _, _ in key:
+        meta = pq.ParquetFile(table_dir / name).metadata
+        column = meta.schema.to_arrow_schema().get_field_index("t_s")
+        lows, highs = [], []
+        for k in range(meta.num_row_groups):
+            stats = meta.row_group(k).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                raise AppError(f"{table_dir / name}: row group {k} has no t_s statistics; it cannot be read in part")
+            lows.append(float(stats.min))
+            highs.append(float(stats.max))
+        if meta.num_rows:
+            parts.append(TablePart(table_dir / name, min(lows), max(highs), meta.num_rows))
+    return tuple(parts)
+
+
+def table_parts(out_dir: Path, name: str, t_range: tuple[float, float] | None = None) -> tuple[TablePart, ...]:
+    """The parts of a run's table that hold rows in ``t_range`` (all when ``None``), in time order,
+    found from each part's ``t_s`` statistics (its footer; no data is read). The statistics are
+    kept while the table's parts are unchanged.
+
+    :raises AppError: a part without ``t_s`` statistics.
+    """
+    table_dir = Path(out_dir) / name
+    parts = _parts(table_dir, _parts_key(table_dir)) if table_dir.is_dir() else ()
+    if t_range is not None:
+        parts = tuple(p for p in parts if p.t_max_s >= t_range[0] and p.t_min_s <= t_range[1])
+    return tuple(sorted(parts, key=lambda p: p.t_min_s))
+
+
+def read_parts(
+    parts: tuple[TablePart, ...],
+    columns: list[str] | None = None,
+    filters: list[tuple[str, str, Any]] | None = None,
+) -> pd.DataFrame:
+    """The rows of ``parts`` (:func:`table_parts`) that pass ``filters`` (pyarrow row filters),
+    only ``columns`` (``None``: all); an empty frame for no parts."""
+    if not parts:
+        return pd.DataFrame()
+    return pd.read_parquet([p.path for p in parts], columns=columns, filters=filters)
+
+
+_LOADING_COLUMNS = ["t_s", "branch", "loading_pct"]
+LOADING_CACHE = ".openg2g-app-branch-loading.parquet"
+"""The whole run's most loaded branch per grid step, kept beside the run's tables (hidden; written
+whole or not at all) with the ``grid_branches`` parts it was computed from in its metadata."""
+_LOADING_KEY = b"openg2g.grid_branches_parts"
+_LOADING_LOCK = threading.Lock()
+
+
+def _most_loaded(parts: tuple[TablePart, ...], t_range: tuple[float, float] | None) -> pd.DataFrame:
+    """:func:`branch_loading_envelope` of the parts, one part at a time (a day of ``grid_branches``
+    is 250 million rows: only one part's three columns are in memory at once)."""
+    filters = [("t_s", ">=", t_range[0]), ("t_s", "<=", t_range[1])] if t_range is not None else None
+    steps = [branch_loading_envelope(read_parts((p,), _LOADING_COLUMNS, filters)) for p in parts]
+    steps = [s for s in steps if not s.empty]
+    if not steps:
+        return pd.DataFrame({"t_s": [], "max_loading_pct": [], "branch": []})
+    return pd.concat(steps, ignore_index=True).sort_values("t_s", kind="stable").reset_index(drop=True)
+
+
+@lru_cache(maxsize=8)
+def _whole_run_loading(out_dir: Path, key: PartsKey) -> pd.DataFrame:
+    cache = out_dir / LOADING_CACHE
+    stamp = json.dumps(key).encode()
+    try:
+        table = pq.read_table(cache)
+        if (table.schema.metadata or {}).get(_LOADING_KEY) == stamp:
+            return table.to_pandas()
+    except (OSError, ValueError):
+        pass  # no cache yet, or one cut short: computed again below
+    frame = _most_loaded(table_parts(out_dir, "grid_branches"), None)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    try:
+        with replace_atomically(cache) as tmp:
+            pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), _LOADING_KEY: stamp}), tmp)
+    except OSError:
+        pass  # a runs folder we may not write: the figures are kept in memory only
+    return frame
+
+
+def branch_loading(out_dir: Path, t_range: tuple[float, float] | None = None) -> pd.DataFrame:
+    """The most loaded branch conductor of each grid step (:func:`openg2g.plot.run.branch_loading_envelope`:
+    ``t_s`` (s), ``max_loading_pct`` (%), ``branch``), empty without a ``grid_branches`` table or
+    a loading figure.
+
+    Only ``t_s``, ``branch`` and ``loading_pct`` are read, and only from the parts that hold
+    ``t_range`` (:func:`table_parts`). The whole run's figures (``t_range=None``) are computed once
+    per set of parts and kept in :data:`LOADING_CACHE` beside the tables and in memory for the
+    eight runs last asked; a part added or rewritten (a running run) computes them again.
+
+    :param out_dir: the run folder.
+    :param t_range: ``(start, end)`` (s), ``None`` for the whole run.
+    """
+    out_dir = Path(out_dir).resolve()
+    if t_range is not None:
+        return _most_loaded(table_parts(out_dir, "grid_branches", t_range), t_range)
+    table_dir = out_dir / "grid_branches"
+    if not table_dir.is_dir():
+        return _most_loaded((), None)
+    with _LOADING_LOCK:  # two draws at once compute a day's figures once, not twice
+        return _whole_run_loading(out_dir, _parts_key(table_dir))
 
 
 def run_marks_in(run: RunData, t_range: tuple[float, float] | None = None) -> Marks:
@@ -466,7 +636,7 @@ def map_at(
             f"no grid step at or before t = {t_s:g} s" + (f" (the first is {times[0]:g} s)" if times.size else "")
         )
     step = float(at[-1])
-    rows = read_table(run.out_dir, "grid_voltages", filters=[("t_s", "==", step)])
+    rows = read_parts(table_parts(run.out_dir, "grid_voltages", (step, step)), filters=[("t_s", "==", step)])
     if rows.empty:
         raise AppError("no feeder map: the run has no grid_voltages table (set outputs.voltages: all)")
     assert run.v_min_pu is not None and run.v_max_pu is not None

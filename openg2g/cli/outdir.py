@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from openg2g.core.errors import ScenarioError
+from openg2g.core.folder_lock import LOCK_FILE
 
 __all__ = [
     "LOCK_FILE",
@@ -47,9 +48,6 @@ __all__ = [
     "prepare_out_dir",
     "stop_cleanly_on_signals",
 ]
-
-LOCK_FILE = ".openg2g.lock"
-"""The lock file of an output folder (hidden, so table readers skip it)."""
 
 _STUDY_TABLES = ("hosting_capacity.parquet", "siting.parquet", "plan.json")
 

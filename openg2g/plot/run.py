@@ -13,6 +13,7 @@ written when Ctrl-C came.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -50,6 +51,7 @@ __all__ = [
     "plot_run",
     "plot_voltage_envelope",
     "read_table",
+    "scenario_deadlines",
 ]
 
 
@@ -266,7 +268,11 @@ def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     path = Path(out_dir) / "scenario.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return scenario_deadlines(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def scenario_deadlines(data: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """``(site, model)`` -> ITL deadline (s) of a scenario as run (what ``scenario.yaml`` holds)."""
     return {
         (str(site["name"]), str(m["model"])): float(m["itl_deadline_s"])
         for site in data.get("datacenters") or []
@@ -291,6 +297,7 @@ class RunData:
     v_max_pu: float | None = None
     scenario_data: Mapping[str, Any] | None = None
     _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _reading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -301,10 +308,12 @@ class RunData:
             self.v_max_pu = float(grid.get("v_max_pu", 1.05))
 
     def table(self, name: str) -> pd.DataFrame:
-        """One output table (:func:`read_table`), read on first use."""
-        if name not in self._tables:
-            self._tables[name] = read_table(self.out_dir, name)
-        return self._tables[name]
+        """One output table (:func:`read_table`), read on first use; threads that ask for a table
+        at once (the app's callbacks) wait for one read rather than each reading it."""
+        with self._reading:
+            if name not in self._tables:
+                self._tables[name] = read_table(self.out_dir, name)
+            return self._tables[name]
 
     @cached_property
     def scenario(self) -> Mapping[str, Any]:

@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from openg2g.app.data import AppError, RunStore, compare, list_runs, map_at, resolve_run, run_panels
+from openg2g.app.data import (
+    LOADING_CACHE,
+    AppError,
+    RunStore,
+    branch_loading,
+    compare,
+    list_runs,
+    map_at,
+    resolve_run,
+    run_panels,
+    table_parts,
+)
 from openg2g.plot.run import RunData, read_table
 
 
@@ -36,6 +51,51 @@ def test_a_long_line_is_thinned_for_the_browser_keeping_its_extremes(tmp_path: P
     zoomed = run_panels(RunData(tmp_path), t_range=(1200.0, 1300.0), points=2000)
     detail = next(ln for ln in zoomed[0].lines if ln.name == "dc1 a")
     assert detail.t_s.size == 1001 and detail.y.max() == pytest.approx(3.0)
+
+
+def _branch_part(folder: Path, k: int, steps: list[float], loading: dict[str, list[float]]) -> None:
+    """Part ``k`` of a ``grid_branches`` table: at each step, each conductor's loading (%)."""
+    rows = [
+        {"t_s": t, "branch": name.split(".")[0], "phase": name.split(".")[1], "current_a": 1.0, "loading_pct": pct}
+        for i, t in enumerate(steps)
+        for name, values in loading.items()
+        for pct in [values[i]]
+    ]
+    (folder / "grid_branches").mkdir(exist_ok=True)
+    pd.DataFrame(rows).to_parquet(folder / "grid_branches" / f"part-{k:05d}.parquet")
+
+
+def test_branch_loading_reads_only_the_parts_of_the_range_and_equals_the_rows(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text("{}")
+    _branch_part(tmp_path, 0, [0.1, 0.2], {"l1.a": [50.0, 60.0], "l2.b": [70.0, 10.0]})
+    _branch_part(tmp_path, 1, [0.3, 0.4], {"l1.a": [80.0, 20.0], "l2.b": [30.0, 90.0]})
+    _branch_part(tmp_path, 2, [0.5, 0.6], {"l1.a": [40.0, np.nan], "l2.b": [45.0, 99.0]})
+    # the statistics of each part's t_s place it in time: a zoom on 0.3-0.4 s opens part 1 only
+    parts = table_parts(tmp_path, "grid_branches", (0.3, 0.4))
+    assert [p.path.name for p in parts] == ["part-00001.parquet"]
+    assert [(p.t_min_s, p.t_max_s, p.rows) for p in parts] == [(0.3, 0.4, 4)]
+    assert [p.path.name for p in table_parts(tmp_path, "grid_branches", (0.25, 0.5))] == [
+        "part-00001.parquet",
+        "part-00002.parquet",
+    ]
+    zoom = branch_loading(tmp_path, (0.3, 0.4))
+    assert zoom.to_dict("list") == {"t_s": [0.3, 0.4], "max_loading_pct": [80.0, 90.0], "branch": ["l1", "l2"]}
+    # the whole run, step by step: the highest conductor and its branch (a NaN loading is no figure)
+    expected = {
+        "t_s": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+        "max_loading_pct": [70.0, 60.0, 80.0, 90.0, 45.0, 99.0],
+        "branch": ["l2", "l1", "l1", "l2", "l2", "l2"],
+    }
+    assert branch_loading(tmp_path).to_dict("list") == expected
+    panel = next(p for p in run_panels(RunData(tmp_path)) if p.key == "loading")
+    assert panel.lines[0].t_s.tolist() == expected["t_s"]
+    assert panel.lines[0].y.tolist() == expected["max_loading_pct"]
+    # kept beside the run, and computed again when a part is added (a running run)
+    assert pd.read_parquet(tmp_path / LOADING_CACHE).to_dict("list") == expected
+    _branch_part(tmp_path, 3, [0.7], {"l1.a": [5.0], "l2.b": [6.0]})
+    grown = branch_loading(tmp_path)
+    assert grown["t_s"].tolist()[-1] == 0.7 and grown["max_loading_pct"].tolist()[-1] == 6.0
+    assert pd.read_parquet(tmp_path / LOADING_CACHE)["t_s"].tolist()[-1] == 0.7
 
 
 def test_the_map_at_t_shows_exactly_the_grid_voltages_rows_at_t(runs_dir: Path) -> None:
@@ -93,6 +153,29 @@ def test_runs_are_listed_with_their_status(tmp_path: Path) -> None:
     }
     assert runs["done"].figures == {"violation_integral_pu_s": 0.5}
     assert runs["whatif/a-001"].sim_time_s / runs["whatif/a-001"].duration_s == 0.25
+
+
+def test_a_run_killed_with_sigkill_shows_as_stopped_not_running(tmp_path: Path) -> None:
+    # a real `openg2g run` holds its folder's lock; kill -9 leaves its summary saying "running"
+    out = tmp_path / "killed"
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "openg2g.cli.main", "run", "ieee13_fixedtap_none", "--out", str(out)]
+    cmd += ["--set", "outputs.plots=false", "--set", "outputs.flush_every_s=1", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "summary.json").is_file():
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "timed out waiting for the run's first summary"
+            time.sleep(0.2)
+        assert [(r.run_id, r.status) for r in list_runs(tmp_path)] == [("killed", "running")]
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert json.loads((out / "summary.json").read_text())["status"] == "running"
+    assert [(r.run_id, r.status) for r in list_runs(tmp_path)] == [("killed", "stopped")]
 
 
 def test_a_run_id_outside_the_runs_folder_is_refused(tmp_path: Path) -> None:
