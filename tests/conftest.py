@@ -5,7 +5,8 @@ pytest-xdist worker.
 ``xdist_group``, which go to one worker together. A module-scoped fixture is built once per
 worker that runs a test using it, so without a group a fixture that runs a benchmark, a batch of
 simulations or a training is built twice under ``-n 2``. The group is added here, from the
-fixtures each test uses, so a new module-scoped fixture needs no marker of its own.
+fixtures each test uses, so a new module-scoped fixture needs no marker of its own; a module that
+names its group itself keeps it.
 """
 
 from __future__ import annotations
@@ -20,5 +21,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
+        if item.get_closest_marker("xdist_group") is not None:
+            continue  # a module's own group (tests/studies: the Ray clusters, one at a time) stands
         if any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
