@@ -15,7 +15,6 @@ from tests.studies.crashing import crashing_toy_run
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')")
-pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster at a time (test_ray_auth.py's is the other)
 
 
 def _closed_port() -> int:

@@ -33,7 +33,6 @@ pytestmark = [
         importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')"
     ),
     pytest.mark.slow,  # a real token-protected head: 10-20 s of Ray start-up
-    pytest.mark.xdist_group("ray"),  # one Ray cluster at a time (test_ray.py's is the other)
 ]
 
 # Ray tries the cluster for about 20 s before giving up; one second shows the same refusal
