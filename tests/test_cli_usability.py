@@ -30,7 +30,9 @@ SCENARIOS = REPO / "scenarios"
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("benchmark_ieee", "ok (suite benchmark_ieee: 24 cases"),
+        # slow: validating a suite starts each of its 24 cases (7 s); a toy suite's validation is in
+        # the fast path (tests/benchmark/test_benchmark.py)
+        pytest.param("benchmark_ieee", "ok (suite benchmark_ieee: 24 cases", marks=pytest.mark.slow),
         ("sweep_ieee13_taps", "ok (sweep ieee13_taps: 36 runs of ieee13_none.yaml"),
         ("study_ieee13_siting", "ok (study siting ieee13_siting, base ieee13_none.yaml"),
         ("ieee13_none", "ok (ieee13_none, sha256"),

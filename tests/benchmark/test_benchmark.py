@@ -195,11 +195,6 @@ def test_bundled_suite_has_twenty_cases_on_three_feeders():
     assert all(not math.isnan(len(c.overrides)) for c in suite.cases)
 
 
-@pytest.mark.slow
-def test_bundled_suite_validates():
-    assert main(["validate", str(Path(__file__).parents[2] / "scenarios" / "benchmark_ieee.yaml")]) == 0
-
-
 def test_unusable_out_is_refused_before_the_suite_is_checked(tmp_path, capsys):
     (tmp_path / "afile").write_text("keep me")
     path = write_suite(tmp_path)
