@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError, create_model
@@ -85,7 +85,7 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
         value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ScenarioError(
-            [(source, f"--set {key}: value is not valid YAML: {getattr(exc, 'problem', exc)}")]
+            [(source, f"--set {key}: value is {_yaml_problem(exc)}")]
         ) from None
     except RecursionError:
         raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
@@ -115,7 +115,13 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
             raise ScenarioError([(source, f"--set {key}: {'.'.join(parts[:i])} is a value, not a section")])
 
 
-class _StrictLoader(yaml.SafeLoader):
+if TYPE_CHECKING:
+    from yaml import SafeLoader as _SafeBase
+else:  # libyaml's parser (in PyYAML's wheels) reads a scenario 7x faster, with the same constructors
+    _SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeBase):
     """Safe YAML that refuses a key given twice in one mapping (YAML would keep the last silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -128,6 +134,14 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong with a text YAML refused, as a phrase for the message."""
+    problem = str(getattr(exc, "problem", exc))
+    if "nesting depth" in problem:  # libyaml's own limit, where the Python parser would recurse too deeply
+        return "nested too deeply to read"
+    return f"not valid YAML: {problem}"
 
 
 MAX_YAML_NODES = 1_000_000
@@ -194,7 +208,7 @@ def read_yaml_mapping(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise error([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise error([(where, _yaml_problem(exc))]) from None
     except RecursionError:
         raise error([(str(path), "nested too deeply to read")]) from None
     except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
