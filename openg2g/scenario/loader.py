@@ -84,9 +84,7 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
     try:
         value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ScenarioError(
-            [(source, f"--set {key}: value is {_yaml_problem(exc)}")]
-        ) from None
+        raise ScenarioError([(source, f"--set {key}: value is {_yaml_problem(exc)}")]) from None
     except RecursionError:
         raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
     except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
