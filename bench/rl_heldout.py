@@ -4,11 +4,14 @@ Usage::
 
     python bench/rl_heldout.py --policies ieee13_ppo                        # 8 held-out variations of ieee13_none
     python bench/rl_heldout.py --policies old=/tmp/old.zip ieee13_ppo --as-written
+    python bench/rl_heldout.py --policies runs/x/checkpoints/*.zip --eval-seed 1  # the validation set
+    python bench/rl_heldout.py --policies ieee13_ppo --rule-based ieee13_rule_based ieee13_joint
 
 Every policy is run, as the ``rl_policy`` controller, on the first ``--held-out`` variations of the
 scenario drawn as the policy's training env draws its evaluation set (``EnvConfig.eval_seed``: never
-seen in training; all policies must share the episode window, ranges and seed), and so are no
-control and the controllers of ``--rule-based`` (default: those of ``ieee13_rule_based``).
+seen in training; all policies must share the episode window, ranges and seed; ``--eval-seed``
+draws another set instead, e.g. a validation set for choosing a checkpoint), and so are no control
+and the controllers of each ``--rule-based`` scenario (default: those of ``ieee13_rule_based``).
 ``--as-written`` adds the whole scenario as written (for ieee13_none an hour each).
 
 Prints one row per controller: violation integral summed over the runs (under- and over-voltage),
@@ -86,7 +89,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--policies", nargs="+", required=True, help="policy names or paths, optionally LABEL=PATH")
     parser.add_argument("--scenario", default="ieee13_none")
-    parser.add_argument("--rule-based", default="ieee13_rule_based", help="scenario whose controllers to compare")
+    parser.add_argument(
+        "--rule-based",
+        nargs="*",
+        default=["ieee13_rule_based"],
+        help="scenarios whose controllers to compare (given alone: none)",
+    )
+    parser.add_argument(
+        "--eval-seed", type=int, default=None, help="draw the variations with this seed (default: the policies')"
+    )
     parser.add_argument("--held-out", type=int, default=8)
     parser.add_argument("--as-written", action="store_true", help="also run the scenario as written")
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
@@ -100,14 +111,18 @@ def main() -> None:
     if len({_window(meta) for _, _, meta in policies}) != 1:
         raise SystemExit("the policies were trained on different held-out sets (episode_steps, variations, eval_seed)")
     loaded = load_scenario(args.scenario)
-    rule_based = list(load_scenario(args.rule_based).scenario.controllers)
-    controllers: list[tuple[str, list[Any]]] = [("no control", []), (args.rule_based, rule_based)]
+    controllers: list[tuple[str, list[Any]]] = [("no control", [])]
+    controllers += [(name, list(load_scenario(name).scenario.controllers)) for name in args.rule_based]
     controllers += [(label, [ControllerSpec.model_validate(policy_controller_spec(p))]) for label, p, _ in policies]
 
+    meta = policies[0][2]
+    if args.eval_seed is not None:
+        meta = meta.model_copy(update={"env": meta.env.model_copy(update={"eval_seed": args.eval_seed})})
+    seed_note = "" if args.eval_seed is None else f" (eval_seed {args.eval_seed})"
     sets = [
         (
-            f"{args.held_out} held-out variations of {args.scenario}",
-            held_out_variations(loaded, policies[0][2], args.held_out),
+            f"{args.held_out} held-out variations of {args.scenario}{seed_note}",
+            held_out_variations(loaded, meta, args.held_out),
         )
     ]
     if args.as_written:

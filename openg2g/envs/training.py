@@ -573,8 +573,9 @@ def train_policy(
         (a resumed segment continues the latest such run).
     :param init_from: start a fresh run from the network weights of a saved policy (path or
         bundled name) instead of random ones: fine-tuning under another reward, miss budget or
-        scenario with the same spaces. Only the weights are taken; hyper-parameters, optimizer and
-        reward normalization start afresh.
+        scenario with the same spaces, or with action families added after the saved policy's (see
+        :func:`_copy_weights`). Only the weights are taken; hyper-parameters, optimizer and reward
+        normalization start afresh.
     :raises ScenarioError: arguments outside their bounds (:class:`TrainOptions`), or more
         ``eval_episodes`` than the env has held-out variations.
     :raises OutputError: ``out`` cannot be written (a full or read-only disk).
@@ -741,16 +742,45 @@ def _learn(
     return wall
 
 
+STAY_LOGIT = 2.0
+"""Initial logit of "stay" (down and up: 0) of each action entry a policy gains at ``init_from``: an
+added entry starts by staying with probability e^2 / (e^2 + 2) = 0.79, so the run starts from the
+saved policy's behaviour (its deterministic action stays) and still tries every move."""
+
+
 def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo: str) -> None:
-    """Load ``policy``'s network weights into ``model`` (see :func:`train_policy`'s ``init_from``)."""
+    """Load ``policy``'s network weights into ``model`` (see :func:`train_policy`'s ``init_from``).
+
+    A discrete policy whose action families are the first ones of the run's, with the same
+    observation, is extended: its action logits are copied and every added entry gets zero
+    weights and the biases ``(0, STAY_LOGIT, 0)`` over down/stay/up.
+    """
     source, meta = load_policy(policy)
     if meta.algo != algo:
         raise G2GError(f"policy {policy} is a {meta.algo} policy; init_from needs one of the run's algorithm ({algo})")
-    probe.layout.check_spaces(source.observation_space, source.action_space, f"policy {policy}")
+    state = source.policy.state_dict()
+    saved, run = list(meta.env.actions), list(probe.config.actions)
+    if meta.env.action == probe.config.action == "discrete" and len(saved) < len(run) and run[: len(saved)] == saved:
+        probe.layout.check_spaces(source.observation_space, probe.layout.action_space, f"policy {policy}")
+        state = _extend_action_head(state, model.policy.state_dict())
+    else:
+        probe.layout.check_spaces(source.observation_space, source.action_space, f"policy {policy}")
     try:
-        model.policy.load_state_dict(source.policy.state_dict())
+        model.policy.load_state_dict(state)
     except RuntimeError as exc:  # torch names every tensor whose shape differs
         raise G2GError(f"policy {policy} has other network sizes than --net-arch asks: {exc}") from None
+
+
+def _extend_action_head(source: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+    """``source``'s weights with its discrete action head grown to ``target``'s size (see :func:`_copy_weights`)."""
+    import torch
+
+    state = dict(source)
+    weight, bias = source["action_net.weight"], source["action_net.bias"]
+    added = target["action_net.bias"].shape[0] - bias.shape[0]
+    state["action_net.weight"] = torch.cat([weight, weight.new_zeros((added, weight.shape[1]))])
+    state["action_net.bias"] = torch.cat([bias, bias.new_tensor([0.0, STAY_LOGIT, 0.0]).repeat(added // 3)])
+    return state
 
 
 def _check_environment(algo: str, cfg: EnvConfig, eval_episodes: int, tensorboard: Path | None) -> None:

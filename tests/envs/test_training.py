@@ -181,6 +181,27 @@ def test_init_from_starts_from_the_saved_weights(tmp_path):
     assert json.loads((tmp_path / "copy" / "train.json").read_text())["init_from"] == str(source)
 
 
+def test_init_from_extends_a_batch_policy_with_tap_actions(tmp_path):
+    """A batch-size policy fine-tuned with taps added: its 2 x 3 batch logits are copied and each of
+    reg1's three phases gets zero weights and the biases (0, 2, 0), so its deterministic action
+    stays; the taps family first instead of last is refused."""
+    source = _toy_run(tmp_path / "source")
+    taps = {"actions": [{"kind": "batch"}, {"kind": "taps"}]}
+    frozen = TrainSettings(32, 32, learning_rate=0.0)
+    copy = _toy_run(tmp_path / "copy", seed=7, init_from=source, env_config=taps, settings=frozen)
+    a, b = (load_policy(p)[0].policy.state_dict() for p in (source, copy))
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a if not k.startswith("action_net."))
+    weight, bias = b["action_net.weight"].numpy(), b["action_net.bias"].numpy()
+    assert weight.shape == (6 + 9, 64)
+    assert np.array_equal(weight[:6], a["action_net.weight"].numpy())
+    assert np.array_equal(bias[:6], a["action_net.bias"].numpy())
+    assert not weight[6:].any()
+    assert bias[6:].tolist() == [0.0, 2.0, 0.0] * 3
+    reversed_order = {"actions": [{"kind": "taps"}, {"kind": "batch"}]}
+    with pytest.raises(G2GError, match="does not fit this scenario: action"):
+        _toy_run(tmp_path / "reversed", init_from=source, env_config=reversed_order)
+
+
 def test_init_from_refuses_a_policy_that_does_not_fit(tmp_path):
     source = _toy_run(tmp_path / "source")
     one_model = ["duration_s=11", "datacenters.0.models.1.batch_sizes=[64]"]
