@@ -438,6 +438,25 @@ class ReplicasFamily(_GridFamily):
         return tuple(Actuator("replicas", pair) for pair in self.pairs)
 
 
+def _chosen(
+    given: Sequence[str] | None, known: list[str], kind: str, names: tuple[str, str, str], source: str, where: str
+) -> list[str]:
+    """The grid elements a family of ``kind`` acts on: those ``given``, else every one the scenario has.
+
+    :param names: one element with its article, the plural, and the spec's field (``("a battery",
+        "batteries", "units")``), for messages.
+    :raises ScenarioError: the grid has none, or ``given`` names one it lacks.
+    """
+    one, many, field = names
+    if not known:
+        raise _error(source, where, f"the {kind} action needs {one}, and the scenario's grid has none")
+    chosen = list(given) if given is not None else known
+    unknown = [x for x in chosen if x not in known]
+    if unknown:
+        raise _error(source, f"{where}.{field}", f"unknown {many} {unknown}; the grid has {known}")
+    return chosen
+
+
 class TapsFamily(_GridFamily):
     """Regulator taps (steps): one entry per regulated phase of a bank, or one per bank where its
     phases share one tap (ganged); :class:`SetTaps` per bank."""
@@ -446,13 +465,14 @@ class TapsFamily(_GridFamily):
     unit = "tap steps"
 
     def __init__(self, spec: TapsAction, context: ControlContext, source: str, where: str):
-        known = list(context.regulators)
-        if not known:
-            raise _error(source, where, "the taps action needs a regulator bank, and the scenario's grid has none")
-        banks = spec.banks if spec.banks is not None else known
-        unknown = [b for b in banks if b not in context.regulators]
-        if unknown:
-            raise _error(source, f"{where}.banks", f"unknown regulator banks {unknown}; the grid has {known}")
+        banks = _chosen(
+            spec.banks,
+            list(context.regulators),
+            self.kind,
+            ("a regulator bank", "regulator banks", "banks"),
+            source,
+            where,
+        )
         self.banks = tuple(banks)
         self._phases = {b: context.regulators[b].phases for b in self.banks}
         # (bank, index of the phase whose tap the entry reads), ganged banks read their first phase
@@ -494,13 +514,9 @@ class StorageFamily(_GridFamily):
     unit = "W"
 
     def __init__(self, spec: StorageAction, context: ControlContext, source: str, where: str):
-        known = list(context.storages)
-        if not known:
-            raise _error(source, where, "the storage action needs a battery, and the scenario's grid has none")
-        units = spec.units if spec.units is not None else known
-        unknown = [u for u in units if u not in known]
-        if unknown:
-            raise _error(source, f"{where}.units", f"unknown batteries {unknown}; the grid has {known}")
+        units = _chosen(
+            spec.units, list(context.storages), self.kind, ("a battery", "batteries", "units"), source, where
+        )
         unrated = [u for u in units if u not in context.storage_units]
         if unrated:
             raise _error(source, where, f"the grid reports no rating for batteries {unrated}")
