@@ -12,10 +12,10 @@ started as its own process on a free port of 127.0.0.1):
 5. ``server CPU``: the CPU seconds the server process used over 1-3 (a machine shared with other
    work stretches the wall times, much less this);
 
-each for a ``cold`` server (a new process: nothing read yet; the branch-loading figures computed
-unless the run folder already keeps them: ``--cold-cache`` removes them first), ``warm`` (the
-page loaded again in the same server) and ``restarted`` (a new server: the tables read again,
-the branch-loading figures read from beside the run). Then the what-if round trip: a 60 s ``ieee13_none`` what-if submitted
+each for a ``cold`` server (a new process: nothing read yet; the run's overview and
+branch-loading figures computed unless the run folder already keeps them: ``--cold-cache``
+removes them first), ``warm`` (the page loaded again in the same server) and ``restarted`` (a
+new server: the overview read from beside the run). Then the what-if round trip: a 60 s ``ieee13_none`` what-if submitted
 from the form to its feeder map drawn, and the server's peak resident memory (``VmHWM``).
 
 The runs (``--prepare`` makes them under ``--runs``, default ``runs/bench_app``):
@@ -219,11 +219,13 @@ def main() -> None:
     parser.add_argument("--tile-from", type=Path, help="tile this existing ieee123 run (with --prepare)")
     parser.add_argument("--cases", nargs="+", default=["ieee13_fixedtap_ofo", FIXTURE], help="run ids to open")
     parser.add_argument("--no-whatif", action="store_true", help="skip the what-if round trip")
-    parser.add_argument("--cold-cache", action="store_true", help="remove the runs' branch-loading caches first")
+    parser.add_argument(
+        "--cold-cache", action="store_true", help="remove the runs' overview and branch-loading caches first"
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from openg2g.app.data import LOADING_CACHE
+    from openg2g.app.data import LOADING_CACHE, OVERVIEW_CACHE
 
     runs: Path = args.runs.resolve()
     if args.prepare and args.tile_from:
@@ -234,8 +236,9 @@ def main() -> None:
     if note.is_file():
         print("NOTE:", note.read_text().strip())
     if args.cold_cache:
-        for cache in runs.glob(f"*/{LOADING_CACHE}"):
-            cache.unlink()
+        for name in (LOADING_CACHE, OVERVIEW_CACHE):
+            for cache in runs.glob(f"*/{name}"):
+                cache.unlink()
     # the what-if writes into the runs folder: a copy keeps the benchmark's runs as they are
     whatif_root = runs / "whatif"
     shutil.rmtree(whatif_root, ignore_errors=True)

@@ -16,7 +16,15 @@ import dash
 from dash import ALL, Input, Output, Patch, State, ctx, no_update
 
 from openg2g.app import views
-from openg2g.app.data import AppError, RunStore, compare, grid_times, list_runs, map_at, run_marks_in, run_panels
+from openg2g.app.data import (
+    AppError,
+    RunStore,
+    compare,
+    list_runs,
+    map_at,
+    run_marks_in,
+    run_panels,
+)
 from openg2g.app.studies import (
     BENCHMARK,
     HOSTING,
@@ -131,7 +139,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
     def _time(run_id: str | None, index: int | None) -> float | None:
         if not run_id:
             return None
-        times = grid_times(store.get(run_id))
+        times = store.overview(store.get(run_id)).grid_times_s
         if times.size == 0:
             return None
         return float(times[min(max(int(index or 0), 0), times.size - 1)])
@@ -168,7 +176,9 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             runs = []
             for rid in ids:
                 run = store.get(rid)
-                runs.append((rid, run_panels(run, t_range), run_marks_in(run, t_range)))
+                whole = store.overview(run)  # the first paint reads only this file beside the run
+                panels = whole.panels if t_range is None else run_panels(run, t_range)
+                runs.append((rid, panels, run_marks_in(whole.marks, t_range)))
             return views.series_figure(runs, _time(cursor_run, index), t_range), ""
 
         return _shown(build, lambda text: (views.empty_figure(), text))
@@ -184,7 +194,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             return 0, 0, None
 
         def build() -> Any:
-            times = grid_times(store.get(run_id))
+            times = store.overview(store.get(run_id)).grid_times_s
             if times.size == 0:
                 return 0, 0, None
             last = times.size - 1
@@ -212,7 +222,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             if t_s is None:
                 raise AppError(f"run {run_id!r} has no grid steps yet")
             assert run.v_min_pu is not None and run.v_max_pu is not None
-            state = map_at(run, t_s, store.positions(run))
+            state = map_at(run, t_s, store.positions(run), times=store.overview(run).grid_times_s)
             return (
                 views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id),
                 views.profile_figure(state, run.v_min_pu, run.v_max_pu),

@@ -7,7 +7,9 @@ the runs folder, so a request can never read elsewhere. The tables are read by t
 
 - time series (:func:`run_panels`): each line thinned to at most ``points`` points by
   :func:`openg2g.plot.timeline.envelope` (the lowest and the highest sample of each run of
-  samples, so every extreme is drawn), over the whole run or the zoomed time range;
+  samples, so every extreme is drawn), over the zoomed time range or the whole run, the tables
+  read one part at a time; the whole run's kept beside the run (:func:`overview`,
+  :data:`OVERVIEW_CACHE`), so opening a run reads one small file;
 - the feeder map and the voltage profile at one grid step (:func:`map_at`): only that step's rows
   of ``grid_voltages`` are read (the part that holds it, found from the parts' ``t_s``
   statistics by :func:`table_parts`, then a filter on ``t_s``), so a day-long run of 250
@@ -26,7 +28,8 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
 
 from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
@@ -48,16 +53,18 @@ from openg2g.plot.profile import profile_segments, voltage_profile
 from openg2g.plot.run import RunData, branch_loading_envelope, scenario_deadlines
 from openg2g.plot.style import PHASE_COLORS
 from openg2g.plot.taps import tap_columns
-from openg2g.plot.timeline import Marks, changes, envelope
+from openg2g.plot.timeline import ChangeStream, EnvelopeStream, Marks, envelope, run_marks
 
 __all__ = [
     "KEY_FIGURES",
     "LOADING_CACHE",
+    "OVERVIEW_CACHE",
     "VIEW_POINTS",
     "AppError",
     "Comparison",
     "Line",
     "MapState",
+    "Overview",
     "Panel",
     "RunEntry",
     "RunStore",
@@ -66,6 +73,7 @@ __all__ = [
     "compare",
     "list_runs",
     "map_at",
+    "overview",
     "read_parts",
     "resolve_run",
     "run_panels",
@@ -214,6 +222,7 @@ class RunStore:
         self.size = size
         self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
         self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
+        self._overviews: dict[Path, tuple[RunData, Overview]] = {}
         self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunData:
@@ -230,7 +239,17 @@ class RunStore:
             while len(self._runs) > self.size:
                 _, (_, dropped) = self._runs.popitem(last=False)
                 self._positions.pop(dropped.out_dir, None)
+                self._overviews.pop(dropped.out_dir, None)
             return held[1]
+
+    def overview(self, run: RunData) -> Overview:
+        """:func:`overview` of an open run, asked of the files once per :class:`RunData` (which
+        :meth:`get` renews when the run's summary changes), not at each slider step."""
+        held = self._overviews.get(run.out_dir)
+        if held is None or held[0] is not run:
+            held = (run, overview(run))
+            self._overviews[run.out_dir] = held
+        return held[1]
 
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
         """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
@@ -296,14 +315,76 @@ def _groups(frame: pd.DataFrame, keys: str | list[str]) -> list[tuple[Any, pd.Da
     return [(key, frame.iloc[rows]) for key, rows in frame.groupby(keys, observed=True).indices.items()]
 
 
-def _thin(name: str, t: Any, y: Any, points: int, **style: Any) -> Line:
-    tt, yy = envelope(t, y, points)
-    return Line(name, tt, yy, **style)
+@dataclass(frozen=True)
+class _LineSpec:
+    """How one line of a group of a table is drawn: ``value`` turns the column into the panel's
+    unit; a ``step`` line keeps its changes (:class:`ChangeStream`), the others their envelope."""
+
+    name: str
+    column: str
+    value: Callable[[np.ndarray], np.ndarray] = field(default=lambda y: y)
+    step: bool = False
+    dash: str = "solid"
+    color: str = ""
 
 
-def _step(name: str, t: Any, y: Any, **style: Any) -> Line:
-    tt, yy = changes(t, y)
-    return Line(name, tt, yy, step=True, **style)
+def _read_part(part: TablePart, columns: list[str], t_range: tuple[float, float] | None) -> pa.Table:
+    """``columns`` (and ``t_s``) of one part's rows in ``t_range`` (``None``: all), read through
+    the part's own file (a third of the time of a one-file dataset)."""
+    table = pq.ParquetFile(part.path).read(columns=list(dict.fromkeys([*columns, "t_s"])))
+    if t_range is None:
+        return table
+    t = table.column("t_s")
+    return table.filter(pc.and_(pc.greater_equal(t, t_range[0]), pc.less_equal(t, t_range[1])))
+
+
+def _table_lines(
+    out_dir: Path,
+    table: str,
+    keys: str | list[str] | None,
+    specs: Callable[[Any], list[_LineSpec]],
+    t_range: tuple[float, float] | None,
+    points: int,
+) -> list[Line]:
+    """The lines of ``table``'s rows in ``t_range``, per group of ``keys`` (``None``: one group),
+    the groups in order of first appearance, read one part at a time: a first pass counts each group's rows
+    from the key columns (what :class:`EnvelopeStream` needs), a second thins every line as its
+    part comes. Equal to thinning the whole table's columns at once (:func:`envelope`,
+    :func:`changes`)."""
+    parts = table_parts(out_dir, table, t_range)
+    key_columns = [keys] if isinstance(keys, str) else list(keys or [])
+    counts: dict[Any, int] = {}
+    for part in parts:
+        found = _read_part(part, key_columns, t_range)
+        if not key_columns:
+            counts[None] = counts.get(None, 0) + found.num_rows
+            continue
+        for row in found.group_by(key_columns).aggregate([([], "count_all")]).to_pylist():
+            key = row[keys] if isinstance(keys, str) else tuple(row[k] for k in key_columns)
+            counts[key] = counts.get(key, 0) + int(row["count_all"])
+    groups = [k for k in counts if counts[k]]  # in order of first appearance, as the tables list them
+    streams: dict[Any, list[tuple[_LineSpec, EnvelopeStream | ChangeStream]]] = {
+        key: [(spec, ChangeStream() if spec.step else EnvelopeStream(counts[key], points)) for spec in specs(key)]
+        for key in groups
+    }
+    needed = sorted({spec.column for lines in streams.values() for spec, _ in lines})
+    for part in parts if groups else ():
+        frame = _read_part(part, [*key_columns, *needed], t_range).to_pandas()
+        for key, rows in _groups(frame, keys) if keys is not None else [(None, frame)]:
+            t = rows["t_s"].to_numpy(dtype=float)
+            for spec, stream in streams[key]:
+                stream.add(t, spec.value(rows[spec.column].to_numpy(dtype=float)))
+    return [
+        Line(spec.name, *stream.result(), step=spec.step, dash=spec.dash, color=spec.color)
+        for key in groups
+        for spec, stream in streams[key]
+    ]
+
+
+def _columns(out_dir: Path, table: str) -> list[str]:
+    """The column names of a table (its first part's schema; empty without parts)."""
+    parts = table_parts(out_dir, table)
+    return list(pq.read_schema(parts[0].path).names) if parts else []
 
 
 def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points: int = VIEW_POINTS) -> list[Panel]:
@@ -313,96 +394,63 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
     its deadline, throughput per model (million tok/s), lowest and highest bus-phase voltage (pu)
     with the limits, substation P (MW) and Q (Mvar) per phase, regulator taps (steps), the most
     loaded branch (%, when the run has ``grid_branches``), controller commands and scenario events
-    (one row per actuator).
+    (one row per actuator). The ``datacenter``, ``models`` and ``grid`` tables are read one part
+    at a time (:func:`_table_lines`), only the parts that hold ``t_range``.
 
     :param run: the run (:class:`RunStore`).
     :param t_range: ``(start, end)`` (s) to read in detail (a zoom), ``None`` for the whole run.
     :param points: points per line at most (:func:`openg2g.plot.timeline.envelope`).
     """
+    out = run.out_dir
     panels: list[Panel] = []
-    datacenter = _window(run.table("datacenter"), t_range)
-    if not datacenter.empty:
-        lines = []
-        for site, df in _groups(datacenter, "site"):
-            for ph in PHASES:
-                lines.append(
-                    _thin(
-                        f"{site} {ph}",
-                        df["t_s"],
-                        df[f"p_{ph}_w"].to_numpy(dtype=float) / 1e6,
-                        points,
-                        color=PHASE_COLORS[ph],
-                    )
-                )
+    power = [_LineSpec(f"{{}} {ph}", f"p_{ph}_w", lambda y: y / 1e6, color=PHASE_COLORS[ph]) for ph in PHASES]
+    lines = _table_lines(out, "datacenter", "site", lambda site: [_named(s, site) for s in power], t_range, points)
+    if lines:
         panels.append(Panel("dc_power", "datacenter P (MW)", lines))
-    models = _window(run.table("models"), t_range)
-    if not models.empty:
-        groups = _groups(models, ["site", "model"])
-        panels.append(
-            Panel(
-                "batch",
-                "batch size",
-                [_step(f"{s}/{m}", df["t_s"], df["batch_size"]) for (s, m), df in groups],
-                log2=True,
-            )
-        )
+    per_model = [
+        _LineSpec("{}", "batch_size", step=True),
+        _LineSpec("{}", "itl_s", lambda y: y * 1e3),
+        _LineSpec("{}", "throughput_tok_s", lambda y: y / 1e6),
+    ]
+    lines = _table_lines(
+        out,
+        "models",
+        ["site", "model"],
+        lambda key: [_named(s, f"{key[0]}/{key[1]}") for s in per_model],
+        t_range,
+        points,
+    )
+    if lines:
         deadlines = scenario_deadlines(run.scenario)  # parsed once per run, not once per draw
-        itl = [_thin(f"{s}/{m}", df["t_s"], df["itl_s"].to_numpy(dtype=float) * 1e3, points) for (s, m), df in groups]
         levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
-        panels.append(Panel("itl", "ITL (ms)", itl, levels=levels))
-        panels.append(
-            Panel(
-                "throughput",
-                "throughput (M tok/s)",
-                [
-                    _thin(f"{s}/{m}", df["t_s"], df["throughput_tok_s"].to_numpy(dtype=float) / 1e6, points)
-                    for (s, m), df in groups
-                ],
-            )
-        )
-    grid = _window(run.table("grid"), t_range)
-    if not grid.empty:
-        assert run.v_min_pu is not None and run.v_max_pu is not None
-        panels.append(
-            Panel(
-                "voltage",
-                "voltage (pu)",
-                [
-                    _thin("lowest bus-phase", grid["t_s"], grid["v_min_pu"], points, color="#08519c"),
-                    _thin("highest bus-phase", grid["t_s"], grid["v_max_pu"], points, color="#6baed6"),
-                ],
-                levels=((run.v_min_pu, "lower limit"), (run.v_max_pu, "upper limit")),
-            )
-        )
-        sub = [
-            _thin(
-                f"P {ph}",
-                grid["t_s"],
-                grid[f"p_sub_{ph}_w"].to_numpy(dtype=float) / 1e6,
-                points,
-                color=PHASE_COLORS[ph],
-            )
-            for ph in PHASES
-        ] + [
-            _thin(
-                f"Q {ph}",
-                grid["t_s"],
-                grid[f"q_sub_{ph}_var"].to_numpy(dtype=float) / 1e6,
-                points,
-                color=PHASE_COLORS[ph],
-                dash="dot",
-            )
+        panels.append(Panel("batch", "batch size", lines[0::3], log2=True))
+        panels.append(Panel("itl", "ITL (ms)", lines[1::3], levels=levels))
+        panels.append(Panel("throughput", "throughput (M tok/s)", lines[2::3]))
+    banks = tap_columns(pd.DataFrame(columns=_columns(out, "grid")))
+    grid_specs = (
+        [
+            _LineSpec("lowest bus-phase", "v_min_pu", color="#08519c"),
+            _LineSpec("highest bus-phase", "v_max_pu", color="#6baed6"),
+        ]
+        + [_LineSpec(f"P {ph}", f"p_sub_{ph}_w", lambda y: y / 1e6, color=PHASE_COLORS[ph]) for ph in PHASES]
+        + [
+            _LineSpec(f"Q {ph}", f"q_sub_{ph}_var", lambda y: y / 1e6, color=PHASE_COLORS[ph], dash="dot")
             for ph in PHASES
         ]
-        panels.append(Panel("substation", "substation P (MW), Q (Mvar, dotted)", sub))
-        banks = tap_columns(grid)
+        + [
+            _LineSpec(f"{bank} {phase}", column, step=True)
+            for bank, columns in banks.items()
+            for phase, column in columns.items()
+        ]
+    )
+    lines = _table_lines(out, "grid", None, lambda _: grid_specs, t_range, points)
+    if lines:
+        assert run.v_min_pu is not None and run.v_max_pu is not None
+        limits = ((run.v_min_pu, "lower limit"), (run.v_max_pu, "upper limit"))
+        panels.append(Panel("voltage", "voltage (pu)", lines[:2], levels=limits))
+        panels.append(Panel("substation", "substation P (MW), Q (Mvar, dotted)", lines[2:8]))
         if banks:
-            taps = [
-                _step(f"{bank} {phase}", grid["t_s"], grid[column])
-                for bank, columns in banks.items()
-                for phase, column in columns.items()
-            ]
-            panels.append(Panel("taps", "regulator tap (step)", taps))
+            panels.append(Panel("taps", "regulator tap (step)", lines[8:]))
     worst = branch_loading(run.out_dir, t_range)
     if not worst.empty:
         panels.append(
@@ -430,6 +478,16 @@ def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points:
         ]
         panels.append(Panel("commands", "commands", lines, categories=actuators))
     return panels
+
+
+def _named(spec: _LineSpec, group: str) -> _LineSpec:
+    """``spec`` with ``{}`` in its name replaced by the group's name."""
+    return replace(spec, name=spec.name.format(group))
+
+
+def _thin(name: str, t: Any, y: Any, points: int, **style: Any) -> Line:
+    tt, yy = envelope(t, y, points)
+    return Line(name, tt, yy, **style)
 
 
 @dataclass(frozen=True)
@@ -566,9 +624,9 @@ def branch_loading(out_dir: Path, t_range: tuple[float, float] | None = None) ->
         return _whole_run_loading(out_dir, _parts_key(table_dir))
 
 
-def run_marks_in(run: RunData, t_range: tuple[float, float] | None = None) -> Marks:
-    """The run's events and training windows (:attr:`RunData.marks`) that fall in ``t_range``."""
-    marks = run.marks
+def run_marks_in(marks: Marks, t_range: tuple[float, float] | None = None) -> Marks:
+    """The events and training windows of ``marks`` (a run's, :attr:`Overview.marks`) that fall
+    in ``t_range``."""
     if t_range is None:
         return marks
     lo, hi = t_range
@@ -578,10 +636,186 @@ def run_marks_in(run: RunData, t_range: tuple[float, float] | None = None) -> Ma
     )
 
 
+@lru_cache(maxsize=16)
+def _grid_times(table_dir: Path, key: PartsKey) -> np.ndarray:
+    times = np.sort(read_parts(table_parts(table_dir.parent, table_dir.name), ["t_s"])["t_s"].to_numpy(dtype=float))
+    times.setflags(write=False)  # shared by every caller while the parts are unchanged
+    return times
+
+
 def grid_times(run: RunData) -> np.ndarray:
-    """The times (s) of the run's grid steps, ascending (empty without a grid table)."""
-    grid = run.table("grid")
-    return np.sort(grid["t_s"].to_numpy(dtype=float)) if not grid.empty else np.array([])
+    """The times (s) of the run's grid steps, ascending (empty without a grid table); only the
+    ``t_s`` column is read, once while the table's parts are unchanged. Read-only."""
+    table_dir = run.out_dir.resolve() / "grid"
+    key = _parts_key(table_dir) if table_dir.is_dir() else ()
+    return _grid_times(table_dir, key) if key else np.array([])
+
+
+OVERVIEW_CACHE = ".openg2g-app-overview.parquet"
+"""A run's whole-run time panels (:func:`overview`), kept beside its tables (hidden; written whole
+or not at all): one row per drawn point (``line``, ``t_s``, ``y``), then one per grid step (its
+time), the panels, lines and marks and the table parts they were computed from in its metadata."""
+_OVERVIEW_KEY = b"openg2g.overview"
+_OVERVIEW_TABLES = ("datacenter", "models", "grid", "grid_branches", "commands", "events")
+_OVERVIEW_VERSION = 1
+_OVERVIEW_LOCK = threading.Lock()
+_OVERVIEWS: OrderedDict[Path, tuple[str, Overview]] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class Overview:
+    """What a run's first paint draws: :func:`run_panels` of the whole run and its marks.
+
+    :param panels: the time panels, each line thinned to :data:`VIEW_POINTS` points at most.
+    :param marks: the run's events and training windows.
+    :param grid_times_s: the times (s) of its grid steps, ascending (:func:`grid_times`; the
+        slider's steps).
+    """
+
+    panels: list[Panel]
+    marks: Marks
+    grid_times_s: np.ndarray
+
+
+class _LineMeta(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    points: int = Field(ge=0, description="its rows in the file, after the lines before it")
+    step: bool
+    dash: str
+    color: str
+
+
+class _PanelMeta(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    key: str
+    ylabel: str
+    log2: bool
+    levels: list[tuple[float, str]]
+    categories: list[str]
+    lines: list[_LineMeta]
+
+
+class _OverviewMeta(BaseModel):
+    """The metadata of :data:`OVERVIEW_CACHE`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: int
+    stamp: str = Field(description="the tables' parts and scenario.yaml it was computed from")
+    panels: list[_PanelMeta]
+    events: list[tuple[float, str]]
+    spans: list[tuple[float, float, str]]
+    grid_steps: int = Field(ge=0, description="rows after the lines': the grid step times")
+
+
+def _overview_stamp(out_dir: Path) -> str:
+    """The table parts (name, mtime, size) and the ``scenario.yaml`` an overview is computed from:
+    it changes when a part is added or rewritten."""
+    scenario = out_dir / "scenario.yaml"
+    found: dict[str, Any] = {name: _parts_key(out_dir / name) for name in _OVERVIEW_TABLES if (out_dir / name).is_dir()}
+    if scenario.is_file():
+        stat = scenario.stat()
+        found["scenario.yaml"] = (stat.st_mtime_ns, stat.st_size)
+    return json.dumps({"version": _OVERVIEW_VERSION, "points": VIEW_POINTS, **found}, sort_keys=True)
+
+
+def _whole_run_marks(run: RunData) -> Marks:
+    """:func:`openg2g.plot.timeline.run_marks` reading only the ``datacenter`` columns it needs."""
+    columns: list[str] = [c for c in ("t_s", "site", "training_power_w") if c in _columns(run.out_dir, "datacenter")]
+    datacenter = read_parts(table_parts(run.out_dir, "datacenter"), columns) if len(columns) == 3 else pd.DataFrame()
+    return run_marks(run.table("events"), datacenter)
+
+
+def _read_overview(path: Path, stamp: str) -> Overview | None:
+    """The overview kept in ``path`` if it was computed from ``stamp``; ``None`` when there is
+    none, it is cut short or it is out of date."""
+    try:
+        table = pq.read_table(path)
+        meta = _OverviewMeta.model_validate_json((table.schema.metadata or {}).get(_OVERVIEW_KEY, b""))
+    except (OSError, ValueError):
+        return None  # none yet, or one cut short or of another version: computed again
+    if meta.version != _OVERVIEW_VERSION or meta.stamp != stamp:
+        return None
+    t = table.column("t_s").to_numpy()
+    y = table.column("y").to_numpy()
+    panels, at = [], 0
+    for p in meta.panels:
+        lines = []
+        for ln in p.lines:
+            lines.append(Line(ln.name, t[at : at + ln.points], y[at : at + ln.points], ln.step, ln.dash, ln.color))
+            at += ln.points
+        panels.append(Panel(p.key, p.ylabel, lines, p.log2, tuple(p.levels), tuple(p.categories)))
+    times = t[at : at + meta.grid_steps]
+    times.setflags(write=False)
+    return Overview(panels, Marks(tuple(meta.events), tuple(meta.spans)), times)
+
+
+def _write_overview(path: Path, found: Overview, stamp: str) -> None:
+    lines = [ln for p in found.panels for ln in p.lines]
+    meta = _OverviewMeta(
+        version=_OVERVIEW_VERSION,
+        stamp=stamp,
+        panels=[
+            _PanelMeta(
+                key=p.key,
+                ylabel=p.ylabel,
+                log2=p.log2,
+                levels=list(p.levels),
+                categories=list(p.categories),
+                lines=[
+                    _LineMeta(name=ln.name, points=ln.t_s.size, step=ln.step, dash=ln.dash, color=ln.color)
+                    for ln in p.lines
+                ],
+            )
+            for p in found.panels
+        ],
+        events=list(found.marks.events),
+        spans=list(found.marks.spans),
+        grid_steps=found.grid_times_s.size,
+    )
+    steps = found.grid_times_s
+    table = pa.table(
+        {
+            "line": pa.array(
+                np.repeat(np.arange(len(lines) + 1, dtype=np.int32), [*(ln.t_s.size for ln in lines), steps.size])
+            ),
+            "t_s": pa.array(np.concatenate([*(ln.t_s for ln in lines), steps])),
+            "y": pa.array(
+                np.concatenate([*(np.asarray(ln.y, dtype=float) for ln in lines), np.full(steps.size, np.nan)])
+            ),
+        }
+    )
+    with replace_atomically(path) as tmp:
+        pq.write_table(table.replace_schema_metadata({_OVERVIEW_KEY: meta.model_dump_json().encode()}), tmp)
+
+
+def overview(run: RunData) -> Overview:
+    """The run's whole-run time panels and marks, what its first paint draws.
+
+    Computed once per set of table parts (:func:`run_panels`, one part at a time) and kept in
+    :data:`OVERVIEW_CACHE` beside the tables and in memory for the eight runs last asked; a
+    first open after the run (or a server restart) reads only that file. A part added or
+    rewritten (a running run) or a changed ``scenario.yaml`` computes it again.
+    """
+    out_dir = run.out_dir.resolve()
+    path = out_dir / OVERVIEW_CACHE
+    with _OVERVIEW_LOCK:  # callbacks asking at once compute a run's overview once
+        stamp = _overview_stamp(out_dir)
+        held = _OVERVIEWS.get(out_dir)
+        if held is not None and held[0] == stamp:
+            _OVERVIEWS.move_to_end(out_dir)
+            return held[1]
+        found = _read_overview(path, stamp)
+        if found is None:
+            found = Overview(run_panels(run), _whole_run_marks(run), grid_times(run))
+            try:
+                _write_overview(path, found, stamp)
+            except OSError:
+                pass  # a runs folder we may not write: kept in memory only
+        _OVERVIEWS[out_dir] = (stamp, found)
+        while len(_OVERVIEWS) > 8:
+            _OVERVIEWS.popitem(last=False)
+        return found
 
 
 @dataclass(frozen=True)
@@ -613,7 +847,11 @@ class MapState:
 
 
 def map_at(
-    run: RunData, t_s: float, positions: dict[str, tuple[float, float]] | None = None, n_worst: int = 8
+    run: RunData,
+    t_s: float,
+    positions: dict[str, tuple[float, float]] | None = None,
+    n_worst: int = 8,
+    times: np.ndarray | None = None,
 ) -> MapState:
     """The feeder map and voltage profile of a run at the grid step at or just before ``t_s``.
 
@@ -622,6 +860,8 @@ def map_at(
     :param positions: bus -> drawing position (:meth:`RunStore.positions`); ``None`` computes
         them (:func:`openg2g.plot.feeder.layout`).
     :param n_worst: bus-phases in :attr:`MapState.worst`.
+    :param times: the run's grid step times (s), ascending (:attr:`Overview.grid_times_s`);
+        ``None`` reads them (:func:`grid_times`).
 
     :raises AppError: the run has no ``grid_voltages`` or no readable topology, or ``t_s`` is
         before its first grid step.
@@ -629,7 +869,7 @@ def map_at(
     topology = run.topology
     if isinstance(topology, str):
         raise AppError(f"no feeder map: {topology}")
-    times = grid_times(run)
+    times = grid_times(run) if times is None else times
     at = times[times <= t_s + 1e-9]
     if at.size == 0:
         raise AppError(

@@ -9,12 +9,16 @@ are the constants below, which the callbacks and the browser tests use.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
+from _plotly_utils.utils import to_typed_array_spec
 from dash import dcc, html
 from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
@@ -311,14 +315,6 @@ def model_inputs(models: Sequence[tuple[str, int, int]]) -> list[Any]:
     return rows
 
 
-def _marks(fig: go.Figure, marks: Marks) -> None:
-    for start, end, _label in marks.spans:
-        fig.add_vrect(x0=start, x1=end, fillcolor=TRAINING_COLOR, line_width=0, layer="below")
-    for t, label in marks.events:
-        fig.add_vline(x=t, line={"color": EVENT_COLOR, "dash": "dot", "width": 1})
-        fig.add_annotation(x=t, y=1.0, yref="paper", text=label, showarrow=False, textangle=-90, font={"size": 9})
-
-
 def cursor_shape(t_s: float) -> dict[str, Any]:
     """The time cursor: a vertical line across every panel at ``t_s`` (s)."""
     return {
@@ -334,13 +330,83 @@ def cursor_shape(t_s: float) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=16)
+def _subplots_layout(rows: int) -> str:
+    """The layout (JSON) of ``rows`` panels stacked on one shared time axis, as plotly's
+    ``make_subplots`` lays them out (its default template included); built once per count."""
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.012)
+    return json.dumps(fig.to_plotly_json()["layout"])
+
+
+def _axis(letter: str, row: int) -> str:
+    """Plotly's name of a panel's axis as a trace or shape refers to it: ``x``, ``x2``..."""
+    return letter if row == 1 else f"{letter}{row}"
+
+
+def _array(values: Any) -> Any:
+    """An array as plotly.js reads it (base64 typed arrays, what a validated figure sends)."""
+    return to_typed_array_spec(np.asarray(values))
+
+
+def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shapes (a training span shaded, an event a dotted line, on every panel) and the
+    annotations (an event's name) of a run's marks."""
+    shapes: list[dict[str, Any]] = []
+    for start, end, _label in marks.spans:
+        shapes += [
+            {
+                "fillcolor": TRAINING_COLOR,
+                "layer": "below",
+                "line": {"width": 0},
+                "type": "rect",
+                "x0": start,
+                "x1": end,
+                "xref": _axis("x", row),
+                "y0": 0,
+                "y1": 1,
+                "yref": f"{_axis('y', row)} domain",
+            }
+            for row in range(1, rows + 1)
+        ]
+    notes: list[dict[str, Any]] = []
+    for t, label in marks.events:
+        shapes += [
+            {
+                "line": {"color": EVENT_COLOR, "dash": "dot", "width": 1},
+                "type": "line",
+                "x0": t,
+                "x1": t,
+                "xref": _axis("x", row),
+                "y0": 0,
+                "y1": 1,
+                "yref": f"{_axis('y', row)} domain",
+            }
+            for row in range(1, rows + 1)
+        ]
+        notes.append(
+            {
+                "font": {"size": 9},
+                "showarrow": False,
+                "text": label,
+                "textangle": -90,
+                "x": t,
+                "y": 1.0,
+                "yref": "paper",
+            }
+        )
+    return shapes, notes
+
+
 def series_figure(
     runs: Sequence[tuple[str, list[Panel], Marks]],
     cursor_s: float | None,
     t_range: tuple[float, float] | None = None,
-) -> go.Figure:
+) -> dict[str, Any] | go.Figure:
     """The open runs over time: one panel per quantity any run has, all on one time axis (zooming
     one zooms all), the runs told apart by line dash when more than one is open.
+
+    Built as plotly's figure dictionary, not through ``plotly.graph_objects``: validating each of
+    a few hundred properties took most of a second per draw, and the figure is the same.
 
     :param runs: ``(run id, panels, marks)`` per open run; the first run's marks are drawn.
     :param cursor_s: the slider's time (s), drawn as the first shape; ``None`` for none.
@@ -355,73 +421,77 @@ def series_figure(
                 labels[p.key] = p
     if not keys:
         return empty_figure("the selected runs have no tables yet")
-    fig = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.012)
+    layout: dict[str, Any] = json.loads(_subplots_layout(len(keys)))
+    data: list[dict[str, Any]] = []
+    levels: list[dict[str, Any]] = []
     dashes = ["solid", "dash", "dot", "dashdot", "longdash"]
     for k, (run_id, panels, _) in enumerate(runs):
         prefix = f"{run_id}: " if len(runs) > 1 else ""
         for p in panels:
             row = keys.index(p.key) + 1
             for line in p.lines:
-                common: dict[str, Any] = {
-                    "x": line.t_s,
-                    "y": line.y,
-                    "name": prefix + line.name,
-                    "legendgroup": f"{run_id}/{p.key}",
-                    "showlegend": False,
+                trace: dict[str, Any] = {
                     "hovertemplate": f"{prefix}{line.name}<br>t=%{{x:g}} s<br>%{{y:.4g}}<extra></extra>",
+                    "legendgroup": f"{run_id}/{p.key}",
+                    "name": prefix + line.name,
+                    "showlegend": False,
+                    "x": _array(line.t_s),
+                    "y": _array(line.y),
+                    "type": "scatter",
+                    "xaxis": _axis("x", row),
+                    "yaxis": _axis("y", row),
                 }
                 if line.dash == "markers":
-                    text = [p.categories[int(i)] for i in line.y]
-                    fig.add_trace(
-                        go.Scatter(
-                            **{
-                                **common,
-                                "hovertemplate": f"{prefix}{line.name}: %{{text}}<br>t=%{{x:g}} s<extra></extra>",
-                            },
-                            text=text,
-                            mode="markers",
-                            marker={"size": 6},
-                        ),
-                        row=row,
-                        col=1,
-                    )
-                    continue
-                style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
-                if line.color:
-                    style["color"] = line.color
-                if line.step:
-                    style["shape"] = "hv"
-                fig.add_trace(go.Scatter(**common, mode="lines", line=style), row=row, col=1)
-            for value, label in p.levels:
-                fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1}, row=row, col=1)
+                    trace["hovertemplate"] = f"{prefix}{line.name}: %{{text}}<br>t=%{{x:g}} s<extra></extra>"
+                    trace.update(mode="markers", marker={"size": 6}, text=[p.categories[int(i)] for i in line.y])
+                else:
+                    style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
+                    if line.color:
+                        style["color"] = line.color
+                    if line.step:
+                        style["shape"] = "hv"
+                    trace.update(mode="lines", line=style)
+                data.append(trace)
+            levels += [
+                {
+                    "line": {"color": LIMIT_COLOR, "dash": "dash", "width": 1},
+                    "type": "line",
+                    "x0": 0,
+                    "x1": 1,
+                    "xref": f"{_axis('x', row)} domain",
+                    "y0": value,
+                    "y1": value,
+                    "yref": _axis("y", row),
+                }
+                for value, _label in p.levels
+            ]
     for row, key in enumerate(keys, start=1):
         panel = labels[key]
-        fig.update_yaxes(title_text=panel.ylabel, title_font={"size": 10}, row=row, col=1)
+        yaxis = layout[f"yaxis{row if row > 1 else ''}"]
+        yaxis["title"] = {"font": {"size": 10}, "text": panel.ylabel}
         if panel.log2:
-            fig.update_yaxes(type="log", dtick=math.log10(2), row=row, col=1)
+            yaxis.update(type="log", dtick=math.log10(2))
         if panel.categories:
-            fig.update_yaxes(
-                tickvals=list(range(len(panel.categories))),
-                ticktext=list(panel.categories),
-                tickfont={"size": 8},
-                row=row,
-                col=1,
+            yaxis.update(
+                tickfont={"size": 8}, tickvals=list(range(len(panel.categories))), ticktext=list(panel.categories)
             )
-    if runs:
-        _marks(fig, runs[0][2])
+    marks, notes = _series_marks(runs[0][2], len(keys))
     # the cursor is always the first shape, so that moving it patches shapes[0]
-    shapes = [cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}]
-    fig.layout.shapes = tuple(shapes) + tuple(fig.layout.shapes)  # assigned: update_layout would merge by index
-    fig.update_layout(
-        height=150 * len(keys) + 80,
+    cursor = cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}
+    layout["shapes"] = [cursor, *levels, *marks]
+    if notes:
+        layout["annotations"] = notes
+    layout.update(
         margin={"l": 70, "r": 20, "t": 20, "b": 40},
+        height=150 * len(keys) + 80,
         hovermode="closest",
         uirevision="series",
     )
-    fig.update_xaxes(title_text="time (s)", row=len(keys), col=1)
+    layout[f"xaxis{len(keys) if len(keys) > 1 else ''}"]["title"] = {"text": "time (s)"}
     if t_range is not None:
-        fig.update_xaxes(range=list(t_range))
-    return fig
+        for row in range(1, len(keys) + 1):
+            layout[f"xaxis{row if row > 1 else ''}"]["range"] = list(t_range)
+    return {"data": data, "layout": layout}
 
 
 def _edge_trace(kind: str, live: bool, segments: list[list[tuple[float, float]]]) -> go.Scatter:

@@ -16,7 +16,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-__all__ = ["DRAW_POINTS", "Marks", "band", "changes", "envelope", "mark", "run_marks", "titled"]
+__all__ = [
+    "DRAW_POINTS",
+    "ChangeStream",
+    "EnvelopeStream",
+    "Marks",
+    "band",
+    "changes",
+    "envelope",
+    "mark",
+    "run_marks",
+    "titled",
+]
 
 DRAW_POINTS = 2000
 """Points per line above which :func:`envelope` thins a line (about two per pixel column)."""
@@ -33,20 +44,22 @@ def envelope(t_s: Any, values: Any, max_points: int = DRAW_POINTS) -> tuple[np.n
 
     The points are cut into ``max_points // 2`` runs of consecutive samples; each run keeps its
     lowest and its highest sample, in time order. A run with no finite sample keeps one NaN (the
-    line breaks there, as it would at the original gap).
+    line breaks there, as it would at the original gap). :class:`EnvelopeStream` gives the same
+    points for a line read in pieces.
 
     :param t_s: sample times (s), ascending.
     :param values: one value per time.
     :return: ``(t_s, values)``, unchanged when there are at most ``max_points``.
     """
     t = np.asarray(t_s, dtype=float)
-    y = np.asarray(values, dtype=float)
-    if t.size <= max_points:
-        return t, y
-    size = int(np.ceil(t.size / (max_points // 2)))
-    pad = (-t.size) % size
-    tt = np.concatenate([t, np.full(pad, np.nan)]).reshape(-1, size)
-    yy = np.concatenate([y, np.full(pad, np.nan)]).reshape(-1, size)
+    stream = EnvelopeStream(t.size, max_points)
+    stream.add(t, values)
+    return stream.result()
+
+
+def _run_extremes(tt: np.ndarray, yy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's (one run of samples) lowest and highest sample in time order, one when the
+    same sample is both, one NaN for a row without a finite sample; flattened."""
     finite = np.isfinite(yy)
     lo = np.argmin(np.where(finite, yy, np.inf), axis=1)
     hi = np.argmax(np.where(finite, yy, -np.inf), axis=1)
@@ -59,6 +72,60 @@ def envelope(t_s: Any, values: Any, max_points: int = DRAW_POINTS) -> tuple[np.n
     keep = np.ones_like(out_t, dtype=bool)
     keep[same, 1] = False
     return out_t[keep], out_y[keep]
+
+
+class EnvelopeStream:
+    """:func:`envelope` of a line whose samples arrive in time-ordered pieces (a table read one
+    part at a time): only the pieces' unfinished run of samples is held between them, and the
+    result equals :func:`envelope` of the whole line.
+
+    :param total: the line's number of samples (fixes the run length, as :func:`envelope` does).
+    :param max_points: points at most.
+    """
+
+    def __init__(self, total: int, max_points: int = DRAW_POINTS) -> None:
+        self.total = int(total)
+        self.size = 1 if self.total <= max_points else int(np.ceil(self.total / (max_points // 2)))
+        self._seen = 0
+        self._rest_t = np.array([])
+        self._rest_y = np.array([])
+        self._out: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, t_s: Any, values: Any) -> None:
+        """The next samples, after every sample added before.
+
+        :raises ValueError: more samples than ``total``.
+        """
+        t = np.concatenate([self._rest_t, np.asarray(t_s, dtype=float)])
+        y = np.concatenate([self._rest_y, np.asarray(values, dtype=float)])
+        self._seen += t.size - self._rest_t.size
+        if self._seen > self.total:
+            raise ValueError(f"{self._seen} samples added to an envelope of {self.total}")
+        if self.size == 1:
+            self._out.append((t, y))
+            self._rest_t, self._rest_y = np.array([]), np.array([])
+            return
+        whole = t.size - t.size % self.size
+        if whole:
+            self._out.append(_run_extremes(t[:whole].reshape(-1, self.size), y[:whole].reshape(-1, self.size)))
+        self._rest_t, self._rest_y = t[whole:], y[whole:]
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """The thinned line ``(t_s, values)``.
+
+        :raises ValueError: fewer samples added than ``total``.
+        """
+        if self._seen != self.total:
+            raise ValueError(f"{self._seen} samples added to an envelope of {self.total}")
+        pieces = list(self._out)
+        if self._rest_t.size:
+            pad = self.size - self._rest_t.size
+            tt = np.concatenate([self._rest_t, np.full(pad, np.nan)]).reshape(1, -1)
+            yy = np.concatenate([self._rest_y, np.full(pad, np.nan)]).reshape(1, -1)
+            pieces.append(_run_extremes(tt, yy))
+        if not pieces:
+            return np.array([]), np.array([])
+        return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
 def band(t_s: Any, low: Any, high: Any, max_points: int = DRAW_POINTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,18 +148,47 @@ def band(t_s: Any, low: Any, high: Any, max_points: int = DRAW_POINTS) -> tuple[
 
 def changes(t_s: Any, values: Any) -> tuple[np.ndarray, np.ndarray]:
     """A step signal reduced to its first point, every point where the value changes, and its last
-    point (drawn with ``drawstyle="steps-post"`` it is the same line).
+    point (drawn with ``drawstyle="steps-post"`` it is the same line). :class:`ChangeStream` gives
+    the same points for a signal read in pieces.
 
     :return: ``(t_s, values)``.
     """
-    t = np.asarray(t_s, dtype=float)
-    y = np.asarray(values, dtype=float)
-    if t.size <= 2:
-        return t, y
-    keep = np.ones(t.size, dtype=bool)
-    keep[1:-1] = y[1:-1] != y[:-2]
-    keep[1:-1] |= np.isnan(y[1:-1]) != np.isnan(y[:-2])
-    return t[keep], y[keep]
+    stream = ChangeStream()
+    stream.add(t_s, values)
+    return stream.result()
+
+
+class ChangeStream:
+    """:func:`changes` of a step signal whose samples arrive in time-ordered pieces: only the
+    last sample is held between them."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+        self._last_kept = False
+        self._out: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, t_s: Any, values: Any) -> None:
+        """The next samples, after every sample added before."""
+        t = np.asarray(t_s, dtype=float)
+        y = np.asarray(values, dtype=float)
+        if t.size == 0:
+            return
+        before = np.concatenate([[self._last[1] if self._last is not None else np.nan], y[:-1]])
+        keep = (y != before) | (np.isnan(y) != np.isnan(before))
+        if self._last is None:
+            keep[0] = True  # the first point
+        self._out.append((t[keep], y[keep]))
+        self._last = (float(t[-1]), float(y[-1]))
+        self._last_kept = bool(keep[-1])
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """The reduced signal ``(t_s, values)``."""
+        pieces = list(self._out)
+        if self._last is not None and not self._last_kept:
+            pieces.append((np.array([self._last[0]]), np.array([self._last[1]])))  # the last point
+        if not pieces:
+            return np.array([]), np.array([])
+        return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +17,14 @@ import pytest
 
 from openg2g.app.data import (
     LOADING_CACHE,
+    OVERVIEW_CACHE,
     AppError,
     RunStore,
     branch_loading,
     compare,
     list_runs,
     map_at,
+    overview,
     resolve_run,
     run_panels,
     table_parts,
@@ -51,6 +54,70 @@ def test_a_long_line_is_thinned_for_the_browser_keeping_its_extremes(tmp_path: P
     zoomed = run_panels(RunData(tmp_path), t_range=(1200.0, 1300.0), points=2000)
     detail = next(ln for ln in zoomed[0].lines if ln.name == "dc1 a")
     assert detail.t_s.size == 1001 and detail.y.max() == pytest.approx(3.0)
+
+
+def _run_in_parts(folder: Path, cuts: list[int], n: int = 4000) -> None:
+    """A run of ``n`` steps of 0.1 s on one site and one model, its tables cut into parts at
+    ``cuts`` (rows): power ``k`` W at step ``k`` with a spike at step 2502, batch sizes 8 then 16
+    from step 1234 then 8 from step 3000, and a grid table with one regulator tap."""
+    k = np.arange(n)
+    t = np.round((k + 1) * 0.1, 1)
+    p = k.astype(float)
+    p[2502] = 9.0e6
+    batch = np.where((k >= 1234) & (k < 3000), 16, 8)
+    tables = {
+        "datacenter": pd.DataFrame({"t_s": t, "site": "dc1", "p_a_w": p, "p_b_w": 0.0, "p_c_w": 0.0}),
+        "models": pd.DataFrame(
+            {"t_s": t, "site": "dc1", "model": "m", "batch_size": batch, "itl_s": 0.05, "throughput_tok_s": 1.0e6}
+        ),
+        "grid": pd.DataFrame(
+            {
+                "t_s": t,
+                "v_min_pu": 0.97,
+                "v_max_pu": 1.02,
+                **{f"p_sub_{ph}_w": 1.0e6 for ph in "abc"},
+                **{f"q_sub_{ph}_var": 0.0 for ph in "abc"},
+                "tap_reg1_a": np.where(k < 100, 0, 2),
+            }
+        ),
+    }
+    bounds = [0, *cuts, n]
+    for name, frame in tables.items():
+        (folder / name).mkdir(exist_ok=True)
+        for i, (lo, hi) in enumerate(pairwise(bounds)):
+            frame.iloc[lo:hi].to_parquet(folder / name / f"part-{i:05d}.parquet")
+    (folder / "summary.json").write_text("{}")
+
+
+def test_the_overview_holds_each_line_thinned_and_is_kept_beside_the_run(tmp_path: Path) -> None:
+    _run_in_parts(tmp_path, [1001, 2502])  # parts cut across the thinning's runs of samples
+    panels = {p.key: p for p in overview(RunData(tmp_path)).panels}
+    # 4000 steps for 1600 points: runs of 5 steps, each its lowest and highest step; a ramp keeps
+    # each run's first and last, the spike's run its first and the spike
+    power = panels["dc_power"].lines[0]
+    expected = [i for j in range(800) for i in ((5 * j, 2502) if j == 500 else (5 * j, 5 * j + 4))]
+    assert power.name == "dc1 a" and power.t_s.tolist() == [round((i + 1) * 0.1, 1) for i in expected]
+    assert power.y[500 * 2 + 1] == 9.0 and power.y[3] == 9 / 1e6  # MW
+    batch = panels["batch"].lines[0]
+    assert batch.step and batch.t_s.tolist() == [0.1, 123.5, 300.1, 400.0] and batch.y.tolist() == [8, 16, 8, 8]
+    taps = panels["taps"].lines[0]
+    assert taps.name == "reg1 a" and taps.t_s.tolist() == [0.1, 10.1, 400.0] and taps.y.tolist() == [0, 2, 2]
+    # written beside the run: one row per point, the points of every line in order, then the
+    # grid steps (the slider's)
+    kept = pd.read_parquet(tmp_path / OVERVIEW_CACHE)
+    assert kept["t_s"].tolist()[: power.t_s.size] == power.t_s.tolist()
+    assert len(kept) == sum(ln.t_s.size for p in panels.values() for ln in p.lines) + 4000
+    assert kept["t_s"].tolist()[-4000:] == [round((i + 1) * 0.1, 1) for i in range(4000)]
+
+
+def test_the_overview_is_computed_again_when_a_part_changes(tmp_path: Path) -> None:
+    _run_in_parts(tmp_path, [2000], n=3000)
+    first = overview(RunData(tmp_path)).panels[0].lines[0]
+    assert first.t_s[-1] == 300.0 and first.t_s.size == 1500  # 3000 steps: 750 runs of 4, two points each
+    _run_in_parts(tmp_path, [2000])  # the run goes on: its last part rewritten longer
+    again = overview(RunData(tmp_path)).panels[0].lines[0]
+    assert again.t_s[-1] == 400.0 and again.y.max() == 9.0
+    assert pd.read_parquet(tmp_path / OVERVIEW_CACHE)["t_s"].max() == 400.0
 
 
 def _branch_part(folder: Path, k: int, steps: list[float], loading: dict[str, list[float]]) -> None:

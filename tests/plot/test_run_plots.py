@@ -25,7 +25,7 @@ from openg2g.plot.commands import command_series
 from openg2g.plot.compare import baseline_deltas
 from openg2g.plot.feeder import plot_worst_voltage_map, worst_bus_voltages
 from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData, expand_fields, read_table
-from openg2g.plot.timeline import changes, envelope
+from openg2g.plot.timeline import ChangeStream, EnvelopeStream, changes, envelope
 
 TAP_EVENT = [{"t_s": 1, "command": "set_taps", "bank": "reg1", "taps": [15, 6, 16]}]
 
@@ -171,6 +171,27 @@ def test_envelope_keeps_every_extreme_and_thins_to_the_budget() -> None:
 def test_changes_keep_only_the_steps() -> None:
     t, v = changes([0, 1, 2, 3, 4, 5], [8, 8, 16, 16, 16, 8])
     assert list(t) == [0, 2, 5] and list(v) == [8, 16, 8]
+
+
+def test_a_line_thinned_in_pieces_equals_the_line_thinned_whole() -> None:
+    # 23 samples, 10 points: runs of ceil(23 / 5) = 5 samples, each keeping its lowest and highest
+    # in time order (one when the run is flat at one sample); cut across runs' boundaries
+    t = np.arange(23.0)
+    y = np.array([3, 1, 2, 5, 4, 0, 0, 0, 0, 0, 9, 8, 7, 6, 5, np.nan, np.nan, 2, 2, 1, 4, 3, 6], dtype=float)
+    stream = EnvelopeStream(23, max_points=10)
+    for lo, hi in ((0, 7), (7, 8), (8, 8), (8, 17), (17, 23)):
+        stream.add(t[lo:hi], y[lo:hi])
+    tt, yy = stream.result()
+    assert tt.tolist() == [1, 3, 5, 10, 14, 17, 19, 21, 22]
+    assert yy.tolist() == [1, 5, 0, 9, 5, 2, 1, 3, 6]
+    whole = envelope(t, y, max_points=10)
+    assert np.array_equal(whole[0], tt) and np.array_equal(whole[1], yy)
+    with pytest.raises(ValueError, match="24 samples added to an envelope of 23"):
+        stream.add([23.0], [1.0])
+    steps = ChangeStream()
+    for lo, hi in ((0, 2), (2, 3), (3, 6)):
+        steps.add(np.arange(6.0)[lo:hi], [8, 8, 16, 16, 16, 8][lo:hi])
+    assert [a.tolist() for a in steps.result()] == [[0, 2, 5], [8, 16, 8]]
 
 
 # --------------------------------------------------------------------------- commands and topology
