@@ -71,6 +71,9 @@ __all__ = [
     "TablePart",
     "branch_loading",
     "compare",
+    "folder_inside",
+    "folders_under",
+    "is_run",
     "list_runs",
     "map_at",
     "overview",
@@ -161,8 +164,51 @@ def _status(folder: Path, written: str) -> str:
     return "stopped" if held is False else written
 
 
-def _is_run(folder: Path) -> bool:
+def is_run(folder: Path) -> bool:
+    """Whether ``folder`` is a run's: it holds ``summary.json`` or ``scenario.yaml``."""
     return (folder / "summary.json").is_file() or (folder / "scenario.yaml").is_file()
+
+
+def folders_under(root: Path, enter: Callable[[Path], bool]) -> list[Path]:
+    """``root`` and its folders at most :data:`MAX_DEPTH` deep, level by level in name order;
+    hidden folders and symbolic links to folders are skipped, and a folder is looked into only
+    where ``enter(folder)`` says so (a run's sub-folders are its tables).
+
+    :raises AppError: ``root`` is not a folder.
+    """
+    if not root.is_dir():
+        raise AppError(f"runs folder {root} is not a folder")
+    found: list[Path] = []
+    level = [root]
+    for _ in range(MAX_DEPTH + 1):
+        below: list[Path] = []
+        for folder in level:
+            found.append(folder)
+            if not enter(folder):
+                continue
+            try:
+                below += [
+                    p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                ]
+            except OSError:
+                continue
+        level = sorted(below)
+    return found
+
+
+def folder_inside(root: Path, ident: str, what: str) -> Path:
+    """The folder ``ident`` names inside ``root`` (resolved), refused when it leaves ``root``.
+
+    :param what: ``"run"`` or ``"study"``, for messages.
+    :raises AppError: ``ident`` is not a non-empty string, or it leaves ``root`` (``..``, an
+        absolute path, a link pointing out).
+    """
+    if not isinstance(ident, str) or not ident or "\x00" in ident:
+        raise AppError(f"not a {what} id: {ident!r}")
+    folder = (root / ident).resolve()
+    if folder != root and root not in folder.parents:
+        raise AppError(f"{what} {ident!r} is not inside the runs folder")
+    return folder
 
 
 def list_runs(root: Path) -> list[RunEntry]:
@@ -172,24 +218,8 @@ def list_runs(root: Path) -> list[RunEntry]:
     :raises AppError: ``root`` is not a folder.
     """
     root = Path(root).resolve()
-    if not root.is_dir():
-        raise AppError(f"runs folder {root} is not a folder")
-    found: list[RunEntry] = []
-    level = [root]
-    for _ in range(MAX_DEPTH + 1):
-        below: list[Path] = []
-        for folder in level:
-            if _is_run(folder):
-                found.append(_entry(root, folder))
-                continue  # a run's own sub-folders are its tables
-            try:
-                below += [
-                    p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                ]
-            except OSError:
-                continue
-        level = sorted(below)
-    return sorted(found, key=lambda e: e.run_id)
+    runs = [_entry(root, f) for f in folders_under(root, lambda f: not is_run(f)) if is_run(f)]
+    return sorted(runs, key=lambda e: e.run_id)
 
 
 def resolve_run(root: Path, run_id: str) -> Path:
@@ -199,12 +229,8 @@ def resolve_run(root: Path, run_id: str) -> Path:
         names no run folder.
     """
     root = Path(root).resolve()
-    if not isinstance(run_id, str) or not run_id or "\x00" in run_id:
-        raise AppError(f"not a run id: {run_id!r}")
-    folder = (root / run_id).resolve()
-    if folder != root and root not in folder.parents:
-        raise AppError(f"run {run_id!r} is not inside the runs folder")
-    if not folder.is_dir() or not _is_run(folder):
+    folder = folder_inside(root, run_id, "run")
+    if not folder.is_dir() or not is_run(folder):
         raise AppError(f"no run {run_id!r} in the runs folder (no summary.json or scenario.yaml)")
     return folder
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from openg2g.app.data import MAX_DEPTH, AppError, resolve_run
+from openg2g.app.data import AppError, folder_inside, folders_under, is_run, resolve_run
 from openg2g.plot.feeder import edge_segments
 from openg2g.plot.run import RunData
 
@@ -101,26 +101,9 @@ def list_studies(root: Path) -> list[StudyEntry]:
     :raises AppError: ``root`` is not a folder.
     """
     root = Path(root).resolve()
-    if not root.is_dir():
-        raise AppError(f"runs folder {root} is not a folder")
-    found: list[StudyEntry] = []
-    level = [root]
-    for _ in range(MAX_DEPTH + 1):
-        below: list[Path] = []
-        for folder in level:
-            kind = _kind(folder)
-            if kind is not None:
-                found.append(StudyEntry(folder.relative_to(root).as_posix(), kind))
-                continue  # its runs/ are the study's own
-            if (folder / "summary.json").is_file() or (folder / "scenario.yaml").is_file():
-                continue
-            try:
-                below += [
-                    p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                ]
-            except OSError:
-                continue
-        level = sorted(below)
+    # a study's runs/ are its own, and a run's sub-folders are its tables
+    folders = folders_under(root, lambda f: _kind(f) is None and not is_run(f))
+    found = [StudyEntry(f.relative_to(root).as_posix(), kind) for f in folders if (kind := _kind(f)) is not None]
     return sorted(found, key=lambda e: e.study_id)
 
 
@@ -130,11 +113,7 @@ def resolve_study(root: Path, study_id: str, kind: str) -> Path:
     :raises AppError: the id leaves ``root`` or names no such study.
     """
     root = Path(root).resolve()
-    if not isinstance(study_id, str) or not study_id or "\x00" in study_id:
-        raise AppError(f"not a study id: {study_id!r}")
-    folder = (root / study_id).resolve()
-    if folder != root and root not in folder.parents:
-        raise AppError(f"study {study_id!r} is not inside the runs folder")
+    folder = folder_inside(root, study_id, "study")
     if not folder.is_dir() or _kind(folder) != kind:
         files = " and ".join(MARKERS[kind]) if kind in MARKERS else "?"
         raise AppError(f"no {kind.replace('_', ' ')} study {study_id!r} in the runs folder (no {files})")
