@@ -22,7 +22,8 @@ that is not finite (or an observation array of another shape) is an error naming
 simulation time, not a feature silently zeroed.
 
 Stock terms: :class:`BatchReversals` (``batch_reversals``, reward) and
-:class:`TimeSinceTapChange` (``time_since_tap_change``, observation).
+:class:`TimeSinceTapChange` (``time_since_tap_change``, observation) and :class:`TapPositions`
+(``tap_positions``, observation).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ __all__ = [
     "RewardTerm",
     "RewardTermSpec",
     "RewardTerms",
+    "TapPositions",
     "TermError",
     "TermSpec",
     "TimeSinceTapChange",
@@ -360,3 +362,32 @@ class TimeSinceTapChange:
                 self._since_s[bank] = observation.t_s
             out[i] = (observation.t_s - self._since_s[bank]) / self.config.scale_s
         return out
+
+
+class TapPositions:
+    """Observation term ``tap_positions``: each regulated phase's tap, mapped from its bank's
+    ``[min_tap, max_tap]`` onto ``[-1, 1]`` (dimensionless); one feature ``taps.<bank>.<phase>``
+    per bank and phase (one ``taps.<bank>`` for a ganged bank). The built-in observation has the
+    voltages the taps produce, not the taps themselves, so without it a tap-acting agent cannot
+    tell how far a bank may still move, nor a scheduled tap change from a load change.
+    """
+
+    def __init__(self, context: ControlContext):
+        regulators = context.regulators
+        # (bank, index of the phase read); a ganged bank's phases share its first one's tap
+        self._entries = tuple(
+            (bank, k) for bank, info in regulators.items() for k in range(1 if info.ganged else len(info.phases))
+        )
+        self.feature_names = tuple(
+            f"taps.{bank}" if regulators[bank].ganged else f"taps.{bank}.{regulators[bank].phases[k]}"
+            for bank, k in self._entries
+        )
+        self._mid = np.array([(regulators[b].max_tap + regulators[b].min_tap) / 2 for b, _ in self._entries])
+        self._half = np.array([(regulators[b].max_tap - regulators[b].min_tap) / 2 for b, _ in self._entries])
+
+    def reset(self) -> None:
+        """Nothing to forget: the feature is the observation's own taps."""
+
+    def __call__(self, observation: Observation) -> np.ndarray:
+        taps = np.array([float(observation.grid.taps[bank][k]) for bank, k in self._entries])
+        return (taps - self._mid) / self._half

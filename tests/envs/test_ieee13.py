@@ -146,3 +146,25 @@ def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
     after = models[models["t_s"] > 1.0]
     for model, df in after.groupby("model", observed=True):
         assert set(df["batch_size"]) <= set(allowed[model]), model
+
+
+@pytest.mark.slow  # two runs of the whole hour: a few minutes on 2 cores
+def test_bundled_tap_policy_beats_rule_based_on_the_hour(tmp_path):
+    """``ieee13_ppo_taps`` (batch sizes and reg1's taps) runs the hour of ``ieee13_none`` with less
+    voltage violation than ``ieee13_rule_based``, every model within the 5% deadline-miss budget."""
+    from openg2g.engine.simulation import run_scenario
+    from openg2g.plot.run import read_table
+
+    scenarios = SHORT.parent
+    policy = run_scenario(
+        scenarios / "ieee13_none.yaml",
+        tmp_path / "policy",
+        overrides=["controllers=[{kind: rl_policy, params: {policy: ieee13_ppo_taps}}]"],
+    )
+    rule_based = run_scenario(scenarios / "ieee13_rule_based.yaml", tmp_path / "rule_based")
+    assert policy.summary["sim_time_s"] == rule_based.summary["sim_time_s"] == 3600.0
+    assert policy.summary["violation_integral_pu_s"] < rule_based.summary["violation_integral_pu_s"]
+    models = read_table(tmp_path / "policy", "models")
+    missed = (models["throughput_tok_s"] * models["deadline_miss_fraction"]).groupby(models["model"], observed=True)
+    fraction = missed.sum() / models.groupby("model", observed=True)["throughput_tok_s"].sum()
+    assert len(fraction) == 5 and (fraction <= 0.05).all(), fraction.to_dict()

@@ -14,10 +14,11 @@ import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
 from openg2g.core.errors import ScenarioError
+from openg2g.core.interfaces import RegulatorInfo
 from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, save_policy
-from openg2g.envs.terms import TermError, TimeSinceTapChange
+from openg2g.envs.terms import TapPositions, TermError, TimeSinceTapChange
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
@@ -167,6 +168,30 @@ def test_stock_time_since_tap_change(terms_dir):
     at = [dataclasses.replace(seen, t_s=t, grid=dataclasses.replace(seen.grid, taps={"reg1": taps})) for t, taps in
           ((10.0, (0, 0, 0)), (12.0, (0, 0, 0)), (13.0, (1, 0, 0)), (21.0, (1, 0, 0)))]  # fmt: skip
     assert [float(term(o)[0]) for o in at] == [0.0, 0.5, 0.0, 2.0]
+
+
+def test_stock_tap_positions_maps_each_phase_tap_onto_its_range():
+    env = make_toy_env(
+        duration_s=11,
+        variations=None,
+        actions=[{"kind": "batch"}, {"kind": "taps"}],
+        observation_terms=[{"term": "openg2g.envs.terms:TapPositions"}],
+    )
+    assert env.layout.feature_names[-3:] == ("taps.reg1.a", "taps.reg1.b", "taps.reg1.c")
+    obs, _ = env.reset(seed=0)
+    assert obs[-3:].tolist() == [0.0, 0.0, 0.0]
+    # batch entries stay; reg1 phase a up twice, phase c down once (toy taps -16..16: 1/16 a step)
+    env.step(np.array([1, 1, 2, 1, 0]))
+    obs, *_ = env.step(np.array([1, 1, 2, 1, 1]))
+    assert obs[-3:].tolist() == pytest.approx([2 / 16, 0.0, -1 / 16])
+    # an asymmetric range and a ganged bank: taps 0..32 read 16 as 0 and 32 as 1, one feature
+    ganged = RegulatorInfo("g1", ("a", "b", "c"), 0, 32, 0.00625, ganged=True)
+    context = dataclasses.replace(env.context, regulators={"reg1": env.context.regulators["reg1"], "g1": ganged})
+    term = TapPositions(context)
+    assert term.feature_names == ("taps.reg1.a", "taps.reg1.b", "taps.reg1.c", "taps.g1")
+    seen = env.sim.observation()
+    at = dataclasses.replace(seen, grid=dataclasses.replace(seen.grid, taps={"reg1": (-16, 4, 16), "g1": (24, 24, 24)}))
+    assert term(at).tolist() == pytest.approx([-1.0, 0.25, 1.0, 0.5])
 
 
 def test_terms_by_entry_point(tmp_path, monkeypatch):
