@@ -63,6 +63,11 @@ TRAIN_CASES: list[Case] = [
         ("eval-episodes-beyond-held-out", _train("--eval-episodes", "9"), ("--eval-episodes", "held-out", "n_eval")),
         ("eval-every-negative", _train("--eval-every", "-5"), ("--eval-every -5", "greater than or equal to 0")),
         ("val-episodes-zero", _train("--val-episodes", "0"), ("--val-episodes 0", "greater than or equal to 1")),
+        (
+            "val-episodes-unbounded",
+            _train("--val-episodes", "100000"),
+            ("--val-episodes 100000", "less than or equal to 100"),
+        ),
         ("n-envs-zero", _train("--n-envs", "0"), ("--n-envs 0",)),
         ("n-envs-unbounded", _train("--n-envs", "100000"), ("--n-envs 100000", f"at most {max_processes()}")),
         ("seed-negative", _train("--seed", "-1"), ("--seed -1",)),

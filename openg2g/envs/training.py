@@ -144,7 +144,12 @@ class TrainOptions(ConfigModel):
     checkpoint_every: int = Field(10_000, ge=1, description="Env steps between checkpoints.")
     eval_episodes: int = Field(4, ge=0, description="Held-out episodes scored at the end (0: none).")
     eval_every: int = Field(0, ge=0, description="Env steps between evaluations on the validation set (0: none).")
-    val_episodes: int = Field(4, ge=1, description="Validation episodes scored at each periodic evaluation.")
+    val_episodes: int = Field(
+        4,
+        ge=1,
+        le=100,  # each is a whole episode run between updates; more only stalls training
+        description="Validation episodes scored at each periodic evaluation (1-100).",
+    )
     n_steps: int = Field(256, ge=1, description="PPO/A2C rollout steps per env.")
     batch_size: int = Field(64, ge=1, description="PPO/SAC/TD3 minibatch size (samples).")
     learning_rate: float = Field(3e-4, ge=0, description="Optimizer step size (0 holds the weights).")
