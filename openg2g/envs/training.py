@@ -228,11 +228,26 @@ def score_policy(
     return float(np.mean(totals)), totals
 
 
-def _episode(env: G2GEnv, act: Callable[[np.ndarray], Any], seed: int, options: dict[str, Any]) -> tuple[float, int]:
-    """``(total reward, env steps)`` of one episode of ``act`` from ``env.reset(seed, options)``."""
+class _EpisodeStopped(Exception):
+    """Training is stopping: the episode under way was left unfinished."""
+
+
+def _episode(
+    env: G2GEnv,
+    act: Callable[[np.ndarray], Any],
+    seed: int,
+    options: dict[str, Any],
+    stopped: Callable[[], bool] = lambda: False,
+) -> tuple[float, int]:
+    """``(total reward, env steps)`` of one episode of ``act`` from ``env.reset(seed, options)``.
+
+    :raises _EpisodeStopped: ``stopped()``, asked before every step, turned true.
+    """
     obs, _ = env.reset(seed=seed, options=options)
     total, length, done = 0.0, 0, False
     while not done:
+        if stopped():
+            raise _EpisodeStopped
         obs, reward, terminated, truncated, _ = env.step(act(obs))
         total += float(reward)
         length += 1
@@ -427,6 +442,8 @@ class PeriodicEvaluation(BaseCallback):
     :param evaluations: the run's record, read back on resume.
     :param meta: the policy settings; ``timesteps`` is filled in at each save.
     :param log: receives one line per evaluation.
+    :param stopped: true once training is to stop: an evaluation under way is then abandoned (neither
+        recorded nor saved), so a stop signal never waits for it.
     """
 
     def __init__(
@@ -437,6 +454,7 @@ class PeriodicEvaluation(BaseCallback):
         evaluations: Evaluations,
         meta: PolicyMeta,
         log: Callable[[str], None],
+        stopped: Callable[[], bool] = lambda: False,
     ):
         super().__init__()
         self.every = every
@@ -445,6 +463,7 @@ class PeriodicEvaluation(BaseCallback):
         self.evaluations = evaluations
         self.meta = meta
         self.log = log
+        self.stopped = stopped
         self._next = every
 
     def _on_training_start(self) -> None:
@@ -457,10 +476,15 @@ class PeriodicEvaluation(BaseCallback):
             self.evaluate(steps)
         return True
 
-    def evaluate(self, steps: int) -> float:
-        """Score the policy now (``steps`` trained), record it and keep it if it is the best; returns the mean."""
+    def evaluate(self, steps: int) -> float | None:
+        """Score the policy now (``steps`` trained), record it and keep it if it is the best; returns
+        the mean, or ``None`` when a stop abandoned the evaluation."""
         act = _greedy(self.model)
-        scores = [_episode(self.env, act, k, {"variation": v}) for k, v in enumerate(self.variations)]
+        try:
+            scores = [_episode(self.env, act, k, {"variation": v}, self.stopped) for k, v in enumerate(self.variations)]
+        except _EpisodeStopped:
+            self.log(f"evaluation at {steps} steps abandoned: training is stopping")
+            return None
         best = self.evaluations.best_mean
         returns = [total for total, _ in scores]
         mean = float(np.mean(returns))
@@ -629,7 +653,7 @@ def train_policy(
         raise G2GError(f"{out} holds a checkpoint to resume from ({start[0].name}); init_from starts a fresh run only")
     previous = TrainRecord.read(record_path) if start else None
     done_steps = start[1] if start else 0
-    evaluations = _evaluations(out, val_episodes, resume=start is not None and eval_every > 0, log=log)
+    evaluations = _evaluations(out, val_episodes, start[1] if start and eval_every > 0 else None, log)
     with _writing(out):
         (out / "logs").mkdir(parents=True, exist_ok=True)
         with _StopOnSignal() as stop:
@@ -652,7 +676,11 @@ def train_policy(
                 if eval_every:
                     variations = probe.generator.validation_set(val_episodes, cfg.eval_seed)
                     write = _beside_bar(log) if progress else log
-                    callbacks.append(PeriodicEvaluation(eval_every, probe, variations, evaluations, meta, write))
+                    callbacks.append(
+                        PeriodicEvaluation(
+                            eval_every, probe, variations, evaluations, meta, write, lambda: stop.signum is not None
+                        )
+                    )
                 if progress:
                     callbacks.append(_ProgressBar(steps, f"train {algo}"))
                 if settings.critic_warmup:
@@ -672,17 +700,24 @@ def train_policy(
     return TrainResult(policy, int(model.num_timesteps), wall, evaluation)
 
 
-def _evaluations(out: Path, episodes: int, resume: bool, log: Callable[[str], None]) -> Evaluations:
-    """The run's periodic evaluations: those of ``evaluations.npz`` when a resumed run continues
-    them, else none yet (a fresh run's first evaluation replaces the file).
+def _evaluations(out: Path, episodes: int, resume_steps: int | None, log: Callable[[str], None]) -> Evaluations:
+    """The run's periodic evaluations: those of ``evaluations.npz`` up to ``resume_steps`` when a
+    resumed run continues them, else none yet (a fresh run's first evaluation replaces the file).
 
     :raises G2GError: the file cannot be continued (see :meth:`Evaluations.read`).
     """
     path = out / EVALUATIONS
-    if not resume:
+    if resume_steps is None:
         return Evaluations(path, episodes)
     evaluations = Evaluations.read(path, episodes)
-    if evaluations.timesteps:
+    best = out / f"{BEST_MODEL}.json"
+    dropped = evaluations.truncate(resume_steps, read_meta(best).timesteps if best.is_file() else None)
+    if dropped:
+        log(
+            f"{path.name}: dropped {dropped} evaluation{'s' if dropped > 1 else ''} made after step {resume_steps} "
+            "(their segment ended before its next checkpoint; those steps are trained again)"
+        )
+    if evaluations.timesteps or dropped:
         log(f"continuing {path.name}: {len(evaluations.timesteps)} evaluations, best mean {evaluations.best_mean:.3f}")
     return evaluations
 

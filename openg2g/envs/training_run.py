@@ -158,6 +158,7 @@ class Evaluations:
     timesteps: list[int] = field(default_factory=list)
     results: list[list[float]] = field(default_factory=list)
     ep_lengths: list[list[int]] = field(default_factory=list)
+    floor: float = float("-inf")  # the mean of a kept best model whose evaluation was cut (see truncate)
 
     @classmethod
     def read(cls, path: Path, episodes: int) -> Evaluations:
@@ -193,7 +194,27 @@ class Evaluations:
     @property
     def best_mean(self) -> float:
         """The best mean episode reward so far (``-inf`` before the first evaluation)."""
-        return max((float(np.mean(r)) for r in self.results), default=float("-inf"))
+        return max([self.floor, *(float(np.mean(r)) for r in self.results)])
+
+    def truncate(self, steps: int, best_model_steps: int | None) -> int:
+        """Drop the evaluations made after ``steps`` (a segment that evaluated, then ended before
+        its next checkpoint: the resumed run trains those steps again and evaluates them anew, so the
+        file never holds one timestep twice); returns how many were dropped. The file is rewritten
+        at the next :meth:`append`.
+
+        :param best_model_steps: the timesteps of the ``best_model.zip`` on disk, if any. A best
+            model from a dropped evaluation is kept, and its mean stays the one to beat, so it is
+            never replaced by a worse one.
+        """
+        cut = [k for k, t in enumerate(self.timesteps) if t > steps]
+        for k in cut:
+            if self.timesteps[k] == best_model_steps:
+                self.floor = max(self.floor, float(np.mean(self.results[k])))
+        keep = [k for k in range(len(self.timesteps)) if k not in cut]
+        self.timesteps = [self.timesteps[k] for k in keep]
+        self.results = [self.results[k] for k in keep]
+        self.ep_lengths = [self.ep_lengths[k] for k in keep]
+        return len(cut)
 
     def append(self, timesteps: int, returns: list[float], lengths: list[int]) -> None:
         """Add one evaluation and rewrite the file."""

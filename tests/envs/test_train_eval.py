@@ -4,6 +4,7 @@ each policy, read back by ``rl_policy``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from pathlib import Path
@@ -18,9 +19,9 @@ import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
 from openg2g.envs import G2GEnv, make_toy_env
-from openg2g.envs.policy import load_policy, read_meta
-from openg2g.envs.training import TrainSettings, train_policy
-from openg2g.envs.training_run import normalization_path
+from openg2g.envs.policy import FORMAT, PolicyMeta, load_policy, read_meta
+from openg2g.envs.training import PeriodicEvaluation, TrainSettings, train_policy
+from openg2g.envs.training_run import Evaluations, normalization_path
 from openg2g.envs.variations import Variation
 from openg2g.scenario.schema import ControllerSpec
 
@@ -186,3 +187,57 @@ def test_resume_continues_the_evaluations_and_keeps_the_best(tmp_path, capsys):
     # a fresh run over it deletes the old run's evaluations, best model and statistics
     _train(out, 50, eval_every=0, overwrite=True)
     assert not any((out / name).exists() for name in ("evaluations.npz", "best_model.zip", "best_model.json"))
+
+
+def test_resume_after_an_unsaved_end_drops_the_evaluations_it_repeats(tmp_path, capsys):
+    """A segment that evaluated at 200 and 300 but whose checkpoints there were lost resumes from
+    100: the two evaluations are dropped and made again, so no timestep is recorded twice."""
+    out = tmp_path / "run"
+    held = TrainSettings(n_steps=50, batch_size=50, learning_rate=0.0, normalize_reward=False)
+    _train(out, 300, settings=held)
+    for lost in out.glob("checkpoints/*"):
+        if "_100_" not in lost.name:
+            lost.unlink()
+    assert main(["train", "--resume", "--out", str(out), "--steps", "300", "--no-progress", "--eval-episodes", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "evaluations.npz: dropped 2 evaluations made after step 100" in printed
+    assert "continuing evaluations.npz: 1 evaluations" in printed
+    with np.load(out / "evaluations.npz") as saved:
+        assert saved["timesteps"].tolist() == [100, 200, 300]
+
+
+def test_a_kept_best_model_from_a_dropped_evaluation_stays_the_one_to_beat(tmp_path):
+    evaluations = Evaluations(tmp_path / "evaluations.npz", 2, [100, 200, 300], [[1.0, 1.0], [3.0, 5.0], [2.0, 2.0]])
+    evaluations.ep_lengths = [[10, 10]] * 3
+    assert evaluations.truncate(100, best_model_steps=200) == 2
+    assert evaluations.timesteps == [100] and evaluations.results == [[1.0, 1.0]]
+    assert evaluations.best_mean == 4.0  # best_model.zip's mean, (3 + 5) / 2, not the kept 1.0
+    evaluations.append(200, [3.5, 3.5], [10, 10])
+    assert evaluations.best_mean == 4.0
+    # a best model from a kept evaluation sets no floor
+    fresh = Evaluations(tmp_path / "other.npz", 1, [100, 200], [[1.0], [3.0]], [[10], [10]])
+    assert fresh.truncate(100, best_model_steps=100) == 1 and fresh.best_mean == 1.0
+
+
+def test_a_stop_abandons_an_evaluation_under_way(tmp_path):
+    """The stop arrives after 4 env steps of the first of two 10-step validation episodes: the
+    evaluation returns at once, records nothing and saves no best model."""
+    env = _toy()
+    model = PPO("MlpPolicy", env, n_steps=50, batch_size=50, seed=0, device="cpu")
+    meta = PolicyMeta(format=FORMAT, timesteps=0, algo="ppo", scenario="toy", env=env.config, layout=env.layout.describe())
+    asks = itertools.count()
+    logged: list[str] = []
+    evaluation = PeriodicEvaluation(
+        100,
+        env,
+        _validation_set(env),
+        Evaluations(tmp_path / "evaluations.npz", VAL_EPISODES),
+        meta,
+        logged.append,
+        stopped=lambda: next(asks) == 4,
+    )
+    evaluation.init_callback(model)
+    assert evaluation.evaluate(100) is None
+    assert next(asks) == 5  # asked before each of the 4 steps taken and the one not taken
+    assert logged == ["evaluation at 100 steps abandoned: training is stopping"]
+    assert not (tmp_path / "evaluations.npz").exists() and not (tmp_path / "best_model.zip").exists()
