@@ -247,7 +247,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--init-from",
         metavar="POLICY",
         help="start from a saved policy's network weights (path or bundled name; same algorithm and spaces, "
-        "or a discrete policy whose action families are the first of the run's: added entries start at 'stay')",
+        "or a discrete policy whose action families are the first of the run's: added entries start at 'stay'; "
+        "a PPO/A2C policy whose features are the first of the run's: added ones start with zero weights)",
     )
     p.add_argument(
         "--seed", type=int, help="seed of the algorithm and the envs' variation draws (0 to 2**32-1; default 0)"

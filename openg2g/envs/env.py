@@ -247,7 +247,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         failed = error is not None
         if self.reward_terms:
             t_s = float((self._step_count + 1) * self.control_s)
-            step = RewardStep(t_s, float(self.control_s), before, self._observation, terms, len(commands), failed)
+            step = RewardStep(
+                t_s, float(self.control_s), before, self._observation, terms, len(commands), failed, tuple(commands)
+            )
             info["reward_terms"] = self.reward_terms.values(step)
             reward += self.reward_terms.weighted(info["reward_terms"])
         if self.reference is not None:

@@ -21,9 +21,9 @@ Both have ``reset()``, called at the start of each episode (each run for ``rl_po
 that is not finite (or an observation array of another shape) is an error naming the term and the
 simulation time, not a feature silently zeroed.
 
-Stock terms: :class:`BatchReversals` (``batch_reversals``, reward) and
-:class:`TimeSinceTapChange` (``time_since_tap_change``, observation) and :class:`TapPositions`
-(``tap_positions``, observation).
+Stock terms: :class:`BatchReversals` (``batch_reversals``, reward), :class:`TapChanges`
+(``tap_changes``, reward), :class:`TimeSinceTapChange` (``time_since_tap_change``, observation)
+and :class:`TapPositions` (``tap_positions``, observation).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from openg2g.control.registry import instantiate, load_plugin
+from openg2g.core.commands import Command, SetTaps
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.core.interfaces import ControlContext
@@ -52,6 +53,7 @@ __all__ = [
     "RewardTerm",
     "RewardTermSpec",
     "RewardTerms",
+    "TapChanges",
     "TapPositions",
     "TermError",
     "TermSpec",
@@ -100,6 +102,7 @@ class RewardStep:
         ``voltage_violation_pu``, ``overload_fraction``, ``throughput_fraction``, ``deadline_miss_fraction``.
     :param n_batch_changes: batch-size commands the agent sent at the step's start.
     :param failed: the simulation failed during the step.
+    :param commands: the commands the agent sent at the step's start (not the scenario's events).
     """
 
     t_s: float
@@ -109,6 +112,7 @@ class RewardStep:
     terms: Mapping[str, float]
     n_batch_changes: int
     failed: bool
+    commands: tuple[Command, ...] = ()
 
 
 @runtime_checkable
@@ -328,6 +332,35 @@ def _batch_size(observation: Observation, site: str, model: str) -> int | None:
     state = observation.datacenters.get(site)
     m = state.models.get(model) if state is not None else None
     return m.batch_size if m is not None else None
+
+
+class TapChanges:
+    """Reward term ``tap_changes``: the tap steps the agent moved this step (dimensionless), summed
+    over every regulated phase it commanded: ``sum |new - old|`` with ``old`` the tap in the
+    observation the agent acted on and ``new`` the tap its :class:`~openg2g.core.commands.SetTaps`
+    sets. A ganged bank counts once (its phases share one tap changer). Taps a scheduled
+    ``set_taps`` event or a bank's own ``auto`` control moves cost nothing: the agent did not
+    choose them. With a negative weight (the cost of one tap step) it prices the wear of a
+    regulator, whose tap changer is rated for a number of operations: ``{term: tap_changes,
+    weight: -2}``.
+    """
+
+    name = "tap_changes"
+
+    def __init__(self, context: ControlContext):
+        self._ganged = {bank for bank, info in context.regulators.items() if info.ganged}
+
+    def reset(self) -> None:
+        """Nothing to forget: each step's commands carry its moves."""
+
+    def __call__(self, step: RewardStep) -> float:
+        moved = 0
+        for command in step.commands:
+            if isinstance(command, SetTaps):
+                old = step.before.grid.taps[command.bank]
+                phases = 1 if command.bank in self._ganged else len(command.taps)
+                moved += sum(abs(new - was) for new, was in zip(command.taps[:phases], old[:phases]))
+        return float(moved)
 
 
 class TimeSinceTapChange:

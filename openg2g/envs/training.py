@@ -791,24 +791,105 @@ saved policy's behaviour (its deterministic action stays) and still tries every 
 def _copy_weights(policy: str | Path, model: BaseAlgorithm, probe: G2GEnv, algo: str) -> None:
     """Load ``policy``'s network weights into ``model`` (see :func:`train_policy`'s ``init_from``).
 
-    A discrete policy whose action families are the first ones of the run's, with the same
-    observation, is extended: its action logits are copied and every added entry gets zero
-    weights and the biases ``(0, STAY_LOGIT, 0)`` over down/stay/up.
+    A discrete policy whose action families are the first ones of the run's is extended: its
+    action logits are copied and every added entry gets zero weights and the biases
+    ``(0, STAY_LOGIT, 0)`` over down/stay/up. A PPO or A2C policy whose observation's features
+    are the first ones of the run's (the run adds observation terms) is extended too: the first
+    layers of its actor and critic get zero input weights for each added feature, so the network
+    computes from the run's observation what the saved one did from its own.
     """
     source, meta = load_policy(policy)
     if meta.algo != algo:
         raise G2GError(f"policy {policy} is a {meta.algo} policy; init_from needs one of the run's algorithm ({algo})")
     state = source.policy.state_dict()
+    target = model.policy.state_dict()
+    observation_space = source.observation_space
+    saved_features = list(meta.layout.get("features") or ())
+    added = _added_features(saved_features, list(probe.layout.feature_names), policy)
+    if added:
+        if algo not in ("ppo", "a2c"):
+            raise G2GError(
+                f"policy {policy}: the run's observation adds {added} features after the policy's; "
+                f"init_from extends the observation of ppo and a2c policies only, not {algo}"
+            )
+        _check_observation_prefix(source.observation_space, probe.layout.observation_space, policy)
+        state = _extend_observation(state, target, len(saved_features))
+        observation_space = probe.layout.observation_space
     saved, run = list(meta.env.actions), list(probe.config.actions)
     if meta.env.action == probe.config.action == "discrete" and len(saved) < len(run) and run[: len(saved)] == saved:
-        probe.layout.check_spaces(source.observation_space, probe.layout.action_space, f"policy {policy}")
-        state = _extend_action_head(state, model.policy.state_dict())
+        probe.layout.check_spaces(observation_space, probe.layout.action_space, f"policy {policy}")
+        state = _extend_action_head(state, target)
     else:
-        probe.layout.check_spaces(source.observation_space, source.action_space, f"policy {policy}")
+        probe.layout.check_spaces(observation_space, source.action_space, f"policy {policy}")
     try:
         model.policy.load_state_dict(state)
     except RuntimeError as exc:  # torch names every tensor whose shape differs
         raise G2GError(f"policy {policy} has other network sizes than --net-arch asks: {exc}") from None
+
+
+def _added_features(saved: Sequence[str], run: Sequence[str], policy: str | Path) -> int:
+    """How many features the run's observation adds after those of the saved policy (0 when the
+    counts are equal, or the policy's JSON does not name its features: the spaces are checked then).
+
+    :raises G2GError: other counts, and the policy's features not the first of the run's; the
+        message names the first feature that differs and those only one side has.
+    """
+    if not saved or len(saved) == len(run):
+        return 0
+    if len(run) > len(saved) and list(run[: len(saved)]) == list(saved):
+        return len(run) - len(saved)
+    first = next((i for i, (a, b) in enumerate(zip(saved, run)) if a != b), None)
+    at = [] if first is None else [f"feature {first} is {saved[first]!r} in the policy, {run[first]!r} in the run"]
+    only_policy = [f for f in saved if f not in set(run)]
+    only_run = [f for f in run if f not in set(saved)]
+    at += [f"only the policy has {_names(only_policy)}"] if only_policy else []
+    at += [f"only the run has {_names(only_run)}"] if only_run else []
+    raise G2GError(
+        f"policy {policy} observes {len(saved)} features, the run {len(run)}: init_from extends an observation "
+        f"only by features added after the policy's ({'; '.join(at)})"
+    )
+
+
+def _names(features: Sequence[str], shown: int = 5) -> str:
+    """Up to ``shown`` feature names and how many more there are, for a message."""
+    more = f" and {len(features) - shown} more" if len(features) > shown else ""
+    return ", ".join(repr(f) for f in features[:shown]) + more
+
+
+def _check_observation_prefix(saved: gym.Space, run: gym.spaces.Box, policy: str | Path) -> None:
+    """Refuse a saved observation box whose bounds or dtype differ from the run's first features'."""
+    fits = (
+        isinstance(saved, gym.spaces.Box)
+        and len(saved.shape) == 1
+        and np.array_equal(saved.low, run.low[: saved.shape[0]])
+        and np.array_equal(saved.high, run.high[: saved.shape[0]])
+        and saved.dtype == run.dtype
+    )
+    if not fits:
+        raise G2GError(
+            f"policy {policy} does not fit this scenario: its observation {saved} is not the first "
+            f"features of the run's {run} (other bounds or dtype: compare the observation's clip)"
+        )
+
+
+def _extend_observation(source: Mapping[str, Any], target: Mapping[str, Any], n_saved: int) -> dict[str, Any]:
+    """``source``'s weights with zero input columns for the features the run adds after its
+    ``n_saved`` ones: every matrix that reads the observation (``n_saved`` columns, the run's layer
+    of the same width reading more) grows to ``target``'s width (see :func:`_copy_weights`)."""
+    import torch
+
+    state = dict(source)
+    for key, weight in source.items():
+        grown = target.get(key)
+        if (
+            grown is not None
+            and weight.ndim == grown.ndim == 2
+            and weight.shape[1] == n_saved
+            and grown.shape[0] == weight.shape[0]
+            and grown.shape[1] > n_saved
+        ):
+            state[key] = torch.cat([weight, weight.new_zeros((weight.shape[0], grown.shape[1] - n_saved))], dim=1)
+    return state
 
 
 def _extend_action_head(source: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:

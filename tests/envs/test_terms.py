@@ -13,12 +13,13 @@ from stable_baselines3 import PPO
 import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
+from openg2g.core.commands import SetTaps
 from openg2g.core.errors import ScenarioError
 from openg2g.core.interfaces import RegulatorInfo
 from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, save_policy
-from openg2g.envs.terms import TapPositions, TermError, TimeSinceTapChange
+from openg2g.envs.terms import RewardStep, TapChanges, TapPositions, TermError, TimeSinceTapChange
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
@@ -192,6 +193,45 @@ def test_stock_tap_positions_maps_each_phase_tap_onto_its_range():
     seen = env.sim.observation()
     at = dataclasses.replace(seen, grid=dataclasses.replace(seen.grid, taps={"reg1": (-16, 4, 16), "g1": (24, 24, 24)}))
     assert term(at).tolist() == pytest.approx([-1.0, 0.25, 1.0, 0.5])
+
+
+def _tap_episode(actions: list[list[float]], **config) -> list[tuple[float, dict]]:
+    """Rewards and infos of box actions on the toy with batch and tap entries; a scheduled event
+    sets reg1 to (14, 0, 0) at 1.5 s, inside the first step (1 s to 2 s)."""
+    env = make_toy_env(
+        duration_s=11,
+        variations=None,
+        action="box",
+        actions=[{"kind": "batch"}, {"kind": "taps"}],
+        overrides=["events=[{t_s: 1.5, command: set_taps, bank: reg1, taps: [14, 0, 0]}]"],
+        **config,
+    )
+    env.reset(seed=0)
+    return [env.step(np.array(a, dtype=np.float32))[1::3] for a in actions]  # type: ignore[misc]
+
+
+def test_stock_tap_changes_prices_the_agents_tap_steps_only():
+    # taps entries: x in [-1, 1] onto -16..16, so 0 asks for tap 0 and 1 for tap 16
+    actions = [[0, 0, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0], [0, 0, 0.0625, 0, 0]]
+    plain = _tap_episode(actions)
+    priced = _tap_episode(actions, reward_terms=[{"term": "openg2g.envs.terms:TapChanges", "weight": -0.5}])
+    # the event's 0 -> 14 is free; the agent's 14 -> 16 costs 2 steps, staying nothing, 16 -> 1 costs 15
+    assert [info["reward_terms"]["tap_changes"] for _, info in priced] == [0.0, 2.0, 0.0, 15.0]
+    assert [r for r, _ in priced] == pytest.approx([r - 0.5 * n for (r, _), n in zip(plain, (0, 2, 0, 15))], abs=1e-12)
+    # discrete: phase a up, phase c down in one step cost a step each
+    env = make_toy_env(duration_s=11, variations=None, actions=[{"kind": "batch"}, {"kind": "taps"}],
+                       reward_terms=[{"term": "openg2g.envs.terms:TapChanges", "weight": -1.0}])  # fmt: skip
+    env.reset(seed=0)
+    assert env.step(np.array([1, 1, 2, 1, 0]))[4]["reward_terms"] == {"tap_changes": 2.0}
+    # a ganged bank has one tap changer: a move of its three phases by 3 steps counts 3
+    ganged = RegulatorInfo("g1", ("a", "b", "c"), -16, 16, 0.00625, ganged=True)
+    term = TapChanges(
+        dataclasses.replace(env.context, regulators={"reg1": env.context.regulators["reg1"], "g1": ganged})
+    )
+    seen = env.sim.observation()
+    before = dataclasses.replace(seen, grid=dataclasses.replace(seen.grid, taps={"reg1": (0, 0, 0), "g1": (2, 2, 2)}))
+    commands = (SetTaps(bank="g1", taps=(5, 5, 5)), SetTaps(bank="reg1", taps=(-1, 0, 1)))
+    assert term(RewardStep(2.0, 1.0, before, seen, {}, 2, False, commands)) == 5.0
 
 
 def test_terms_by_entry_point(tmp_path, monkeypatch):

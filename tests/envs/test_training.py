@@ -23,6 +23,8 @@ from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 from tests.envs.conftest import TOY_STEPS
 
+BASE_FEATURES = 15  # the toy's built-in features: 3 zone voltages, 2 site power, 2 models x 5
+
 RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
 
 
@@ -200,6 +202,33 @@ def test_init_from_extends_a_batch_policy_with_tap_actions(tmp_path):
     reversed_order = {"actions": [{"kind": "taps"}, {"kind": "batch"}]}
     with pytest.raises(G2GError, match="does not fit this scenario: action"):
         _toy_run(tmp_path / "reversed", init_from=source, env_config=reversed_order)
+
+
+def test_init_from_extends_a_policy_whose_observation_gains_features(tmp_path):
+    """A run that adds an observation term (one feature after the toy's 15) starts from the saved
+    policy with that feature's input weights at zero: on the same observation it takes the saved
+    policy's action with the same probabilities and values the state the same; a run whose
+    observation lacks a feature of the policy is refused, naming it."""
+    since = {"observation_terms": [{"term": "openg2g.envs.terms:TimeSinceTapChange", "params": {"scale_s": 2}}]}
+    source = _toy_run(tmp_path / "source")
+    frozen = TrainSettings(32, 32, learning_rate=0.0)
+    copy = _toy_run(tmp_path / "copy", seed=7, init_from=source, env_config=since, settings=frozen)
+    (p, _), (q, _) = load_policy(source), load_policy(copy)
+    assert q.observation_space.shape == (BASE_FEATURES + 1,)
+    env = make_toy_env(duration_s=11, variations=None, **since)
+    obs, _ = env.reset(seed=0)
+    for _ in range(4):  # the added feature grows each step (the toy's taps never move): 0, 0.5, 1, 1.5
+        a, b = (m.policy.obs_to_tensor(o)[0] for m, o in ((p, obs[:BASE_FEATURES]), (q, obs)))
+        assert np.allclose(p.policy.get_distribution(a).distribution[0].probs.detach(),
+                           q.policy.get_distribution(b).distribution[0].probs.detach(), rtol=0, atol=1e-6)  # fmt: skip
+        assert np.allclose(p.policy.predict_values(a).item(), q.policy.predict_values(b).item(), rtol=0, atol=1e-5)
+        action = p.predict(obs[:BASE_FEATURES], deterministic=True)[0]
+        assert np.array_equal(q.predict(obs, deterministic=True)[0], action)
+        obs, *_ = env.step(action)
+    with pytest.raises(
+        G2GError, match=r"observes 16 features, the run 15: .*only the policy has 'taps.reg1.since_change'"
+    ):
+        _toy_run(tmp_path / "fewer", init_from=copy)
 
 
 def test_init_from_refuses_a_policy_that_does_not_fit(tmp_path):
