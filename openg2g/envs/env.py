@@ -69,7 +69,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
     :param scenario: the validated scenario.
     :param config: an :class:`EnvConfig` or a mapping of its fields.
     :param components: builds the components of each episode's scenario; default the real
-        backends through a :class:`~openg2g.scenario.build.ComponentBuilder`.
+        backends through a :class:`~openg2g.scenario.build.ComponentBuilder`. With
+        ``reward_baseline="no_control"`` it must build new sites and grid at each call, since the
+        reference run steps beside the agent's (the default keeps a second builder for it).
     :param render_mode: ``None`` (no rendering; runs write plots instead), ``"ansi"`` (:meth:`render`
         returns text) or ``"rgb_array"`` (:meth:`render` returns an image), see :mod:`openg2g.envs.render`.
     :raises ScenarioError: the scenario has no datacenter, no controllable model, or is shorter
@@ -125,6 +127,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self.episode_steps = steps
         self.generator = ScenarioGenerator(sc, self.config.variations, (steps + 1) * self.control_s)
         self._components = components or ComponentBuilder()
+        # The no-control run steps in turn with the agent's, so it needs site and grid objects of
+        # its own: one builder reuses them from run to run, safe only for runs one after the other.
+        self._reference_components = components or ComponentBuilder()
         self._eval_set: list[Variation] | None = None
 
         sim = self._simulation(self.generator.as_written().scenario)
@@ -164,9 +169,9 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         loaded = scenario if isinstance(scenario, LoadedScenario) else load_scenario(scenario, overrides)
         return cls(loaded, config, components=components, render_mode=render_mode)
 
-    def _simulation(self, scenario: Scenario) -> Simulation:
+    def _simulation(self, scenario: Scenario, components: ComponentsFactory | None = None) -> Simulation:
         loaded = LoadedScenario(scenario, self.loaded.path, self.loaded.base_dir, self.loaded.sha256)
-        return Simulation(loaded, None, components=self._components(loaded))
+        return Simulation(loaded, None, components=(components or self._components)(loaded))
 
     def evaluation_set(self) -> list[Variation]:
         """The held-out evaluation variations (``config.n_eval`` of them, from ``config.eval_seed``)."""
@@ -207,7 +212,15 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         self._observation = self.sim.observation()
         self.reference = None
         if self.config.reward_baseline == "no_control":
-            self.reference = self._simulation(variation.scenario)
+            self.reference = self._simulation(variation.scenario, self._reference_components)
+            shared = {id(c) for c in (*self.sim.sites, self.sim.grid)} & {
+                id(c) for c in (*self.reference.sites, self.reference.grid)
+            }
+            if shared:
+                raise ValueError(
+                    "reward_baseline='no_control' runs the episode twice side by side, but the components "
+                    "factory gave both runs the same site or grid objects: build new ones at each call"
+                )
             self.reference.start()
             self.reference.run_until(self.control_s)
         self._needs_reset = False

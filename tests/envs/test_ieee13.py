@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 from openg2g.core.errors import G2GError
 from openg2g.envs import G2GEnv
+from openg2g.scenario.build import ComponentBuilder
 
 SHORT = Path(__file__).resolve().parents[2] / "scenarios" / "rl_ieee13_short.yaml"
 
@@ -49,6 +50,34 @@ def test_down_lowers_power_on_ieee13(real_env):
     for _ in range(5):
         obs = real_env.step(np.zeros(5, dtype=np.int64))[0]
     assert obs[i] < first
+
+
+def test_no_control_baseline_runs_on_components_of_its_own():
+    """On the real backends the reference run must not share the agent's site and grid: holding
+    (no command) then gives the reference's own run, draw for draw, and a reward of exactly 0; an
+    action that moves a batch size is scored against the run that did not."""
+    env = G2GEnv.from_scenario(SHORT, episode_steps=6, reward_baseline="no_control", miss_budget=None)
+    env.reset(seed=2)
+    assert not {id(c) for c in (*env.sim.sites, env.sim.grid)} & {
+        id(c) for c in (*env.reference.sites, env.reference.grid)
+    }
+    hold = np.ones(5, dtype=np.int64)
+    assert [env.step(hold)[1] for _ in range(3)] == [0.0, 0.0, 0.0]
+    _, reward, *_, info = env.step(np.zeros(5, dtype=np.int64))  # every model one batch size down
+    assert reward != 0.0 and info["reference_reward"] != reward
+
+
+def test_no_control_baseline_refuses_a_factory_that_reuses_objects():
+    built = {}
+
+    def cached(loaded):  # one set of components for every run, as a careless cache would give
+        if not built:
+            built["c"] = ComponentBuilder()(loaded)
+        return built["c"]
+
+    env = G2GEnv.from_scenario(SHORT, components=cached, episode_steps=6, reward_baseline="no_control")
+    with pytest.raises(ValueError, match="gave both runs the same site or grid objects"):
+        env.reset(seed=0)
 
 
 @pytest.mark.slow  # needs the session's PPO run on the toy (trained_toy)
