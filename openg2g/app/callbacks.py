@@ -151,6 +151,8 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Input("series-graph", "relayoutData"),
         Input("time-slider", "value"),
         State("map-run", "value"),
+        # while the panels are drawn, the page asks how far an overview being computed is
+        running=[(Output("overview-tick", "disabled"), False, True)],
     )
     def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, index: int, run_id: str | None) -> Any:
         if not ids:
@@ -182,6 +184,25 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             return views.series_figure(runs, _time(cursor_run, index), t_range), ""
 
         return _shown(build, lambda text: (views.empty_figure(), text))
+
+    @app.callback(
+        Output("overview-status", "children"),
+        Input("overview-tick", "n_intervals"),
+        Input("overview-tick", "disabled"),
+        State("runs-table", "selected_row_ids"),
+    )
+    def overview_status(_: Any, idle: bool, ids: list[str] | None) -> str:
+        if idle:
+            return ""
+        shown = []
+        for run_id in ids or []:
+            try:
+                progress = store.building(run_id)
+            except AppError:
+                continue  # a run gone or refused: the panels' own message says so
+            if progress is not None:
+                shown.append(views.building_text(run_id, *progress))
+        return "; ".join(shown)
 
     @app.callback(
         Output("time-slider", "max"),

@@ -286,6 +286,11 @@ class RunStore:
             self._overviews[run.out_dir] = held
         return held[1]
 
+    def building(self, run_id: str) -> tuple[int, int] | None:
+        """``(parts read, parts)`` of the overview being computed for ``run_id`` (:func:`building`),
+        ``None`` when none is."""
+        return building(resolve_run(self.root, run_id))
+
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
         """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
         net without coordinates takes seconds); ``None`` when the run has no readable topology."""
@@ -561,7 +566,7 @@ def building(out_dir: Path) -> tuple[int, int] | None:
     return _BUILDING.get(Path(out_dir).resolve())
 
 
-def _build_overview(run: RunData, out_dir: Path) -> Overview:
+def _build_overview(run: RunData, out_dir: Path, on_progress: Callable[[int, int], None] | None) -> Overview:
     """:func:`run_panels` of the whole run, its marks and grid steps, with :func:`building`
     saying how many of the tables' parts are read."""
     total = sum(len(table_parts(out_dir, t)) for t in ("datacenter", "models", "grid", "grid_branches"))
@@ -570,6 +575,8 @@ def _build_overview(run: RunData, out_dir: Path) -> Overview:
     def one_more() -> None:
         done, parts = _BUILDING[out_dir]
         _BUILDING[out_dir] = (min(done + 1, parts), parts)
+        if on_progress is not None:
+            on_progress(*_BUILDING[out_dir])
 
     try:
         return Overview(run_panels(run, on_part=one_more), _whole_run_marks(run), grid_times(run))
@@ -577,7 +584,7 @@ def _build_overview(run: RunData, out_dir: Path) -> Overview:
         del _BUILDING[out_dir]
 
 
-def overview(run: RunData) -> Overview:
+def overview(run: RunData, on_progress: Callable[[int, int], None] | None = None) -> Overview:
     """The run's whole-run time panels and marks, what its first paint draws.
 
     ``openg2g run`` writes it beside the tables as it runs (:data:`OVERVIEW_CACHE`,
@@ -586,6 +593,8 @@ def overview(run: RunData) -> Overview:
     parts (:func:`run_panels`, one part at a time, :func:`building` saying how far) and kept in
     that file; both are kept in memory for the eight runs last asked. A part added or rewritten
     (a running run) or a changed ``scenario.yaml`` computes it again.
+
+    :param on_progress: called with ``(parts read, parts)`` after each part while computing it.
     """
     out_dir = run.out_dir.resolve()
     path = out_dir / OVERVIEW_CACHE
@@ -597,7 +606,7 @@ def overview(run: RunData) -> Overview:
             return held[1]
         found = read_overview(path, stamp)
         if found is None:
-            found = _build_overview(run, out_dir)
+            found = _build_overview(run, out_dir, on_progress)
             try:
                 write_overview(path, found, stamp)
             except OSError:

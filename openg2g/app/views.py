@@ -35,6 +35,7 @@ from openg2g.plot.timeline import Marks
 __all__ = [
     "NO_STUDY",
     "BusColors",
+    "building_text",
     "bus_map_figure",
     "cases_table",
     "compare_figure",
@@ -198,6 +199,12 @@ def _first_choice(scenarios: Sequence[str]) -> str | None:
     return "ieee13_none" if "ieee13_none" in scenarios else (scenarios[0] if scenarios else None)
 
 
+def building_text(run_id: str, done: int, parts: int) -> str:
+    """What the page says while a run's overview is computed (a run without the file
+    ``openg2g run`` writes beside its tables: from an older version, or written elsewhere)."""
+    return f"building the overview of {run_id}: {done} of {parts} parts"
+
+
 def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool, runs_dir: str) -> html.Div:
     """The whole page.
 
@@ -243,6 +250,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             _section(
                 "Over time",
                 html.Div(id="series-message", role="alert", style=MESSAGE),
+                html.Div(id="overview-status", role="status", style={"color": "#555"}),
+                dcc.Interval(id="overview-tick", interval=400, disabled=True),
                 dcc.Graph(id="series-graph", figure=empty_figure("select a run above"), config={"displaylogo": False}),
             ),
             _section(

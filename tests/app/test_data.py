@@ -121,6 +121,24 @@ def test_the_overview_is_computed_again_when_a_part_changes(tmp_path: Path) -> N
     assert pd.read_parquet(tmp_path / OVERVIEW_CACHE)["t_s"].max() == 400.0
 
 
+def test_the_page_says_how_far_an_overview_being_built_is(tmp_path: Path) -> None:
+    from openg2g.app.server import create_app
+
+    run = tmp_path / "older"
+    run.mkdir()
+    _run_in_parts(run, [1001, 2502])  # no overview beside it: three parts each of three tables
+    app, queue = create_app(tmp_path)
+    try:
+        status = app.callback_map["overview-status.children"]["callback"].__wrapped__
+        shown: list[str] = []
+        overview(RunData(run), on_progress=lambda *_: shown.append(status(1, False, ["older"])))
+        assert shown == [f"building the overview of older: {k} of 9 parts" for k in range(1, 10)]
+        assert status(2, False, ["older", "../elsewhere"]) == ""  # built, and a refused id: nothing to say
+        assert status(3, True, ["older", "../elsewhere"]) == ""
+    finally:
+        queue.close()
+
+
 def _same_overview(a: Overview, b: Overview) -> None:
     assert [(p.key, p.ylabel, p.levels, p.categories, p.log2) for p in a.panels] == [
         (p.key, p.ylabel, p.levels, p.categories, p.log2) for p in b.panels
