@@ -164,7 +164,7 @@ class RunOutputs:
     def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
         """Rows for ``writer``'s table, and for the overview's lines drawn from it."""
         writer.append(columns)
-        if self._overview is not None:
+        if self._overview is not None and writer is not self.branches:
             self._overview.add(writer.directory.name, columns)
 
     def _datacenter_rows(self) -> None:
@@ -273,6 +273,9 @@ class RunOutputs:
         assert b is not None and self.branches is not None
         nan = np.full(len(b), np.nan)
         current_a = np.stack([nan if s.branch_current_a is None else s.branch_current_a for s in states])
+        loading_pct = current_a * (100.0 / b.rating_a)
+        if self._overview is not None:
+            self._overview.add_branch_loading(t_s, loading_pct)
         n = len(states)
 
         def tile(values: np.ndarray) -> np.ndarray:
@@ -286,7 +289,7 @@ class RunOutputs:
                 "terminal": tile(b.terminal.astype(np.int8)),
                 "phase": tile(np.array([PHASES.index(p) for p in b.phase], dtype=np.int32)),
                 "current_a": current_a.reshape(-1),
-                "loading_pct": (current_a * (100.0 / b.rating_a)).reshape(-1),
+                "loading_pct": loading_pct.reshape(-1),
                 "rating_a": tile(b.rating_a),
                 "emergency_a": tile(b.emergency_a),
                 "rating_default": tile(b.default_rating),

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openg2g.core.atomic import replace_atomically
 from openg2g.core.state import PHASES
 from openg2g.plot.commands import command_series
-from openg2g.plot.run import RunData, branch_loading_envelope, scenario_deadlines
+from openg2g.plot.run import RunData, scenario_deadlines
 from openg2g.plot.style import PHASE_COLORS
 from openg2g.plot.taps import tap_columns
 from openg2g.plot.timeline import (
@@ -480,18 +480,26 @@ class OverviewBuilder:
         return self._grid_steps if table == "grid" else self._dc_steps
 
     def add(self, table: str, columns: Mapping[str, Any]) -> None:
-        """The rows of one flush of ``table`` (``datacenter``, ``models``, ``grid`` or
-        ``grid_branches``) as the run writes them: column -> values."""
-        if table == "grid_branches":
-            worst = branch_loading_envelope(pd.DataFrame({c: columns[c] for c in ("t_s", "branch", "loading_pct")}))
-            self._has_loading = self._has_loading or not worst.empty
-            self._loading.add(worst["t_s"].to_numpy(dtype=float), worst["max_loading_pct"].to_numpy(dtype=float))
-            return
+        """The rows of one flush of ``table`` (``datacenter``, ``models`` or ``grid``) as the run
+        writes them: column -> values."""
         self._lines.tables[table].add(columns)
         if table == "grid":
             self._grid_times.append(np.asarray(columns["t_s"], dtype=float))
         if table == "datacenter":
             self._spans.add(columns["t_s"], columns["site"], columns["training_power_w"])
+
+    def add_branch_loading(self, t_s: np.ndarray, loading_pct: np.ndarray) -> None:
+        """One flush's branch loading: per grid step ``t_s`` (s), each conductor's loading (%,
+        shape ``(steps, conductors)``, NaN where the step has no result). Its highest per step is
+        :func:`~openg2g.plot.run.branch_loading_envelope`'s ``max_loading_pct``, steps without a
+        result left out as there."""
+        finite = ~np.isnan(loading_pct)
+        kept = finite.any(axis=1)
+        if not kept.any():
+            return
+        self._has_loading = True
+        worst = np.where(finite[kept], loading_pct[kept], -np.inf).max(axis=1)
+        self._loading.add(np.asarray(t_s, dtype=float)[kept], worst)
 
     def finish(self, run: RunData) -> Overview | None:
         """The overview, once every row of the run was added; ``None`` when a line was fed other
