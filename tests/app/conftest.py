@@ -99,5 +99,7 @@ def siting_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("siting")
     study = root.parent / "tiny_siting.yaml"
     study.write_text(yaml.safe_dump(SITING, sort_keys=False))
-    assert main(["study", "siting", str(study), "--out", str(root / "siting"), "--engine", "serial", "--no-progress"]) == 0
+    assert (
+        main(["study", "siting", str(study), "--out", str(root / "siting"), "--engine", "serial", "--no-progress"]) == 0
+    )
     return root

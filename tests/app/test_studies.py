@@ -108,7 +108,9 @@ def test_a_siting_study_is_shown_on_the_feeder_map_with_its_best_placement(sitin
     assert len(rows) == 6 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5, 6]
     by_placement = table.set_index("placement")
     for r in rows:
-        assert r["violation_integral_pu_s"] == float(f"{by_placement.at[r['placement'], 'violation_integral_pu_s']:.4g}")
+        assert r["violation_integral_pu_s"] == float(
+            f"{by_placement.at[r['placement'], 'violation_integral_pu_s']:.4g}"
+        )
         assert r["run_id"] == by_placement.at[r["placement"], "run_id"]
     assert [c["id"] for c in columns][:2] == ["rank", "placement"]
     with pytest.raises(AppError, match="no controller 'ofo'; it has none"):
