@@ -11,6 +11,8 @@
 - :mod:`~openg2g.plot.compare`: run summaries side by side, as a table and as bars, and the change
   against a baseline; :mod:`~openg2g.plot.compare_runs`: runs side by side over time;
 - :mod:`~openg2g.plot.timeline`: thinning long lines for drawing, events and training windows;
+- :mod:`~openg2g.plot.overview`: a run's whole-run time panels for ``openg2g app``, built by
+  ``openg2g run`` as it writes its tables (or by the app from them) and kept beside the run;
 - :mod:`~openg2g.plot.style`: the shared look.
 """
 
