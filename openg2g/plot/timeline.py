@@ -210,8 +210,11 @@ class Marks:
 def table_groups(columns: Mapping[str, Any], keys: str | list[str] | None) -> list[tuple[Any, np.ndarray]]:
     """The row positions of each group of ``keys`` among ``columns`` (column -> values, ``t_s``
     among them; ``keys`` ``None``: one group, key ``None``), the groups in order of their first
-    row; a key is the value of ``keys`` (a ``str``), or the tuple of values (a list)."""
+    row; a key is the value of ``keys`` (a ``str``), or the tuple of values (a list). No rows, no
+    group."""
     n = len(columns["t_s"])
+    if n == 0:
+        return []
     if keys is None:
         return [(None, np.arange(n))]
     names = [keys] if isinstance(keys, str) else keys

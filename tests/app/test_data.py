@@ -55,6 +55,8 @@ def test_a_long_line_is_thinned_for_the_browser_keeping_its_extremes(tmp_path: P
     zoomed = run_panels(RunData(tmp_path), t_range=(1200.0, 1300.0), points=2000)
     detail = next(ln for ln in zoomed[0].lines if ln.name == "dc1 a")
     assert detail.t_s.size == 1001 and detail.y.max() == pytest.approx(3.0)
+    # a range between two samples: the part holds it, none of its rows is in it, nothing is drawn
+    assert run_panels(RunData(tmp_path), t_range=(1234.51, 1234.55)) == []
 
 
 def _run_in_parts(folder: Path, cuts: list[int], n: int = 4000) -> None:
