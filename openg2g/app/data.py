@@ -44,6 +44,7 @@ from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
 from openg2g.core.folder_lock import lock_held
 from openg2g.core.state import PHASES
+from openg2g.plot.commands import command_records
 from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
 from openg2g.plot.compare_runs import SERIES, run_series
 from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
@@ -57,10 +58,12 @@ from openg2g.plot.overview import (
     PartsKey,
     TableLines,
     assemble_panels,
+    command_rows,
     loading_line,
     overview_stamp,
     parts_key,
     read_overview,
+    scenario_deadlines,
     write_overview,
 )
 from openg2g.plot.profile import profile_segments, voltage_profile
@@ -372,7 +375,10 @@ def run_panels(
     worst = branch_loading(out, t_range, on_part)
     loading = None if worst.empty else loading_line(worst["t_s"], worst["max_loading_pct"], points)
     commands = _window(run.table("commands"), t_range, "t_effective_s")
-    return assemble_panels(lines, run, loading, commands, _window(run.table("events"), t_range))
+    records = command_records(commands, _window(run.table("events"), t_range))
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    limits = (run.v_min_pu, run.v_max_pu)
+    return assemble_panels(lines, scenario_deadlines(run.scenario), limits, loading, command_rows(records))
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ class RunOutputs:
             (out_dir / name).unlink(missing_ok=True)
         self._overview: OverviewBuilder | None = None
         if steps is not None:
-            # imported here: the thinning lives with the plots, which a run without outputs never loads
+            # imported here: a run without outputs never loads it
             from openg2g.plot.overview import OVERVIEW_CACHE, OverviewBuilder
 
             (out_dir / OVERVIEW_CACHE).unlink(missing_ok=True)  # an earlier run's; this one's is written at its end
@@ -324,25 +324,26 @@ class RunOutputs:
 
     def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
         """A command a controller sent (or an agent through the env)."""
+        name, fields = command_name(type(command)), command_fields_json(command)
         self.commands.append_row(
-            t_issued_s=t_issued_s,
-            t_effective_s=t_effective_s,
-            source=source,
-            command=command_name(type(command)),
-            fields=command_fields_json(command),
+            t_issued_s=t_issued_s, t_effective_s=t_effective_s, source=source, command=name, fields=fields
         )
+        if self._overview is not None:
+            self._overview.add_command(t_effective_s, source, name, fields)
 
     def record_event(self, t_s: float, command: Command) -> None:
         """A scenario event that fired."""
-        self.events.append_row(t_s=t_s, command=command_name(type(command)), fields=command_fields_json(command))
+        self._event_row(t_s, command_name(type(command)), command_fields_json(command))
 
     def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
         """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
-        self.events.append_row(
-            t_s=t_s,
-            command="supply_restored" if supplied else "supply_lost",
-            fields=json.dumps({"site": site, "bus": bus}, separators=(",", ":")),
-        )
+        name = "supply_restored" if supplied else "supply_lost"
+        self._event_row(t_s, name, json.dumps({"site": site, "bus": bus}, separators=(",", ":")))
+
+    def _event_row(self, t_s: float, name: str, fields: str) -> None:
+        self.events.append_row(t_s=t_s, command=name, fields=fields)
+        if self._overview is not None:
+            self._overview.add_event(t_s, name, fields)
 
     def _writers(self) -> list[TableWriter]:
         tables = (
@@ -379,8 +380,7 @@ class RunOutputs:
 
     def write_overview(self) -> bool:
         """Write the app's overview of the complete run (every row flushed), whole, beside the
-        tables; computed from the rows as they came, so nothing is read back but the small
-        ``commands`` and ``events`` tables.
+        tables; computed from the rows as they came, so no table is read back.
 
         :return: whether it was written: not without an overview, nor when a line's rows were not
             the expected steps (a grid step that did not converge has no branch loading), nor when
@@ -389,10 +389,9 @@ class RunOutputs:
         """
         if self._overview is None:
             return False
-        from openg2g.plot.overview import OVERVIEW_CACHE, overview_stamp, write_overview
-        from openg2g.plot.run import RunData
+        from openg2g.plot.overview import OVERVIEW_CACHE, overview_stamp, scenario_data, write_overview
 
-        found = self._overview.finish(RunData(self.out_dir))
+        found = self._overview.finish(scenario_data(self.out_dir))
         if found is None:
             return False
         try:

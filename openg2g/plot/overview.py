@@ -11,35 +11,38 @@ same rows give the same points either way.
 The overview is kept in :data:`OVERVIEW_CACHE` beside the run's tables, written whole or not at
 all, with the table parts and ``scenario.yaml`` it was computed from (:func:`overview_stamp`): a
 reader uses it only while those are unchanged.
+
+This module imports neither pandas nor matplotlib (``openg2g run`` builds the overview without
+them): the readings of a run's files both callers share are here too, the command rows
+(:func:`command_rows`), the tap columns (:func:`tap_columns_of`), the scenario's deadlines and
+voltage limits (:func:`scenario_deadlines`, :func:`scenario_limits`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from openg2g.core.arrow import arrow_array
 from openg2g.core.atomic import replace_atomically
 from openg2g.core.state import PHASES
-from openg2g.plot.commands import command_series
-from openg2g.plot.run import RunData, scenario_deadlines
-from openg2g.plot.style import PHASE_COLORS
-from openg2g.plot.taps import tap_columns
+from openg2g.plot.colors import PHASE_COLORS
 from openg2g.plot.timeline import (
     ChangeStream,
     EnvelopeStream,
     Marks,
     TrainingSpans,
     envelope,
-    event_marks,
     table_groups,
 )
 
@@ -47,6 +50,7 @@ __all__ = [
     "OVERVIEW_CACHE",
     "OVERVIEW_TABLES",
     "VIEW_POINTS",
+    "CommandRow",
     "Line",
     "LineSpec",
     "Overview",
@@ -56,10 +60,15 @@ __all__ = [
     "PartsKey",
     "TableLines",
     "assemble_panels",
+    "command_rows",
     "loading_line",
     "overview_stamp",
     "parts_key",
     "read_overview",
+    "scenario_data",
+    "scenario_deadlines",
+    "scenario_limits",
+    "tap_columns_of",
     "write_overview",
 ]
 
@@ -250,7 +259,7 @@ class PanelLines:
     """
 
     def __init__(self, grid_columns: list[str], total: Callable[[str, Any], int], points: int = VIEW_POINTS) -> None:
-        self.banks = tap_columns(pd.DataFrame(columns=grid_columns))
+        self.banks = tap_columns_of(grid_columns)
 
         def of(table: str) -> Callable[[Any], int]:
             return lambda key: total(table, key)
@@ -264,10 +273,10 @@ class PanelLines:
 
 def assemble_panels(
     lines: PanelLines,
-    run: RunData,
+    deadlines: Mapping[tuple[str, str], float],
+    limits: tuple[float, float],
     loading: Line | None,
-    commands: pd.DataFrame,
-    events: pd.DataFrame,
+    commands: list[CommandRow],
 ) -> list[Panel]:
     """The time panels that a run has the data for, in the page's order.
 
@@ -277,9 +286,10 @@ def assemble_panels(
     loaded branch (%), controller commands and scenario events (one row per actuator).
 
     :param lines: the tables' lines, every row fed.
-    :param run: the run (its scenario's deadlines and voltage limits).
+    :param deadlines: ``(site, model)`` -> ITL deadline (s) (:func:`scenario_deadlines`).
+    :param limits: the voltage limits (pu) (:func:`scenario_limits`).
     :param loading: the most loaded branch's line, ``None`` without branch figures.
-    :param commands: the ``commands`` rows to show; ``events``: the ``events`` rows.
+    :param commands: the commands and events to show (:func:`command_rows`).
     :raises ValueError: a line was fed other than its total rows.
     """
     panels: list[Panel] = []
@@ -288,36 +298,114 @@ def assemble_panels(
         panels.append(Panel("dc_power", "datacenter P (MW)", dc))
     models = lines.tables["models"].lines()
     if models:
-        deadlines = scenario_deadlines(run.scenario)
         levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
         panels.append(Panel("batch", "batch size", models[0::3], log2=True))
         panels.append(Panel("itl", "ITL (ms)", models[1::3], levels=levels))
         panels.append(Panel("throughput", "throughput (M tok/s)", models[2::3]))
     grid = lines.tables["grid"].lines()
     if grid:
-        assert run.v_min_pu is not None and run.v_max_pu is not None
-        limits = ((run.v_min_pu, "lower limit"), (run.v_max_pu, "upper limit"))
-        panels.append(Panel("voltage", "voltage (pu)", grid[:2], levels=limits))
+        panels.append(
+            Panel("voltage", "voltage (pu)", grid[:2], levels=((limits[0], "lower limit"), (limits[1], "upper limit")))
+        )
         panels.append(Panel("substation", "substation P (MW), Q (Mvar, dotted)", grid[2:8]))
         if lines.banks:
             panels.append(Panel("taps", "regulator tap (step)", grid[8:]))
     if loading is not None:
         panels.append(Panel("loading", "most loaded branch (%)", [loading], levels=((100.0, "normal rating"),)))
-    series = command_series(commands, events)
-    if not series.empty:
-        actuators = tuple(dict.fromkeys(series["actuator"]))
+    if commands:
+        actuators = tuple(dict.fromkeys(row[0] for row in commands))
         index = {a: k for k, a in enumerate(actuators)}
+        by_source: dict[str, list[tuple[float, int]]] = {}
+        for actuator, _, t_s, _, source in commands:
+            by_source.setdefault(source, []).append((t_s, index[actuator]))
         shown = [
             Line(
-                str(source),
-                df["t_s"].to_numpy(dtype=float),
-                df["actuator"].map(index).to_numpy(dtype=float),
+                source,
+                np.array([t for t, _ in points], dtype=float),
+                np.array([k for _, k in points], dtype=float),
                 dash="markers",
             )
-            for source, df in series.groupby("source", sort=False)
+            for source, points in by_source.items()
         ]
         panels.append(Panel("commands", "commands", shown, categories=actuators))
     return panels
+
+
+CommandRow = tuple[str, str, float, float, str]
+"""One value of a command: ``(actuator, series, t_s, value, source)`` (:func:`command_rows`)."""
+
+
+def _value_fields(fields: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """``(series name, value)`` of a command's first numeric field (NaN for a ``None``)."""
+    for name, value in fields.items():
+        if isinstance(value, str):
+            continue
+        if isinstance(value, list):
+            return [(f"{name}[{k}]", float(v)) for k, v in enumerate(value)]
+        return [(name, np.nan if value is None else float(value))]
+    return []
+
+
+def command_rows(records: Iterable[tuple[float, str, str, Any]]) -> list[CommandRow]:
+    """Commands and scenario events as one row per actuator, series and time, in time order (the
+    order of ``records`` among equal times).
+
+    A command's actuator is its name and the names it targets (its text fields: site and model,
+    bank...); its values are its first numeric field (a list gives one series per entry); a
+    record without a numeric field (a supply change) gives none.
+
+    :param records: ``(t_s, source, command name, fields)``, the fields as JSON text or a mapping:
+        the ``commands`` table's ``t_effective_s``, ``source``, ``command``, ``fields``, then the
+        ``events`` table's with source ``event``.
+    """
+    rows: list[CommandRow] = []
+    for t_s, source, name, text in records:
+        fields = json.loads(text) if isinstance(text, str) else dict(text)
+        targets = "/".join(v for v in fields.values() if isinstance(v, str))
+        actuator = f"{name} {targets}".strip()
+        for series, value in _value_fields(fields):
+            rows.append((actuator, series, float(t_s), value, str(source)))
+    return sorted(rows, key=lambda row: row[2])  # a stable sort: equal times keep their order
+
+
+_TAP = re.compile(r"^tap_(?P<bank>.+)_(?P<phase>[^_]+)$")
+
+
+def tap_columns_of(columns: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """Regulator bank -> phase (the column's suffix, a letter or a unit index) -> tap column, of
+    the ``grid`` table's column names; empty when the grid has no regulators."""
+    banks: dict[str, dict[str, str]] = {}
+    for column in columns:
+        match = _TAP.match(str(column))
+        if match:
+            banks.setdefault(match["bank"], {})[match["phase"]] = str(column)
+    return banks
+
+
+def scenario_data(out_dir: Path) -> Mapping[str, Any]:
+    """The scenario as run, from the run folder's ``scenario.yaml``; empty when it has none."""
+    path = Path(out_dir) / "scenario.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def scenario_deadlines(data: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """``(site, model)`` -> ITL deadline (s) of a scenario as run (what ``scenario.yaml`` holds)."""
+    return {
+        (str(site["name"]), str(m["model"])): float(m["itl_deadline_s"])
+        for site in data.get("datacenters") or []
+        for m in site.get("models") or []
+        if m.get("itl_deadline_s") is not None
+    }
+
+
+def scenario_limits(data: Mapping[str, Any]) -> tuple[float, float]:
+    """The voltage limits ``(v_min_pu, v_max_pu)`` of a scenario as run; 0.95 and 1.05 where it
+    states none."""
+    grid = data.get("grid") or {}
+    return float(grid.get("v_min_pu", 0.95)), float(grid.get("v_max_pu", 1.05))
 
 
 def loading_line(t_s: Any, max_loading_pct: Any, points: int) -> Line:
@@ -438,12 +526,12 @@ def write_overview(path: Path, found: Overview, stamp: str) -> None:
     )
     steps = found.grid_times_s
     table = pa.table(
-        {
-            "line": pa.array(
+        {  # through arrow_array: pa.array imports pandas, which a run has not loaded
+            "line": arrow_array(
                 np.repeat(np.arange(len(lines) + 1, dtype=np.int32), [*(ln.t_s.size for ln in lines), steps.size])
             ),
-            "t_s": pa.array(np.concatenate([*(ln.t_s for ln in lines), steps])),
-            "y": pa.array(
+            "t_s": arrow_array(np.concatenate([*(np.asarray(ln.t_s, dtype=float) for ln in lines), steps])),
+            "y": arrow_array(
                 np.concatenate([*(np.asarray(ln.y, dtype=float) for ln in lines), np.full(steps.size, np.nan)])
             ),
         }
@@ -475,6 +563,8 @@ class OverviewBuilder:
         self._has_loading = False
         self._spans = TrainingSpans()
         self._grid_times: list[np.ndarray] = []
+        self._commands: list[tuple[float, str, str, Any]] = []
+        self._events: list[tuple[float, str, str, Any]] = []
 
     def _total(self, table: str, _key: Any) -> int:
         return self._grid_steps if table == "grid" else self._dc_steps
@@ -501,18 +591,32 @@ class OverviewBuilder:
         worst = np.where(finite[kept], loading_pct[kept], -np.inf).max(axis=1)
         self._loading.add(np.asarray(t_s, dtype=float)[kept], worst)
 
-    def finish(self, run: RunData) -> Overview | None:
+    def add_command(self, t_effective_s: float, source: str, name: str, fields: str) -> None:
+        """A row of the ``commands`` table (fields as JSON text)."""
+        self._commands.append((t_effective_s, source, name, fields))
+
+    def add_event(self, t_s: float, name: str, fields: str) -> None:
+        """A row of the ``events`` table (fields as JSON text)."""
+        self._events.append((t_s, "event", name, fields))
+
+    def finish(self, scenario: Mapping[str, Any]) -> Overview | None:
         """The overview, once every row of the run was added; ``None`` when a line was fed other
         than its expected rows (see the class).
 
-        :param run: the run folder, its ``commands`` and ``events`` tables written.
+        :param scenario: the scenario as run (:func:`scenario_data` of the run folder).
         """
-        events = run.table("events")
         try:
             loading = _loading(*self._loading.result()) if self._has_loading else None
-            panels = assemble_panels(self._lines, run, loading, run.table("commands"), events)
+            panels = assemble_panels(
+                self._lines,
+                scenario_deadlines(scenario),
+                scenario_limits(scenario),
+                loading,
+                command_rows(self._commands + self._events),
+            )
         except ValueError:
             return None
         times = np.concatenate(self._grid_times) if self._grid_times else np.array([])
         times.setflags(write=False)
-        return Overview(panels, Marks(event_marks(events), tuple(self._spans.result())), times)
+        events = tuple((float(t), str(name)) for t, _, name, _ in self._events)
+        return Overview(panels, Marks(events, tuple(self._spans.result())), times)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from matplotlib.axes import Axes
+
+if TYPE_CHECKING:  # only annotations: ``openg2g run`` imports this module without them
+    import pandas as pd
+    from matplotlib.axes import Axes
 
 __all__ = [
     "DRAW_POINTS",
@@ -218,18 +220,26 @@ def table_groups(columns: Mapping[str, Any], keys: str | list[str] | None) -> li
     if keys is None:
         return [(None, np.arange(n))]
     names = [keys] if isinstance(keys, str) else keys
-    # factorize numbers values in order of first appearance: combined, the groups' order too
-    factors = [pd.factorize(np.asarray(columns[k], dtype=object)) for k in names]
+    factors = [_first_seen(np.asarray(columns[k], dtype=object)) for k in names]
     combined = np.zeros(n, dtype=np.int64)
     for codes, uniques in factors:
         combined = combined * max(len(uniques), 1) + codes
-    group, firsts = pd.factorize(combined)
+    group, firsts = _first_seen(combined)
     rows = np.split(np.argsort(group, kind="stable"), np.cumsum(np.bincount(group, minlength=len(firsts)))[:-1])
     found = []
-    for g, at in enumerate(rows):
+    for at in rows:
         values = tuple(uniques[codes[at[0]]] for codes, uniques in factors)
         found.append((values[0] if isinstance(keys, str) else values, at))
     return found
+
+
+def _first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` numbered in order of first appearance: ``(codes, distinct values)``."""
+    distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], distinct[order]
 
 
 class TrainingSpans:
