@@ -57,6 +57,9 @@ SERVED_ERRORS = (G2GError, ValueError, OSError, KeyError)
 
 T = TypeVar("T")
 
+POLL_OVERVIEW = [(Output("overview-tick", "disabled"), False, True)]
+"""While a callback that may compute a run's overview runs, the page asks every 0.4 s how far it is."""
+
 _RANGE = re.compile(r"^xaxis\d*\.range\[(?P<end>[01])\]$")
 _RANGE_LIST = re.compile(r"^xaxis\d*\.range$")
 _AUTORANGE = re.compile(r"^xaxis\d*\.autorange$")
@@ -154,8 +157,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Input("series-graph", "relayoutData"),
         Input("time-slider", "value"),
         State("map-run", "value"),
-        # while the panels are drawn, the page asks how far an overview being computed is
-        running=[(Output("overview-tick", "disabled"), False, True)],
+        running=POLL_OVERVIEW,
     )
     def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, index: int, run_id: str | None) -> Any:
         if not ids:
@@ -212,6 +214,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("time-slider", "value"),
         Output("time-slider", "marks"),
         Input("map-run", "value"),
+        running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
     )
     def slider_for_run(run_id: str | None) -> Any:
         if not run_id:
