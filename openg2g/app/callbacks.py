@@ -28,9 +28,11 @@ from openg2g.app.data import (
 from openg2g.app.studies import (
     BENCHMARK,
     HOSTING,
+    SITING,
     hosting_map,
     list_studies,
     read_leaderboard,
+    siting_map,
     sort_rows,
     study_run,
 )
@@ -46,6 +48,7 @@ from openg2g.app.whatif import (
     tap_choices,
 )
 from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.plot.run import RunData
 
 __all__ = ["register"]
 
@@ -53,6 +56,9 @@ SERVED_ERRORS = (G2GError, ValueError, OSError, KeyError)
 """Errors shown to the user as a message: bad input, a run folder that cannot be read."""
 
 T = TypeVar("T")
+
+POLL_OVERVIEW = [(Output("overview-tick", "disabled"), False, True)]
+"""While a callback that may compute a run's overview runs, the page asks every 0.4 s how far it is."""
 
 _RANGE = re.compile(r"^xaxis\d*\.range\[(?P<end>[01])\]$")
 _RANGE_LIST = re.compile(r"^xaxis\d*\.range$")
@@ -151,6 +157,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Input("series-graph", "relayoutData"),
         Input("time-slider", "value"),
         State("map-run", "value"),
+        running=POLL_OVERVIEW,
     )
     def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, index: int, run_id: str | None) -> Any:
         if not ids:
@@ -184,10 +191,30 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         return _shown(build, lambda text: (views.empty_figure(), text))
 
     @app.callback(
+        Output("overview-status", "children"),
+        Input("overview-tick", "n_intervals"),
+        Input("overview-tick", "disabled"),
+        State("runs-table", "selected_row_ids"),
+    )
+    def overview_status(_: Any, idle: bool, ids: list[str] | None) -> str:
+        if idle:
+            return ""
+        shown = []
+        for run_id in ids or []:
+            try:
+                progress = store.building(run_id)
+            except AppError:
+                continue  # a run gone or refused: the panels' own message says so
+            if progress is not None:
+                shown.append(views.building_text(run_id, *progress))
+        return "; ".join(shown)
+
+    @app.callback(
         Output("time-slider", "max"),
         Output("time-slider", "value"),
         Output("time-slider", "marks"),
         Input("map-run", "value"),
+        running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
     )
     def slider_for_run(run_id: str | None) -> Any:
         if not run_id:
@@ -282,27 +309,32 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
     """The hosting-capacity and leaderboard sections, and the leaderboard's links to the runs view."""
     root = store.root
 
+    shown_kinds = (HOSTING, BENCHMARK, SITING)
+
     @app.callback(
-        Output("hc-study", "options"),
-        Output("hc-study", "value"),
-        Output("lb-study", "options"),
-        Output("lb-study", "value"),
+        *[Output(f"{prefix}-study", prop) for prefix in ("hc", "lb", "st") for prop in ("options", "value")],
         Input("runs-refresh", "n_intervals"),
-        State("hc-study", "options"),
-        State("hc-study", "value"),
-        State("lb-study", "options"),
-        State("lb-study", "value"),
+        *[State(f"{prefix}-study", prop) for prefix in ("hc", "lb", "st") for prop in ("options", "value")],
     )
-    def find_studies(_: Any, hc_old: Any, hc: str | None, lb_old: Any, lb: str | None) -> Any:
+    def find_studies(_: Any, *shown: Any) -> Any:
         studies = list_studies(root)
         out: list[Any] = []
-        for kind, old, current in ((HOSTING, hc_old, hc), (BENCHMARK, lb_old, lb)):
+        for k, kind in enumerate(shown_kinds):
+            old, current = shown[2 * k], shown[2 * k + 1]
             ids = [e.study_id for e in studies if e.kind == kind]
             if ids == (old or []):
                 out += [no_update, no_update]
                 continue
             out += [ids, current if current in ids else (ids[0] if ids else None)]
         return tuple(out)
+
+    def feeder_of(study_id: str, kind: str) -> tuple[RunData, dict[str, tuple[float, float]]]:
+        """The run a study's feeder is drawn from, and its bus positions."""
+        run = store.get(study_run(root, study_id, kind))
+        positions = store.positions(run)
+        if positions is None:
+            raise AppError(f"no feeder map: {run.topology}")
+        return run, positions
 
     @app.callback(
         Output("hc-map", "figure"),
@@ -321,14 +353,34 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
         chosen = controller if ctx.triggered_id != "hc-study" else None
 
         def build() -> Any:
-            run = store.get(study_run(root, study_id))
-            positions = store.positions(run)
-            if positions is None:
-                raise AppError(f"no feeder map: {run.topology}")
-            hmap = hosting_map(root, study_id, chosen, run, positions)
+            hmap = hosting_map(root, study_id, chosen, *feeder_of(study_id, HOSTING))
             columns, rows = views.hosting_table(hmap)
             figure = views.hosting_figure(hmap)
             return figure, columns, sort_rows(rows, sort_by or []), list(hmap.controllers), hmap.controller, ""
+
+        return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
+
+    @app.callback(
+        Output("st-map", "figure"),
+        Output("st-table", "columns"),
+        Output("st-table", "data"),
+        Output("st-controller", "options"),
+        Output("st-controller", "value"),
+        Output("st-message", "children"),
+        Input("st-study", "value"),
+        Input("st-controller", "value"),
+        Input("st-table", "sort_by"),
+    )
+    def draw_siting(study_id: str | None, controller: str | None, sort_by: list[dict[str, str]] | None) -> Any:
+        if not study_id:
+            return views.empty_figure(views.NO_STUDY[SITING]), [], [], [], None, ""
+        chosen = controller if ctx.triggered_id != "st-study" else None
+
+        def build() -> Any:
+            smap = siting_map(root, study_id, chosen, *feeder_of(study_id, SITING))
+            columns, rows = views.siting_table(smap)
+            figure = views.siting_figure(smap)
+            return figure, columns, sort_rows(rows, sort_by or []), list(smap.controllers), smap.controller, ""
 
         return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
 

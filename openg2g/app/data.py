@@ -29,7 +29,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,21 +39,36 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
 
 from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
 from openg2g.core.folder_lock import lock_held
 from openg2g.core.state import PHASES
-from openg2g.plot.commands import command_series
+from openg2g.plot.commands import command_records
 from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
 from openg2g.plot.compare_runs import SERIES, run_series
 from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
+from openg2g.plot.overview import (
+    OVERVIEW_CACHE,
+    VIEW_POINTS,
+    Line,
+    Overview,
+    Panel,
+    PanelLines,
+    PartsKey,
+    TableLines,
+    assemble_panels,
+    command_rows,
+    loading_line,
+    overview_stamp,
+    parts_key,
+    read_overview,
+    scenario_deadlines,
+    write_overview,
+)
 from openg2g.plot.profile import profile_segments, voltage_profile
-from openg2g.plot.run import RunData, branch_loading_envelope, scenario_deadlines
-from openg2g.plot.style import PHASE_COLORS
-from openg2g.plot.taps import tap_columns
-from openg2g.plot.timeline import ChangeStream, EnvelopeStream, Marks, envelope, run_marks
+from openg2g.plot.run import RunData, branch_loading_envelope
+from openg2g.plot.timeline import Marks, envelope, run_marks
 
 __all__ = [
     "KEY_FIGURES",
@@ -70,6 +85,7 @@ __all__ = [
     "RunStore",
     "TablePart",
     "branch_loading",
+    "building",
     "compare",
     "folder_inside",
     "folders_under",
@@ -82,10 +98,6 @@ __all__ = [
     "run_panels",
     "table_parts",
 ]
-
-VIEW_POINTS = 1600
-"""Points per line sent to the browser: two (lowest, highest) per pixel column of a plot 800
-columns wide."""
 
 MAX_DEPTH = 3
 """How deep under the runs folder run folders are looked for (``whatif/<name>`` is depth 2)."""
@@ -277,6 +289,11 @@ class RunStore:
             self._overviews[run.out_dir] = held
         return held[1]
 
+    def building(self, run_id: str) -> tuple[int, int] | None:
+        """``(parts read, parts)`` of the overview being computed for ``run_id`` (:func:`building`),
+        ``None`` when none is."""
+        return building(resolve_run(self.root, run_id))
+
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
         """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
         net without coordinates takes seconds); ``None`` when the run has no readable topology."""
@@ -287,71 +304,11 @@ class RunStore:
         return self._positions[run.out_dir]
 
 
-@dataclass(frozen=True)
-class Line:
-    """One line of a time panel, already thinned for drawing.
-
-    :param name: legend name.
-    :param t_s: times (s).
-    :param y: values in the panel's unit.
-    :param step: a step signal (drawn holding each value until the next).
-    :param dash: ``solid``, ``dot`` or ``dash``.
-    :param color: a CSS colour, or ``""`` for the plot's next colour.
-    """
-
-    name: str
-    t_s: np.ndarray
-    y: np.ndarray
-    step: bool = False
-    dash: str = "solid"
-    color: str = ""
-
-
-@dataclass(frozen=True)
-class Panel:
-    """One row of the time series: a quantity, its unit and its lines.
-
-    :param key: short stable name (``dc_power``, ``batch``...).
-    :param ylabel: axis label with the unit.
-    :param lines: the lines drawn.
-    :param log2: a base-2 logarithmic axis (batch sizes).
-    :param levels: horizontal reference lines ``(value, label)`` (limits, 100 % loading).
-    :param categories: for the command panel, the actuator names the y values index.
-    """
-
-    key: str
-    ylabel: str
-    lines: list[Line]
-    log2: bool = False
-    levels: tuple[tuple[float, str], ...] = ()
-    categories: tuple[str, ...] = ()
-
-
 def _window(frame: pd.DataFrame, t_range: tuple[float, float] | None, column: str = "t_s") -> pd.DataFrame:
     if t_range is None or frame.empty:
         return frame
     t = frame[column].to_numpy(dtype=float)
     return frame[(t >= t_range[0]) & (t <= t_range[1])]
-
-
-def _groups(frame: pd.DataFrame, keys: str | list[str]) -> list[tuple[Any, pd.DataFrame]]:
-    """``frame``'s rows by ``keys``, as iterating its groupby gives them; through the groups' row
-    positions, because iterating builds an index of every row's key first (a second for an hour of
-    five models, most of a day's first paint)."""
-    return [(key, frame.iloc[rows]) for key, rows in frame.groupby(keys, observed=True).indices.items()]
-
-
-@dataclass(frozen=True)
-class _LineSpec:
-    """How one line of a group of a table is drawn: ``value`` turns the column into the panel's
-    unit; a ``step`` line keeps its changes (:class:`ChangeStream`), the others their envelope."""
-
-    name: str
-    column: str
-    value: Callable[[np.ndarray], np.ndarray] = field(default=lambda y: y)
-    step: bool = False
-    dash: str = "solid"
-    color: str = ""
 
 
 def _read_part(part: TablePart, columns: list[str], t_range: tuple[float, float] | None) -> pa.Table:
@@ -364,20 +321,9 @@ def _read_part(part: TablePart, columns: list[str], t_range: tuple[float, float]
     return table.filter(pc.and_(pc.greater_equal(t, t_range[0]), pc.less_equal(t, t_range[1])))
 
 
-def _table_lines(
-    out_dir: Path,
-    table: str,
-    keys: str | list[str] | None,
-    specs: Callable[[Any], list[_LineSpec]],
-    t_range: tuple[float, float] | None,
-    points: int,
-) -> list[Line]:
-    """The lines of ``table``'s rows in ``t_range``, per group of ``keys`` (``None``: one group),
-    the groups in order of first appearance, read one part at a time: a first pass counts each group's rows
-    from the key columns (what :class:`EnvelopeStream` needs), a second thins every line as its
-    part comes. Equal to thinning the whole table's columns at once (:func:`envelope`,
-    :func:`changes`)."""
-    parts = table_parts(out_dir, table, t_range)
+def _group_rows(parts: tuple[TablePart, ...], lines: TableLines, t_range: tuple[float, float] | None) -> dict[Any, int]:
+    """Each group's rows in ``parts`` (within ``t_range``), read from the key columns only."""
+    keys = lines.keys
     key_columns = [keys] if isinstance(keys, str) else list(keys or [])
     counts: dict[Any, int] = {}
     for part in parts:
@@ -385,26 +331,10 @@ def _table_lines(
         if not key_columns:
             counts[None] = counts.get(None, 0) + found.num_rows
             continue
-        for row in found.group_by(key_columns).aggregate([([], "count_all")]).to_pylist():
+        for row in found.group_by(key_columns, use_threads=False).aggregate([([], "count_all")]).to_pylist():
             key = row[keys] if isinstance(keys, str) else tuple(row[k] for k in key_columns)
             counts[key] = counts.get(key, 0) + int(row["count_all"])
-    groups = [k for k in counts if counts[k]]  # in order of first appearance, as the tables list them
-    streams: dict[Any, list[tuple[_LineSpec, EnvelopeStream | ChangeStream]]] = {
-        key: [(spec, ChangeStream() if spec.step else EnvelopeStream(counts[key], points)) for spec in specs(key)]
-        for key in groups
-    }
-    needed = sorted({spec.column for lines in streams.values() for spec, _ in lines})
-    for part in parts if groups else ():
-        frame = _read_part(part, [*key_columns, *needed], t_range).to_pandas()
-        for key, rows in _groups(frame, keys) if keys is not None else [(None, frame)]:
-            t = rows["t_s"].to_numpy(dtype=float)
-            for spec, stream in streams[key]:
-                stream.add(t, spec.value(rows[spec.column].to_numpy(dtype=float)))
-    return [
-        Line(spec.name, *stream.result(), step=spec.step, dash=spec.dash, color=spec.color)
-        for key in groups
-        for spec, stream in streams[key]
-    ]
+    return counts
 
 
 def _columns(out_dir: Path, table: str) -> list[str]:
@@ -413,107 +343,42 @@ def _columns(out_dir: Path, table: str) -> list[str]:
     return list(pq.read_schema(parts[0].path).names) if parts else []
 
 
-def run_panels(run: RunData, t_range: tuple[float, float] | None = None, points: int = VIEW_POINTS) -> list[Panel]:
-    """The time panels of a run that it has the data for, each line at most ``points`` points.
-
-    Rows: datacenter power per phase (MW), batch size per model (steps), ITL per model (ms) with
-    its deadline, throughput per model (million tok/s), lowest and highest bus-phase voltage (pu)
-    with the limits, substation P (MW) and Q (Mvar) per phase, regulator taps (steps), the most
-    loaded branch (%, when the run has ``grid_branches``), controller commands and scenario events
-    (one row per actuator). The ``datacenter``, ``models`` and ``grid`` tables are read one part
-    at a time (:func:`_table_lines`), only the parts that hold ``t_range``.
+def run_panels(
+    run: RunData,
+    t_range: tuple[float, float] | None = None,
+    points: int = VIEW_POINTS,
+    on_part: Callable[[], None] | None = None,
+) -> list[Panel]:
+    """The time panels of a run that it has the data for, each line at most ``points`` points
+    (:func:`openg2g.plot.overview.assemble_panels`). The ``datacenter``, ``models`` and ``grid``
+    tables are read one part at a time, only the parts that hold ``t_range``: a first pass counts
+    each group's rows from the key columns (what the thinning needs), a second feeds every line
+    as its part comes (:class:`openg2g.plot.overview.TableLines`), which equals thinning each
+    whole column at once.
 
     :param run: the run (:class:`RunStore`).
     :param t_range: ``(start, end)`` (s) to read in detail (a zoom), ``None`` for the whole run.
     :param points: points per line at most (:func:`openg2g.plot.timeline.envelope`).
+    :param on_part: called after each part of those tables and of ``grid_branches`` is drawn.
     """
     out = run.out_dir
-    panels: list[Panel] = []
-    power = [_LineSpec(f"{{}} {ph}", f"p_{ph}_w", lambda y: y / 1e6, color=PHASE_COLORS[ph]) for ph in PHASES]
-    lines = _table_lines(out, "datacenter", "site", lambda site: [_named(s, site) for s in power], t_range, points)
-    if lines:
-        panels.append(Panel("dc_power", "datacenter P (MW)", lines))
-    per_model = [
-        _LineSpec("{}", "batch_size", step=True),
-        _LineSpec("{}", "itl_s", lambda y: y * 1e3),
-        _LineSpec("{}", "throughput_tok_s", lambda y: y / 1e6),
-    ]
-    lines = _table_lines(
-        out,
-        "models",
-        ["site", "model"],
-        lambda key: [_named(s, f"{key[0]}/{key[1]}") for s in per_model],
-        t_range,
-        points,
-    )
-    if lines:
-        deadlines = scenario_deadlines(run.scenario)  # parsed once per run, not once per draw
-        levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
-        panels.append(Panel("batch", "batch size", lines[0::3], log2=True))
-        panels.append(Panel("itl", "ITL (ms)", lines[1::3], levels=levels))
-        panels.append(Panel("throughput", "throughput (M tok/s)", lines[2::3]))
-    banks = tap_columns(pd.DataFrame(columns=_columns(out, "grid")))
-    grid_specs = (
-        [
-            _LineSpec("lowest bus-phase", "v_min_pu", color="#08519c"),
-            _LineSpec("highest bus-phase", "v_max_pu", color="#6baed6"),
-        ]
-        + [_LineSpec(f"P {ph}", f"p_sub_{ph}_w", lambda y: y / 1e6, color=PHASE_COLORS[ph]) for ph in PHASES]
-        + [
-            _LineSpec(f"Q {ph}", f"q_sub_{ph}_var", lambda y: y / 1e6, color=PHASE_COLORS[ph], dash="dot")
-            for ph in PHASES
-        ]
-        + [
-            _LineSpec(f"{bank} {phase}", column, step=True)
-            for bank, columns in banks.items()
-            for phase, column in columns.items()
-        ]
-    )
-    lines = _table_lines(out, "grid", None, lambda _: grid_specs, t_range, points)
-    if lines:
-        assert run.v_min_pu is not None and run.v_max_pu is not None
-        limits = ((run.v_min_pu, "lower limit"), (run.v_max_pu, "upper limit"))
-        panels.append(Panel("voltage", "voltage (pu)", lines[:2], levels=limits))
-        panels.append(Panel("substation", "substation P (MW), Q (Mvar, dotted)", lines[2:8]))
-        if banks:
-            panels.append(Panel("taps", "regulator tap (step)", lines[8:]))
-    worst = branch_loading(run.out_dir, t_range)
-    if not worst.empty:
-        panels.append(
-            Panel(
-                "loading",
-                "most loaded branch (%)",
-                [_thin("most loaded branch", worst["t_s"], worst["max_loading_pct"], points, color="#6a3d9a")],
-                levels=((100.0, "normal rating"),),
-            )
-        )
+    counts: dict[str, dict[Any, int]] = {}
+    lines = PanelLines(_columns(out, "grid"), lambda table, key: counts[table][key], points)
+    for table, table_lines in lines.tables.items():
+        parts = table_parts(out, table, t_range)
+        counts[table] = _group_rows(parts, table_lines, t_range)
+        for part in parts:
+            found = _read_part(part, table_lines.columns, t_range)
+            table_lines.add({c: found.column(c).to_numpy() for c in table_lines.columns})
+            if on_part is not None:
+                on_part()
+    worst = branch_loading(out, t_range, on_part)
+    loading = None if worst.empty else loading_line(worst["t_s"], worst["max_loading_pct"], points)
     commands = _window(run.table("commands"), t_range, "t_effective_s")
-    events = _window(run.table("events"), t_range)
-    series = command_series(commands, events)
-    if not series.empty:
-        actuators = tuple(dict.fromkeys(series["actuator"]))
-        index = {a: k for k, a in enumerate(actuators)}
-        lines = [
-            Line(
-                str(source),
-                df["t_s"].to_numpy(dtype=float),
-                df["actuator"].map(index).to_numpy(dtype=float),
-                dash="markers",
-            )
-            for source, df in series.groupby("source", sort=False)
-        ]
-        panels.append(Panel("commands", "commands", lines, categories=actuators))
-    return panels
-
-
-def _named(spec: _LineSpec, group: str) -> _LineSpec:
-    """``spec`` with ``{}`` in its name replaced by the group's name."""
-    return replace(spec, name=spec.name.format(group))
-
-
-def _thin(name: str, t: Any, y: Any, points: int, **style: Any) -> Line:
-    tt, yy = envelope(t, y, points)
-    return Line(name, tt, yy, **style)
+    records = command_records(commands, _window(run.table("events"), t_range))
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    limits = (run.v_min_pu, run.v_max_pu)
+    return assemble_panels(lines, scenario_deadlines(run.scenario), limits, loading, command_rows(records))
 
 
 @dataclass(frozen=True)
@@ -530,18 +395,6 @@ class TablePart:
     t_min_s: float
     t_max_s: float
     rows: int
-
-
-PartsKey = tuple[tuple[str, int, int], ...]
-"""A table's parts as ``(name, mtime_ns, size)``: it changes when a part is added or rewritten."""
-
-
-def _parts_key(table_dir: Path) -> PartsKey:
-    found = []
-    for path in sorted(table_dir.glob("part-*.parquet")):
-        stat = path.stat()
-        found.append((path.name, stat.st_mtime_ns, stat.st_size))
-    return tuple(found)
 
 
 @lru_cache(maxsize=16)
@@ -570,7 +423,7 @@ def table_parts(out_dir: Path, name: str, t_range: tuple[float, float] | None = 
     :raises AppError: a part without ``t_s`` statistics.
     """
     table_dir = Path(out_dir) / name
-    parts = _parts(table_dir, _parts_key(table_dir)) if table_dir.is_dir() else ()
+    parts = _parts(table_dir, parts_key(table_dir)) if table_dir.is_dir() else ()
     if t_range is not None:
         parts = tuple(p for p in parts if p.t_max_s >= t_range[0] and p.t_min_s <= t_range[1])
     return tuple(sorted(parts, key=lambda p: p.t_min_s))
@@ -594,21 +447,42 @@ LOADING_CACHE = ".openg2g-app-branch-loading.parquet"
 whole or not at all) with the ``grid_branches`` parts it was computed from in its metadata."""
 _LOADING_KEY = b"openg2g.grid_branches_parts"
 _LOADING_LOCK = threading.Lock()
+_LOADINGS: OrderedDict[tuple[Path, PartsKey], pd.DataFrame] = OrderedDict()
 
 
-def _most_loaded(parts: tuple[TablePart, ...], t_range: tuple[float, float] | None) -> pd.DataFrame:
+def _most_loaded(
+    parts: tuple[TablePart, ...], t_range: tuple[float, float] | None, on_part: Callable[[], None] | None = None
+) -> pd.DataFrame:
     """:func:`branch_loading_envelope` of the parts, one part at a time (a day of ``grid_branches``
-    is 250 million rows: only one part's three columns are in memory at once)."""
+    is 250 million rows: only one part's three columns are in memory at once); ``on_part`` is
+    called after each."""
     filters = [("t_s", ">=", t_range[0]), ("t_s", "<=", t_range[1])] if t_range is not None else None
-    steps = [branch_loading_envelope(read_parts((p,), _LOADING_COLUMNS, filters)) for p in parts]
-    steps = [s for s in steps if not s.empty]
+    steps = []
+    for part in parts:
+        found = branch_loading_envelope(read_parts((part,), _LOADING_COLUMNS, filters))
+        if not found.empty:
+            steps.append(found)
+        if on_part is not None:
+            on_part()
     if not steps:
         return pd.DataFrame({"t_s": [], "max_loading_pct": [], "branch": []})
     return pd.concat(steps, ignore_index=True).sort_values("t_s", kind="stable").reset_index(drop=True)
 
 
-@lru_cache(maxsize=8)
-def _whole_run_loading(out_dir: Path, key: PartsKey) -> pd.DataFrame:
+def _whole_run_loading(out_dir: Path, key: PartsKey, on_part: Callable[[], None] | None) -> pd.DataFrame:
+    held = _LOADINGS.get((out_dir, key))
+    if held is not None:
+        _LOADINGS.move_to_end((out_dir, key))
+        return held
+    frame = _loading_file(out_dir, key, on_part)
+    _LOADINGS[(out_dir, key)] = frame
+    while len(_LOADINGS) > 8:
+        _LOADINGS.popitem(last=False)
+    return frame
+
+
+def _loading_file(out_dir: Path, key: PartsKey, on_part: Callable[[], None] | None) -> pd.DataFrame:
+    """The figures kept in :data:`LOADING_CACHE` for the parts ``key``, else computed and kept."""
     cache = out_dir / LOADING_CACHE
     stamp = json.dumps(key).encode()
     try:
@@ -617,7 +491,7 @@ def _whole_run_loading(out_dir: Path, key: PartsKey) -> pd.DataFrame:
             return table.to_pandas()
     except (OSError, ValueError):
         pass  # no cache yet, or one cut short: computed again below
-    frame = _most_loaded(table_parts(out_dir, "grid_branches"), None)
+    frame = _most_loaded(table_parts(out_dir, "grid_branches"), None, on_part)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     try:
         with replace_atomically(cache) as tmp:
@@ -627,7 +501,9 @@ def _whole_run_loading(out_dir: Path, key: PartsKey) -> pd.DataFrame:
     return frame
 
 
-def branch_loading(out_dir: Path, t_range: tuple[float, float] | None = None) -> pd.DataFrame:
+def branch_loading(
+    out_dir: Path, t_range: tuple[float, float] | None = None, on_part: Callable[[], None] | None = None
+) -> pd.DataFrame:
     """The most loaded branch conductor of each grid step (:func:`openg2g.plot.run.branch_loading_envelope`:
     ``t_s`` (s), ``max_loading_pct`` (%), ``branch``), empty without a ``grid_branches`` table or
     a loading figure.
@@ -639,15 +515,16 @@ def branch_loading(out_dir: Path, t_range: tuple[float, float] | None = None) ->
 
     :param out_dir: the run folder.
     :param t_range: ``(start, end)`` (s), ``None`` for the whole run.
+    :param on_part: called after each part read.
     """
     out_dir = Path(out_dir).resolve()
     if t_range is not None:
-        return _most_loaded(table_parts(out_dir, "grid_branches", t_range), t_range)
+        return _most_loaded(table_parts(out_dir, "grid_branches", t_range), t_range, on_part)
     table_dir = out_dir / "grid_branches"
     if not table_dir.is_dir():
         return _most_loaded((), None)
     with _LOADING_LOCK:  # two draws at once compute a day's figures once, not twice
-        return _whole_run_loading(out_dir, _parts_key(table_dir))
+        return _whole_run_loading(out_dir, parts_key(table_dir), on_part)
 
 
 def run_marks_in(marks: Marks, t_range: tuple[float, float] | None = None) -> Marks:
@@ -673,76 +550,13 @@ def grid_times(run: RunData) -> np.ndarray:
     """The times (s) of the run's grid steps, ascending (empty without a grid table); only the
     ``t_s`` column is read, once while the table's parts are unchanged. Read-only."""
     table_dir = run.out_dir.resolve() / "grid"
-    key = _parts_key(table_dir) if table_dir.is_dir() else ()
+    key = parts_key(table_dir) if table_dir.is_dir() else ()
     return _grid_times(table_dir, key) if key else np.array([])
 
 
-OVERVIEW_CACHE = ".openg2g-app-overview.parquet"
-"""A run's whole-run time panels (:func:`overview`), kept beside its tables (hidden; written whole
-or not at all): one row per drawn point (``line``, ``t_s``, ``y``), then one per grid step (its
-time), the panels, lines and marks and the table parts they were computed from in its metadata."""
-_OVERVIEW_KEY = b"openg2g.overview"
-_OVERVIEW_TABLES = ("datacenter", "models", "grid", "grid_branches", "commands", "events")
-_OVERVIEW_VERSION = 1
 _OVERVIEW_LOCK = threading.Lock()
 _OVERVIEWS: OrderedDict[Path, tuple[str, Overview]] = OrderedDict()
-
-
-@dataclass(frozen=True)
-class Overview:
-    """What a run's first paint draws: :func:`run_panels` of the whole run and its marks.
-
-    :param panels: the time panels, each line thinned to :data:`VIEW_POINTS` points at most.
-    :param marks: the run's events and training windows.
-    :param grid_times_s: the times (s) of its grid steps, ascending (:func:`grid_times`; the
-        slider's steps).
-    """
-
-    panels: list[Panel]
-    marks: Marks
-    grid_times_s: np.ndarray
-
-
-class _LineMeta(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    name: str
-    points: int = Field(ge=0, description="its rows in the file, after the lines before it")
-    step: bool
-    dash: str
-    color: str
-
-
-class _PanelMeta(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    key: str
-    ylabel: str
-    log2: bool
-    levels: list[tuple[float, str]]
-    categories: list[str]
-    lines: list[_LineMeta]
-
-
-class _OverviewMeta(BaseModel):
-    """The metadata of :data:`OVERVIEW_CACHE`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    version: int
-    stamp: str = Field(description="the tables' parts and scenario.yaml it was computed from")
-    panels: list[_PanelMeta]
-    events: list[tuple[float, str]]
-    spans: list[tuple[float, float, str]]
-    grid_steps: int = Field(ge=0, description="rows after the lines': the grid step times")
-
-
-def _overview_stamp(out_dir: Path) -> str:
-    """The table parts (name, mtime, size) and the ``scenario.yaml`` an overview is computed from:
-    it changes when a part is added or rewritten."""
-    scenario = out_dir / "scenario.yaml"
-    found: dict[str, Any] = {name: _parts_key(out_dir / name) for name in _OVERVIEW_TABLES if (out_dir / name).is_dir()}
-    if scenario.is_file():
-        stat = scenario.stat()
-        found["scenario.yaml"] = (stat.st_mtime_ns, stat.st_size)
-    return json.dumps({"version": _OVERVIEW_VERSION, "points": VIEW_POINTS, **found}, sort_keys=True)
+_BUILDING: dict[Path, tuple[int, int]] = {}
 
 
 def _whole_run_marks(run: RunData) -> Marks:
@@ -752,90 +566,55 @@ def _whole_run_marks(run: RunData) -> Marks:
     return run_marks(run.table("events"), datacenter)
 
 
-def _read_overview(path: Path, stamp: str) -> Overview | None:
-    """The overview kept in ``path`` if it was computed from ``stamp``; ``None`` when there is
-    none, it is cut short or it is out of date."""
+def building(out_dir: Path) -> tuple[int, int] | None:
+    """``(parts read, parts)`` of the overview being computed for the run in ``out_dir``;
+    ``None`` when none is."""
+    return _BUILDING.get(Path(out_dir).resolve())
+
+
+def _build_overview(run: RunData, out_dir: Path, on_progress: Callable[[int, int], None] | None) -> Overview:
+    """:func:`run_panels` of the whole run, its marks and grid steps, with :func:`building`
+    saying how many of the tables' parts are read."""
+    total = sum(len(table_parts(out_dir, t)) for t in ("datacenter", "models", "grid", "grid_branches"))
+    _BUILDING[out_dir] = (0, total)
+
+    def one_more() -> None:
+        done, parts = _BUILDING[out_dir]
+        _BUILDING[out_dir] = (min(done + 1, parts), parts)
+        if on_progress is not None:
+            on_progress(*_BUILDING[out_dir])
+
     try:
-        table = pq.read_table(path)
-        meta = _OverviewMeta.model_validate_json((table.schema.metadata or {}).get(_OVERVIEW_KEY, b""))
-    except (OSError, ValueError):
-        return None  # none yet, or one cut short or of another version: computed again
-    if meta.version != _OVERVIEW_VERSION or meta.stamp != stamp:
-        return None
-    t = table.column("t_s").to_numpy()
-    y = table.column("y").to_numpy()
-    panels, at = [], 0
-    for p in meta.panels:
-        lines = []
-        for ln in p.lines:
-            lines.append(Line(ln.name, t[at : at + ln.points], y[at : at + ln.points], ln.step, ln.dash, ln.color))
-            at += ln.points
-        panels.append(Panel(p.key, p.ylabel, lines, p.log2, tuple(p.levels), tuple(p.categories)))
-    times = t[at : at + meta.grid_steps]
-    times.setflags(write=False)
-    return Overview(panels, Marks(tuple(meta.events), tuple(meta.spans)), times)
+        return Overview(run_panels(run, on_part=one_more), _whole_run_marks(run), grid_times(run))
+    finally:
+        del _BUILDING[out_dir]
 
 
-def _write_overview(path: Path, found: Overview, stamp: str) -> None:
-    lines = [ln for p in found.panels for ln in p.lines]
-    meta = _OverviewMeta(
-        version=_OVERVIEW_VERSION,
-        stamp=stamp,
-        panels=[
-            _PanelMeta(
-                key=p.key,
-                ylabel=p.ylabel,
-                log2=p.log2,
-                levels=list(p.levels),
-                categories=list(p.categories),
-                lines=[
-                    _LineMeta(name=ln.name, points=ln.t_s.size, step=ln.step, dash=ln.dash, color=ln.color)
-                    for ln in p.lines
-                ],
-            )
-            for p in found.panels
-        ],
-        events=list(found.marks.events),
-        spans=list(found.marks.spans),
-        grid_steps=found.grid_times_s.size,
-    )
-    steps = found.grid_times_s
-    table = pa.table(
-        {
-            "line": pa.array(
-                np.repeat(np.arange(len(lines) + 1, dtype=np.int32), [*(ln.t_s.size for ln in lines), steps.size])
-            ),
-            "t_s": pa.array(np.concatenate([*(ln.t_s for ln in lines), steps])),
-            "y": pa.array(
-                np.concatenate([*(np.asarray(ln.y, dtype=float) for ln in lines), np.full(steps.size, np.nan)])
-            ),
-        }
-    )
-    with replace_atomically(path) as tmp:
-        pq.write_table(table.replace_schema_metadata({_OVERVIEW_KEY: meta.model_dump_json().encode()}), tmp)
-
-
-def overview(run: RunData) -> Overview:
+def overview(run: RunData, on_progress: Callable[[int, int], None] | None = None) -> Overview:
     """The run's whole-run time panels and marks, what its first paint draws.
 
-    Computed once per set of table parts (:func:`run_panels`, one part at a time) and kept in
-    :data:`OVERVIEW_CACHE` beside the tables and in memory for the eight runs last asked; a
-    first open after the run (or a server restart) reads only that file. A part added or
-    rewritten (a running run) or a changed ``scenario.yaml`` computes it again.
+    ``openg2g run`` writes it beside the tables as it runs (:data:`OVERVIEW_CACHE`,
+    :class:`openg2g.plot.overview.OverviewBuilder`); for a run without one (written by an older
+    version or elsewhere, interrupted, or still running) it is computed once per set of table
+    parts (:func:`run_panels`, one part at a time, :func:`building` saying how far) and kept in
+    that file; both are kept in memory for the eight runs last asked. A part added or rewritten
+    (a running run) or a changed ``scenario.yaml`` computes it again.
+
+    :param on_progress: called with ``(parts read, parts)`` after each part while computing it.
     """
     out_dir = run.out_dir.resolve()
     path = out_dir / OVERVIEW_CACHE
     with _OVERVIEW_LOCK:  # callbacks asking at once compute a run's overview once
-        stamp = _overview_stamp(out_dir)
+        stamp = overview_stamp(out_dir)
         held = _OVERVIEWS.get(out_dir)
         if held is not None and held[0] == stamp:
             _OVERVIEWS.move_to_end(out_dir)
             return held[1]
-        found = _read_overview(path, stamp)
+        found = read_overview(path, stamp)
         if found is None:
-            found = Overview(run_panels(run), _whole_run_marks(run), grid_times(run))
+            found = _build_overview(run, out_dir, on_progress)
             try:
-                _write_overview(path, found, stamp)
+                write_overview(path, found, stamp)
             except OSError:
                 pass  # a runs folder we may not write: kept in memory only
         _OVERVIEWS[out_dir] = (stamp, found)

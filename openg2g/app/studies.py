@@ -8,6 +8,11 @@ Both are found by the files their commands write (no Dash, no plotly here):
   where some size is hosted, no number where none is (:data:`INFEASIBLE`, :data:`NOT_CONVERGED`,
   :data:`FAILED`), so such a bus never reads as 0 MW. The feeder is the one of the study's own
   runs (``runs/<bus>-<controller>-k<blocks>/``), drawn as the voltage map draws it.
+- a folder with ``siting.parquet`` holds ``openg2g study siting`` output
+  (:mod:`openg2g.studies.siting`: one row per placement, a bus or a pair, and controller, ranked).
+  :func:`siting_map` shows it as a hosting study is shown: the study's figure (the violation
+  integral the ranking starts from) per bus of a single placement on the same feeder map, the
+  best placement's buses marked, every placement of the controller in a table in rank order.
 - a folder with ``leaderboard.csv`` and ``cases.parquet`` holds ``openg2g benchmark`` output
   (:mod:`openg2g.benchmark.run`). :func:`read_leaderboard` keeps the file's ranking order (a
   controller with non-converged runs is already ranked after the others) and writes a shared rank
@@ -36,14 +41,18 @@ __all__ = [
     "HOSTING",
     "INFEASIBLE",
     "NOT_CONVERGED",
+    "SITING",
     "HostingMap",
     "Leaderboard",
+    "SitingMap",
     "StudyEntry",
     "hosting_map",
     "hosting_rows",
     "list_studies",
     "read_leaderboard",
     "resolve_study",
+    "siting_map",
+    "siting_rows",
     "sort_rows",
 ]
 
@@ -53,9 +62,15 @@ HOSTING = "hosting_capacity"
 BENCHMARK = "benchmark"
 """Study kind: ``openg2g benchmark`` output."""
 
+SITING = "siting"
+"""Study kind: ``openg2g study siting`` output."""
+
+StudyKind = Literal["hosting_capacity", "benchmark", "siting"]
+
 MARKERS: dict[str, tuple[str, ...]] = {
     HOSTING: ("hosting_capacity.parquet",),
     BENCHMARK: ("leaderboard.csv", "cases.parquet"),
+    SITING: ("siting.parquet",),
 }
 """The files that make a folder a study of each kind."""
 
@@ -79,18 +94,20 @@ class StudyEntry:
     """A study folder under the runs folder.
 
     :param study_id: its path relative to the runs folder (``"."`` for the folder itself).
-    :param kind: :data:`HOSTING` or :data:`BENCHMARK`.
+    :param kind: :data:`HOSTING`, :data:`BENCHMARK` or :data:`SITING`.
     """
 
     study_id: str
-    kind: Literal["hosting_capacity", "benchmark"]
+    kind: StudyKind
 
 
-def _kind(folder: Path) -> Literal["hosting_capacity", "benchmark"] | None:
-    if all((folder / name).is_file() for name in MARKERS[HOSTING]):
-        return "hosting_capacity"
-    if all((folder / name).is_file() for name in MARKERS[BENCHMARK]):
-        return "benchmark"
+_KINDS: tuple[StudyKind, ...] = ("hosting_capacity", "benchmark", "siting")
+
+
+def _kind(folder: Path) -> StudyKind | None:
+    for kind in _KINDS:
+        if all((folder / name).is_file() for name in MARKERS[kind]):
+            return kind
     return None
 
 
@@ -216,12 +233,13 @@ class HostingMap:
         return dict(zip(others["bus"], others["state"]))
 
 
-def study_run(root: Path, study_id: str) -> str:
+def study_run(root: Path, study_id: str, kind: str = HOSTING) -> str:
     """The run id of the first run folder of a study (its ``runs/`` sub-folder), to read the feeder.
 
-    :raises AppError: the study has no run folder.
+    :param kind: the study's kind (:data:`HOSTING` or :data:`SITING`).
+    :raises AppError: not a study of ``kind``, or it has no run folder.
     """
-    folder = resolve_study(root, study_id, HOSTING) / "runs"
+    folder = resolve_study(root, study_id, kind) / "runs"
     names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     for name in names:
         run_id = _run_id(study_id, name)
@@ -230,7 +248,8 @@ def study_run(root: Path, study_id: str) -> str:
         except AppError:
             continue
         return run_id
-    raise AppError(f"hosting study {study_id!r} has no run folder under runs/ to draw its feeder from")
+    what = kind.replace("_", " ")
+    raise AppError(f"{what} study {study_id!r} has no run folder under runs/ to draw its feeder from")
 
 
 def hosting_map(
@@ -250,12 +269,7 @@ def hosting_map(
     """
     folder = resolve_study(root, study_id, HOSTING)
     rows = hosting_rows(pd.read_parquet(folder / "hosting_capacity.parquet"))
-    controllers = tuple(dict.fromkeys(rows["controller"]))
-    if not controllers:
-        raise AppError(f"hosting study {study_id!r} has no rows")
-    chosen = controller or controllers[0]
-    if chosen not in controllers:
-        raise AppError(f"hosting study {study_id!r} has no controller {chosen!r}; it has {', '.join(controllers)}")
+    chosen, controllers = _controller(rows, controller, f"hosting study {study_id!r}")
     if isinstance(run.topology, str):
         raise AppError(f"no feeder map: {run.topology}")
     return HostingMap(
@@ -267,6 +281,123 @@ def hosting_map(
         segments=edge_segments(run.topology.edges, positions),
         run_id=run.out_dir.relative_to(Path(root).resolve()).as_posix(),
     )
+
+
+SITING_FIGURE = "violation_integral_pu_s"
+"""The siting figure the map colours single placements by (pu.s; lower is better): the first key
+of the study's ranking (:func:`openg2g.studies.siting.rank_placements`)."""
+
+
+def siting_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """A siting table in the app's terms, in rank order per controller: ``controller``, ``rank``,
+    ``placement`` (a bus, or ``a+b`` for the site split over two), ``kind`` (``single``, ``pair``),
+    ``buses`` (the placement's buses, a tuple), ``status`` (the run's; ``not converged`` for a
+    complete run with grid steps that did not converge), ``violation_integral_pu_s`` (pu.s),
+    ``mean_throughput_tok_s`` (tok/s), ``v_min_pu`` (pu) and ``run_id`` (the run's folder under
+    the study's ``runs/``); a figure the table lacks is NaN."""
+    frame = table.sort_values(["rank"], kind="stable")
+    nonconverged = frame["nonconverged_steps"] if "nonconverged_steps" in frame else pd.Series(0, index=frame.index)
+    status = [
+        "not converged" if st == "complete" and pd.notna(n) and n > 0 else str(st)
+        for st, n in zip(frame["status"], nonconverged)
+    ]
+    rows = pd.DataFrame(
+        {
+            "controller": frame["controller"].astype(str),
+            "rank": frame["rank"].astype(int),
+            "placement": frame["placement"].astype(str),
+            "kind": frame["kind"].astype(str),
+            "buses": [tuple(str(b) for b in (a, b) if _text(b)) for a, b in zip(frame["bus_a"], frame["bus_b"])],
+            "status": status,
+        }
+    )
+    for column in (SITING_FIGURE, "mean_throughput_tok_s", "v_min_pu"):
+        values = frame[column] if column in frame else pd.Series(math.nan, index=frame.index)
+        rows[column] = pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+    rows["run_id"] = frame["run_id"].astype(str).to_numpy()
+    return rows.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class SitingMap:
+    """One controller's siting study on the feeder.
+
+    :param study_id: the study.
+    :param controller: the controller shown.
+    :param controllers: every controller of the study, in its order.
+    :param rows: :func:`siting_rows` of ``controller``, in rank order.
+    :param positions: bus -> drawing position.
+    :param segments: ``(kind, in_service)`` -> branch segments, as on the voltage map.
+    :param run_id: the study run whose feeder is drawn.
+    """
+
+    study_id: str
+    controller: str
+    controllers: tuple[str, ...]
+    rows: pd.DataFrame
+    positions: dict[str, tuple[float, float]]
+    segments: dict[tuple[str, bool], list[list[tuple[float, float]]]]
+    run_id: str
+
+    def figure_by_bus(self) -> dict[str, float]:
+        """Bus -> violation integral (pu.s) of the whole site on that bus (complete runs only)."""
+        singles = self.rows[(self.rows["kind"] == "single") & (self.rows["status"] == "complete")]
+        return {b[0]: float(v) for b, v in zip(singles["buses"], singles[SITING_FIGURE]) if math.isfinite(v)}
+
+    def unplaced(self) -> dict[str, str]:
+        """Bus -> the run's status of the single placements that did not complete."""
+        singles = self.rows[(self.rows["kind"] == "single") & (self.rows["status"] != "complete")]
+        return {b[0]: str(st) for b, st in zip(singles["buses"], singles["status"])}
+
+    def best(self) -> tuple[str, ...]:
+        """The buses of the controller's first-ranked placement that completed (empty if none did)."""
+        done = self.rows[self.rows["status"] == "complete"]
+        return tuple(done["buses"].iloc[0]) if not done.empty else ()
+
+
+def siting_map(
+    root: Path,
+    study_id: str,
+    controller: str | None,
+    run: RunData,
+    positions: dict[str, tuple[float, float]],
+) -> SitingMap:
+    """One controller's placements of a siting study on its feeder.
+
+    :param controller: one of the study's controllers; ``None`` for its first.
+    :param run: one of the study's runs (:func:`study_run`), whose feeder is drawn.
+    :param positions: bus -> drawing position of that feeder.
+    :raises AppError: not a siting study, a controller it does not have, or a run without a
+        readable feeder.
+    """
+    folder = resolve_study(root, study_id, SITING)
+    rows = siting_rows(pd.read_parquet(folder / "siting.parquet"))
+    chosen, controllers = _controller(rows, controller, f"siting study {study_id!r}")
+    if isinstance(run.topology, str):
+        raise AppError(f"no feeder map: {run.topology}")
+    return SitingMap(
+        study_id=study_id,
+        controller=chosen,
+        controllers=controllers,
+        rows=rows[rows["controller"] == chosen].reset_index(drop=True),
+        positions=positions,
+        segments=edge_segments(run.topology.edges, positions),
+        run_id=run.out_dir.relative_to(Path(root).resolve()).as_posix(),
+    )
+
+
+def _controller(rows: pd.DataFrame, controller: str | None, study: str) -> tuple[str, tuple[str, ...]]:
+    """The controller asked for (``None``: the study's first) and every controller of the study.
+
+    :raises AppError: the study has no rows, or not that controller.
+    """
+    controllers = tuple(dict.fromkeys(rows["controller"]))
+    if not controllers:
+        raise AppError(f"{study} has no rows")
+    chosen = controller or controllers[0]
+    if chosen not in controllers:
+        raise AppError(f"{study} has no controller {chosen!r}; it has {', '.join(controllers)}")
+    return chosen, controllers
 
 
 @dataclass(frozen=True)

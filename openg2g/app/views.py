@@ -24,7 +24,7 @@ from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
 from openg2g.app.data import KEY_FIGURES, Comparison, MapState, Panel, RunEntry
-from openg2g.app.studies import BENCHMARK, HOSTED, HOSTING, HostingMap, Leaderboard
+from openg2g.app.studies import BENCHMARK, HOSTED, HOSTING, SITING, SITING_FIGURE, HostingMap, Leaderboard, SitingMap
 from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
@@ -35,6 +35,7 @@ from openg2g.plot.timeline import Marks
 __all__ = [
     "NO_STUDY",
     "BusColors",
+    "building_text",
     "bus_map_figure",
     "cases_table",
     "compare_figure",
@@ -49,11 +50,14 @@ __all__ = [
     "profile_figure",
     "runs_rows",
     "series_figure",
+    "siting_figure",
+    "siting_table",
     "worst_list",
 ]
 
 NO_STUDY = {
     HOSTING: "no hosting-capacity study in the runs folder (openg2g study hosting-capacity ... --out RUNS_DIR/NAME)",
+    SITING: "no siting study in the runs folder (openg2g study siting STUDY.yaml --out RUNS_DIR/NAME)",
     BENCHMARK: "no benchmark in the runs folder (openg2g benchmark SUITE.yaml --out RUNS_DIR/NAME)",
 }
 """What the study sections say while the runs folder has no study of their kind."""
@@ -161,22 +165,27 @@ def _table(table_id: str, **kw: Any) -> DataTable:
     )
 
 
-def _hosting_section() -> html.Section:
+def _study_map_section(title: str, prefix: str, kind: str, section_id: str) -> html.Section:
+    """A study shown on the feeder: its study and controller choices, a message line, the map
+    (``<prefix>-map``) and the table (``<prefix>-table``)."""
     return _section(
-        "Hosting capacity",
+        title,
         html.Div(
             [
-                html.Label(["study ", dcc.Dropdown(id="hc-study", clearable=False, style={"width": "360px"})]),
+                html.Label(["study ", dcc.Dropdown(id=f"{prefix}-study", clearable=False, style={"width": "360px"})]),
                 html.Label(
-                    ["controller ", dcc.Dropdown(id="hc-controller", clearable=False, style={"width": "200px"})]
+                    [
+                        "controller ",
+                        dcc.Dropdown(id=f"{prefix}-controller", clearable=False, style={"width": "200px"}),
+                    ]
                 ),
             ],
             style={"display": "flex", "gap": "8px", "alignItems": "center"},
         ),
-        html.Div(id="hc-message", role="alert", style=MESSAGE),
-        dcc.Graph(id="hc-map", figure=empty_figure(NO_STUDY[HOSTING]), config={"displaylogo": False}),
-        _table("hc-table"),
-        id="hosting",
+        html.Div(id=f"{prefix}-message", role="alert", style=MESSAGE),
+        dcc.Graph(id=f"{prefix}-map", figure=empty_figure(NO_STUDY[kind]), config={"displaylogo": False}),
+        _table(f"{prefix}-table"),
+        id=section_id,
     )
 
 
@@ -196,6 +205,12 @@ def _leaderboard_section() -> html.Section:
 def _first_choice(scenarios: Sequence[str]) -> str | None:
     """The what-if form's starting scenario: the IEEE 13 case without control, the README's first."""
     return "ieee13_none" if "ieee13_none" in scenarios else (scenarios[0] if scenarios else None)
+
+
+def building_text(run_id: str, done: int, parts: int) -> str:
+    """What the page says while a run's overview is computed (a run without the file
+    ``openg2g run`` writes beside its tables: from an older version, or written elsewhere)."""
+    return f"building the overview of {run_id}: {done} of {parts} parts"
 
 
 def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool, runs_dir: str) -> html.Div:
@@ -243,6 +258,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             _section(
                 "Over time",
                 html.Div(id="series-message", role="alert", style=MESSAGE),
+                html.Div(id="overview-status", role="status", style={"color": "#555"}),
+                dcc.Interval(id="overview-tick", interval=400, disabled=True),
                 dcc.Graph(id="series-graph", figure=empty_figure("select a run above"), config={"displaylogo": False}),
             ),
             _section(
@@ -274,7 +291,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="compare-table"),
                 dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
             ),
-            _hosting_section(),
+            _study_map_section("Hosting capacity", "hc", HOSTING, "hosting"),
+            _study_map_section("Siting", "st", SITING, "siting"),
             _leaderboard_section(),
             _section(
                 "What if",
@@ -550,9 +568,11 @@ def bus_map_figure(
     sites: Sequence[str],
     title: str,
     uirevision: str,
+    ringed_as: str = "datacenter",
 ) -> go.Figure:
     """A feeder map: its branches, each bus coloured by ``colors`` (grey with a reason where it has
-    no value), the datacenter buses ringed."""
+    no value), the buses ``sites`` ringed (named ``ringed_as`` and the buses in the legend: the
+    datacenter buses of a run, the best placement of a siting study)."""
     fig = go.Figure()
     for (kind, live), segs in segments.items():
         fig.add_trace(_edge_trace(kind, live, segs))
@@ -610,7 +630,7 @@ def bus_map_figure(
                 y=[positions[b][1] for b in ringed],
                 mode="markers",
                 marker={"size": 24, "symbol": "circle-open", "color": HIGHLIGHT_COLOR, "line": {"width": 2.5}},
-                name="datacenter " + ", ".join(ringed),
+                name=f"{ringed_as} " + ", ".join(ringed),
                 hoverinfo="name",
             )
         )
@@ -827,6 +847,65 @@ def hosting_table(hmap: HostingMap) -> tuple[list[dict[str, Any]], list[dict[str
         row = {key: record[key] for key in HOSTING_COLUMNS}
         row["capacity_mw"] = _sig(record["capacity_mw"])
         row["min_mw"] = _sig(record["min_mw"])
+        rows.append(row)
+    return columns, rows
+
+
+def siting_figure(smap: SitingMap) -> go.Figure:
+    """One controller's siting study on the feeder: each bus where the whole site was placed
+    coloured by the run's violation integral (lower is better), its rank and figures on hover; a
+    placement whose run did not complete drawn grey and named by its status; the best placement's
+    buses ringed."""
+    values = smap.figure_by_bus()
+    hover = {}
+    for row in smap.rows[smap.rows["kind"] == "single"].itertuples(index=False):
+        hover[row.buses[0]] = (
+            f"#{row.rank}: violation {row.violation_integral_pu_s:.4g} pu.s, "
+            f"throughput {row.mean_throughput_tok_s / 1e6:.4g} M tok/s, lowest {row.v_min_pu:.4f} pu"
+        )
+    colors = BusColors(
+        values=values,
+        hover=hover,
+        colorscale="Magma_r",
+        cmin=0.0,
+        cmax=max([*values.values(), 1e-3]),
+        unit="pu.s",
+        name="violation integral, site on the bus",
+        missing=smap.unplaced(),
+        missing_default="not a candidate",
+    )
+    best = smap.best()
+    title = f"{smap.study_id}: siting with controller {smap.controller} (violation integral, pu.s)"
+    ringed_as = "best placement" + (" (split)" if len(best) > 1 else "")
+    return bus_map_figure(smap.positions, smap.segments, colors, best, title, f"siting/{smap.study_id}", ringed_as)
+
+
+SITING_COLUMNS = {
+    "rank": "rank",
+    "placement": "placement",
+    "kind": "kind",
+    "status": "status",
+    SITING_FIGURE: "violation (pu.s)",
+    "mean_throughput_tok_s": "throughput (M tok/s)",
+    "v_min_pu": "lowest voltage (pu)",
+    "run_id": "run",
+}
+"""The siting table's columns (id -> header)."""
+
+
+def siting_table(smap: SitingMap) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The siting table's ``(columns, rows)``: every placement of the controller in rank order."""
+    numeric = ("rank", SITING_FIGURE, "mean_throughput_tok_s", "v_min_pu")
+    columns = [
+        {"name": label, "id": key, "type": "numeric" if key in numeric else "text"}
+        for key, label in SITING_COLUMNS.items()
+    ]
+    rows = []
+    for record in smap.rows.to_dict("records"):
+        row = {key: record[key] for key in SITING_COLUMNS}
+        row[SITING_FIGURE] = _sig(record[SITING_FIGURE])
+        row["mean_throughput_tok_s"] = _sig(record["mean_throughput_tok_s"] / 1e6)
+        row["v_min_pu"] = _sig(record["v_min_pu"])
         rows.append(row)
     return columns, rows
 

@@ -5,8 +5,8 @@ RUNS_DIR (default runs/) with their status and key figures; the selected runs ov
 batch sizes, latency, throughput, voltages, substation, taps, branch loading, commands and
 events); the feeder map coloured by voltage and the voltage profile at the time under a slider;
 runs compared against a baseline; the hosting capacity per bus of `openg2g study
-hosting-capacity` outputs on the feeder map and the leaderboard of `openg2g benchmark` outputs
-found in RUNS_DIR; and what-if runs of a bundled scenario (site bus, replicas and batch sizes,
+hosting-capacity` outputs and the ranked placements of `openg2g study siting` outputs on the
+feeder map, and the leaderboard of `openg2g benchmark` outputs found in RUNS_DIR; and what-if runs of a bundled scenario (site bus, replicas and batch sizes,
 training job, controller, duration, tap mode), run by `openg2g run` into RUNS_DIR/whatif/.
 
 Safe by default: it listens on 127.0.0.1 only and serves only RUNS_DIR; what-if runs use stock
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``app`` sub-command."""
     p = subparsers.add_parser(
         "app",
-        help="local web app: runs over time, the feeder map, comparisons, hosting capacity, leaderboard, what-if runs",
+        help="local web app: runs over time, the feeder map, comparisons, hosting capacity, siting, leaderboard, what-if runs",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -17,16 +17,20 @@
                         ``{"site", "bus"}``)
   ``*.png``             plots, written when the run ends (:data:`PLOT_FILES`; ``summary.json``
                         then lists them under ``plots``)
+  ``.openg2g-app-overview.parquet``  what ``openg2g app`` draws first (each line thinned for a
+                        browser), built from each flush's rows as they are written and written
+                        once, whole, when the run completes (:meth:`RunOutputs.write_overview`)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +40,12 @@ from openg2g.core.errors import OutputError
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
 from openg2g.engine.recorder import TableWriter, clear_table
 
+if TYPE_CHECKING:
+    from openg2g.plot.overview import OverviewBuilder
+
 __all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
+
+_log = logging.getLogger(__name__)
 
 PLOT_FILES = (
     "dc_power.png",
@@ -52,6 +61,11 @@ PLOT_FILES = (
 )
 """The plots written at the end of a complete run (:data:`openg2g.plot.run.RUN_PLOTS`, kept here
 so a run that draws none need not import matplotlib to clear an earlier run's)."""
+
+
+def _tap_column(bank: str, phase: str) -> str:
+    """The ``grid`` table's column of one regulated phase's tap."""
+    return f"tap_{bank}_{phase}"
 
 
 def command_fields_json(command: Command) -> str:
@@ -70,6 +84,9 @@ class RunOutputs:
     :param capacitors: capacitors under automatic control (one ``cap_<name>`` column each, True
         when closed).
     :param storage: write the per-battery table (the grid has batteries).
+    :param steps: ``(datacenter steps, grid steps)`` of the whole run, to build the app's
+        overview from the rows as they come (:class:`openg2g.plot.overview.OverviewBuilder`);
+        ``None``: no overview.
     """
 
     def __init__(
@@ -81,6 +98,7 @@ class RunOutputs:
         branches: BranchSet | None = None,
         capacitors: tuple[str, ...] = (),
         storage: bool = False,
+        steps: tuple[int, int] | None = None,
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +138,14 @@ class RunOutputs:
                 clear_table(out_dir / name)
         for name in PLOT_FILES:
             (out_dir / name).unlink(missing_ok=True)
+        self._overview: OverviewBuilder | None = None
+        if steps is not None:
+            # imported here: a run without outputs never loads it
+            from openg2g.plot.overview import OVERVIEW_CACHE, OverviewBuilder
+
+            (out_dir / OVERVIEW_CACHE).unlink(missing_ok=True)  # an earlier run's; this one's is written at its end
+            taps = [_tap_column(bank, phase) for bank, phases in banks.items() for phase in phases]
+            self._overview = OverviewBuilder(*steps, taps)
 
     def record_datacenter_block(self, block: Sequence[DatacenterSeries]) -> None:
         """Consecutive datacenter steps of all sites (one series per site, same times, same site
@@ -134,6 +160,12 @@ class RunOutputs:
         :param violation: per-step, per-bus-phase violation (pu), same shape.
         """
         self._grid_blocks.append((states, v_pu, violation))
+
+    def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
+        """Rows for ``writer``'s table, and for the overview's lines drawn from it."""
+        writer.append(columns)
+        if self._overview is not None and writer is not self.branches:
+            self._overview.add(writer.directory.name, columns)
 
     def _datacenter_rows(self) -> None:
         """Buffered datacenter blocks -> rows in time order, then site order, then model order."""
@@ -164,13 +196,14 @@ class RunOutputs:
         columns["training_power_w"] = interleave(lambda s: s.training_power_w, sites)
         columns["online"] = interleave(lambda s: s.online, sites)
         columns["supplied"] = interleave(lambda s: s.supplied, sites)
-        self.datacenter.append(columns)
+        self._append(self.datacenter, columns)
         models = [tuple(s.models[name] for s in runs) for runs in sites for name in runs[0].models]
         times = [runs for runs in sites for _ in runs[0].models]
         self._dc_blocks = []
         if not models:
             return
-        self.models.append(
+        self._append(
+            self.models,
             {
                 "t_s": interleave(lambda s: s.t_s, times),
                 "site": names([runs[0].site for runs in times]),
@@ -182,7 +215,7 @@ class RunOutputs:
                 "throughput_tok_s": interleave(lambda m: m.throughput_tok_s, models),
                 "deadline_miss_fraction": interleave(lambda m: m.deadline_miss_fraction, models),
                 "power_cap_w": interleave(lambda m: m.power_cap_w, models),
-            }
+            },
         )
 
     def _grid_rows(self) -> None:
@@ -216,11 +249,11 @@ class RunOutputs:
         for bank, phases in self._banks.items():
             taps = np.array([s.taps[bank] for s in states], dtype=np.int64).reshape(len(states), len(phases))
             for k, phase in enumerate(phases):
-                columns[f"tap_{bank}_{phase}"] = taps[:, k]
+                columns[_tap_column(bank, phase)] = taps[:, k]
         for cap in self._capacitors:
             columns[f"cap_{cap}"] = np.array([s.capacitors.get(cap, False) for s in states], dtype=bool)
         columns["converged"] = np.array([s.converged for s in states], dtype=bool)
-        self.grid.append(columns)
+        self._append(self.grid, columns)
         if self.voltages is not None:
             self.voltages.append(
                 {
@@ -240,24 +273,28 @@ class RunOutputs:
         assert b is not None and self.branches is not None
         nan = np.full(len(b), np.nan)
         current_a = np.stack([nan if s.branch_current_a is None else s.branch_current_a for s in states])
+        loading_pct = current_a * (100.0 / b.rating_a)
+        if self._overview is not None:
+            self._overview.add_branch_loading(t_s, loading_pct)
         n = len(states)
 
         def tile(values: np.ndarray) -> np.ndarray:
             return np.tile(values, n)
 
-        self.branches.append(
+        self._append(
+            self.branches,
             {
                 "t_s": np.repeat(t_s, len(b)),
                 "branch": tile(b.branch.astype(np.int32)),
                 "terminal": tile(b.terminal.astype(np.int8)),
                 "phase": tile(np.array([PHASES.index(p) for p in b.phase], dtype=np.int32)),
                 "current_a": current_a.reshape(-1),
-                "loading_pct": (current_a * (100.0 / b.rating_a)).reshape(-1),
+                "loading_pct": loading_pct.reshape(-1),
                 "rating_a": tile(b.rating_a),
                 "emergency_a": tile(b.emergency_a),
                 "rating_default": tile(b.default_rating),
                 "emergency_default": tile(b.default_emergency),
-            }
+            },
         )
 
     def _storage_rows(self, states: Sequence[GridState]) -> None:
@@ -287,25 +324,26 @@ class RunOutputs:
 
     def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
         """A command a controller sent (or an agent through the env)."""
+        name, fields = command_name(type(command)), command_fields_json(command)
         self.commands.append_row(
-            t_issued_s=t_issued_s,
-            t_effective_s=t_effective_s,
-            source=source,
-            command=command_name(type(command)),
-            fields=command_fields_json(command),
+            t_issued_s=t_issued_s, t_effective_s=t_effective_s, source=source, command=name, fields=fields
         )
+        if self._overview is not None:
+            self._overview.add_command(t_effective_s, source, name, fields)
 
     def record_event(self, t_s: float, command: Command) -> None:
         """A scenario event that fired."""
-        self.events.append_row(t_s=t_s, command=command_name(type(command)), fields=command_fields_json(command))
+        self._event_row(t_s, command_name(type(command)), command_fields_json(command))
 
     def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
         """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
-        self.events.append_row(
-            t_s=t_s,
-            command="supply_restored" if supplied else "supply_lost",
-            fields=json.dumps({"site": site, "bus": bus}, separators=(",", ":")),
-        )
+        name = "supply_restored" if supplied else "supply_lost"
+        self._event_row(t_s, name, json.dumps({"site": site, "bus": bus}, separators=(",", ":")))
+
+    def _event_row(self, t_s: float, name: str, fields: str) -> None:
+        self.events.append_row(t_s=t_s, command=name, fields=fields)
+        if self._overview is not None:
+            self._overview.add_event(t_s, name, fields)
 
     def _writers(self) -> list[TableWriter]:
         tables = (
@@ -339,6 +377,29 @@ class RunOutputs:
             raise OutputError(f"cannot write the outputs in {self.out_dir}: {exc}") from exc
         for writer, tmp in prepared:
             writer.commit(tmp)
+
+    def write_overview(self) -> bool:
+        """Write the app's overview of the complete run (every row flushed), whole, beside the
+        tables; computed from the rows as they came, so no table is read back.
+
+        :return: whether it was written: not without an overview, nor when a line's rows were not
+            the expected steps (a grid step that did not converge has no branch loading), nor when
+            the file cannot be written (a warning is logged: the run's results are complete and
+            the app computes the overview from the tables).
+        """
+        if self._overview is None:
+            return False
+        from openg2g.plot.overview import OVERVIEW_CACHE, overview_stamp, scenario_data, write_overview
+
+        found = self._overview.finish(scenario_data(self.out_dir))
+        if found is None:
+            return False
+        try:
+            write_overview(self.out_dir / OVERVIEW_CACHE, found, overview_stamp(self.out_dir))
+        except OSError as exc:
+            _log.warning("cannot write %s (the app computes it when it opens the run): %s", OVERVIEW_CACHE, exc)
+            return False
+        return True
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Replace ``summary.json`` atomically.

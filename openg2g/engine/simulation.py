@@ -254,6 +254,7 @@ class Simulation:
                 table_branches,
                 self.grid.controlled_capacitors(),
                 storage=bool(self.grid.storages()),
+                steps=(self._end_ticks // self._dc_ticks, self._end_ticks // self._grid_ticks),
             )
             if self.out_dir
             else None
@@ -672,6 +673,8 @@ class Simulation:
             self.close("failed", f"{type(exc).__name__}: {exc}")
             raise
         summary = self.close("complete")
+        if self.outputs is not None:
+            self.outputs.write_overview()
         if self.outputs is not None and self.out_dir is not None and self.scenario.outputs.plots:
             import yaml
 

@@ -11,45 +11,122 @@
 - :mod:`~openg2g.plot.compare`: run summaries side by side, as a table and as bars, and the change
   against a baseline; :mod:`~openg2g.plot.compare_runs`: runs side by side over time;
 - :mod:`~openg2g.plot.timeline`: thinning long lines for drawing, events and training windows;
+- :mod:`~openg2g.plot.overview`: a run's whole-run time panels for ``openg2g app``, built by
+  ``openg2g run`` as it writes its tables (or by the app from them) and kept beside the run;
 - :mod:`~openg2g.plot.style`: the shared look.
+
+The names below are loaded from their modules on first use (PEP 562): ``openg2g run`` imports
+the light modules it needs while writing its tables (:mod:`~openg2g.plot.timeline`,
+:mod:`~openg2g.plot.overview`) without pandas and matplotlib.
 """
 
-from openg2g.plot.branches import plot_branch_loading, worst_branches
-from openg2g.plot.commands import command_series, plot_command_timeline
-from openg2g.plot.compare import (
-    DEFAULT_METRICS,
-    METRICS,
-    Metric,
-    baseline_deltas,
-    plot_comparison,
-    read_summaries,
-    summary_frame,
-)
-from openg2g.plot.compare_runs import plot_run_comparison, run_series
-from openg2g.plot.feeder import (
-    bus_voltages,
-    feeder_tables,
-    plot_feeder_map,
-    plot_worst_voltage_map,
-    worst_bus_voltages,
-)
-from openg2g.plot.models import plot_model_power
-from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
-from openg2g.plot.run import (
-    RUN_PLOTS,
-    PlotReport,
-    plot_batch_sizes,
-    plot_dc_power,
-    plot_latency,
-    plot_run,
-    plot_voltage_envelope,
-    read_table,
-)
-from openg2g.plot.style import PHASE_COLORS, STYLE, show, styled
-from openg2g.plot.substation import plot_substation_power
-from openg2g.plot.taps import plot_taps
-from openg2g.plot.timeline import envelope, run_marks
-from openg2g.plot.voltages import plot_voltage_heatmap, voltage_matrix
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from openg2g.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from openg2g.plot.branches import plot_branch_loading, worst_branches
+    from openg2g.plot.commands import command_series, plot_command_timeline
+    from openg2g.plot.compare import (
+        DEFAULT_METRICS,
+        METRICS,
+        Metric,
+        baseline_deltas,
+        plot_comparison,
+        read_summaries,
+        summary_frame,
+    )
+    from openg2g.plot.compare_runs import plot_run_comparison, run_series
+    from openg2g.plot.feeder import (
+        bus_voltages,
+        feeder_tables,
+        plot_feeder_map,
+        plot_worst_voltage_map,
+        worst_bus_voltages,
+    )
+    from openg2g.plot.models import plot_model_power
+    from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
+    from openg2g.plot.run import (
+        RUN_PLOTS,
+        PlotReport,
+        plot_batch_sizes,
+        plot_dc_power,
+        plot_latency,
+        plot_run,
+        plot_voltage_envelope,
+        read_table,
+    )
+    from openg2g.plot.style import PHASE_COLORS, STYLE, show, styled
+    from openg2g.plot.substation import plot_substation_power
+    from openg2g.plot.taps import plot_taps
+    from openg2g.plot.timeline import envelope, run_marks
+    from openg2g.plot.voltages import plot_voltage_heatmap, voltage_matrix
+
+_MODULES = {
+    "branches": (
+        "plot_branch_loading",
+        "worst_branches",
+    ),
+    "commands": (
+        "command_series",
+        "plot_command_timeline",
+    ),
+    "compare": (
+        "DEFAULT_METRICS",
+        "METRICS",
+        "Metric",
+        "baseline_deltas",
+        "plot_comparison",
+        "read_summaries",
+        "summary_frame",
+    ),
+    "compare_runs": (
+        "plot_run_comparison",
+        "run_series",
+    ),
+    "feeder": (
+        "bus_voltages",
+        "feeder_tables",
+        "plot_feeder_map",
+        "plot_worst_voltage_map",
+        "worst_bus_voltages",
+    ),
+    "models": ("plot_model_power",),
+    "profile": (
+        "plot_voltage_profile",
+        "voltage_profile",
+        "worst_instant",
+    ),
+    "run": (
+        "RUN_PLOTS",
+        "PlotReport",
+        "plot_batch_sizes",
+        "plot_dc_power",
+        "plot_latency",
+        "plot_run",
+        "plot_voltage_envelope",
+        "read_table",
+    ),
+    "style": (
+        "PHASE_COLORS",
+        "STYLE",
+        "show",
+        "styled",
+    ),
+    "substation": ("plot_substation_power",),
+    "taps": ("plot_taps",),
+    "timeline": (
+        "envelope",
+        "run_marks",
+    ),
+    "voltages": (
+        "plot_voltage_heatmap",
+        "voltage_matrix",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
 
 __all__ = [
     "DEFAULT_METRICS",

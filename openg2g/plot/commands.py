@@ -10,18 +10,17 @@ of their actuator with a different marker.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from openg2g.plot.overview import command_rows
 from openg2g.plot.style import new_figure, styled
 from openg2g.plot.timeline import Marks, mark, titled
 
-__all__ = ["MAX_ROWS", "command_series", "plot_command_timeline"]
+__all__ = ["MAX_ROWS", "command_records", "command_series", "plot_command_timeline"]
 
 MAX_ROWS = 16
 """Actuators drawn at most (those with the most commands; the title says how many are left out)."""
@@ -29,19 +28,9 @@ MAX_ROWS = 16
 SERIES_COLUMNS = ["actuator", "series", "t_s", "value", "source"]
 
 
-def _value_fields(fields: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """``(series name, value)`` of a command's first numeric field (NaN for a ``None``)."""
-    for name, value in fields.items():
-        if isinstance(value, str):
-            continue
-        if isinstance(value, list):
-            return [(f"{name}[{k}]", float(v)) for k, v in enumerate(value)]
-        return [(name, np.nan if value is None else float(value))]
-    return []
-
-
 def command_series(commands: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The commands (and scenario events) as one row per actuator, series and time.
+    """The commands (and scenario events) as one row per actuator, series and time
+    (:func:`openg2g.plot.overview.command_rows` of the tables' rows).
 
     :param commands: the run's ``commands`` table (``t_effective_s``, ``source``, ``command``,
         ``fields`` as JSON).
@@ -51,22 +40,18 @@ def command_series(commands: pd.DataFrame, events: pd.DataFrame | None = None) -
         (``"batch_size"``, ``"taps[0]"``), ``t_s`` (s, when the command takes effect), ``value``,
         ``source`` (the controller, or ``event``), in time order.
     """
-    rows: list[tuple[str, str, float, float, str]] = []
-    tables: list[tuple[pd.DataFrame, str, str | None]] = [(commands, "t_effective_s", None)]
-    if events is not None:
-        tables.append((events, "t_s", "event"))
-    for table, time_column, source in tables:
-        if table.empty:
-            continue
-        sources = table["source"] if source is None else [source] * len(table)
-        for t, who, name, text in zip(table[time_column], sources, table["command"], table["fields"]):
-            fields = json.loads(text) if isinstance(text, str) else dict(text)
-            targets = "/".join(v for v in fields.values() if isinstance(v, str))
-            actuator = f"{name} {targets}".strip()
-            for series, value in _value_fields(fields):
-                rows.append((actuator, series, float(t), value, str(who)))
-    frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
-    return frame.sort_values("t_s", kind="stable").reset_index(drop=True)
+    return pd.DataFrame(command_rows(command_records(commands, events)), columns=SERIES_COLUMNS)
+
+
+def command_records(commands: pd.DataFrame, events: pd.DataFrame | None = None) -> list[tuple[float, str, str, Any]]:
+    """The ``(t_s, source, command, fields)`` of the ``commands`` table's rows (at their
+    effective time), then of the ``events`` table's (source ``event``)."""
+    records: list[tuple[float, str, str, Any]] = []
+    if not commands.empty:
+        records += zip(commands["t_effective_s"], commands["source"], commands["command"], commands["fields"])
+    if events is not None and not events.empty:
+        records += zip(events["t_s"], ["event"] * len(events), events["command"], events["fields"])
+    return records
 
 
 def plot_command_timeline(

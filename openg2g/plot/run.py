@@ -30,6 +30,7 @@ from openg2g.grid.topology import Topology
 from openg2g.plot.branches import plot_branch_loading
 from openg2g.plot.commands import plot_command_timeline
 from openg2g.plot.feeder import plot_worst_voltage_map
+from openg2g.plot.overview import scenario_data, scenario_deadlines, scenario_limits
 from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 from openg2g.plot.substation import plot_substation_power
@@ -271,16 +272,6 @@ def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     return scenario_deadlines(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
-def scenario_deadlines(data: Mapping[str, Any]) -> dict[tuple[str, str], float]:
-    """``(site, model)`` -> ITL deadline (s) of a scenario as run (what ``scenario.yaml`` holds)."""
-    return {
-        (str(site["name"]), str(m["model"])): float(m["itl_deadline_s"])
-        for site in data.get("datacenters") or []
-        for m in site.get("models") or []
-        if m.get("itl_deadline_s") is not None
-    }
-
-
 @dataclass
 class RunData:
     """A finished (or interrupted) run's tables and facts, each read once when a figure asks.
@@ -301,11 +292,11 @@ class RunData:
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
-        grid = self.scenario.get("grid") or {}
+        v_min_pu, v_max_pu = scenario_limits(self.scenario)
         if self.v_min_pu is None:
-            self.v_min_pu = float(grid.get("v_min_pu", 0.95))
+            self.v_min_pu = v_min_pu
         if self.v_max_pu is None:
-            self.v_max_pu = float(grid.get("v_max_pu", 1.05))
+            self.v_max_pu = v_max_pu
 
     def table(self, name: str) -> pd.DataFrame:
         """One output table (:func:`read_table`), read on first use; threads that ask for a table
@@ -319,13 +310,7 @@ class RunData:
     def scenario(self) -> Mapping[str, Any]:
         """The scenario as run: :attr:`scenario_data`, else the run's ``scenario.yaml``; empty
         when the folder has none."""
-        if self.scenario_data is not None:
-            return self.scenario_data
-        path = self.out_dir / "scenario.yaml"
-        if not path.is_file():
-            return {}
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
+        return self.scenario_data if self.scenario_data is not None else scenario_data(self.out_dir)
 
     @cached_property
     def name(self) -> str:

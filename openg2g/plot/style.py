@@ -15,6 +15,8 @@ import matplotlib as mpl
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 
+from openg2g.plot.colors import PHASE_COLORS
+
 __all__ = [
     "LIMIT_STYLE",
     "PHASE_COLORS",
@@ -36,9 +38,6 @@ STYLE: dict[str, Any] = {
     "legend.fontsize": 8,
 }
 """rc parameters every openg2g figure is drawn with."""
-
-PHASE_COLORS: dict[str, str] = {"a": "#1f77b4", "b": "#ff7f0e", "c": "#2ca02c"}
-"""Line colour of each phase."""
 
 LIMIT_STYLE: dict[str, Any] = {"color": "#d62728", "ls": "--", "lw": 1}
 """Line style of voltage limits."""

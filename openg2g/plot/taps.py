@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 from matplotlib.figure import Figure
 
+from openg2g.plot.overview import tap_columns_of
 from openg2g.plot.style import new_figure, styled
 from openg2g.plot.timeline import Marks, changes, mark, titled
 
 __all__ = ["plot_taps", "tap_columns"]
-
-_TAP = re.compile(r"^tap_(?P<bank>.+)_(?P<phase>[^_]+)$")
 
 
 def tap_columns(grid: pd.DataFrame) -> dict[str, dict[str, str]]:
@@ -21,12 +18,7 @@ def tap_columns(grid: pd.DataFrame) -> dict[str, dict[str, str]]:
     :param grid: the run's ``grid`` table.
     :return: empty when the grid has no regulators.
     """
-    banks: dict[str, dict[str, str]] = {}
-    for column in grid.columns:
-        match = _TAP.match(str(column))
-        if match:
-            banks.setdefault(match["bank"], {})[match["phase"]] = str(column)
-    return banks
+    return tap_columns_of(grid.columns)
 
 
 def plot_taps(grid: pd.DataFrame, marks: Marks | None = None, run: str = "") -> Figure:

@@ -9,23 +9,29 @@ and training windows from its tables and :func:`mark` draws them on a time axes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from matplotlib.axes import Axes
+
+if TYPE_CHECKING:  # only annotations: ``openg2g run`` imports this module without them
+    import pandas as pd
+    from matplotlib.axes import Axes
 
 __all__ = [
     "DRAW_POINTS",
     "ChangeStream",
     "EnvelopeStream",
     "Marks",
+    "TrainingSpans",
     "band",
     "changes",
     "envelope",
+    "event_marks",
     "mark",
     "run_marks",
+    "table_groups",
     "titled",
 ]
 
@@ -203,28 +209,95 @@ class Marks:
     spans: tuple[tuple[float, float, str], ...] = field(default=())
 
 
-def _training_spans(datacenter: pd.DataFrame) -> list[tuple[float, float, str]]:
-    """Per site, each run of consecutive steps with training power above zero."""
-    if datacenter.empty or "training_power_w" not in datacenter:
+def table_groups(columns: Mapping[str, Any], keys: str | list[str] | None) -> list[tuple[Any, np.ndarray]]:
+    """The row positions of each group of ``keys`` among ``columns`` (column -> values, ``t_s``
+    among them; ``keys`` ``None``: one group, key ``None``), the groups in order of their first
+    row; a key is the value of ``keys`` (a ``str``), or the tuple of values (a list). No rows, no
+    group."""
+    n = len(columns["t_s"])
+    if n == 0:
         return []
-    spans = []
-    for site, df in datacenter.groupby("site", observed=True, sort=False):
-        df = df.sort_values("t_s")
-        on = (df["training_power_w"].to_numpy(dtype=float) > 0).astype(np.int8)
-        t = df["t_s"].to_numpy(dtype=float)
-        edges = np.diff(np.concatenate([[0], on, [0]]))
-        for start, stop in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)):
-            spans.append((float(t[start]), float(t[stop - 1]), f"{site} training"))
-    return spans
+    if keys is None:
+        return [(None, np.arange(n))]
+    names = [keys] if isinstance(keys, str) else keys
+    factors = [_first_seen(np.asarray(columns[k], dtype=object)) for k in names]
+    combined = np.zeros(n, dtype=np.int64)
+    for codes, uniques in factors:
+        combined = combined * max(len(uniques), 1) + codes
+    group, firsts = _first_seen(combined)
+    rows = np.split(np.argsort(group, kind="stable"), np.cumsum(np.bincount(group, minlength=len(firsts)))[:-1])
+    found = []
+    for at in rows:
+        values = tuple(uniques[codes[at[0]]] for codes, uniques in factors)
+        found.append((values[0] if isinstance(keys, str) else values, at))
+    return found
+
+
+def _first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` numbered in order of first appearance: ``(codes, distinct values)``."""
+    distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], distinct[order]
+
+
+class TrainingSpans:
+    """Per site, each run of consecutive steps with training power above zero, of a
+    ``datacenter`` table read in time-ordered pieces: only each site's open span is held between
+    them. The sites in order of first appearance, each site's spans in time order."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, float | None] = {}  # site -> start of its span still open
+        self._last_t: dict[str, float] = {}
+        self._done: dict[str, list[tuple[float, float, str]]] = {}
+
+    def add(self, t_s: Any, site: Any, training_power_w: Any) -> None:
+        """The next rows (one value per row each), after every row added before."""
+        columns = {"t_s": np.asarray(t_s, dtype=float), "site": site}
+        on_all = (np.asarray(training_power_w, dtype=float) > 0).astype(np.int8)
+        for key, rows in table_groups(columns, "site"):
+            name = str(key)
+            rows = rows[np.argsort(columns["t_s"][rows], kind="stable")]
+            on, t = on_all[rows], columns["t_s"][rows]
+            start = self._open.get(name)
+            done = self._done.setdefault(name, [])
+            edges = np.diff(np.concatenate([[0 if start is None else 1], on]))
+            for i in np.flatnonzero(edges):
+                if edges[i] == 1:
+                    start = float(t[i])
+                else:
+                    assert start is not None
+                    done.append((start, float(t[i - 1]) if i else self._last_t[name], f"{name} training"))
+                    start = None
+            self._open[name] = start
+            self._last_t[name] = float(t[-1])
+
+    def result(self) -> list[tuple[float, float, str]]:
+        """The spans ``(start_s, end_s, label)``, a span still open ending at its site's last step."""
+        spans = []
+        for site, done in self._done.items():
+            spans += done
+            start = self._open.get(site)
+            if start is not None:
+                spans.append((start, self._last_t[site], f"{site} training"))
+        return spans
+
+
+def event_marks(events: pd.DataFrame) -> tuple[tuple[float, str], ...]:
+    """``(t_s, label)`` of each row of a run's ``events`` table."""
+    if events.empty:
+        return ()
+    return tuple((float(t), str(c)) for t, c in zip(events["t_s"], events["command"]))
 
 
 def run_marks(events: pd.DataFrame, datacenter: pd.DataFrame) -> Marks:
     """The marks of a run from its ``events`` table (scenario events, ``supply_lost`` and
     ``supply_restored`` rows) and its ``datacenter`` table (steps drawing training power)."""
-    rows: list[tuple[float, str]] = []
-    if not events.empty:
-        rows = [(float(t), str(c)) for t, c in zip(events["t_s"], events["command"])]
-    return Marks(events=tuple(rows), spans=tuple(_training_spans(datacenter)))
+    spans = TrainingSpans()
+    if not datacenter.empty and "training_power_w" in datacenter:
+        spans.add(datacenter["t_s"], datacenter["site"], datacenter["training_power_w"])
+    return Marks(events=event_marks(events), spans=tuple(spans.result()))
 
 
 def mark(ax: Axes, marks: Marks | None) -> None:

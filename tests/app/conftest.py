@@ -74,3 +74,32 @@ def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suite.write_text(yaml.safe_dump(SUITE, sort_keys=False))
     assert main(["benchmark", str(suite), "--out", str(root / "bench"), "--no-progress", "--no-plot"]) == 0
     return root
+
+
+# ieee13 without control, 3 s runs: the whole site on 675, 692 or 634, and split over each pair
+SITING = {
+    "study": "siting",
+    "name": "tiny_siting",
+    "base": "ieee13_none",
+    "set": ["outputs.voltages=envelope"],
+    "duration_s": 3,
+    "candidates": ["675", "692", "634"],
+    "pairs": True,
+    "controllers": ["none"],
+}
+
+
+@pytest.fixture(scope="session")
+def siting_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder holding a tiny siting study (``siting/``), made by its command (six runs)."""
+    import yaml
+
+    from openg2g.cli.main import main
+
+    root = tmp_path_factory.mktemp("siting")
+    study = root.parent / "tiny_siting.yaml"
+    study.write_text(yaml.safe_dump(SITING, sort_keys=False))
+    assert (
+        main(["study", "siting", str(study), "--out", str(root / "siting"), "--engine", "serial", "--no-progress"]) == 0
+    )
+    return root

@@ -56,6 +56,12 @@ def studies_server(studies_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def siting_server(siting_dir: Path) -> Iterator[str]:
+    with _serve(siting_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
@@ -221,6 +227,24 @@ def test_the_hosting_capacity_view(studies_page: Any) -> None:
     assert rows["634"][1] == "infeasible" and rows["634"][2] == ""  # no MW where none is hosted
     assert rows["675"][1] == "hosted" and float(rows["675"][2]) > 0
     _shot(page.locator("#hosting"), "hosting")
+
+
+def test_the_siting_view(browser: Any, siting_server: str, siting_dir: Path) -> None:
+    import pandas as pd
+
+    table = pd.read_parquet(siting_dir / "siting" / "siting.parquet").sort_values("rank")
+    with _open(browser, siting_server) as page:
+        page.wait_for_selector("#st-map .scatterlayer .point", timeout=60_000)
+        assert page.locator("#st-map .gtitle").text_content() == (
+            "siting: siting with controller none (violation integral, pu.s)"
+        )
+        first = table.iloc[0]
+        best = ", ".join(b for b in (first["bus_a"], first["bus_b"]) if isinstance(b, str))
+        assert "best placement" in page.locator("#st-map .legend").text_content()
+        assert best in page.locator("#st-map .legend").text_content()
+        rows = [r.split("\t") for r in page.locator("#st-table tbody tr").all_inner_texts()[1:]]
+        assert [(r[0], r[1]) for r in rows] == [(str(k), p) for k, p in zip(table["rank"], table["placement"])]
+        _shot(page.locator("#siting"), "siting")
 
 
 def test_the_leaderboard_sorts_and_opens_a_run(studies_page: Any) -> None:

@@ -29,6 +29,7 @@ from openg2g.app.data import (
     run_panels,
     table_parts,
 )
+from openg2g.plot.overview import Overview, overview_stamp, read_overview
 from openg2g.plot.run import RunData, read_table
 
 
@@ -54,6 +55,8 @@ def test_a_long_line_is_thinned_for_the_browser_keeping_its_extremes(tmp_path: P
     zoomed = run_panels(RunData(tmp_path), t_range=(1200.0, 1300.0), points=2000)
     detail = next(ln for ln in zoomed[0].lines if ln.name == "dc1 a")
     assert detail.t_s.size == 1001 and detail.y.max() == pytest.approx(3.0)
+    # a range between two samples: the part holds it, none of its rows is in it, nothing is drawn
+    assert run_panels(RunData(tmp_path), t_range=(1234.51, 1234.55)) == []
 
 
 def _run_in_parts(folder: Path, cuts: list[int], n: int = 4000) -> None:
@@ -118,6 +121,107 @@ def test_the_overview_is_computed_again_when_a_part_changes(tmp_path: Path) -> N
     again = overview(RunData(tmp_path)).panels[0].lines[0]
     assert again.t_s[-1] == 400.0 and again.y.max() == 9.0
     assert pd.read_parquet(tmp_path / OVERVIEW_CACHE)["t_s"].max() == 400.0
+
+
+def test_the_page_says_how_far_an_overview_being_built_is(tmp_path: Path) -> None:
+    from openg2g.app.server import create_app
+
+    run = tmp_path / "older"
+    run.mkdir()
+    _run_in_parts(run, [1001, 2502])  # no overview beside it: three parts each of three tables
+    app, queue = create_app(tmp_path)
+    try:
+        status = app.callback_map["overview-status.children"]["callback"].__wrapped__
+        shown: list[str] = []
+        overview(RunData(run), on_progress=lambda *_: shown.append(status(1, False, ["older"])))
+        assert shown == [f"building the overview of older: {k} of 9 parts" for k in range(1, 10)]
+        assert status(2, False, ["older", "../elsewhere"]) == ""  # built, and a refused id: nothing to say
+        assert status(3, True, ["older", "../elsewhere"]) == ""
+    finally:
+        queue.close()
+
+
+def _same_overview(a: Overview, b: Overview) -> None:
+    assert [(p.key, p.ylabel, p.levels, p.categories, p.log2) for p in a.panels] == [
+        (p.key, p.ylabel, p.levels, p.categories, p.log2) for p in b.panels
+    ]
+    for pa_, pb in zip(a.panels, b.panels):
+        assert [(ln.name, ln.step, ln.dash, ln.color) for ln in pa_.lines] == [
+            (ln.name, ln.step, ln.dash, ln.color) for ln in pb.lines
+        ]
+        for la, lb in zip(pa_.lines, pb.lines):
+            np.testing.assert_array_equal(la.t_s, lb.t_s, err_msg=la.name)
+            np.testing.assert_array_equal(la.y, lb.y, err_msg=la.name)
+    assert a.marks == b.marks
+    np.testing.assert_array_equal(a.grid_times_s, b.grid_times_s)
+
+
+# 300 s of ieee13 with OFO, a training job and every branch recorded, flushed every 7 s: 3000
+# datacenter steps for 1600 points (runs of 4 steps, cut across by the flushes), OFO commands
+SHORT_OFO = [
+    "duration_s=300",
+    "outputs.plots=false",
+    "outputs.branches=all",
+    "outputs.flush_every_s=7",
+    "datacenters.0.training.start_s=40",
+    "datacenters.0.training.end_s=120",
+]
+
+
+def test_the_overview_written_by_the_run_equals_the_one_the_app_builds(tmp_path: Path) -> None:
+    from openg2g.engine import run_scenario
+
+    out = (tmp_path / "ofo").resolve()
+    run_scenario("ieee13_ofo", out_dir=out, overrides=SHORT_OFO)
+    written = read_overview(out / OVERVIEW_CACHE, overview_stamp(out))
+    assert written is not None  # written by the run, for exactly the parts it wrote
+    keys = [p.key for p in written.panels]
+    assert keys == ["dc_power", "batch", "itl", "throughput", "voltage", "substation", "taps", "loading", "commands"]
+    assert written.marks.spans == ((40.0, 119.9, "dc1 training"),)
+    assert written.panels[0].lines[0].t_s.size <= 1500  # 750 runs of 4 steps, each its lowest and highest
+    (out / OVERVIEW_CACHE).unlink()
+    _same_overview(written, overview(RunData(out)))  # built by the app from the parts
+
+
+def _running_past(out: Path, t_s: float) -> bool:
+    """Whether the run in ``out`` says it is running and has flushed past ``t_s``."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return summary.get("status") == "running" and summary.get("sim_time_s", 0) >= t_s
+
+
+def test_a_run_stopped_by_ctrl_c_leaves_no_overview_and_the_app_builds_one_for_its_parts(tmp_path: Path) -> None:
+    from openg2g.engine import run_scenario
+
+    out = (tmp_path / "cut").resolve()
+    run_scenario("ieee13_fixedtap_none", out_dir=out, overrides=["duration_s=30", "outputs.plots=false"])
+    assert (out / OVERVIEW_CACHE).is_file()
+    # the same folder run again by `openg2g run`, interrupted with Ctrl-C (SIGINT) after its first flushes
+    cmd = [sys.executable, "-m", "openg2g.cli.main", "run", "ieee13_fixedtap_none", "--out", str(out), "--overwrite"]
+    cmd += ["--set", "outputs.plots=false", "--set", "outputs.flush_every_s=1", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not _running_past(out, 5.0):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "timed out waiting for the run's flushes"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
+    # the earlier run's overview is gone and none was written for this one: no file to misread
+    assert not (out / OVERVIEW_CACHE).exists() and not list(out.glob(".*tmp*"))
+    grid = read_table(out, "grid")
+    found = overview(RunData(out))  # the app's, from the parts written
+    np.testing.assert_array_equal(found.grid_times_s, np.sort(grid["t_s"].to_numpy()))
+    last = found.grid_times_s[-1]
+    assert 5 <= last < 3600 and max(ln.t_s[-1] for p in found.panels for ln in p.lines) == last
+    assert read_overview(out / OVERVIEW_CACHE, overview_stamp(out)) is not None
 
 
 def _branch_part(folder: Path, k: int, steps: list[float], loading: dict[str, list[float]]) -> None:

@@ -22,6 +22,7 @@ from openg2g.app.studies import (
     list_studies,
     read_leaderboard,
     resolve_study,
+    siting_map,
     sort_rows,
     study_run,
 )
@@ -73,6 +74,47 @@ def test_map_mw_per_bus_is_the_study_table(studies_dir: Path) -> None:
     assert math.isnan(rows.at["634", "capacity_mw"])
     _, cells = views.hosting_table(hmap)
     assert [c["capacity_mw"] for c in cells if c["bus"] == "634"] == [None]
+
+
+@pytest.mark.slow
+def test_a_siting_study_is_shown_on_the_feeder_map_with_its_best_placement(siting_dir: Path) -> None:
+    assert list_studies(siting_dir) == [StudyEntry("siting", "siting")]
+    table = pd.read_parquet(siting_dir / "siting" / "siting.parquet")
+    store = RunStore(siting_dir)
+    run = store.get(study_run(siting_dir, "siting", "siting"))
+    positions = store.positions(run)
+    assert positions is not None
+    smap = siting_map(siting_dir, "siting", None, run, positions)
+    assert smap.controller == "none" and smap.controllers == ("none",)
+    # the map: each candidate's violation integral with the whole site on it, as the study table has it
+    singles = table[table["kind"] == "single"]
+    assert smap.figure_by_bus() == dict(zip(singles["bus_a"], singles["violation_integral_pu_s"]))
+    assert sorted(smap.figure_by_bus()) == ["634", "675", "692"] and smap.unplaced() == {}
+    figure = views.siting_figure(smap)
+    coloured = next(t for t in figure.data if t.name == "violation integral, site on the bus")
+    assert dict(zip(coloured.text, coloured.marker.color)) == smap.figure_by_bus()
+    assert {b: tuple(xy) for b, xy in zip(coloured.text, zip(coloured.x, coloured.y))} == {
+        b: positions[b] for b in coloured.text
+    }
+    # the best placement (the study's rank 1, a bus or a pair) ringed
+    first = table.sort_values("rank").iloc[0]
+    best = tuple(b for b in (first["bus_a"], first["bus_b"]) if isinstance(b, str))
+    assert smap.best() == best
+    ring = next(t for t in figure.data if str(t.name).startswith("best placement"))
+    assert list(zip(ring.x, ring.y)) == [positions[b] for b in best] and ring.name.endswith(", ".join(best))
+    # the table: every placement in rank order, figures to four digits
+    columns, rows = views.siting_table(smap)
+    assert [r["placement"] for r in rows] == list(table.sort_values("rank")["placement"])
+    assert len(rows) == 6 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    by_placement = table.set_index("placement")
+    for r in rows:
+        assert r["violation_integral_pu_s"] == float(
+            f"{by_placement.at[r['placement'], 'violation_integral_pu_s']:.4g}"
+        )
+        assert r["run_id"] == by_placement.at[r["placement"], "run_id"]
+    assert [c["id"] for c in columns][:2] == ["rank", "placement"]
+    with pytest.raises(AppError, match="no controller 'ofo'; it has none"):
+        siting_map(siting_dir, "siting", "ofo", run, positions)
 
 
 def test_hosting_states_of_buses_that_host_nothing() -> None:
