@@ -227,8 +227,18 @@ class _Config:
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
     spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum
 
+    @functools.cached_property
+    def fft_n(self) -> int:
+        """Length of the transforms of :meth:`_Model.phase_table`: the trace's own length when
+        pocketfft has fast kernels for it, else a fast length of at least twice it (why: the comment
+        in :meth:`_Model.phase_table`)."""
+        n = scipy.fft.next_fast_len(self.length, real=True)
+        return self.length if n == self.length else scipy.fft.next_fast_len(2 * self.length, real=True)
+
     def spectrum(self, clip_w: float | None) -> np.ndarray:
-        """``rfft`` of one replica's looped power (W), clipped at ``clip_w`` (``None``: not clipped).
+        """``rfft`` over :attr:`fft_n` samples of one replica's looped power (W), clipped at
+        ``clip_w`` (``None``: not clipped): one period when ``fft_n`` is the length, else two
+        periods and zeros.
 
         It depends on neither the replicas' offsets nor their count, so it is kept across resets
         (each of which draws new offsets, hence new phase tables)."""
@@ -236,8 +246,9 @@ class _Config:
         if spectrum is None:
             if len(self.spectra) >= _TABLES_KEPT:  # caps can take any value: keep the latest few
                 del self.spectra[next(iter(self.spectra))]
-            x = self.doubled_w[: self.length]
-            spectrum = self.spectra[clip_w] = _read_only(scipy.fft.rfft(x if clip_w is None else np.minimum(x, clip_w)))
+            x = self.doubled_w[: min(self.fft_n, 2 * self.length)]
+            x = x if clip_w is None else np.minimum(x, clip_w)
+            spectrum = self.spectra[clip_w] = _read_only(scipy.fft.rfft(x, n=self.fft_n))
         return spectrum
 
 
@@ -330,11 +341,15 @@ class _Model:
             # with h_p the histogram of their offsets: a circular cross-correlation, done by FFT in
             # O(L log L) whatever the replica count (rounding ~1e-15 of the phase's power). The three
             # phases go through scipy's pocketfft in one call: the same bits as numpy's, row by row,
-            # in 0.6 of its time on the bundled trace lengths (docs/performance.md, "Env throughput")
+            # in 0.6 of its time on the bundled trace lengths. A length with a prime factor above 5
+            # (every bundled one) would take pocketfft's slower paths, Bluestein's for a large prime:
+            # there the same sums are the linear correlation of h_p with two periods of x, both
+            # zero-padded to a fast length n >= 2L, whose first L lags never wrap (half the time
+            # over the bundled lengths, a fifth on the longest; docs/performance.md, "Env throughput")
             offsets, phase = c.offsets[:n_full], self.phase[:n_full]
             h = np.stack([np.bincount(offsets[phase == p], minlength=c.length) for p in range(3)])
-            table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, axis=1)) * spectrum, n=c.length, axis=1)
-            self.tables[key] = np.ascontiguousarray(table.T)
+            table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, n=c.fft_n, axis=1)) * spectrum, n=c.fft_n, axis=1)
+            self.tables[key] = np.ascontiguousarray(table[:, : c.length].T)
         return self.tables[key]
 
     def serving(self, batch: int) -> ServingConstants:
