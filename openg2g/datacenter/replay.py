@@ -84,7 +84,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import scipy.fft
@@ -215,17 +215,47 @@ def _tail(mix: ItlMixture, itl_s: float) -> float:
     return float(1.0 - mix.cdf(itl_s))
 
 
+class _ReplayedTrace(NamedTuple):
+    """What replay makes of one library trace, whatever the site: shared by every site built from
+    the same library (an env builds a new site for each episode whose spec differs, e.g. in its
+    training job), so that it is made, and its spectra computed, once per process.
+
+    :param doubled_w: the looped (or template) timeline twice over (W per replica), read-only.
+    :param mean_w: its mean (W).
+    :param spectra: the :meth:`_Config.spectrum` of each clip, filled as they are asked for.
+    """
+
+    doubled_w: np.ndarray
+    mean_w: float
+    spectra: dict[float | None, np.ndarray]
+
+
+@functools.lru_cache(maxsize=512)
+def _replayed_trace(
+    library: TraceLibrary, model: str, gpus: int, batch: int, template_s: float | None
+) -> _ReplayedTrace:
+    """The :class:`_ReplayedTrace` of a configuration: looped (:func:`loop_trace`), or the study's
+    template of ``template_s`` seconds (:func:`repeat_trace`)."""
+    meta = library.config(model, gpus, batch)
+    power = library.power(model, gpus, batch)
+    if template_s is None:
+        looped = loop_trace(power, int(min(LOOP_FADE_S / library.dt_s, meta.samples // 4)))
+    else:
+        looped = repeat_trace(power, round(template_s / library.dt_s) + 1)
+    return _ReplayedTrace(_read_only(np.concatenate([looped, looped])), float(looped.mean()), {})
+
+
 @dataclass
 class _Config:
     """One batch size of one model, prepared for replay."""
 
     meta: TraceConfig
-    doubled_w: np.ndarray  # looped trace twice over, so index o + k never needs a modulo
+    doubled_w: np.ndarray  # looped trace twice over (read-only), so index o + k never needs a modulo
     length: int
     mean_w: float
     concurrency: float  # c: decoding sequences; tokens per second of a replica = c / ITL
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
-    spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum
+    spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum; shared, _ReplayedTrace
 
     @functools.cached_property
     def fft_n(self) -> int:
@@ -466,7 +496,6 @@ class ReplayDatacenter(DatacenterBackend):
         training_gpus = spec.training.gpus if spec.training else 0
         used = sum(m.replicas * m.gpus_per_replica for m in spec.models) + training_gpus
         capacity = spec.gpu_capacity if spec.gpu_capacity is not None else used
-        fade = LOOP_FADE_S / library.dt_s
         pool = spec.pool_replicas or {}
         slots_of = [
             _slots(
@@ -495,19 +524,16 @@ class ReplayDatacenter(DatacenterBackend):
             configs: dict[int, _Config] = {}
             for b in allowed:
                 meta = library.config(ms.model, ms.gpus_per_replica, b)
-                power = library.power(ms.model, ms.gpus_per_replica, b)
-                if spec.template_s is None:
-                    looped = loop_trace(power, int(min(fade, meta.samples // 4)))
-                else:
-                    looped = repeat_trace(power, round(spec.template_s / library.dt_s) + 1)
+                trace = _replayed_trace(library, ms.model, ms.gpus_per_replica, b, spec.template_s)
                 mean_itl_s = meta.mean_itl_s if meta.mean_itl_s is not None else float("nan")
                 tput = meta.throughput_tok_s if meta.throughput_tok_s is not None else float("nan")
                 configs[b] = _Config(
                     meta=meta,
-                    doubled_w=np.concatenate([looped, looped]),
-                    length=looped.size,
-                    mean_w=float(looped.mean()),
+                    doubled_w=trace.doubled_w,
+                    length=trace.doubled_w.size // 2,
+                    mean_w=trace.mean_w,
                     concurrency=tput * mean_itl_s,
+                    spectra=trace.spectra,
                 )
             models.append(
                 _Model(

@@ -425,3 +425,19 @@ def test_power_tables_of_any_trace_length_equal_replica_sums(tmp_path: Path) -> 
         np.testing.assert_allclose(table, sums, rtol=1e-12)
     assert m.configs[8].fft_n == 2025  # 3^4 5^2, the first 5-smooth length from 2,018
     assert m.configs[16].fft_n == 1000
+
+
+def test_sites_of_one_library_share_their_looped_traces(library: TraceLibrary) -> None:
+    """An env builds a site per episode whose spec differs (here the training job): the looped
+    traces and their spectra are made once, and a site built later replays the same power."""
+    first = ReplayDatacenter.from_spec(reference_spec(), library)
+    times = np.round(np.arange(1, 31) * 0.1, 10)
+    power = first.step_block(times, 0.1).p_w
+    later = ReplayDatacenter.from_spec(reference_spec(training={"gpus": 2400, "start_s": 5, "end_s": 6}), library)
+    for name, m in first._models.items():
+        for batch, c in m.configs.items():
+            shared = later._models[name].configs[batch]
+            assert shared.doubled_w is c.doubled_w and shared.spectra is c.spectra
+    assert first._models["Llama-3.1-8B"].configs[128].spectra  # filled by the first site's tables
+    # the same seed and the training job idle in both: the same power from the shared spectra
+    np.testing.assert_array_equal(later.step_block(times, 0.1).p_w, power)
