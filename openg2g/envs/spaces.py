@@ -356,7 +356,7 @@ class SpaceLayout:
         target = np.zeros(len(self.controlled), dtype=np.int64)
         if self.action_kind == "discrete":
             current = self.current_batch_index(observation)
-            moves = (np.clip(a.astype(np.int64), 0, 2) - 1).tolist()
+            moves = [min(max(x, 0), 2) - 1 for x in a.astype(np.int64).tolist()]
             for i, (ok, c) in enumerate(zip(self._allowed_lists, current.tolist())):
                 rank = bisect.bisect_left(ok, c)
                 if rank < len(ok) and ok[rank] == c:
@@ -375,6 +375,8 @@ class SpaceLayout:
         a = np.asarray(action).reshape(-1)
         if a.size != self.n_actions:
             raise ValueError(f"action has {a.size} entries; this layout's actions have {self.n_actions}")
+        if len(self.families) == 1:  # the common case, without np.split's own cost
+            return [a]
         return np.split(a, np.cumsum([f.size for f in self.families])[:-1])
 
     def action_mask(self, observation: Observation) -> np.ndarray:
