@@ -375,7 +375,7 @@ class _Model:
             # (every bundled one) would take pocketfft's slower paths, Bluestein's for a large prime:
             # there the same sums are the linear correlation of h_p with two periods of x, both
             # zero-padded to a fast length n >= 2L, whose first L lags never wrap (half the time
-            # over the bundled lengths, a fifth on the longest; docs/performance.md, "Env throughput")
+            # over the bundled lengths, 0.4 of it on the longest; docs/performance.md, "Env throughput")
             offsets, phase = c.offsets[:n_full], self.phase[:n_full]
             h = np.stack([np.bincount(offsets[phase == p], minlength=c.length) for p in range(3)])
             table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, n=c.fft_n, axis=1)) * spectrum, n=c.fft_n, axis=1)
