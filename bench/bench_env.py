@@ -5,23 +5,37 @@ Usage::
 
     python bench/bench_env.py                  # toy and ieee13 (if the bundled scenario loads)
     python bench/bench_env.py --steps 2000 --scenario ieee13_none --episode-steps 300 --no-ppo
+    python bench/bench_env.py --steps 900 --episode-steps 300 --against /path/to/other/checkout --pairs 7
 
 Prints, per case: reset time, env steps/s under random actions (episodes restarted as they end),
 the share of that time in each part of a step (:data:`PARTS`), and PPO steps/s on the same env
 (rollout + update, one env in-process) with the share of wall time spent inside ``env.step``: the
 env is the bottleneck only if that share is large.
+
+``--against ROOT`` compares two versions of the code on a shared machine instead: the scenario's
+random-action run (resets included) in a fresh process with ``ROOT``'s code, then with this
+checkout's, ``--pairs`` times in turn, each as env steps per CPU second of its process; it prints
+every pair, the medians and the ratio of each pair (this checkout over ``ROOT``). With
+``--together`` the two runs of a pair run at the same time, so that both meet the same load from
+other jobs (on a 2-core machine shared with others, the more consistent ratios).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "datacenter samples": (("site", "step_block"),),
@@ -185,6 +199,44 @@ def bench_ppo(env, steps: int) -> dict[str, float]:
     return {"steps_per_s": model.num_timesteps / wall, "env_share": timed.step_s / wall}
 
 
+def _start_run(root: Path, args: argparse.Namespace) -> subprocess.Popen:
+    """One random-action run of the scenario with ``root``'s code in a fresh process
+    (``--cpu-steps-here``), started; it prints its steps per CPU second."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--cpu-steps-here", "--steps", str(args.steps)]
+    command += ["--scenario", args.scenario, "--episode-steps", str(args.episode_steps)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+
+
+def _steps_per_cpu_s(run: subprocess.Popen) -> float:
+    out, _ = run.communicate()
+    if run.returncode:
+        raise SystemExit(f"a timed run failed (exit {run.returncode}): {' '.join(map(str, run.args))}")
+    return float(out.split()[-1])
+
+
+def compare(against: Path, args: argparse.Namespace) -> None:
+    """Time ``against``'s code and this checkout's in turn (or at once with ``args.together``),
+    ``args.pairs`` times (module docstring)."""
+    rows = []
+    for i in range(args.pairs):
+        if args.together:
+            runs = _start_run(against, args), _start_run(ROOT, args)
+            other, here = (_steps_per_cpu_s(run) for run in runs)
+        else:
+            other = _steps_per_cpu_s(_start_run(against, args))
+            here = _steps_per_cpu_s(_start_run(ROOT, args))
+        rows.append((other, here))
+        print(f"pair {i + 1}: {other:.0f} -> {here:.0f} steps per CPU second ({here / other:.2f}x)", flush=True)
+    others, heres, ratios = zip(*((o, h, h / o) for o, h in rows))
+    print(
+        f"medians: {statistics.median(others):.0f} ({min(others):.0f}-{max(others):.0f}) -> "
+        f"{statistics.median(heres):.0f} ({min(heres):.0f}-{max(heres):.0f}); ratio per pair "
+        f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); {args.scenario}, "
+        f"{args.steps} steps of {args.episode_steps}-step episodes"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2000, help="env steps per measurement")
@@ -193,9 +245,23 @@ def main() -> None:
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO measurement")
     parser.add_argument("--no-breakdown", action="store_true", help="skip the timed pass of the per-part breakdown")
     parser.add_argument("--only-scenario", action="store_true", help="skip the toy")
+    parser.add_argument(
+        "--against", type=Path, default=None, help="another checkout: time its code and this one's in turn"
+    )
+    parser.add_argument("--pairs", type=int, default=5, help="runs of each checkout with --against")
+    parser.add_argument("--together", action="store_true", help="with --against, run the two of each pair at once")
+    parser.add_argument("--cpu-steps-here", action="store_true", help=argparse.SUPPRESS)  # a child of --against
     args = parser.parse_args()
+    if args.against is not None:
+        compare(args.against.resolve(), args)
+        return
 
     from openg2g.envs import G2GEnv, make_toy_env
+
+    if args.cpu_steps_here:
+        env = G2GEnv.from_scenario(args.scenario, episode_steps=args.episode_steps)
+        print(bench_random(env, args.steps)["cpu_steps_per_s"])
+        return
 
     cases = [] if args.only_scenario else [("toy", lambda: make_toy_env(duration_s=args.episode_steps + 1))]
     cases.append((args.scenario, lambda: G2GEnv.from_scenario(args.scenario, episode_steps=args.episode_steps)))

@@ -84,7 +84,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import scipy.fft
@@ -215,20 +215,60 @@ def _tail(mix: ItlMixture, itl_s: float) -> float:
     return float(1.0 - mix.cdf(itl_s))
 
 
+class _ReplayedTrace(NamedTuple):
+    """What replay makes of one library trace, whatever the site: shared by every site built from
+    the same library (an env builds a new site for each episode whose spec differs, e.g. in its
+    training job), so that it is made, and its spectra computed, once per process.
+
+    :param doubled_w: the looped (or template) timeline twice over (W per replica), read-only.
+    :param mean_w: its mean (W).
+    :param spectra: the :meth:`_Config.spectrum` of each clip, filled as they are asked for.
+    """
+
+    doubled_w: np.ndarray
+    mean_w: float
+    spectra: dict[float | None, np.ndarray]
+
+
+@functools.lru_cache(maxsize=512)
+def _replayed_trace(
+    library: TraceLibrary, model: str, gpus: int, batch: int, template_s: float | None
+) -> _ReplayedTrace:
+    """The :class:`_ReplayedTrace` of a configuration: looped (:func:`loop_trace`), or the study's
+    template of ``template_s`` seconds (:func:`repeat_trace`)."""
+    meta = library.config(model, gpus, batch)
+    power = library.power(model, gpus, batch)
+    if template_s is None:
+        looped = loop_trace(power, int(min(LOOP_FADE_S / library.dt_s, meta.samples // 4)))
+    else:
+        looped = repeat_trace(power, round(template_s / library.dt_s) + 1)
+    return _ReplayedTrace(_read_only(np.concatenate([looped, looped])), float(looped.mean()), {})
+
+
 @dataclass
 class _Config:
     """One batch size of one model, prepared for replay."""
 
     meta: TraceConfig
-    doubled_w: np.ndarray  # looped trace twice over, so index o + k never needs a modulo
+    doubled_w: np.ndarray  # looped trace twice over (read-only), so index o + k never needs a modulo
     length: int
     mean_w: float
     concurrency: float  # c: decoding sequences; tokens per second of a replica = c / ITL
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # o_r mod length
-    spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum
+    spectra: dict[float | None, np.ndarray] = field(default_factory=dict)  # see spectrum; shared, _ReplayedTrace
+
+    @functools.cached_property
+    def fft_n(self) -> int:
+        """Length of the transforms of :meth:`_Model.phase_table`: the trace's own length when
+        pocketfft has fast kernels for it, else a fast length of at least twice it (why: the comment
+        in :meth:`_Model.phase_table`)."""
+        n = scipy.fft.next_fast_len(self.length, real=True)
+        return self.length if n == self.length else scipy.fft.next_fast_len(2 * self.length, real=True)
 
     def spectrum(self, clip_w: float | None) -> np.ndarray:
-        """``rfft`` of one replica's looped power (W), clipped at ``clip_w`` (``None``: not clipped).
+        """``rfft`` over :attr:`fft_n` samples of one replica's looped power (W), clipped at
+        ``clip_w`` (``None``: not clipped): one period when ``fft_n`` is the length, else two
+        periods and zeros.
 
         It depends on neither the replicas' offsets nor their count, so it is kept across resets
         (each of which draws new offsets, hence new phase tables)."""
@@ -236,8 +276,9 @@ class _Config:
         if spectrum is None:
             if len(self.spectra) >= _TABLES_KEPT:  # caps can take any value: keep the latest few
                 del self.spectra[next(iter(self.spectra))]
-            x = self.doubled_w[: self.length]
-            spectrum = self.spectra[clip_w] = _read_only(scipy.fft.rfft(x if clip_w is None else np.minimum(x, clip_w)))
+            x = self.doubled_w[: min(self.fft_n, 2 * self.length)]
+            x = x if clip_w is None else np.minimum(x, clip_w)
+            spectrum = self.spectra[clip_w] = _read_only(scipy.fft.rfft(x, n=self.fft_n))
         return spectrum
 
 
@@ -330,11 +371,15 @@ class _Model:
             # with h_p the histogram of their offsets: a circular cross-correlation, done by FFT in
             # O(L log L) whatever the replica count (rounding ~1e-15 of the phase's power). The three
             # phases go through scipy's pocketfft in one call: the same bits as numpy's, row by row,
-            # in 0.6 of its time on the bundled trace lengths (docs/performance.md, "Env throughput")
+            # in 0.6 of its time on the bundled trace lengths. A length with a prime factor above 5
+            # (every bundled one) would take pocketfft's slower paths, Bluestein's for a large prime:
+            # there the same sums are the linear correlation of h_p with two periods of x, both
+            # zero-padded to a fast length n >= 2L, whose first L lags never wrap (half the time
+            # over the bundled lengths, 0.4 of it on the longest; docs/performance.md, "Env throughput")
             offsets, phase = c.offsets[:n_full], self.phase[:n_full]
             h = np.stack([np.bincount(offsets[phase == p], minlength=c.length) for p in range(3)])
-            table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, axis=1)) * spectrum, n=c.length, axis=1)
-            self.tables[key] = np.ascontiguousarray(table.T)
+            table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, n=c.fft_n, axis=1)) * spectrum, n=c.fft_n, axis=1)
+            self.tables[key] = np.ascontiguousarray(table[:, : c.length].T)
         return self.tables[key]
 
     def serving(self, batch: int) -> ServingConstants:
@@ -451,7 +496,6 @@ class ReplayDatacenter(DatacenterBackend):
         training_gpus = spec.training.gpus if spec.training else 0
         used = sum(m.replicas * m.gpus_per_replica for m in spec.models) + training_gpus
         capacity = spec.gpu_capacity if spec.gpu_capacity is not None else used
-        fade = LOOP_FADE_S / library.dt_s
         pool = spec.pool_replicas or {}
         slots_of = [
             _slots(
@@ -480,19 +524,16 @@ class ReplayDatacenter(DatacenterBackend):
             configs: dict[int, _Config] = {}
             for b in allowed:
                 meta = library.config(ms.model, ms.gpus_per_replica, b)
-                power = library.power(ms.model, ms.gpus_per_replica, b)
-                if spec.template_s is None:
-                    looped = loop_trace(power, int(min(fade, meta.samples // 4)))
-                else:
-                    looped = repeat_trace(power, round(spec.template_s / library.dt_s) + 1)
+                trace = _replayed_trace(library, ms.model, ms.gpus_per_replica, b, spec.template_s)
                 mean_itl_s = meta.mean_itl_s if meta.mean_itl_s is not None else float("nan")
                 tput = meta.throughput_tok_s if meta.throughput_tok_s is not None else float("nan")
                 configs[b] = _Config(
                     meta=meta,
-                    doubled_w=np.concatenate([looped, looped]),
-                    length=looped.size,
-                    mean_w=float(looped.mean()),
+                    doubled_w=trace.doubled_w,
+                    length=trace.doubled_w.size // 2,
+                    mean_w=trace.mean_w,
                     concurrency=tput * mean_itl_s,
+                    spectra=trace.spectra,
                 )
             models.append(
                 _Model(

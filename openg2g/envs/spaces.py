@@ -40,6 +40,7 @@ token share, so moves among allowed sizes stay within it), as long as no power c
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -173,8 +174,14 @@ class SpaceLayout:
         self.v_half_pu = 0.5 * (context.v_max_pu - context.v_min_pu)
         self._zone_index = self._zones(source)
         self._log2 = [np.log2(np.array(s.batch_sizes, dtype=float)) for s in self.controlled]
+        # per controlled model, each batch size's index (the first, as argmin finds it): the lookup
+        # of current_batch_index at every step, which needs the log2 distance only for other sizes
+        self._index_of = [{b: i for i, b in reversed(list(enumerate(s.batch_sizes)))} for s in self.controlled]
+        # per slot, the batch-size feature of each batch size met so far (observe)
+        self._batch_feature: list[dict[int, float]] = [{} for _ in self.slots]
         self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
         """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
+        self._allowed_lists = [ok.tolist() for ok in self.allowed]
         self.feature_names: tuple[str, ...] = tuple(self._feature_names())
         self.families: tuple[ActionFamily, ...] = build_families(actions, self, context, source)
         """The action families, in the order of their entries in the action."""
@@ -308,13 +315,16 @@ class SpaceLayout:
                     out[k] = state.power_w / ref
                     out[k + 1] = state.training_power_w / ref
                 k += 2
-        for s in self.slots:
+        for s, features in zip(self.slots, self._batch_feature):
             state = datacenters.get(s.site)
             m = state.models.get(s.model) if state is not None else None
             if m is not None:
                 if s.controllable:
-                    lo, hi = np.log2(s.batch_sizes[0]), np.log2(s.batch_sizes[-1])
-                    out[k] = (np.log2(max(m.batch_size, 1)) - lo) / (hi - lo)
+                    feature = features.get(m.batch_size)
+                    if feature is None:
+                        lo, hi = np.log2(s.batch_sizes[0]), np.log2(s.batch_sizes[-1])
+                        feature = features[m.batch_size] = (np.log2(max(m.batch_size, 1)) - lo) / (hi - lo)
+                    out[k] = feature
                 out[k + 1] = m.itl_s / s.itl_ref_s
                 out[k + 2] = m.deadline_miss_fraction
                 out[k + 3] = m.replicas / s.replicas_ref
@@ -323,7 +333,8 @@ class SpaceLayout:
         if self.terms:
             out[k:] = self.terms.values(observation)
         clip = self.obs_config.clip
-        return np.clip(np.nan_to_num(out, nan=0.0, posinf=clip, neginf=-clip), -clip, clip).astype(np.float32)
+        out[np.isnan(out)] = 0.0  # NaN reads 0; the clip takes an infinity to the bound of its sign
+        return np.clip(out, -clip, clip, out=out).astype(np.float32)
 
     def current_batch_index(self, observation: Observation) -> np.ndarray:
         """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
@@ -332,7 +343,8 @@ class SpaceLayout:
             state = observation.datacenters.get(s.site)
             m = state.models.get(s.model) if state is not None else None
             b = m.batch_size if m is not None else s.batch_sizes[0]
-            idx[i] = int(np.argmin(np.abs(self._log2[i] - np.log2(max(b, 1)))))
+            exact = self._index_of[i].get(b)
+            idx[i] = exact if exact is not None else int(np.argmin(np.abs(self._log2[i] - np.log2(max(b, 1)))))
         return idx
 
     def target_batch_index(self, action: Any, observation: Observation) -> np.ndarray:
@@ -344,11 +356,11 @@ class SpaceLayout:
         target = np.zeros(len(self.controlled), dtype=np.int64)
         if self.action_kind == "discrete":
             current = self.current_batch_index(observation)
-            moves = np.clip(a.astype(np.int64), 0, 2) - 1
-            for i, ok in enumerate(self.allowed):
-                rank = int(np.searchsorted(ok, current[i]))
-                if rank < ok.size and ok[rank] == current[i]:
-                    target[i] = ok[int(np.clip(rank + moves[i], 0, ok.size - 1))]
+            moves = [min(max(x, 0), 2) - 1 for x in a.astype(np.int64).tolist()]
+            for i, (ok, c) in enumerate(zip(self._allowed_lists, current.tolist())):
+                rank = bisect.bisect_left(ok, c)
+                if rank < len(ok) and ok[rank] == c:
+                    target[i] = ok[min(max(rank + moves[i], 0), len(ok) - 1)]
                 else:  # outside the allowed sizes (where the run started): the nearest allowed one below
                     target[i] = ok[max(rank - 1, 0)]
             return target
@@ -363,6 +375,8 @@ class SpaceLayout:
         a = np.asarray(action).reshape(-1)
         if a.size != self.n_actions:
             raise ValueError(f"action has {a.size} entries; this layout's actions have {self.n_actions}")
+        if len(self.families) == 1:  # the common case, without np.split's own cost
+            return [a]
         return np.split(a, np.cumsum([f.size for f in self.families])[:-1])
 
     def action_mask(self, observation: Observation) -> np.ndarray:

@@ -402,3 +402,42 @@ def test_itl_samples_is_dumped_only_when_set() -> None:
     assert reference_spec(itl_samples=64).model_dump()["itl_samples"] == 64
     with pytest.raises(ValueError, match="itl_samples"):
         reference_spec(itl_samples=0)
+
+
+def test_power_tables_of_any_trace_length_equal_replica_sums(tmp_path: Path) -> None:
+    """A looped trace of prime length (1,009 samples) is transformed at a fast length of at least
+    twice it, one of 5-smooth length (1,000) at its own; both tables are the replicas' sums."""
+    rng = np.random.default_rng(3)
+    # loop_trace drops min(50, N // 4) samples at 0.1 s: 1,059 and 1,050 measured samples
+    traces = {("m", 1, 8): 300 + 50 * rng.random(1059), ("m", 1, 16): 400 + 50 * rng.random(1050)}
+    library = synthetic_library(tmp_path, traces)
+    spec = site_spec([{"model": "m", "gpus_per_replica": 1, "replicas": 37, "batch_size": 8}], gpu_capacity=40)
+    dc = ReplayDatacenter.from_spec(spec, library)
+    dc.reset(5)
+    m = dc._models["m"]
+    for batch, length in ((8, 1009), (16, 1000)):
+        c = m.configs[batch]
+        assert c.length == length
+        table = m.phase_table(batch, 37)
+        sums = np.zeros((length, 3))
+        for r in range(37):  # replica r of phase p draws x[(o_r + k) mod L] at sample k
+            sums[:, m.phase[r]] += np.roll(c.doubled_w[:length], -int(c.offsets[r]))
+        np.testing.assert_allclose(table, sums, rtol=1e-12)
+    assert m.configs[8].fft_n == 2025  # 3^4 5^2, the first 5-smooth length from 2,018
+    assert m.configs[16].fft_n == 1000
+
+
+def test_sites_of_one_library_share_their_looped_traces(library: TraceLibrary) -> None:
+    """An env builds a site per episode whose spec differs (here the training job): the looped
+    traces and their spectra are made once, and a site built later replays the same power."""
+    first = ReplayDatacenter.from_spec(reference_spec(), library)
+    times = np.round(np.arange(1, 31) * 0.1, 10)
+    power = first.step_block(times, 0.1).p_w
+    later = ReplayDatacenter.from_spec(reference_spec(training={"gpus": 2400, "start_s": 5, "end_s": 6}), library)
+    for name, m in first._models.items():
+        for batch, c in m.configs.items():
+            shared = later._models[name].configs[batch]
+            assert shared.doubled_w is c.doubled_w and shared.spectra is c.spectra
+    assert first._models["Llama-3.1-8B"].configs[128].spectra  # filled by the first site's tables
+    # the same seed and the training job idle in both: the same power from the shared spectra
+    np.testing.assert_array_equal(later.step_block(times, 0.1).p_w, power)
