@@ -336,53 +336,37 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
             raise AppError(f"no feeder map: {run.topology}")
         return run, positions
 
-    @app.callback(
-        Output("hc-map", "figure"),
-        Output("hc-table", "columns"),
-        Output("hc-table", "data"),
-        Output("hc-controller", "options"),
-        Output("hc-controller", "value"),
-        Output("hc-message", "children"),
-        Input("hc-study", "value"),
-        Input("hc-controller", "value"),
-        Input("hc-table", "sort_by"),
-    )
-    def draw_hosting(study_id: str | None, controller: str | None, sort_by: list[dict[str, str]] | None) -> Any:
-        if not study_id:
-            return views.empty_figure(views.NO_STUDY[HOSTING]), [], [], [], None, ""
-        chosen = controller if ctx.triggered_id != "hc-study" else None
+    def study_map(
+        prefix: str, kind: str, build_map: Callable[..., Any], table: Callable[..., Any], figure: Callable[..., Any]
+    ) -> None:
+        """The callback drawing a map study's section (ids ``<prefix>-...``): its map, table and controllers."""
 
-        def build() -> Any:
-            hmap = hosting_map(root, study_id, chosen, *feeder_of(study_id, HOSTING))
-            columns, rows = views.hosting_table(hmap)
-            figure = views.hosting_figure(hmap)
-            return figure, columns, sort_rows(rows, sort_by or []), list(hmap.controllers), hmap.controller, ""
+        @app.callback(
+            Output(f"{prefix}-map", "figure"),
+            Output(f"{prefix}-table", "columns"),
+            Output(f"{prefix}-table", "data"),
+            Output(f"{prefix}-controller", "options"),
+            Output(f"{prefix}-controller", "value"),
+            Output(f"{prefix}-message", "children"),
+            Input(f"{prefix}-study", "value"),
+            Input(f"{prefix}-controller", "value"),
+            Input(f"{prefix}-table", "sort_by"),
+        )
+        def draw(study_id: str | None, controller: str | None, sort_by: list[dict[str, str]] | None) -> Any:
+            if not study_id:
+                return views.empty_figure(views.NO_STUDY[kind]), [], [], [], None, ""
+            chosen = controller if ctx.triggered_id != f"{prefix}-study" else None
 
-        return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
+            def build() -> Any:
+                shown = build_map(root, study_id, chosen, *feeder_of(study_id, kind))
+                columns, rows = table(shown)
+                rows = sort_rows(rows, sort_by or [])
+                return figure(shown), columns, rows, list(shown.controllers), shown.controller, ""
 
-    @app.callback(
-        Output("st-map", "figure"),
-        Output("st-table", "columns"),
-        Output("st-table", "data"),
-        Output("st-controller", "options"),
-        Output("st-controller", "value"),
-        Output("st-message", "children"),
-        Input("st-study", "value"),
-        Input("st-controller", "value"),
-        Input("st-table", "sort_by"),
-    )
-    def draw_siting(study_id: str | None, controller: str | None, sort_by: list[dict[str, str]] | None) -> Any:
-        if not study_id:
-            return views.empty_figure(views.NO_STUDY[SITING]), [], [], [], None, ""
-        chosen = controller if ctx.triggered_id != "st-study" else None
+            return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
 
-        def build() -> Any:
-            smap = siting_map(root, study_id, chosen, *feeder_of(study_id, SITING))
-            columns, rows = views.siting_table(smap)
-            figure = views.siting_figure(smap)
-            return figure, columns, sort_rows(rows, sort_by or []), list(smap.controllers), smap.controller, ""
-
-        return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
+    study_map("hc", HOSTING, hosting_map, views.hosting_table, views.hosting_figure)
+    study_map("st", SITING, siting_map, views.siting_table, views.siting_figure)
 
     @app.callback(
         Output("lb-table", "columns"),

@@ -46,6 +46,7 @@ __all__ = [
     "Leaderboard",
     "SitingMap",
     "StudyEntry",
+    "StudyMap",
     "hosting_map",
     "hosting_rows",
     "list_studies",
@@ -202,13 +203,13 @@ def hosting_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class HostingMap:
-    """One controller's hosting capacity on the feeder.
+class StudyMap:
+    """One controller's rows of a study, with the feeder they are drawn on.
 
     :param study_id: the study.
     :param controller: the controller shown.
     :param controllers: every controller of the study, in its order.
-    :param rows: :func:`hosting_rows` of ``controller``.
+    :param rows: the study's rows of ``controller`` in the app's terms.
     :param positions: bus -> drawing position.
     :param segments: ``(kind, in_service)`` -> branch segments, as on the voltage map.
     :param run_id: the study run whose feeder is drawn.
@@ -221,6 +222,11 @@ class HostingMap:
     positions: dict[str, tuple[float, float]]
     segments: dict[tuple[str, bool], list[list[tuple[float, float]]]]
     run_id: str
+
+
+@dataclass(frozen=True)
+class HostingMap(StudyMap):
+    """One controller's hosting capacity on the feeder; ``rows`` are :func:`hosting_rows`."""
 
     def capacity_mw(self) -> dict[str, float]:
         """Bus -> hosted MW (peak) of the buses where some size is hosted."""
@@ -267,20 +273,36 @@ def hosting_map(
     :raises AppError: not a hosting study, a controller it does not have, or a run without a
         readable feeder.
     """
-    folder = resolve_study(root, study_id, HOSTING)
-    rows = hosting_rows(pd.read_parquet(folder / "hosting_capacity.parquet"))
-    chosen, controllers = _controller(rows, controller, f"hosting study {study_id!r}")
+    rows = hosting_rows(pd.read_parquet(resolve_study(root, study_id, HOSTING) / "hosting_capacity.parquet"))
+    return HostingMap(**_study_map(root, study_id, f"hosting study {study_id!r}", rows, controller, run, positions))
+
+
+def _study_map(
+    root: Path,
+    study_id: str,
+    study: str,
+    rows: pd.DataFrame,
+    controller: str | None,
+    run: RunData,
+    positions: dict[str, tuple[float, float]],
+) -> dict[str, Any]:
+    """The fields of a :class:`StudyMap` of ``rows`` (a study's rows in the app's terms; ``study``
+    names it in messages).
+
+    :raises AppError: a controller the study does not have, or a run without a readable feeder.
+    """
+    chosen, controllers = _controller(rows, controller, study)
     if isinstance(run.topology, str):
         raise AppError(f"no feeder map: {run.topology}")
-    return HostingMap(
-        study_id=study_id,
-        controller=chosen,
-        controllers=controllers,
-        rows=rows[rows["controller"] == chosen].reset_index(drop=True),
-        positions=positions,
-        segments=edge_segments(run.topology.edges, positions),
-        run_id=run.out_dir.relative_to(Path(root).resolve()).as_posix(),
-    )
+    return {
+        "study_id": study_id,
+        "controller": chosen,
+        "controllers": controllers,
+        "rows": rows[rows["controller"] == chosen].reset_index(drop=True),
+        "positions": positions,
+        "segments": edge_segments(run.topology.edges, positions),
+        "run_id": run.out_dir.relative_to(Path(root).resolve()).as_posix(),
+    }
 
 
 SITING_FIGURE = "violation_integral_pu_s"
@@ -319,25 +341,8 @@ def siting_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class SitingMap:
-    """One controller's siting study on the feeder.
-
-    :param study_id: the study.
-    :param controller: the controller shown.
-    :param controllers: every controller of the study, in its order.
-    :param rows: :func:`siting_rows` of ``controller``, in rank order.
-    :param positions: bus -> drawing position.
-    :param segments: ``(kind, in_service)`` -> branch segments, as on the voltage map.
-    :param run_id: the study run whose feeder is drawn.
-    """
-
-    study_id: str
-    controller: str
-    controllers: tuple[str, ...]
-    rows: pd.DataFrame
-    positions: dict[str, tuple[float, float]]
-    segments: dict[tuple[str, bool], list[list[tuple[float, float]]]]
-    run_id: str
+class SitingMap(StudyMap):
+    """One controller's siting study on the feeder; ``rows`` are :func:`siting_rows`, in rank order."""
 
     def figure_by_bus(self) -> dict[str, float]:
         """Bus -> violation integral (pu.s) of the whole site on that bus (complete runs only)."""
@@ -370,20 +375,8 @@ def siting_map(
     :raises AppError: not a siting study, a controller it does not have, or a run without a
         readable feeder.
     """
-    folder = resolve_study(root, study_id, SITING)
-    rows = siting_rows(pd.read_parquet(folder / "siting.parquet"))
-    chosen, controllers = _controller(rows, controller, f"siting study {study_id!r}")
-    if isinstance(run.topology, str):
-        raise AppError(f"no feeder map: {run.topology}")
-    return SitingMap(
-        study_id=study_id,
-        controller=chosen,
-        controllers=controllers,
-        rows=rows[rows["controller"] == chosen].reset_index(drop=True),
-        positions=positions,
-        segments=edge_segments(run.topology.edges, positions),
-        run_id=run.out_dir.relative_to(Path(root).resolve()).as_posix(),
-    )
+    rows = siting_rows(pd.read_parquet(resolve_study(root, study_id, SITING) / "siting.parquet"))
+    return SitingMap(**_study_map(root, study_id, f"siting study {study_id!r}", rows, controller, run, positions))
 
 
 def _controller(rows: pd.DataFrame, controller: str | None, study: str) -> tuple[str, tuple[str, ...]]:
