@@ -640,12 +640,20 @@ DSS_CASES: list[Case] = [
         ("voltagebases-word", _dss("Set Voltagebases=[4.16]", "Set Voltagebases=[high]"), ('"high"',)),
         ("voltagebases-zero", _dss("Set Voltagebases=[4.16]", "Set Voltagebases=[0]"), ("voltage base",)),
         ("basefrequency-nan", _add("Set basefrequency=nan"), ("Invalid impedance",)),
-        ("redirect-self", _add("Redirect master.dss"), ("crashed", "redirect cycle")),
+        ("redirect-self", _add("Redirect master.dss"), ("redirect cycle: master.dss line 7 -> master.dss, which is",)),
         ("redirect-missing", _add("Redirect gone.dss"), ("gone.dss", "not found")),
         (
             "redirect-up-cycle",
             _add("Redirect sub/a.dss", {"sub/a.dss": "Redirect ../master.dss\n"}),
-            ("crashed", "redirect cycle"),
+            ("redirect cycle: master.dss line 7 -> sub/a.dss line 1 -> master.dss, which is still being read",),
+        ),
+        (
+            "compile-cycle-quoted",
+            _add(
+                "compile (sub/b.dss) ! the rest",
+                {"sub/b.dss": '! b\nredirect file="c.dss"\n', "sub/c.dss": "Redirect 'b.dss'\n"},
+            ),
+            ("redirect cycle: master.dss line 7 -> sub/b.dss line 2 -> sub/c.dss line 1 -> sub/b.dss",),
         ),
         ("redirect-etc-passwd", _add("Redirect /etc/passwd"), ('[file: "/etc/passwd", line: 1]', "Unknown Command")),
         ("compile-directory", _add("Compile sub", {"sub/x.dss": ""}), ("sub",)),
@@ -1269,6 +1277,14 @@ ACCEPTED: list[Case] = [
             ("line-bus-node-word", _dss(_L2, _L2.replace("bus2=b2", "bus2=b2.a.b.c")), "a word node is node 0"),
             ("load-orphan-bus", _add("New Load.far bus1=island.1 phases=1 kv=2.4 kw=10"), "a load on an island"),
             ("load-no-bus", _add("New Load.lost kw=10"), "a load on a bus of its own name"),
+            (
+                "redirect-commented-out",
+                _add(
+                    "! Redirect master.dss\n// redirect master.dss\n/* Redirect master.dss\n*/\nRedirect sub/ok.dss",
+                    {"sub/ok.dss": "! nothing\n"},
+                ),
+                "a redirect in a comment is not read",
+            ),
             ("load-zipv-unused", _dss(_LD, _LD + " zipv=[1 0 0 1 0 0 0.9]"), "ZIPV is used by model 8 only"),
             (
                 "transformer-zero-xhl",

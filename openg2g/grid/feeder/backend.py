@@ -478,7 +478,13 @@ class FeederGrid(GridBackend):
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
                 return GridState.not_converged(
-                    t_s, self._bus_phases, taps, self._flows.branches, self._capacitor_states(), self._supply()[1], self._storage_states()
+                    t_s,
+                    self._bus_phases,
+                    taps,
+                    self._flows.branches,
+                    self._capacitor_states(),
+                    self._supply()[1],
+                    self._storage_states(),
                 )
             raise self._failed(t_s, loads, sol)
         self._last = (scale, s_pq)

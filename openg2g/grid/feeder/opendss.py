@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from openg2g.core.errors import FeederError
+from openg2g.grid.feeder.dss_includes import redirect_cycle
 from openg2g.grid.feeder.model import (
     DEFAULT_EMERG_AMPS,
     DEFAULT_EMERG_KVA_FACTOR,
@@ -362,8 +363,13 @@ class _Reader:
         if err > YPRIM_RTOL:
             raise self.refuse(element, f"its {what} differs from OpenDSS's by {err:.1e} (relative): not read")
 
-    def static(self, element: str, norm_amps: list[float] | None = None, emerg_amps: list[float] | None = None,
-               i_source: np.ndarray | None = None) -> None:
+    def static(
+        self,
+        element: str,
+        norm_amps: list[float] | None = None,
+        emerg_amps: list[float] | None = None,
+        i_source: np.ndarray | None = None,
+    ) -> None:
         """Keep the active element as a static element by its ``Yprim``."""
         y = _yprim(self.circuit)
         terms = [(bus, _labels(nodes)) for bus, nodes in _terminals(self.circuit)]
@@ -407,10 +413,19 @@ class _Reader:
             element = f"vsource.{name}"
             (bus1, nodes1), (_, nodes2) = _terminals(self.circuit)
             if vs.Phases != 3 or nodes1 != (1, 2, 3):
-                raise self.refuse(element, f"a {vs.Phases}-phase source on nodes {nodes1} (a three-phase source on nodes 1.2.3 is supported)")
+                raise self.refuse(
+                    element,
+                    f"a {vs.Phases}-phase source on nodes {nodes1} (a three-phase source on nodes 1.2.3 is supported)",
+                )
             y = _yprim(self.circuit)
             y_src = y[:3, :3]
-            e = vs.pu * vs.BasekV * 1000.0 / _SQRT3 * np.exp(1j * np.radians(vs.AngleDeg + np.array([0.0, -120.0, 120.0])))
+            e = (
+                vs.pu
+                * vs.BasekV
+                * 1000.0
+                / _SQRT3
+                * np.exp(1j * np.radians(vs.AngleDeg + np.array([0.0, -120.0, 120.0])))
+            )
             if main is None and not any(nodes2):
                 z_seq = np.linalg.inv(FORTESCUE) @ np.linalg.inv(y_src) @ FORTESCUE
                 z0, z1, z2 = (complex(z_seq[k, k]) for k in range(3))
@@ -425,7 +440,9 @@ class _Reader:
                 )
                 err = _mismatch(source_admittance(FeederModel(name="", source=source, bus_kv={}, bus_phases={})), y_src)
                 if err > YPRIM_RTOL:
-                    raise self.refuse(element, f"its impedance is not symmetrical in the sequences ({err:.1e}): not read")
+                    raise self.refuse(
+                        element, f"its impedance is not symmetrical in the sequences ({err:.1e}): not read"
+                    )
                 main = source
             else:
                 self.static(element, i_source=np.concatenate([y_src @ e, -(y_src @ e)]))
@@ -448,11 +465,16 @@ class _Reader:
             opened = [e.IsOpen(t, 0) for t in (1, 2)]
             partly = [any(e.IsOpen(t, k) for k in range(1, n + 1)) for t in (1, 2)]
             if partly != opened:
-                raise self.refuse(element, "some of its conductors are open and others not (only a whole terminal opens)")
+                raise self.refuse(
+                    element, "some of its conductors are open and others not (only a whole terminal opens)"
+                )
             length = float(lines.Length)
             r = np.asarray(lines.Rmatrix, dtype=float).reshape(n, n) * length
             if n and np.linalg.eigvalsh(r).min() < -_PASSIVE_RTOL * np.abs(r).max():
-                raise self.refuse(element, "its resistance matrix has a negative eigenvalue (a negative sequence resistance): it describes no network")
+                raise self.refuse(
+                    element,
+                    "its resistance matrix has a negative eigenvalue (a negative sequence resistance): it describes no network",
+                )
             x = np.asarray(lines.Xmatrix, dtype=float).reshape(n, n) * length
             b_us = w * np.asarray(lines.Cmatrix, dtype=float).reshape(n, n) * 1e-3 * length
             norm, emerg = float(lines.NormAmps), float(lines.EmergAmps)
@@ -675,7 +697,10 @@ class _Reader:
             element = f"capcontrol.{name}"
             mode = int(cc.Mode)
             if mode not in kinds:
-                raise self.refuse(element, f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)")
+                raise self.refuse(
+                    element,
+                    f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)",
+                )
             if _prop(self.circuit, "VBus").strip():
                 raise self.refuse(element, "VBus (a voltage override watching another bus) is not supported")
             out.append(
@@ -720,7 +745,9 @@ class _Reader:
             element = f"load.{name}"
             model = int(loads.Model)
             if model not in _LOAD_MODELS:
-                raise self.refuse(element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)")
+                raise self.refuse(
+                    element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)"
+                )
             phases, neutral, n_ph, delta = self.load_connection(element)
             fixed = int(loads.Status) != _LOAD_VARIABLE
             scale = 1.0 if fixed else mult
@@ -765,8 +792,14 @@ class _Reader:
             gens.Name = name
             element = f"generator.{name}"
             if int(gens.Model) != 1:
-                raise self.refuse(element, f"generator model {gens.Model} is not supported (model 1, constant kW and PF, is)")
-            out.append(self.generator(element, float(gens.kW), float(gens.kvar), float(gens.kV), float(gens.Vminpu), float(gens.Vmaxpu)))
+                raise self.refuse(
+                    element, f"generator model {gens.Model} is not supported (model 1, constant kW and PF, is)"
+                )
+            out.append(
+                self.generator(
+                    element, float(gens.kW), float(gens.kvar), float(gens.kV), float(gens.Vminpu), float(gens.Vmaxpu)
+                )
+            )
         pvs = self.circuit.PVSystems
         for name in _elements(self.circuit, "pvsystem"):
             pvs.Name = name
@@ -783,7 +816,9 @@ class _Reader:
             )
         return out
 
-    def generator(self, element: str, kw: float, kvar: float, kv: float, vminpu: float, vmaxpu: float) -> GeneratorModel:
+    def generator(
+        self, element: str, kw: float, kvar: float, kv: float, vminpu: float, vmaxpu: float
+    ) -> GeneratorModel:
         phases, neutral, n_ph, delta = self.load_connection(element)
         return GeneratorModel(
             name=element,
@@ -814,8 +849,12 @@ class _Reader:
             else:
                 refused.setdefault(cls, []).append(name)
         if refused:
-            what = "; ".join(f"{cls}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}" for cls, names in refused.items())
-            raise FeederError(f"{self.path}: elements openg2g does not model ({what}); disable them (enabled=no) or remove them")
+            what = "; ".join(
+                f"{cls}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}" for cls, names in refused.items()
+            )
+            raise FeederError(
+                f"{self.path}: elements openg2g does not model ({what}); disable them (enabled=no) or remove them"
+            )
 
 
 def _bank_names(transformers: list[TransformerModel], controlled: set[str]) -> None:
@@ -915,7 +954,9 @@ def _read_circuit(path: Path, name: str | None) -> FeederModel:
             coords=coords,
             frequency_hz=reader.frequency_hz,
         )
-        reader.others({"vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load", "generator", "pvsystem"})
+        reader.others(
+            {"vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load", "generator", "pvsystem"}
+        )
         model.primitives = reader.primitives
     return model
 
@@ -932,13 +973,17 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     :param path: the ``.dss`` file OpenDSS would compile.
     :param name: feeder name; defaults to the circuit's.
     :param timeout_s: longest the reading may take (s).
-    :raises FeederError: the engine refuses the file (its message), OpenDSS does not solve the
+    :raises FeederError: a redirect cycle (:func:`~openg2g.grid.feeder.dss_includes.redirect_cycle`,
+        the chain named), the engine refuses the file (its message), OpenDSS does not solve the
         circuit, an element openg2g cannot model (named), an element whose admittance openg2g
         would not reproduce to :data:`YPRIM_RTOL`, or the engine crashed or timed out.
     """
     path = Path(path).resolve()
     if not path.is_file():
         raise FeederError(f"OpenDSS file not found: {path}")
+    cycle = redirect_cycle(path)
+    if cycle is not None:  # the engine would recurse until it crashes
+        raise FeederError(f"{path}: redirect cycle: {cycle.describe(path.parent)}")
     cmd = [sys.executable, "-c", _WORKER, str(path), *([name] if name is not None else [])]
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)

@@ -239,7 +239,9 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
         len(names),
         vn_kv=[model.bus_kv[b] for b in names],
         name=names,
-        geodata=[model.coords.get(b) for b in names] if model.coords and all(b in model.coords for b in names) else None,
+        geodata=[model.coords.get(b) for b in names]
+        if model.coords and all(b in model.coords for b in names)
+        else None,
     )
     bus_idx = dict(zip(names, (int(i) for i in index)))
     if model.coords and not all(b in model.coords for b in names):
@@ -252,7 +254,10 @@ def to_pandapower(model: FeederModel) -> pp.pandapowerNet:
     _add_loads(net, model, bus_idx)
     _add_capacitors(net, model, bus_idx)
     net["primitive"] = pd.DataFrame(
-        [{"name": prim.name, "terminals": prim.terminals, "g_s": prim.g_s, "b_s": prim.b_s} for prim in model.primitives],
+        [
+            {"name": prim.name, "terminals": prim.terminals, "g_s": prim.g_s, "b_s": prim.b_s}
+            for prim in model.primitives
+        ],
         columns=["name", "terminals", "g_s", "b_s"],
     )
     return net
