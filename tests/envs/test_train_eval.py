@@ -198,7 +198,9 @@ def test_resume_after_an_unsaved_end_drops_the_evaluations_it_repeats(tmp_path, 
     for lost in out.glob("checkpoints/*"):
         if "_100_" not in lost.name:
             lost.unlink()
-    assert main(["train", "--resume", "--out", str(out), "--steps", "300", "--no-progress", "--eval-episodes", "0"]) == 0
+    assert (
+        main(["train", "--resume", "--out", str(out), "--steps", "300", "--no-progress", "--eval-episodes", "0"]) == 0
+    )
     printed = capsys.readouterr().out
     assert "evaluations.npz: dropped 2 evaluations made after step 100" in printed
     assert "continuing evaluations.npz: 1 evaluations" in printed
@@ -224,7 +226,9 @@ def test_a_stop_abandons_an_evaluation_under_way(tmp_path):
     evaluation returns at once, records nothing and saves no best model."""
     env = _toy()
     model = PPO("MlpPolicy", env, n_steps=50, batch_size=50, seed=0, device="cpu")
-    meta = PolicyMeta(format=FORMAT, timesteps=0, algo="ppo", scenario="toy", env=env.config, layout=env.layout.describe())
+    meta = PolicyMeta(
+        format=FORMAT, timesteps=0, algo="ppo", scenario="toy", env=env.config, layout=env.layout.describe()
+    )
     asks = itertools.count()
     logged: list[str] = []
     evaluation = PeriodicEvaluation(
