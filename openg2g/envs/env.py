@@ -258,10 +258,11 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         else:
             info["error"] = error
         failed = error is not None
+        n_batch = sum(isinstance(c, SetBatchSize) for c in commands)
         if self.reward_terms:
             t_s = float((self._step_count + 1) * self.control_s)
             step = RewardStep(
-                t_s, float(self.control_s), before, self._observation, terms, len(commands), failed, tuple(commands)
+                t_s, float(self.control_s), before, self._observation, terms, n_batch, failed, tuple(commands)
             )
             info["reward_terms"] = self.reward_terms.values(step)
             reward += self.reward_terms.weighted(info["reward_terms"])
@@ -274,7 +275,6 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
         terminated = failed
         truncated = not failed and self._step_count >= self.episode_steps
         self._needs_reset = terminated or truncated
-        n_batch = sum(isinstance(c, SetBatchSize) for c in commands)
         info.update(
             t_s=self._observation.t_s, **terms, n_batch_changes=n_batch, n_commands=len(commands), failed=failed
         )

@@ -76,6 +76,19 @@ class Throughput:
         return step.terms["throughput_fraction"]
 
 
+class BatchCommands:
+    name = "batch_commands"
+
+    def __init__(self, context):
+        pass
+
+    def reset(self):
+        pass
+
+    def __call__(self, step):
+        return step.n_batch_changes
+
+
 class Silent:
     """No __call__: not a term."""
 
@@ -232,6 +245,18 @@ def test_stock_tap_changes_prices_the_agents_tap_steps_only():
     before = dataclasses.replace(seen, grid=dataclasses.replace(seen.grid, taps={"reg1": (0, 0, 0), "g1": (2, 2, 2)}))
     commands = (SetTaps(bank="g1", taps=(5, 5, 5)), SetTaps(bank="reg1", taps=(-1, 0, 1)))
     assert term(RewardStep(2.0, 1.0, before, seen, {}, 2, False, commands)) == 5.0
+
+
+def test_a_reward_term_sees_the_batch_commands_alone(terms_dir):
+    """``RewardStep.n_batch_changes`` counts the agent's batch-size commands, not its tap commands."""
+    env = make_toy_env(duration_s=11, variations=None, actions=[{"kind": "batch"}, {"kind": "taps"}],
+                       reward_terms=[{"term": "terms_file.py:BatchCommands"}])  # fmt: skip
+    env.reset(seed=0)
+    # taps only (phase a up, c down); then model 1 down with phase a up; then both models down
+    infos = [env.step(np.array(a))[4] for a in ([1, 1, 2, 1, 0], [0, 1, 2, 1, 1], [0, 0, 1, 1, 1])]
+    assert [i["reward_terms"]["batch_commands"] for i in infos] == [0.0, 1.0, 2.0]
+    assert [i["n_batch_changes"] for i in infos] == [0, 1, 2]
+    assert [i["n_commands"] for i in infos] == [1, 2, 2]
 
 
 def test_terms_by_entry_point(tmp_path, monkeypatch):
