@@ -6,6 +6,7 @@ change what the engine records. Phases are always ordered ``a, b, c``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -13,6 +14,7 @@ from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = [
     "PHASES",
@@ -37,7 +39,7 @@ TIED_LOADING = 1e-9
 """Conductors of a branch whose loadings differ by less than this fraction count as equally loaded."""
 
 
-def frozen_array(values: object, dtype: type = np.float64) -> np.ndarray:
+def frozen_array(values: object, dtype: DTypeLike = np.float64) -> np.ndarray:
     """Copy ``values`` into a new read-only numpy array."""
     arr: np.ndarray = np.array(values, dtype=dtype)
     arr.flags.writeable = False
@@ -58,24 +60,40 @@ def _read_only_owned(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _kept_mapping(values: Mapping) -> Mapping:
-    """``values`` itself if it is already a read-only mapping (its producer having given up the
-    dict behind it), else a read-only copy."""
-    return values if type(values) is MappingProxyType else MappingProxyType(dict(values))
+_FLOAT64, _INT64, _BOOL = np.dtype(np.float64), np.dtype(np.int64), np.dtype(bool)
 
 
-def _kept_or_frozen(values: object, dtype: type = np.float64) -> np.ndarray:
+def _keep_mappings(state: object, names: tuple[str, ...]) -> None:
+    """Make each field ``names`` of the frozen ``state`` a read-only mapping: kept if it is one
+    already (its producer having given up the dict behind it), else a read-only copy."""
+    for name in names:
+        value = getattr(state, name)
+        if type(value) is not MappingProxyType:
+            object.__setattr__(state, name, MappingProxyType(dict(value)))
+
+
+def _kept_or_frozen(values: object, dtype: DTypeLike = _FLOAT64) -> np.ndarray:
     """``values`` itself if it is already a read-only array of ``dtype`` that owns its data, or a
     read-only view of such an array (e.g. a row of a table of all models), its producer having
     given it up: nothing can change it; else a read-only copy (:func:`frozen_array`).
 
     States are built at every step; producers that hand over read-only arrays skip the copy.
     """
-    if type(values) is np.ndarray and values.dtype == dtype and not values.flags.writeable:
-        owner = values.base if values.base is not None else values
-        if type(owner) is np.ndarray and owner.base is None and not owner.flags.writeable:
+    if type(values) is np.ndarray and not values.flags.writeable and values.dtype == dtype:
+        owner = values.base
+        if owner is None or (type(owner) is np.ndarray and owner.base is None and not owner.flags.writeable):
             return values
     return frozen_array(values, dtype)
+
+
+def _keep_arrays(state: object, names: tuple[str, ...], dtype: DTypeLike = _FLOAT64) -> None:
+    """Replace each field ``names`` of the frozen ``state`` by :func:`_kept_or_frozen` of it (set
+    only where that is a copy)."""
+    for name in names:
+        value = getattr(state, name)
+        kept = _kept_or_frozen(value, dtype)
+        if kept is not value:
+            object.__setattr__(state, name, kept)
 
 
 @dataclass(frozen=True)
@@ -129,9 +147,8 @@ class DatacenterState:
     supplied: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "p_w", _kept_or_frozen(self.p_w))
-        object.__setattr__(self, "q_var", _kept_or_frozen(self.q_var))
-        object.__setattr__(self, "models", _kept_mapping(self.models))
+        _keep_arrays(self, ("p_w", "q_var"))
+        _keep_mappings(self, ("models",))
 
     @property
     def power_w(self) -> float:
@@ -157,23 +174,25 @@ class ModelSeries:
     itl_deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("replicas", "power_w", "itl_s", "throughput_tok_s", "deadline_miss_fraction", "power_cap_w"):
-            object.__setattr__(self, name, _kept_or_frozen(getattr(self, name)))
-        object.__setattr__(self, "batch_size", _kept_or_frozen(self.batch_size, np.int64))
+        _keep_arrays(
+            self, ("replicas", "power_w", "itl_s", "throughput_tok_s", "deadline_miss_fraction", "power_cap_w")
+        )
+        _keep_arrays(self, ("batch_size",), _INT64)
 
     def state(self, i: int) -> ModelState:
         """The model's state at step ``i`` of the series."""
-        cap = float(self.power_cap_w[i])
+        # item() gives the Python float (int) at once, without a numpy scalar between
+        cap = self.power_cap_w.item(i)
         return ModelState(
             model=self.model,
-            replicas=float(self.replicas[i]),
-            batch_size=int(self.batch_size[i]),
-            power_w=float(self.power_w[i]),
-            itl_s=float(self.itl_s[i]),
-            throughput_tok_s=float(self.throughput_tok_s[i]),
+            replicas=self.replicas.item(i),
+            batch_size=self.batch_size.item(i),
+            power_w=self.power_w.item(i),
+            itl_s=self.itl_s.item(i),
+            throughput_tok_s=self.throughput_tok_s.item(i),
             itl_deadline_s=self.itl_deadline_s,
-            deadline_miss_fraction=float(self.deadline_miss_fraction[i]),
-            power_cap_w=None if np.isnan(cap) else cap,
+            deadline_miss_fraction=self.deadline_miss_fraction.item(i),
+            power_cap_w=None if math.isnan(cap) else cap,
         )
 
     @classmethod
@@ -218,10 +237,8 @@ class DatacenterSeries:
     supplied: np.ndarray
 
     def __post_init__(self) -> None:
-        for name in ("t_s", "p_w", "q_var", "training_power_w"):
-            object.__setattr__(self, name, _kept_or_frozen(getattr(self, name)))
-        object.__setattr__(self, "online", _kept_or_frozen(self.online, bool))
-        object.__setattr__(self, "supplied", _kept_or_frozen(self.supplied, bool))
+        _keep_arrays(self, ("t_s", "p_w", "q_var", "training_power_w"))
+        _keep_arrays(self, ("online", "supplied"), _BOOL)
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
 
     def __len__(self) -> int:
@@ -236,13 +253,13 @@ class DatacenterSeries:
         """The site's state at step ``i`` of the series (default: the last)."""
         return DatacenterState(
             site=self.site,
-            t_s=float(self.t_s[i]),
+            t_s=self.t_s.item(i),
             p_w=self.p_w[i],
             q_var=self.q_var[i],
-            models={name: m.state(i) for name, m in self.models.items()},
-            training_power_w=float(self.training_power_w[i]),
-            online=bool(self.online[i]),
-            supplied=bool(self.supplied[i]),
+            models=MappingProxyType({name: m.state(i) for name, m in self.models.items()}),
+            training_power_w=self.training_power_w.item(i),
+            online=self.online.item(i),
+            supplied=self.supplied.item(i),
         )
 
     def without_supply(self) -> DatacenterSeries:
@@ -478,20 +495,16 @@ class GridState:
     storage: Mapping[str, StorageState] = field(default_factory=lambda: _NO_STORAGE)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "v_pu", _kept_or_frozen(self.v_pu))
+        _keep_arrays(self, ("v_pu", "p_sub_w", "q_sub_var"))
+        _keep_mappings(self, ("taps", "capacitors", "storage"))
         if self.energized is not None:
-            energized = _kept_or_frozen(self.energized, bool)
+            energized = _kept_or_frozen(self.energized, _BOOL)
             if energized.shape != (len(self.bus_phases),):
                 raise ValueError(
                     f"GridState: energized needs one value per bus-phase ({len(self.bus_phases)}), "
                     f"got shape {energized.shape}"
                 )
             object.__setattr__(self, "energized", energized)
-        object.__setattr__(self, "p_sub_w", _kept_or_frozen(self.p_sub_w))
-        object.__setattr__(self, "q_sub_var", _kept_or_frozen(self.q_sub_var))
-        object.__setattr__(self, "taps", _kept_mapping(self.taps))
-        object.__setattr__(self, "capacitors", _kept_mapping(self.capacitors))
-        object.__setattr__(self, "storage", _kept_mapping(self.storage))
         if self.branches is not None:
             current, loading = _kept_or_frozen(self.branch_current_a), _kept_or_frozen(self.branch_loading_pct)
             if current.shape != (len(self.branches),) or loading.shape != (len(self.branches.names),):

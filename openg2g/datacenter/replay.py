@@ -82,9 +82,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import scipy.fft
@@ -407,14 +408,19 @@ class _Model:
         without its arrays for many models and times: a batch command asks this once)."""
         if len(self.weights) == 1 and self.batch in self.weights:
             return {self.batch: 1.0}
-        earlier = [(b, w) for b, w in self.weights.items() if b != self.batch]
-        decay = np.exp(-np.maximum(np.array([t_s - self.weights_t_s]), 0.0) / self.tau_s)
-        weights = np.array([w for _, w in earlier]) * decay
-        kept = np.where(weights > _WEIGHT_FLOOR, weights, 0.0).tolist()
+        # numpy's exp, as _blends takes it (libm's may differ in the last bit); the products,
+        # comparisons and sum below are the same IEEE operations in Python floats
+        decay = float(np.exp(-max(t_s - self.weights_t_s, 0.0) / self.tau_s))
+        out: dict[int, float] = {}
         rest = 0.0
-        for w in kept:  # in the order of weights, as _blends adds them
-            rest += w
-        return {**{b: w for (b, _), w in zip(earlier, kept) if w > 0}, self.batch: 1.0 - rest}
+        for b, w in self.weights.items():  # in the order of weights, as _blends adds them
+            if b != self.batch:
+                w *= decay
+                if w > _WEIGHT_FLOOR:
+                    out[b] = w
+                    rest += w
+        out[self.batch] = 1.0 - rest
+        return out
 
 
 def _blends(models: list[_Model], t_s: np.ndarray, ones: dict) -> list[list[tuple[int, np.ndarray]]]:
@@ -803,22 +809,27 @@ class ReplayDatacenter(DatacenterBackend):
 
     # ------------------------------------------------------------------ commands
 
-    @functools.singledispatchmethod
     def apply(self, command: Command, t_s: float) -> None:
         """Carry out a datacenter command at ``t_s`` (see the module docstring for each effect);
-        one handler per command type.
+        one handler per command type (:data:`_HANDLERS`, a subclass taking its base's).
 
         :raises CommandError: a command a site does not handle, wrong site, unknown model,
             unmeasured batch size, cap out of range, negative counts, or a replica target beyond
             the site's GPU capacity.
         """
-        raise CommandError(f"site {self.name!r} cannot carry out {type(command).__name__}")
+        # a dict lookup: singledispatchmethod built a bound dispatcher at every call (a batch
+        # command per model and env step)
+        handler = _HANDLERS.get(type(command))
+        if handler is None:
+            handler = next((_HANDLERS[c] for c in type(command).__mro__ if c in _HANDLERS), None)
+            if handler is None:
+                raise CommandError(f"site {self.name!r} cannot carry out {type(command).__name__}")
+        handler(self, command, t_s)
 
     def _check_site(self, command: DatacenterCommand) -> None:
         if command.site != self.name:
             raise CommandError(f"{type(command).__name__} for site {command.site!r} delivered to site {self.name!r}")
 
-    @apply.register
     def _set_batch_size(self, command: SetBatchSize, t_s: float) -> None:
         self._check_site(command)
         m = self._model(command.model)
@@ -833,7 +844,6 @@ class ReplayDatacenter(DatacenterBackend):
             m.weights, m.weights_t_s, m.tau_s = weights, t_s, tau
             m.batch = command.batch_size
 
-    @apply.register
     def _set_power_cap(self, command: SetPowerCap, t_s: float) -> None:
         self._check_site(command)
         cap = command.cap_w_per_gpu
@@ -845,7 +855,6 @@ class ReplayDatacenter(DatacenterBackend):
         for m in targets:
             m.cap_w_per_gpu = cap
 
-    @apply.register
     def _set_replicas(self, command: SetReplicas, t_s: float) -> None:
         self._check_site(command)
         m = self._model(command.model)
@@ -855,7 +864,6 @@ class ReplayDatacenter(DatacenterBackend):
         self._check_capacity({m.name: float(command.replicas)}, t_s)
         m.set_target(t_s, command.replicas, command.ramp_s)
 
-    @apply.register
     def _set_inference_scale(self, command: SetInferenceScale, t_s: float) -> None:
         self._check_site(command)
         self._check_ramp(command.ramp_s)
@@ -866,12 +874,10 @@ class ReplayDatacenter(DatacenterBackend):
         for m in self._models.values():
             m.set_target(t_s, scaled[m.name], command.ramp_s)
 
-    @apply.register
     def _set_site_online(self, command: SetSiteOnline, t_s: float) -> None:
         self._check_site(command)
         self._online = bool(command.online)
 
-    @apply.register
     def _shift_replicas(self, command: ShiftReplicas, t_s: float) -> None:
         if command.site == command.to_site:
             raise CommandError(f"shift_replicas: source and destination are both {command.site!r}")
@@ -934,3 +940,14 @@ class ReplayDatacenter(DatacenterBackend):
         if meta.avg_output_len_tokens is None or meta.mean_itl_s is None:
             return FILL_TAU_S
         return max(FILL_TAU_S, meta.avg_output_len_tokens * meta.mean_itl_s / 2)
+
+
+_HANDLERS: dict[type[Command], Callable[[ReplayDatacenter, Any, float], None]] = {
+    SetBatchSize: ReplayDatacenter._set_batch_size,
+    SetPowerCap: ReplayDatacenter._set_power_cap,
+    SetReplicas: ReplayDatacenter._set_replicas,
+    SetInferenceScale: ReplayDatacenter._set_inference_scale,
+    SetSiteOnline: ReplayDatacenter._set_site_online,
+    ShiftReplicas: ReplayDatacenter._shift_replicas,
+}
+"""The handler of each command type :meth:`ReplayDatacenter.apply` carries out."""

@@ -149,7 +149,7 @@ class RunMetrics:
         floats.
         """
         self.grid_steps += len(v_pu)
-        self.nonconverged_steps += int(np.count_nonzero(~converged))
+        self.nonconverged_steps += len(converged) - int(np.count_nonzero(converged))
         violation, below, finite = _violations(v_pu, self.v_min_pu, self.v_max_pu)
         skip = self._uncounted(t_s, len(v_pu))
         totals = violation[skip:].sum(axis=1).tolist()
@@ -162,8 +162,9 @@ class RunMetrics:
                 self.violation_time_s += dt_s
         counted = v_pu[skip:]
         if len(counted) and (finite or np.isfinite(counted).any()):
-            lo = np.unravel_index(int(np.argmin(counted) if finite else np.nanargmin(counted)), counted.shape)
-            hi = np.unravel_index(int(np.argmax(counted) if finite else np.nanargmax(counted)), counted.shape)
+            # divmod: np.unravel_index of a 2-D shape, without its call
+            lo = divmod(int(np.argmin(counted) if finite else np.nanargmin(counted)), counted.shape[1])
+            hi = divmod(int(np.argmax(counted) if finite else np.nanargmax(counted)), counted.shape[1])
             if counted[lo] < self.v_lo_pu:
                 self.v_lo_pu, self.v_lo_at = float(counted[lo]), self._bus_phase(int(lo[1]))
             if counted[hi] > self.v_hi_pu:
@@ -202,7 +203,7 @@ class RunMetrics:
             self.overload_integral_pct_s += pct * dt_s
         if self.branch_names is not None and len(loading_pct) and (finite or np.isfinite(loading_pct).any()):
             at = np.argmax(loading_pct) if finite else np.nanargmax(loading_pct)
-            step, branch = np.unravel_index(int(at), loading_pct.shape)
+            step, branch = divmod(int(at), loading_pct.shape[1])
             if loading_pct[step, branch] > self.max_loading_pct:
                 self.max_loading_pct = float(loading_pct[step, branch])
                 self.max_loading_branch = self.branch_names[branch]
@@ -217,30 +218,36 @@ class RunMetrics:
             return
         self._dc_dt_s = dt_s
         for series in block:
-            cut = int(np.count_nonzero(~series.supplied))
+            cut = len(series) - int(np.count_nonzero(series.supplied))
             self._unsupplied_steps[series.site] = self._unsupplied_steps.get(series.site, 0) + cut
-        energy = np.stack([series.power_w * dt_s for series in block], axis=1).ravel().tolist()
-        for e in energy:
-            self.energy_j += e
+        # in Python floats: the products and sums are the IEEE operations numpy would do, in the
+        # same order, without an array call per quantity for the few steps of a block
+        for powers in zip(*[series.power_w.tolist() for series in block]):
+            for power_w in powers:
+                self.energy_j += power_w * dt_s
         models = [(series.site, m) for series in block for m in series.models.values()]
-        times_s = block[0].t_s.tolist()
-        throughput = np.zeros(len(block[0]))
-        for _, m in models:
-            throughput = throughput + m.throughput_tok_s
-        tokens = np.stack([m.throughput_tok_s * dt_s for _, m in models], axis=1) if models else np.zeros((0, 0))
-        missed = np.stack([m.deadline_miss_fraction for _, m in models], axis=1) * tokens if models else tokens
-        for tok, miss in zip(tokens.ravel().tolist(), missed.ravel().tolist()):
-            self.tokens += tok
-            self.missed_tokens += miss
+        throughputs = [m.throughput_tok_s.tolist() for _, m in models]
+        misses = [m.deadline_miss_fraction.tolist() for _, m in models]
+        for step_throughputs, step_misses in zip(zip(*throughputs), zip(*misses)):
+            total = 0.0
+            for throughput, miss in zip(step_throughputs, step_misses):
+                tokens = throughput * dt_s
+                self.tokens += tokens
+                self.missed_tokens += miss * tokens
+                total += throughput
+            self.throughput_time_tok += total * dt_s
+            self.datacenter_time_s += dt_s
+        if not models:  # no model serves: the steps still count in the time the mean throughput divides by
+            for _ in range(len(block[0])):
+                self.datacenter_time_s += dt_s
         for site, m in models:
             batches = m.batch_size.tolist()
-            last = self._last_batch.get((site, m.model))
-            previous = ([last] if last is not None else []) + batches
-            self.n_batch_changes += self._count_batch_changes((site, m.model), previous, times_s)
-            self._last_batch[(site, m.model)] = batches[-1]
-        for tput in throughput.tolist():
-            self.throughput_time_tok += tput * dt_s
-            self.datacenter_time_s += dt_s
+            key = (site, m.model)
+            last = self._last_batch.get(key)
+            if batches.count(batches[0]) < len(batches) or last not in (None, batches[0]):
+                previous = ([last] if last is not None else []) + batches
+                self.n_batch_changes += self._count_batch_changes(key, previous, block[0].t_s.tolist())
+            self._last_batch[key] = batches[-1]
 
     def _count_batch_changes(self, key: tuple[str, str], batches: list[int], times_s: list[float]) -> int:
         """Count one model's batch changes and direction reversals over consecutive steps; returns

@@ -195,6 +195,8 @@ class Simulation:
             ((self.clock.ticks(e.t_s), i, build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)),
             key=lambda x: (x[0], x[1]),
         )
+        # the periods at whose multiples grid windows close (_is_barrier)
+        self._barrier_periods = (self._control_ticks, *(c.period_ticks for c in self._controllers))
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self._progress = progress
         self._bar = None
@@ -309,6 +311,8 @@ class Simulation:
 
     def _catch_up_datacenters(self, through: int) -> None:
         """Sample every site at each datacenter instant up to tick ``through``, in blocks."""
+        if self._dc_done + self._dc_ticks > through:  # nothing to sample (a command's usual case)
+            return
         dt_s = self.clock.seconds(self._dc_ticks)
         while self._dc_done + self._dc_ticks <= through:
             first = self._dc_done + self._dc_ticks
@@ -334,7 +338,7 @@ class Simulation:
             for loads in self._take_grid_loads((self._dc_done - self._grid_done) // self._grid_ticks):
                 self._grid_done += self._grid_ticks
                 self._grid_pending.append((self.clock.seconds(self._grid_done), loads))
-                if self._is_barrier(self._grid_done) or not self._batching:
+                if not self._batching or self._is_barrier(self._grid_done):
                     self._solve_pending()
         self._catch_up_datacenters(through)
         self._solve_pending()
@@ -345,7 +349,9 @@ class Simulation:
         per_step = self._grid_ticks // self._dc_ticks
         used = n_steps * per_step
         loads: list[dict[str, DatacenterState]] = [{} for _ in range(n_steps)]
-        times = self.clock.seconds_of(self._grid_done + self._grid_ticks * np.arange(1, n_steps + 1)).tolist()
+        seconds, done, ticks = self.clock.seconds, self._grid_done, self._grid_ticks
+        times = [seconds(done + ticks * i) for i in range(1, n_steps + 1)]
+        mean = self.scenario.grid.load_aggregation == "mean" and per_step > 1
         for name, window in self._dc_window.items():
             if len(window) == 1:  # one block's samples (read-only): the loads are views of them
                 p_w, q_var = window[0]
@@ -357,7 +363,7 @@ class Simulation:
             window[:] = [(p_w[used:], q_var[used:])] if used < len(p_w) else []
             p_steps = p_w[:used].reshape(n_steps, per_step, 3)
             q_steps = q_var[:used].reshape(n_steps, per_step, 3)
-            if self.scenario.grid.load_aggregation == "mean" and per_step > 1:
+            if mean:
                 p_load, q_load = _read_only(_mean_of_rows(p_steps)), _read_only(_mean_of_rows(q_steps))
             else:
                 p_load, q_load = p_steps[:, -1], q_steps[:, -1]
@@ -368,16 +374,18 @@ class Simulation:
     def _is_barrier(self, ticks: int) -> bool:
         # Windows close at every control_s whether or not a controller runs, so adding a
         # controller that does nothing leaves the batching, and so every number, unchanged.
-        if ticks >= self._stop_ticks or ticks % self._control_ticks == 0:
+        if ticks >= self._stop_ticks:
             return True
-        return any(ticks % s.period_ticks == 0 for s in self._controllers)
+        for period in self._barrier_periods:
+            if ticks % period == 0:
+                return True
+        return False
 
     def _last_barrier(self, ticks: int) -> int:
         """The latest barrier (:meth:`_is_barrier`) at or before ``ticks``."""
         if ticks >= self._stop_ticks:
             return ticks
-        periods = [self._control_ticks, *(s.period_ticks for s in self._controllers)]
-        return max(ticks - ticks % period for period in periods)
+        return max(ticks - ticks % period for period in self._barrier_periods)
 
     def _solve(self, t_s: float, loads: dict[str, DatacenterState]) -> GridState:
         dt_s = self.clock.seconds(self._grid_ticks)
@@ -410,13 +418,16 @@ class Simulation:
 
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
         dt_s = self.clock.seconds(self._grid_ticks)
-        v_pu = np.stack([s.v_pu for s in states])
+        v_pu = np.array([s.v_pu for s in states])  # np.stack's result, without its per-row views
         times = [s.t_s for s in states]
         violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s, times)
         self.metrics.add_taps([s.taps for s in states])
         if self._branches is not None:
-            nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
-            loading = np.stack([nan if s.branch_loading_pct is None else s.branch_loading_pct for s in states])
+            rows = [s.branch_loading_pct for s in states]
+            if any(row is None for row in rows):
+                nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
+                rows = [nan if row is None else row for row in rows]
+            loading = np.array(rows)
             self.metrics.add_branch_block(loading, dt_s, times)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
@@ -484,20 +495,21 @@ class Simulation:
     def _apply(self, command: Command, source: str, before_sampling: bool = False) -> None:
         """Carry out ``command`` now; ``before_sampling``: it acts before this instant's samples
         (events and delivered commands), otherwise after them (a controller's undelayed command)."""
-        done = self._now - 1 if before_sampling else self._now
+        now = self._now
+        t_s = self.clock.seconds(now)
         try:
             if is_datacenter_command(command):
-                self._catch_up_datacenters(done)
+                self._catch_up_datacenters(now - 1 if before_sampling else now)
                 # a shift is offered to the destination first, so a refusal leaves both sites unchanged
-                targets = [command.to_site, command.site] if isinstance(command, ShiftReplicas) else [command.site]
-                for name in targets:
-                    self._site_index[name].apply(command, self.t_s)
+                if isinstance(command, ShiftReplicas):
+                    self._site_index[command.to_site].apply(command, t_s)
+                self._site_index[command.site].apply(command, t_s)
             else:
-                self._catch_up(done)
-                self.grid.apply(command, self.t_s)
+                self._catch_up(now - 1 if before_sampling else now)
+                self.grid.apply(command, t_s)
                 self._sensitivity_cache.clear()
         except (CommandError, KeyError) as exc:
-            raise SimulationError(f"t={self.t_s:g} s: {command} from {source} was rejected: {exc}") from exc
+            raise SimulationError(f"t={t_s:g} s: {command} from {source} was rejected: {exc}") from exc
         if isinstance(command, SetPowerCap) and command.cap_w_per_gpu is not None:
             cap = command.cap_w_per_gpu
             self._lowest_cap_w = cap if self._lowest_cap_w is None else min(self._lowest_cap_w, cap)
@@ -534,9 +546,12 @@ class Simulation:
 
     def send(self, commands: Sequence[Command], source: str = "agent", delay_s: Fraction | float = 0) -> None:
         """Send commands from outside the scenario's controllers (e.g. an RL agent) at the current time."""
-        self._check_commands(source, list(commands))
+        sent = list(commands)
+        self._check_commands(source, sent)
+        if not sent:
+            return
         delay_ticks = 0 if delay_s == 0 else self.clock.ticks(Fraction(str(delay_s)))  # an agent's: 0, no parsing
-        self._dispatch(list(commands), source, repr(source), delay_ticks)
+        self._dispatch(sent, source, repr(source), delay_ticks)
 
     # ----------------------------------------------------------------------------- observing
     def _sensitivity(self, site: str) -> np.ndarray:
@@ -562,7 +577,7 @@ class Simulation:
             raise SimulationError(f"t={self.t_s:g} s: no grid solution yet to observe")
         return Observation(
             t_s=self.t_s,
-            datacenters={name: series.state() for name, series in self._dc_latest.items()},
+            datacenters=MappingProxyType({name: series.state() for name, series in self._dc_latest.items()}),
             grid=self._grid_latest,
             v_min_pu=self.scenario.grid.v_min_pu,
             v_max_pu=self.scenario.grid.v_max_pu,

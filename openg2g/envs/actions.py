@@ -225,6 +225,12 @@ class BatchFamily(ActionFamily):
         self.layout = layout
         self.labels = tuple(s.key for s in layout.controlled)
         self.n_targets = len(self.labels)
+        # per controlled model, the command setting each of its batch sizes: built once, not at every
+        # step (a command checks its fields when made); a command is frozen, so one can be sent again
+        self._set_batch = [
+            tuple(SetBatchSize(site=s.site, model=s.model, batch_size=b) for b in s.batch_sizes)
+            for s in layout.controlled
+        ]
 
     def mask(self, observation: Observation) -> np.ndarray:
         current = self.layout.current_batch_index(observation)
@@ -235,13 +241,8 @@ class BatchFamily(ActionFamily):
         return np.stack(honest, axis=1)
 
     def commands(self, action: np.ndarray, observation: Observation, discrete: bool) -> list[Command]:
-        current = self.layout.current_batch_index(observation)
-        target = self.layout.target_batch_index(action, observation)
-        return [
-            SetBatchSize(site=s.site, model=s.model, batch_size=s.batch_sizes[int(t)])
-            for s, c, t in zip(self.layout.controlled, current, target)
-            if c != t
-        ]
+        current, target = self.layout.batch_moves(action, observation)
+        return [sets[t] for sets, c, t in zip(self._set_batch, current, target) if c != t]
 
     def actuators(self) -> tuple[Actuator, ...]:
         return tuple(Actuator("batch_size", (s.site, s.model)) for s in self.layout.controlled)

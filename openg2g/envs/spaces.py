@@ -288,87 +288,107 @@ class SpaceLayout:
     # ----------------------------------------------------------------------------- conversions
     def observe(self, observation: Observation) -> np.ndarray:
         """The observation vector (float32, inside :attr:`observation_space`)."""
-        out = np.zeros(len(self.feature_names), dtype=np.float64)
+        # the features are gathered in a list and written at once: one numpy call, not one a feature
+        values: list[float] = []
         v = (np.asarray(observation.grid.v_pu, dtype=np.float64) - self.v_mid_pu) / self.v_half_pu
-        k = 0
         if self.obs_config.voltages == "bus_phases":
-            out[: v.size] = v
-            k = v.size
+            values += v.tolist()
         else:
             for _, idx in self._zone_index:
                 z = v[idx]
                 finite = z[np.isfinite(z)]
                 if finite.size:
-                    out[k : k + 3] = (finite.min(), finite.max(), finite.mean())
-                k += 3
+                    # mean(): the sum (np.add.reduce) over the count, the same division here
+                    values += (finite.min(), finite.max(), np.add.reduce(finite) / finite.size)
+                else:
+                    values += (0.0, 0.0, 0.0)
         if self.obs_config.branch_loading:
             loading = observation.grid.branch_loading_pct
             if loading is not None and np.isfinite(loading).any():
-                out[k] = float(np.nanmax(loading)) / 100.0
-            k += 1
+                values.append(float(np.fmax.reduce(loading)) / 100.0)  # np.nanmax's reduction, without its checks
+            else:
+                values.append(0.0)
         datacenters = observation.datacenters
         if self.obs_config.site_power:
             for site in self.sites:
                 state = datacenters.get(site)
                 if state is not None:
                     ref = self._site_ref_w[site]
-                    out[k] = state.power_w / ref
-                    out[k + 1] = state.training_power_w / ref
-                k += 2
+                    values += (state.power_w / ref, state.training_power_w / ref)
+                else:
+                    values += (0.0, 0.0)
         for s, features in zip(self.slots, self._batch_feature):
             state = datacenters.get(s.site)
             m = state.models.get(s.model) if state is not None else None
-            if m is not None:
-                if s.controllable:
-                    feature = features.get(m.batch_size)
-                    if feature is None:
-                        lo, hi = np.log2(s.batch_sizes[0]), np.log2(s.batch_sizes[-1])
-                        feature = features[m.batch_size] = (np.log2(max(m.batch_size, 1)) - lo) / (hi - lo)
-                    out[k] = feature
-                out[k + 1] = m.itl_s / s.itl_ref_s
-                out[k + 2] = m.deadline_miss_fraction
-                out[k + 3] = m.replicas / s.replicas_ref
-                out[k + 4] = m.power_w / s.power_ref_w
-            k += 5
+            if m is None:
+                values += (0.0, 0.0, 0.0, 0.0, 0.0)
+                continue
+            feature = 0.0
+            if s.controllable:
+                known = features.get(m.batch_size)
+                if known is None:
+                    lo, hi = np.log2(s.batch_sizes[0]), np.log2(s.batch_sizes[-1])
+                    known = features[m.batch_size] = (np.log2(max(m.batch_size, 1)) - lo) / (hi - lo)
+                feature = known
+            values += (
+                feature,
+                m.itl_s / s.itl_ref_s,
+                m.deadline_miss_fraction,
+                m.replicas / s.replicas_ref,
+                m.power_w / s.power_ref_w,
+            )
+        out = np.empty(len(self.feature_names), dtype=np.float64)
+        out[: len(values)] = values
         if self.terms:
-            out[k:] = self.terms.values(observation)
+            out[len(values) :] = self.terms.values(observation)
         clip = self.obs_config.clip
         out[np.isnan(out)] = 0.0  # NaN reads 0; the clip takes an infinity to the bound of its sign
         return np.clip(out, -clip, clip, out=out).astype(np.float32)
 
     def current_batch_index(self, observation: Observation) -> np.ndarray:
         """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
-        idx = np.zeros(len(self.controlled), dtype=np.int64)
-        for i, s in enumerate(self.controlled):
-            state = observation.datacenters.get(s.site)
+        return np.array(self._current_indices(observation), dtype=np.int64)
+
+    def _current_indices(self, observation: Observation) -> list[int]:
+        """:meth:`current_batch_index` as a list."""
+        datacenters = observation.datacenters
+        out = []
+        for s, index_of, log2 in zip(self.controlled, self._index_of, self._log2):
+            state = datacenters.get(s.site)
             m = state.models.get(s.model) if state is not None else None
             b = m.batch_size if m is not None else s.batch_sizes[0]
-            exact = self._index_of[i].get(b)
-            idx[i] = exact if exact is not None else int(np.argmin(np.abs(self._log2[i] - np.log2(max(b, 1)))))
-        return idx
+            exact = index_of.get(b)
+            out.append(exact if exact is not None else int(np.argmin(np.abs(log2 - np.log2(max(b, 1))))))
+        return out
 
     def target_batch_index(self, action: Any, observation: Observation) -> np.ndarray:
         """Index of the batch size each controlled model should run after ``action``, always one of
         :attr:`allowed`."""
+        return np.array(self.batch_moves(action, observation)[1], dtype=np.int64)
+
+    def batch_moves(self, action: Any, observation: Observation) -> tuple[list[int], list[int]]:
+        """Per controlled model, the index into its batch sizes of the present batch
+        (:meth:`current_batch_index`) and of the one to run after ``action``
+        (:meth:`target_batch_index`), as lists."""
         a = np.asarray(action).reshape(-1)
         if a.size != len(self.controlled):
             raise ValueError(f"action has {a.size} entries; this layout controls {len(self.controlled)} models")
-        target = np.zeros(len(self.controlled), dtype=np.int64)
+        current = self._current_indices(observation)
         if self.action_kind == "discrete":
-            current = self.current_batch_index(observation)
-            moves = [min(max(x, 0), 2) - 1 for x in a.astype(np.int64).tolist()]
-            for i, (ok, c) in enumerate(zip(self._allowed_lists, current.tolist())):
+            target = []
+            for x, ok, c in zip(a.astype(np.int64).tolist(), self._allowed_lists, current):
                 rank = bisect.bisect_left(ok, c)
                 if rank < len(ok) and ok[rank] == c:
-                    target[i] = ok[min(max(rank + moves[i], 0), len(ok) - 1)]
+                    target.append(ok[min(max(rank + min(max(x, 0), 2) - 1, 0), len(ok) - 1)])
                 else:  # outside the allowed sizes (where the run started): the nearest allowed one below
-                    target[i] = ok[max(rank - 1, 0)]
-            return target
-        for i, (log2, ok) in enumerate(zip(self._log2, self.allowed)):
-            x = float(np.clip(np.nan_to_num(a[i]), -1.0, 1.0))
+                    target.append(ok[max(rank - 1, 0)])
+            return current, target
+        target = []
+        for x, log2, ok in zip(a.tolist(), self._log2, self.allowed):
+            x = float(np.clip(np.nan_to_num(x), -1.0, 1.0))
             goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
-            target[i] = ok[int(np.argmin(np.abs(log2[ok] - goal)))]
-        return target
+            target.append(int(ok[int(np.argmin(np.abs(log2[ok] - goal)))]))
+        return current, target
 
     def _split(self, action: Any) -> list[np.ndarray]:
         """The action's slice of each family, in :attr:`families` order."""

@@ -16,6 +16,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from openg2g.controllers.rl_policy import RLPolicy
+from openg2g.core.commands import SetBatchSize
 from openg2g.core.errors import ControllerError, ScenarioError
 from openg2g.engine.simulation import run_scenario
 from openg2g.envs import EnvConfig, G2GEnv, make_env, make_toy_env
@@ -320,3 +321,23 @@ def test_rl_policy_acts_as_the_env_with_every_family(tmp_path):
     commands = controller.step(observed)
     assert [type(c).__name__ for c in commands] == ["SetReplicas", "SetStoragePower"]
     assert commands[0].replicas == 432 and commands[1].p_w == -50_000.0  # type: ignore[attr-defined]
+
+
+def test_a_batch_move_sends_the_neighbouring_size_with_one_command_object_per_size():
+    """Up moves each controlled model to its next measured batch size. The layout makes each size's
+    command once, when it is built, so the same move from the same state sends the same objects:
+    no command is made (and its fields checked) at every step."""
+    env = make_toy_env(duration_s=31)
+    env.reset(seed=0)
+    assert env.sim is not None
+    observed = env.sim.observation()
+    up = np.full(env.action_space.shape, 2)
+    sent = env.layout.commands(up, observed)
+    expected = []
+    for slot in env.layout.controlled:
+        size = observed.datacenters[slot.site].models[slot.model].batch_size
+        bigger = slot.batch_sizes[slot.batch_sizes.index(size) + 1]
+        expected.append(SetBatchSize(site=slot.site, model=slot.model, batch_size=bigger))
+    assert sent == expected
+    again = env.layout.commands(up, observed)
+    assert len(again) == len(sent) and all(a is b for a, b in zip(again, sent))
