@@ -239,7 +239,7 @@ class DatacenterSeries:
     def __post_init__(self) -> None:
         _keep_arrays(self, ("t_s", "p_w", "q_var", "training_power_w"))
         _keep_arrays(self, ("online", "supplied"), _BOOL)
-        object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
+        _keep_mappings(self, ("models",))
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -580,7 +580,7 @@ class Observation:
     _loading_sensitivity: Callable[[str], np.ndarray] | None = field(repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "datacenters", MappingProxyType(dict(self.datacenters)))
+        _keep_mappings(self, ("datacenters",))
 
     def voltage_sensitivity(self, site: str) -> np.ndarray:
         """dV/dP of every monitored bus-phase with respect to the site's per-phase active power.
