@@ -153,7 +153,7 @@ class DatacenterState:
     @property
     def power_w(self) -> float:
         """Total active power over the three phases (W)."""
-        return float(self.p_w.sum())
+        return float(np.add.reduce(self.p_w))  # sum()'s reduction, without its wrapper
 
 
 @dataclass(frozen=True)

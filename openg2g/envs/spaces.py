@@ -296,12 +296,11 @@ class SpaceLayout:
         else:
             for _, idx in self._zone_index:
                 z = v[idx]
-                finite = z[np.isfinite(z)]
-                if finite.size:
-                    # mean(): the sum (np.add.reduce) over the count, the same division here
-                    values += (finite.min(), finite.max(), np.add.reduce(finite) / finite.size)
-                else:
-                    values += (0.0, 0.0, 0.0)
+                finite = np.isfinite(z)
+                if not finite.all():  # a NaN or an infinity among them: the finite ones alone
+                    z = z[finite]
+                # mean() is this sum over the count
+                values += (z.min(), z.max(), np.add.reduce(z) / z.size) if z.size else (0.0, 0.0, 0.0)
         if self.obs_config.branch_loading:
             loading = observation.grid.branch_loading_pct
             if loading is not None and np.isfinite(loading).any():
@@ -337,13 +336,13 @@ class SpaceLayout:
                 m.replicas / s.replicas_ref,
                 m.power_w / s.power_ref_w,
             )
-        out = np.empty(len(self.feature_names), dtype=np.float64)
-        out[: len(values)] = values
+        out = np.array(values, dtype=np.float64)
         if self.terms:
-            out[len(values) :] = self.terms.values(observation)
+            out = np.concatenate([out, self.terms.values(observation)])
         clip = self.obs_config.clip
         out[np.isnan(out)] = 0.0  # NaN reads 0; the clip takes an infinity to the bound of its sign
-        return np.clip(out, -clip, clip, out=out).astype(np.float32)
+        # np.clip's result (no NaN is left) by its two ufuncs, without its wrappers
+        return np.minimum(np.maximum(out, -clip, out=out), clip, out=out).astype(np.float32)
 
     def current_batch_index(self, observation: Observation) -> np.ndarray:
         """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
