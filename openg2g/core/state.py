@@ -181,9 +181,12 @@ class ModelSeries:
 
     def state(self, i: int) -> ModelState:
         """The model's state at step ``i`` of the series."""
-        # item() gives the Python float (int) at once, without a numpy scalar between
+        # item() gives the Python float (int) at once, without a numpy scalar between. ModelState
+        # checks nothing, so its fields go straight into the new object's __dict__: a frozen
+        # dataclass's __init__ sets each through object.__setattr__ (a state per model and step)
         cap = self.power_cap_w.item(i)
-        return ModelState(
+        state = object.__new__(ModelState)
+        state.__dict__.update(
             model=self.model,
             replicas=self.replicas.item(i),
             batch_size=self.batch_size.item(i),
@@ -194,6 +197,7 @@ class ModelSeries:
             deadline_miss_fraction=self.deadline_miss_fraction.item(i),
             power_cap_w=None if math.isnan(cap) else cap,
         )
+        return state
 
     @classmethod
     def from_states(cls, states: Sequence[ModelState]) -> ModelSeries:
