@@ -231,6 +231,7 @@ class BranchFlows:
         self._model = model
         self._nodes = nodes
         self._starts = self.branches.starts
+        self._pct_per_a = (100.0 / self.branches.rating_a)[:, None]  # % of its rating per ampere, per conductor
         # line rows never change but for the line's service state: kept as coordinates
         rows: list[np.ndarray] = []
         cols: list[np.ndarray] = []
@@ -329,5 +330,5 @@ class BranchFlows:
     def loading_pct(self, current_a: np.ndarray) -> np.ndarray:
         """Loading per branch (%), ``(n_branches, n_cols)``: the largest of its conductors'
         ``100 * current / rating``."""
-        per_conductor = current_a * (100.0 / self.branches.rating_a)[:, None]
+        per_conductor = current_a * self._pct_per_a
         return np.maximum.reduceat(per_conductor, self._starts, axis=0)
