@@ -4,7 +4,7 @@ recorded once, replayed on a fresh grid.
 Usage::
 
     python bench/bench_grid_step.py --steps 900 --episode-steps 300
-    python bench/bench_grid_step.py --steps 900 --episode-steps 300 --against /path/to/other/checkout --pairs 7
+    python bench/bench_grid_step.py --steps 900 --episode-steps 300 --against /path/to/other/checkout --pairs 7 --together
 
 The rollout (``ieee13_none`` by default, actions sampled with seed 0) runs with this checkout's
 code and records every call the engine makes to its grid (``solve_batch`` with its loads, and the
@@ -13,7 +13,8 @@ one-BLAS-thread limit a run holds; it prints the CPU time per ``solve_batch`` ca
 ``--reps`` replays, ms) and a digest of every grid state returned, so two versions of the code can
 be checked to give the same bits. ``--against ROOT`` replays the same recording with ``ROOT``'s
 code and this checkout's in fresh processes, ``--pairs`` times in turn, and prints every pair,
-the medians and the ratio of each pair (this checkout over ``ROOT``).
+the medians and the ratio of each pair (this checkout over ``ROOT``); with ``--together`` the two
+of a pair run at once, so that both meet the same load from other jobs.
 """
 
 from __future__ import annotations
@@ -114,13 +115,19 @@ def replay(path: Path, reps: int) -> tuple[float, str]:
     return best / n_batches, digest.hexdigest()[:16]
 
 
-def _replay_with(root: Path, path: Path, reps: int) -> tuple[float, str]:
+def _start_replay(root: Path, path: Path, reps: int) -> subprocess.Popen:
+    """A replay of ``path`` with ``root``'s code in a fresh process (``--replay-here``), started."""
     command = [sys.executable, str(Path(__file__).resolve()), "--replay-here", str(path), "--reps", str(reps)]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
+    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _replayed(proc: subprocess.Popen) -> tuple[float, str]:
+    """The CPU seconds per ``solve_batch`` and the states digest a started replay prints."""
+    out, err = proc.communicate()
     if proc.returncode:
-        raise SystemExit(f"a replay with {root}'s code failed (exit {proc.returncode}):\n{proc.stderr}")
-    seconds, digest = proc.stdout.split()[-2:]
+        raise SystemExit(f"a replay failed (exit {proc.returncode}): {' '.join(map(str, proc.args))}\n{err}")
+    seconds, digest = out.split()[-2:]
     return float(seconds), digest
 
 
@@ -134,6 +141,7 @@ def main() -> None:
         "--against", type=Path, default=None, help="another checkout: replay with its code and this one's"
     )
     parser.add_argument("--pairs", type=int, default=7, help="processes of each checkout with --against")
+    parser.add_argument("--together", action="store_true", help="with --against, run the two of each pair at once")
     parser.add_argument("--replay-here", type=Path, default=None, help=argparse.SUPPRESS)  # a child of --against
     args = parser.parse_args()
     if args.replay_here is not None:
@@ -144,14 +152,17 @@ def main() -> None:
         path = Path(tmp) / "grid_calls.pkl"
         record(path, args.scenario, args.steps, args.episode_steps)
         if args.against is None:
-            seconds, digest = _replay_with(ROOT, path, args.reps)
+            seconds, digest = _replayed(_start_replay(ROOT, path, args.reps))
             print(f"{seconds * 1e3:.3f} ms per solve_batch (CPU, least of {args.reps}), states digest {digest}")
             return
         rows = []
         for i in range(args.pairs):
-            (other, other_digest), (here, here_digest) = (
-                _replay_with(r, path, args.reps) for r in (args.against, ROOT)
-            )
+            if args.together:
+                procs = [_start_replay(root, path, args.reps) for root in (args.against, ROOT)]
+                (other, other_digest), (here, here_digest) = map(_replayed, procs)
+            else:
+                other, other_digest = _replayed(_start_replay(args.against, path, args.reps))
+                here, here_digest = _replayed(_start_replay(ROOT, path, args.reps))
             same = "same states" if other_digest == here_digest else f"STATES DIFFER ({other_digest} {here_digest})"
             rows.append((other, here))
             print(f"pair {i + 1}: {other * 1e3:.3f} -> {here * 1e3:.3f} ms per solve_batch ({same})", flush=True)
