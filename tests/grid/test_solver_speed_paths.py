@@ -5,6 +5,8 @@ full solves at +/-1 kW and 1e-12 pu, on the bundled feeders."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,38 @@ def test_kernel_derivatives_match_central_differences(model: int) -> None:
         fd = (kernel.currents(u + h * direction, ctx) - kernel.currents(u - h * direction, ctx)) / (2 * h)
         exact = a * direction + b * np.conj(direction)
         np.testing.assert_allclose(exact, fd, rtol=1e-7, atol=1e-9 * np.abs(fd).max())
+
+
+def test_kernel_currents_in_every_region_by_column_into_a_given_array() -> None:
+    """Model-1 currents (OpenDSS's regions, by hand) of three branches of different bands over
+    three columns, each column in other regions, written into the array given: a branch outside
+    its band is found at its own row and column, whatever the others do."""
+    vmin = np.array([0.95, 0.9, 0.85])
+    kernel = LoadKernel(dataclasses.replace(_ports(1, 3), vminpu=vmin))
+    v_pu = np.array([[0.3, 1.0, 0.92], [1.2, 0.88, 1.0], [1.0, 0.7, 1.1]])  # branch x column
+    u = 2400.0 * v_pu * np.exp(1j * np.array([[-0.4, 0.1, 2.0], [0.6, -2.2, 0.3], [1.1, -0.9, 0.2]]))
+    scale = 1.3
+    ctx = kernel.prepare(np.full((3, 1), scale), 3)
+    out = np.full((3, 3), np.nan + 0j)
+    got = kernel.currents(u, ctx, out=out)
+    assert got is out
+    s_conj = scale * (1e4 - 4e3j)
+    y_nom = s_conj / 2400.0**2  # the nominal admittance at 1 pu (S)
+    expected = np.empty((3, 3), dtype=complex)
+    for r in range(3):
+        for c in range(3):
+            x, vm = u[r, c], v_pu[r, c]
+            if vm <= OPENDSS_VLOWPU:
+                y = y_nom
+            elif vm <= vmin[r]:  # |I| linear in |V| from y_nom at vlowpu to the power at vminpu
+                i_low, i_min = y_nom * OPENDSS_VLOWPU, y_nom / vmin[r]
+                y = (i_low + (i_min - i_low) * (vm - OPENDSS_VLOWPU) / (vmin[r] - OPENDSS_VLOWPU)) / vm
+            elif vm > 1.05:
+                y = y_nom / 1.05**2  # the admittance that draws the nominal power at vmaxpu
+            else:
+                y = None
+            expected[r, c] = s_conj / np.conj(x) if y is None else y * x
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
 def _network(

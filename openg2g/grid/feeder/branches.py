@@ -54,9 +54,11 @@ __all__ = ["BranchFlows", "TerminalMeter", "transformer_current_entries", "trans
 
 _SQRT3 = math.sqrt(3.0)
 
-_CURRENT_COLUMNS = 8
-"""Columns whose conductor currents are summed in one pass (7x faster than all at once on an
-8,430-node feeder with 100 columns, ``bench/bench_grid.py``)."""
+_CURRENT_PRODUCTS = 200_000
+"""Products of a conductor's admittance and a node voltage (complex, 3.2 MB) summed in one pass
+of :meth:`BranchFlows.currents_a`: 8 columns on the IEEE 8500-node feeder (7x faster than all
+100 columns at once on an 8,430-node feeder, ``bench/bench_grid.py``), a whole batch on a small
+one (one pass instead of two for the 10 columns of an ieee13 control step)."""
 
 
 def transformer_rated_a(t: TransformerModel, winding: int, kva: float) -> float:
@@ -231,6 +233,7 @@ class BranchFlows:
         self._model = model
         self._nodes = nodes
         self._starts = self.branches.starts
+        self._pct_per_a = (100.0 / self.branches.rating_a)[:, None]  # % of its rating per ampere, per conductor
         # line rows never change but for the line's service state: kept as coordinates
         rows: list[np.ndarray] = []
         cols: list[np.ndarray] = []
@@ -302,12 +305,12 @@ class BranchFlows:
         """Current magnitude per conductor (A), ``(n_conductors, n_cols)``, for node voltages ``v``
         (V, complex, ``(n_nodes, n_cols)``) at the switching ``state``.
 
-        Columns go :data:`_CURRENT_COLUMNS` at a time, so the products of a large feeder stay in
-        cache; each row is summed in order as in one pass over all columns (never in a chunk of
-        one column of several, which numpy would sum pairwise)."""
+        Columns go about :data:`_CURRENT_PRODUCTS` products at a time, so those of a large feeder
+        stay in cache; each row is summed in order as in one pass over all columns (never in a
+        chunk of one column of several, which numpy would sum pairwise)."""
         starts, cols, vals = self.matrix(state)
         n_cols = v.shape[1]
-        edges = list(range(0, n_cols, _CURRENT_COLUMNS)) + [n_cols]
+        edges = list(range(0, n_cols, max(2, _CURRENT_PRODUCTS // max(1, len(cols))))) + [n_cols]
         if n_cols > 1 and edges[-1] - edges[-2] == 1:
             del edges[-2]
         out = np.empty((len(starts), n_cols))
@@ -329,5 +332,5 @@ class BranchFlows:
     def loading_pct(self, current_a: np.ndarray) -> np.ndarray:
         """Loading per branch (%), ``(n_branches, n_cols)``: the largest of its conductors'
         ``100 * current / rating``."""
-        per_conductor = current_a * (100.0 / self.branches.rating_a)[:, None]
+        per_conductor = current_a * self._pct_per_a
         return np.maximum.reduceat(per_conductor, self._starts, axis=0)

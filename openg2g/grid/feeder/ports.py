@@ -70,6 +70,10 @@ class LoadKernel:
         self.i_low = i_low[:, None]
         self.slope = np.where(switching, np.nan_to_num(slope), 0.0)[:, None]  # model 2 never leaves its range
         self.y_high = np.where(const_i, yeq / ports.vmaxpu, yeq / ports.vmaxpu**2)[:, None]
+        # the same constants one-dimensional: the fallback gathers them by branch at every iteration
+        self._vlow_1d, self._v95_1d = self.vlow[:, 0].copy(), self.v95[:, 0].copy()
+        self._yeq_1d, self._i_low_1d = yeq, i_low
+        self._slope_1d, self._y_high_1d = self.slope[:, 0].copy(), self.y_high[:, 0].copy()
 
     def prepare(self, scale: np.ndarray, n_cols: int) -> KernelContext:
         """Per-solve constants at load ``scale`` (``(n, 1)`` or ``(n, n_cols)``): numerator of the
@@ -78,20 +82,22 @@ class LoadKernel:
         num = self.s0c * sc
         return num, self.p0[self.pow_idx] * sc[self.pow_idx], self.q0[self.pow_idx] * sc[self.pow_idx], sc
 
-    def currents(self, u: np.ndarray, ctx: KernelContext) -> np.ndarray:
+    def currents(self, u: np.ndarray, ctx: KernelContext, out: np.ndarray | None = None) -> np.ndarray:
         """Branch currents (A) for branch voltages ``u`` (V, ``(n, cols)``); ``ctx`` from
-        :meth:`prepare`."""
+        :meth:`prepare`; written into ``out`` (C-ordered, shape of ``u``) when given."""
         num, p_pow, q_pow, sc = ctx
         vm = np.abs(u)
         if self.pow_idx.size:
             num = num.copy()
             r = vm[self.pow_idx] / self.vb_pow
             num[self.pow_idx] = p_pow * r**self.ap - 1j * q_pow * r**self.aq
-        i = num / np.conj(u)
-        out = (vm <= self.v95) | (vm > self.vmax)
-        if out.any():  # evaluated where it applies only: usually a few branches of many
-            r, c = np.nonzero(out)
-            i[r, c] = self._fallback(r, vm[r, c], sc[r, c]) * u[r, c]
+        i = np.divide(num, np.conj(u), out=out)
+        fallen = (vm <= self.v95) | (vm > self.vmax)
+        if fallen.any():  # evaluated where it applies only: usually a few branches of many
+            # flat positions: a gather from one axis is cheaper than by (row, column) pairs
+            at = np.flatnonzero(fallen)
+            rows = at // u.shape[1]
+            i.put(at, self._fallback(rows, vm.take(at), sc.take(at)) * u.take(at))
         return i
 
     def derivatives(self, u: np.ndarray, ctx: KernelContext) -> tuple[np.ndarray, np.ndarray]:
@@ -128,10 +134,10 @@ class LoadKernel:
     def _fallback(self, rows: np.ndarray, vm: np.ndarray, sc: np.ndarray) -> np.ndarray:
         """Admittance (S) of branches ``rows`` outside their normal range at voltage magnitudes
         ``vm`` (V) and load scales ``sc`` (one entry per element of ``rows``)."""
-        vlow = self.vlow[rows, 0]
-        y_mid = (self.i_low[rows, 0] + self.slope[rows, 0] * (vm - vlow)) * sc / vm
+        vlow = self._vlow_1d[rows]
+        y_mid = (self._i_low_1d[rows] + self._slope_1d[rows] * (vm - vlow)) * sc / vm
         return np.where(
-            vm <= vlow, self.yeq[rows, 0] * sc, np.where(vm <= self.v95[rows, 0], y_mid, self.y_high[rows, 0] * sc)
+            vm <= vlow, self._yeq_1d[rows] * sc, np.where(vm <= self._v95_1d[rows], y_mid, self._y_high_1d[rows] * sc)
         )
 
 
@@ -230,6 +236,7 @@ class PortCurrents:
         self.dead_pq = self.live_pq[:, 0] == 0
         self.n_dead = int(self.dead_branch.sum() + self.dead_pq.sum())
         self.y_nominal = ports.y_nominal_s
+        self._y_nominal_col = self.y_nominal[:, None]
         v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[pq_nodes]])
         self.v_ref = v_ref[:, None]
         # column count -> (branch scales, the load kernel's constants at them) of the last solve
@@ -255,16 +262,19 @@ class PortCurrents:
         (A) at port voltages ``u`` (V, ``(n_ports, cols)``), for load constants ``ctx`` (from
         :meth:`prepared`) and the PQ ports' ``conj(S)`` (VA)."""
         ul, uq = self._live_voltages(u)
-        il = self.kernel.currents(ul, ctx)
-        iq = s_pq_conj / np.conj(uq)
+        i_actual = np.empty(u.shape, dtype=complex)  # load branches' rows, then the PQ ports'
+        il, iq = i_actual[: self.n_load], i_actual[self.n_load :]
+        self.kernel.currents(ul, ctx, out=il)
+        np.divide(s_pq_conj, np.conj(uq), out=iq)
         if self._pq_kernel is not None:
             d = self._pq_dep
             iq[d] = self._pq_kernel.currents(uq[d], self._pq_kernel.prepare(s_pq_conj[d], uq.shape[1]))
         if self.n_dead:
             il[self.dead_branch] = 0.0
             iq[self.dead_pq] = 0.0
-        i_comp = np.concatenate([il - self.y_nominal[:, None] * u[: self.n_load], iq])
-        return i_comp, np.concatenate([il, iq])
+        i_comp = i_actual.copy()
+        i_comp[: self.n_load] -= self._y_nominal_col * u[: self.n_load]
+        return i_comp, i_actual
 
     def _live_voltages(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Load-branch and PQ-port voltages to evaluate the load models at: ``u``, with 1 V on

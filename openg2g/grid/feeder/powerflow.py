@@ -311,8 +311,10 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         for it in range(1, max_iter + 1):
             i_comp, i_actual = self.currents.i_comp(self._port_voltages(u), ctx, s_conj)
             g = self._update(u, i_comp)
-            col_err = (np.abs(self._port_voltages(g)) / self.currents.v_ref).max(axis=0, initial=0.0)
-            err = col_err.max()
+            rel_err = np.abs(self._port_voltages(g)) / self.currents.v_ref
+            # per column only where columns retire; otherwise the same largest value in one reduction
+            col_err = rel_err.max(axis=0, initial=0.0) if self._retire_converged else rel_err
+            err = col_err.max(initial=0.0)
             if not err < DIVERGED_PU:  # also catches NaN
                 break
             if err < tol_pu:

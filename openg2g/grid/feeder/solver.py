@@ -152,7 +152,9 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         ordering of :meth:`_jacobian` (the real-linear map applied to each column)."""
         assert self._factors is not None
         n = rhs.shape[0]
-        x, _ = dgetrs(*self._factors, np.concatenate([rhs.real, rhs.imag]))
+        b = np.empty((2 * n, rhs.shape[1]), order="F")  # LAPACK's layout: solved in place, not copied
+        b[:n], b[n:] = rhs.real, rhs.imag
+        x, _ = dgetrs(*self._factors, b, overwrite_b=True)
         return x[:n] + 1j * x[n:]
 
     def _update(self, u: np.ndarray, i_comp: np.ndarray) -> np.ndarray:
