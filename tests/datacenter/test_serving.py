@@ -125,7 +125,7 @@ def test_fewer_samples_draw_fewer_and_estimate_the_same_mean(library: TraceLibra
     m = ServingInput(uniform, normal, 600, np.full(k, 600.0), np.full(k, 600), 600, [(np.ones(k), c)], True, samples=64)
     ((itl, _, miss),) = serve_block([m], k)
     assert abs(np.mean(itl) / c.mean_itl_s - 1) < 0.01
-    assert np.all(miss == c.alone_miss)  # misses are analytic: the sampling does not enter them
+    assert np.all(miss == c.tail)  # misses are analytic: the sampling does not enter them
     # k x 64 draws taken from each stream
     assert uniform.random() == np.random.default_rng(1).random(k * 64 + 1)[-1]
     assert normal.standard_normal() == np.random.default_rng(2).standard_normal(k * 64 + 1)[-1]
