@@ -34,9 +34,12 @@ from openg2g.datacenter.library import TimeWeightedSampler
 __all__ = ["ITL_SAMPLES", "BlendTables", "ServingConstants", "ServingInput", "serve_block"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServingConstants:
     """What the ITL sampling needs of one batch configuration under one power cap (fixed by them).
+
+    Compared and hashed by identity: a site makes one per configuration and cap and keeps it, so
+    the tables of a blend are found by its constants without hashing their fields at every block.
 
     :param sampler: the length-biased ITL mixture; ``None`` if the configuration has no latency data.
     :param slowdown: power-cap slowdown factor of ITL (1 uncapped).
