@@ -18,13 +18,10 @@ with numba's own import, once per process.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numba
 import numpy as np
 
-if TYPE_CHECKING:
-    from openg2g.datacenter.serving import BlendTables
+from openg2g.datacenter.serving import CONCURRENCY, LOC_S, LOG_SCALES, MEAN_ITL_S, SIGMAS, SLOWDOWN, TAIL, THRESHOLDS
 
 __all__ = ["pairwise_sum", "serve_model"]
 
@@ -107,7 +104,7 @@ def serve_model(
     z: np.ndarray,
     n_valid: np.ndarray,
     replicas: np.ndarray,
-    tables: BlendTables,
+    configs: np.ndarray,
     weights: np.ndarray,
     has_deadline: bool,
     itl_s: np.ndarray,
@@ -118,8 +115,8 @@ def serve_model(
     into ``itl_s``, ``throughput_tok_s`` and ``miss`` (see :mod:`openg2g.datacenter.serving`).
 
     A sampled replica's ITL is the blend ``sum_c ((exp(sigma_c * z + log_scale_c) + loc_c) * w_c)
-    * slowdown_c`` over the configurations ``c`` (the rows of the tables), the mixture part of each
-    chosen by ``searchsorted(grid, u, side="right")``, its terms added first to last. The model's
+    * slowdown_c`` over the configurations ``c``, the part of each configuration's mixture chosen
+    by ``searchsorted(thresholds_c, u, side="right")``, its terms added first to last. The model's
     ITL is ``n / sum(1 / ITL)`` over the ``n`` running sampled replicas, its throughput
     ``replicas * concurrency * sum(1 / ITL) / n``, and its miss fraction the blend of the
     configurations' tails weighted by their token shares ``w_c * concurrency_c / mean_itl_c``; a step
@@ -129,35 +126,28 @@ def serve_model(
     :param z: standard normals, likewise.
     :param n_valid: per step, the sampled replicas that run (the first ones).
     :param replicas: per step, the active (possibly fractional) replicas.
-    :param tables: the constants of the blend's configurations.
+    :param configs: one :attr:`~openg2g.datacenter.serving.ServingConstants.row` per configuration.
     :param weights: per configuration, its weight at each step, ``(configurations, steps)``.
     :param has_deadline: the model has an ITL deadline (else its miss fraction is 0).
     """
-    grid, sigmas, log_scales = tables.grid, tables.sigmas, tables.log_scales
-    locs_s, slowdowns, concurrency = tables.locs_s, tables.slowdowns, tables.concurrency
-    mean_itl_s, tails = tables.mean_itl_s, tables.tails
-    n_configs = sigmas.shape[0]
+    n_configs = configs.shape[0]
     steps = itl_s.size
     samples = u.size // steps
-    part = np.empty(samples, np.int64)
     row = np.empty(samples)
     for t in range(steps):
         draws = t * samples
-        for j in range(samples):
-            found = 0
-            for g in range(grid.size):  # the count of thresholds <= u, without a branch to mispredict
-                found += grid[g] <= u[draws + j]
-            part[j] = found
-        # configuration by configuration over the samples (each sample's terms still added first
-        # to last): tight loops over one configuration's constants
+        # configuration by configuration over the samples, each sample's terms added first to last
         for c in range(n_configs):
             for j in range(samples):
-                x = sigmas[c, part[j]] * z[draws + j]
-                x += log_scales[c, part[j]]
+                part = 0  # the count of thresholds <= u, without a branch to mispredict
+                for p in range(3):
+                    part += configs[c, THRESHOLDS + p] <= u[draws + j]
+                x = configs[c, SIGMAS + part] * z[draws + j]
+                x += configs[c, LOG_SCALES + part]
                 x = np.exp(x)
-                x += locs_s[c]
+                x += configs[c, LOC_S]
                 x *= weights[c, t]
-                x *= slowdowns[c]
+                x *= configs[c, SLOWDOWN]
                 row[j] = x if c == 0 else row[j] + x
         for j in range(samples):
             row[j] = 1.0 / row[j] if j < n_valid[t] else 0.0
@@ -165,12 +155,12 @@ def serve_model(
         conc = 0.0
         total = 0.0
         for c in range(n_configs):
-            conc += weights[c, t] * concurrency[c]
-            total += weights[c, t] * concurrency[c] / mean_itl_s[c]
+            conc += weights[c, t] * configs[c, CONCURRENCY]
+            total += weights[c, t] * configs[c, CONCURRENCY] / configs[c, MEAN_ITL_S]
         tail = 0.0
         if has_deadline:
             for c in range(n_configs):
-                tail += weights[c, t] * concurrency[c] / mean_itl_s[c] / total * tails[c]
+                tail += weights[c, t] * configs[c, CONCURRENCY] / configs[c, MEAN_ITL_S] / total * configs[c, TAIL]
         if n_valid[t] > 0:
             itl_s[t] = n_valid[t] / inv_sum
             throughput_tok_s[t] = replicas[t] * conc * inv_sum / n_valid[t]

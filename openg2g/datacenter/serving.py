@@ -21,9 +21,9 @@ the number of configurations.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -31,15 +31,16 @@ import numpy as np
 from openg2g.datacenter.config import ITL_SAMPLES
 from openg2g.datacenter.library import TimeWeightedSampler
 
-__all__ = ["ITL_SAMPLES", "BlendTables", "ServingConstants", "ServingInput", "serve_block"]
+__all__ = ["ITL_SAMPLES", "ServingConstants", "ServingInput", "serve_block"]
+
+THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
+"""Columns of :attr:`ServingConstants.row`: the sampler's three part thresholds, its four parts'
+sigmas and log-scales, then one value each."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class ServingConstants:
     """What the ITL sampling needs of one batch configuration under one power cap (fixed by them).
-
-    Compared and hashed by identity: a site makes one per configuration and cap and keeps it, so
-    the tables of a blend are found by its constants without hashing their fields at every block.
 
     :param sampler: the length-biased ITL mixture; ``None`` if the configuration has no latency data.
     :param slowdown: power-cap slowdown factor of ITL (1 uncapped).
@@ -53,6 +54,16 @@ class ServingConstants:
     concurrency: float
     mean_itl_s: float
     tail: float
+
+    @cached_property
+    def row(self) -> np.ndarray:
+        """All of it in one row of 16 floats (columns :data:`THRESHOLDS` ... :data:`TAIL`), as
+        the compiled kernel reads a blend: one row per configuration. Needs a sampler."""
+        s = self.sampler
+        if s is None:
+            raise ValueError("a configuration without latency data has no ITL samples")
+        values = [*s.thresholds, *s.sigmas, *s.log_scales, s.loc_s]
+        return np.array([*values, self.slowdown, self.concurrency, self.mean_itl_s, self.tail])
 
 
 class ServingInput(NamedTuple):
@@ -126,64 +137,18 @@ def _blend(
     start = 0
     for i, m in enumerate(models):
         end = start + k * n_w[i]
-        # a lone configuration has weight exactly 1, which multiplies its terms into themselves
-        weights = np.ones((1, k)) if len(m.blend) == 1 else np.stack([w for w, _ in m.blend])
-        n_valid = np.minimum(m.n_on, m.samples)
-        tables = _blend_tables(tuple(c for _, c in m.blend))
+        if len(m.blend) == 1:  # weight exactly 1, which multiplies each term into itself
+            configs, weights = m.blend[0][1].row[None, :], np.ones((1, k))
+        else:
+            configs, weights = np.stack([c.row for _, c in m.blend]), np.stack([w for w, _ in m.blend])
         replicas = m.replicas.view()
         replicas.flags.writeable = False  # as a site's counts always are: one compiled version of the kernel
+        n_valid = np.minimum(m.n_on, m.samples)
         serve_model(
-            u[start:end], z[start:end], n_valid, replicas, tables, weights, m.has_deadline, itl_s[i], tput[i], miss[i]
+            u[start:end], z[start:end], n_valid, replicas, configs, weights, m.has_deadline, itl_s[i], tput[i], miss[i]
         )
         start = end
     return list(zip(_rows(itl_s), _rows(tput), _rows(miss)))
-
-
-class BlendTables(NamedTuple):
-    """The constants of a blend's configurations, one entry (row) per configuration in the order
-    its terms are added.
-
-    :param grid: ascending thresholds: ``searchsorted(grid, u, side="right")`` of a sample's uniform
-        ``u`` picks every configuration's mixture part at once.
-    :param sigmas: per configuration, the sigma of the part each search result selects, shape
-        ``(n, grid.size + 1)``.
-    :param log_scales: likewise the log-scale.
-    :param locs_s: per configuration, its samples' shift (s).
-    :param slowdowns: per configuration, the power-cap slowdown factor of its ITL.
-    :param concurrency: per configuration, decoding sequences per replica.
-    :param mean_itl_s: per configuration, the mean ITL under the cap (s).
-    :param tails: per configuration, the fraction of tokens over the deadline.
-    """
-
-    grid: np.ndarray
-    sigmas: np.ndarray
-    log_scales: np.ndarray
-    locs_s: np.ndarray
-    slowdowns: np.ndarray
-    concurrency: np.ndarray
-    mean_itl_s: np.ndarray
-    tails: np.ndarray
-
-
-@functools.lru_cache(maxsize=1024)
-def _blend_tables(configs: tuple[ServingConstants, ...]) -> BlendTables:
-    """The :class:`BlendTables` of configurations that all have
-    latency data (kept: a model's blends repeat from block to block while it changes batch)."""
-    samplers = [c.sampler for c in configs]
-    if any(s is None for s in samplers):
-        raise ValueError("a blend of ITL samples needs latency data for every configuration")
-    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))  # type: ignore[union-attr]
-    tables = [s.on_grid(grid) for s in samplers]  # type: ignore[union-attr]
-    return BlendTables(
-        grid=grid,
-        sigmas=np.stack([sigma for sigma, _ in tables]),
-        log_scales=np.stack([log_scale for _, log_scale in tables]),
-        locs_s=np.array([s.loc_s for s in samplers]),  # type: ignore[union-attr]
-        slowdowns=np.array([c.slowdown for c in configs]),
-        concurrency=np.array([c.concurrency for c in configs]),
-        mean_itl_s=np.array([c.mean_itl_s for c in configs]),
-        tails=np.array([c.tail for c in configs]),
-    )
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -7,8 +7,20 @@ import math
 import numpy as np
 import pytest
 
+from openg2g.datacenter import TraceLibrary
 from openg2g.datacenter.kernels import pairwise_sum, serve_model
-from openg2g.datacenter.serving import BlendTables
+from openg2g.datacenter.library import time_weighted_sampler
+from openg2g.datacenter.serving import (
+    CONCURRENCY,
+    LOC_S,
+    LOG_SCALES,
+    MEAN_ITL_S,
+    SIGMAS,
+    SLOWDOWN,
+    TAIL,
+    THRESHOLDS,
+    ServingConstants,
+)
 
 
 @pytest.mark.parametrize("n", [*range(1, 300), 1000, 1031, 4096, 8192, 8199, 100_003])
@@ -19,35 +31,33 @@ def test_pairwise_sum_is_numpys_row_sum(n: int) -> None:
     assert pairwise_sum(row) == np.add.reduce(row)
 
 
-def _tables(
-    grid: list[float], sigmas: list[list[float]], log_scales: list[list[float]], **per_config: list[float]
-) -> BlendTables:
-    return BlendTables(
-        grid=np.array(grid),
-        sigmas=np.array(sigmas),
-        log_scales=np.array(log_scales),
-        **{name: np.array(values) for name, values in per_config.items()},
-    )
+def _row(
+    thresholds: list[float],
+    sigmas: list[float],
+    log_scales: list[float],
+    loc_s: float,
+    slowdown: float,
+    conc: float,
+    mean_itl_s: float,
+    tail: float,
+) -> np.ndarray:
+    """A configuration as the kernel reads it (:attr:`ServingConstants.row`)."""
+    return np.array([*thresholds, *sigmas, *log_scales, loc_s, slowdown, conc, mean_itl_s, tail])
 
 
 def test_one_step_by_hand() -> None:
     """Two configurations, two sampled replicas of which one runs: the ITL of the running one is
-    the blend of its two parts, chosen by its uniform against the grid (0.4 <= 0.5 picks part 1)."""
-    tables = _tables(
-        [0.2, 0.4, 0.9],
-        [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]],
-        [[-3.0, -3.1, -3.2, -3.3], [-2.0, -2.1, -2.2, -2.3]],
-        locs_s=[0.01, 0.02],
-        slowdowns=[1.0, 1.25],
-        concurrency=[64.0, 128.0],
-        mean_itl_s=[0.02, 0.05],
-        tails=[0.0, 0.1],
+    the blend of its two parts, each chosen by its uniform against the thresholds (0.5 picks part 2)."""
+    configs = np.stack(
+        [
+            _row([0.2, 0.4, 0.9], [0.1, 0.2, 0.3, 0.4], [-3.0, -3.1, -3.2, -3.3], 0.01, 1.0, 64.0, 0.02, 0.0),
+            _row([0.2, 0.4, 0.9], [0.5, 0.6, 0.7, 0.8], [-2.0, -2.1, -2.2, -2.3], 0.02, 1.25, 128.0, 0.05, 0.1),
+        ]
     )
     u, z = np.array([0.5, 0.1]), np.array([0.7, -1.0])
     weights = np.array([[0.25], [0.75]])
     itl, tput, miss = np.empty(1), np.empty(1), np.empty(1)
-    replicas = np.array([1.0])
-    serve_model(u, z, np.array([1]), replicas, tables, weights, True, itl, tput, miss)
+    serve_model(u, z, np.array([1]), np.array([1.0]), configs, weights, True, itl, tput, miss)
 
     a = (math.exp(0.3 * 0.7 - 3.2) + 0.01) * 0.25 * 1.0  # part 2: thresholds 0.2 and 0.4 are <= 0.5
     b = (math.exp(0.7 * 0.7 - 2.2) + 0.02) * 0.75 * 1.25
@@ -60,28 +70,25 @@ def test_one_step_by_hand() -> None:
 
 def test_a_step_without_running_replicas_serves_nothing() -> None:
     """No sampled replica runs: NaN ITL, no throughput, no misses, whatever the draws."""
-    tables = _tables(
-        [0.5],
-        [[0.3, 0.3]],
-        [[-3.0, -3.0]],
-        locs_s=[0.0],
-        slowdowns=[1.0],
-        concurrency=[8.0],
-        mean_itl_s=[0.05],
-        tails=[0.2],
-    )
+    configs = _row([0.5, 0.5, 0.5], [0.3] * 4, [-3.0] * 4, 0.0, 1.0, 8.0, 0.05, 0.2)[None, :]
     itl, tput, miss = np.empty(2), np.empty(2), np.empty(2)
-    serve_model(
-        np.array([0.1, 0.9, 0.3, 0.6]),
-        np.zeros(4),
-        np.array([0, 2]),
-        np.array([0.0, 2.0]),
-        tables,
-        np.ones((1, 2)),
-        True,
-        itl,
-        tput,
-        miss,
-    )
+    u, z = np.array([0.1, 0.9, 0.3, 0.6]), np.zeros(4)
+    serve_model(u, z, np.array([0, 2]), np.array([0.0, 2.0]), configs, np.ones((1, 2)), True, itl, tput, miss)
     assert math.isnan(itl[0]) and tput[0] == 0.0 and miss[0] == 0.0
     assert itl[1] == pytest.approx(math.exp(-3.0)) and miss[1] == pytest.approx(0.2)
+
+
+def test_the_row_holds_the_sampler_in_the_kernels_columns(library: TraceLibrary) -> None:
+    """A configuration's row is its sampler's thresholds, sigmas and log-scales, then its constants."""
+    sampler = time_weighted_sampler(library.config("Llama-3.1-8B", 1, 128).itl)  # type: ignore[arg-type]
+    c = ServingConstants(sampler, 1.1, 50.0, 0.03, 0.02)
+    assert c.row[THRESHOLDS : THRESHOLDS + 3].tolist() == sampler.thresholds.tolist()
+    assert c.row[SIGMAS : SIGMAS + 4].tolist() == sampler.sigmas.tolist()
+    assert c.row[LOG_SCALES : LOG_SCALES + 4].tolist() == sampler.log_scales.tolist()
+    assert [c.row[i] for i in (LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL)] == [
+        sampler.loc_s,
+        1.1,
+        50.0,
+        0.03,
+        0.02,
+    ]

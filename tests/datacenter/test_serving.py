@@ -78,17 +78,6 @@ def test_one_configuration_mean_itl_estimates_the_mixture_mean(library: TraceLib
     assert ITL_SAMPLES < 600  # more replicas than are sampled
 
 
-def test_samples_on_a_shared_grid_equal_own_samples(library: TraceLibrary) -> None:
-    samplers = [time_weighted_sampler(library.config("Llama-3.1-70B", 4, b).itl) for b in (8, 128, 512)]  # type: ignore[arg-type]
-    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))
-    rng = np.random.default_rng(3)
-    u, z = rng.random(5000), rng.standard_normal(5000)
-    u[:3] = samplers[1].thresholds  # exactly on a threshold
-    index = np.searchsorted(grid, u, side="right")
-    for s in samplers:
-        np.testing.assert_array_equal(s.sample_at_s(index, z, *s.on_grid(grid)), s.sample_s(u, z))
-
-
 def test_training_job_is_idle_outside_its_window() -> None:
     job = TrainingJob(TrainingSpec(gpus=16, start_s=10.0, end_s=20.0))
     assert not job.runs_within(0.0, 9.9) and not job.runs_within(20.0, 30.0)
