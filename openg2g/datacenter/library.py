@@ -141,39 +141,13 @@ class TimeWeightedSampler:
         self.log_scales = np.array(log_scales)
         self.sigmas = np.array(sigmas)
 
-    def sample_s(self, u: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """ITL samples (s) from uniforms ``u`` (the part) and standard normals ``z`` (same shape).
-
-        :param out: an array of that shape to write them to (default: a new one).
-        """
+    def sample_s(self, u: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """ITL samples (s) from uniforms ``u`` (the part) and standard normals ``z`` (same shape)."""
         # the part whose cumulative weight u passes: the count of thresholds <= u (they ascend)
         part = np.searchsorted(self.thresholds, u, side="right")
-        return self.sample_at_s(part, z, self.sigmas, self.log_scales, out)
-
-    def on_grid(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Sigma and log-scale of the part a uniform ``u`` selects, by ``searchsorted(grid, u, "right")``.
-
-        :param grid: ascending values that include :attr:`thresholds` (e.g. the thresholds of
-            several samplers that share their uniforms: one search then serves them all).
-        :return: two tables of ``grid.size + 1`` values, for :meth:`sample_at_s`.
-        """
-        part = np.concatenate([[0], np.searchsorted(self.thresholds, grid, side="right")])
-        return self.sigmas[part], self.log_scales[part]
-
-    def sample_at_s(
-        self,
-        index: np.ndarray,
-        z: np.ndarray,
-        sigmas: np.ndarray,
-        log_scales: np.ndarray,
-        out: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """ITL samples (s) ``loc + exp(sigmas[index] * z + log_scales[index])``: the parts chosen by
-        ``index`` into ``sigmas`` and ``log_scales`` (:attr:`sigmas` and :attr:`log_scales`, or the
-        tables of :meth:`on_grid`)."""
-        out = sigmas.take(index, out=out)
+        out = self.sigmas.take(part)
         out *= z
-        out += log_scales.take(index)
+        out += self.log_scales.take(part)
         np.exp(out, out=out)
         out += self.loc_s
         return out

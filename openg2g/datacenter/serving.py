@@ -21,7 +21,6 @@ the number of configurations.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,6 +32,10 @@ from openg2g.datacenter.config import ITL_SAMPLES
 from openg2g.datacenter.library import TimeWeightedSampler
 
 __all__ = ["ITL_SAMPLES", "ServingConstants", "ServingInput", "serve_block"]
+
+THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
+"""Columns of :attr:`ServingConstants.row`: the sampler's three part thresholds, its four parts'
+sigmas and log-scales, then one value each."""
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,14 @@ class ServingConstants:
     tail: float
 
     @cached_property
-    def alone_miss(self) -> float:
-        """The deadline-miss fraction of a step served by this configuration alone: the token-share
-        blend of :func:`serve_block` for one term of weight 1, in the same operations."""
-        share = np.ones(1) * self.concurrency / self.mean_itl_s
-        return float((np.zeros(1) + share / (np.zeros(1) + share) * self.tail)[0])
+    def row(self) -> np.ndarray:
+        """All of it in one row of 16 floats (columns :data:`THRESHOLDS` ... :data:`TAIL`), as
+        the compiled kernel reads a blend: one row per configuration. Needs a sampler."""
+        s = self.sampler
+        if s is None:
+            raise ValueError("a configuration without latency data has no ITL samples")
+        values = [*s.thresholds, *s.sigmas, *s.log_scales, s.loc_s]
+        return np.array([*values, self.slowdown, self.concurrency, self.mean_itl_s, self.tail])
 
 
 class ServingInput(NamedTuple):
@@ -125,122 +131,24 @@ def _blend(
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`serve_block` for models whose every configuration has latency data; ``u`` and ``z``
     hold their draws, model after model."""
-    n_models = len(models)
-    itl = np.empty(u.size)
-    conc, miss = np.empty((n_models, k)), np.zeros((n_models, k))
+    from openg2g.datacenter.kernels import serve_model  # numba loads when a site first steps
+
+    itl_s, tput, miss = np.empty((3, len(models), k))
     start = 0
     for i, m in enumerate(models):
         end = start + k * n_w[i]
-        u_m, z_m, itl_m = u[start:end], z[start:end], itl[start:end]
+        if len(m.blend) == 1:  # weight exactly 1, which multiplies each term into itself
+            configs, weights = m.blend[0][1].row[None, :], np.ones((1, k))
+        else:
+            configs, weights = np.stack([c.row for _, c in m.blend]), np.stack([w for w, _ in m.blend])
+        replicas = m.replicas.view()
+        replicas.flags.writeable = False  # as a site's counts always are: one compiled version of the kernel
+        n_valid = np.minimum(m.n_on, m.samples)
+        serve_model(
+            u[start:end], z[start:end], n_valid, replicas, configs, weights, m.has_deadline, itl_s[i], tput[i], miss[i]
+        )
         start = end
-        if len(m.blend) == 1:  # weight exactly 1: the blends below reduce to these floats
-            c = m.blend[0][1]
-            c.sampler.sample_s(u_m, z_m, out=itl_m)  # type: ignore[union-attr]
-            if c.slowdown != 1.0:
-                itl_m *= c.slowdown
-            conc[i] = c.concurrency
-            if m.has_deadline:
-                miss[i] = c.alone_miss
-            continue
-        # every configuration of the blend at once, one row per configuration in the blend's
-        # order; rows are then summed first to last (a reduction over the leading axis adds row
-        # after row): the floats of adding the terms one by one
-        t = _blend_tables(tuple(c for _, c in m.blend))
-        weights = np.stack([w for w, _ in m.blend])
-        index = np.searchsorted(t.grid, u_m, side="right")
-        terms = t.sigmas.take(index, axis=1)
-        terms *= z_m
-        terms += t.log_scales.take(index, axis=1)
-        np.exp(terms, out=terms)
-        terms += t.locs_s
-        per_step = terms.reshape(len(weights), k, -1)
-        np.multiply(per_step, weights[:, :, None], out=per_step)
-        if t.slowed:
-            terms *= t.slowdowns
-        np.add.reduce(terms, axis=0, out=itl_m)
-        conc_w = weights * t.concurrency
-        np.add.reduce(conc_w, axis=0, out=conc[i], initial=0.0)
-        if m.has_deadline:
-            shares = conc_w / t.mean_itl_s
-            total = np.add.reduce(shares, axis=0, initial=0.0)
-            np.add.reduce(shares / total * t.tails, axis=0, out=miss[i], initial=0.0)
-    # A sampled replica makes conc / ITL tokens per second, so the token-weighted mean ITL is the
-    # harmonic mean n / sum(1 / ITL); replicas not running this step count for nothing.
-    np.divide(1.0, itl, out=itl)
-    n_valid = np.minimum(np.stack([m.n_on for m in models]), np.array([[m.samples] for m in models]))
-    inv_sum = np.empty((n_models, k))
-    start = 0
-    for i, m in enumerate(models):
-        inv = itl[start : start + k * n_w[i]].reshape(k, n_w[i])
-        start += k * n_w[i]
-        if m.n_on_min < n_w[i]:
-            inv = np.where(np.arange(n_w[i])[None, :] < n_valid[i][:, None], inv, 0.0)
-        np.add.reduce(inv, axis=1, out=inv_sum[i])
-    replicas = np.stack([m.replicas for m in models])
-    if min(m.n_on_min for m in models) > 0:
-        itl_mean = n_valid / inv_sum
-        tput = replicas * conc * inv_sum / n_valid
-    else:
-        running = n_valid > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            itl_mean = np.where(running, n_valid / inv_sum, np.nan)
-            tput = np.where(running, replicas * conc * inv_sum / n_valid, 0.0)
-        miss = np.where(running, miss, 0.0)
-    return list(zip(_rows(itl_mean), _rows(tput), _rows(miss)))
-
-
-class _BlendTables(NamedTuple):
-    """The constants of one blend's configurations, one row per configuration in the blend's order.
-
-    :param grid: the union of their samplers' thresholds: one ``searchsorted`` of the shared
-        uniforms on it picks every configuration's mixture part.
-    :param sigmas: per configuration, the sigma of the part each search result selects
-        (:meth:`TimeWeightedSampler.on_grid`), shape ``(n, grid.size + 1)``.
-    :param log_scales: likewise the log-scale.
-    :param locs_s: per configuration, its samples' shift (s), shape ``(n, 1)``.
-    :param slowdowns: per configuration, the power-cap slowdown factor, shape ``(n, 1)``.
-    :param slowed: whether any slowdown differs from 1.
-    :param concurrency: per configuration, decoding sequences per replica, shape ``(n, 1)``.
-    :param mean_itl_s: per configuration, the mean ITL under the cap (s), shape ``(n, 1)``.
-    :param tails: per configuration, the fraction of tokens over the deadline, shape ``(n, 1)``.
-    """
-
-    grid: np.ndarray
-    sigmas: np.ndarray
-    log_scales: np.ndarray
-    locs_s: np.ndarray
-    slowdowns: np.ndarray
-    slowed: bool
-    concurrency: np.ndarray
-    mean_itl_s: np.ndarray
-    tails: np.ndarray
-
-
-@functools.lru_cache(maxsize=1024)
-def _blend_tables(configs: tuple[ServingConstants, ...]) -> _BlendTables:
-    """The :class:`_BlendTables` of configurations that all have latency data (kept: a model's
-    blends repeat from block to block while it changes batch)."""
-    samplers = [c.sampler for c in configs]
-    if any(s is None for s in samplers):
-        raise ValueError("a blend of ITL samples needs latency data for every configuration")
-    grid = np.unique(np.concatenate([s.thresholds for s in samplers]))  # type: ignore[union-attr]
-    tables = [s.on_grid(grid) for s in samplers]  # type: ignore[union-attr]
-
-    def column(values: list[float]) -> np.ndarray:
-        return np.array(values)[:, None]
-
-    slowdowns = column([c.slowdown for c in configs])
-    return _BlendTables(
-        grid=grid,
-        sigmas=np.stack([sigma for sigma, _ in tables]),
-        log_scales=np.stack([log_scale for _, log_scale in tables]),
-        locs_s=column([s.loc_s for s in samplers]),  # type: ignore[union-attr]
-        slowdowns=slowdowns,
-        slowed=bool((slowdowns != 1.0).any()),
-        concurrency=column([c.concurrency for c in configs]),
-        mean_itl_s=column([c.mean_itl_s for c in configs]),
-        tails=column([c.tail for c in configs]),
-    )
+    return list(zip(_rows(itl_s), _rows(tput), _rows(miss)))
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -55,10 +55,10 @@ def runpp_3ph_converged(net: Any) -> None:
     """``runpp_3ph``, iterated from its own result until no voltage moves by 1e-10 pu."""
     cols = [f"vm_{p}_pu" for p in PHASES]
     with quiet_pandapower():
-        pp.runpp_3ph(net)
+        pp.runpp_3ph(net, numba=False)
         for _ in range(10):
             before = net.res_bus_3ph[cols].to_numpy().copy()
-            pp.runpp_3ph(net, init="results")
+            pp.runpp_3ph(net, init="results", numba=False)
             if np.nanmax(np.abs(net.res_bus_3ph[cols].to_numpy() - before)) < 1e-10:
                 return
     raise AssertionError("runpp_3ph did not settle")
@@ -207,7 +207,7 @@ def test_switches_and_out_of_service() -> None:
         r0_ohm_per_km=0.8, x0_ohm_per_km=0.3, c0_nf_per_km=0.0,
     )  # fmt: skip
     with quiet_pandapower():
-        pp.runpp_3ph(net)  # not iterated on: init="results" fails on open line switches (pandapower 3.5)
+        pp.runpp_3ph(net, numba=False)  # not iterated on: init="results" fails on open line switches (pandapower 3.5)
     v, model, _ = phase_solution(net)
     assert "lv3b" not in model.bus_kv  # joined into LV3
     assert_voltages_match(net, v)

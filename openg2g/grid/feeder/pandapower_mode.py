@@ -99,7 +99,7 @@ class PandapowerNetwork:
             try:
                 # a diverging iteration divides by zero voltages: the results are checked below
                 with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                    pp.runpp_3ph(net, max_iteration=max_iter)
+                    pp.runpp_3ph(net, max_iteration=max_iter, numba=False)
             except (LoadflowNotConverged, FloatingPointError, np.linalg.LinAlgError):
                 ok = False
                 continue

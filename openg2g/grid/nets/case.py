@@ -83,7 +83,8 @@ def _factorize(j: sp.csc_matrix) -> Solver:
 
 def run_pandapower(net: pandapowerNet) -> None:
     """``pandapower.runpp`` with the options every result of this package is checked against:
-    pandapower's defaults, numba off (not a dependency; results are the same).
+    pandapower's defaults, numba off (its JIT would add seconds to the first solve of every process;
+    the results agree to pandapower's tolerance either way).
 
     :raises pandapower.powerflow.LoadflowNotConverged: the power flow did not converge.
     """

@@ -1,0 +1,171 @@
+"""Compiled loops of a site's block (numba): one model's ITL sampling, fused.
+
+:func:`serve_model` computes a model's serving figures for a block (:mod:`openg2g.datacenter.serving`)
+in one pass over its draws, instead of a dozen numpy passes over arrays of ``configurations x
+steps x samples`` and as many Python calls per model: the blend of every configuration's ITL
+sample, its inverse, the sum of the inverses over the replicas running, and the per-step blends of
+concurrency and deadline tails. Each float comes from the same IEEE operations in the same order
+as the numpy expressions the model was first written in, so the figures are the same bit for bit:
+the exponential is the C library's, as numpy's on CPUs without AVX-512 (whose numpy exponential may
+differ in the last bit), and row sums follow numpy's pairwise summation (:func:`pairwise_sum`).
+``tests/datacenter/test_serving.py`` checks a site's figures against the numpy expressions, bit
+for bit, on the machine that runs it.
+
+numba compiles a function the first time it is called (about 3 s) and keeps the machine code in
+``__pycache__`` beside this file (``cache=True``); later processes load it in about half a second
+with numba's own import, once per process.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from openg2g.datacenter.serving import CONCURRENCY, LOC_S, LOG_SCALES, MEAN_ITL_S, SIGMAS, SLOWDOWN, TAIL, THRESHOLDS
+
+__all__ = ["pairwise_sum", "serve_model"]
+
+
+_BLOCK = 128
+"""numpy's ``PW_BLOCKSIZE``: rows up to this length are summed in eight interleaved partial sums."""
+
+
+@numba.njit(cache=True)
+def _block_sum(a: np.ndarray, lo: int, n: int) -> float:  # pragma: no cover - compiled
+    """numpy's sum of ``a[lo:lo + n]`` for ``n <= 128``: in order below 8 values, else eight
+    interleaved partial sums added pairwise, then the remainder in order."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = lo + 8
+    whole = lo + n - n % 8
+    while i < whole:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@numba.njit(cache=True)
+def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
+    """``np.add.reduce`` of a contiguous row, bit for bit: numpy halves a row longer than 128
+    values (the first half a multiple of 8 long) and adds the two halves' sums, recursively.
+
+    The recursion is unrolled on an explicit stack (numba does not cache recursive functions):
+    a frame is a span still to sum; ``left`` holds its first half's sum once that is known.
+    """
+    n = a.size
+    if n <= _BLOCK:
+        return _block_sum(a, 0, n)
+    depth = 64  # spans halve at each level: 64 levels cover any array
+    lo, size, left = np.empty(depth, np.int64), np.empty(depth, np.int64), np.empty(depth)
+    left_done = np.zeros(depth, np.bool_)
+    top = 0
+    lo[0], size[0] = 0, n
+    while True:
+        if size[top] > _BLOCK:  # descend into the first half
+            half = size[top] // 2
+            half -= half % 8
+            lo[top + 1], size[top + 1], left_done[top + 1] = lo[top], half, False
+            top += 1
+            continue
+        value = _block_sum(a, lo[top], size[top])
+        top -= 1
+        # climb: a frame whose first half is done takes this as its second half's sum
+        while top >= 0 and left_done[top]:
+            value = left[top] + value
+            top -= 1
+        if top < 0:
+            return value
+        left[top], left_done[top] = value, True
+        half = size[top] // 2
+        half -= half % 8
+        lo[top + 1], size[top + 1], left_done[top + 1] = lo[top] + half, size[top] - half, False
+        top += 1
+
+
+@numba.njit(cache=True)
+def serve_model(
+    u: np.ndarray,
+    z: np.ndarray,
+    n_valid: np.ndarray,
+    replicas: np.ndarray,
+    configs: np.ndarray,
+    weights: np.ndarray,
+    has_deadline: bool,
+    itl_s: np.ndarray,
+    throughput_tok_s: np.ndarray,
+    miss: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """One model's token-weighted ITL (s), throughput (tok/s) and deadline-miss fraction per step,
+    into ``itl_s``, ``throughput_tok_s`` and ``miss`` (see :mod:`openg2g.datacenter.serving`).
+
+    A sampled replica's ITL is the blend ``sum_c ((exp(sigma_c * z + log_scale_c) + loc_c) * w_c)
+    * slowdown_c`` over the configurations ``c``, the part of each configuration's mixture chosen
+    by ``searchsorted(thresholds_c, u, side="right")``, its terms added first to last. The model's
+    ITL is ``n / sum(1 / ITL)`` over the ``n`` running sampled replicas, its throughput
+    ``replicas * concurrency * sum(1 / ITL) / n``, and its miss fraction the blend of the
+    configurations' tails weighted by their token shares ``w_c * concurrency_c / mean_itl_c``; a step
+    without a running replica has NaN, 0 and 0.
+
+    :param u: uniforms of the model's samples, ``steps x samples`` in C order.
+    :param z: standard normals, likewise.
+    :param n_valid: per step, the sampled replicas that run (the first ones).
+    :param replicas: per step, the active (possibly fractional) replicas.
+    :param configs: one :attr:`~openg2g.datacenter.serving.ServingConstants.row` per configuration.
+    :param weights: per configuration, its weight at each step, ``(configurations, steps)``.
+    :param has_deadline: the model has an ITL deadline (else its miss fraction is 0).
+    """
+    n_configs = configs.shape[0]
+    steps = itl_s.size
+    samples = u.size // steps
+    row = np.empty(samples)
+    for t in range(steps):
+        draws = t * samples
+        # configuration by configuration over the samples, each sample's terms added first to last
+        for c in range(n_configs):
+            for j in range(samples):
+                part = 0  # the count of thresholds <= u, without a branch to mispredict
+                for p in range(3):
+                    part += configs[c, THRESHOLDS + p] <= u[draws + j]
+                x = configs[c, SIGMAS + part] * z[draws + j]
+                x += configs[c, LOG_SCALES + part]
+                x = np.exp(x)
+                x += configs[c, LOC_S]
+                x *= weights[c, t]
+                x *= configs[c, SLOWDOWN]
+                row[j] = x if c == 0 else row[j] + x
+        for j in range(samples):
+            row[j] = 1.0 / row[j] if j < n_valid[t] else 0.0
+        inv_sum = pairwise_sum(row)
+        conc = 0.0
+        total = 0.0
+        for c in range(n_configs):
+            conc += weights[c, t] * configs[c, CONCURRENCY]
+            total += weights[c, t] * configs[c, CONCURRENCY] / configs[c, MEAN_ITL_S]
+        tail = 0.0
+        if has_deadline:
+            for c in range(n_configs):
+                tail += weights[c, t] * configs[c, CONCURRENCY] / configs[c, MEAN_ITL_S] / total * configs[c, TAIL]
+        if n_valid[t] > 0:
+            itl_s[t] = n_valid[t] / inv_sum
+            throughput_tok_s[t] = replicas[t] * conc * inv_sum / n_valid[t]
+            miss[t] = tail
+        else:
+            itl_s[t] = np.nan
+            throughput_tok_s[t] = 0.0
+            miss[t] = 0.0
