@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import scipy.linalg  # noqa: F401  (loads scipy's own BLAS, so the controller below sees it too)
 from threadpoolctl import ThreadpoolController
@@ -24,7 +24,8 @@ __all__ = ["one_blas_thread", "with_one_blas_thread"]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-_CONTROLLER: ThreadpoolController | None = None
+_BLAS: list[Any] | None = None
+"""threadpoolctl's controllers of the process's BLAS libraries, found once."""
 _DEPTH = 0
 """Contexts entered and not yet left: an inner one changes nothing and costs about 1 us."""
 
@@ -32,19 +33,28 @@ _DEPTH = 0
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """A context in which the process's BLAS libraries (numpy's and scipy's) use one thread; the
-    previous limits come back when the outermost one ends. Entering it costs about 15 us."""
-    global _CONTROLLER, _DEPTH
+    previous limits come back when the outermost one ends.
+
+    Each library's own get and set calls, a few microseconds, rather than threadpoolctl's
+    ``limit``, which describes every library (versions, paths) at each entry: 36-77 us, paid at
+    every env step (``Simulation.run_until``).
+    """
+    global _BLAS, _DEPTH
     if _DEPTH:
         yield
         return
-    if _CONTROLLER is None:  # inspecting the loaded libraries is the slow part (about 1 ms)
-        _CONTROLLER = ThreadpoolController()
-    with _CONTROLLER.limit(limits=1, user_api="blas"):
-        _DEPTH += 1
-        try:
-            yield
-        finally:
-            _DEPTH -= 1
+    if _BLAS is None:  # inspecting the loaded libraries is the slow part (about 1 ms)
+        _BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
+    previous = [lib.get_num_threads() for lib in _BLAS]
+    for lib in _BLAS:
+        lib.set_num_threads(1)
+    _DEPTH += 1
+    try:
+        yield
+    finally:
+        _DEPTH -= 1
+        for lib, n in zip(_BLAS, previous):
+            lib.set_num_threads(n)
 
 
 def with_one_blas_thread(fn: Callable[_P, _R]) -> Callable[_P, _R]:
