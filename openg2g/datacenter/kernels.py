@@ -21,9 +21,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from openg2g.datacenter.serving import CONCURRENCY, LOC_S, LOG_SCALES, MEAN_ITL_S, SIGMAS, SLOWDOWN, TAIL, THRESHOLDS
+__all__ = [
+    "CONCURRENCY",
+    "LOC_S",
+    "LOG_SCALES",
+    "MEAN_ITL_S",
+    "SIGMAS",
+    "SLOWDOWN",
+    "TAIL",
+    "THRESHOLDS",
+    "pairwise_sum",
+    "serve_model",
+]
 
-__all__ = ["pairwise_sum", "serve_model"]
+THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
+"""Columns of a configuration's row (:attr:`~openg2g.datacenter.serving.ServingConstants.row`):
+its sampler's three part thresholds, four parts' sigmas and four log-scales, then one value each."""
 
 
 _BLOCK = 128

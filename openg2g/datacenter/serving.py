@@ -33,10 +33,6 @@ from openg2g.datacenter.library import TimeWeightedSampler
 
 __all__ = ["ITL_SAMPLES", "ServingConstants", "ServingInput", "serve_block"]
 
-THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
-"""Columns of :attr:`ServingConstants.row`: the sampler's three part thresholds, its four parts'
-sigmas and log-scales, then one value each."""
-
 
 @dataclass(frozen=True)
 class ServingConstants:
@@ -57,8 +53,10 @@ class ServingConstants:
 
     @cached_property
     def row(self) -> np.ndarray:
-        """All of it in one row of 16 floats (columns :data:`THRESHOLDS` ... :data:`TAIL`), as
-        the compiled kernel reads a blend: one row per configuration. Needs a sampler."""
+        """All of it in one row of 16 floats, as the compiled kernel reads a blend (one row per
+        configuration; its columns are named in :mod:`openg2g.datacenter.kernels`): the sampler's
+        three part thresholds, its four parts' sigmas and log-scales, its shift, then the
+        slowdown, concurrency, mean ITL and tail. Needs a sampler."""
         s = self.sampler
         if s is None:
             raise ValueError("a configuration without latency data has no ITL samples")

@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 
 from openg2g.datacenter import TraceLibrary
-from openg2g.datacenter.kernels import pairwise_sum, serve_model
-from openg2g.datacenter.library import time_weighted_sampler
-from openg2g.datacenter.serving import (
+from openg2g.datacenter.kernels import (
     CONCURRENCY,
     LOC_S,
     LOG_SCALES,
@@ -19,8 +17,11 @@ from openg2g.datacenter.serving import (
     SLOWDOWN,
     TAIL,
     THRESHOLDS,
-    ServingConstants,
+    pairwise_sum,
+    serve_model,
 )
+from openg2g.datacenter.library import time_weighted_sampler
+from openg2g.datacenter.serving import ServingConstants
 
 
 @pytest.mark.parametrize("n", [*range(1, 300), 1000, 1031, 4096, 8192, 8199, 100_003])
