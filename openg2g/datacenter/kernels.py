@@ -12,8 +12,9 @@ differ in the last bit), and row sums follow numpy's pairwise summation (:func:`
 for bit, on the machine that runs it.
 
 numba compiles a function the first time it is called (about 3 s) and keeps the machine code in
-``__pycache__`` beside this file (``cache=True``); later processes load it in about half a second
-with numba's own import, once per process.
+``__pycache__`` beside this file (``cache=True``; in the user's cache folder when the package's is
+read-only, or in ``NUMBA_CACHE_DIR``); later processes load it in about half a second with numba's
+own import, once per process.
 """
 
 from __future__ import annotations
