@@ -75,12 +75,19 @@ def _block_sum(a: np.ndarray, lo: int, n: int) -> float:  # pragma: no cover - c
 
 
 @numba.njit(cache=True)
+def _first_half(n: int) -> int:  # pragma: no cover - compiled
+    """Where numpy splits a span of ``n`` values: half of it, rounded down to a multiple of 8."""
+    half = n // 2
+    return half - half % 8
+
+
+@numba.njit(cache=True)
 def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
     """``np.add.reduce`` of a contiguous row, bit for bit: numpy halves a row longer than 128
     values (the first half a multiple of 8 long) and adds the two halves' sums, recursively.
 
-    The recursion is unrolled on an explicit stack (numba does not cache recursive functions):
-    a frame is a span still to sum; ``left`` holds its first half's sum once that is known.
+    The recursion is unrolled on an explicit stack (a recursive version crashed when loaded from
+    numba's cache): a frame is a span still to sum; ``left`` holds its first half's sum once known.
     """
     n = a.size
     if n <= _BLOCK:
@@ -92,9 +99,7 @@ def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
     lo[0], size[0] = 0, n
     while True:
         if size[top] > _BLOCK:  # descend into the first half
-            half = size[top] // 2
-            half -= half % 8
-            lo[top + 1], size[top + 1], left_done[top + 1] = lo[top], half, False
+            lo[top + 1], size[top + 1], left_done[top + 1] = lo[top], _first_half(size[top]), False
             top += 1
             continue
         value = _block_sum(a, lo[top], size[top])
@@ -106,8 +111,7 @@ def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
         if top < 0:
             return value
         left[top], left_done[top] = value, True
-        half = size[top] // 2
-        half -= half % 8
+        half = _first_half(size[top])
         lo[top + 1], size[top + 1], left_done[top + 1] = lo[top] + half, size[top] - half, False
         top += 1
 
