@@ -33,6 +33,7 @@ __all__ = [
     "THRESHOLDS",
     "pairwise_sum",
     "serve_model",
+    "serve_site",
 ]
 
 THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
@@ -92,6 +93,9 @@ def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
     n = a.size
     if n <= _BLOCK:
         return _block_sum(a, 0, n)
+    half = _first_half(n)
+    if n - half <= _BLOCK:  # two blocks (a model's row of up to 256 samples): without the stack below
+        return _block_sum(a, 0, half) + _block_sum(a, half, n - half)
     depth = 64  # spans halve at each level: 64 levels cover any array
     lo, size, left = np.empty(depth, np.int64), np.empty(depth, np.int64), np.empty(depth)
     left_done = np.zeros(depth, np.bool_)
@@ -114,6 +118,62 @@ def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
         half = _first_half(size[top])
         lo[top + 1], size[top + 1], left_done[top + 1] = lo[top] + half, size[top] - half, False
         top += 1
+
+
+@numba.njit(cache=True)
+def serve_site(
+    u: np.ndarray,
+    z: np.ndarray,
+    draws: np.ndarray,
+    n_on: np.ndarray,
+    samples: np.ndarray,
+    replicas: np.ndarray,
+    configs: np.ndarray,
+    blends: np.ndarray,
+    weights: np.ndarray,
+    has_deadline: np.ndarray,
+    figures: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """:func:`serve_model` of each model of a site's block, in one call: its ITL (s), throughput
+    (tok/s) and deadline-miss fraction per step into ``figures[0, i]``, ``figures[1, i]`` and
+    ``figures[2, i]``; NaN, NaN and 0 for a model without latency data (no configuration rows).
+
+    :param u: uniforms of every model's samples, model after model, each ``steps x samples`` in C order.
+    :param z: standard normals, likewise.
+    :param draws: model ``i``'s draws are ``u[draws[i]:draws[i + 1]]``.
+    :param n_on: replicas running per model and step, ``(models, steps)``.
+    :param samples: per model, the replicas whose ITL is sampled, at most.
+    :param replicas: active (possibly fractional) replicas per model and step.
+    :param configs: one :attr:`~openg2g.datacenter.serving.ServingConstants.row` per configuration,
+        model after model, each model's in the order of its blend.
+    :param blends: model ``i``'s configurations are rows ``blends[i]:blends[i + 1]`` of ``configs``
+        and ``weights``; none if it has no latency data.
+    :param weights: per configuration, its weight at each step.
+    :param has_deadline: per model, it has an ITL deadline.
+    :param figures: ``(3, models, steps)``, written.
+    """
+    n_valid = np.empty(figures.shape[2], np.int64)
+    for i in range(n_on.shape[0]):
+        first, end = blends[i], blends[i + 1]
+        if first == end:
+            figures[0, i] = np.nan
+            figures[1, i] = np.nan
+            figures[2, i] = 0.0
+            continue
+        for t in range(n_valid.size):
+            n_valid[t] = min(n_on[i, t], samples[i])
+        serve_model(
+            u[draws[i] : draws[i + 1]],
+            z[draws[i] : draws[i + 1]],
+            n_valid,
+            replicas[i],
+            configs[first:end],
+            weights[first:end],
+            has_deadline[i],
+            figures[0, i],
+            figures[1, i],
+            figures[2, i],
+        )
 
 
 @numba.njit(cache=True)
@@ -152,23 +212,30 @@ def serve_model(
     steps = itl_s.size
     samples = u.size // steps
     row = np.empty(samples)
+    term = np.empty(samples)
     for t in range(steps):
         draws = t * samples
-        # configuration by configuration over the samples, each sample's terms added first to last
+        running = min(n_valid[t], samples)  # a stopped replica's sample is 0 whatever its draws
+        # configuration by configuration over the samples, each sample's terms added first to last;
+        # three loops, so that the exponential's calls run back to back
         for c in range(n_configs):
-            for j in range(samples):
-                part = 0  # the count of thresholds <= u, without a branch to mispredict
-                for p in range(3):
-                    part += configs[c, THRESHOLDS + p] <= u[draws + j]
+            t0, t1, t2 = configs[c, THRESHOLDS], configs[c, THRESHOLDS + 1], configs[c, THRESHOLDS + 2]
+            for j in range(running):
+                uj = u[draws + j]
+                part = (t0 <= uj) + (t1 <= uj) + (t2 <= uj)  # searchsorted(side="right"), branch-free
                 x = configs[c, SIGMAS + part] * z[draws + j]
                 x += configs[c, LOG_SCALES + part]
-                x = np.exp(x)
-                x += configs[c, LOC_S]
-                x *= weights[c, t]
-                x *= configs[c, SLOWDOWN]
+                term[j] = x
+            for j in range(running):
+                term[j] = np.exp(term[j])
+            loc_s, weight, slowdown = configs[c, LOC_S], weights[c, t], configs[c, SLOWDOWN]
+            for j in range(running):
+                x = term[j] + loc_s
+                x *= weight
+                x *= slowdown
                 row[j] = x if c == 0 else row[j] + x
         for j in range(samples):
-            row[j] = 1.0 / row[j] if j < n_valid[t] else 0.0
+            row[j] = 1.0 / row[j] if j < running else 0.0
         inv_sum = pairwise_sum(row)
         conc = 0.0
         total = 0.0

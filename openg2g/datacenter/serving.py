@@ -100,61 +100,41 @@ def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np
     :param k: steps in the block.
     :return: per model, three read-only arrays of shape ``(k,)``.
     """
-    n_w = [min(m.width, m.samples) for m in models]
-    sampled = [i for i, m in enumerate(models) if all(c.sampler is not None for _, c in m.blend)]
-    starts = list(itertools.accumulate((k * n_w[i] for i in sampled), initial=0))
-    u, z = np.empty(starts[-1]), np.empty(starts[-1])
-    segment = {i: (lo, hi) for i, lo, hi in zip(sampled, starts, starts[1:])}
-    for i, m in enumerate(models):
-        if i in segment:  # a model's draws fill its segment as a (k, n_w) draw of its own would
-            lo, hi = segment[i]
-            m.uniform_rng.random(out=u[lo:hi])
-            m.normal_rng.standard_normal(out=z[lo:hi])
-        else:  # no latency data: the streams advance all the same
-            m.uniform_rng.random(k * n_w[i])
-            m.normal_rng.standard_normal(k * n_w[i])
-    if sampled and len(sampled) == len(models):
-        return _blend(models, n_w, k, u, z)
-    nan = (_frozen(np.full(k, np.nan)), _frozen(np.full(k, np.nan)), _frozen(np.zeros(k)))
-    out = [nan] * len(models)
-    if sampled:
-        figures = _blend([models[i] for i in sampled], [n_w[i] for i in sampled], k, u, z)
-        for i, f in zip(sampled, figures):
-            out[i] = f
-    return out
+    if not models:
+        return []
+    from openg2g.datacenter.kernels import serve_site  # numba loads when a site first steps
 
-
-def _blend(
-    models: list[ServingInput], n_w: list[int], k: int, u: np.ndarray, z: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """:func:`serve_block` for models whose every configuration has latency data; ``u`` and ``z``
-    hold their draws, model after model."""
-    from openg2g.datacenter.kernels import serve_model  # numba loads when a site first steps
-
-    itl_s, tput, miss = np.empty((3, len(models), k))
-    start = 0
-    for i, m in enumerate(models):
-        end = start + k * n_w[i]
-        if len(m.blend) == 1:  # weight exactly 1, which multiplies each term into itself
-            configs, weights = m.blend[0][1].row[None, :], np.ones((1, k))
-        else:
-            configs, weights = np.stack([c.row for _, c in m.blend]), np.stack([w for w, _ in m.blend])
-        replicas = m.replicas.view()
-        replicas.flags.writeable = False  # as a site's counts always are: one compiled version of the kernel
-        n_valid = np.minimum(m.n_on, m.samples)
-        serve_model(
-            u[start:end], z[start:end], n_valid, replicas, configs, weights, m.has_deadline, itl_s[i], tput[i], miss[i]
+    draws = list(itertools.accumulate((k * min(m.width, m.samples) for m in models), initial=0))
+    u, z = np.empty(draws[-1]), np.empty(draws[-1])
+    configs: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    blends = [0]
+    for m, lo, hi in zip(models, draws, draws[1:]):
+        # a model's draws fill its segment as a (k, n_w) draw of its own would; the streams advance
+        # all the same for a model without latency data
+        m.uniform_rng.random(out=u[lo:hi])
+        m.normal_rng.standard_normal(out=z[lo:hi])
+        if all(c.sampler is not None for _, c in m.blend):
+            configs += [c.row for _, c in m.blend]
+            weights += [w for w, _ in m.blend]
+        blends.append(len(configs))
+    figures = np.empty((3, len(models), k))
+    if configs:
+        serve_site(
+            u,
+            z,
+            np.array(draws),
+            np.array([m.n_on for m in models], dtype=np.int64),
+            np.array([m.samples for m in models]),
+            np.array([m.replicas for m in models], dtype=np.float64),
+            np.array(configs),
+            np.array(blends),
+            np.array(weights, dtype=np.float64),
+            np.array([m.has_deadline for m in models]),
+            figures,
         )
-        start = end
-    return list(zip(_rows(itl_s), _rows(tput), _rows(miss)))
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
-def _rows(array: np.ndarray) -> list[np.ndarray]:
-    """Row views of ``array``, made read-only (a state keeps them without a copy)."""
-    array.flags.writeable = False
-    return list(array)
+    else:  # no model has latency data
+        figures[:2] = np.nan
+        figures[2] = 0.0
+    figures.flags.writeable = False  # a state keeps the rows without a copy
+    return list(zip(*figures))
