@@ -1,8 +1,9 @@
-"""Compiled loops of a site's block (numba): one model's ITL sampling, fused.
+"""Compiled loops of a site's block (numba): its models' ITL sampling, fused.
 
 :func:`serve_model` computes a model's serving figures for a block (:mod:`openg2g.datacenter.serving`)
 in one pass over its draws, instead of a dozen numpy passes over arrays of ``configurations x
-steps x samples`` and as many Python calls per model: the blend of every configuration's ITL
+steps x samples`` and as many Python calls per model, and :func:`serve_site` calls it for every
+model of a site's block from flat arrays, so a block makes one compiled call: the blend of every configuration's ITL
 sample, its inverse, the sum of the inverses over the replicas running, and the per-step blends of
 concurrency and deadline tails. Each float comes from the same IEEE operations in the same order
 as the numpy expressions the model was first written in, so the figures are the same bit for bit:
@@ -27,6 +28,7 @@ __all__ = [
     "LOC_S",
     "LOG_SCALES",
     "MEAN_ITL_S",
+    "ROW",
     "SIGMAS",
     "SLOWDOWN",
     "TAIL",
@@ -39,6 +41,8 @@ __all__ = [
 THRESHOLDS, SIGMAS, LOG_SCALES, LOC_S, SLOWDOWN, CONCURRENCY, MEAN_ITL_S, TAIL = 0, 3, 7, 11, 12, 13, 14, 15
 """Columns of a configuration's row (:attr:`~openg2g.datacenter.serving.ServingConstants.row`):
 its sampler's three part thresholds, four parts' sigmas and four log-scales, then one value each."""
+ROW = TAIL + 1
+"""Values in a configuration's row."""
 
 
 _BLOCK = 128
@@ -124,7 +128,7 @@ def pairwise_sum(a: np.ndarray) -> float:  # pragma: no cover - compiled
 def serve_site(
     u: np.ndarray,
     z: np.ndarray,
-    draws: np.ndarray,
+    sampled: np.ndarray,
     n_on: np.ndarray,
     samples: np.ndarray,
     replicas: np.ndarray,
@@ -137,43 +141,50 @@ def serve_site(
     """:func:`serve_model` of each model of a site's block, in one call: its ITL (s), throughput
     (tok/s) and deadline-miss fraction per step into ``figures[0, i]``, ``figures[1, i]`` and
     ``figures[2, i]``; NaN, NaN and 0 for a model without latency data (no configuration rows).
+    Per-model arrays are flat, model after model, so the caller makes each with one copy.
 
-    :param u: uniforms of every model's samples, model after model, each ``steps x samples`` in C order.
+    :param u: uniforms of every model's samples, model after model, each ``steps x sampled[i]`` in C order.
     :param z: standard normals, likewise.
-    :param draws: model ``i``'s draws are ``u[draws[i]:draws[i + 1]]``.
-    :param n_on: replicas running per model and step, ``(models, steps)``.
-    :param samples: per model, the replicas whose ITL is sampled, at most.
-    :param replicas: active (possibly fractional) replicas per model and step.
-    :param configs: one :attr:`~openg2g.datacenter.serving.ServingConstants.row` per configuration,
+    :param sampled: per model, the replica columns drawn each step.
+    :param n_on: replicas running per step, model after model.
+    :param samples: per model, the replicas whose ITL is sampled, at most (the running ones first).
+    :param replicas: active (possibly fractional) replicas per step, model after model.
+    :param configs: one :attr:`~openg2g.datacenter.serving.ServingConstants.row` after another,
         model after model, each model's in the order of its blend.
-    :param blends: model ``i``'s configurations are rows ``blends[i]:blends[i + 1]`` of ``configs``
-        and ``weights``; none if it has no latency data.
-    :param weights: per configuration, its weight at each step.
+    :param blends: model ``i``'s configurations are ``blends[i]`` to ``blends[i + 1] - 1``; none if
+        it has no latency data.
+    :param weights: per configuration, its weight at each step, one after another.
     :param has_deadline: per model, it has an ITL deadline.
     :param figures: ``(3, models, steps)``, written.
     """
-    n_valid = np.empty(figures.shape[2], np.int64)
-    for i in range(n_on.shape[0]):
+    steps = figures.shape[2]
+    n_configs = configs.size // ROW
+    rows, blend_weights = configs.reshape((n_configs, ROW)), weights.reshape((n_configs, steps))
+    n_valid = np.empty(steps, np.int64)
+    first_draw = 0
+    for i in range(sampled.size):
+        last_draw = first_draw + steps * sampled[i]
         first, end = blends[i], blends[i + 1]
         if first == end:
             figures[0, i] = np.nan
             figures[1, i] = np.nan
             figures[2, i] = 0.0
-            continue
-        for t in range(n_valid.size):
-            n_valid[t] = min(n_on[i, t], samples[i])
-        serve_model(
-            u[draws[i] : draws[i + 1]],
-            z[draws[i] : draws[i + 1]],
-            n_valid,
-            replicas[i],
-            configs[first:end],
-            weights[first:end],
-            has_deadline[i],
-            figures[0, i],
-            figures[1, i],
-            figures[2, i],
-        )
+        else:
+            for t in range(steps):
+                n_valid[t] = min(n_on[i * steps + t], samples[i])
+            serve_model(
+                u[first_draw:last_draw],
+                z[first_draw:last_draw],
+                n_valid,
+                replicas[i * steps : (i + 1) * steps],
+                rows[first:end],
+                blend_weights[first:end],
+                has_deadline[i],
+                figures[0, i],
+                figures[1, i],
+                figures[2, i],
+            )
+        first_draw = last_draw
 
 
 @numba.njit(cache=True)

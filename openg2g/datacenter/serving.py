@@ -8,15 +8,12 @@ power cap. The model's ITL is the token-weighted (harmonic) mean over its runnin
 replicas, its throughput ``replicas * conc * mean(1 / ITL)`` and its deadline-miss fraction the
 token-share blend of the configurations' analytic tails.
 
-A block's draws, samples and blends of all models of a site are laid out in flat arrays, model
-after model, each model's samples in the C order of its ``(steps, replicas)`` array, so every
-elementwise operation runs once per block for the whole site instead of once per model and
-configuration, and each model's row sums run over exactly the arrays a model-by-model computation
-would reduce: the floats are the same bit for bit. A model in a transition computes every
-configuration of its blend at once, one row per configuration, and adds the rows in the blend's
-order (a reduction over the leading axis of a C-ordered array adds row after row), so its terms
-are added as one by one (``tests/datacenter/test_serving.py``), in a dozen numpy calls whatever
-the number of configurations.
+A block's draws of all models of a site are laid out in flat arrays, model after model, each
+model's in the C order of its ``(steps, sampled replicas)`` array (each drawn by its own streams,
+as a draw of its own would fill it), and so are its replica counts, blend rows and weights: one
+compiled call (:func:`openg2g.datacenter.kernels.serve_site`) computes every model's figures, with
+the same IEEE operations in the same order as the numpy expressions of the model, so the floats
+are the same bit for bit (``tests/datacenter/test_serving.py`` adds a blend's terms one by one).
 """
 
 from __future__ import annotations
@@ -104,13 +101,14 @@ def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np
         return []
     from openg2g.datacenter.kernels import serve_site  # numba loads when a site first steps
 
-    draws = list(itertools.accumulate((k * min(m.width, m.samples) for m in models), initial=0))
+    sampled = [min(m.width, m.samples) for m in models]
+    draws = list(itertools.accumulate((k * n for n in sampled), initial=0))
     u, z = np.empty(draws[-1]), np.empty(draws[-1])
     configs: list[np.ndarray] = []
     weights: list[np.ndarray] = []
     blends = [0]
     for m, lo, hi in zip(models, draws, draws[1:]):
-        # a model's draws fill its segment as a (k, n_w) draw of its own would; the streams advance
+        # a model's draws fill its segment as a (k, n) draw of its own would; the streams advance
         # all the same for a model without latency data
         m.uniform_rng.random(out=u[lo:hi])
         m.normal_rng.standard_normal(out=z[lo:hi])
@@ -119,17 +117,17 @@ def serve_block(models: list[ServingInput], k: int) -> list[tuple[np.ndarray, np
             weights += [w for w, _ in m.blend]
         blends.append(len(configs))
     figures = np.empty((3, len(models), k))
-    if configs:
+    if configs:  # flat arrays (one concatenation each is the cheapest copy), shaped in the kernel
         serve_site(
             u,
             z,
-            np.array(draws),
-            np.array([m.n_on for m in models], dtype=np.int64),
+            np.array(sampled),
+            np.concatenate([m.n_on for m in models]),
             np.array([m.samples for m in models]),
-            np.array([m.replicas for m in models], dtype=np.float64),
-            np.array(configs),
+            np.concatenate([m.replicas for m in models]),
+            np.concatenate(configs),
             np.array(blends),
-            np.array(weights, dtype=np.float64),
+            np.concatenate(weights),
             np.array([m.has_deadline for m in models]),
             figures,
         )

@@ -19,6 +19,7 @@ from openg2g.datacenter.kernels import (
     THRESHOLDS,
     pairwise_sum,
     serve_model,
+    serve_site,
 )
 from openg2g.datacenter.library import time_weighted_sampler
 from openg2g.datacenter.serving import ServingConstants
@@ -79,6 +80,44 @@ def test_a_step_without_running_replicas_serves_nothing() -> None:
     serve_model(u, z, np.array([0, 2]), np.array([0.0, 2.0]), configs, np.ones((1, 2)), True, itl, tput, miss)
     assert math.isnan(itl[0]) and tput[0] == 0.0 and miss[0] == 0.0
     assert itl[1] == pytest.approx(math.exp(-3.0)) and miss[1] == pytest.approx(0.2)
+
+
+def test_a_site_by_hand() -> None:
+    """Three models in one call: a blend of two configurations with one of its two sampled replicas
+    running, a model without latency data (no rows: NaN, NaN, 0, its draws skipped) and one sampled
+    replica of three running, without a deadline; each reads its own draws, counts and rows."""
+    blend = [
+        _row([0.2, 0.4, 0.9], [0.1, 0.2, 0.3, 0.4], [-3.0, -3.1, -3.2, -3.3], 0.01, 1.0, 64.0, 0.02, 0.05),
+        _row([0.2, 0.4, 0.9], [0.5, 0.6, 0.7, 0.8], [-2.0, -2.1, -2.2, -2.3], 0.02, 1.25, 128.0, 0.05, 0.1),
+    ]
+    alone = _row([0.1, 0.2, 0.3], [0.5, 0.6, 0.7, 0.8], [-2.0, -2.1, -2.2, -2.3], 0.02, 1.25, 128.0, 0.05, 0.1)
+    figures = np.empty((3, 3, 1))
+    serve_site(
+        np.array([0.5, 0.1, 0.3, 0.95]),  # u: two draws of the first model, one each of the others
+        np.array([0.7, -1.0, 5.0, 0.2]),
+        np.array([2, 1, 1]),
+        np.array([1, 0, 3]),
+        np.array([2, 256, 1]),
+        np.array([1.0, 4.0, 2.5]),
+        np.concatenate([*blend, alone]),
+        np.array([0, 2, 2, 3]),
+        np.array([0.25, 0.75, 1.0]),
+        np.array([True, True, False]),
+        figures,
+    )
+    (itl, tput, miss) = figures[:, :, 0]
+
+    a = (math.exp(0.3 * 0.7 - 3.2) + 0.01) * 0.25 * 1.0  # part 2 of each blend row
+    b = (math.exp(0.7 * 0.7 - 2.2) + 0.02) * 0.75 * 1.25
+    assert itl[0] == 1 / (1.0 / (a + b))
+    assert tput[0] == 1.0 * (0.25 * 64.0 + 0.75 * 128.0) * (1.0 / (a + b)) / 1
+    shares = [0.25 * 64.0 / 0.02, 0.75 * 128.0 / 0.05]
+    assert miss[0] == pytest.approx((shares[0] * 0.05 + shares[1] * 0.1) / sum(shares), rel=1e-15)
+    assert math.isnan(itl[1]) and math.isnan(tput[1]) and miss[1] == 0.0
+    c = (math.exp(0.8 * 0.2 - 2.3) + 0.02) * 1.0 * 1.25  # u = 0.95 passes every threshold: part 3
+    assert itl[2] == 1 / (1.0 / c)  # one sampled replica of the three running
+    assert tput[2] == 2.5 * 128.0 * (1.0 / c) / 1
+    assert miss[2] == 0.0  # no deadline
 
 
 def test_the_row_holds_the_sampler_in_the_kernels_columns(library: TraceLibrary) -> None:
