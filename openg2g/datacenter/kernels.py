@@ -265,3 +265,108 @@ def serve_model(
             itl_s[t] = np.nan
             throughput_tok_s[t] = 0.0
             miss[t] = 0.0
+
+
+# ---------------------------------------------------------------- a site's phase power
+#
+# The loops of ReplayDatacenter._phase_power (openg2g/datacenter/replay.py), each a numpy expression
+# of a few passes and temporaries per configuration before: the same IEEE operations in the same
+# order, so the same bits (tests/datacenter/test_phase_kernels.py checks them against those numpy
+# expressions).
+
+__all__ += ["add_replica_power", "add_table_rows", "replica_phase_sums"]
+
+
+@numba.njit(cache=True)
+def add_table_rows(
+    phase_w: np.ndarray, table: np.ndarray, sample_idx: np.ndarray, length: int, weights: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Add one configuration's weighted phase-table rows: ``phase_w[t, p] += weights[t] *
+    table[sample_idx[t, 0] % length, p]`` (W), one library sample per step.
+
+    The numpy ``phase_w += weights[:, None] * table.take(sample_idx[:, 0] % length, axis=0)``, bit for
+    bit; with ``phase_w`` zeros and weights exactly 1 it is ``table.take(...) + 0.0``.
+
+    :param phase_w: per step and phase (W), ``(steps, 3)``, added to in place.
+    :param table: power per sample index and phase (W), ``(length, 3)``.
+    :param sample_idx: library sample index of each step, ``(steps, 1)`` (first column read).
+    :param weights: the configuration's weight at each step.
+    """
+    for t in range(phase_w.shape[0]):
+        row = sample_idx[t, 0] % length
+        for p in range(3):
+            phase_w[t, p] += weights[t] * table[row, p]
+
+
+@numba.njit(cache=True)
+def add_replica_power(
+    power: np.ndarray,
+    doubled_w: np.ndarray,
+    offsets: np.ndarray,
+    sample_idx: np.ndarray,
+    length: int,
+    weights: np.ndarray,
+    clip_w: float,
+) -> None:  # pragma: no cover - compiled
+    """Add one configuration's weighted power of each replica, step by step (W).
+
+    For replica ``r`` and step ``t`` with ``n`` library samples: ``acc = 0 + x[o_r + i_1 % L] + ...
+    + x[o_r + i_n % L]`` (``x`` the doubled trace), clipped as ``min(acc / n, clip_w) * n`` unless
+    ``clip_w`` is NaN (no cap), and ``power[t, r] += (weights[t] / n) * acc``: numpy's passes over
+    the ``steps x replicas`` arrays, element by element, in the same order.
+
+    :param power: per step and replica column (W), ``(steps, width)``, added to in place.
+    :param doubled_w: the configuration's looped trace twice over (W per replica).
+    :param offsets: each replica's offset modulo ``length`` (at least ``width`` of them).
+    :param sample_idx: library sample indices of each step, ``(steps, n)``.
+    :param clip_w: a replica's power cap (W; NaN: none).
+    """
+    steps, width = power.shape
+    n_sub = sample_idx.shape[1]
+    for t in range(steps):
+        w = weights[t] / n_sub
+        for r in range(width):
+            acc = 0.0
+            for j in range(n_sub):
+                acc += doubled_w[offsets[r] + sample_idx[t, j] % length]
+            if not np.isnan(clip_w):  # np.minimum: the first operand unless the second is smaller (or NaN)
+                mean = acc / n_sub
+                acc = (mean if mean <= clip_w or np.isnan(mean) else clip_w) * n_sub
+            power[t, r] += w * acc
+
+
+@numba.njit(cache=True)
+def replica_phase_sums(
+    power: np.ndarray, replicas: np.ndarray, n_on: np.ndarray, phase: np.ndarray, phase_w: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Per step, the power of the running replicas on each phase (W), into ``phase_w``.
+
+    The last running replica ``n_on[t] - 1`` runs at the fraction ``replicas[t] - (n_on[t] - 1)``
+    of its power (when below 1), replicas from ``n_on[t]`` on are zero, and each phase's sum is
+    numpy's row sum (:func:`pairwise_sum`) over that phase's columns in order, zeros included.
+    ``power`` is scaled in place.
+
+    :param power: per step and replica column (W), ``(steps, width)``.
+    :param replicas: per step, the active (possibly fractional) replica count.
+    :param n_on: per step, the replicas running (its ceiling, at most ``width``).
+    :raises IndexError: a step runs more replicas than ``power`` has columns.
+    :param phase: each replica column's phase (0, 1 or 2).
+    :param phase_w: per step and phase (W), ``(steps, 3)``, written.
+    """
+    steps, width = power.shape
+    row = np.empty(width)
+    for t in range(steps):
+        on = n_on[t]
+        if on > width:  # numpy's index would fail; a compiled write would land outside the array
+            raise IndexError("replica_phase_sums: more replicas running than columns")
+        if on > 0:
+            frac = replicas[t] - (on - 1)
+            if frac < 1.0:  # numpy multiplied by 1.0 otherwise, which changes no bit
+                power[t, on - 1] *= frac
+        for p in range(3):
+            n = 0
+            for r in range(width):
+                if phase[r] == p:
+                    row[n] = power[t, r] if r < on else 0.0
+                    n += 1
+            phase_w[t, p] = pairwise_sum(row[:n])

@@ -85,6 +85,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import ModuleType
 from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -208,6 +209,16 @@ def _constant(cache: dict[tuple[int, type, float | None], np.ndarray], k: int, v
             cache.clear()
         array = cache[key] = _read_only(np.full(k, np.nan if value is None else value))
     return array
+
+
+@functools.cache
+def _kernels() -> ModuleType:
+    """The compiled loops (:mod:`openg2g.datacenter.kernels`), imported when a site first steps so
+    that ``import openg2g`` does not load numba; kept, since an import statement in a function costs
+    microseconds at every call."""
+    from openg2g.datacenter import kernels
+
+    return kernels
 
 
 @functools.lru_cache(maxsize=4096)
@@ -359,7 +370,8 @@ class _Model:
 
     def phase_table(self, batch: int, n_full: int) -> np.ndarray:
         """Power per phase (W) of replicas ``0 .. n_full - 1`` at ``batch`` under the present cap,
-        at every sample index of the looped trace: shape ``(length, 3)``. Built once and kept."""
+        at every sample index of the looped trace: shape ``(length, 3)`` (a Fortran-ordered view).
+        Built once and kept."""
         key = (batch, n_full, self.cap_w_per_gpu)
         if key in self.tables:
             self.tables[key] = self.tables.pop(key)  # most recently used last
@@ -377,10 +389,20 @@ class _Model:
             # there the same sums are the linear correlation of h_p with two periods of x, both
             # zero-padded to a fast length n >= 2L, whose first L lags never wrap (half the time
             # over the bundled lengths, 0.4 of it on the longest; docs/performance.md, "Env throughput")
+            # The histograms go into one zero-padded float array and the product overwrites their
+            # transform: the same values through the same transforms as rfft(h, n=fft_n) of the
+            # integer counts, without three fresh arrays of the padded length (0.85 of the time)
             offsets, phase = c.offsets[:n_full], self.phase[:n_full]
-            h = np.stack([np.bincount(offsets[phase == p], minlength=c.length) for p in range(3)])
-            table = scipy.fft.irfft(np.conj(scipy.fft.rfft(h, n=c.fft_n, axis=1)) * spectrum, n=c.fft_n, axis=1)
-            self.tables[key] = np.ascontiguousarray(table[:, : c.length].T)
+            h = np.zeros((3, c.fft_n))
+            for p in range(3):
+                h[p, : c.length] = np.bincount(offsets[phase == p], minlength=c.length)
+            product = scipy.fft.rfft(h, axis=1, overwrite_x=True)
+            np.conj(product, out=product)
+            product *= spectrum
+            table = scipy.fft.irfft(product, n=c.fft_n, axis=1, overwrite_x=True)
+            # kept as the rows the transform gives (a view of them when unpadded), handed out
+            # transposed: the copy into sample-major order took about 4 % of a table's build
+            self.tables[key] = np.ascontiguousarray(table[:, : c.length]).T
         return self.tables[key]
 
     def serving(self, batch: int) -> ServingConstants:
@@ -642,14 +664,14 @@ class ReplayDatacenter(DatacenterBackend):
         sample_idx = np.rint(t / dt_lib).astype(np.int64)[:, None] + np.arange(1 - n_sub, 1)
         t_first = float(t.min())
         counts = {m.name: m.counts_block(t, t_first) for m in self._models.values()}
-        running = [m for m in self._models.values() if self._online and m.width() > 0]
-        blends = _blends(running, t, self._constants)
+        running = [(m, width) for m in self._models.values() if self._online and (width := m.width()) > 0]
+        blends = _blends([m for m, _ in running], t, self._constants)
         it_phase_w = np.zeros((k, 3))
         power_w: dict[str, np.ndarray] = {}
         inputs: list[ServingInput] = []
-        for m, blend in zip(running, blends):
+        for (m, width), blend in zip(running, blends):
             replicas, n_on, n_on_min = counts[m.name]
-            phase_w = self._phase_power(m, blend, t, t_first, sample_idx, replicas)
+            phase_w = self._phase_power(m, blend, t, t_first, sample_idx, replicas, n_on, width)
             it_phase_w += phase_w
             power_w[m.name] = phase_w.sum(axis=1)
             serving = [(w, m.serving(b)) for b, w in blend]
@@ -658,7 +680,7 @@ class ReplayDatacenter(DatacenterBackend):
                 ServingInput(
                     m.uniform_rng,
                     m.normal_rng,
-                    m.width(),
+                    width,
                     replicas,
                     n_on,
                     n_on_min,
@@ -711,8 +733,11 @@ class ReplayDatacenter(DatacenterBackend):
         t_first: float,
         sample_idx: np.ndarray,
         replicas: np.ndarray,
+        n_on: np.ndarray,
+        width: int,
     ) -> np.ndarray:
-        """GPU power per step and phase of one running model (W)."""
+        """GPU power per step and phase of one running model (W); ``replicas`` and ``n_on`` as
+        :meth:`_Model.counts_block` gives them, ``width`` as :meth:`_Model.width`."""
         # Once a ramp is over the replica count is fixed, and a phase's power is a periodic function
         # of the sample index: read it from a table. During a ramp, sum replica by replica.
         tables = sample_idx.shape[1] == 1 or m.cap_w_per_gpu is None  # a cap clips each replica's step mean
@@ -724,33 +749,31 @@ class ReplayDatacenter(DatacenterBackend):
             phase_w[steady] = self._phase_power_steady(m, blend, sample_idx, steady)
         ramping = ~steady
         w_ramp = [(b, w[ramping]) for b, w in blend]
-        phase_w[ramping] = self._phase_power_direct(m, w_ramp, sample_idx[ramping], replicas[ramping], m.width())
+        phase_w[ramping] = self._phase_power_direct(
+            m, w_ramp, sample_idx[ramping], replicas[ramping], n_on[ramping], width
+        )
         return phase_w
 
     def _phase_power_direct(
-        self, m: _Model, blend: list[tuple[int, np.ndarray]], sample_idx: np.ndarray, replicas: np.ndarray, width: int
+        self,
+        m: _Model,
+        blend: list[tuple[int, np.ndarray]],
+        sample_idx: np.ndarray,
+        replicas: np.ndarray,
+        n_on: np.ndarray,
+        width: int,
     ) -> np.ndarray:
-        """GPU power per step and phase (W), replica by replica (any replica counts)."""
-        k, n_sub = sample_idx.shape
-        cap = m.cap_w_per_gpu
-        n_on = np.minimum(np.ceil(replicas - 1e-9), m.slots).astype(np.int64)
-        power = np.zeros((k, width))
+        """GPU power per step and phase (W), replica by replica (any replica counts; ``n_on`` the
+        replicas running at each step, as :meth:`_Model.counts_block` gives them)."""
+        kernels = _kernels()
+        clip_w = math.nan if m.cap_w_per_gpu is None else m.gpus * m.cap_w_per_gpu
+        power = np.zeros((sample_idx.shape[0], width))
         for b, w in blend:
             c = m.configs[b]
-            offsets = c.offsets[None, :width]
-            acc = np.zeros((k, width))
-            for j in range(n_sub):
-                acc += c.doubled_w[offsets + (sample_idx[:, j] % c.length)[:, None]]
-            if cap is not None:
-                acc = np.minimum(acc / n_sub, m.gpus * cap) * n_sub
-            power += (w[:, None] / n_sub) * acc
-        # the last active replica of a fractional count runs at that fraction of its power
-        rows = np.flatnonzero(n_on > 0)
-        frac = replicas[rows] - (n_on[rows] - 1)
-        power[rows, n_on[rows] - 1] *= np.where(frac < 1.0, frac, 1.0)
-        power = np.where(np.arange(width)[None, :] < n_on[:, None], power, 0.0)
-        # row sums of C-ordered copies: the same summation order for one step as for many
-        return np.stack([np.ascontiguousarray(power[:, m.phase[:width] == p]).sum(axis=1) for p in range(3)], axis=1)
+            kernels.add_replica_power(power, c.doubled_w, c.offsets, sample_idx, c.length, w, clip_w)
+        phase_w = np.empty((sample_idx.shape[0], 3))
+        kernels.replica_phase_sums(power, replicas, n_on, m.phase, phase_w)
+        return phase_w
 
     def _phase_power_steady(
         self, m: _Model, blend: list[tuple[int, np.ndarray]], sample_idx: np.ndarray, rows: np.ndarray | None
@@ -763,22 +786,20 @@ class ReplayDatacenter(DatacenterBackend):
         n_on = min(math.ceil(replicas - 1e-9), m.slots)
         frac = replicas - (n_on - 1)
         n_full = n_on - 1 if frac < 1.0 else n_on
-        if n_sub == 1 and n_full == n_on and len(blend) == 1:
-            # one configuration (weight exactly 1), one sample per step, whole replicas: the loop
-            # below reduces to 0 + 1 * (0 + T[k]), i.e. the table row (+ 0.0 turns a -0.0 into 0.0)
-            ((b, _),) = blend
-            table = m.phase_table(b, n_full)
-            return table.take(idx[:, 0] % m.configs[b].length, axis=0) + 0.0
         phase_w = np.zeros((idx.shape[0], 3))
+        if n_sub == 1 and n_full == n_on:
+            # one sample of whole replicas: the loop below reduces to 0 + (w / 1) * (0 + T[k]); the
+            # zeros it adds could only turn a -0.0 into 0.0, which the sum into phase_w does
+            add_table_rows = _kernels().add_table_rows
+            for b, w in blend:
+                add_table_rows(
+                    phase_w, m.phase_table(b, n_full), idx, m.configs[b].length, w if rows is None else w[rows]
+                )
+            return phase_w
         for b, w in blend:
             c = m.configs[b]
             table = m.phase_table(b, n_full)
             w_rows = w if rows is None else w[rows]
-            if n_sub == 1 and n_full == n_on:
-                # the loop below with one sample of whole replicas: 0 + (w / 1) * (0 + T[k]); the
-                # zeros it adds could only turn a -0.0 into 0.0, which the sum into phase_w does
-                phase_w += w_rows[:, None] * table.take(idx[:, 0] % c.length, axis=0)
-                continue
             acc = np.zeros((idx.shape[0], 3))
             for j in range(n_sub):
                 acc += table[idx[:, j] % c.length]
