@@ -6,12 +6,13 @@ change what the engine records. Phases are always ordered ``a, b, c``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 PHASES: tuple[str, str, str] = ("a", "b", "c")
+
+_T = TypeVar("_T")
+_V = TypeVar("_V")
 
 TIED_LOADING = 1e-9
 """Conductors of a branch whose loadings differ by less than this fraction count as equally loaded."""
@@ -96,6 +100,23 @@ def _keep_arrays(state: object, names: tuple[str, ...], dtype: DTypeLike = _FLOA
             object.__setattr__(state, name, kept)
 
 
+def _unchecked(cls: type[_T], fields: dict[str, object]) -> _T:
+    """An instance of the frozen dataclass ``cls`` holding ``fields`` (every field, by name),
+    made without its ``__init__`` and ``__post_init__``: for fields already in the form those
+    would give them (read-only arrays nothing else can write, read-only mappings), checked once
+    for a whole batch by the caller. A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, and the checks cost as much again: several microseconds per state,
+    for a state per step and site or grid."""
+    state = object.__new__(cls)
+    state.__dict__.update(fields)
+    return state
+
+
+def _read_only_mapping(values: Mapping[str, _V]) -> Mapping[str, _V]:
+    """``values`` if it is a read-only mapping already, else a read-only copy."""
+    return values if type(values) is MappingProxyType else MappingProxyType(dict(values))
+
+
 @dataclass(frozen=True)
 class ModelState:
     """One served model at one site, at one datacenter step.
@@ -155,6 +176,41 @@ class DatacenterState:
         """Total active power over the three phases (W)."""
         return float(np.add.reduce(self.p_w))  # sum()'s reduction, without its wrapper
 
+    @classmethod
+    def of_rows(
+        cls, site: str, t_s: Sequence[float], p_w: np.ndarray, q_var: np.ndarray, models: Mapping[str, ModelState]
+    ) -> list[DatacenterState]:
+        """The site's state at each of several times, one per row of ``p_w`` and ``q_var``
+        (``(len(t_s), 3)``, W and var), all with the same ``models``; the other fields at their
+        defaults. The arrays and the mapping are checked (and copied unless read-only) once, not
+        per state: a state keeps a read-only row of each.
+
+        :raises ValueError: ``p_w`` or ``q_var`` is not of shape ``(len(t_s), 3)``.
+        """
+        p_w, q_var = _kept_or_frozen(p_w), _kept_or_frozen(q_var)
+        if p_w.shape != (len(t_s), 3) or q_var.shape != (len(t_s), 3):
+            raise ValueError(
+                f"DatacenterState.of_rows: p_w and q_var need shape ({len(t_s)}, 3), got {p_w.shape} and {q_var.shape}"
+            )
+        models = _read_only_mapping(models)
+        # the fields in their declared order, as __init__ would set them
+        return [
+            _unchecked(
+                cls,
+                {
+                    "site": site,
+                    "t_s": t,
+                    "p_w": p,
+                    "q_var": q,
+                    "models": models,
+                    "training_power_w": 0.0,
+                    "online": True,
+                    "supplied": True,
+                },
+            )
+            for t, p, q in zip(t_s, p_w, q_var)
+        ]
+
 
 @dataclass(frozen=True)
 class ModelSeries:
@@ -181,23 +237,23 @@ class ModelSeries:
 
     def state(self, i: int) -> ModelState:
         """The model's state at step ``i`` of the series."""
-        # item() gives the Python float (int) at once, without a numpy scalar between. ModelState
-        # checks nothing, so its fields go straight into the new object's __dict__: a frozen
-        # dataclass's __init__ sets each through object.__setattr__ (a state per model and step)
+        # item() gives the Python float (int) at once, without a numpy scalar between; ModelState
+        # checks nothing, so nothing is skipped by making it unchecked
         cap = self.power_cap_w.item(i)
-        state = object.__new__(ModelState)
-        state.__dict__.update(
-            model=self.model,
-            replicas=self.replicas.item(i),
-            batch_size=self.batch_size.item(i),
-            power_w=self.power_w.item(i),
-            itl_s=self.itl_s.item(i),
-            throughput_tok_s=self.throughput_tok_s.item(i),
-            itl_deadline_s=self.itl_deadline_s,
-            deadline_miss_fraction=self.deadline_miss_fraction.item(i),
-            power_cap_w=None if math.isnan(cap) else cap,
+        return _unchecked(
+            ModelState,
+            {
+                "model": self.model,
+                "replicas": self.replicas.item(i),
+                "batch_size": self.batch_size.item(i),
+                "power_w": self.power_w.item(i),
+                "itl_s": self.itl_s.item(i),
+                "throughput_tok_s": self.throughput_tok_s.item(i),
+                "itl_deadline_s": self.itl_deadline_s,
+                "deadline_miss_fraction": self.deadline_miss_fraction.item(i),
+                "power_cap_w": None if math.isnan(cap) else cap,
+            },
         )
-        return state
 
     @classmethod
     def from_states(cls, states: Sequence[ModelState]) -> ModelSeries:
@@ -255,15 +311,19 @@ class DatacenterSeries:
 
     def state(self, i: int = -1) -> DatacenterState:
         """The site's state at step ``i`` of the series (default: the last)."""
-        return DatacenterState(
-            site=self.site,
-            t_s=self.t_s.item(i),
-            p_w=self.p_w[i],
-            q_var=self.q_var[i],
-            models=MappingProxyType({name: m.state(i) for name, m in self.models.items()}),
-            training_power_w=self.training_power_w.item(i),
-            online=self.online.item(i),
-            supplied=self.supplied.item(i),
+        # the rows of the series' read-only arrays, checked when it was made: nothing to check again
+        return _unchecked(
+            DatacenterState,
+            {
+                "site": self.site,
+                "t_s": self.t_s.item(i),
+                "p_w": self.p_w[i],
+                "q_var": self.q_var[i],
+                "models": MappingProxyType({name: m.state(i) for name, m in self.models.items()}),
+                "training_power_w": self.training_power_w.item(i),
+                "online": self.online.item(i),
+                "supplied": self.supplied.item(i),
+            },
         )
 
     def without_supply(self) -> DatacenterSeries:
@@ -554,6 +614,79 @@ class GridState:
             energized,
             storage,
         )
+
+    @classmethod
+    def of_table(
+        cls,
+        t_s: Sequence[float],
+        bus_phases: tuple[str, ...],
+        table: np.ndarray,
+        losses_w: Sequence[float],
+        taps: Mapping[str, tuple[int, ...]],
+        branches: BranchSet,
+        capacitors: Mapping[str, bool] = _NO_CAPACITORS,
+        energized: np.ndarray | None = None,
+        storage: Mapping[str, StorageState] = _NO_STORAGE,
+    ) -> list[GridState]:
+        """The converged states of several solves (a batch of them), one per row of ``table``,
+        the other fields shared. The table and mappings are checked (and copied unless read-only)
+        once, not per state: each state's arrays are read-only segments of its row.
+
+        :param t_s: per solve, its time (s).
+        :param table: shape ``(len(t_s), len(bus_phases) + 6 + len(branches) +
+            len(branches.names))``; a row holds, in this order, the voltages (pu), substation
+            active power per phase (W), reactive power per phase (var), conductor currents (A) and
+            branch loadings (%) of one solve.
+        :param losses_w: per solve, the active losses (W).
+        :raises ValueError: ``table``, ``losses_w`` or ``energized`` is not of the shape above.
+        """
+        widths = (len(bus_phases), 3, 3, len(branches), len(branches.names))
+        table = _kept_or_frozen(table)
+        if table.shape != (len(t_s), sum(widths)) or len(losses_w) != len(t_s):
+            raise ValueError(
+                f"GridState.of_table: a table of shape ({len(t_s)}, {sum(widths)}) and {len(t_s)} losses needed "
+                f"(steps; bus-phases, 3 + 3 substation powers, conductors, branches {widths}), got shape "
+                f"{table.shape} and {len(losses_w)} losses"
+            )
+        if energized is not None:
+            energized = _kept_or_frozen(energized, _BOOL)
+            if energized.shape != (len(bus_phases),):
+                raise ValueError(
+                    f"GridState.of_table: energized needs one value per bus-phase ({len(bus_phases)}), "
+                    f"got shape {energized.shape}"
+                )
+        # np.cumsum would cost more than all the rest of this method
+        bounds = itertools.pairwise(itertools.accumulate(widths, initial=0))
+        v, p, q, i, pct = (table[:, start:end] for start, end in bounds)
+        losses = [float(x) for x in losses_w]
+        taps, capacitors, storage = (
+            _read_only_mapping(taps),
+            _read_only_mapping(capacitors),
+            _read_only_mapping(storage),
+        )
+        # the fields in their declared order, as __init__ would set them
+        return [
+            _unchecked(
+                cls,
+                {
+                    "t_s": t,
+                    "bus_phases": bus_phases,
+                    "v_pu": v_row,
+                    "taps": taps,
+                    "p_sub_w": p_row,
+                    "q_sub_var": q_row,
+                    "losses_w": loss,
+                    "converged": True,
+                    "branches": branches,
+                    "branch_current_a": i_row,
+                    "branch_loading_pct": pct_row,
+                    "capacitors": capacitors,
+                    "energized": energized,
+                    "storage": storage,
+                },
+            )
+            for t, v_row, p_row, q_row, loss, i_row, pct_row in zip(t_s, v, p, q, losses, i, pct)
+        ]
 
     def voltage(self, bus_phase: str) -> float:
         """Voltage magnitude (pu) at ``"<bus>.<phase>"``."""

@@ -367,8 +367,8 @@ class Simulation:
                 p_load, q_load = _read_only(_mean_of_rows(p_steps)), _read_only(_mean_of_rows(q_steps))
             else:
                 p_load, q_load = p_steps[:, -1], q_steps[:, -1]
-            for i, (t_s, p, q) in enumerate(zip(times, p_load, q_load)):
-                loads[i][name] = DatacenterState(name, t_s, p, q, _NO_MODELS)
+            for load, state in zip(loads, DatacenterState.of_rows(name, times, p_load, q_load, _NO_MODELS)):
+                load[name] = state
         return loads
 
     def _is_barrier(self, ticks: int) -> bool:

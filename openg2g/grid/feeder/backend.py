@@ -217,11 +217,6 @@ class FeederGrid(GridBackend):
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
         self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, spec.monitored_min_kv, self._nodes)
         self._mon_v_base = self._nodes.v_base_v[self._mon_idx][:, None]
-        widths = (len(self._mon_idx), 3, 3, len(self._flows.branches), len(self._flows.branches.names))
-        ends = np.cumsum(widths).tolist()
-        self._state_segments = tuple(slice(end - w, end) for w, end in zip(widths, ends))
-        """Where a state's voltages, P and Q per phase, conductor currents and branch loadings lie
-        in a row of the table :meth:`_states` builds."""
         self._regulators = Regulators(feeder, spec.regulators, self._nodes)
         self._capacitor_controls = (
             CapacitorControls(self._model, self._nodes) if spec.capacitor_control == "auto" else None
@@ -428,23 +423,24 @@ class FeederGrid(GridBackend):
     ) -> list[GridState]:
         """The reported state of every column of a converged ``sol`` (``flows`` from
         :meth:`_branch_results`, ``taps`` from :meth:`_taps_in_force`): each quantity is computed
-        for the whole batch at once and laid out in one table of a row per column, so a state's
-        arrays are contiguous segments of its row (:attr:`_state_segments`)."""
+        for the whole batch at once and laid out in one table of a row per column
+        (:meth:`GridState.of_table`), so a state's arrays are contiguous segments of its row."""
         v_pu = np.abs(sol.v[self._mon_idx]) / self._mon_v_base
         # one read-only table, a row per column, whose segments (views) are a state's arrays
         table = np.concatenate([v_pu, sol.s_sub_va.real, sol.s_sub_va.imag, *flows]).T.copy()
         table.flags.writeable = False
-        losses = sol.losses_w.tolist()
-        branches = self._flows.branches
-        caps = self._capacitor_states()
-        live = self._supply()[1]
         # batteries keep this backend from batching (can_batch), so a batch with several columns has none
-        storage = self._storage_states()
-        names, (v, p, q, i, pct) = self._bus_phases, self._state_segments
-        return [
-            GridState(t, names, r[v], taps, r[p], r[q], loss, True, branches, r[i], r[pct], caps, live, storage)
-            for t, r, loss in zip(t_s, table, losses)
-        ]
+        return GridState.of_table(
+            t_s,
+            self._bus_phases,
+            table,
+            sol.losses_w.tolist(),
+            taps,
+            self._flows.branches,
+            self._capacitor_states(),
+            self._supply()[1],
+            self._storage_states(),
+        )
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
         """The error of a step that did not converge, or converged only past the collapse point."""
