@@ -12,6 +12,8 @@ OpenDSS "compensation current"; ``y_nom = 0`` on a PQ port). :class:`PortCurrent
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from openg2g.grid.feeder.model import FeederModel
@@ -74,6 +76,17 @@ class LoadKernel:
         self._vlow_1d, self._v95_1d = self.vlow[:, 0].copy(), self.v95[:, 0].copy()
         self._yeq_1d, self._i_low_1d = yeq, i_low
         self._slope_1d, self._y_high_1d = self.slope[:, 0].copy(), self.y_high[:, 0].copy()
+
+    def branch_constants(self) -> tuple[np.ndarray, ...]:
+        """The constants :func:`~openg2g.grid.feeder.kernels.port_currents` takes per branch, one
+        dimensional: the row of each branch among the voltage-dependent ones (-1 for none), their
+        exponents and base voltages (V), then ``vlow``, ``v95``, ``vmax`` (V), ``yeq`` (S),
+        ``i_low`` (A), ``slope`` (S) and ``y_high`` (S) per branch."""
+        pow_row = np.full(self.s0c.shape[0], -1)
+        pow_row[self.pow_idx] = np.arange(self.pow_idx.size)
+        per_pow = (self.ap[:, 0].copy(), self.aq[:, 0].copy(), self.vb_pow[:, 0].copy())
+        fallback = (self._vlow_1d, self._v95_1d, self.vmax[:, 0].copy(), self._yeq_1d, self._i_low_1d)
+        return (pow_row, *per_pow, *fallback, self._slope_1d, self._y_high_1d)
 
     def prepare(self, scale: np.ndarray, n_cols: int) -> KernelContext:
         """Per-solve constants at load ``scale`` (``(n, 1)`` or ``(n, n_cols)``): numerator of the
@@ -236,9 +249,16 @@ class PortCurrents:
         self.dead_pq = self.live_pq[:, 0] == 0
         self.n_dead = int(self.dead_branch.sum() + self.dead_pq.sum())
         self.y_nominal = ports.y_nominal_s
-        self._y_nominal_col = self.y_nominal[:, None]
         v_ref = np.concatenate([ports.v_base_v, nodes.v_base_v[pq_nodes]])
         self.v_ref = v_ref[:, None]
+        from openg2g.grid.feeder.kernels import port_currents  # numba loads when a feeder is first built
+
+        self._port_currents: Callable[..., None] = port_currents
+        self._kernel_constants = (
+            *self.kernel.branch_constants(),
+            np.ascontiguousarray(self.y_nominal, dtype=complex),
+            self.dead_ports,
+        )
         # column count -> (branch scales, the load kernel's constants at them) of the last solve
         self._ctx: dict[int, tuple[tuple[tuple[int, ...], bytes], KernelContext]] = {}
 
@@ -260,20 +280,20 @@ class PortCurrents:
     def i_comp(self, u: np.ndarray, ctx: KernelContext, s_pq_conj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Compensation currents (load current minus what ``Y`` already holds) and actual currents
         (A) at port voltages ``u`` (V, ``(n_ports, cols)``), for load constants ``ctx`` (from
-        :meth:`prepared`) and the PQ ports' ``conj(S)`` (VA)."""
-        ul, uq = self._live_voltages(u)
+        :meth:`prepared`) and the PQ ports' ``conj(S)`` (VA).
+
+        One compiled pass (:func:`~openg2g.grid.feeder.kernels.port_currents`, the same floats as
+        :meth:`LoadKernel.currents`); PQ ports with an OpenDSS model-1 band are then evaluated by
+        their own kernel."""
         i_actual = np.empty(u.shape, dtype=complex)  # load branches' rows, then the PQ ports'
-        il, iq = i_actual[: self.n_load], i_actual[self.n_load :]
-        self.kernel.currents(ul, ctx, out=il)
-        np.divide(s_pq_conj, np.conj(uq), out=iq)
+        i_comp = np.empty(u.shape, dtype=complex)
+        self._port_currents(u, *ctx, s_pq_conj, *self._kernel_constants, i_actual, i_comp)
         if self._pq_kernel is not None:
             d = self._pq_dep
-            iq[d] = self._pq_kernel.currents(uq[d], self._pq_kernel.prepare(s_pq_conj[d], uq.shape[1]))
-        if self.n_dead:
-            il[self.dead_branch] = 0.0
-            iq[self.dead_pq] = 0.0
-        i_comp = i_actual.copy()
-        i_comp[: self.n_load] -= self._y_nominal_col * u[: self.n_load]
+            uq = self._live_voltages(u)[1][d]
+            iq = self._pq_kernel.currents(uq, self._pq_kernel.prepare(s_pq_conj[d], uq.shape[1]))
+            iq[self.dead_pq[d]] = 0.0
+            i_actual[self.n_load + d] = i_comp[self.n_load + d] = iq
         return i_comp, i_actual
 
     def _live_voltages(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -290,7 +290,8 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
     def _newton(
         self, u: np.ndarray, ctx: KernelContext, s_conj: np.ndarray, tol_pu: float, max_iter: int
     ) -> NewtonResult:
-        """Chord Newton from ``u`` (the formulation's :meth:`_update` and :meth:`_step`).
+        """Chord Newton from ``u`` (the formulation's :meth:`_update` and :meth:`_step`,
+        through :meth:`_relative_update` and :meth:`_advance`).
 
         A column converges when the largest update of a port voltage, ``|P g|``, is below
         ``tol_pu`` of the port's base voltage; its result is ``u - g`` with the currents of ``u``.
@@ -311,10 +312,12 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         for it in range(1, max_iter + 1):
             i_comp, i_actual = self.currents.i_comp(self._port_voltages(u), ctx, s_conj)
             g = self._update(u, i_comp)
-            rel_err = np.abs(self._port_voltages(g)) / self.currents.v_ref
-            # per column only where columns retire; otherwise the same largest value in one reduction
-            col_err = rel_err.max(axis=0, initial=0.0) if self._retire_converged else rel_err
-            err = col_err.max(initial=0.0)
+            rel_err = self._relative_update(g)
+            col_err = None
+            if isinstance(rel_err, np.ndarray):  # per column: where columns retire
+                col_err, err = rel_err, rel_err.max(initial=0.0)
+            else:
+                err = rel_err
             if not err < DIVERGED_PU:  # also catches NaN
                 break
             if err < tol_pu:
@@ -322,7 +325,7 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
                     return NewtonResult(u - g, True, it, i_comp, i_actual)
                 _put_columns(retired, left, u - g, i_comp, i_actual)
                 return NewtonResult(retired[0], True, it, retired[1], retired[2])
-            if self._retire_converged and (col_err < tol_pu).any():
+            if col_err is not None and (col_err < tol_pu).any():
                 if retired is None:
                     currents = (i_comp.shape[0], u.shape[1])
                     retired = (u.copy(), np.empty(currents, dtype=complex), np.empty(currents, dtype=complex))
@@ -334,7 +337,7 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
             if self._refresh(err, err_prev, left.size, tol_pu):
                 self._factors = self._factorize(*self._derivatives_at(u, ctx, s_conj, 0))
             err_prev = err
-            u = u - self._step(g)
+            u = self._advance(u, g)
         if retired is None:
             return NewtonResult(u, False, it, i_comp, i_actual)
         _put_columns(retired, left, u, i_comp, i_actual)
@@ -348,6 +351,18 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load."""
         u0 = self._port_voltages(self.u0[:, None])[:, 0]
         return np.where(self.currents.dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(u0))[:, None]
+
+    def _relative_update(self, g: np.ndarray) -> np.ndarray | float:
+        """``|P g|`` of the update ``g`` (:meth:`_update`, the last one made) relative to each
+        port's base voltage: the largest per column (``(n_cols,)``) where :attr:`_retire_converged`,
+        else the largest of all (NaN if any is NaN)."""
+        rel_err = np.abs(self._port_voltages(g)) / self.currents.v_ref
+        return rel_err.max(axis=0, initial=0.0) if self._retire_converged else rel_err.max(initial=0.0)
+
+    def _advance(self, u: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """The next iterate (V) from ``u`` and its update ``g`` (:meth:`_update`, the last one
+        made) when it has not converged: ``u`` minus :meth:`_step`."""
+        return u - self._step(g)
 
     def _derivatives_at(
         self, u: np.ndarray, ctx: KernelContext, s_conj: np.ndarray, col: int

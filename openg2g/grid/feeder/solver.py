@@ -85,6 +85,10 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         self.w = z @ inc.T
         self.k = inc @ self.w
         self.u0 = inc @ self.v0
+        self._v_ref = np.ascontiguousarray(self.currents.v_ref[:, 0])
+        from openg2g.grid.feeder.kernels import chord_step, chord_update  # numba loads with the first feeder
+
+        self._chord_update, self._chord_step = chord_update, chord_step
         self._start()
 
     def _change_admittance(self, blocks: dict[int, dict[int, complex]]) -> None:
@@ -159,8 +163,26 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
 
     def _update(self, u: np.ndarray, i_comp: np.ndarray) -> np.ndarray:
         """The fixed-point residual ``u - (u0 - K i_comp)`` (V): the port voltages of the network
-        driven by ``i_comp`` (A) are ``u`` minus it."""
-        return u - (self.u0[:, None] - self.k @ i_comp)
+        driven by ``i_comp`` (A) are ``u`` minus it. One compiled pass
+        (:func:`~openg2g.grid.feeder.kernels.chord_update`) also lays it out as LAPACK's right-hand
+        side for :meth:`_advance` and finds its largest relative size for :meth:`_relative_update`."""
+        g = np.empty(u.shape, dtype=complex)
+        rhs = np.empty((2 * u.shape[0], u.shape[1]), order="F")  # LAPACK's layout: solved in place
+        self._last_update = (g, rhs, self._chord_update(u, self.u0, self.k @ i_comp, self._v_ref, g, rhs))
+        return g
+
+    def _relative_update(self, g: np.ndarray) -> float:
+        """The largest ``|g| / v_ref`` of the last update, found when it was made."""
+        return self._last_update[2]
+
+    def _advance(self, u: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """``u - J^-1 g`` with the Jacobian of ``F(u) = u - u0 + K i_c(u)``, solved on the
+        right-hand side the last :meth:`_update` laid out (one compiled pass to the next iterate)."""
+        assert self._factors is not None
+        x, _ = dgetrs(*self._factors, self._last_update[1], overwrite_b=True)
+        out = np.empty(u.shape, dtype=complex)
+        self._chord_step(u, x, out)
+        return out
 
     def _step(self, g: np.ndarray) -> np.ndarray:
         """``J^-1 g`` with the Jacobian of ``F(u) = u - u0 + K i_c(u)``."""
