@@ -12,6 +12,21 @@ from openg2g.grid.feeder.network import Switching, load_ports, node_index
 from openg2g.grid.feeder.ports import PortCurrents
 
 
+def _numpy_fuses() -> bool:
+    """True where numpy's complex product is two fused multiply-adds (its loops for x86 CPUs with
+    AVX2 and FMA, and wider), the formula the kernels use everywhere: with ``a = 1 + 2**-30 + 1j``,
+    ``(a * a).real`` is ``2**-29 + 2**-60`` fused and ``2**-29`` rounded twice."""
+    a = np.array([1 + 2**-30 + 1j])
+    return bool((a * a)[0].real == 2.0**-29 + 2.0**-60)
+
+
+numpys_loops = pytest.mark.skipif(
+    not _numpy_fuses(),
+    reason="numpy's complex loops on this CPU are not the fused ones the kernels reproduce (no AVX2/FMA): "
+    "the kernels' bits are numpy's only where they are",
+)
+
+
 def _bits(a: np.ndarray) -> np.ndarray:
     """The bytes of ``a`` as integers (a complex value's two parts apart), NaNs made one pattern
     (their payloads are not results)."""
@@ -44,6 +59,7 @@ def _numpy_i_comp(
     return i_comp, i_actual
 
 
+@numpys_loops
 def test_port_currents_are_numpys_in_every_region_and_on_dead_ports() -> None:
     """Port voltages from 0.2 to 1.3 pu at any angle (every fallback region of the model-1 and
     model-5 branches, the voltage-dependent model-2 ones), random scales, 10 columns, with and
@@ -82,6 +98,24 @@ def test_port_currents_by_hand() -> None:
     np.testing.assert_array_equal(i_comp, [[0.0 + 0j], [10.0 - 5j]])
 
 
+def test_a_branchs_compensation_current_is_the_fused_product_on_any_cpu() -> None:
+    """``y u`` with ``y = u = 1 + 2**-30 + 1j``: the real part ``(1 + 2**-30)**2 - 1`` is
+    ``2**-29 + 2**-60`` exactly, kept by a fused multiply-add (rounding the square first would
+    drop the ``2**-60``); the imaginary part ``2 (1 + 2**-30)``. A de-energized branch draws
+    nothing, so its compensation current is ``-y u``."""
+    y = np.array([1 + 2**-30 + 1j])
+    i_actual, i_comp = np.empty((1, 1), dtype=complex), np.empty((1, 1), dtype=complex)
+    none_c, none_f = np.zeros(1, dtype=complex), np.ones(1)
+    port_currents(
+        y[:, None], np.zeros((1, 1), dtype=complex), np.zeros((0, 1)), np.zeros((0, 1)), np.ones((1, 1)),
+        np.zeros((0, 1), dtype=complex), np.array([-1]), np.zeros(0), np.zeros(0), np.zeros(0), -none_f,
+        -none_f, np.full(1, np.inf), none_c, none_c, none_c, none_c, y, np.array([True]), i_actual, i_comp,
+    )  # fmt: skip
+    assert i_actual[0, 0] == 0
+    assert i_comp[0, 0] == complex(-(2.0**-29 + 2.0**-60), -(2.0 + 2.0**-29))
+
+
+@numpys_loops
 def test_chord_update_and_step_are_numpys() -> None:
     """The update, its largest relative size (NaN when an entry is NaN) and the next iterate equal
     numpy's expressions bit for bit; ``|3 + 4j| / 2 = 2.5`` by hand."""
@@ -108,6 +142,7 @@ def test_chord_update_and_step_are_numpys() -> None:
     )
 
 
+@numpys_loops
 @pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning")  # numpy on infinities, NaNs, zeros
 def test_complex_arithmetic_is_numpys_on_special_values() -> None:
     """Products, quotients and magnitudes of values over 14 decades and of signed zeros,

@@ -13,9 +13,11 @@ own formulas, reproduced here: division is Smith's with the reciprocal of the de
 (:func:`_div`); on CPUs with AVX2 and FMA (numpy's ``X86_V3`` loops) a complex product is two
 fused multiply-adds (:func:`_mul`) and ``abs`` is ``max * sqrt(fma(r, r, 1))`` with ``r = min /
 max`` (:func:`_abs`). A real operand is promoted to ``(x, 0)`` first, as numpy does, so signed
-zeros and infinities come out as numpy's. ``tests/grid/test_kernels.py`` checks the kernels
-against the numpy expressions, bit for bit, on the machine that runs it (a CPU whose numpy takes
-other loops would fail it). A division by zero gives numpy's infinities and NaNs (numba's
+zeros and infinities come out as numpy's. The fused products are the kernels' on any CPU (LLVM's
+``fma`` rounds once everywhere); numpy's are fused only where it takes those loops, so elsewhere
+the grid's last bits differ from a numpy-only solve (deterministic all the same).
+``tests/grid/test_kernels.py`` checks the kernels against the numpy expressions bit for bit where
+numpy fuses (it skips those checks elsewhere, saying why) and the fused product by hand on any CPU. A division by zero gives numpy's infinities and NaNs (numba's
 ``error_model="numpy"``), not Python's exception: a de-energized port tends to 0 V.
 
 numba compiles these on first use (about 3 s) and keeps the machine code in ``__pycache__``
