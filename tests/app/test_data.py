@@ -220,7 +220,10 @@ def test_a_run_stopped_by_ctrl_c_leaves_no_overview_and_the_app_builds_one_for_i
     found = overview(RunData(out))  # the app's, from the parts written
     np.testing.assert_array_equal(found.grid_times_s, np.sort(grid["t_s"].to_numpy()))
     last = found.grid_times_s[-1]
-    assert 5 <= last < 3600 and max(ln.t_s[-1] for p in found.panels for ln in p.lines) == last
+    # Ctrl-C can fall between a site's block and the grid's solve of it: the site's rows then end a
+    # block after the grid's, both written as computed
+    ends = max(ln.t_s[-1] for p in found.panels for ln in p.lines)
+    assert 5 <= last < 3600 and last <= ends == read_table(out, "datacenter")["t_s"].max()
     assert read_overview(out / OVERVIEW_CACHE, overview_stamp(out)) is not None
 
 
