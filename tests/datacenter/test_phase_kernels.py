@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
 from openg2g.datacenter.kernels import add_replica_power, add_table_rows, replica_phase_sums
 
 
-def _numpy_direct(
-    blend: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    sample_idx: np.ndarray,
-    replicas: np.ndarray,
-    phase: np.ndarray,
-    width: int,
-    slots: int,
-    clip_w: float | None,
-) -> np.ndarray:
-    """A site's replica-by-replica phase power as numpy computed it before the kernels:
-    ``blend`` holds (doubled trace, offsets, weight per step) per configuration."""
+class _Ramp(NamedTuple):
+    """A model during a ramp over one block: ``blend`` holds (doubled trace, offsets, weight per
+    step) per configuration; the rest as :meth:`ReplayDatacenter._phase_power_direct` takes them."""
+
+    blend: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    sample_idx: np.ndarray
+    replicas: np.ndarray
+    phase: np.ndarray
+    width: int
+    slots: int
+    clip_w: float | None
+
+
+def _numpy_direct(ramp: _Ramp) -> np.ndarray:
+    """A site's replica-by-replica phase power as numpy computed it before the kernels."""
+    blend, sample_idx, replicas, phase, width, slots, clip_w = ramp
     k, n_sub = sample_idx.shape
     n_on = np.minimum(np.ceil(replicas - 1e-9), slots).astype(np.int64)
     power = np.zeros((k, width))
@@ -37,15 +44,9 @@ def _numpy_direct(
     return np.stack([np.ascontiguousarray(power[:, phase[:width] == p]).sum(axis=1) for p in range(3)], axis=1)
 
 
-def _kernel_direct(
-    blend: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    sample_idx: np.ndarray,
-    replicas: np.ndarray,
-    phase: np.ndarray,
-    width: int,
-    slots: int,
-    clip_w: float | None,
-) -> np.ndarray:
+def _kernel_direct(ramp: _Ramp) -> np.ndarray:
+    """The same through the compiled loops."""
+    blend, sample_idx, replicas, phase, width, slots, clip_w = ramp
     n_on = np.minimum(np.ceil(replicas - 1e-9), slots).astype(np.int64)
     power = np.zeros((sample_idx.shape[0], width))
     for doubled_w, offsets, w in blend:
@@ -138,8 +139,8 @@ def test_replica_power_is_numpys_bit_for_bit() -> None:
             trace = rng.lognormal(6.0, 0.5, length)
             blend.append((np.concatenate([trace, trace]), rng.integers(0, length, size=slots), rng.random(k)))
         clip_w = None if case % 2 else 500.0
-        expected = _numpy_direct(blend, sample_idx, replicas, phase, width, slots, clip_w)
-        got = _kernel_direct(blend, sample_idx, replicas, phase, width, slots, clip_w)
+        ramp = _Ramp(blend, sample_idx, replicas, phase, width, slots, clip_w)
+        expected, got = _numpy_direct(ramp), _kernel_direct(ramp)
         assert got.tobytes() == expected.tobytes(), case
 
 
