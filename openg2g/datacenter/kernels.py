@@ -1,16 +1,21 @@
-"""Compiled loops of a site's block (numba): its models' ITL sampling, fused.
+"""Compiled loops of a site's block (numba): its models' ITL sampling and phase power, fused.
 
 :func:`serve_model` computes a model's serving figures for a block (:mod:`openg2g.datacenter.serving`)
 in one pass over its draws, instead of a dozen numpy passes over arrays of ``configurations x
-steps x samples`` and as many Python calls per model, and :func:`serve_site` calls it for every
-model of a site's block from flat arrays, so a block makes one compiled call: the blend of every configuration's ITL
-sample, its inverse, the sum of the inverses over the replicas running, and the per-step blends of
-concurrency and deadline tails. Each float comes from the same IEEE operations in the same order
-as the numpy expressions the model was first written in, so the figures are the same bit for bit:
-the exponential is the C library's, as numpy's on CPUs without AVX-512 (whose numpy exponential may
-differ in the last bit), and row sums follow numpy's pairwise summation (:func:`pairwise_sum`).
-``tests/datacenter/test_serving.py`` checks a site's figures against the numpy expressions, bit
-for bit, on the machine that runs it.
+steps x samples`` and as many Python calls per model; :func:`serve_site` calls it for every model
+of a site's block from flat arrays, so a block makes one compiled call: the blend of every
+configuration's ITL sample, its inverse, the sum of the inverses over the replicas running, and the
+per-step blends of concurrency and deadline tails. :func:`add_table_rows`, :func:`add_replica_power`
+and :func:`replica_phase_sums` are the phase power of a model
+(:meth:`ReplayDatacenter._phase_power <openg2g.datacenter.replay.ReplayDatacenter>`): from its
+phase tables after a ramp, replica by replica during one.
+
+Each float comes from the same IEEE operations in the same order as the numpy expressions the
+model was first written in, so the figures are the same bit for bit: the exponential is the C
+library's, as numpy's on CPUs without AVX-512 (whose numpy exponential may differ in the last bit),
+and row sums follow numpy's pairwise summation (:func:`pairwise_sum`).
+``tests/datacenter/test_serving.py`` and ``tests/datacenter/test_phase_kernels.py`` check them
+against the numpy expressions, bit for bit, on the machine that runs them.
 
 numba compiles a function the first time it is called (about 3 s) and keeps the machine code in
 ``__pycache__`` beside this file (``cache=True``; in the user's cache folder when the package's is
@@ -33,7 +38,10 @@ __all__ = [
     "SLOWDOWN",
     "TAIL",
     "THRESHOLDS",
+    "add_replica_power",
+    "add_table_rows",
     "pairwise_sum",
+    "replica_phase_sums",
     "serve_model",
     "serve_site",
 ]
@@ -274,8 +282,6 @@ def serve_model(
 # order, so the same bits (tests/datacenter/test_phase_kernels.py checks them against those numpy
 # expressions).
 
-__all__ += ["add_replica_power", "add_table_rows", "replica_phase_sums"]
-
 
 @numba.njit(cache=True)
 def add_table_rows(
@@ -349,9 +355,9 @@ def replica_phase_sums(
     :param power: per step and replica column (W), ``(steps, width)``.
     :param replicas: per step, the active (possibly fractional) replica count.
     :param n_on: per step, the replicas running (its ceiling, at most ``width``).
-    :raises IndexError: a step runs more replicas than ``power`` has columns.
     :param phase: each replica column's phase (0, 1 or 2).
     :param phase_w: per step and phase (W), ``(steps, 3)``, written.
+    :raises IndexError: a step runs more replicas than ``power`` has columns.
     """
     steps, width = power.shape
     row = np.empty(width)
