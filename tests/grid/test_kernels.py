@@ -3,6 +3,9 @@ against currents and updates computed by hand."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -12,17 +15,33 @@ from openg2g.grid.feeder.network import Switching, load_ports, node_index
 from openg2g.grid.feeder.ports import PortCurrents
 
 
+def _fma(a: float, b: float, c: float) -> float:
+    """``a * b + c`` rounded once (exact rationals, then one rounding to the nearest float)."""
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
 def _numpy_fuses() -> bool:
-    """True where numpy's complex product is two fused multiply-adds (its loops for x86 CPUs with
-    AVX2 and FMA, and wider), the formula the kernels use everywhere: with ``a = 1 + 2**-30 + 1j``,
-    ``(a * a).real`` is ``2**-29 + 2**-60`` fused and ``2**-29`` rounded twice."""
+    """True where numpy's complex loops are the fused ones the kernels reproduce (x86 with AVX2 and
+    FMA, and wider): its product ``fma(ar, br, -(ai bi))`` (with ``a = 1 + 2**-30 + 1j``, ``(a *
+    a).real`` is ``2**-29 + 2**-60`` fused and ``2**-29`` rounded twice) and its ``abs``
+    ``max * sqrt(fma(r, r, 1))`` with ``r = min / max``, checked on random values against those
+    formulas in exact arithmetic, not against the kernels."""
     a = np.array([1 + 2**-30 + 1j])
-    return bool((a * a)[0].real == 2.0**-29 + 2.0**-60)
+    if (a * a)[0].real != 2.0**-29 + 2.0**-60:
+        return False
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=200) * 10.0 ** rng.uniform(-5, 5, 200) + 1j * rng.normal(size=200)
+    for value, got in zip(z.tolist(), np.abs(z).tolist()):
+        larger, smaller = max(abs(value.real), abs(value.imag)), min(abs(value.real), abs(value.imag))
+        ratio = smaller / larger
+        if got != math.sqrt(_fma(ratio, ratio, 1.0)) * larger:
+            return False
+    return True
 
 
 numpys_loops = pytest.mark.skipif(
     not _numpy_fuses(),
-    reason="numpy's complex loops on this CPU are not the fused ones the kernels reproduce (no AVX2/FMA): "
+    reason="numpy's complex loops on this CPU are not the fused ones the kernels reproduce (no AVX2/FMA?): "
     "the kernels' bits are numpy's only where they are",
 )
 
