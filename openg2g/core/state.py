@@ -72,8 +72,9 @@ def _keep_mappings(state: object, names: tuple[str, ...]) -> None:
     already (its producer having given up the dict behind it), else a read-only copy."""
     for name in names:
         value = getattr(state, name)
-        if type(value) is not MappingProxyType:
-            object.__setattr__(state, name, MappingProxyType(dict(value)))
+        kept = _read_only_mapping(value)
+        if kept is not value:
+            object.__setattr__(state, name, kept)
 
 
 def _kept_or_frozen(values: object, dtype: DTypeLike = _FLOAT64) -> np.ndarray:
