@@ -3,7 +3,8 @@
 Each notebook is executed in a fresh Jupyter kernel (``python3``, i.e. the ipykernel of the
 interpreter running the tests) with its own folder as working directory, as ``pytest --nbmake
 notebooks`` would; a failing cell fails the test with the cell's traceback. Notebooks write only
-to temporary folders.
+to temporary folders, which the tests point into pytest's own (``TMPDIR``) so that runs do not
+pile up folders in the system's.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ def test_notebook_is_stripped_and_has_parameters(path: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path: Path):
+def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     nb = nbformat.read(path, as_version=4)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel inherits it; its tempfile calls land here
     client = nbclient.NotebookClient(
         nb, timeout=TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
