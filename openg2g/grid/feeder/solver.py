@@ -177,8 +177,9 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
 
     def _advance(self, u: np.ndarray, g: np.ndarray) -> np.ndarray:
         """``u - J^-1 g`` with the Jacobian of ``F(u) = u - u0 + K i_c(u)``, solved on the
-        right-hand side the last :meth:`_update` laid out (one compiled pass to the next iterate)."""
-        assert self._factors is not None
+        right-hand side the last :meth:`_update` laid out (one compiled pass to the next iterate):
+        ``g`` must be that update, whole (this formulation does not retire columns)."""
+        assert self._factors is not None and g is self._last_update[0]
         x, _ = dgetrs(*self._factors, self._last_update[1], overwrite_b=True)
         out = np.empty(u.shape, dtype=complex)
         self._chord_step(u, x, out)
