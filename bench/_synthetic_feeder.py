@@ -35,10 +35,13 @@ def _renamed(model: FeederModel, prefix: str) -> FeederModel:
         model,
         bus_kv={bus(b): kv for b, kv in model.bus_kv.items()},
         bus_phases={bus(b): ph for b, ph in model.bus_phases.items()},
-        lines=[dataclasses.replace(ln, name=prefix + ln.name, bus1=bus(ln.bus1), bus2=bus(ln.bus2)) for ln in model.lines],
+        lines=[
+            dataclasses.replace(ln, name=prefix + ln.name, bus1=bus(ln.bus1), bus2=bus(ln.bus2)) for ln in model.lines
+        ],
         transformers=[tr(t) for t in model.transformers],
         regcontrols=[
-            dataclasses.replace(rc, name=prefix + rc.name, transformer=prefix + rc.transformer) for rc in model.regcontrols
+            dataclasses.replace(rc, name=prefix + rc.name, transformer=prefix + rc.transformer)
+            for rc in model.regcontrols
         ],
         loads=[dataclasses.replace(ld, name=prefix + ld.name, bus=bus(ld.bus)) for ld in model.loads],
         capacitors=[dataclasses.replace(c, name=prefix + c.name, bus=bus(c.bus)) for c in model.capacitors],

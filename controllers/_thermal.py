@@ -20,7 +20,14 @@ from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
-__all__ = ["MAX_LOADING_PCT", "LoadingForecast", "LoadingSensitivityCache", "ThermalParams", "branch_loading", "thermal_rows"]
+__all__ = [
+    "MAX_LOADING_PCT",
+    "LoadingForecast",
+    "LoadingSensitivityCache",
+    "ThermalParams",
+    "branch_loading",
+    "thermal_rows",
+]
 
 
 MAX_LOADING_PCT = 1000.0

@@ -21,7 +21,9 @@ def test_a_simbench_code_without_simbench_says_how_to_install(monkeypatch: pytes
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "simbench" else real(name, *a))
     monkeypatch.setattr(ppnets, "_simbench", lambda code: None)
-    with pytest.raises(FeederError, match=r"'1-HV-urban--0-no_sw' looks like a SimBench code.*openg2g-cosim\[simbench\]"):
+    with pytest.raises(
+        FeederError, match=r"'1-HV-urban--0-no_sw' looks like a SimBench code.*openg2g-cosim\[simbench\]"
+    ):
         ppnets.load_net("1-HV-urban--0-no_sw")
 
 

@@ -51,7 +51,9 @@ def test_real_sweep_summaries_match_the_run_folders(real_sweep):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'openg2g-cosim[ray]')"
+)
 def test_real_runs_on_ray_equal_local(real_sweep, tmp_path):
     path, local = real_sweep
     on_ray = run_sweep(path, tmp_path / "ray", engine="ray", workers=2).table
