@@ -69,6 +69,7 @@ def test_new_scenario_names_the_bundled_scenarios(tmp_path, capsys, name, reason
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_new_controller_validates_and_its_tests_pass(tmp_path, capsys):
     assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 0
     assert capsys.readouterr().out.split() == [

@@ -167,6 +167,7 @@ def _stderr_of(tmp_path: Path, *args: str) -> str:
     return done.stderr
 
 
+@pytest.mark.slow
 def test_no_progress_bar_into_a_pipe(tmp_path):
     err = _stderr_of(tmp_path, "run", "ieee13_none", "--set", "duration_s=5", "--out", "run")
     assert "\r" not in err and "sim s" not in err

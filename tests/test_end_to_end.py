@@ -34,6 +34,7 @@ def test_same_scenario_and_seed_give_identical_outputs(tmp_path):
     assert other.summary["energy_mwh"] != runs[0].summary["energy_mwh"]
 
 
+@pytest.mark.slow
 def test_cli_run_writes_outputs_and_compare_reads_them(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", "ieee13_none", "--set", "duration_s=10", "--out", str(out), "--no-progress"]) == 0
@@ -52,6 +53,7 @@ def test_cli_run_writes_outputs_and_compare_reads_them(tmp_path, capsys):
     assert len(rows) == 2 and rows[1].startswith(f"| {out} #2 |")  # one run named twice stays two rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     out = tmp_path / "cut"
@@ -89,6 +91,7 @@ def test_interrupted_cli_run_keeps_complete_files(tmp_path, sig):
     assert not list(out.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_steps_that_did_not_converge_are_shown(tmp_path, capsys):
     # 100 MW per phase at bus 671 is past the feeder's collapse point: no step converges
     args = ["run", "ieee13_none", "--set", "duration_s=2", "--set", "grid.on_nonconvergence=flag", "--no-progress"]
@@ -130,6 +133,7 @@ def test_results_do_not_depend_on_the_blas_thread_count(tmp_path):
         pd.testing.assert_frame_equal(one, two, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_feeder_without_datacenters_runs(tmp_path):
     """The feeder alone: no site draws, so the energy and throughput are 0 and the grid table has
     every step (the feeder's own loads), with plots."""

@@ -27,6 +27,7 @@ import yaml
 
 from openg2g.cli.main import main
 from openg2g.scenario.loader import apply_override
+from tests.sampling import sampled
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios"
@@ -1360,16 +1361,12 @@ GROUPS: list[list[Case]] = [
 ]
 ALL: list[Case] = [case for group in GROUPS for case in group]
 
-FAST_EVERY = 10
-"""Every tenth case of each group (its first included) runs in the fast path; the rest are marked slow."""
+FAST_EVERY = 20
+"""Every twentieth case of each group (its first included) runs in the fast path; the rest are marked slow."""
 
 
 def _hostile_params() -> list[Any]:
-    return [
-        pytest.param(case, id=case.id, marks=() if i % FAST_EVERY == 0 else pytest.mark.slow)
-        for group in GROUPS
-        for i, case in enumerate(group)
-    ]
+    return [param for group in GROUPS for param in sampled(group, FAST_EVERY, [case.id for case in group])]
 
 
 def test_the_fuzz_set_is_large_and_its_ids_unique() -> None:
@@ -1378,6 +1375,7 @@ def test_the_fuzz_set_is_large_and_its_ids_unique() -> None:
     assert len(ALL) >= 300
 
 
+@pytest.mark.slow
 def test_the_tiny_feeder_and_base_scenario_are_valid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The harness itself: unedited, the inputs the cases edit are accepted (so each refusal is the edit's)."""
     assert main(["validate", str(_scenario_file(tmp_path / "a")), str(_dss_scenario(tmp_path / "b", TINY_DSS))]) == 0
@@ -1394,7 +1392,7 @@ def test_hostile_input_is_refused_clearly(case: Case, tmp_path: Path, capsys: py
         assert fragment.replace("{tmp}", str(tmp_path)) in err, f"{fragment!r} not in {err!r}"
 
 
-@pytest.mark.parametrize("case", ACCEPTED, ids=[c.id for c in ACCEPTED])
+@pytest.mark.parametrize("case", sampled(ACCEPTED, FAST_EVERY, [c.id for c in ACCEPTED]))
 def test_legitimate_edge_input_is_accepted(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run_result(case.make(tmp_path), capsys)
     assert code == 0, f"{case.accepted}; yet exit {code}: {err}"

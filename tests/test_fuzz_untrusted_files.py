@@ -81,6 +81,7 @@ def test_only_a_yaml_true_trusts_a_pickle_net(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_trusted_pickle_net_reads_as_its_json_twin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     net = _cigre()
     pp.to_pickle(net, str(tmp_path / "cigre.p"))
@@ -127,6 +128,7 @@ def _net_naming_in_a_frame(module: str) -> str:
     return json.dumps(data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("place", [_net_naming_at_top, _net_naming_in_a_frame], ids=["table", "frame-cell"])
 def test_a_json_net_naming_a_module_is_refused_before_it_is_imported(
     place: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -181,6 +183,7 @@ def _rl_scenario(tmp: Path, policy: Path, **params: Any) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_policy_zip_with_a_hostile_known_entry_loads_without_unpickling(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -191,6 +194,7 @@ def test_a_policy_zip_with_a_hostile_known_entry_loads_without_unpickling(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_policy_zip_with_an_unknown_pickled_entry_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,6 +86,7 @@ def test_a_rerun_into_a_finished_run_is_refused_naming_it_unless_overwrite(tmp_p
     assert json.loads((out / "summary.json").read_text())["status"] == "complete"
 
 
+@pytest.mark.slow
 def test_evaluate_refuses_a_run_folder_holding_a_run_unless_overwrite(tmp_path, capsys):
     """``evaluate`` checks every run folder it would write before any run starts (issue 29's gap)."""
     out = tmp_path / "eval"
@@ -141,6 +142,7 @@ def _lock_is_free(folder: Path) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_folder_in_use_fails_at_once_naming_the_first(tmp_path, capsys):
     out = tmp_path / "busy"
     args = ["run", "ieee13_fixedtap_none", "--set", "outputs.plots=false", "--no-progress", "--out", str(out)]
@@ -187,6 +189,7 @@ def _complete_rows(out: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_killed_benchmark_keeps_the_tables_of_its_finished_runs(tmp_path, sig):
     out = tmp_path / "bench"

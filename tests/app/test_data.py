@@ -168,6 +168,7 @@ SHORT_OFO = [
 ]
 
 
+@pytest.mark.slow
 def test_the_overview_written_by_the_run_equals_the_one_the_app_builds(tmp_path: Path) -> None:
     from openg2g.engine import run_scenario
 
@@ -192,6 +193,7 @@ def _running_past(out: Path, t_s: float) -> bool:
     return summary.get("status") == "running" and summary.get("sim_time_s", 0) >= t_s
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_ctrl_c_leaves_no_overview_and_the_app_builds_one_for_its_parts(tmp_path: Path) -> None:
     from openg2g.engine import run_scenario
 
@@ -329,6 +331,7 @@ def test_runs_are_listed_with_their_status(tmp_path: Path) -> None:
     assert runs["whatif/a-001"].sim_time_s / runs["whatif/a-001"].duration_s == 0.25
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_shows_as_stopped_not_running(tmp_path: Path) -> None:
     # a real `openg2g run` holds its folder's lock; kill -9 leaves its summary saying "running"
     out = tmp_path / "killed"

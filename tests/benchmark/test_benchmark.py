@@ -55,6 +55,7 @@ def _summary(out: Path, case: str, controller: str) -> dict:
     return json.loads((out / "runs" / f"{case}-{controller}" / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_suite_expands_to_cases_times_controllers_plus_baseline(toy_run):
     suite, out, result = toy_run
     assert [c.case_id for c in suite.cases] == CASES
@@ -104,6 +105,7 @@ def test_leaderboard_is_the_mean_and_worst_of_the_run_summaries(toy_run):
     assert len(markdown) == 2 + 3 and all(line.startswith("| ") for line in markdown)
 
 
+@pytest.mark.slow
 def test_rerun_reuses_complete_runs_and_reruns_a_changed_controller(toy_run, tmp_path):
     suite, shared, first = toy_run
     out = tmp_path / "out"

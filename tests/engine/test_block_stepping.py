@@ -39,6 +39,7 @@ def _run(out: Path, monkeypatch: pytest.MonkeyPatch, cells: int) -> dict:
     return run_scenario("ieee13_none", out, OVERRIDES).summary
 
 
+@pytest.mark.slow
 def test_one_step_blocks_equal_long_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stepped = _run(tmp_path / "stepped", monkeypatch, 1)  # one datacenter step per block
     blocked = _run(tmp_path / "blocked", monkeypatch, 10**9)  # as long as the engine allows

@@ -190,6 +190,7 @@ def test_arrow_columns_of_other_objects_are_refused() -> None:
         recorder.arrow_array(np.array([1j]))
 
 
+@pytest.mark.slow
 def test_writing_the_tables_imports_neither_pandas_nor_pyarrow_compute(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -243,6 +244,7 @@ _RUN_ONLY = ("wall_time_s", "steps_per_s", "realtime_factor", "scenario_sha256",
 """summary.json entries that describe the run's settings or its wall clock, not its results."""
 
 
+@pytest.mark.slow
 def test_results_do_not_depend_on_the_output_settings(tmp_path: Path) -> None:
     """ieee13_ofo for 30 s, flushed every 7 s without plots and every 0.1 s (between control
     steps) with plots, voltage envelopes and branch tables: every table both write and every result

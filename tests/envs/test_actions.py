@@ -133,6 +133,7 @@ def test_replica_grid_ends_at_max_fraction():
     assert env.layout.families[0].describe()["values"]["dc1/Llama-3.1-70B"] == [9.0 + 18 * k for k in range(10)]
 
 
+@pytest.mark.slow
 def test_training_scores_the_hold_policy_on_every_family(tmp_path):
     """``openg2g train``'s held-out evaluation holds every entry (taps too), so a short run with
     the taps family trains, saves its families and scores the hold policy."""
@@ -195,6 +196,7 @@ def test_masks_at_the_ends_of_each_grid():
     assert info["n_commands"] == 0
 
 
+@pytest.mark.slow
 def test_env_checkers_pass_with_every_family():
     for action in ("discrete", "box"):
         env = _ieee13(EVERY_FAMILY, (BATTERY,), action=action)
@@ -267,6 +269,7 @@ def _fixed_policy(env: G2GEnv, path: Path, choices: dict[int, int]) -> Path:
     return save_policy(model, path, meta)
 
 
+@pytest.mark.slow
 def test_rl_policy_deploys_tap_actions_into_the_runs_tap_column(tmp_path):
     """A policy raising reg1's phase a every control step: the run's ``tap_reg1_a`` climbs from 14
     by one step per control step to the bank's top, 17, and stays; b and c keep 6 and 15."""
@@ -285,6 +288,7 @@ def test_rl_policy_deploys_tap_actions_into_the_runs_tap_column(tmp_path):
     assert set(commands["command"]) == {"set_taps"} and len(commands) == 3
 
 
+@pytest.mark.slow
 def test_rl_policy_refuses_a_scenario_without_the_policys_bank_or_range(tmp_path):
     """A policy acting on the toy's reg1 (taps -16..16): a context without that bank, or with
     another tap range, is refused, naming the bank and the difference."""
@@ -307,6 +311,7 @@ def test_rl_policy_refuses_a_scenario_without_the_policys_bank_or_range(tmp_path
         controller.reset(renamed, 0)
 
 
+@pytest.mark.slow
 def test_rl_policy_acts_as_the_env_with_every_family(tmp_path):
     """The deployed controller sends the commands the env's layout makes of the model's action."""
     env = _ieee13(EVERY_FAMILY, (BATTERY,))

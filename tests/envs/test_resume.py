@@ -64,6 +64,7 @@ def two_segments(tmp_path_factory):
     return out, first, messages
 
 
+@pytest.mark.slow
 def test_resume_appends_to_the_same_monitor_file(two_segments):
     out, first, messages = two_segments
     assert messages == [f"resuming from {out / 'checkpoints' / 'model_256_steps.zip'} (256 steps)"]
@@ -85,6 +86,7 @@ def test_resume_appends_to_the_same_monitor_file(two_segments):
     assert (rows["l"] == 10).all() and rows["t"].is_monotonic_increasing  # t counts from the first start
 
 
+@pytest.mark.slow
 def test_resume_continues_the_progress_log(two_segments):
     out, first, _ = two_segments
     progress = pd.read_csv(out / "logs" / "progress.csv")
@@ -94,6 +96,7 @@ def test_resume_continues_the_progress_log(two_segments):
     assert progress["time/total_timesteps"].tolist() == [64, 128, 192, 256, 320, 384]
 
 
+@pytest.mark.slow
 def test_resume_restores_the_normalization_statistics(two_segments):
     out, first, _ = two_segments
     at_256, at_384 = first["stats"], _stats(out, 384)
@@ -110,6 +113,7 @@ def test_resume_restores_the_normalization_statistics(two_segments):
         np.testing.assert_array_equal(getattr(again, name), getattr(at_384, name))
 
 
+@pytest.mark.slow
 def test_train_json_keeps_every_segment(two_segments):
     out, _, _ = two_segments
     record = json.loads((out / "train.json").read_text())
@@ -122,6 +126,7 @@ def test_train_json_keeps_every_segment(two_segments):
     assert record["settings"]["learning_rate"] == SETTINGS.learning_rate
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_hyper_parameters(two_segments):
     out, _, _ = two_segments
     with pytest.raises(G2GError, match=r"other settings \(learning_rate 0\.0003 -> 0\.001\)"):
@@ -132,6 +137,7 @@ def _cli_resume(out: Path, *options: str) -> int:
     return main(["train", "--resume", "--out", str(out), "--eval-episodes", "0", "--no-progress", *options])
 
 
+@pytest.mark.slow
 def test_cli_resume_reuses_the_stored_configuration(two_segments, tmp_path):
     """No scenario, --set or hyper-parameter given again: train.json's are used (toy, duration_s=11,
     n_steps=64), and the run continues from 384 to the 512 steps asked for."""
@@ -144,6 +150,7 @@ def test_cli_resume_reuses_the_stored_configuration(two_segments, tmp_path):
     assert (last["from_step"], last["to_step"], last["status"]) == (384, 512, "finished")
 
 
+@pytest.mark.slow
 def test_cli_resume_names_the_field_that_differs(two_segments, tmp_path, capsys):
     out = tmp_path / "run"
     shutil.copytree(two_segments[0], out)
@@ -158,6 +165,7 @@ def test_cli_resume_without_a_record_needs_a_scenario(tmp_path, capsys):
     assert f"error: scenario: missing (--resume found no train.json in {tmp_path})" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_fresh_run_refuses_a_folder_holding_one(two_segments):
     out, _, _ = two_segments
     with pytest.raises(G2GError, match=f"{out} already holds a training run \\(model_384_steps.zip\\); continue it"):

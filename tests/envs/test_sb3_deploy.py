@@ -48,6 +48,7 @@ def _controller(**params: object):
     return build_controller(ControllerSpec(kind=RL_POLICY_KIND, params=params), Path("."))
 
 
+@pytest.mark.slow
 def test_deployed_actions_are_the_models_on_normalized_observations(sb3_model):
     zip_path, stats_path = sb3_model
     model = PPO.load(zip_path, device="cpu")  # SB3's own loading (the test trusts its own files)
@@ -69,6 +70,7 @@ def test_deployed_actions_are_the_models_on_normalized_observations(sb3_model):
     assert raw_differs  # on raw observations the model acts otherwise: the statistics matter
 
 
+@pytest.mark.slow
 def test_missing_statistics_are_refused(sb3_model):
     zip_path, _ = sb3_model
     env = make_toy_env(duration_s=DURATION_S, variations=None)
@@ -127,6 +129,7 @@ def test_a_model_of_other_spaces_is_refused_naming_the_difference(tmp_path, obse
     assert named in str(exc.value)
 
 
+@pytest.mark.slow
 def test_policy_wrap_writes_settings_that_rl_policy_runs(sb3_model, tmp_path, capsys):
     source_zip, stats_path = sb3_model
     zip_path = tmp_path / "deploy" / "ppo.zip"

@@ -346,6 +346,7 @@ def test_bad_term_from_the_train_command_exits_2(terms_dir, capsys):
     assert "error: reward_terms.0.term: unknown reward term 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_rl_policy_rebuilds_the_observation_terms(terms_dir):
     config = {"variations": None, "observation_terms": [{"term": "terms_file.py:Clock", "params": {"scale_s": 10}}]}
     env = make_toy_env(duration_s=11, **config)

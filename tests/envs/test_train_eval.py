@@ -89,6 +89,7 @@ def test_validation_and_held_out_sets_are_apart():
     assert len(held_out) == n and not any(v in held_out for v in validation)
 
 
+@pytest.mark.slow
 def test_evaluations_npz_holds_the_checkpoints_scores_on_the_validation_set(evaluated):
     with np.load(evaluated / "evaluations.npz") as saved:
         assert sorted(saved.files) == ["ep_lengths", "results", "timesteps"]  # rl-zoo's keys
@@ -102,6 +103,7 @@ def test_evaluations_npz_holds_the_checkpoints_scores_on_the_validation_set(eval
         assert row.tolist() == _returns(model, env, _validation_set(env)), steps
 
 
+@pytest.mark.slow
 def test_best_model_is_the_first_best_evaluation_and_deploys(evaluated):
     with np.load(evaluated / "evaluations.npz") as saved:
         means = saved["results"].mean(axis=1)
@@ -121,6 +123,7 @@ def test_best_model_is_the_first_best_evaluation_and_deploys(evaluated):
     assert controller.step(observed) == env.layout.commands(action, observed)
 
 
+@pytest.mark.slow
 def test_periodic_evaluation_leaves_training_as_it_was(evaluated, tmp_path):
     _train(tmp_path, 300, eval_every=0)
     assert not (tmp_path / "evaluations.npz").exists() and not (tmp_path / "best_model.zip").exists()
@@ -128,6 +131,7 @@ def test_periodic_evaluation_leaves_training_as_it_was(evaluated, tmp_path):
     assert all(torch.equal(plain[k], with_evaluation[k]) for k in plain)
 
 
+@pytest.mark.slow
 def test_vecnormalize_beside_each_policy_is_the_trained_statistics(evaluated):
     best_steps = read_meta(evaluated / "best_model.zip").timesteps
     for saved, checkpoint in (
@@ -140,6 +144,7 @@ def test_vecnormalize_beside_each_policy_is_the_trained_statistics(evaluated):
         assert (ours.ret_rms.mean, ours.ret_rms.var) == (theirs.ret_rms.mean, theirs.ret_rms.var)
 
 
+@pytest.mark.slow
 def test_rl_policy_with_the_saved_vecnormalize_takes_the_models_actions(evaluated):
     """SB3's own loading of the zip and the statistics against ``rl_policy`` given both, step by step."""
     model = PPO.load(evaluated / "policy.zip", device="cpu")
@@ -160,6 +165,7 @@ def test_rl_policy_with_the_saved_vecnormalize_takes_the_models_actions(evaluate
     assert steps == DURATION_S - 1
 
 
+@pytest.mark.slow
 def test_resume_continues_the_evaluations_and_keeps_the_best(tmp_path, capsys):
     """Weights held (learning rate 0): every evaluation scores the same, so the first stays the best
     and a resumed segment, which must beat the stored best, saves none. The resume is the CLI's,
@@ -189,6 +195,7 @@ def test_resume_continues_the_evaluations_and_keeps_the_best(tmp_path, capsys):
     assert not any((out / name).exists() for name in ("evaluations.npz", "best_model.zip", "best_model.json"))
 
 
+@pytest.mark.slow
 def test_resume_after_an_unsaved_end_drops_the_evaluations_it_repeats(tmp_path, capsys):
     """A segment that evaluated at 200 and 300 but whose checkpoints there were lost resumes from
     100: the two evaluations are dropped and made again, so no timestep is recorded twice."""

@@ -145,6 +145,7 @@ def test_cli_registers_train_and_evaluate():
     assert args.scenarios == ["a", "b"] and args.baseline
 
 
+@pytest.mark.slow
 def test_box_actions_train_and_deploy(tmp_path):
     """Continuous log2 batch targets: SAC refuses discrete actions; PPO on box trains and deploys."""
     with pytest.raises(G2GError, match="sac needs continuous actions"):
@@ -204,6 +205,7 @@ def test_init_from_extends_a_batch_policy_with_tap_actions(tmp_path):
         _toy_run(tmp_path / "reversed", init_from=source, env_config=reversed_order)
 
 
+@pytest.mark.slow
 def test_init_from_extends_a_policy_whose_observation_gains_features(tmp_path):
     """A run that adds an observation term (one feature after the toy's 15) starts from the saved
     policy with that feature's input weights at zero: on the same observation it takes the saved
@@ -251,6 +253,7 @@ def _weights(policy: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
     return {k: v for k, v in state.items() if k not in critic}, critic
 
 
+@pytest.mark.slow
 def test_critic_warmup_holds_the_actor_and_trains_the_critic(tmp_path):
     """Two 32-step rollouts within a 64-step warm-up train the value network alone; a third, beyond
     it, trains the actor too."""

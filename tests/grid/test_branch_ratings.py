@@ -135,6 +135,7 @@ def test_validate_names_the_file_and_the_field(tmp_path: Path, capsys: pytest.Ca
     assert f"{path}: grid.branch_ratings.line.650633: unknown branch" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("net", ["create_cigre_network_mv", "ieee_european_lv_asymmetric"])
 def test_a_pandapower_net_keeps_its_own_ratings(net: str) -> None:
     spec = GridSpec.model_validate({"pandapower": net, "branch_ratings": {"line.1": {"normal_a": 500}}})

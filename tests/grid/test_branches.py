@@ -113,6 +113,7 @@ calcv
 """
 
 
+@pytest.mark.slow
 def test_ratings_are_those_opendss_reads(tmp_path: Path) -> None:
     """normamps/emergamps from the line or its linecode (the last assignment wins, as in OpenDSS),
     OpenDSS's 400/600 A where none is set (flagged), transformer ratings from kVA and kV."""

@@ -63,6 +63,7 @@ def test_voltage_control_delays_and_dead_time(tmp_path: Path) -> None:
     assert times(ours, "c1") == [6.0, 46.0, 65.0, 105.0, 115.0, 180.0]
 
 
+@pytest.mark.slow
 def test_voltage_override_of_a_kvar_control(tmp_path: Path) -> None:
     """A kvar control that keeps the bank in (on above 200 kvar, off below -2000 kvar) is
     overridden above vmax (123 V): the bank opens after delayoff however much reactive power
@@ -83,6 +84,7 @@ def test_voltage_override_of_a_kvar_control(tmp_path: Path) -> None:
     assert times(ours, "c1") == [4.0, 34.0, 63.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("ctphase", "opens"), [(1, True), (2, True), ("max", False), ("avg", False)])
 def test_current_control_reads_the_ct_as_opendss(tmp_path: Path, ctphase: int | str, opens: bool) -> None:
     """Off below 300 A on the transformer's low side (509 A flow there): OpenDSS reads a
@@ -108,6 +110,7 @@ def test_current_control_reads_the_ct_as_opendss(tmp_path: Path, ctphase: int | 
     assert times(ours, "c1") == ([3.0] if opens else [])
 
 
+@pytest.mark.slow
 def test_power_factor_control(tmp_path: Path) -> None:
     """Watching the power into the line at its source end: on below 0.9 lagging while the reactive
     power exceeds half the bank's kvar (pctminkvar 50), off above 0.98 leading (-0.98, 1.02 on
@@ -119,6 +122,7 @@ def test_power_factor_control(tmp_path: Path) -> None:
     assert times(ours, "c1") == [6.0, 25.0, 55.0]
 
 
+@pytest.mark.slow
 def test_manual_switching_under_automatic_control(tmp_path: Path) -> None:
     """A bank opened by hand (set_capacitor, a script in OpenDSS) while its voltage control wants
     it in is closed again by the control after its delay; no dead time runs from a manual opening."""

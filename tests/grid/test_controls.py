@@ -34,8 +34,13 @@ VOLTAGE = CapControlModel(
 )
 
 
-def _line_feeder(tmp_path: Path, *controls: CapControlModel) -> Feeder:
-    model = Case(LINE, []).model(tmp_path)
+@pytest.fixture(scope="module")
+def line_model(tmp_path_factory: pytest.TempPathFactory) -> FeederModel:
+    """The one-line case read by OpenDSS once per module (a read takes about 0.7 s)."""
+    return Case(LINE, []).model(tmp_path_factory.mktemp("line"))
+
+
+def _line_feeder(model: FeederModel, *controls: CapControlModel) -> Feeder:
     return feeder_from_model(dataclasses.replace(model, capcontrols=list(controls)))
 
 
@@ -56,8 +61,8 @@ def _grid(feeder: Feeder, **spec: object) -> FeederGrid:
         ({"capacitor": "c9"}, "unknown capacitor 'c9'"),
     ],
 )
-def test_a_capcontrol_that_cannot_run_is_refused_by_name(tmp_path: Path, change: dict, reason: str) -> None:
-    feeder = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, **change))
+def test_a_capcontrol_that_cannot_run_is_refused_by_name(line_model: FeederModel, change: dict, reason: str) -> None:
+    feeder = _line_feeder(line_model, dataclasses.replace(VOLTAGE, **change))
     spec = GridSpec(feeder="case", capacitor_control="auto")
     [(path, message)] = check_against_feeder(feeder, spec, [])
     assert path == "grid.capacitor_control"
@@ -110,8 +115,8 @@ def test_capacitor_switching_in_place_equals_a_fresh_build(path: str, monkeypatc
     np.testing.assert_allclose(switched.v_pu, fresh.v_pu, atol=1e-9)
 
 
-def test_states_report_the_controlled_capacitors(tmp_path: Path) -> None:
-    feeder = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, delayoff_s=2.0))
+def test_states_report_the_controlled_capacitors(line_model: FeederModel) -> None:
+    feeder = _line_feeder(line_model, dataclasses.replace(VOLTAGE, delayoff_s=2.0))
     fixed = _grid(feeder)
     assert fixed.controlled_capacitors() == () and fixed.solve(1.0, {}, 1.0).capacitors == {}
     auto = _grid(feeder, capacitor_control="auto")
@@ -133,8 +138,8 @@ def test_controls_that_never_settle_stop_the_run_as_in_opendss(tmp_path: Path) -
         run_opendss(case, tmp_path)
 
 
-def test_control_settings_survive_the_json_round_trip(tmp_path: Path) -> None:
-    model = _line_feeder(tmp_path, dataclasses.replace(VOLTAGE, ctphase="avg", pctminkvar=30.0)).model
+def test_control_settings_survive_the_json_round_trip(line_model: FeederModel) -> None:
+    model = _line_feeder(line_model, dataclasses.replace(VOLTAGE, ctphase="avg", pctminkvar=30.0)).model
     regs = [RegControlModel(name="r", transformer="t", ptphase="max", tapdelay_s=1.5, reversible=True)]
     model = dataclasses.replace(model, regcontrols=regs)
     back = FeederModel.from_dict(json.loads(json.dumps(model.to_dict())))
@@ -183,6 +188,7 @@ def test_terminal_meters_read_what_opendss_reads() -> None:
             )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("control", "reason"),
     [

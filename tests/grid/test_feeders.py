@@ -28,7 +28,7 @@ def test_unknown_feeder_lists_valid_names() -> None:
         load_feeder("ieee14")
 
 
-@pytest.mark.parametrize("name", BUNDLED)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "ieee8500" else n for n in BUNDLED])
 def test_feeder_contents(name: str) -> None:
     f = load_feeder(name)
     assert f.name == name
@@ -122,6 +122,7 @@ def test_import_a_dss_file(tmp_path: Path) -> None:
     assert f.model.lines[0].r_ohm[0][0] == pytest.approx((2 * 0.1 + 0.3) / 3 * 2)
 
 
+@pytest.mark.slow
 def test_a_file_named_by_a_command_is_found_beside_the_master(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenDSS's ``uuids`` looks for its file in the working folder only (IEEE 9500 names one): it
     is found beside the master from any working folder, and the working folder is left as it was."""
@@ -137,6 +138,7 @@ def test_a_file_named_by_a_command_is_found_beside_the_master(tmp_path: Path, mo
     assert sorted(p.name for p in feeder_dir.iterdir()) == ["ids.dss", "tiny.dss"]
 
 
+@pytest.mark.slow
 def test_a_feeder_without_loads_solves_quietly(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """No ports, nothing to factorize: the no-load voltages, equal to OpenDSS's, and no LAPACK
     complaint about an empty matrix (DG_Protection of the OpenDSS collection printed one)."""
@@ -149,6 +151,7 @@ def test_a_feeder_without_loads_solves_quietly(tmp_path: Path, capfd: pytest.Cap
     assert "DGETRF" not in out + err  # LAPACK writes to standard output
 
 
+@pytest.mark.slow
 def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS + "New Storage.st1 bus1=load kWrated=100 kWhrated=400 phases=3 kV=12.47\n")
@@ -156,6 +159,7 @@ def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) ->
         load_feeder(str(master))
 
 
+@pytest.mark.slow
 def test_an_unknown_property_is_the_engine_s_error_with_file_and_line(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS.replace("model=1", "model=1 kvv=4"))
@@ -163,6 +167,7 @@ def test_an_unknown_property_is_the_engine_s_error_with_file_and_line(tmp_path: 
         load_feeder(str(master))
 
 
+@pytest.mark.slow
 def test_a_load_model_openg2g_does_not_solve_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS.replace("model=1", "model=8 zipv=[1 0 0 1 0 0 0.9]"))
@@ -170,6 +175,7 @@ def test_a_load_model_openg2g_does_not_solve_is_refused_by_name(tmp_path: Path) 
         load_feeder(str(master))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("band", ["vminpu=0.99 vmaxpu=1.1", "vminpu=0.9 vmaxpu=0.95"], ids=["below", "above"])
 def test_a_generator_outside_its_voltage_band_is_the_impedance_opendss_makes_it(tmp_path: Path, band: str) -> None:
     """At 0.97 pu, outside [vminpu, vmaxpu], an OpenDSS model-1 generator turns into the admittance

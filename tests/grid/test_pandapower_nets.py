@@ -50,7 +50,15 @@ def site_state(name: str, mw: float, pf: float = 0.95, t_s: float = 0.0) -> Data
 CASES = [("case118", "59", 200.0), ("create_cigre_network_mv", "Bus 14", 3.0), ("mv_oberrhein", "Bus 50", 3.0)]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
+SLOW_CASES = {"mv_oberrhein"}
+"""Cases whose net takes seconds to build: in CI's full run, not in the fast path."""
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(c, marks=pytest.mark.slow) if c[0] in SLOW_CASES else c for c in CASES],
+    ids=[c[0] for c in CASES],
+)
 def case(request: pytest.FixtureRequest) -> tuple[str, str, float, object]:
     name, bus, mw = request.param
     return name, bus, mw, net_of(name)
@@ -92,6 +100,7 @@ def test_voltages_and_loading_match_runpp(case: tuple[str, str, float, object]) 
     check_against_runpp(grid, grid.solve(0.1, {}, 0.1), runpp_with_site(net, bus, 0.0))
 
 
+@pytest.mark.slow
 def test_batch_equals_runpp_at_every_step(case: tuple[str, str, float, object]) -> None:
     name, bus, mw, net = case
     grid = PandapowerGrid(net, name, GridSpec(pandapower=name), [Site("dc1", bus)])
@@ -101,6 +110,7 @@ def test_batch_equals_runpp_at_every_step(case: tuple[str, str, float, object]) 
         check_against_runpp(grid, state, runpp_with_site(net, bus, mw * x))
 
 
+@pytest.mark.slow
 def test_a_run_after_reset_repeats_the_first_bit_for_bit() -> None:
     grid = PandapowerGrid(
         net_of("mv_oberrhein"), "oberrhein", GridSpec(pandapower="mv_oberrhein"), [Site("dc1", "Bus 50")]
@@ -131,6 +141,7 @@ def test_json_round_trip_gives_the_same_grid(tmp_path: Path) -> None:
     check_against_runpp(from_file, b, runpp_with_site(net, "Bus 14", 2.0))
 
 
+@pytest.mark.slow
 def test_substation_power_and_losses_balance() -> None:
     """The external grid supplies the loads plus the losses (runpp's res_ext_grid and pl_mw)."""
     net = net_of("mv_oberrhein")
@@ -255,6 +266,7 @@ def test_voltage_dependent_loads_are_refused(tmp_path: Path) -> None:
     assert field == "grid.pandapower" and "constant-impedance" in msg
 
 
+@pytest.mark.slow
 def test_unknown_site_and_monitored_buses_are_refused() -> None:
     spec = GridSpec(pandapower="create_cigre_network_mv", monitored_buses=["Bus 99"])
     problems = dict(validate_grid(spec, [Site("dc1", "Bus 14"), Site("dc2", "Bus 42")]))
@@ -355,6 +367,7 @@ def test_powerflow_cli_on_a_named_net(capsys: pytest.CaptureFixture[str]) -> Non
     assert "pandapower net case118 (balanced)" in table and "most loaded branches (5 of 186" in table
 
 
+@pytest.mark.slow
 def test_powerflow_cli_on_a_net_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from openg2g.cli.main import main
 

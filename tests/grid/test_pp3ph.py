@@ -35,6 +35,7 @@ from openg2g.grid.nets.asymmetric import asymmetric_grid, feeder_model, is_asymm
 from openg2g.grid.nets.source import BusNames, quiet_pandapower
 from openg2g.scenario.schema import GridSpec
 from tests.grid.sites import Site
+from tests.sampling import sampled
 
 V_TOL_PU = 1e-6
 ANGLE_TOL_DEG = math.degrees(1e-6)  # 1e-6 pu of phase displacement
@@ -156,7 +157,7 @@ SMALL_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(SMALL_CASES), ids=list(SMALL_CASES))
+@pytest.mark.parametrize("case", sampled(SMALL_CASES, len(SMALL_CASES), list(SMALL_CASES)))
 def test_small_net_matches_runpp_3ph(case: str) -> None:
     net = small_net(**SMALL_CASES[case])
     runpp_3ph_converged(net)
@@ -169,6 +170,7 @@ def test_small_net_matches_runpp_3ph(case: str) -> None:
     assert s_sub.real.sum() == pytest.approx(p_ref, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_small_net_with_a_site_through_the_backend(tmp_path: Path) -> None:
     """The scenario path: a net file, a DC site at a named bus; the same load added to the net
     as a balanced load for runpp_3ph; voltages, line currents and substation power agree."""
@@ -217,6 +219,7 @@ def test_switches_and_out_of_service() -> None:
     assert not {ln.name: ln.in_service for ln in model.lines}[str(spare)]
 
 
+@pytest.mark.slow
 def test_european_lv_feeder_with_a_site() -> None:
     """IEEE European LV test feeder (906 LV buses, 55 single-phase loads) with a 30 kW edge site:
     every bus-phase, every line current and the substation power against runpp_3ph."""
@@ -258,6 +261,7 @@ def refused(net: Any) -> str:
     return str(err.value)
 
 
+@pytest.mark.slow
 def test_unsupported_elements_are_refused() -> None:
     net = small_net()
     pp.create_gen(net, 3, p_mw=0.01, vm_pu=1.0)
@@ -276,6 +280,7 @@ def test_unsupported_elements_are_refused() -> None:
     assert "sgen row" in (msg := refused(net)) and "'PV'" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("table", "column", "expected"),
     [
@@ -291,6 +296,7 @@ def test_missing_zero_sequence_data_is_refused(table: str, column: str, expected
     assert expected in msg and "runpp_3ph needs" in msg
 
 
+@pytest.mark.slow
 def test_scenario_checks_on_an_asymmetric_net(tmp_path: Path) -> None:
     pp.to_json(small_net(), str(tmp_path / "lv.json"))
     step_up = {"sn_mva": 1, "vn_lv_kv": 0.4, "vk_percent": 6, "vkr_percent": 1}

@@ -33,6 +33,7 @@ from tests.grid.test_pp3ph import (
     small_net,
     spec_of,
 )
+from tests.sampling import sampled
 
 POWER_TOL = 1e-6  # relative to the largest per-phase flow of the table
 
@@ -62,7 +63,7 @@ def assert_tables_match(ours: Any) -> None:
         assert np.allclose(a["loading_percent"], b["loading_percent"], rtol=CURRENT_TOL, atol=1e-3), table
 
 
-@pytest.mark.parametrize("case", list(SMALL_CASES), ids=list(SMALL_CASES))
+@pytest.mark.parametrize("case", sampled(SMALL_CASES, len(SMALL_CASES), list(SMALL_CASES)))
 def test_small_net_tables_match_runpp_3ph(case: str) -> None:
     net = small_net(**SMALL_CASES[case])
     site = Site("dc", "LV3")
@@ -74,6 +75,7 @@ def test_small_net_tables_match_runpp_3ph(case: str) -> None:
     assert_tables_match(ours)
 
 
+@pytest.mark.slow
 def test_an_opendss_site_outside_its_band_draws_constant_impedance() -> None:
     """A site with ``load_model: opendss`` below ``vminpu`` draws less than scheduled (OpenDSS's
     interpolated admittance there): the row carries what it drew, and runpp_3ph (constant power)
@@ -105,6 +107,7 @@ def test_pv_is_refused(tmp_path: Path) -> None:
         results_net_3ph(net, "lv", grid, [Site("dc", "LV3")], {})
 
 
+@pytest.mark.slow
 def test_to_pandapower_results_on_an_asymmetric_run(tmp_path: Path) -> None:
     """A short run of a tiny scenario on the hand-made net: the returned net carries the site at
     the mean of the run's datacenter samples of the step, and runpp_3ph gives its tables."""

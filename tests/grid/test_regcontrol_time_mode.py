@@ -64,6 +64,7 @@ def test_four_step_drop_recovers_in_opendss_time(tmp_path: Path) -> None:
     assert ours[-1].taps == {"reg1": 4}
 
 
+@pytest.mark.slow
 def test_an_action_queued_after_a_move_outlives_a_return_to_band(tmp_path: Path) -> None:
     """OpenDSS cancels only the action a control armed when it goes back in band: the one queued
     for 29 s after the move at 27 s survives the light load at 28 s, and moves the tap at 29 s
@@ -73,6 +74,7 @@ def test_an_action_queued_after_a_move_outlives_a_return_to_band(tmp_path: Path)
     assert times(ours, "reg1") == [25.0, 27.0, 29.0, 31.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("settings", "moves"),
     [
@@ -89,6 +91,7 @@ def test_maxtapchange_tapdelay_and_inverse_time(tmp_path: Path, settings: dict[s
     assert times(ours, "reg1") == moves
 
 
+@pytest.mark.slow
 def test_line_drop_compensation_and_vlimit(tmp_path: Path) -> None:
     """R and X compensate the drop to the load, so the control raises the tap until the
     regulator's own side passes vlimit (122 V); then it lowers one step after tapdelay, goes out
@@ -101,6 +104,7 @@ def test_line_drop_compensation_and_vlimit(tmp_path: Path) -> None:
     assert {step.taps["reg1"] for step in ours[23:]} == {8, 9}
 
 
+@pytest.mark.slow
 def test_reverse_power_regulates_the_other_side(tmp_path: Path) -> None:
     """Generation past the regulator lifts the voltage at 10 s (forward: two steps down, at 15 and
     17 s) and reverses the flow: after revdelay (20 s) the control turns round at 30 s and
@@ -129,6 +133,7 @@ def test_reverse_power_regulates_the_other_side(tmp_path: Path) -> None:
     assert ours[60].taps["reg1"] == -16 and ours[-1].taps["reg1"] == -1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("ptphase", "tap"), [(1, 8), (3, 3), ("max", 1), ("min", 8)])
 def test_ganged_regulator_watches_its_ptphase(tmp_path: Path, ptphase: int | str, tap: int) -> None:
     """One three-phase transformer with one tap: the control follows phase ``ptphase``, or the

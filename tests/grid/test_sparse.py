@@ -104,6 +104,7 @@ def test_every_bundled_feeder_is_compared() -> None:
     assert set(list_feeders()) == set(SITE_BUS) | {"ieee8500"}
 
 
+@pytest.mark.slow
 def test_ieee8500_on_the_sparse_path_matches_opendss() -> None:
     """The IEEE 8500-node feeder (8,531 nodes: FeederGrid takes the sparse path) with a 2 MW datacenter
     near the substation, every node against OpenDSS's own solution.
@@ -220,6 +221,7 @@ def test_determinant_sign_of_a_superlu_factorization() -> None:
         assert _det_sign(splu(csc_matrix(a))) == np.sign(np.linalg.det(a))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mw", [3.0, 4.8, 5.0, 6.0])
 def test_sparse_collapse_equals_dense(mw: float) -> None:
     """The cases of test_voltage_collapse.py (IEEE 123, pf 0.95 datacenter at 300): the same

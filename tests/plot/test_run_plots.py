@@ -44,6 +44,7 @@ def test_the_engine_clears_every_plot_a_run_draws() -> None:
     assert PLOT_FILES == tuple(RUN_PLOTS)
 
 
+@pytest.mark.slow
 def test_a_run_with_every_table_writes_every_plot_and_says_so(full_run: Path) -> None:
     summary = json.loads((full_run / "summary.json").read_text())
     assert summary["status"] == "complete"
@@ -53,6 +54,7 @@ def test_a_run_with_every_table_writes_every_plot_and_says_so(full_run: Path) ->
     assert not list(full_run.glob(".*.tmp-*"))  # no temporary file left
 
 
+@pytest.mark.slow
 def test_a_run_without_branches_or_commands_skips_those_plots_with_the_reason(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     args = ["run", "ieee13_none", "--set", "duration_s=2", "--set", "events=[]", "--no-progress", "--out", str(out)]
@@ -68,6 +70,7 @@ def test_a_run_without_branches_or_commands_skips_those_plots_with_the_reason(tm
     assert "plot branch_loading.png skipped: no grid_branches table" in err
 
 
+@pytest.mark.slow
 def test_command_fields_come_as_columns(full_run: Path) -> None:
     events = read_table(full_run, "events")
     (tap,) = events[events["command"] == "set_taps"].itertuples()
@@ -82,6 +85,7 @@ def test_fields_of_other_commands_are_none() -> None:
     assert spread["batch_size"].tolist() == [64, None] and spread["bank"].tolist() == [None, "reg1"]
 
 
+@pytest.mark.slow
 def test_openg2g_plot_redraws_a_finished_run(full_run: Path, tmp_path: Path) -> None:
     for name in RUN_PLOTS:
         (full_run / name).unlink()
@@ -90,6 +94,7 @@ def test_openg2g_plot_redraws_a_finished_run(full_run: Path, tmp_path: Path) -> 
     assert main(["plot", str(tmp_path)]) == 1  # not a run folder: an error, not a traceback
 
 
+@pytest.mark.slow
 def test_the_feeder_map_colours_the_bus_the_tables_call_worst(full_run: Path) -> None:
     run = RunData(full_run)
     assert isinstance(run.topology, Topology)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import yaml
 
 from openg2g.cli.main import main
 
 
+@pytest.mark.slow
 def test_siting_command_ranks_candidates(tmp_path, capsys):
     study = {
         "study": "siting",
@@ -34,6 +36,7 @@ def test_siting_command_ranks_candidates(tmp_path, capsys):
     assert "mini_siting" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hosting_capacity_command_on_one_bus(tmp_path, capsys):
     out = tmp_path / "hc"
     args = ["study", "hosting-capacity", "ieee13", "--buses", "671", "--controller", "none", "--duration-s", "1"]

@@ -30,6 +30,7 @@ def real_sweep(tmp_path_factory):
     return path, run_sweep(path, tmp / "out", workers=2)
 
 
+@pytest.mark.slow
 def test_real_sweep_reports_the_invalid_bus_and_runs_the_rest(real_sweep):
     _, result = real_sweep
     table = result.table
@@ -40,6 +41,7 @@ def test_real_sweep_reports_the_invalid_bus_and_runs_the_rest(real_sweep):
     assert table["duration_s"].iloc[0] == 1.0
 
 
+@pytest.mark.slow
 def test_real_sweep_summaries_match_the_run_folders(real_sweep):
     _, result = real_sweep
     for row in result.table.iloc[:2].itertuples():
@@ -61,6 +63,7 @@ def test_real_runs_on_ray_equal_local(real_sweep, tmp_path):
     pd.testing.assert_frame_equal(local.table.drop(columns=volatile), on_ray.drop(columns=volatile), check_exact=True)
 
 
+@pytest.mark.slow
 def test_cli_sweep_resumes_and_prints_results(real_sweep, capsys):
     path, result = real_sweep
     code = main(["sweep", str(path), "--out", str(result.out_dir), "--no-progress"])

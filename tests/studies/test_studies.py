@@ -78,6 +78,7 @@ def test_model_mix_is_replicas_over_their_gcd():
     assert mix.gpus_per_block == 8 + 8 + 8 and mix.base_load_kw_per_phase == 5.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "tolerance, expected",
     [
@@ -148,6 +149,7 @@ def test_split_site_halves_replicas_rounding_up_first():
     assert a["training"] == {"gpus": 8} and b["training"] is None and a["base_load_kw_per_phase"] == 5.0
 
 
+@pytest.mark.slow
 def test_siting_ranks_single_and_pair_placements(tmp_path):
     base = read_base(write_base(tmp_path, replicas=(10, 5)))  # 20 GPUs = 2.0 MW
     spec = SitingSpec(

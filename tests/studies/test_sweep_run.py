@@ -32,6 +32,7 @@ def test_results_table_has_one_row_per_run_with_parameters_and_figures(toy_sweep
         assert (out / run_id / "summary.json").exists() and (out / run_id / "run.json").exists()
 
 
+@pytest.mark.slow
 def test_invalid_parameters_are_reported_per_run_and_do_not_stop_the_sweep(toy_sweep, tmp_path):
     result = run_sweep(toy_sweep, tmp_path / "out", workers=2, run_fn=toy_run)
     assert result.counts() == {"complete": 4, "invalid": 2}
@@ -82,6 +83,7 @@ def test_failed_run_is_recorded_with_its_error(tmp_path):
     assert result.table["error"].iloc[1] == "RuntimeError: toy failure requested"
 
 
+@pytest.mark.slow
 def test_killed_worker_loses_only_its_run_which_is_retried(tmp_path):
     # run 1 kills its worker process on the first attempt; the other runs share the pool
     path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0, 1.5, 3.0], "toy.crash": [None, "once", None, None]}}])
@@ -90,6 +92,7 @@ def test_killed_worker_loses_only_its_run_which_is_retried(tmp_path):
     assert list(result.table["energy_mwh"]) == pytest.approx([0.05, 0.1, 0.15, 0.3])
 
 
+@pytest.mark.slow
 def test_a_worker_that_always_dies_is_reported_failed_after_its_retries(tmp_path):
     path = write_sweep(tmp_path, [{"zip": {"toy.mw": [0.5, 1.0, 1.5], "toy.crash": [None, "always", None]}}])
     result = run_sweep(path, tmp_path / "out", workers=2, retries=1, run_fn=crashing_toy_run)
