@@ -37,6 +37,7 @@ import numpy as np
 from openg2g.core.atomic import write_json_atomic
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
+from openg2g.core.interrupts import stop_signals_deferred
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
 from openg2g.engine.recorder import TableWriter, clear_table
 
@@ -362,9 +363,17 @@ class RunOutputs:
         """Write every buffered row: all tables' parts first, then made visible together, so the
         tables always end at the same step.
 
+        A stop signal arriving meanwhile (Ctrl-C) is delivered once the flush has ended
+        (:func:`~openg2g.core.interrupts.stop_signals_deferred`): rows taken from the buffer are
+        written, never dropped halfway.
+
         :raises OutputError: a part could not be written (full or read-only disk, ...); nothing of
             this flush is visible and the rows stay buffered.
         """
+        with stop_signals_deferred():
+            self._flush()
+
+    def _flush(self) -> None:
         self._datacenter_rows()
         self._grid_rows()
         prepared: list[tuple[TableWriter, Path | None]] = []

@@ -38,6 +38,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 
 from openg2g.core.config import ConfigModel, field_path
 from openg2g.core.errors import G2GError, OutputError, ScenarioError
+from openg2g.core.interrupts import STOP_SIGNALS
 from openg2g.core.limits import bound_text, max_processes
 from openg2g.core.progress import progress_bar
 from openg2g.envs.config import EnvConfig
@@ -79,9 +80,6 @@ __all__ = [
 MAX_LAYER_UNITS = 4096
 """Widest hidden layer accepted (units): the policies here use 64, and a layer of 4096 already holds
 16.8 M weights towards the next one; a larger one only exhausts memory."""
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Signals that end a training run with a checkpoint (Ctrl-C, ``kill``, a scheduler's stop)."""
 
 WORKER_EXIT_S = 10.0
 """Seconds a terminated env worker is given to exit before it is killed."""

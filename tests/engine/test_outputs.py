@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import signal
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +17,7 @@ import pytest
 
 from openg2g.core.errors import OutputError
 from openg2g.core.state import BranchSet, DatacenterState, GridState
-from openg2g.engine import recorder
+from openg2g.engine import outputs, recorder
 from openg2g.engine.simulation import Simulation, run_scenario
 from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded
 
@@ -106,6 +108,29 @@ def test_a_chunk_cut_by_ctrl_c_is_not_half_recorded(tmp_path: Path) -> None:
     writer.flush()  # columns of different lengths would raise pyarrow's ArrowInvalid here
     table = pd.read_parquet(tmp_path / "t")
     assert list(table["c"]) == [2.0, 3.0, 4.0, 12.0]
+
+
+def test_a_flush_cut_by_ctrl_c_writes_the_rows_it_took(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C lands after a flush took the grid's rows from the buffer, before they were written:
+    the rows are written, the interrupt comes after, and the tables end where the summary does."""
+    sim = _sim(tmp_path, duration_s=5, flush_every_s=2)
+    append = outputs.RunOutputs._append
+    grid_appends = []
+
+    def ctrl_c_then_append(self: outputs.RunOutputs, writer: Any, columns: dict[str, Any]) -> None:
+        if writer is self.grid:
+            grid_appends.append(None)
+            if len(grid_appends) == 2:  # the second flush (4 s): its rows are out of the buffer
+                signal.raise_signal(signal.SIGINT)
+        append(self, writer, columns)
+
+    monkeypatch.setattr(outputs.RunOutputs, "_append", ctrl_c_then_append)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["sim_time_s"] == 4.0
+    grid = pd.read_parquet(tmp_path / "grid")
+    assert list(grid["t_s"]) == pytest.approx([0.1 * k for k in range(1, 41)])
 
 
 class _LoadedLineGrid(TwoBusGrid):
