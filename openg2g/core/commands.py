@@ -36,6 +36,8 @@ __all__ = [
     "ACTUATOR_LEVELS",
     "COMMANDS",
     "Actuator",
+    "ApplyFault",
+    "ClearFault",
     "Command",
     "DatacenterCommand",
     "GridCommand",
@@ -49,6 +51,7 @@ __all__ = [
     "SetRegulatorMode",
     "SetReplicas",
     "SetSiteOnline",
+    "SetSourceVoltage",
     "SetStoragePower",
     "SetTaps",
     "ShiftReplicas",
@@ -99,6 +102,15 @@ def _field_check(annotation: str) -> tuple[Callable[[Any], Any], str, bool]:
             return None if any(x is None for x in items) else tuple(typing.cast(list[int], items))
 
         return taps, "a list of whole numbers", optional
+    if base == "tuple[float, ...]":
+
+        def reals(value: Any) -> tuple[float, ...] | None:
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or not value:
+                return None
+            items = [_real(x) for x in value]
+            return None if any(x is None for x in items) else tuple(typing.cast(list[float], items))
+
+        return reals, "a non-empty list of finite numbers", optional
     convert, expected = _SCALARS[base]
     return convert, expected, optional
 
@@ -114,6 +126,8 @@ ACTUATOR_LEVELS: dict[str, tuple[str, ...]] = {
     "load_scale": ("load",),
     "pv_scale": ("pv",),
     "line": ("line",),
+    "fault": ("fault",),
+    "source": (),
 }
 """Kind of setting -> what each name of an :class:`Actuator` path stands for, outermost first."""
 
@@ -389,6 +403,59 @@ class SetLineInService(GridCommand):
         return (Actuator("line", (self.line,)),)
 
 
+@dataclass(frozen=True)
+class ApplyFault(GridCommand):
+    """Place a fault, as OpenDSS's ``Fault`` element describes one: a resistance of ``r_ohm`` from
+    each of the ``phases`` conductors at ``bus1`` to the matching conductor at ``bus2`` (ground when
+    ``bus2`` is ``None``). Bus names carry their nodes as OpenDSS writes them: ``"671.1"`` (node 1,
+    phase a), ``"671.1.2"``; a bus without nodes means nodes 1 to ``phases``. So ``bus1="671.1"``
+    is a line-to-ground fault on phase a, ``bus1="671.1", bus2="671.2"`` a line-to-line fault between
+    a and b, ``bus1="671.1.2", phases=2`` a double line-to-ground fault, ``bus1="671", phases=3`` a
+    three-phase fault to ground. The fault stays until a :class:`ClearFault` names it.
+
+    :param name: the fault's name (unique among the faults in place).
+    :param bus1: bus, with nodes.
+    :param phases: conductors of the fault (1-3).
+    :param r_ohm: resistance of each conductor (ohm), > 0.
+    :param bus2: the other end, with nodes; ``None`` for ground.
+    """
+
+    name: str
+    bus1: str
+    phases: int = 1
+    r_ohm: float = 0.0001
+    bus2: str | None = None
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("fault", (self.name,)),)
+
+
+@dataclass(frozen=True)
+class ClearFault(GridCommand):
+    """Remove the fault ``name`` placed by :class:`ApplyFault` (the arc extinguished, or the
+    faulted equipment isolated)."""
+
+    name: str
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("fault", (self.name,)),)
+
+
+@dataclass(frozen=True)
+class SetSourceVoltage(GridCommand):
+    """Set the source voltage magnitude per phase, a sag or swell arriving from upstream of the
+    feeder or net; angles stay the source's own.
+
+    :param v_pu: the magnitude per source phase a, b, c (pu of the source bus's base voltage), or
+        one value for every phase; ``[0.5, 1.0, 1.0]`` is a sag to 50% on phase a.
+    """
+
+    v_pu: tuple[float, ...]
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("source", ()),)
+
+
 def renamed_fields(cls: type[Command], fields: Iterable[str]) -> str:
     """A sentence naming the former field names among ``fields`` and their replacements ("" if none)."""
     old = [name for name in fields if name in cls.renamed]
@@ -421,6 +488,9 @@ COMMANDS: dict[str, type[Command]] = {
         SetLoadScale,
         SetPVScale,
         SetLineInService,
+        ApplyFault,
+        ClearFault,
+        SetSourceVoltage,
     )
 }
 """Every command a scenario event or a controller may send, by its snake_case name."""
