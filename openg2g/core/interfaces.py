@@ -265,6 +265,18 @@ class DatacenterBackend(ABC):
         """
         self.supplied = supplied
 
+    grid_feedback: bool = False
+    """True for a site whose draw follows the grid's voltage and frequency (a ride-through:
+    :mod:`openg2g.datacenter.ridethrough`): the engine then solves the grid one step at a time and
+    calls :meth:`observe_grid` after every solve."""
+
+    def observe_grid(self, t_s: float, dt_s: float, v_pu: np.ndarray, f_hz: float) -> None:
+        """What the grid solve at ``t_s`` found at the site: the phase-to-neutral voltage
+        magnitudes at its bus (pu, phases a, b, c; 0 where the bus has no supply) and the system
+        frequency (Hz). The solve stands for the step ``(t_s - dt_s, t_s]``; what the site makes
+        of it applies to its steps after ``t_s``. Called for a site with :attr:`grid_feedback`
+        only; the default ignores it."""
+
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:
         """Carry out a datacenter command at ``t_s``.

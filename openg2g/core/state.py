@@ -707,6 +707,8 @@ class Observation:
         and limit (:class:`StorageState`).
     :param v_min_pu: lower voltage limit of the scenario (pu).
     :param v_max_pu: upper voltage limit of the scenario (pu).
+    :param f_hz: the bulk system's frequency at the latest grid solve (Hz), ``None`` when the
+        scenario models none (``grid.frequency``).
     """
 
     t_s: float
@@ -716,6 +718,7 @@ class Observation:
     v_max_pu: float
     _sensitivity: Callable[[str], np.ndarray] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     _loading_sensitivity: Callable[[str], np.ndarray] | None = field(repr=False, compare=False, default=None)
+    f_hz: float | None = None
 
     def __post_init__(self) -> None:
         _keep_mappings(self, ("datacenters",))

@@ -332,9 +332,13 @@ class RunOutputs:
         if self._overview is not None:
             self._overview.add_command(t_effective_s, source, name, fields)
 
-    def record_event(self, t_s: float, command: Command) -> None:
-        """A scenario event that fired."""
-        self._event_row(t_s, command_name(type(command)), command_fields_json(command))
+    def record_event(self, t_s: float, command: Command, disturbance: str | None = None) -> None:
+        """A scenario event that fired; a disturbance's command (``disturbance``: its name) has the
+        name as its first field."""
+        fields = dataclasses.asdict(command)
+        if disturbance is not None:
+            fields = {"disturbance": disturbance, **fields}
+        self._event_row(t_s, command_name(type(command)), json.dumps(fields, separators=(",", ":")))
 
     def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
         """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
