@@ -86,9 +86,7 @@ def check_start(loaded: LoadedScenario) -> None:
         raise ScenarioError([(f"{where}: (starting the run)", str(exc))]) from None
     by_site = {site.name: site for site in sites}
     # (time, order, where it comes from, command): the events, then the disturbances' commands
-    fired = [
-        (e.t_s, i, f"events.{i}", build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)
-    ]
+    fired = [(e.t_s, i, f"events.{i}", build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)]
     if sim.disturbances is not None and sc.disturbances is not None:
         index = {record.name: j for j, record in enumerate(sim.disturbances.records)}
         fired += [

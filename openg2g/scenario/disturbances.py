@@ -153,9 +153,7 @@ class FaultDisturbance(ConfigModel):
         phases = self.fault_phases()
         want = _PHASE_COUNT[self.type]
         if len(phases) != want or len(set(phases)) != want or any(p not in PHASES for p in phases):
-            raise ValueError(
-                f"phases {self.phases!r}: a {self.type} fault needs {want} distinct phase(s) of a, b, c"
-            )
+            raise ValueError(f"phases {self.phases!r}: a {self.type} fault needs {want} distinct phase(s) of a, b, c")
         if self.persists_s is not None and self.reclosing is None:
             raise ValueError("persists_s says when a temporary fault is gone for a reclose: it needs reclosing")
         return self

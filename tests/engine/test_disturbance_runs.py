@@ -100,7 +100,9 @@ def test_a_disturbance_on_an_unknown_line_is_refused_naming_it(tmp_path: Path) -
 
 def test_the_window_step_must_divide_the_periods(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(SCENARIO.replace("step_s: 1/60", "step_s: 3/100"))
-    with pytest.raises(ScenarioError, match=r"periods.datacenter_s \(1/10 s\) must be a whole multiple of disturbances.window.step_s"):
+    with pytest.raises(
+        ScenarioError, match=r"periods.datacenter_s \(1/10 s\) must be a whole multiple of disturbances.window.step_s"
+    ):
         load_scenario(tmp_path / "bad.yaml")
 
 

@@ -113,15 +113,27 @@ def test_windows_start_before_each_instant_merge_and_end_on_grid_periods() -> No
         ({**FAULT, "start_s": -1}, "must be >= 0 s"),
         ({"kind": "line_trip", "line": "l", "start_s": 1, "reclose_after_s": 0}, "must be > 0 s"),
         (
-            {"kind": "source_sag", "start_s": 1, "profile": [{"after_s": 0, "v_pu": [0.5]}, {"after_s": 0, "v_pu": [1]}]},
+            {
+                "kind": "source_sag",
+                "start_s": 1,
+                "profile": [{"after_s": 0, "v_pu": [0.5]}, {"after_s": 0, "v_pu": [1]}],
+            },
             "profile.1.after_s (0) must be later",
         ),
         (
-            {"kind": "source_sag", "start_s": 1, "profile": [{"after_s": 1, "v_pu": [0.5]}, {"after_s": 2, "v_pu": [1]}]},
+            {
+                "kind": "source_sag",
+                "start_s": 1,
+                "profile": [{"after_s": 1, "v_pu": [0.5]}, {"after_s": 2, "v_pu": [1]}],
+            },
             "profile.0.after_s must be 0",
         ),
         (
-            {"kind": "source_sag", "start_s": 1, "profile": [{"after_s": 0, "v_pu": [0.5, 1]}, {"after_s": 1, "v_pu": [1]}]},
+            {
+                "kind": "source_sag",
+                "start_s": 1,
+                "profile": [{"after_s": 0, "v_pu": [0.5, 1]}, {"after_s": 1, "v_pu": [1]}],
+            },
             "one voltage for every phase or three",
         ),
         ({"kind": "sag", "start_s": 1}, "kind must be one of fault, line_trip, source_sag"),
