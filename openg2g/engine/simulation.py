@@ -314,6 +314,13 @@ class Simulation:
         self._sensitivity_cache: dict[tuple[str, str], np.ndarray] = {}
         self._site_bus = {s.name: s.info().bus for s in self.sites}  # info() builds every model's facts: once
         self._bus_phase_index = {name: i for i, name in enumerate(self._bus_phases)}
+        for site in self._feedback_sites:
+            bus = self._site_bus[site.name]
+            if not all(f"{bus}.{phase}" in self._bus_phase_index for phase in PHASES):
+                raise SimulationError(
+                    f"site {site.name!r} follows its bus voltage (ride-through), but the grid does not report "
+                    f"every phase of bus {bus!r}: add the bus to grid.monitored_buses"
+                )
         self._f0_hz = 60.0
         self._unsupplied: frozenset[str] = frozenset()
         self._update_supply(start=True)
