@@ -57,7 +57,8 @@ reheat system unless said otherwise):
 **Exact stepping.** The equations are linear, ``x' = A x + b dP``. Over a step of ``dt`` with the
 load held, ``x(t + dt) = Phi x(t) + Gamma dP`` with ``[Phi Gamma] = expm([[A, b], [0, 0]] dt)``,
 exact for a piecewise-constant load (no integration error, whatever the step), computed once per
-distinct ``dt`` and cached. Turning points of the frequency inside a step (where its slope
+distinct ``dt`` and cached; like the grid's solves, a step holds the BLAS libraries to one thread
+(:mod:`openg2g.core.threads`), so its last bits do not depend on the number of cores. Turning points of the frequency inside a step (where its slope
 changes sign) are located by Brent's method on the exact solution and recorded for the metrics, so
 the nadir does not depend on the step sizes (:mod:`openg2g.grid.frequency_metrics`).
 
@@ -81,6 +82,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import SimulationError
+from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.frequency_metrics import (
     ROCOF_WINDOW_S,
     SETTLING_BAND_HZ,
@@ -256,6 +258,7 @@ class SystemFrequency:
 
     _CACHE_SIZE = 256
 
+    @with_one_blas_thread
     def __init__(self, spec: SystemFrequencySpec):
         self.spec = spec
         self._a, self._b = _state_space(spec)
@@ -325,6 +328,7 @@ class SystemFrequency:
     def _slope(self, x: np.ndarray, u: float) -> float:
         return float(self._a[0] @ x + self._b[0] * u)
 
+    @with_one_blas_thread
     def step(self, dt_s: float, delta_p_w: float) -> float:
         """Advance over ``dt_s`` (s, > 0, may differ from step to step) with the load ``delta_p_w``
         (W above the load at the start, held over the step) and return the frequency at the

@@ -27,6 +27,7 @@ Two cases:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -98,10 +99,13 @@ def _constant_power_loads(ss: object) -> None:
     cfg.q2q, cfg.q2i, cfg.q2z = 1.0, 0.0, 0.0
 
 
-def _run_step(ss: object, load: str, step_pu: float, tf_s: float, tstep_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """Run ``ss`` to :data:`STEP_AT_S`, step the constant-power part of ``load`` by ``step_pu``
-    (system base) and run on to ``tf_s`` after the step: the times after the step and the
-    machines' speeds (pu), one column per machine."""
+def _run_step(
+    ss: object, load: str, step_pu: float, tf_s: float, tstep_s: float, impedance: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``ss`` to :data:`STEP_AT_S`, step ``load`` by ``step_pu`` (system base) and run on to
+    ``tf_s`` after the step: the times after the step and the machines' speeds (pu), one column per
+    machine. The step is to the load's constant power, or with ``impedance`` to its constant
+    impedance, by ``step_pu`` at the bus's voltage when it steps."""
     tds = ss.TDS  # type: ignore[attr-defined]
     tds.config.tstep = tstep_s
     tds.config.no_tqdm = True
@@ -109,7 +113,12 @@ def _run_step(ss: object, load: str, step_pu: float, tf_s: float, tstep_s: float
     tds.run()
     pq = ss.PQ  # type: ignore[attr-defined]
     uid = pq.idx2uid(load)
-    pq.set("Ppf", load, float(pq.Ppf.v[uid]) + step_pu, attr="v")
+    if impedance:
+        bus = ss.Bus  # type: ignore[attr-defined]
+        v = float(bus.v.v[bus.idx2uid(pq.bus.v[uid])])
+        pq.set("Req", load, float(pq.Req.v[uid]) + step_pu / v**2, attr="v")
+    else:
+        pq.set("Ppf", load, float(pq.Ppf.v[uid]) + step_pu, attr="v")
     tds.config.tf = STEP_AT_S + tf_s
     tds.run()
     t = np.asarray(ss.dae.ts.t)  # type: ignore[attr-defined]
@@ -171,10 +180,18 @@ def _kundur_losses(step_pu: float, load: str) -> float:
     raise RuntimeError(f"the loss iteration did not settle after 20 power flows (last {total * sb:.6f} MW)")
 
 
-def kundur_step(step_mw: float = 50.0, load: str = "PQ_0", tf_s: float = 60.0, tstep_s: float = 1 / 60) -> AndesStep:
+def kundur_step(
+    step_mw: float = 50.0,
+    load: str = "PQ_0",
+    tf_s: float = 60.0,
+    tstep_s: float = 1 / 60,
+    loads: Literal["constant_power", "constant_impedance"] = "constant_power",
+) -> AndesStep:
     """A load step of ``step_mw`` (MW, + more load) at ``load`` (PQ_0: bus 7) in Kundur's two-area
     system, run for ``tf_s`` after it at ANDES step ``tstep_s``; the aggregate spec derived as the
-    module docstring says."""
+    module docstring says. ``loads="constant_impedance"`` keeps ANDES's default, every load a
+    constant impedance in the time domain, and steps the load's impedance by ``step_mw`` at its
+    voltage then (to show what the aggregate model, which has no voltage, leaves out)."""
     import andes
 
     _quiet()
@@ -200,14 +217,15 @@ def kundur_step(step_mw: float = 50.0, load: str = "PQ_0", tf_s: float = 60.0, t
         )
     spec = SystemFrequencySpec(f0_hz=60.0, base_mw=base_mva, h_s=h, d_pu=d, governors=governors)
     step_pu = step_mw / sb
-    _constant_power_loads(ss)
-    t, x = _run_step(ss, load, step_pu, tf_s, tstep_s)
+    if loads == "constant_power":
+        _constant_power_loads(ss)
+    t, x = _run_step(ss, load, step_pu, tf_s, tstep_s, impedance=loads == "constant_impedance")
     m = ss.GENROU.M.v  # system base: the centre-of-inertia weights
     f = 60.0 * (x[:, ss.GENROU.omega.a] @ m) / m.sum()
     tt, ff = _after_step(t, f)
     generation = _kundur_losses(step_pu, load)
     return AndesStep(
-        case=f"ANDES {KUNDUR}, {step_mw:+g} MW at {load}",
+        case=f"ANDES {KUNDUR}, {step_mw:+g} MW at {load}" + (", loads constant Z" if loads != "constant_power" else ""),
         tstep_s=tstep_s,
         t_s=tt,
         f_hz=ff,
