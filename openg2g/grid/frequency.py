@@ -213,8 +213,8 @@ class SystemFrequencySpec(ConfigModel):
         worst = max(np.linalg.eigvals(a).real)
         if worst >= 0:
             raise ValueError(
-                f"governors: the system is unstable (an eigenvalue with real part {worst:.3g} 1/s); "
-                "a hydro group needs more temporary droop or a longer reset time"
+                f"governors: the system is unstable (an eigenvalue with real part {worst:.3g} 1/s): a hydro "
+                "group needs more temporary droop or a longer reset time, a lagging group a larger droop"
             )
         return self
 
@@ -291,15 +291,6 @@ class SystemFrequency:
     def frequency_hz(self) -> float:
         """Frequency now (Hz)."""
         return self.spec.f0_hz * (1.0 + float(self._x[0]))
-
-    @property
-    def state(self) -> np.ndarray:
-        """A copy of the state: ``[w, governor-turbine states...]`` (pu)."""
-        return self._x.copy()
-
-    def state_space(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of ``A`` (1/s) and ``b`` (1/s per pu of ``base_mw``) of ``x' = A x + b dP``."""
-        return self._a.copy(), self._b.copy()
 
     def steady_state_hz(self, delta_p_w: float) -> float:
         """Where the frequency settles with the load change ``delta_p_w`` (W) held: ``f0 (1 - dP / (D + sum k/R))``."""

@@ -298,6 +298,9 @@ def test_spec_reads_governor_groups_by_kind() -> None:
     )
     assert [type(g) for g in spec.governors] == [ReheatSteamGovernor, GasTurbineGovernor, HydroGovernor]
     assert spec.restoring_pu == pytest.approx(1 + 0.3 / 0.05 + 0.4 / 0.05 + 0.05 / 0.05)
+    assert SystemFrequencySpec.model_validate(spec.model_dump()) == spec
+    with pytest.raises(ValidationError, match="governors.0"):
+        SystemFrequencySpec.model_validate({"base_mw": 1000, "governors": [{"share": 0.5}]})
 
 
 @pytest.mark.parametrize(
