@@ -26,6 +26,7 @@ Two cases:
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,7 +90,8 @@ class AndesStep:
 def _quiet() -> None:
     import andes
 
-    andes.config_logger(stream_level=40)
+    # no log file: ANDES would make a folder in the temporary directory for one at every call
+    andes.config_logger(stream_level=40, file=False, log_path=tempfile.gettempdir())
 
 
 def _constant_power_loads(ss: object) -> None:
