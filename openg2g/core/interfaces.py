@@ -270,10 +270,11 @@ class DatacenterBackend(ABC):
     :mod:`openg2g.datacenter.ridethrough`): the engine then solves the grid one step at a time and
     calls :meth:`observe_grid` after every solve."""
 
-    def observe_grid(self, t_s: float, dt_s: float, v_pu: np.ndarray, f_hz: float) -> None:
+    def observe_grid(self, t_s: float, dt_s: float, v_pu: np.ndarray, f_hz: float | None) -> None:
         """What the grid solve at ``t_s`` found at the site: the phase-to-neutral voltage
-        magnitudes at its bus (pu, phases a, b, c; 0 where the bus has no supply) and the system
-        frequency (Hz). The solve stands for the step ``(t_s - dt_s, t_s]``; what the site makes
+        magnitudes at its bus (pu, phases a, b, c; 0 where the bus has no supply) and the bulk
+        system's frequency (Hz; ``None`` when the scenario models none: the frequency is then
+        taken as nominal). The solve stands for the step ``(t_s - dt_s, t_s]``; what the site makes
         of it applies to its steps after ``t_s``. Called for a site with :attr:`grid_feedback`
         only; the default ignores it."""
 

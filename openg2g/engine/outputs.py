@@ -88,6 +88,7 @@ class RunOutputs:
     :param steps: ``(datacenter steps, grid steps)`` of the whole run, to build the app's
         overview from the rows as they come (:class:`openg2g.plot.overview.OverviewBuilder`);
         ``None``: no overview.
+    :param frequency: write the bulk system's frequency table (the scenario has ``grid.frequency``).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class RunOutputs:
         capacitors: tuple[str, ...] = (),
         storage: bool = False,
         steps: tuple[int, int] | None = None,
+        frequency: bool = False,
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +126,7 @@ class RunOutputs:
         self.storage = (
             TableWriter(out_dir / "storage", dictionary_columns=("name", "bus", "limit")) if storage else None
         )
+        self.frequency = TableWriter(out_dir / "frequency") if frequency else None
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
         # a rerun into the same folder starts from empty tables and no plots of the earlier run,
@@ -134,6 +137,7 @@ class RunOutputs:
             ("grid_voltages", self.voltages),
             ("grid_branches", self.branches),
             ("storage", self.storage),
+            ("frequency", self.frequency),
         ):
             if optional is None:
                 clear_table(out_dir / name)
@@ -161,6 +165,12 @@ class RunOutputs:
         :param violation: per-step, per-bus-phase violation (pu), same shape.
         """
         self._grid_blocks.append((states, v_pu, violation))
+
+    def record_frequency(self, t_s: np.ndarray, f_hz: np.ndarray, delta_p_w: np.ndarray) -> None:
+        """The bulk system's frequency (Hz) at consecutive grid steps ``t_s`` (s) and the change of
+        the grid's draw it followed (W)."""
+        assert self.frequency is not None, "the outputs were made without a frequency table"
+        self.frequency.append({"t_s": t_s, "f_hz": f_hz, "delta_p_w": delta_p_w})
 
     def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
         """Rows for ``writer``'s table, and for the overview's lines drawn from it."""
@@ -358,6 +368,7 @@ class RunOutputs:
             self.voltages,
             self.branches,
             self.storage,
+            self.frequency,
             self.commands,
             self.events,
         )

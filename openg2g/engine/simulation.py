@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ from openg2g.engine.load_loss import LoadLoss
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
 from openg2g.engine.timeline import Timeline
+from openg2g.grid.frequency import SystemFrequency
 from openg2g.scenario.build import Components, build_components
 from openg2g.scenario.disturbances import plan as plan_disturbances
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario, write_resolved_scenario
@@ -287,6 +289,7 @@ class Simulation:
                 table_branches,
                 self.grid.controlled_capacitors(),
                 storage=bool(self.grid.storages()),
+                frequency=sc.grid.frequency is not None,
                 steps=(
                     self._timeline.count(self._end_ticks, self._dc_ticks),
                     self._timeline.count(self._end_ticks, self._grid_ticks),
@@ -321,7 +324,11 @@ class Simulation:
                     f"site {site.name!r} follows its bus voltage (ride-through), but the grid does not report "
                     f"every phase of bus {bus!r}: add the bus to grid.monitored_buses"
                 )
-        self._f0_hz = 60.0
+        spec = sc.grid.frequency
+        first = min((float(r.start_s) for r in self.disturbances.records), default=None) if self.disturbances else None
+        self._frequency = SystemFrequency(spec, event_t_s=first) if spec is not None else None
+        self._f_hz: float | None = spec.f0_hz if spec is not None else None  # at the latest solve
+        self._p_start_w: float | None = None  # the grid's draw from the bulk system at the first solve
         self._unsupplied: frozenset[str] = frozenset()
         self._update_supply(start=True)
         self._stop_ticks = self._end_ticks
@@ -499,6 +506,8 @@ class Simulation:
             self.metrics.add_branch_block(loading, dt_s, times)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
+        if self._frequency is not None:
+            self._step_frequency(states, dt_s)
         self._grid_latest = states[-1]
         if self._coupled:  # one state: the grid is solved step by step
             self._feed_back(states[-1], dt_s)
@@ -517,11 +526,30 @@ class Simulation:
                 v[k] = state.v_pu[i]
         return v
 
+    def _step_frequency(self, states: Sequence[GridState], dt_s: float) -> None:
+        """Step the bulk system's frequency over each solved step with the change of the grid's
+        draw from it (its substation power, all phases) since the first solve."""
+        assert self._frequency is not None
+        f_hz = np.empty(len(states))
+        delta_w = np.empty(len(states))
+        for i, state in enumerate(states):
+            p_w = float(state.p_sub_w.sum())
+            if not math.isfinite(p_w):
+                raise SimulationError(
+                    f"t={state.t_s:g} s: the grid did not converge, so the bulk system's frequency has no load to follow"
+                )
+            if self._p_start_w is None:
+                self._p_start_w = p_w
+            delta_w[i] = p_w - self._p_start_w
+            f_hz[i] = self._frequency.step(dt_s, float(delta_w[i]), state.t_s)
+        self._f_hz = float(f_hz[-1])
+        if self.outputs is not None:
+            self.outputs.record_frequency(np.array([s.t_s for s in states]), f_hz, delta_w)
+
     def _feed_back(self, state: GridState, dt_s: float) -> None:
         """Tell each site with grid feedback what the solve at ``state.t_s`` found at its bus."""
-        f_hz = self._f0_hz
         for site in self._feedback_sites:
-            site.observe_grid(state.t_s, dt_s, self._site_voltages(state, self._site_bus[site.name]), f_hz)
+            site.observe_grid(state.t_s, dt_s, self._site_voltages(state, self._site_bus[site.name]), self._f_hz)
 
     def _controller_process(self, sched: _Scheduled):
         while True:
@@ -670,6 +698,7 @@ class Simulation:
             v_max_pu=self.scenario.grid.v_max_pu,
             _sensitivity=self._sensitivity,
             _loading_sensitivity=self._loading_sensitivity if self._branches is not None else None,
+            f_hz=self._f_hz,
         )
 
     # ----------------------------------------------------------------------------- running
@@ -738,6 +767,25 @@ class Simulation:
             "disturbance_windows_s": [[float(a), float(b)] for a, b in self.disturbances.windows],
         }
 
+    def _frequency_figures(self) -> dict[str, Any]:
+        """The bulk system's frequency over the run (:mod:`openg2g.grid.frequency_metrics`);
+        nothing without a frequency model."""
+        if self._frequency is None or not self._started:
+            return {}
+        m = self._frequency.metrics()
+        return {
+            "frequency_nadir_hz": m.nadir_hz,
+            "frequency_nadir_at_s": m.nadir_t_s,
+            "frequency_zenith_hz": m.zenith_hz,
+            "frequency_zenith_at_s": m.zenith_t_s,
+            "frequency_rocof_hz_s": m.rocof_hz_s,
+            "frequency_rocof_at_s": m.rocof_t_s,
+            "frequency_rocof_window_s": m.rocof_window_s,
+            "frequency_event_at_s": m.event_t_s,
+            "frequency_settling_hz": m.settling_hz,
+            "frequency_settled_at_s": m.settling_t_s,
+        }
+
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``."""
         sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
@@ -750,6 +798,7 @@ class Simulation:
             **self.metrics.summary(),
             **self._rating_figures(),
             **self._disturbance_figures(),
+            **self._frequency_figures(),
             "n_commands": self._n_commands,
             "power_caps_below_calibration": self._caps_below_calibration,
             "lowest_power_cap_w_per_gpu": self._lowest_cap_w,

@@ -254,13 +254,17 @@ class SystemFrequency:
     """The bulk system's frequency, stepped by the engine with the load change it sees.
 
     :param spec: the system (:class:`SystemFrequencySpec`).
+    :param event_t_s: the disturbance the settling metrics count from (s); ``None``: the first
+        step whose load differs from the one before (a replayed load differs at every step, so a
+        run with disturbances names the first one's start).
     """
 
     _CACHE_SIZE = 256
 
     @with_one_blas_thread
-    def __init__(self, spec: SystemFrequencySpec):
+    def __init__(self, spec: SystemFrequencySpec, event_t_s: float | None = None):
         self.spec = spec
+        self._event_t_s = event_t_s
         self._a, self._b = _state_space(spec)
         n = self._a.shape[0]
         self._aug = np.zeros((n + 1, n + 1))
@@ -278,7 +282,9 @@ class SystemFrequency:
         self._t = 0.0
         self._u = 0.0
         self._monitor = FrequencyMonitor(
-            rocof_window_s=self.spec.rocof_window_s, settling_band_hz=self.spec.settling_band_hz
+            rocof_window_s=self.spec.rocof_window_s,
+            settling_band_hz=self.spec.settling_band_hz,
+            event_t_s=self._event_t_s,
         )
         self._monitor.add(0.0, self.spec.f0_hz)
 
@@ -320,10 +326,11 @@ class SystemFrequency:
         return float(self._a[0] @ x + self._b[0] * u)
 
     @with_one_blas_thread
-    def step(self, dt_s: float, delta_p_w: float) -> float:
+    def step(self, dt_s: float, delta_p_w: float, t_s: float | None = None) -> float:
         """Advance over ``dt_s`` (s, > 0, may differ from step to step) with the load ``delta_p_w``
         (W above the load at the start, held over the step) and return the frequency at the
-        step's end (Hz).
+        step's end (Hz). ``t_s``: the step's end as the caller's exact clock has it (s), so that
+        the metrics' times are the run's; default the sum of the steps.
 
         :raises SimulationError: ``dt_s`` is not a finite positive time, ``delta_p_w`` is not finite
             or exceeds the generation online (``base_mw``), naming the time.
@@ -346,7 +353,7 @@ class SystemFrequency:
         x1 = self._advance(x0, u, dt_s)
         self._record_turning_points(x0, x1, u, dt_s, t0)
         self._x, self._u = x1, u
-        self._t = t0 + dt_s
+        self._t = t0 + dt_s if t_s is None else float(t_s)
         f = self.frequency_hz
         self._monitor.add(self._t, f)
         return f
