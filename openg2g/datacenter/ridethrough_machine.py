@@ -203,11 +203,17 @@ class StepFactors:
     :param grid_fraction: power drawn from the grid / power the site asks for (chargers apart).
     :param serving_fraction: share of the site's IT load served (tokens, replicas, GPU power).
     :param recharge_w: the chargers' power drawn from the grid, all blocks together (W).
+    :param transitions: the transitions within these steps (a UPS running out, a ramp's start
+        or end, a recharge's end), in time order.
+    :param steady: every block was online throughout: the site is what it asks (the fractions
+        are 1 and the chargers off).
     """
 
     grid_fraction: np.ndarray
     serving_fraction: np.ndarray
     recharge_w: np.ndarray
+    transitions: tuple[Transition, ...] = ()
+    steady: bool = False
 
 
 @dataclass(frozen=True)
@@ -450,7 +456,9 @@ class RideThrough:
         self._last_ramp_start: float | None = None
         self._transitions: list[Transition] = []
         self._taken = 0
-        self._records: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        # per run of steps: (t_s, (modes, g, s, energy, recharge) per step and block), or
+        # (t_s, energy per block) for steady steps, all online, expanded when taken
+        self._records: list[tuple[np.ndarray, tuple[np.ndarray, ...] | np.ndarray]] = []
         self._event: _Event | None = None
         self._events: list[_Event] = []
         self.totals = EnergyTotals()
@@ -506,18 +514,20 @@ class RideThrough:
         chunks, self._records = self._records, []
         names = np.array(self.block_names, dtype=object)
         n = len(self._blocks)
-        if not chunks:
-            empty = np.zeros(0)
-            return {
-                "t_s": empty,
-                "block": np.zeros(0, dtype=object),
-                "mode": np.zeros(0, dtype=object),
-                "grid_fraction": empty,
-                "serving_fraction": empty,
-                "ups_energy_kwh": empty,
-                "recharge_w": empty,
-            }
-        t, modes, g, s, energy, recharge = (np.concatenate([c[i] for c in chunks]) for i in range(6))
+        times: list[np.ndarray] = [np.zeros(0)]
+        columns: list[list[np.ndarray]] = [[np.zeros((0, n), dtype=np.int8)], *([np.zeros((0, n))] for _ in range(4))]
+        for t_chunk, values in chunks:
+            k = t_chunk.size
+            times.append(t_chunk)
+            if isinstance(values, tuple):
+                parts = values
+            else:  # steady: online, whole, no charger
+                steady = (np.zeros((k, n), dtype=np.int8), np.ones((k, n)), np.ones((k, n)), np.tile(values, (k, 1)))
+                parts = (*steady, np.zeros((k, n)))
+            for column, part in zip(columns, parts):
+                column.append(part)
+        t = np.concatenate(times)
+        modes, g, s, energy, recharge = (np.concatenate(column) for column in columns)
         mode_names = np.array(MODES, dtype=object)
         return {
             "t_s": np.repeat(t, n),
@@ -725,18 +735,9 @@ class RideThrough:
                 totals.grid_j += asked_w * dt_s
                 totals.tokens_asked += asked_tokens
             ones = np.ones(k)
-            energy = np.array([b.energy_j / _J_PER_KWH if b.ups else math.nan for b in self._blocks])
-            self._records.append(
-                (
-                    t,
-                    np.zeros((k, n), dtype=np.int8),
-                    np.ones((k, n)),
-                    np.ones((k, n)),
-                    np.tile(energy, (k, 1)),
-                    np.zeros((k, n)),
-                )
-            )
-            return StepFactors(ones, ones.copy(), np.zeros(k))
+            self._records.append((t, np.array([b.energy_j / _J_PER_KWH if b.ups else math.nan for b in self._blocks])))
+            return StepFactors(ones, ones, np.zeros(k), steady=True)
+        before = len(self._transitions)
         modes = np.zeros((k, n), dtype=np.int8)
         g = np.zeros((k, n))
         s = np.zeros((k, n))
@@ -777,8 +778,13 @@ class RideThrough:
                 event.tokens += tokens_lost
                 if lost_w > event.lost_w:
                     event.lost_w, event.lost_at_s = lost_w, t1
-        self._records.append((t, modes, g, s, energy, recharge))
-        return StepFactors(_site_fraction(self._fractions, g), _site_fraction(self._fractions, s), _block_sum(recharge))
+        self._records.append((t, (modes, g, s, energy, recharge)))
+        return StepFactors(
+            _site_fraction(self._fractions, g),
+            _site_fraction(self._fractions, s),
+            _block_sum(recharge),
+            tuple(self._transitions[before:]),
+        )
 
     def _step_block(
         self, b: _Block, t1: float, dt_s: float, block_w: float, supplied: bool

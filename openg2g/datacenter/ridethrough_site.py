@@ -102,10 +102,10 @@ class RideThroughSite(DatacenterBackend):
         return self._applied(inner, factors)
 
     def _applied(self, inner: DatacenterSeries, factors: StepFactors) -> DatacenterSeries:
+        if factors.steady:
+            return inner
         g, s, recharge_w = factors.grid_fraction, factors.serving_fraction, factors.recharge_w
         supplied = frozen_array(np.full(len(inner), self.supplied), bool)
-        if self.supplied and (g == 1).all() and (s == 1).all() and not recharge_w.any():
-            return inner if inner.supplied.all() else replace(inner, supplied=supplied)
         charger = (recharge_w / 3.0)[:, None]
         idle = s == 0
         models: dict[str, ModelSeries] = {}

@@ -214,6 +214,33 @@ def test_frequency_limits_act_and_hold_the_return():
 # ------------------------------------------------------------------------------------------- UPS
 
 
+def test_the_machine_gives_the_fractions_a_site_applies():
+    ups = {"energy_kwh": 1.0, "discharge_efficiency": 1.0}
+    machine = RideThrough(
+        spec(
+            [
+                block("A", 0.25, "ups", residual_fraction=0.2, under_voltage=[[0.5, 0.0]], ups=ups),
+                block("B", 0.75, under_voltage=[[0.3, 1.0]]),
+            ]
+        ),
+        "dc",
+    )
+    load = np.full(3, 360e3)  # W per step; A's IT load 72 kW: its 3.6 MJ last 50 s
+    first = machine.advance(np.array([0.1, 0.2, 0.3]), 0.1, load)
+    assert first.steady and first.grid_fraction.tolist() == [1.0] * 3
+    (moved,) = machine.observe(0.3, 0.1, (0.4, 1.0, 1.0), 60.0)
+    assert (moved.block, moved.to_mode) == ("A", "on_ups")
+    on_ups = machine.advance(np.array([0.4, 0.5]), 0.1, load[:2])
+    assert not on_ups.steady and on_ups.transitions == ()
+    assert on_ups.grid_fraction.tolist() == pytest.approx([0.75 + 0.25 * 0.2] * 2, abs=1e-15)
+    assert on_ups.serving_fraction.tolist() == [1.0, 1.0] and on_ups.recharge_w.tolist() == [0.0, 0.0]
+    assert machine.state().blocks["A"].ups_energy_kwh == pytest.approx(1.0 - 72e3 * 0.2 / 3.6e6, rel=1e-12)
+    later = machine.advance(np.arange(6, 506) / 10, 0.1, np.full(500, 360e3))  # empty at 50.3 s
+    (empty,) = later.transitions
+    assert (empty.to_mode, empty.t_s) == ("ups_empty", pytest.approx(50.3, abs=1e-9))
+    assert later.serving_fraction[-1] == pytest.approx(0.75) and later.grid_fraction[-1] == pytest.approx(0.8)
+
+
 def test_a_ups_emptied_mid_event_stops_serving_at_the_hand_computed_time():
     # 0.75 kWh = 2.7 MJ; the IT load (90 % of 300 kW) takes 270 kW / 0.9 = 300 kW of it: 9 s
     ups = {"energy_kwh": 0.75, "discharge_efficiency": 0.9}
