@@ -13,16 +13,16 @@ solve decides acts from the next step on.
 Per block (``fraction`` f of the site's load L on every phase, ``residual_fraction`` r of it not
 IT), with ramp progress p in [0, 1]:
 
-============================  =================  =============  =========================
-mode                          grid draw g (of fL)  serving s (IT)  UPS delivers (of fL)
-============================  =================  =============  =========================
-online, recharging            1                  1              0
-on_ups                        r                  1              1 - r
-ups_empty, tripped            r                  0              0
-waiting_return                as the mode it left (on its UPS, or stopped)
-returning (from its UPS)      r + (1 - r) p      1              (1 - r)(1 - p)
-returning (stopped before)    r + (1 - r) p      p              0
-============================  =================  =============  =========================
+==========================  ===================  ==============  ====================
+mode                        grid draw g (of fL)  serving s (IT)  UPS delivers (of fL)
+==========================  ===================  ==============  ====================
+online, recharging          1                    1               0
+on_ups                      r                    1               1 - r
+ups_empty, tripped          r                    0               0
+waiting_return              as the mode it left (on its UPS, or stopped)
+returning (from its UPS)    r + (1 - r) p        1               (1 - r)(1 - p)
+returning (stopped before)  r + (1 - r) p        p               0
+==========================  ===================  ==============  ====================
 
 and the IT energy not served is ``(1 - r)(1 - s) f L dt``, so that per step the grid, the UPS
 and what is not served add up to the asked ``f L dt``. While the bus has no supply nothing is

@@ -11,24 +11,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from openg2g.core.commands import COMMANDS, Actuator, Command, ReleaseBlock, SetBatchSize
 from openg2g.core.errors import CommandError, ScenarioError, SimulationError, UnknownNameError
 from openg2g.core.interfaces import DatacenterBackend, ModelInfo, SiteInfo
 from openg2g.core.state import DatacenterState, ModelState
+from openg2g.datacenter import ReplayDatacenter, TraceLibrary
 from openg2g.datacenter.ridethrough import RideThroughSpec
 from openg2g.datacenter.ridethrough_machine import MODES, TIME_TOLERANCE_S, RideThrough
 from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.scenario.loader import load_scenario
 from openg2g.scenario.schema import SiteSpec
 from openg2g.testing import ToySite
+
+from .conftest import site_spec
 
 P_PHASE_W = 100_000.0
 P_W = 3 * P_PHASE_W
@@ -841,17 +842,13 @@ def test_bad_ride_through_is_refused_naming_the_field(data, path, words):
     assert any(loc == where and words in msg for loc, msg in found), found
 
 
-def test_a_scenario_file_names_the_file_and_field(tmp_path: Path):
-    from tests.scenario.test_validation import BASE
-
-    data = json.loads(json.dumps(BASE))
-    data["datacenters"][0]["ride_through"] = {"blocks": [{**GOOD_BLOCK, "under_voltage": [[0.5, 2.0], [0.8, 1.0]]}]}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
+def test_a_scenario_file_names_the_file_and_field():
+    bad = "{blocks: [{name: A, fraction: 1, action: trip, under_voltage: [[0.5, 2], [0.8, 1]]}]}"
     with pytest.raises(ScenarioError) as info:
-        load_scenario(path)
+        load_scenario("ieee13_none", overrides=[f"datacenters.0.ride_through={bad}"])
     assert any(
-        loc == f"{path}: datacenters.0.ride_through.blocks.0.under_voltage" and "not monotone: point 1" in msg
+        loc.endswith("scenarios/ieee13_none.yaml: datacenters.0.ride_through.blocks.0.under_voltage")
+        and "not monotone: point 1" in msg
         for loc, msg in info.value.problems
     ), info.value.problems
 
@@ -879,3 +876,33 @@ def test_defaults_and_a_site_without_ride_through_dump_as_before():
         0.0,
         "auto",
     )
+
+
+def test_a_replay_site_rides_through_with_its_own_series(library: TraceLibrary):
+    replay_spec = site_spec(
+        [{"model": "Llama-3.1-8B", "gpus_per_replica": 1, "replicas": 64, "batch_size": 128}], name="dc"
+    )
+    bare = ReplayDatacenter.from_spec(replay_spec, library)
+    site = RideThroughSite(
+        ReplayDatacenter.from_spec(replay_spec, library),
+        spec(
+            [block("A", 0.5, under_voltage=[[0.5, 0.0]]), block("B", 0.5, under_voltage=[[0.2, 0.0]])],
+            return_to_service={"delay_s": 1, "ramp_s": 0},
+        ),
+    )
+    bare.reset(7)
+    site.reset(7)
+    for k in range(1, 41):
+        t = k / 10
+        want, got = bare.step_block(np.array([t]), 0.1), site.step_block(np.array([t]), 0.1)
+        half = 1.1 + 1e-9 < t <= 2.2 + 1e-9  # A trips at 1.1 s, may return at 2.2 s
+        assert np.array_equal(got.p_w, 0.5 * want.p_w if half else want.p_w), t
+        tok_want, tok_got = want.models["Llama-3.1-8B"].throughput_tok_s, got.models["Llama-3.1-8B"].throughput_tok_s
+        assert tok_got == pytest.approx(tok_want * (0.5 if half else 1.0), rel=1e-15), t
+        site.observe_grid(t, 0.1, (0.4, 1.0, 1.0) if 1.0 < t <= 1.2 else NOMINAL, 60.0)
+    assert moves(site) == [
+        (1.1, "A", "online", "tripped", "under_voltage"),
+        (2.2, "A", "tripped", "waiting_return", "return_band"),
+        (2.2, "A", "waiting_return", "returning", "auto_return"),
+        (2.2, "A", "returning", "online", "ramp_end"),
+    ]
