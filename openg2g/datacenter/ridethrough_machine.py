@@ -252,7 +252,8 @@ class RideThroughState:
 
     :param t_s: the time it stands at: its last step or solve (s).
     :param blocks: block name -> its status, in the order listed.
-    :param online_fraction: share of the site's load on the grid in full (online or recharging).
+    :param online_fraction: share of the site's load on the grid in full (online or recharging),
+        the blocks' fractions made to sum to 1.
     :param on_ups_fraction: share of the site's load whose IT load its UPS carries.
     """
 
@@ -379,10 +380,11 @@ def _points(spec: BlockSpec) -> tuple[_Point, ...]:
 class _Block:
     """One block's state (mutable; :class:`RideThrough` owns it)."""
 
-    def __init__(self, spec: BlockSpec, f_min_hz: float | None, f_max_hz: float | None):
+    def __init__(self, spec: BlockSpec, share: float, f_min_hz: float | None, f_max_hz: float | None):
         self.spec = spec
         self.name = spec.name
         self.fraction = spec.fraction
+        self.share = share
         self.residual = spec.residual_fraction
         self.ups = spec.ups
         self.points = _points(spec)
@@ -423,10 +425,11 @@ def _block_sum(values: np.ndarray) -> np.ndarray:
     return total
 
 
-def _site_fraction(fractions: np.ndarray, per_block: np.ndarray) -> np.ndarray:
-    """Per step, the site's share ``1 - sum_b f_b (1 - x_b)`` of the blocks' shares ``x_b``: 1
-    exactly when every block is whole, though the fractions sum to 1 only within 1e-9."""
-    return 1.0 - _block_sum(fractions * (1.0 - per_block))
+def _site_fraction(shares: np.ndarray, per_block: np.ndarray) -> np.ndarray:
+    """Per step, the site's fraction ``sum_b w_b x_b / sum_b w_b`` of the blocks' fractions
+    ``x_b`` (rows of ``per_block``) weighted by their ``shares`` w_b: exactly 1 when every block
+    is whole and exactly 0 when none is, whatever the rounding of the shares' sum."""
+    return _block_sum(shares * per_block) / _block_sum(shares[None, :])[0]
 
 
 class RideThrough:
@@ -440,9 +443,14 @@ class RideThrough:
         self.spec = spec
         self.site = site
         band = spec.return_to_service
-        self._blocks = [_Block(b, band.f_min_hz, band.f_max_hz) for b in spec.blocks]
+        # the blocks' shares of the site's load: their fractions, summing to 1 within 1e-9, made to
+        # sum to 1 so that the blocks' loads add up to the site's
+        fractions = np.array([b.fraction for b in spec.blocks])
+        self._shares = fractions / _block_sum(fractions[None, :])[0]
+        self._blocks = [
+            _Block(b, share, band.f_min_hz, band.f_max_hz) for b, share in zip(spec.blocks, self._shares.tolist())
+        ]
         self._by_name = {b.name: b for b in self._blocks}
-        self._fractions = np.array([b.fraction for b in self._blocks])
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -503,8 +511,8 @@ class RideThrough:
                 state_of_charge=b.energy_j / b.capacity_j if ups else None,
                 release_pending=b.pending,
             )
-            online += b.fraction if b.mode in _BACK else 0.0
-            on_ups += b.fraction if b.on_ups else 0.0
+            online += b.share if b.mode in _BACK else 0.0
+            on_ups += b.share if b.on_ups else 0.0
         return RideThroughState(now, blocks, online, on_ups)
 
     def take_records(self) -> dict[str, np.ndarray]:
@@ -749,7 +757,7 @@ class RideThrough:
             open_before = self._event
             decided = len(self._transitions)
             for j, b in enumerate(self._blocks):
-                block_w = b.fraction * float(load[i])
+                block_w = b.share * float(load[i])
                 modes[i, j] = _CODE[b.mode]
                 gj, sj, delivered_j, unserved_j, charger_w = self._step_block(b, t1, dt_s, block_w, supplied)
                 g[i, j], s[i, j], recharge[i, j] = gj, sj, charger_w
@@ -762,7 +770,7 @@ class RideThrough:
                 totals.ups_delivered_j += delivered_j
             # block by block, a later block's may be earlier within the step
             self._transitions[decided:] = sorted(self._transitions[decided:], key=lambda x: x.t_s)
-            tokens_lost = float(tok[i]) * (1.0 - float(_site_fraction(self._fractions, s[i : i + 1])[0]))
+            tokens_lost = float(tok[i]) * (1.0 - float(_site_fraction(self._shares, s[i : i + 1])[0]))
             totals.asked_j += float(load[i]) * dt_s
             totals.ups_drawn_j += ups_j
             totals.not_served_j += not_served_j
@@ -780,8 +788,8 @@ class RideThrough:
                     event.lost_w, event.lost_at_s = lost_w, t1
         self._records.append((t, (modes, g, s, energy, recharge)))
         return StepFactors(
-            _site_fraction(self._fractions, g),
-            _site_fraction(self._fractions, s),
+            _site_fraction(self._shares, g),
+            _site_fraction(self._shares, s),
             _block_sum(recharge),
             tuple(self._transitions[before:]),
         )
@@ -805,21 +813,23 @@ class RideThrough:
         ramp_start = b.ramp_start if b.ramp_start is not None else t1  # set while returning
         if mode0 == "returning":
             progress = 1.0 if b.ramp_s <= 0 else min(1.0, (t1 - ramp_start) / b.ramp_s)
-        # the mode's nominal fractions: grid, serving, UPS share (of the block's load)
+        # the mode's fractions: grid draw (of the block's load), serving and the share of the IT
+        # load the UPS carries (of the IT load)
         if b.mode in _BACK:
-            g, s, u = 1.0, 1.0, 0.0
+            g, s, c = 1.0, 1.0, 0.0
         elif b.mode == "returning":
             g = r + (1.0 - r) * progress
-            s, u = (1.0, (1.0 - r) * (1.0 - progress)) if b.on_ups else (progress, 0.0)
+            s, c = (1.0, 1.0 - progress) if b.on_ups else (progress, 0.0)
         elif b.on_ups:
-            g, s, u = r, 1.0, 1.0 - r
+            g, s, c = r, 1.0, 1.0
         else:
-            g, s, u = r, 0.0, 0.0
+            g, s, c = r, 0.0, 0.0
         non_it_unserved = 0.0
         if not supplied:
             carried = b.ups is not None and b.energy_j > 0 and b.mode not in ("tripped", "ups_empty")
-            g, s, u = 0.0, (s if carried else 0.0), ((1.0 - r) * s if carried else 0.0)
+            g, s, c = 0.0, (s if carried else 0.0), (s if carried else 0.0)
             non_it_unserved = r
+        u = (1.0 - r) * c  # what the UPS delivers, of the block's load
         delivered_j = 0.0
         if u > 0 and block_w > 0:
             assert b.ups is not None  # u > 0 only with a UPS
@@ -838,7 +848,7 @@ class RideThrough:
                     b.ramp_start = None
                     self._move(b, empty_s, "recharging", "ups_empty")
                 else:
-                    s -= (1.0 - covered) * u / (1.0 - r)
+                    s -= (1.0 - covered) * c  # >= 0: c <= s and the product rounds down from s
                     b.on_ups = False
                     b.ramp_start = None
                     self._move(b, empty_s, "ups_empty", "ups_empty")

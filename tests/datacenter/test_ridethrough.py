@@ -558,6 +558,17 @@ def test_one_block_of_steps_equals_the_same_steps_one_by_one():
 # ------------------------------------------------------------------------- the site's interface
 
 
+def test_fractions_summing_to_1_only_within_rounding_give_exact_whole_and_none():
+    # 0.1 + 0.2 + 0.7 is 1.0000000000000002 in floats
+    site = site_of(*(block(n, f, under_voltage=[[0.5, 0.0]]) for n, f in (("A", 0.1), ("B", 0.2), ("C", 0.7))))
+    states = drive(site, 30, v=sag(1.0, 100.0))
+    assert states[1.0].power_w == P_W and states[1.0].models["m"].throughput_tok_s == TOK_S
+    out = states[2.0]
+    assert out.power_w == 0.0 and out.models["m"].throughput_tok_s == 0.0 and math.isnan(out.models["m"].itl_s)
+    t = site.totals
+    assert t.grid_j + t.ups_delivered_j + t.not_served_j == pytest.approx(t.asked_j, rel=1e-15)
+
+
 def test_the_steady_site_is_the_inner_site_unchanged():
     site = site_of(block("A", 0.5), block("B", 0.5, "ups", ups={"energy_kwh": 1}))
     inner = ConstantSite()
