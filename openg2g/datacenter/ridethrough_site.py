@@ -52,6 +52,10 @@ class RideThroughSite(DatacenterBackend):
     :param spec: the site's ride-through configuration.
     """
 
+    grid_feedback = True
+    """The site's draw follows the grid: the engine is to call :meth:`observe_grid` after every
+    solve, before the steps after it (the disturbance engine reads this flag)."""
+
     def __init__(self, inner: DatacenterBackend, spec: RideThroughSpec):
         self.inner = inner
         self.name = inner.name
@@ -76,17 +80,15 @@ class RideThroughSite(DatacenterBackend):
         solve on, and no draw from the next step on; the inner site is not told."""
         self.supplied = supplied
 
-    def observe_grid(
-        self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float
-    ) -> list[Transition]:
+    def observe_grid(self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float) -> None:
         """A grid solve at ``t_s`` for the step ``(t_s - dt_s, t_s]``: the phase-to-neutral
         voltage magnitudes at the site's bus, a, b, c (pu; read as zeros while the bus has no
-        supply), and the system frequency (Hz).
+        supply), and the system frequency (Hz). What it decides acts from the next step on; its
+        transitions come with :meth:`take_transitions`.
 
-        :returns: the transitions it decided (they act from the next step on).
         :raises SimulationError: see :meth:`RideThrough.observe`.
         """
-        return self.machine.observe(t_s, dt_s, np.zeros(3) if not self.supplied else v_pu, f_hz)
+        self.machine.observe(t_s, dt_s, np.zeros(3) if not self.supplied else v_pu, f_hz)
 
     def step(self, t_s: float, dt_s: float) -> DatacenterState:
         """One step ``(t_s - dt_s, t_s]``, as :meth:`step_block` of one."""
