@@ -51,13 +51,13 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
 from openg2g.core.errors import CommandError, SimulationError, UnknownNameError
 from openg2g.core.limits import MAX_DURATION_S
+from openg2g.core.state import MODES, BlockStatus, Mode, RideThroughState
 from openg2g.datacenter.ridethrough import BlockSpec, RideThroughSpec
 
 __all__ = [
@@ -74,9 +74,6 @@ __all__ = [
     "Transition",
 ]
 
-Mode = Literal["online", "on_ups", "ups_empty", "tripped", "waiting_return", "returning", "recharging"]
-MODES: tuple[Mode, ...] = ("online", "on_ups", "ups_empty", "tripped", "waiting_return", "returning", "recharging")
-"""Every block mode, in the order of the codes :meth:`RideThrough.take_records` stores."""
 
 Cause = Literal[
     "under_voltage",
@@ -214,56 +211,6 @@ class StepFactors:
     recharge_w: np.ndarray
     transitions: tuple[Transition, ...] = ()
     steady: bool = False
-
-
-@dataclass(frozen=True)
-class BlockStatus:
-    """One block as a controller may read it.
-
-    :param name: the block's name.
-    :param fraction: its share of the site's load.
-    :param mode: its mode now.
-    :param since_s: when it entered the mode (s).
-    :param time_in_mode_s: how long it has been in it (s).
-    :param on_ups: whether its UPS carries its IT load.
-    :param grid_fraction: its last step's grid draw / its asked load.
-    :param serving_fraction: its last step's share of its IT load served.
-    :param ups_energy_kwh: stored energy now (kWh), ``None`` without a UPS.
-    :param state_of_charge: stored / usable energy, ``None`` without a UPS.
-    :param release_pending: a release_block command waits for the supply to be back.
-    """
-
-    name: str
-    fraction: float
-    mode: Mode
-    since_s: float
-    time_in_mode_s: float
-    on_ups: bool
-    grid_fraction: float
-    serving_fraction: float
-    ups_energy_kwh: float | None
-    state_of_charge: float | None
-    release_pending: bool
-
-
-@dataclass(frozen=True)
-class RideThroughState:
-    """A site's ride-through as a controller may read it (read-only).
-
-    :param t_s: the time it stands at: its last step or solve (s).
-    :param blocks: block name -> its status, in the order listed.
-    :param online_fraction: share of the site's load on the grid in full (online or recharging),
-        the blocks' fractions made to sum to 1.
-    :param on_ups_fraction: share of the site's load whose IT load its UPS carries.
-    """
-
-    t_s: float
-    blocks: Mapping[str, BlockStatus]
-    online_fraction: float
-    on_ups_fraction: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "blocks", MappingProxyType(dict(self.blocks)))
 
 
 @dataclass(frozen=True)

@@ -80,15 +80,19 @@ class RideThroughSite(DatacenterBackend):
         solve on, and no draw from the next step on; the inner site is not told."""
         self.supplied = supplied
 
-    def observe_grid(self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float) -> None:
+    def observe_grid(
+        self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float | None
+    ) -> None:
         """A grid solve at ``t_s`` for the step ``(t_s - dt_s, t_s]``: the phase-to-neutral
         voltage magnitudes at the site's bus, a, b, c (pu; read as zeros while the bus has no
-        supply), and the system frequency (Hz). What it decides acts from the next step on; its
-        transitions come with :meth:`take_transitions`.
+        supply), and the system frequency (Hz; ``None`` without a frequency model: the spec's
+        ``nominal_hz``). What it decides acts from the next step on; its transitions come with
+        :meth:`take_transitions`.
 
         :raises SimulationError: see :meth:`RideThrough.observe`.
         """
-        self.machine.observe(t_s, dt_s, np.zeros(3) if not self.supplied else v_pu, f_hz)
+        f = self.spec.nominal_hz if f_hz is None else f_hz
+        self.machine.observe(t_s, dt_s, np.zeros(3) if not self.supplied else v_pu, f)
 
     def step(self, t_s: float, dt_s: float) -> DatacenterState:
         """One step ``(t_s - dt_s, t_s]``, as :meth:`step_block` of one."""

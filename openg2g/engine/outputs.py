@@ -89,6 +89,7 @@ class RunOutputs:
         overview from the rows as they come (:class:`openg2g.plot.overview.OverviewBuilder`);
         ``None``: no overview.
     :param frequency: write the bulk system's frequency table (the scenario has ``grid.frequency``).
+    :param ride_through: write the ride-through table (a site has ``ride_through``).
     """
 
     def __init__(
@@ -102,6 +103,7 @@ class RunOutputs:
         storage: bool = False,
         steps: tuple[int, int] | None = None,
         frequency: bool = False,
+        ride_through: bool = False,
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -127,6 +129,9 @@ class RunOutputs:
             TableWriter(out_dir / "storage", dictionary_columns=("name", "bus", "limit")) if storage else None
         )
         self.frequency = TableWriter(out_dir / "frequency") if frequency else None
+        self.ride_through = (
+            TableWriter(out_dir / "ride_through", dictionary_columns=("site", "block", "mode")) if ride_through else None
+        )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
         # a rerun into the same folder starts from empty tables and no plots of the earlier run,
@@ -138,6 +143,7 @@ class RunOutputs:
             ("grid_branches", self.branches),
             ("storage", self.storage),
             ("frequency", self.frequency),
+            ("ride_through", self.ride_through),
         ):
             if optional is None:
                 clear_table(out_dir / name)
@@ -171,6 +177,17 @@ class RunOutputs:
         the grid's draw it followed (W)."""
         assert self.frequency is not None, "the outputs were made without a frequency table"
         self.frequency.append({"t_s": t_s, "f_hz": f_hz, "delta_p_w": delta_p_w})
+
+    def record_ride_through(self, site: str, records: Mapping[str, np.ndarray]) -> None:
+        """A site's ride-through records: per step and block, ``t_s``, ``block``, ``mode``,
+        ``grid_fraction``, ``serving_fraction``, ``ups_energy_kwh``, ``recharge_w``."""
+        assert self.ride_through is not None, "the outputs were made without a ride-through table"
+        if len(records["t_s"]):
+            self.ride_through.append({"site": np.full(len(records["t_s"]), site, dtype=object), **records})
+
+    def record_ride_through_transition(self, site: str, t_s: float, fields: Mapping[str, Any]) -> None:
+        """A ride-through block's change of mode (fields: block, from and to mode, cause, reason)."""
+        self._event_row(t_s, "ride_through", json.dumps({"site": site, **fields}, separators=(",", ":")))
 
     def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
         """Rows for ``writer``'s table, and for the overview's lines drawn from it."""
@@ -369,6 +386,7 @@ class RunOutputs:
             self.branches,
             self.storage,
             self.frequency,
+            self.ride_through,
             self.commands,
             self.events,
         )

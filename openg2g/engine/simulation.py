@@ -64,6 +64,7 @@ from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.progress import progress_bar
 from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
+from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.engine.actuators import ONE_OWNER, ActuatorOwners, claim_declared, controller_label
 from openg2g.engine.clock import Clock
 from openg2g.engine.load_loss import LoadLoss
@@ -174,6 +175,9 @@ class Simulation:
         self.scenario = sc
         self.sites, self.grid, controllers = components or build_components(loaded)
         self._site_index = {s.name: s for s in self.sites}
+        # sites whose draw follows the grid's voltage need every solve before their next sample
+        self._feedback_sites = [site for site in self.sites if site.grid_feedback]
+        self._ride_through = {site.name: site for site in self.sites if isinstance(site, RideThroughSite)}
         periods = sc.periods
         if len(controllers) < len(sc.controllers):
             raise SimulationError(
@@ -290,6 +294,7 @@ class Simulation:
                 self.grid.controlled_capacitors(),
                 storage=bool(self.grid.storages()),
                 frequency=sc.grid.frequency is not None,
+                ride_through=bool(self._ride_through),
                 steps=(
                     self._timeline.count(self._end_ticks, self._dc_ticks),
                     self._timeline.count(self._end_ticks, self._grid_ticks),
@@ -308,8 +313,6 @@ class Simulation:
         self._grid_done = 0  # ticks up to which the grid has solved
         self._grid_latest: GridState | None = None
         self._grid_pending: list[tuple[float, dict[str, DatacenterState]]] = []
-        # sites whose draw follows the grid's voltage need every solve before their next sample
-        self._feedback_sites = [site for site in self.sites if site.grid_feedback]
         self._coupled = bool(self._feedback_sites)
         self._batching = sc.grid.batch and self.grid.can_batch() and not self._coupled
         self._block_steps = _block_steps(self.sites)
@@ -362,6 +365,8 @@ class Simulation:
         for ticks, _, command, disturbance in self._events:
             if ticks > self._now:
                 yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
+            if self._coupled:  # the rows of the solves before it (a block's change of mode) come first
+                self._catch_up(self._now - 1)
             if self.outputs is not None:  # before the rows of what it causes (a loss of supply)
                 self.outputs.record_event(self.t_s, command, disturbance)
             source = f"event {type(command).__name__}" if disturbance is None else f"disturbance {disturbance!r}"
@@ -550,6 +555,15 @@ class Simulation:
         """Tell each site with grid feedback what the solve at ``state.t_s`` found at its bus."""
         for site in self._feedback_sites:
             site.observe_grid(state.t_s, dt_s, self._site_voltages(state, self._site_bus[site.name]), self._f_hz)
+        self._record_transitions()
+
+    def _record_transitions(self) -> None:
+        """The ride-through blocks' changes of mode since the last call, as events rows (and a log line each)."""
+        for name, site in self._ride_through.items():
+            for transition in site.take_transitions():
+                _log.info("t=%g s: site %s block %s %s", transition.t_s, name, transition.block, transition.reason)
+                if self.outputs is not None:
+                    self.outputs.record_ride_through_transition(name, transition.t_s, transition.fields())
 
     def _controller_process(self, sched: _Scheduled):
         while True:
@@ -699,6 +713,7 @@ class Simulation:
             _sensitivity=self._sensitivity,
             _loading_sensitivity=self._loading_sensitivity if self._branches is not None else None,
             f_hz=self._f_hz,
+            ride_through=MappingProxyType({name: site.ride_through_state for name, site in self._ride_through.items()}),
         )
 
     # ----------------------------------------------------------------------------- running
@@ -767,6 +782,13 @@ class Simulation:
             "disturbance_windows_s": [[float(a), float(b)] for a, b in self.disturbances.windows],
         }
 
+    def _ride_through_figures(self) -> dict[str, Any]:
+        """Per site with a ride-through: its events (MW lost, blocks transferred or tripped, UPS
+        energy, time to full return, tokens not served) and the run's energy and token totals."""
+        if not self._ride_through or not self._started:
+            return {}
+        return {"ride_through": {name: site.summary() for name, site in self._ride_through.items()}}
+
     def _frequency_figures(self) -> dict[str, Any]:
         """The bulk system's frequency over the run (:mod:`openg2g.grid.frequency_metrics`);
         nothing without a frequency model."""
@@ -799,6 +821,7 @@ class Simulation:
             **self._rating_figures(),
             **self._disturbance_figures(),
             **self._frequency_figures(),
+            **self._ride_through_figures(),
             "n_commands": self._n_commands,
             "power_caps_below_calibration": self._caps_below_calibration,
             "lowest_power_cap_w_per_gpu": self._lowest_cap_w,
@@ -820,6 +843,10 @@ class Simulation:
         summary = self.summary(status, error)
         if self.outputs is None:
             return summary
+        if self._started:
+            self._record_transitions()
+            for name, site in self._ride_through.items():
+                self.outputs.record_ride_through(name, site.take_records())
         try:
             self.outputs.flush()
         except OutputError as exc:
