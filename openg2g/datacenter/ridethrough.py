@@ -24,6 +24,7 @@ __all__ = [
     "FRACTION_TOLERANCE",
     "BlockSpec",
     "CurvePoints",
+    "RepeatedSagsSpec",
     "ReturnSpec",
     "RideThroughSpec",
     "UpsSpec",
@@ -134,6 +135,18 @@ ITIC_UNDER_VOLTAGE: CurvePoints = [(0.7, 0.02), (0.8, 0.5), (0.9, 10.0)]
 ITIC_OVER_VOLTAGE: CurvePoints = [(1.1, 0.5), (1.2, 0.003)]
 
 
+class RepeatedSagsSpec(ConfigModel):
+    """A count of voltage sags: the block leaves the grid at the ``count``-th sag within
+    ``within_s``, however short each one (UPS and transfer-switch controllers that give up on a
+    supply dipping again and again, as a line's reclosings onto a fault make it)."""
+
+    count: int = Field(ge=2, le=1000, description="Sags that make the block act, the one that acts included.")
+    within_s: float = Field(gt=0, le=MAX_DURATION_S, description="Window the sags must fall within (s).")
+    below_pu: float = Field(
+        0.9, gt=0, lt=1, description="A sag: the lowest phase going below this (pu), after being at or above it."
+    )
+
+
 class BlockSpec(ConfigModel):
     """One block of a site's load (a hall or a UPS system): its share, trip curves and action."""
 
@@ -187,6 +200,9 @@ class BlockSpec(ConfigModel):
             "(f_hz, duration_s) points, ascending f_hz: frequency above f_hz for longer than duration_s acts; "
             "higher f_hz must allow shorter. Empty by default, as under_frequency."
         ),
+    )
+    repeated_sags: RepeatedSagsSpec | None = Field(
+        None, description="Act at the count-th sag within a window, however short each (None: sags are not counted)."
     )
     ups: UpsSpec | None = Field(None, description="The block's UPS; required for action ups, refused for trip.")
 

@@ -47,6 +47,7 @@ step for a UPS running out or its energy coming back, the ramp's start and end f
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -87,10 +88,12 @@ Cause = Literal[
     "ramp_end",
     "ups_empty",
     "recharged",
+    "repeated_sags",
 ]
 """Why a block changed mode: a curve (with its point), the supply back inside the return band for
 ``delay_s`` (``return_band``) or out of it again (``band_left``), a ramp's start (``auto_return``,
-``released``) or end, the UPS running out, its energy back."""
+``released``) or end, the UPS running out, its energy back, a count of sags reached
+(``repeated_sags``)."""
 
 TIME_TOLERANCE_S = 1e-6
 """Times closer than this count as equal (s): far below any step, far above a float's rounding of
@@ -145,6 +148,8 @@ class Transition:
             return f"supply inside the return band for {self.duration_s:g} s"
         if self.cause == "band_left":
             return f"supply left the return band: {self.quantity} {self.value:g} beyond {self.limit:g}"
+        if self.cause == "repeated_sags":
+            return f"sag {self.value:g} below {self.limit:g} pu within {self.duration_s:g} s"
         return self.cause.replace("_", " ")
 
     def fields(self) -> dict[str, Any]:
@@ -348,6 +353,8 @@ class _Block:
         self.on_ups = False
         self.energy_j = self.capacity_j
         self.starts: list[float | None] = [None] * len(self.points)
+        self.sag_starts: collections.deque[float] = collections.deque()  # the sags counted, when each began
+        self.in_sag = False
         self.ok_since: float | None = None
         self.ramp_start: float | None = None
         self.ramp_s = 0.0
@@ -560,7 +567,10 @@ class RideThrough:
         return self._transitions[before:]
 
     def _watch_curves(self, b: _Block, t_s: float, dt_s: float, measured: Mapping[str, float]) -> None:
-        """Run a block's excursion timers on a solve; the first point exceeded acts."""
+        """Run a block's excursion timers on a solve; the first point exceeded acts, else a count
+        of sags reached."""
+        if self._count_sags(b, t_s, dt_s, measured["v_min_pu"]):
+            return
         fired: tuple[_Point, float] | None = None
         for i, point in enumerate(b.points):
             value = measured[point.quantity]
@@ -576,15 +586,9 @@ class RideThrough:
         if fired is None:
             return
         point, excursion_s = fired
-        b.on_ups = b.ups is not None and b.energy_j > 0
-        new = b.out_mode()
-        b.starts = [None] * len(b.points)
-        b.ok_since = None
-        b.ramp_start = None
-        self._move(
+        self._leave(
             b,
             t_s,
-            new,
             point.cause,
             point=point.index,
             quantity=point.quantity,
@@ -592,6 +596,40 @@ class RideThrough:
             limit=point.level,
             duration_s=excursion_s,
         )
+
+    def _leave(self, b: _Block, t_s: float, cause: Cause, **why: Any) -> None:
+        """A block on the grid leaves it at ``t_s`` (to its UPS if it has energy left), for ``cause``."""
+        b.on_ups = b.ups is not None and b.energy_j > 0
+        new = b.out_mode()
+        b.starts = [None] * len(b.points)
+        b.sag_starts.clear()
+        b.ok_since = None
+        b.ramp_start = None
+        self._move(b, t_s, new, cause, **why)
+
+    def _count_sags(self, b: _Block, t_s: float, dt_s: float, v_min_pu: float) -> bool:
+        """Count a sag starting on this solve (the lowest phase going below the level after being
+        at or above it) and act when the ``count``-th falls within the window; True when it acted.
+        A sag's start is the start of the first solve below; the window runs back from it."""
+        rule = b.spec.repeated_sags
+        if rule is None:
+            return False
+        below = v_min_pu < rule.below_pu
+        began = below and not b.in_sag
+        b.in_sag = below
+        if not began:
+            return False
+        start = t_s - dt_s
+        b.sag_starts.append(start)
+        while start - b.sag_starts[0] > rule.within_s + TIME_TOLERANCE_S:
+            b.sag_starts.popleft()
+        if len(b.sag_starts) < rule.count:
+            return False
+        span = start - b.sag_starts[0]
+        self._leave(
+            b, t_s, "repeated_sags", quantity="v_min_pu", value=len(b.sag_starts), limit=rule.below_pu, duration_s=span
+        )
+        return True
 
     @staticmethod
     def _outside_band(

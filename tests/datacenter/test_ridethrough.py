@@ -917,3 +917,43 @@ def test_a_replay_site_rides_through_with_its_own_series(library: TraceLibrary):
         (2.2, "A", "waiting_return", "returning", "auto_return"),
         (2.2, "A", "returning", "online", "ramp_end"),
     ]
+
+
+# ---------------------------------------------------------------------------------- repeated sags
+
+
+def _sags(*windows: tuple[float, float], level: float = 0.85) -> Volts:
+    """``level`` pu on phase a for the solves in each ``(lo, hi]``, nominal otherwise."""
+    return lambda t: (level, 1.0, 1.0) if any(lo + 1e-9 < t <= hi + 1e-9 for lo, hi in windows) else NOMINAL
+
+
+def test_the_third_sag_within_the_window_acts_at_its_first_solve() -> None:
+    # three 0.2 s sags to 0.85 pu (each well inside the default curve's 0.8 pu / 10 s point)
+    # starting at 1.0, 5.0 and 9.0 s: the third falls 8 s after the first, within 10 s
+    site = site_of(block(repeated_sags={"count": 3, "within_s": 10}))
+    drive(site, 120, _sags((1.0, 1.2), (5.0, 5.2), (9.0, 9.2)))
+    (leave, *_) = site.machine.transitions
+    assert (round(leave.t_s, 9), leave.to_mode, leave.cause) == (9.1, "tripped", "repeated_sags")
+    assert leave.value == 3 and leave.limit == 0.9 and leave.duration_s == pytest.approx(8.0)
+    assert leave.reason == "sag 3 below 0.9 pu within 8 s"
+
+
+def test_sags_further_apart_than_the_window_do_not_add_up() -> None:
+    # the third sag starts 10.1 s after the first: only two fall within any 10 s
+    site = site_of(block(repeated_sags={"count": 3, "within_s": 10}))
+    drive(site, 150, _sags((1.0, 1.2), (5.0, 5.2), (11.1, 11.3)))
+    assert site.machine.transitions == ()
+    # a sag that lasts (0.85 pu from 1.0 to 3.0 s) is one sag, not one per solve
+    site = site_of(block(repeated_sags={"count": 2, "within_s": 10}))
+    drive(site, 50, _sags((1.0, 3.0)))
+    assert site.machine.transitions == ()
+
+
+def test_repeated_sags_refuse_bad_values() -> None:
+    for bad, words in (
+        ({"count": 1, "within_s": 10}, "greater than or equal to 2"),
+        ({"count": 3, "within_s": 0}, "greater than 0"),
+        ({"count": 3, "within_s": 10, "below_pu": 1.0}, "less than 1"),
+    ):
+        with pytest.raises(ValidationError, match=words):
+            spec([block(repeated_sags=bad)])
