@@ -30,7 +30,7 @@ import numpy as np
 
 from openg2g.core.commands import Command, ReleaseBlock
 from openg2g.core.errors import CommandError
-from openg2g.core.interfaces import DatacenterBackend, SiteInfo
+from openg2g.core.interfaces import DatacenterBackend, RideThroughInfo, SiteInfo
 from openg2g.core.state import DatacenterSeries, DatacenterState, ModelSeries, frozen_array
 from openg2g.datacenter.ridethrough import RideThroughSpec
 from openg2g.datacenter.ridethrough_machine import (
@@ -65,8 +65,18 @@ class RideThroughSite(DatacenterBackend):
         self.supplied = True
 
     def info(self) -> SiteInfo:
-        """The inner site's facts."""
-        return self.inner.info()
+        """The inner site's facts, with its ride-through's."""
+        band = self.spec.return_to_service
+        blocks = self.spec.blocks
+        return replace(
+            self.inner.info(),
+            ride_through=RideThroughInfo(
+                blocks={b.name: b.fraction for b in blocks},
+                actions={b.name: b.action for b in blocks},
+                return_mode=band.mode,
+                ramp_s=band.ramp_s,
+            ),
+        )
 
     def reset(self, seed: int) -> None:
         """Reset the inner site (with ``seed``) and the ride-through: every block online, every

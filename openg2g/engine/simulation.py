@@ -254,6 +254,7 @@ class Simulation:
             ),
             branches=self.grid.branches(),
             storage_units=self.grid.storage_units(),
+            f0_hz=self.scenario.grid.frequency.f0_hz if self.scenario.grid.frequency is not None else None,
         )
 
     def start(self) -> None:
