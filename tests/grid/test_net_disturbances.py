@@ -13,6 +13,7 @@ sensitivity; hand-computed timelines for a run through the engine.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from pathlib import Path
 
@@ -69,8 +70,14 @@ def meshed_net() -> object:
     return net
 
 
-def meshed_grid(*sites: Site) -> PandapowerGrid:
+@functools.cache
+def _meshed_grid(sites: tuple[Site, ...]) -> PandapowerGrid:
     return PandapowerGrid(meshed_net(), "meshed", GridSpec(pandapower="meshed.json"), list(sites))
+
+
+def meshed_grid(*sites: Site) -> PandapowerGrid:
+    """A fresh backend on :func:`meshed_net` with ``sites`` (each built once per session, then copied)."""
+    return copy.deepcopy(_meshed_grid(sites))
 
 
 def voltages(grid: PandapowerGrid, state: object) -> dict[int, float]:

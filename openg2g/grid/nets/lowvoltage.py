@@ -3,12 +3,12 @@
 A balanced net's loads, static generators and datacenter sites are constant-power injections:
 pandapower's model, and the right one while voltages stay near nominal. At a faulted bus or under a
 deep source sag the voltage falls towards 0, where a constant power would need an unbounded
-current, and the power flow has no solution. OpenDSS's load model 1 is what every load of a feeder
-file does instead (:class:`~openg2g.grid.feeder.ports.LoadKernel`), and what a datacenter site with
-``load_model: opendss`` does on a feeder: the scheduled power ``S0`` inside a band
-``[vminpu, vmaxpu]``, and below ``vminpu`` a current whose magnitude falls linearly from the one
-drawing ``S0`` at ``vminpu`` to the nominal admittance's at ``vlowpu``, the nominal admittance
-(``S0`` at 1 pu) below ``vlowpu``; above ``vmaxpu`` the admittance drawing ``S0`` at ``vmaxpu``.
+current, and the power flow has no solution. OpenDSS's load model 1 leaves its constant power
+outside a band (:class:`~openg2g.grid.feeder.ports.LoadKernel`), and so does a datacenter site with
+``load_model: opendss`` on a feeder: the scheduled power ``S0`` inside ``[vminpu, vmaxpu]``, and
+below ``vminpu`` a current whose magnitude falls linearly from the one drawing ``S0`` at ``vminpu``
+to the nominal admittance's at ``vlowpu``, the nominal admittance (``S0`` at 1 pu) below
+``vlowpu``; above ``vmaxpu`` the admittance drawing ``S0`` at ``vmaxpu``.
 On a balanced bus of voltage magnitude ``v`` (pu) that is the power ``S0 g(v)`` with a real gain
 (:meth:`Band.gain`):
 
