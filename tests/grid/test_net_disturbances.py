@@ -246,7 +246,7 @@ def test_fault_profile_solves_pandapowers_equations_with_a_shunt_and_impedance_l
     equations (current mismatch under 1e-9 pu at every bus), each load is on the side of 0.7 pu
     its model says, and runpp started near them lands on them (within 1e-6 pu, loading 0.01 %).
     For the fault at the transformer's own bus MV1, runpp's Newton walks off to a spurious
-    solution of the power equations, MV2 at nearly 0 V drawing tens of pu of current that no
+    solution of the power equations, buses at nearly 0 V drawing tens of pu of current that no
     branch brings: the backend's is the one that meets Kirchhoff's law."""
     grid = meshed_grid(Site("dc1", "MV4"))
     loads = {"dc1": site_state("dc1", 2.0)}
@@ -262,6 +262,8 @@ def test_fault_profile_solves_pandapowers_equations_with_a_shunt_and_impedance_l
     net = reference(grid, {"dc1": ("MV4", 2.0)}, {bus: r_ohm}, vm)
     impedance = set(net.load.bus[net.load.const_z_p_percent == 100].astype(int))
     assert impedance == low & set(net.load.bus.astype(int))
+    ybus = pandapower_case(net)["Ybus"]  # the fault as pandapower's shunt
+    np.testing.assert_allclose((ybus - grid.case.ybus).toarray(), 0.0, atol=1e-12 * abs(ybus).max())
     ours = grid.results_net(loads, 0.1)
     v = backend_v(grid, loads, 0.1)
     np.testing.assert_allclose(np.abs(v[[grid.case.pp_bus[b] for b in vm]]), list(vm.values()), rtol=0, atol=1e-12)
@@ -372,9 +374,9 @@ def test_a_sag_above_the_band_is_runpp_at_that_source_voltage() -> None:
 
 
 def test_a_deep_sag_turns_every_injection_into_an_impedance() -> None:
-    """The source at 0.4 pu: every bus below 0.7 pu, every injection an impedance (runpp on the
-    net with impedance loads), and the sag's end, then a reset, give back the undisturbed
-    solution bit for bit."""
+    """The source at 0.4 pu: every bus below 0.7 pu, so every injection is an impedance and the
+    voltages are the linear network's (pandapower's Ybus and impedance loads, solved directly);
+    the sag's end gives back the undisturbed solution, and a reset its bits."""
     grid = meshed_grid(Site("dc1", "MV4"))
     loads = {"dc1": site_state("dc1", 2.0)}
     undisturbed = grid.solve(0.0, loads, 0.1)
@@ -395,6 +397,7 @@ def test_a_deep_sag_turns_every_injection_into_an_impedance() -> None:
     linear = spsolve(a, -(case["Ybus"][pq][:, slack] @ case["V"][slack]))
     np.testing.assert_allclose(v[pq], linear, rtol=0, atol=1e-10)
     grid.apply(SetSourceVoltage(v_pu=(1.02,)), 0.2)  # the net's own: the sag is over
+    np.testing.assert_allclose(grid.solve(0.2, loads, 0.1).v_pu, undisturbed.v_pu, rtol=0, atol=1e-10)
     grid.reset(0)
     assert grid.solve(0.0, loads, 0.1).v_pu.tolist() == undisturbed.v_pu.tolist()
 
