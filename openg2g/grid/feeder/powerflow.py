@@ -352,6 +352,12 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         u0 = self._port_voltages(self.u0[:, None])[:, 0]
         return np.where(self.currents.dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(u0))[:, None]
 
+    def nominal_port_voltages(self) -> np.ndarray:
+        """Port voltages (V, ``(n_ports,)``: load branches, then PQ ports) of :attr:`u0`, every load at
+        its nominal admittance and no PQ port drawing: what the network alone (a fault in it
+        included) leaves at each port."""
+        return self._port_voltages(self.u0[:, None])[:, 0]
+
     def _relative_update(self, g: np.ndarray) -> np.ndarray | float:
         """``|P g|`` of the update ``g`` (:meth:`_update`, the last one made) relative to each
         port's base voltage: the largest per column (``(n_cols,)``) where :attr:`_retire_converged`,
