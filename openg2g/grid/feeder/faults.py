@@ -33,7 +33,15 @@ from openg2g.core.commands import ApplyFault
 from openg2g.core.errors import CommandError
 from openg2g.grid.feeder.model import FeederModel, node_label
 
-__all__ = ["FAULT_PROPERTIES", "MAX_FAULT_PHASES", "OPENDSS_FAULT_R_OHM", "Fault", "fault_from_command", "parse_fault"]
+__all__ = [
+    "FAULT_PROPERTIES",
+    "MAX_FAULT_PHASES",
+    "OPENDSS_FAULT_R_OHM",
+    "Fault",
+    "fault_from_command",
+    "fault_text",
+    "parse_fault",
+]
 
 FAULT_PROPERTIES = ("bus1", "bus2", "phases", "r")
 """The properties of OpenDSS's ``Fault`` that :func:`parse_fault` takes."""
@@ -49,35 +57,35 @@ MAX_FAULT_PHASES = 3
 class Fault:
     """A fault checked against a feeder: its conductors as node pairs.
 
-    :param name: the fault's name.
-    :param bus1: ``bus1`` as given (with its nodes, if any).
-    :param bus2: ``bus2`` as given, ``None`` for ground.
-    :param r_ohm: resistance of each conductor (ohm), > 0.
+    :param command: the command that placed it (name, buses as given, phases, resistance).
     :param node_pairs: per conductor, the node at ``bus1`` and the node at ``bus2`` (-1: ground).
     """
 
-    name: str
-    bus1: str
-    bus2: str | None
-    r_ohm: float
+    command: ApplyFault
     node_pairs: tuple[tuple[int, int], ...]
 
     @property
-    def phases(self) -> int:
-        """Conductors of the fault."""
-        return len(self.node_pairs)
+    def name(self) -> str:
+        """The fault's name."""
+        return self.command.name
 
     def stamps(self) -> list[tuple[list[int], np.ndarray]]:
         """Nodes and admittance block (S) of each conductor: ``G = 1 / r`` between its two nodes
         (a node -1, ground, is dropped when stamped)."""
-        g = 1.0 / self.r_ohm
+        g = 1.0 / self.command.r_ohm
         block = g * np.array([[1.0, -1.0], [-1.0, 1.0]])
         return [([a, b], block) for a, b in self.node_pairs]
 
     def describe(self) -> str:
-        """The fault in OpenDSS's property syntax, ``"bus1=671.1 phases=1 r=0.0001"``."""
-        bus2 = f" bus2={self.bus2}" if self.bus2 is not None else ""
-        return f"bus1={self.bus1}{bus2} phases={self.phases} r={self.r_ohm:g}"
+        """The fault in OpenDSS's property syntax (:func:`fault_text`)."""
+        return fault_text(self.command)
+
+
+def fault_text(command: ApplyFault) -> str:
+    """A fault command in OpenDSS's ``Fault`` property syntax, ``"bus1=671.1 phases=1 r=0.0001"``
+    (what :func:`parse_fault` reads back)."""
+    bus2 = f" bus2={command.bus2}" if command.bus2 is not None else ""
+    return f"bus1={command.bus1}{bus2} phases={command.phases} r={command.r_ohm:g}"
 
 
 def _terminal(
@@ -157,7 +165,7 @@ def fault_from_command(command: ApplyFault, model: FeederModel, index: Mapping[t
             raise CommandError(
                 f"{where}: bus2: conductor {k + 1} joins node {command.bus1!r} to itself (bus2 {command.bus2!r})"
             )
-    return Fault(command.name, command.bus1, command.bus2, float(command.r_ohm), tuple(zip(ends1, ends2)))
+    return Fault(command, tuple(zip(ends1, ends2)))
 
 
 def parse_fault(text: str, name: str) -> ApplyFault:
