@@ -32,6 +32,10 @@ solve at time t every control samples the solution, the actions due by t are car
 feeder is solved again at t, until no action is due (at most :data:`MAX_CONTROL_ITERATIONS` rounds);
 the state reported at t is the last of these solves. A tap change or a capacitor switching updates
 the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.change_admittance`).
+
+Faults (``apply_fault``, ``clear_fault``: :mod:`~openg2g.grid.feeder.faults`) and the source EMF per
+phase (``set_source_voltage``) are part of the switching state too; each change rebuilds the network
+at the next solve, which starts from the new network's own nominal voltages (docs/disturbances.md).
 """
 
 from __future__ import annotations
