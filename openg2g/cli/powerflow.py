@@ -2,6 +2,10 @@
 balanced datacenter load, printed as a table (voltages, substation power, the most loaded
 branches) or as JSON ``{"<bus>.<phase>": pu}``.
 
+``--fault "bus1=671.1 phases=1 r=0.01"`` (repeatable) solves through faults, given by OpenDSS's
+own ``Fault`` properties ``bus1``, ``bus2``, ``phases`` and ``r`` (:mod:`openg2g.grid.feeder.faults`);
+the voltages printed are the faulted ones.
+
 ``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
 name such as ``case118``, see :mod:`openg2g.grid.nets.source`), solved balanced
 (``openg2g powerflow case118 --dc 59=200``).
@@ -20,6 +24,7 @@ from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.core.jsontext import json_text
 
 if TYPE_CHECKING:
+    from openg2g.core.commands import ApplyFault
     from openg2g.core.state import GridState
     from openg2g.scenario.schema import GridSpec, SiteSpec
 
@@ -51,6 +56,16 @@ def _parse_taps(text: str) -> tuple[str, list[int]]:
         return bank.strip(), [int(x) for x in rest.split(",")]
     except ValueError:
         raise ValueError(f"--taps {text!r}: expected BANK=A,B,C with integer steps, e.g. reg1=10,8,11") from None
+
+
+def _parse_faults(texts: list[str]) -> list[ApplyFault]:
+    """Each ``--fault`` text -> its fault, named ``fault1``, ``fault2``, ... in order.
+
+    :raises CommandError: a bad property (the message quotes the text and names the property).
+    """
+    from openg2g.grid.feeder.faults import parse_fault
+
+    return [parse_fault(text, f"fault{i + 1}") for i, text in enumerate(texts)]
 
 
 def _specs(
@@ -117,12 +132,22 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
+        faults = _parse_faults(args.fault)
+    except G2GError as exc:
+        print(f"error: --fault {exc}", file=sys.stderr)
+        return 2
+    try:
         sites, spec = _specs(args, dcs, taps)
         grid = build_grid(spec, sites, Path.cwd())
         loads = {}
         for site, (_, mw, pf) in zip(sites, dcs):
             p = np.full(3, mw * 1e6 / 3)
             loads[site.name] = DatacenterState(site.name, 0.0, p, p * math.tan(math.acos(pf)), {})
+        for text, fault in zip(args.fault, faults):
+            try:
+                grid.apply(fault, 0.0)
+            except G2GError as exc:
+                raise G2GError(f"--fault {text!r}: {exc}") from None
         state = grid.solve(0.0, loads, 0.0)
     except ScenarioError as exc:
         for loc, msg in exc.problems:
@@ -152,6 +177,8 @@ def _run(args: argparse.Namespace) -> int:
     solver = args.solver if isinstance(grid, FeederGrid) else "balanced"  # an asymmetric net is a FeederGrid
     tap_text = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
     print(f"{kind} {args.feeder} ({solver}); taps: {tap_text}")
+    if faults:
+        print("faults: " + "; ".join(f"{f.name} {text}" for f, text in zip(faults, args.fault)))
     print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
     for bus, v_by_phase in by_bus.items():
         cells = [f"{v_by_phase[p]:8.4f}" if p in v_by_phase else f"{'-':>8s}" for p in "abc"]
@@ -188,7 +215,7 @@ def _print_worst_branches(state: GridState) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--json] [--solver ...]``."""
+    """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--fault PROPS] [--json] [--solver ...]``."""
     from openg2g.cli.run import SCENARIO_IS_CODE
 
     p = subparsers.add_parser(
@@ -220,6 +247,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="read FEEDER when it is a pandapower pickle (.p/.pkl/.pickle): a pickle runs any code it carries, "
         "so give this only for a file you trust (a .json net is checked before it is read)",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar='"bus1=BUS.NODES [bus2=BUS.NODES] [phases=N] [r=OHM]"',
+        help="solve through a fault, given by OpenDSS's Fault properties (phases 1 and r 0.0001 ohm by "
+        'default, bus2 ground), e.g. "bus1=671.1 phases=1 r=0.01" (line to ground), "bus1=671.1 bus2=671.2" '
+        '(line to line), "bus1=671 phases=3" (three-phase); repeatable',
     )
     p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
     p.add_argument(

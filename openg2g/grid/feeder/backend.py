@@ -32,6 +32,10 @@ solve at time t every control samples the solution, the actions due by t are car
 feeder is solved again at t, until no action is due (at most :data:`MAX_CONTROL_ITERATIONS` rounds);
 the state reported at t is the last of these solves. A tap change or a capacitor switching updates
 the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.change_admittance`).
+
+Faults (``apply_fault``, ``clear_fault``: :mod:`~openg2g.grid.feeder.faults`) and the source EMF per
+phase (``set_source_voltage``) are part of the switching state too; each change rebuilds the network
+at the next solve, which starts from the new network's own nominal voltages (docs/disturbances.md).
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from openg2g.core.commands import (
+    ApplyFault,
+    ClearFault,
     Command,
     SetCapacitor,
     SetLineInService,
     SetLoadScale,
     SetPVScale,
     SetRegulatorMode,
+    SetSourceVoltage,
     SetStoragePower,
     SetTaps,
 )
@@ -71,6 +78,7 @@ from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
 from openg2g.grid.feeder.branches import BranchFlows
 from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
+from openg2g.grid.feeder.faults import fault_from_command
 from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.model import LineModel, TransformerModel
@@ -102,6 +110,10 @@ _BATCH_COLUMNS = 1024
 _BATCH_NODE_VALUES = 1 << 20
 """Node voltages held per batch call (16 MiB of complex values): a large feeder solves fewer
 operating points at a time (the IEEE 8500-node feeder 122), a small one :data:`_BATCH_COLUMNS`."""
+
+MAX_SOURCE_PU = 2.0
+"""Largest source EMF magnitude a :class:`SetSourceVoltage` may set (pu): a swell on a distribution
+feeder stays well below it."""
 
 SPARSE_MIN_NODES = 1000
 """Feeders with at least this many nodes are solved by the sparse network
@@ -443,22 +455,73 @@ class FeederGrid(GridBackend):
         )
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution) -> PowerFlowError:
-        """The error of a step that did not converge, or converged only past the collapse point."""
+        """The error of a step that did not converge, or converged only past the collapse point
+        (:meth:`_failed_through` while a fault or a source setting is in force)."""
         attached = ", ".join(f"{n}@{self._sites[n].bus}={s.power_w / 1e6:.3f} MW" for n, s in loads.items())
         lo, hi = self._injections.load_scale_range()
         scale = f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}"
         level = f"datacenter loads: {attached or 'none'}; feeder load scale {scale}"
+        if self._switching.faults or self._switching.source_pu is not None:
+            return self._failed_through(t_s, loads, sol, level)
         if sol.collapsed[0]:
-            v_pu = np.abs(sol.v[:, 0]) / self._nodes.v_base_v
-            live = v_pu > 0  # de-energized nodes read 0
-            k = int(np.flatnonzero(live)[np.argmin(v_pu[live])])
             return PowerFlowError(
-                f"voltage collapse at t={t_s} s on feeder {self.feeder.name}: the feeder can carry only "
-                f"{100 * sol.load_fraction[0]:.1f}% of this step's load (all loads and injections scaled "
-                f"together) before the power flow reaches the nose of the P-V curve, where bus-phase "
-                f"{self._nodes.names[k]} is at {v_pu[k]:.3f} pu ({level})"
+                f"voltage collapse at t={t_s} s on feeder {self.feeder.name}: {self._collapse_text(sol)} ({level})"
             )
         return PowerFlowError(f"power flow did not converge at t={t_s} s on feeder {self.feeder.name} ({level})")
+
+    def _collapse_text(self, sol: Solution) -> str:
+        """How far a collapsed ``sol`` got: the share of the load carried and the lowest voltage there."""
+        v_pu = np.abs(sol.v[:, 0]) / self._nodes.v_base_v
+        live = v_pu > 0  # de-energized nodes read 0
+        k = int(np.flatnonzero(live)[np.argmin(v_pu[live])])
+        return (
+            f"the feeder can carry only {100 * sol.load_fraction[0]:.1f}% of this step's load (all loads and "
+            "injections scaled together) before the power flow reaches the nose of the P-V curve, where "
+            f"bus-phase {self._nodes.names[k]} is at {v_pu[k]:.3f} pu"
+        )
+
+    def _failed_through(
+        self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution, level: str
+    ) -> PowerFlowError:
+        """The error of a step that cannot be solved through the faults or source setting in force:
+        it names them, the time, and the sites drawn at constant power (``load_model:
+        constant_power``), which no voltage may lower: a site near a fault asks for more power than
+        the faulted feeder can deliver to it."""
+        sw = self._switching
+        through = [f"fault {f.name} ({f.describe()})" for f in sw.faults.values()]
+        if sw.source_pu is not None:
+            through.append("source at " + "/".join(f"{v:g}" for v in sw.source_pu) + " pu")
+        where = f"at t={t_s} s on feeder {self.feeder.name}"
+        what = "voltage collapse" if sol.collapsed[0] else "no convergence"
+        detail = f": {self._collapse_text(sol)}" if sol.collapsed[0] else ""
+        fixed = [
+            name
+            for name, state in loads.items()
+            if self._sites[name].load_model == "constant_power" and state.power_w > 0
+        ]
+        if not fixed:
+            return PowerFlowError(
+                f"power flow {where} cannot be solved through {', '.join(through)} ({what}{detail}; {level})"
+            )
+        net = self._compile()
+        assert isinstance(net, PowerFlowNetwork), "faults and source settings are refused under solver: pandapower"
+        # the voltage the disturbed network leaves at a site before any load draws: lowest nearest the fault
+        v_pu = np.abs(net.nominal_port_voltages()) / net.currents.v_ref[:, 0]
+        first = net.currents.n_load
+        lowest = {name: float(v_pu[first + self._injections.sites[name].ports].min()) for name in fixed}
+        fixed.sort(key=lowest.__getitem__)
+        names = ", ".join(
+            f"{name} (bus {self._sites[name].bus}, {loads[name].power_w / 1e6:.3f} MW, where the network alone "
+            f"leaves {lowest[name]:.3f} pu)"
+            for name in fixed
+        )
+        sites = f"site {names} draws" if len(fixed) == 1 else f"sites {names} draw"
+        return PowerFlowError(
+            f"power flow {where} cannot be solved through {', '.join(through)}: {sites} constant power "
+            f"(load_model: constant_power), which the disturbed feeder cannot deliver at any voltage ({what}"
+            f"{detail}); draw a site near a fault as an OpenDSS model-1 load (load_model: opendss: constant "
+            f"impedance below its vminpu), or clear the fault sooner ({level})"
+        )
 
     @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
@@ -606,6 +669,66 @@ class FeederGrid(GridBackend):
         self._switching.lines[name] = bool(command.in_service)
         self._live = None
         self._invalidate()
+
+    @apply.register
+    def _apply_fault(self, command: ApplyFault, t_s: float) -> None:
+        self._exact_solver_only("apply_fault")
+        placed = self._switching.faults.get(command.name)
+        if placed is not None:
+            raise CommandError(
+                f"apply_fault {command.name!r}: name: a fault of that name is in place ({placed.describe()}); "
+                "clear it first, or give the new one another name"
+            )
+        self._switching.faults[command.name] = fault_from_command(command, self._model, self._nodes.index)
+        self._disturbed()
+
+    @apply.register
+    def _clear_fault(self, command: ClearFault, t_s: float) -> None:
+        self._exact_solver_only("clear_fault")
+        if command.name not in self._switching.faults:
+            placed = ", ".join(self._switching.faults) or "none"
+            raise CommandError(
+                f"clear_fault {command.name!r}: name: no fault of that name is in place (in place: {placed})"
+            )
+        del self._switching.faults[command.name]
+        self._disturbed()
+
+    @apply.register
+    def _set_source_voltage(self, command: SetSourceVoltage, t_s: float) -> None:
+        self._exact_solver_only("set_source_voltage")
+        v_pu = tuple(command.v_pu)
+        if len(v_pu) not in (1, 3):
+            raise CommandError(
+                f"set_source_voltage: v_pu: {len(v_pu)} values (one per source phase a, b, c, or one for all)"
+            )
+        bad = [v for v in v_pu if not 0 < v <= MAX_SOURCE_PU]
+        if bad:
+            raise CommandError(
+                f"set_source_voltage: v_pu: {bad[0]!r} (pu of the source's base voltage, > 0 and at most "
+                f"{MAX_SOURCE_PU:g}: a larger value is no sag or swell, more likely a voltage in V or kV)"
+            )
+        a, b, c = v_pu * 3 if len(v_pu) == 1 else v_pu
+        self._switching.source_pu = (a, b, c)
+        self._disturbed()
+
+    def _exact_solver_only(self, command: str) -> None:
+        """Refuse a fault or source command under ``solver: pandapower``, whose sequence-frame
+        network models neither.
+
+        :raises CommandError: that solver is in force.
+        """
+        if self.spec.solver == "pandapower":
+            raise CommandError(
+                f"{command}: the pandapower solver mode does not model faults or source sags (grid.solver: exact does)"
+            )
+
+    def _disturbed(self) -> None:
+        """After a fault is placed or cleared or the source changes: the network is built again at
+        the next solve, from its own nominal voltages (its every load at its nominal admittance,
+        the fault in place), not from the last solution of the network before, which is far from
+        the new one."""
+        self._live = None
+        self._net = self._net_prev = None
 
     @apply.register
     def _set_storage_power(self, command: SetStoragePower, t_s: float) -> None:

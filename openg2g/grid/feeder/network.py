@@ -10,12 +10,13 @@ difference between the actual load current and that admittance).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
+from openg2g.grid.feeder.faults import Fault
 from openg2g.grid.feeder.model import (
     CapacitorModel,
     FeederModel,
@@ -94,16 +95,22 @@ def node_index(model: FeederModel) -> NodeIndex:
 
 @dataclass
 class Switching:
-    """The switchable state the admittance depends on.
+    """The switchable state the network depends on.
 
     :param taps_pu: transformer name -> winding-2 tap ratio per phase (pu).
     :param capacitors: capacitor name -> closed.
     :param lines: line name -> in service.
+    :param faults: fault name -> the fault in force (:mod:`~openg2g.grid.feeder.faults`), stamped in
+        the order placed.
+    :param source_pu: the source EMF magnitude per phase a, b, c (pu of the source's base voltage),
+        a sag or swell; ``None`` keeps the model's ``source.v_pu`` on every phase.
     """
 
     taps_pu: dict[str, np.ndarray]
     capacitors: dict[str, bool]
     lines: dict[str, bool]
+    faults: dict[str, Fault] = field(default_factory=dict)
+    source_pu: tuple[float, float, float] | None = None
 
     @classmethod
     def initial(cls, model: FeederModel) -> Switching:
@@ -116,7 +123,13 @@ class Switching:
 
     def copy(self) -> Switching:
         """An independent copy."""
-        return Switching({k: v.copy() for k, v in self.taps_pu.items()}, dict(self.capacitors), dict(self.lines))
+        return Switching(
+            {k: v.copy() for k, v in self.taps_pu.items()},
+            dict(self.capacitors),
+            dict(self.lines),
+            dict(self.faults),
+            self.source_pu,
+        )
 
 
 @dataclass(frozen=True)
@@ -291,12 +304,22 @@ def source_admittance(model: FeederModel) -> np.ndarray:
     return np.linalg.inv(z)
 
 
-def source_current(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
+def source_current(model: FeederModel, nodes: NodeIndex, source_pu: Sequence[float] | None = None) -> np.ndarray:
     """Norton current of the source injected at its bus nodes, plus that of any further voltage
-    source (a primitive element with ``i_source_a``) at its nodes (A); zero elsewhere."""
+    source (a primitive element with ``i_source_a``) at its nodes (A); zero elsewhere.
+
+    :param source_pu: the source EMF magnitude per phase a, b, c (pu of its base voltage), at the
+        source's own angles; ``None``: ``model.source.v_pu`` on every phase
+        (:attr:`Switching.source_pu`).
+    """
     src = model.source
-    v_ln = src.v_pu * src.base_kv * 1000.0 / _SQRT3
-    e = np.array([v_ln * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p])) for p in "abc"])
+    v_pu = (src.v_pu,) * 3 if source_pu is None else tuple(source_pu)
+    e = np.array(
+        [
+            m * src.base_kv * 1000.0 / _SQRT3 * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p]))
+            for m, p in zip(v_pu, "abc")
+        ]
+    )
     i = np.zeros(len(nodes), dtype=complex)
     idx = [nodes.index[(src.bus, p)] for p in "abc"]
     i[idx] = source_admittance(model) @ e
@@ -408,8 +431,8 @@ def tap_change_admittance(
 
 
 def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndarray:
-    """Boolean per node: connected to the source through in-service lines, transformers and
-    static (primitive) elements."""
+    """Boolean per node: connected to the source through in-service lines, transformers, static
+    (primitive) elements and faults between two nodes."""
     adj: list[list[int]] = [[] for _ in range(len(nodes))]
 
     def link(group: list[int]) -> None:
@@ -425,6 +448,10 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
             link(winding_incidence(t, 0, k, nodes)[0] + winding_incidence(t, 1, k, nodes)[0])
     for prim in model.primitives:
         link([i for i in primitive_nodes(prim, nodes) if i >= 0])
+    for fault in state.faults.values():
+        for a, b in fault.node_pairs:
+            if b >= 0:
+                link([a, b])
     live = np.zeros(len(nodes), dtype=bool)
     stack = [nodes.index[(model.source.bus, p)] for p in "abc"]
     live[stack] = True
@@ -500,7 +527,7 @@ def stamp_primitive(stamps: Stamps, prim: PrimitiveModel, nodes: NodeIndex) -> N
 def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, ports: LoadPorts) -> Stamps:
     """Every element's admittance entries (S) at the given switching state, in a fixed order:
     source, lines, transformers, capacitors, zero-sequence admittances, static (primitive)
-    elements, load nominal admittances.
+    elements, load nominal admittances, faults in force.
 
     De-energized nodes (cut off by open lines) are tied to ground by 1 S so the matrix stays
     invertible; the solver sets their loads to zero, so their voltage comes out as 0.
@@ -524,6 +551,9 @@ def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, po
     y_load = ports.y_nominal_s
     for f, t_, yl in zip(ports.from_node, ports.to_node, y_load):
         stamps.add([int(f), int(t_)], yl * np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    for fault in state.faults.values():
+        for idx, block in fault.stamps():
+            stamps.add(idx, block)
     stamps.add_diagonal(np.flatnonzero(~energized(model, nodes, state)), 1.0)
     return stamps
 

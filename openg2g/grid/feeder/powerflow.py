@@ -21,6 +21,14 @@ and accepted only while the determinant keeps its no-load sign. If the path ends
 load the column is collapsed and the fraction of its load the feeder can carry is reported.
 Steps whose voltages are all above the threshold skip this (one comparison per port). A rejected
 column is never used as a warm start.
+
+Faults (:mod:`~openg2g.grid.feeder.faults`) are part of the network, so "no load" means the
+faulted network's own voltages: a port is a suspect only when its load pulls it below
+:data:`BRANCH_CHECK_PU` of what the faulted network leaves there, never for the depression the
+fault itself causes, and the continuation scales the loads, not the fault. Loads near a fault sit
+at their low-voltage models (an OpenDSS model-1 load is an admittance below its ``vminpu``), which
+the continuation carries to full load; a port drawing constant power there asks for more than any
+voltage delivers, and its column is collapsed (or reaches no load fraction at all).
 """
 
 from __future__ import annotations
@@ -351,6 +359,12 @@ class PowerFlowNetwork(ABC, Generic[FactorsT]):
         wye load in line-to-line kV (IEEE 34 does), which would put it "below" at any load."""
         u0 = self._port_voltages(self.u0[:, None])[:, 0]
         return np.where(self.currents.dead_ports, 0.0, BRANCH_CHECK_PU * np.abs(u0))[:, None]
+
+    def nominal_port_voltages(self) -> np.ndarray:
+        """Port voltages (V, ``(n_ports,)``: load branches, then PQ ports) of :attr:`u0`, every load at
+        its nominal admittance and no PQ port drawing: what the network alone (a fault in it
+        included) leaves at each port."""
+        return self._port_voltages(self.u0[:, None])[:, 0]
 
     def _relative_update(self, g: np.ndarray) -> np.ndarray | float:
         """``|P g|`` of the update ``g`` (:meth:`_update`, the last one made) relative to each

@@ -70,7 +70,7 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         if model.source.z2_ohm is not None:
             self._y_net_src = y[self.src_nodes].copy()
             self._y_net_src[:, self.src_nodes] -= self.y_src
-        i_src = source_current(model, nodes)
+        i_src = source_current(model, nodes, state.source_pu)
         self.e_src = np.linalg.solve(self.y_src, i_src[self.src_nodes])
         self.v0 = z @ i_src
         n_l, n_q = len(ports.from_node), len(self.pq_nodes)

@@ -256,7 +256,7 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         if model.source.z2_ohm is not None:
             self._y_net_src = y[self.src_nodes].toarray()
             self._y_net_src[:, self.src_nodes] -= self.y_src
-        i_src = source_current(model, nodes)
+        i_src = source_current(model, nodes, state.source_pu)
         self.e_src = np.linalg.solve(self.y_src, i_src[self.src_nodes])
         self._i_src = i_src[:, None]
         self._i_src_nodes = np.flatnonzero(i_src)

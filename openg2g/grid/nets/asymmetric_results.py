@@ -163,7 +163,7 @@ def _bus_frame(
         np.add.at(s, [pos[int(b)] for b in df["bus"]], per * sign[:, None])
     src_nodes = [sol.nodes.index[(model.source.bus, p)] for p in PHASES]
     v_src = sol.v_v[src_nodes]
-    i_src = source_current(model, sol.nodes)[src_nodes] - source_admittance(model) @ v_src
+    i_src = source_current(model, sol.nodes, sol.switching.source_pu)[src_nodes] - source_admittance(model) @ v_src
     eg = net.ext_grid[net.ext_grid["in_service"].astype(bool)]
     s[pos[int(eg["bus"].iloc[0])]] -= v_src * np.conj(i_src) / 1e6
     cols: dict[str, np.ndarray] = {}
