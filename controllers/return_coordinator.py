@@ -21,6 +21,11 @@ This controller releases them one at a time:
 
 A block's UPS recharge starts when its ramp ends and adds its charger's load; the settling wait
 that follows lets the grid absorb it before the next block.
+
+A grid that never settles (a feeder whose voltages stay outside the limits with the load back)
+must not hold the blocks off until their UPS run out: a ready block whose UPS has fallen to
+``release_below_soc`` of its energy, or that has waited ``max_wait_s`` since it became ready, is
+released without waiting for the grid to settle (still one at a time, within the ramp limit).
 """
 
 from __future__ import annotations
@@ -63,6 +68,18 @@ class ReturnCoordinator(ConfiguredController):
             0.0, ge=0, le=86_400, description="Wait after a ramp's end before the next release (s)."
         )
         min_ramp_s: float = Field(1.0, gt=0, le=86_400, description="Shortest ramp it gives a block (s).")
+        release_below_soc: float = Field(
+            0.25,
+            ge=0,
+            lt=1,
+            description="A ready block whose UPS is below this state of charge goes without waiting to settle.",
+        )
+        max_wait_s: float = Field(
+            600.0,
+            gt=0,
+            le=86_400,
+            description="A ready block that has waited this long goes without waiting to settle (s).",
+        )
         frequency_band_hz: float = Field(
             0.1,
             gt=0,
@@ -130,11 +147,14 @@ class ReturnCoordinator(ConfiguredController):
         returning = any(
             b.mode == "returning" for name in self._names for b in observation.ride_through[name].blocks.values()
         )
-        if not settled or returning or t < self._busy_until_s:
+        if returning or t < self._busy_until_s:
             return []
         for name in self._names:
             for block, status in observation.ride_through[name].blocks.items():
                 if status.mode != "waiting_return" or status.release_pending:
+                    continue
+                low = status.state_of_charge is not None and status.state_of_charge <= self.config.release_below_soc
+                if not (settled or low or status.time_in_mode_s >= self.config.max_wait_s):
                     continue
                 block_mw = status.fraction * self._site_mw.get(name, 0.0)
                 ramp_s = max(self.config.min_ramp_s, 60.0 * block_mw / self.config.max_ramp_mw_per_min)

@@ -83,3 +83,30 @@ def test_refuses_sites_it_cannot_release() -> None:
         ReturnCoordinator().reset(_context(mode="auto"), 0)
     with pytest.raises(ControllerError, match=r"unknown sites \['dc9'\]"):
         ReturnCoordinator(ReturnCoordinator.Config(sites=["dc9"])).reset(_context(), 0)
+
+
+def test_a_block_running_low_or_waiting_too_long_goes_without_the_grid_settling() -> None:
+    ctrl = ReturnCoordinator(ReturnCoordinator.Config(settle_s=5, max_wait_s=50, release_below_soc=0.3))
+    ctrl.reset(_context(), 0)
+    ctrl.step(_observation(0, {"A": "online", "B": "online"}))
+
+    def low_voltage(t: float, modes: dict[str, str], soc: float) -> Observation:
+        obs = _observation(t, modes, v_pu=0.9, mw=0.0)  # never settled
+        blocks = {
+            name: BlockStatus(name, 0.5, m, 0.0, t - 1.0, m == "on_ups", 1.0, 1.0, 1.0, soc, False)
+            for name, m in modes.items()
+        }
+        return Observation(
+            t, obs.datacenters, obs.grid, 0.95, 1.05, ride_through={"dc": RideThroughState(t, blocks, 0.0, 0.0)}
+        )
+
+    assert ctrl.step(low_voltage(10, {"A": "waiting_return", "B": "on_ups"}, soc=0.5)) == []
+    assert ctrl.step(low_voltage(11, {"A": "waiting_return", "B": "on_ups"}, soc=0.3)) == [
+        ReleaseBlock(site="dc", block="A", ramp_s=10.0)
+    ]
+    # waiting 50 s (time in mode from the status) releases too
+    ctrl = ReturnCoordinator(ReturnCoordinator.Config(settle_s=5, max_wait_s=50))
+    ctrl.reset(_context(), 0)
+    ctrl.step(_observation(0, {"A": "online", "B": "online"}))
+    late = _observation(60, {"A": "waiting_return", "B": "on_ups"}, v_pu=0.9, mw=0.0)
+    assert ctrl.step(late) == [ReleaseBlock(site="dc", block="A", ramp_s=10.0)]  # time in mode 60 s
