@@ -99,7 +99,10 @@ TIME_TOLERANCE_S = 1e-6
 """Times closer than this count as equal (s): far below any step, far above a float's rounding of
 a time within a year."""
 
-_CURVES: frozenset[str] = frozenset({"under_voltage", "over_voltage", "under_frequency", "over_frequency"})
+_LEAVES: frozenset[str] = frozenset(
+    {"under_voltage", "over_voltage", "under_frequency", "over_frequency", "repeated_sags"}
+)
+"""The causes that take a block off the grid."""
 _ON_GRID: frozenset[str] = frozenset({"online", "returning", "recharging"})
 _BACK: frozenset[str] = frozenset({"online", "recharging"})
 _CODE = {mode: i for i, mode in enumerate(MODES)}
@@ -890,7 +893,7 @@ class RideThrough:
         elif all(o.mode in _BACK for o in self._blocks):
             event.back_s = t_s if event.back_s is None else event.back_s
         named = {"on_ups": event.transferred, "tripped": event.tripped, "ups_empty": event.ups_empty}
-        if (cause in _CURVES or cause == "ups_empty") and to_mode in named and b.name not in named[to_mode]:
+        if (cause in _LEAVES or cause == "ups_empty") and to_mode in named and b.name not in named[to_mode]:
             named[to_mode].append(b.name)
         if to_mode == "online" and all(o.mode == "online" for o in self._blocks):
             event.end_s = t_s

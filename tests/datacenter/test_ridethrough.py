@@ -936,6 +936,8 @@ def test_the_third_sag_within_the_window_acts_at_its_first_solve() -> None:
     assert (round(leave.t_s, 9), leave.to_mode, leave.cause) == (9.1, "tripped", "repeated_sags")
     assert leave.value == 3 and leave.limit == 0.9 and leave.duration_s == pytest.approx(8.0)
     assert leave.reason == "sag 3 below 0.9 pu within 8 s"
+    (event,) = site.events()
+    assert event.blocks_tripped == ("A",) and event.start_s == pytest.approx(9.1)
 
 
 def test_sags_further_apart_than_the_window_do_not_add_up() -> None:
