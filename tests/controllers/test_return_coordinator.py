@@ -110,3 +110,19 @@ def test_a_block_running_low_or_waiting_too_long_goes_without_the_grid_settling(
     ctrl.step(_observation(0, {"A": "online", "B": "online"}))
     late = _observation(60, {"A": "waiting_return", "B": "on_ups"}, v_pu=0.9, mw=0.0)
     assert ctrl.step(late) == [ReleaseBlock(site="dc", block="A", ramp_s=10.0)]  # time in mode 60 s
+
+
+def test_voltage_sensitivity_follows_the_share_of_the_load_on_the_grid() -> None:
+    from openg2g.controllers._voltage import SensitivityCache, grid_share
+
+    obs = _observation(5, {"A": "on_ups", "B": "online"})
+    # A on its UPS draws its residual (crafted 1.0 here): make it draw nothing, as a UPS block with residual 0
+    blocks = dict(obs.ride_through["dc"].blocks)
+    blocks["A"] = BlockStatus("A", 0.5, "on_ups", 0.0, 5.0, True, 0.0, 1.0, 1.0, 1.0, False)
+    obs = Observation(
+        5, obs.datacenters, obs.grid, 0.95, 1.05, ride_through={"dc": RideThroughState(5, blocks, 0.5, 0.5)}
+    )
+    h = -np.ones((3, 3))
+    obs = Observation(5, obs.datacenters, obs.grid, 0.95, 1.05, lambda site: h, ride_through=obs.ride_through)
+    assert grid_share(obs, "dc") == 0.5 and grid_share(obs, "other") == 1.0
+    assert SensitivityCache(np.arange(3)).get(obs, "dc", 0).tolist() == (0.5 * h).tolist()
