@@ -59,6 +59,7 @@ PLOT_FILES = (
     "commands.png",
     "feeder_map.png",
     "voltage_profile.png",
+    "disturbance.png",
 )
 """The plots written at the end of a complete run (:data:`openg2g.plot.run.RUN_PLOTS`, kept here
 so a run that draws none need not import matplotlib to clear an earlier run's)."""
