@@ -116,3 +116,30 @@ def test_timeline_regimes_and_step_counts() -> None:
     assert timeline.count(30, 6) == 24 // 6 + 6 // 2  # a run ending inside the window
     assert Timeline(6, 12).grid_step(0) == (12, None) and Timeline(6, 12).count(120, 6) == 20
     assert Fraction(1, 60) * 6 == Fraction(1, 10)
+
+
+@pytest.mark.slow
+def test_the_frequency_follows_the_grids_draw_from_the_bulk_system(tmp_path: Path) -> None:
+    from openg2g.grid.frequency import SystemFrequency, SystemFrequencySpec
+
+    (tmp_path / "f.yaml").write_text(
+        SCENARIO.replace("grid: {feeder: openg2g-ieee13}", "grid: {feeder: openg2g-ieee13, frequency: {base_mw: 20}}")
+    )
+    summary = run_scenario(tmp_path / "f.yaml", tmp_path / "out").summary
+    grid = pd.read_parquet(tmp_path / "out" / "grid")
+    freq = pd.read_parquet(tmp_path / "out" / "frequency")
+    assert np.array_equal(freq["t_s"].to_numpy(), grid["t_s"].to_numpy())
+    p_sub = grid[["p_sub_a_w", "p_sub_b_w", "p_sub_c_w"]].sum(axis=1).to_numpy()
+    assert np.array_equal(freq["delta_p_w"].to_numpy(), p_sub - p_sub[0])
+    # the same steps through a model of its own give the same frequencies, bit for bit
+    model = SystemFrequency(SystemFrequencySpec(base_mw=20), event_t_s=5.0)
+    t = freq["t_s"].to_numpy()
+    dt = np.diff(np.concatenate([[0.0], t]))
+    # the engine's steps are its exact periods: 0.1 s and 1/60 s as the clock gives them
+    steps = np.where(dt > 0.05, 0.1, 1 / 60)
+    again = [model.step(float(h), float(d), float(tt)) for h, d, tt in zip(steps, freq["delta_p_w"], t)]
+    assert np.array_equal(np.array(again), freq["f_hz"].to_numpy())
+    # the site's loss at 5 s raises the frequency; settling is counted from that first disturbance
+    assert summary["frequency_zenith_hz"] > 60.0 and summary["frequency_zenith_at_s"] > 5.0
+    assert summary["frequency_event_at_s"] == 5.0
+    assert summary["frequency_nadir_hz"] <= 60.0 + 1e-9
