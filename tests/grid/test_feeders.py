@@ -155,7 +155,10 @@ def test_a_feeder_without_loads_solves_quietly(tmp_path: Path, capfd: pytest.Cap
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("machine", "when"),
-    [("", " \\(found before OpenDSS ran the file\\)"), (" enabled=no\nIndMach012.m1.enabled=yes", "")],
+    [
+        ("", " \\(found before OpenDSS ran the file, whose reading may show more\\)"),
+        (" enabled=no\nIndMach012.m1.enabled=yes", ""),
+    ],
     ids=["before", "after"],
 )
 def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path, machine: str, when: str) -> None:

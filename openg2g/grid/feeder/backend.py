@@ -1,8 +1,10 @@
 """``FeederGrid``: the grid backend on a distribution feeder.
 
 Each solve draws the datacenter sites as wye constant-PQ loads at their buses, on top of the
-feeder's own loads (OpenDSS load models, times the load scale), PV, storage and extra loads,
-and reports the voltage magnitude of every monitored bus-phase.
+feeder's own loads (OpenDSS load models, times the load scale) and generation (the file's, at its
+snapshot output, and the generators that hold their voltage, their reactive power solved with the
+power flow: :mod:`~openg2g.grid.feeder.regulated`), PV, storage and extra loads, and reports the
+voltage magnitude of every monitored bus-phase.
 
 Solvers (``GridSpec.solver``):
 
@@ -540,7 +542,8 @@ class FeederGrid(GridBackend):
     def node_solution(self, t_s: float, loads: Mapping[str, DatacenterState]) -> NodeSolution:
         """The complex node voltages at ``t_s`` with ``loads``, at the switching and scales in
         force. Unlike :meth:`solve` nothing advances (batteries, automatic controls, the operating
-        point sensitivities refer to); only the solver's warm start moves.
+        point sensitivities refer to); only the solver's warm starts move (the network's, and the
+        reactive power the voltage-regulating generators start from).
 
         :raises PowerFlowError: no convergence, or voltage collapse.
         """

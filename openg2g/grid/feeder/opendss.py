@@ -490,7 +490,7 @@ def _refusal(
     """The error that names every element of ``refused`` (``(class.name, why)``), each with the file
     and line that define it where ``definitions`` know them; ``before`` when the engine has not
     run the file."""
-    when = " (found before OpenDSS ran the file)" if before else ""
+    when = " (found before OpenDSS ran the file, whose reading may show more)" if before else ""
     head = f"{path}: openg2g cannot model {len(refused)} element{'s' if len(refused) > 1 else ''} of this circuit{when}"
     known = definitions or {}
     order = {element: k for k, element in enumerate(known)}  # the order the files define them in
@@ -505,25 +505,79 @@ def _refusal(
     return FeederError("\n".join([f"{head}; disable them (enabled=no) or remove them:", *lines]))
 
 
+def _load_model_refusal(model: int) -> str | None:
+    """Why a load of ``model`` is refused, None when openg2g solves it."""
+    if model in _LOAD_MODELS:
+        return None
+    return f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)"
+
+
+def _generator_model_refusal(model: int) -> str | None:
+    """Why a generator of ``model`` is refused, None when openg2g solves it."""
+    if model not in _GENERATOR_MODELS:
+        return None
+    return f"{_GENERATOR_MODELS[model]} is not supported (models 1, 2 and 3 are)"
+
+
+def _inverter_refusal(model: int, balanced: bool, limited: bool, grid_forming: bool) -> str | None:
+    """Why a PV system or storage element is refused (its model, its current from the positive
+    sequence, its current limit, grid forming), None when openg2g solves it."""
+    if model not in (1, 2):
+        return f"model {model} is not supported (1, constant kW and kvar, and 2, constant impedance, are)"
+    if balanced:
+        return "Balanced=Yes (its current from the positive sequence of its voltages) is not supported"
+    if limited:
+        return "LimitCurrent=Yes (its current limited) is not supported"
+    if grid_forming:
+        return "grid-forming control (ControlMode=GFM) is not supported"
+    return None
+
+
+def _user_model_refusal(prop: str, value: str) -> str:
+    return f"a user-written model ({prop}={value}), code openg2g does not run"
+
+
+_PROPERTY = re.compile(r"(\w+)\s*=\s*(\"[^\"]*\"|'[^']*'|\([^)]*\)|\[[^\]]*\]|\S+)")
+"""A ``name=value`` property of a command (its value quoted, bracketed or a word)."""
+
+
+def _yes(value: str | None) -> bool:
+    return value is not None and value.strip("\"'").lower()[:1] in ("y", "t")
+
+
 def _refused_before_reading(definitions: dict[str, Definition]) -> list[tuple[str, str]]:
     """The elements the files define that openg2g refuses whatever the engine makes of them: of a
-    class it cannot model, or running a user-written model; only settled ones (nothing later in
-    the files may disable them)."""
+    class it cannot model, running a user-written model, or of a model or mode it does not solve,
+    given as a ``name=value`` of the element's own ``New`` (not through ``like=``); only settled
+    ones (nothing later in the files may change them)."""
     out = []
     for element, d in definitions.items():
         if not d.settled:
             continue
         cls = element.split(".", 1)[0]
+        props = dict(_PROPERTY.findall(d.properties))  # the last value of a property wins, as in OpenDSS
         if cls in REFUSED_CLASSES:
             out.append((element, REFUSED_CLASSES[cls]))
-        elif cls in _USER_MODEL_CLASSES:
-            user = re.search(r"\b(usermodel|dynadll)\s*=\s*(\S+)", d.properties)
-            if user is not None:
-                out.append(
-                    (element, f"a user-written model ({user.group(1)}={user.group(2)}), code openg2g does not run")
-                )
-            elif cls == "generator" and re.search(r"\bmodel\s*=\s*6\b", d.properties):
-                out.append((element, _GENERATOR_MODELS[6]))
+            continue
+        if "like" in props:
+            continue
+        why: str | None = None
+        user = next(((k, props[k]) for k in ("usermodel", "dynadll") if props.get(k, "").strip("\"'")), None)
+        model = props.get("model", "")
+        number = int(model) if model.isdigit() else None
+        if cls in _USER_MODEL_CLASSES and user is not None:
+            why = _user_model_refusal(*user)
+        elif cls == "load" and number is not None:
+            why = _load_model_refusal(number)
+        elif cls == "generator" and number is not None:
+            why = _generator_model_refusal(number)
+        elif cls in ("pvsystem", "storage"):
+            gfm = cls == "storage" and props.get("controlmode", "").lower() == "gfm"
+            why = _inverter_refusal(
+                1 if number is None else number, _yes(props.get("balanced")), _yes(props.get("limitcurrent")), gfm
+            )
+        if why is not None:
+            out.append((element, why))
     return out
 
 
@@ -989,10 +1043,9 @@ class _Reader:
                 loads.Name = name
                 element = f"load.{name}"
                 model = int(loads.Model)
-                if model not in _LOAD_MODELS:
-                    raise self.refuse(
-                        element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)"
-                    )
+                why = _load_model_refusal(model)
+                if why is not None:
+                    raise self.refuse(element, why)
                 phases, neutral, n_ph, delta = self.load_connection(element)
                 fixed = int(loads.Status) != _LOAD_VARIABLE
                 scale = 1.0 if fixed else mult
@@ -1042,8 +1095,9 @@ class _Reader:
             with self.reading():
                 self.no_user_model(element)
                 model = int(gens.Model)
-                if model in _GENERATOR_MODELS:
-                    raise self.refuse(element, f"{_GENERATOR_MODELS[model]} is not supported (models 1, 2 and 3 are)")
+                why = _generator_model_refusal(model)
+                if why is not None:
+                    raise self.refuse(element, why)
                 if model == 3:
                     regulated.append(self.regulated_generator(element))
                     continue
@@ -1061,9 +1115,9 @@ class _Reader:
         for name in _elements(self.circuit, "storage"):
             element = f"storage.{name}"
             with self.reading():
-                band = self.inverter_band(element)
-                if _prop(self.circuit, "ControlMode").strip().lower() == "gfm":
-                    raise self.refuse(element, "grid-forming control (ControlMode=GFM) is not supported")
+                band = self.inverter_band(
+                    element, grid_forming=_prop(self.circuit, "ControlMode").strip().lower() == "gfm"
+                )
                 kw, kvar = _float_prop(self.circuit, "kW"), _float_prop(self.circuit, "kvar")  # what it delivers now
                 out.append(self.generator(element, kw, kvar, _float_prop(self.circuit, "kV"), *band))
         return out, regulated
@@ -1074,23 +1128,18 @@ class _Reader:
             if prop in self.circuit.ActiveCktElement.AllPropertyNames:
                 value = _prop(self.circuit, prop).strip()
                 if value:
-                    raise self.refuse(element, f"a user-written model ({prop}={value}), code openg2g does not run")
+                    raise self.refuse(element, _user_model_refusal(prop, value))
 
-    def inverter_band(self, element: str) -> tuple[float, float]:
+    def inverter_band(self, element: str, grid_forming: bool = False) -> tuple[float, float]:
         """``(vminpu, vmaxpu)`` of the active PV system or storage element (model 1; model 2, constant
-        impedance, as :data:`_CONSTANT_IMPEDANCE`), refused when its model has more to it."""
+        impedance, as :data:`_CONSTANT_IMPEDANCE`), refused when its model has more to it
+        (:func:`_inverter_refusal`)."""
         self.no_user_model(element)
         model = int(_float_prop(self.circuit, "Model"))
-        if model not in (1, 2):
-            raise self.refuse(
-                element, f"model {model} is not supported (1, constant kW and kvar, and 2, constant impedance, are)"
-            )
-        for prop, what in (
-            ("Balanced", "its current from the positive sequence of its voltages"),
-            ("LimitCurrent", "its current limited"),
-        ):
-            if _prop(self.circuit, prop).strip().lower() in ("yes", "true"):
-                raise self.refuse(element, f"{prop}=Yes ({what}) is not supported")
+        balanced, limited = (_yes(_prop(self.circuit, prop)) for prop in ("Balanced", "LimitCurrent"))
+        why = _inverter_refusal(model, balanced, limited, grid_forming)
+        if why is not None:
+            raise self.refuse(element, why)
         if model == 2:
             return _CONSTANT_IMPEDANCE
         return _float_prop(self.circuit, "VMinpu"), _float_prop(self.circuit, "VMaxpu")
