@@ -108,7 +108,10 @@ def test_elements_refused_whatever_the_engine_makes_of_them_are_refused_before_i
             "  sub/machines.dss line 1: indmach012.m: an induction machine: its current follows its slip, a state "
             "of its own dynamics openg2g does not solve"
         ),
-        "  sub/machines.dss line 2: generator.u: a user-written model (usermodel=mymodel.dll), code openg2g does not run",
+        (
+            "  sub/machines.dss line 2: generator.u: a user-written model (usermodel=mymodel.dll), code openg2g "
+            "does not run"
+        ),
         (
             "  master.dss line 6: expcontrol.e1: an exponential volt-var control: it changes the output of the "
             "elements it controls with the voltage from one solution to the next, which openg2g does not model"

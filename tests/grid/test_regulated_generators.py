@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openg2g.core.commands import SetLineInService
 from openg2g.core.errors import FeederError
 from openg2g.core.state import DatacenterState
 from openg2g.grid.config import GridSpec
@@ -99,6 +100,20 @@ def test_a_generator_at_its_kvar_limit_lets_the_voltage_go() -> None:
     assert v_expected < 1.03 * E_V
     assert grid._regulated is not None
     assert grid._regulated.q_var[0] == q and grid._regulated.held[0]
+
+
+def test_a_generator_cut_off_from_the_source_holds_nothing() -> None:
+    """Its line opened, the generator's bus is de-energized: the power flow solves (it is not
+    iterated on), the bus reads 0 V, and closing the line brings back its voltage at target."""
+    grid = _grid(_two_bus(1.03, kvar_max=5000.0))
+    grid.apply(SetLineInService(line="l1", in_service=False), 0.0)
+    state = grid.solve(0.0, {}, 1.0)
+    assert state.converged and np.all(state.v_pu[[grid.bus_phases().index(f"g.{p}") for p in "abc"]] == 0.0)
+    assert grid._regulated is not None and grid._regulated.held[0]
+    grid.apply(SetLineInService(line="l1", in_service=True), 1.0)
+    state = grid.solve(1.0, {}, 1.0)
+    np.testing.assert_allclose(state.v_pu[[grid.bus_phases().index(f"g.{p}") for p in "abc"]], 1.03, rtol=1e-9)
+    assert not grid._regulated.held[0]
 
 
 @pytest.mark.slow

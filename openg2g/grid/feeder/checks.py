@@ -222,7 +222,10 @@ def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return [
         (
             "grid.solver",
-            f"solver pandapower cannot represent the {what} of feeder {feeder.name} ({_some(names, 4)}); use the exact solver",
+            (
+                f"solver pandapower cannot represent the {what} of feeder {feeder.name} ({_some(names, 4)}); "
+                "use the exact solver"
+            ),
         )
         for what, names in missing
         if names

@@ -148,7 +148,9 @@ _CONTROLS_OVER_TIME = (
 )
 
 REFUSED_CLASSES: dict[str, str] = {
-    "indmach012": "an induction machine: its current follows its slip, a state of its own dynamics openg2g does not solve",
+    "indmach012": (
+        "an induction machine: its current follows its slip, a state of its own dynamics openg2g does not solve"
+    ),
     "invcontrol": f"a smart-inverter control: {_CONTROLS_OVER_TIME}",
     "expcontrol": f"an exponential volt-var control: {_CONTROLS_OVER_TIME}",
     "storagecontroller": "a storage controller: it dispatches storage over time, which openg2g does not model",

@@ -164,7 +164,9 @@ class RegulatedGenerators:
             if not sol.converged:
                 return sol, at
             h = self.misses(sol.v)
+            # a generator cut off from the source (its bus de-energized) delivers nothing: nothing to hold
             held = ((q >= self.q_max[:, None]) & (h <= 0.0)) | ((q <= self.q_min[:, None]) & (h >= 0.0))
+            held |= self._cut_off(network)[:, None]
             worst = float(np.abs(np.where(held, 0.0, h)).max(initial=0.0))
             if worst < tol_pu:
                 self.q_var, self.held = q[:, -1].copy(), held[:, -1].copy()
@@ -174,6 +176,12 @@ class RegulatedGenerators:
             worst_before = worst
             q = np.clip(q + self._step(h, held), self.q_min[:, None], self.q_max[:, None])
         return dataclasses.replace(sol, converged=False), at
+
+    def _cut_off(self, network: PowerFlowNetwork) -> np.ndarray:
+        """True for each generator none of whose branches is energized in ``network``."""
+        live = np.zeros(len(self.names), dtype=bool)
+        np.logical_or.at(live, self._gen, ~network.currents.dead_branch[self._rows])
+        return ~live
 
     def _step(self, h: np.ndarray, held: np.ndarray) -> np.ndarray:
         """Newton's update of the reactive power (var per phase, ``(n_generators, cols)``) that
