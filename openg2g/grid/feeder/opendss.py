@@ -29,7 +29,9 @@ from the compiled circuit.
 - **generation** at the output OpenDSS solves for it in the snapshot: **generators** of model 1
   (constant kW and kvar in their voltage band) and 2 (constant impedance), **PV systems** and
   **storage** elements of model 1 and 2 (a storage element idling, charging or discharging at
-  the kW and kvar its state, inverter and limits give it: a charging or idling one draws power);
+  the kW and kvar its state, inverter and limits give it: a charging or idling one draws power;
+  held there for a whole run, with no state of charge: a scenario's ``grid.storage`` batteries
+  are the ones a run charges and discharges);
   **generators of model 3**, which hold their voltage within their kvar limits
   (:class:`~openg2g.grid.feeder.model.RegulatedGeneratorModel`, solved by
   :mod:`~openg2g.grid.feeder.regulated`).
