@@ -319,7 +319,7 @@ def _pv_placement(args: argparse.Namespace) -> int:
 
 def _load_loss(args: argparse.Namespace) -> int:
     from openg2g.studies.load import load_study
-    from openg2g.studies.load_loss import check_settings, run_load_loss
+    from openg2g.studies.load_loss import check_settings, disturbances_end_s, run_load_loss
     from openg2g.studies.spec import LoadLossSpec
 
     loaded = load_study(args.study, LoadLossSpec, args.set)
@@ -336,7 +336,7 @@ def _load_loss(args: argparse.Namespace) -> int:
         f"{name.replace('_', ' ')} {value:g} {'Hz' if name.startswith('f') else 'pu'}"
         for name, value in spec.limits.given().items()
     )
-    start = table["voltages_from_s"].iloc[0]
+    start = float(disturbances_end_s(loaded.base) + spec.limits.voltage_after_s)
     print(f"limits: {limits} (frequency over the whole run, voltages from {start:g} s)\n")
     _print(
         table,

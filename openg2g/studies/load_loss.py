@@ -541,6 +541,9 @@ def site_rows(setting: str, record: Mapping[str, Any], sites: Sequence[str]) -> 
     return [{"setting": setting, "site": site, **_site_figures(ride.get(site))} for site in sites]
 
 
+SITE_COLUMNS = ("mw_lost", "blocks_transferred", "blocks_tripped")
+"""The per-site figures a setting's row carries as ``site.<name>.<figure>`` (:func:`site_rows`)."""
+
 SETTING_FIGURES = (
     "load_lost_mw",
     "load_lowest_at_s",
@@ -563,7 +566,9 @@ def setting_row(
     ``run_id``, ``status``, ``error``, ``mw_before`` (the sites' draw just before the first
     disturbance, MW), ``load_lost_mw`` (the largest drop below it, all disturbances together,
     MW) and ``load_lowest_at_s``; per disturbance ``disturbance.<name>.mw_before`` and
-    ``disturbance.<name>.lost_mw`` (MW); the sites' totals ``blocks_transferred``,
+    ``disturbance.<name>.lost_mw`` (MW); per site ``site.<name>.mw_lost``,
+    ``site.<name>.blocks_transferred`` and ``site.<name>.blocks_tripped`` (:func:`site_rows` has
+    the rest); the sites' totals ``blocks_transferred``,
     ``blocks_tripped``, ``ups_energy_kwh``, ``tokens_not_served`` and ``time_to_full_return_s``
     (the latest site's; NaN when one was not back); the frequency's zenith, nadir (Hz, and when,
     s), RoCoF (Hz/s) and settling (Hz); ``v_min_pu``, ``v_max_pu`` and where
@@ -587,6 +592,9 @@ def setting_row(
         before = d.get("load_before_mw")
         row[f"disturbance.{d['name']}.mw_before"] = float(before) if before is not None else float("nan")
         row[f"disturbance.{d['name']}.lost_mw"] = float(d["load_lost_mw"])
+    for site, figures in zip(sites, per_site):
+        for key in SITE_COLUMNS:
+            row[f"site.{site}.{key}"] = figures[key]
     row["blocks_transferred"] = sum(f["blocks_transferred"] for f in tracked)
     row["blocks_tripped"] = sum(f["blocks_tripped"] for f in tracked)
     for key in ("ups_energy_kwh", "tokens_not_served"):

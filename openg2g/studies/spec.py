@@ -47,17 +47,17 @@ A load-loss study (``openg2g study load-loss FILE``; see :mod:`openg2g.studies.l
     study: load_loss
     name: virginia_load_loss
     base: virginia_load_loss         # a scenario with disturbances, sites and grid.frequency
-    set: [duration_s=152]            # the faults and 60 s after
+    set: [duration_s=152, "controllers=[]"]   # the faults and 60 s after; no return coordinator
     settings:                        # the ride-through settings compared, by name
       own: {}                        # each site's ride_through as the scenario has it
       legacy_ups:                    # one ride_through for every site (or for sites: [...])
         ride_through:
           blocks: [{name: all, fraction: 1, action: ups, ups: {energy_kwh: 60000}, under_voltage: [[0.7, 0.02]]}]
     limits:                          # post-contingency limits; a limit left out is not judged
-      f_max_hz: 60.1                 # the frequency's zenith over the run
+      f_max_hz: 60.15                # the frequency's zenith over the run
       v_min_pu: 0.9                  # voltages from the end of the last disturbance on
       v_max_pu: 1.1
-    holdable: {multiplier_min: 0.25, multiplier_max: 4, tolerance: 0.05}
+    holdable: {multiplier_min: 0.5, multiplier_max: 1.5, tolerance: 0.05}
 """
 
 from __future__ import annotations

@@ -372,6 +372,7 @@ def test_the_command_tables_a_short_ieee13_fault(tmp_path, capsys):
         "broken_limits",
         "limit_f_max_hz",
     ]
+    expected += ["site.dc1.mw_lost", "site.dc1.blocks_transferred", "site.dc1.blocks_tripped"]
     assert set(expected) <= set(table.columns) and "holdable_mw" not in table.columns
     for setting in table.index:
         summary = json.loads((out / "runs" / f"{setting}-base" / "summary.json").read_text())
@@ -400,6 +401,10 @@ def test_the_command_tables_a_short_ieee13_fault(tmp_path, capsys):
     sites = pd.read_parquet(out / "load_loss_sites.parquet")
     assert list(sites["site"]) == ["dc1"] * 3 and list(sites["ride_through"]) == [True, True, False]
     assert sites.set_index("setting").at["own", "transferred"] == "hall1+hall2+hall3+hall4"
+    for key in ("mw_lost", "blocks_transferred", "blocks_tripped"):  # the same figures in both tables
+        pd.testing.assert_series_equal(
+            table[f"site.dc1.{key}"].reset_index(drop=True), sites[key], check_names=False, check_exact=True
+        )
     assert (out / "load_loss.png").is_file() and (out / "load_loss_frequency.png").is_file()
 
 
