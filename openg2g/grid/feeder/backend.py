@@ -78,13 +78,14 @@ from openg2g.grid.feeder.network import NodeIndex, Switching, energized, load_po
 from openg2g.grid.feeder.operating_point import OperatingPoint, Target
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
+from openg2g.grid.feeder.settle import Changes, StaticControls
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
     from openg2g.grid.feeder.pandapower_mode import PandapowerNetwork
 
-__all__ = ["FeederGrid", "NodeSolution"]
+__all__ = ["FeederGrid", "NodeSolution", "Settled"]
 
 _MAX_IN_PLACE = 50
 """Tap changes and capacitor switchings applied in place to a compiled network before it is
@@ -188,6 +189,23 @@ class NodeSolution(NamedTuple):
     load_scale: np.ndarray
 
 
+class Settled(NamedTuple):
+    """The settled state of the feeder's controls (:meth:`FeederGrid.settle`).
+
+    :param solution: every node at that state.
+    :param iterations: the solves it took (OpenDSS's control iterations).
+    :param taps: regulator bank -> per-phase tap steps.
+    :param capacitors: every capacitor -> closed.
+    :param switches: every line a SwtControl operates -> in service (closed).
+    """
+
+    solution: NodeSolution
+    iterations: int
+    taps: Mapping[str, tuple[int, ...]]
+    capacitors: Mapping[str, bool]
+    switches: Mapping[str, bool]
+
+
 class FeederGrid(GridBackend):
     """Grid backend on a feeder (see the module docstring).
 
@@ -233,6 +251,9 @@ class FeederGrid(GridBackend):
         self._exact: PowerFlowNetwork | None = None  # the network solve mode pandapower linearizes
         self._in_place = 0
         self._taps_view: Mapping[str, tuple[int, ...]] | None = None  # made once per tap setting
+        self._stated_taps = frozenset(
+            self._regulators.bank(b).info.bank for b, r in spec.regulators.items() if r.taps is not None
+        )
         self.reset(0)
 
     # ----------------------------------------------------------------------------- building
@@ -307,7 +328,13 @@ class FeederGrid(GridBackend):
 
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
-        charge (the feeder has no randomness; ``seed`` is unused)."""
+        charge (the feeder has no randomness; ``seed`` is unused). With ``grid.initial_controls:
+        static`` the controls then settle (:meth:`settle` at 0 s with no site drawing).
+
+        :raises FeederError: ``initial_controls: static`` on a feeder with a control openg2g cannot run.
+        :raises SimulationError: they do not settle (within the file's ``maxcontroliter``), or a
+            solve fails meanwhile (:class:`PowerFlowError`).
+        """
         self._net = None
         self._net_prev = None
         self._in_place = 0
@@ -323,6 +350,8 @@ class FeederGrid(GridBackend):
         self._injections.reset()
         for battery in self._batteries.values():
             battery.reset()
+        if self.spec.initial_controls == "static":
+            self.settle(0.0, {})
 
     def _set_unit_taps(self, steps: Mapping[UnitKey, int]) -> None:
         """Put ``(transformer, phase index) -> tap step`` in force; a compiled network is updated
@@ -353,6 +382,20 @@ class FeederGrid(GridBackend):
                 net.switch_capacitor(self._capacitors[name], c)
             self._switching.capacitors[name] = c
         self._updated(net)
+
+    def _switch_lines(self, in_service: Mapping[str, bool]) -> None:
+        """Put line name -> in service in force (the network is rebuilt at the next solve)."""
+        for name, state in in_service.items():
+            self._switching.lines[name] = state
+        self._live = None
+        self._invalidate()
+
+    def _put_in_force(self, changes: Changes) -> None:
+        """Put a static-mode control action's changes in force."""
+        self._set_unit_taps(changes.taps)
+        self._switch_capacitors(changes.capacitors)
+        if changes.lines:
+            self._switch_lines(changes.lines)
 
     def _in_place_network(self) -> PowerFlowNetwork | None:
         """The compiled network to update in place, None when there is none or it is due for a rebuild."""
@@ -536,6 +579,39 @@ class FeederGrid(GridBackend):
         return NodeSolution(self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy())
 
     @with_one_blas_thread
+    def settle(self, t_s: float, loads: Mapping[str, DatacenterState], max_iterations: int | None = None) -> Settled:
+        """Let the feeder file's controls settle as OpenDSS's snapshot ``Solve`` does with
+        ``controlmode=static`` (:mod:`~openg2g.grid.feeder.settle`): from the switching in force, at
+        ``t_s`` (s) with ``loads``, every RegControl, CapControl and SwtControl acts until none does,
+        whatever mode a bank runs in, except the RegControls of the banks whose taps the scenario
+        states (``grid.regulators.<bank>.taps``), which hold them. The taps, capacitor and line
+        states it reaches stay in force. Nothing else advances (batteries, time-mode controls).
+
+        :param max_iterations: the most solves; None: the feeder file's ``maxcontroliter``.
+        :raises FeederError: a control openg2g cannot run (named).
+        :raises PowerFlowError: a solve does not converge.
+        :raises SimulationError: the controls still act after ``max_iterations`` solves.
+        """
+        controls = StaticControls(self._model, self._nodes, self._regulators, held=self._stated_taps)
+        scale, s_pq = self._branch_scale(), self._injections.s_pq([t_s], [loads])
+        limit = self._model.max_control_iterations if max_iterations is None else max_iterations
+        sol, iterations = controls.settle(
+            t_s, self._switching, lambda: self._compile().solve(scale, s_pq), self._put_in_force, limit
+        )
+        if not sol.converged:
+            raise self._failed(t_s, loads, sol)
+        solution = NodeSolution(
+            self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy()
+        )
+        return Settled(
+            solution,
+            iterations,
+            self.taps(),
+            dict(self._switching.capacitors),
+            {name: self._switching.lines[name] for name in controls.switched_lines},
+        )
+
+    @with_one_blas_thread
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
@@ -603,9 +679,7 @@ class FeederGrid(GridBackend):
         name = self._line_names.get(command.line.lower())
         if name is None:
             raise CommandError(f"set_line_in_service: unknown line {command.line!r} on feeder {self.feeder.name}")
-        self._switching.lines[name] = bool(command.in_service)
-        self._live = None
-        self._invalidate()
+        self._switch_lines({name: bool(command.in_service)})
 
     @apply.register
     def _set_storage_power(self, command: SetStoragePower, t_s: float) -> None:

@@ -2,21 +2,29 @@
 
 The check a user runs before trusting openg2g on a feeder of their own (``openg2g feeders check``),
 and what ``docs/validation.md`` tabulates for the OpenDSS test collection: the file is read
-(:func:`~openg2g.grid.feeder.opendss.read_opendss`) and solved by :class:`FeederGrid` at the taps,
-capacitor and switch states the file leaves, optionally with a datacenter (a balanced wye
-constant-power load) at a three-phase bus; OpenDSS compiles the same file, holds its controls,
-takes the same datacenter as a model-1 load whose band never engages, and solves to 1e-10. The
-difference is the largest ``|V_openg2g - V_OpenDSS|`` over every node, in per unit of the node's
-bus base (OpenDSS's ``kVBase``), neutrals included.
+(:func:`~openg2g.grid.feeder.opendss.read_opendss`) and solved by :class:`FeederGrid`, optionally
+with a datacenter (a balanced wye constant-power load) at a three-phase bus; OpenDSS compiles the
+same file, takes the same datacenter as a model-1 load whose band never engages, and solves to
+1e-10. Both solve at one of two states:
+
+- ``static`` (the default, OpenDSS's own default ``controlmode=static``): the state OpenDSS's
+  ``Solve`` reaches, its RegControls, CapControls and SwtControls settled; openg2g settles them
+  itself (:meth:`FeederGrid.settle`), and the final taps, capacitor and switch states of the two are
+  compared too;
+- ``off`` (``controlmode=off``): the taps, capacitor and switch states the file leaves.
+
+The difference is the largest ``|V_openg2g - V_OpenDSS|`` over every node, in per unit of the
+node's bus base (OpenDSS's ``kVBase``), neutrals included; every node of either is one of the other.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,7 +35,7 @@ from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.library import Feeder, feeder_from_model
 from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
-from openg2g.grid.feeder.opendss import engine, read_opendss
+from openg2g.grid.feeder.opendss import engine, read_opendss, snapshot_mode
 
 __all__ = ["OPENDSS_DOES_NOT_CONVERGE", "ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
 
@@ -36,6 +44,12 @@ OPENDSS_DOES_NOT_CONVERGE = "does not converge with this load"
 
 _OPENDSS_TOLERANCE = 1e-10
 """OpenDSS's convergence tolerance in the comparison (its default, 1e-4, is far looser than ours)."""
+
+Controls = Literal["static", "off"]
+"""The state compared: the controls settled (OpenDSS's ``controlmode=static``) or held (``off``)."""
+
+_MAX_CONTROL_ITERATIONS_EXCEEDED = 485
+"""The number of OpenDSS's message when the controls do not settle within ``maxcontroliter``."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,12 @@ class CrossCheck:
     :param max_dv_pu: largest ``|V_openg2g - V_OpenDSS|`` (pu of the node's bus base).
     :param worst: node where it is (``"bus.a"``).
     :param read_s: time to read the file into openg2g's model (s).
+    :param controls: the state compared (:data:`Controls`).
+    :param iterations: the solves openg2g's settle took (``static``; ``None`` for ``off``).
+    :param opendss_iterations: OpenDSS's control iterations (``static``; ``None`` for ``off``).
+    :param taps: regulator bank -> openg2g's final tap steps.
+    :param differences: every regulating transformer, capacitor and switched line whose final state
+        differs between the two, in words (empty when they agree).
     """
 
     path: Path
@@ -71,6 +91,11 @@ class CrossCheck:
     max_dv_pu: float
     worst: str
     read_s: float
+    controls: Controls = "static"
+    iterations: int | None = None
+    opendss_iterations: int | None = None
+    taps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    differences: tuple[str, ...] = ()
 
 
 def datacenter_bus(feeder: Feeder) -> str:
@@ -102,6 +127,8 @@ def crosscheck(
     dc_mw: float = 0.0,
     power_factor: float = 0.95,
     feeder: Feeder | None = None,
+    controls: Controls = "static",
+    max_control_iterations: int | None = None,
 ) -> CrossCheck:
     """Solve ``path`` with openg2g and with OpenDSS at the same state and load, and compare.
 
@@ -110,11 +137,16 @@ def crosscheck(
     :param dc_mw: the datacenter's active power (MW, all phases, balanced).
     :param power_factor: its power factor (lagging).
     :param feeder: the file already read (its ``read_s`` is then 0).
-    :raises FeederError: openg2g cannot read the file, or OpenDSS does not converge (checked first).
+    :param controls: ``static`` (OpenDSS's default solve, the controls settled) or ``off`` (held).
+    :param max_control_iterations: the most solves of a static settle, in both; None: the file's
+        ``maxcontroliter``.
+    :raises FeederError: openg2g cannot read the file, OpenDSS does not converge or its controls do
+        not settle (checked first), or a node of one is not a node of the other.
     :raises PowerFlowError: openg2g does not converge where OpenDSS does.
+    :raises SimulationError: openg2g's controls do not settle where OpenDSS's do.
     """
     path = Path(path).resolve()
-    theirs = _opendss_voltages(path, dc_bus, dc_mw, power_factor)
+    theirs = _opendss_solution(path, dc_bus, dc_mw, power_factor, controls, max_control_iterations)
     start = time.perf_counter()
     if feeder is None:
         feeder = feeder_from_model(read_opendss(path))
@@ -125,28 +157,93 @@ def crosscheck(
     if dc_bus is not None:
         p_w = np.full(3, dc_mw * 1e6 / 3)
         loads["dc"] = DatacenterState("dc", 0.0, p_w, p_w * tan_phi(power_factor), {})
-    ours = grid.node_solution(0.0, loads)
+    iterations = None
+    if controls == "static":
+        settled = grid.settle(0.0, loads, max_control_iterations)
+        ours, iterations = settled.solution, settled.iterations
+    else:
+        ours = grid.node_solution(0.0, loads)
     names = ours.nodes.names
     v_base = ours.nodes.v_base_v
     diff = np.zeros(len(names))
+    keys = set()
     for k, name in enumerate(names):
         bus, label = name.rsplit(".", 1)
         key = f"{bus}.{node_number(label)}"
-        if key not in theirs:
+        if key not in theirs.volts:
             raise FeederError(f"{path}: node {name} of openg2g's model is not a node of OpenDSS's circuit")
-        diff[k] = abs(ours.v_v[k] - theirs[key]) / v_base[k]
+        keys.add(key)
+        diff[k] = abs(ours.v_v[k] - theirs.volts[key]) / v_base[k]
+    missing = sorted(set(theirs.volts) - keys)
+    if missing:
+        raise FeederError(f"{path}: OpenDSS's nodes {', '.join(missing[:5])} are not nodes of openg2g's model")
     worst = int(np.argmax(diff))
-    return CrossCheck(path, len(names), dc_bus, dc_mw, float(diff[worst]), names[worst], read_s)
+    return CrossCheck(
+        path,
+        len(names),
+        dc_bus,
+        dc_mw,
+        float(diff[worst]),
+        names[worst],
+        read_s,
+        controls,
+        iterations,
+        theirs.iterations,
+        grid.taps(),
+        _differences(feeder, ours.switching, theirs),
+    )
 
 
-def _opendss_voltages(path: Path, dc_bus: str | None, dc_mw: float, power_factor: float) -> dict[str, complex]:
-    """OpenDSS's node voltages (V) ``{"bus.node": V}`` of ``path`` with the datacenter, controls held.
+@dataclass(frozen=True)
+class _OpenDSSSolution:
+    """OpenDSS's solution: node voltages (V) ``{"bus.node": V}``, the final winding-2 tap (pu) of
+    every transformer, state of every capacitor (closed) and line (in service), control iterations
+    (None with controls off)."""
 
-    :raises FeederError: OpenDSS does not converge.
+    volts: dict[str, complex]
+    taps_pu: dict[str, float]
+    capacitors: dict[str, bool]
+    lines: dict[str, bool]
+    iterations: int | None
+
+
+def _differences(feeder: Feeder, ours: Switching, theirs: _OpenDSSSolution) -> tuple[str, ...]:
+    """The regulating transformers, capacitors and lines a SwtControl operates whose final states differ."""
+    out = []
+    for t in feeder.model.transformers:
+        if t.bank is None:
+            continue
+        steps = sorted({round((float(x) - 1.0) / t.step_pu) for x in ours.taps_pu[t.name]})
+        theirs_step = round((theirs.taps_pu[t.name] - 1.0) / t.step_pu)
+        if steps != [theirs_step]:
+            out.append(f"transformer {t.name}: tap {'/'.join(map(str, steps))} (openg2g), {theirs_step} (OpenDSS)")
+    for name, closed in ours.capacitors.items():
+        if closed != theirs.capacitors[name]:
+            out.append(f"capacitor {name}: {_closed(closed)} (openg2g), {_closed(theirs.capacitors[name])} (OpenDSS)")
+    for sc in feeder.model.swtcontrols:
+        name = sc.element.partition(".")[2]
+        if name in ours.lines and ours.lines[name] != theirs.lines[name]:
+            out.append(f"line {name}: {_closed(ours.lines[name])} (openg2g), {_closed(theirs.lines[name])} (OpenDSS)")
+    return tuple(out)
+
+
+def _closed(closed: bool) -> str:
+    return "closed" if closed else "open"
+
+
+def _opendss_solution(
+    path: Path, dc_bus: str | None, dc_mw: float, power_factor: float, controls: Controls, max_iterations: int | None
+) -> _OpenDSSSolution:
+    """OpenDSS's solution of ``path`` with the datacenter, its controls settled or held.
+
+    :raises FeederError: OpenDSS does not converge, or its controls do not settle.
     """
+    from dss import DSSException
+
     with engine(path) as ctx:
         circuit = ctx.ActiveCircuit
-        ctx.Text.Command = f"set mode=snapshot controlmode=off maxiterations=1000 tolerance={_OPENDSS_TOLERANCE}"
+        snapshot_mode(ctx)
+        ctx.Text.Command = f"set controlmode=off maxiterations=1000 tolerance={_OPENDSS_TOLERANCE}"
         circuit.Solution.Solve()
         if any(circuit.Buses(i).kVBase == 0.0 for i in range(circuit.NumBuses)):
             ctx.Text.Command = "CalcVoltageBases"
@@ -158,8 +255,60 @@ def _opendss_voltages(path: Path, dc_bus: str | None, dc_mw: float, power_factor
                 f"new load.openg2g_dc bus1={dc_bus}.1.2.3 phases=3 conn=wye model=1 kv={kv_ll!r} kw={kw!r} "
                 f"kvar={kw * tan_phi(power_factor)!r} vminpu=0.001 vlowpu=0.0005 vmaxpu=100 status=fixed"
             )
-        circuit.Solution.Solve()
+        ctx.Text.Command = f"set controlmode={controls}"
+        if max_iterations is not None:
+            ctx.Text.Command = f"set maxcontroliter={max_iterations}"
+        try:
+            circuit.Solution.Solve()
+        except DSSException as exc:
+            if exc.args[0] != _MAX_CONTROL_ITERATIONS_EXCEEDED:
+                raise
+            raise FeederError(
+                f"{path}: OpenDSS's controls do not settle in {circuit.Solution.MaxControlIterations} control "
+                "iterations (maxcontroliter)"
+            ) from None
         if not circuit.Solution.Converged:
             raise FeederError(f"{path}: OpenDSS {OPENDSS_DOES_NOT_CONVERGE}")
         volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
-        return {name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)}
+        return _OpenDSSSolution(
+            {name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)},
+            _winding2_taps(circuit),
+            _capacitor_states(circuit),
+            _line_states(circuit),
+            int(circuit.Solution.ControlIterations) if controls == "static" else None,
+        )
+
+
+def _winding2_taps(circuit: Any) -> dict[str, float]:
+    """Every transformer's winding-2 tap (pu)."""
+    out = {}
+    tr = circuit.Transformers
+    i = tr.First
+    while i:
+        tr.Wdg = 2
+        out[tr.Name.lower()] = float(tr.Tap)
+        i = tr.Next
+    return out
+
+
+def _capacitor_states(circuit: Any) -> dict[str, bool]:
+    """Every capacitor's first step: closed."""
+    out = {}
+    caps = circuit.Capacitors
+    i = caps.First
+    while i:
+        out[caps.Name.lower()] = bool(caps.States[0])
+        i = caps.Next
+    return out
+
+
+def _line_states(circuit: Any) -> dict[str, bool]:
+    """Every line: in service (neither terminal open)."""
+    out = {}
+    lines = circuit.Lines
+    i = lines.First
+    while i:
+        e = circuit.ActiveCktElement
+        out[lines.Name.lower()] = not (e.IsOpen(1, 0) or e.IsOpen(2, 0))
+        i = lines.Next
+    return out
