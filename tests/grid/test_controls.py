@@ -24,9 +24,8 @@ from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlMo
 from openg2g.grid.feeder.network import node_index
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
+from tests.grid.circuits import LINE, ONE_PHASE
 from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_data
-from tests.grid.test_capcontrol_time_mode import LINE
-from tests.grid.test_regcontrol_time_mode import ONE_PHASE
 from tests.grid.time_mode import Case, Control, run_opendss
 
 VOLTAGE = CapControlModel(

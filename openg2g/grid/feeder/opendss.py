@@ -687,6 +687,7 @@ class _Reader:
                 self.static(element)
                 continue
             states = list(caps.States)
+            opened = bool(self.circuit.ActiveCktElement.IsOpen(1, 0))  # as a CapControl's own solve leaves it
             cap = CapacitorModel(
                 name=name,
                 bus=bus1,
@@ -694,12 +695,14 @@ class _Reader:
                 conn="delta" if delta else "wye",
                 kvar=float(caps.kvar),
                 kv=float(caps.kV),
-                closed=bool(states[0]),
+                closed=bool(states[0]) and not opened,
                 neutral=None if delta else node_label(nodes2[0]),
             )
             local = _Local(_terminals(self.circuit))
             if not cap.closed:  # the admittance is compared closed: close it, rebuild its Yprim
                 caps.States = [1]
+                if opened:
+                    self.circuit.ActiveCktElement.Close(1, 0)
                 self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
                 self.circuit.SetActiveElement(element)
             try:
@@ -707,6 +710,8 @@ class _Reader:
             finally:
                 if not cap.closed:
                     caps.States = states
+                    if opened:
+                        self.circuit.ActiveCktElement.Open(1, 0)
                     self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
             out.append(cap)
         return out
