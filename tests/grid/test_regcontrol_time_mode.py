@@ -80,6 +80,18 @@ def test_line_drop_compensation_and_vlimit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_remote_regulated_bus_is_read_at_its_node(tmp_path: Path) -> None:
+    """bus=c.1: the control regulates the load bus, one line past the regulator, as OpenDSS does
+    (that node over ptratio, no line-drop compensation): after the load step it raises the tap
+    further than a control watching its own winding, which is nearer the source."""
+    ours, _ = compare(_one_phase(DROP, delay=15, tapdelay=2, bus="c.1"), tmp_path)
+    (tmp_path / "own").mkdir()
+    own, _ = compare(_one_phase(DROP, delay=15, tapdelay=2), tmp_path / "own")
+    assert times(ours, "reg1") == [25.0, 27.0, 29.0, 31.0, 33.0, 35.0]
+    assert ours[-1].taps["reg1"] == 6 > own[-1].taps["reg1"] == 4
+
+
+@pytest.mark.slow
 def test_reverse_power_regulates_the_other_side(tmp_path: Path) -> None:
     """Generation past the regulator lifts the voltage at 10 s (forward: two steps down, at 15 and
     17 s) and reverses the flow: after revdelay (20 s) the control turns round at 30 s and
