@@ -37,7 +37,16 @@ from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.opendss import engine, read_opendss, snapshot_mode
 
-__all__ = ["OPENDSS_DOES_NOT_CONVERGE", "ConstantPowerSite", "CrossCheck", "crosscheck", "datacenter_bus"]
+__all__ = [
+    "OPENDSS_DOES_NOT_CONVERGE",
+    "ConstantPowerSite",
+    "Controls",
+    "CrossCheck",
+    "OpenDSSSolution",
+    "crosscheck",
+    "datacenter_bus",
+    "opendss_solution",
+]
 
 OPENDSS_DOES_NOT_CONVERGE = "does not converge with this load"
 """The words of the error when OpenDSS itself fails at the load compared."""
@@ -146,7 +155,7 @@ def crosscheck(
     :raises SimulationError: openg2g's controls do not settle where OpenDSS's do.
     """
     path = Path(path).resolve()
-    theirs = _opendss_solution(path, dc_bus, dc_mw, power_factor, controls, max_control_iterations)
+    theirs = opendss_solution(path, dc_bus, dc_mw, power_factor, controls, max_control_iterations)
     start = time.perf_counter()
     if feeder is None:
         feeder = feeder_from_model(read_opendss(path))
@@ -195,19 +204,20 @@ def crosscheck(
 
 
 @dataclass(frozen=True)
-class _OpenDSSSolution:
-    """OpenDSS's solution: node voltages (V) ``{"bus.node": V}``, the final winding-2 tap (pu) of
-    every transformer, state of every capacitor (closed) and line (in service), control iterations
-    (None with controls off)."""
+class OpenDSSSolution:
+    """OpenDSS's solution: node voltages (V) ``{"bus.node": V}`` and their magnitudes (pu of the
+    bus's base), the final winding-2 tap (pu) of every transformer, state of every capacitor
+    (closed) and line (in service), control iterations (None with controls off)."""
 
     volts: dict[str, complex]
+    v_pu: dict[str, float]
     taps_pu: dict[str, float]
     capacitors: dict[str, bool]
     lines: dict[str, bool]
     iterations: int | None
 
 
-def _differences(feeder: Feeder, ours: Switching, theirs: _OpenDSSSolution) -> tuple[str, ...]:
+def _differences(feeder: Feeder, ours: Switching, theirs: OpenDSSSolution) -> tuple[str, ...]:
     """The regulating transformers, capacitors and lines a SwtControl operates whose final states differ."""
     out = []
     for t in feeder.model.transformers:
@@ -231,10 +241,12 @@ def _closed(closed: bool) -> str:
     return "closed" if closed else "open"
 
 
-def _opendss_solution(
+def opendss_solution(
     path: Path, dc_bus: str | None, dc_mw: float, power_factor: float, controls: Controls, max_iterations: int | None
-) -> _OpenDSSSolution:
-    """OpenDSS's solution of ``path`` with the datacenter, its controls settled or held.
+) -> OpenDSSSolution:
+    """OpenDSS's solution of ``path`` with a datacenter of ``dc_mw`` (MW, balanced, power factor
+    ``power_factor``) at ``dc_bus`` (none when None), its controls settled (``static``, in at most
+    ``max_iterations`` solves, the file's ``maxcontroliter`` when None) or held (``off``), to 1e-10.
 
     :raises FeederError: OpenDSS does not converge, or its controls do not settle.
     """
@@ -270,8 +282,10 @@ def _opendss_solution(
         if not circuit.Solution.Converged:
             raise FeederError(f"{path}: OpenDSS {OPENDSS_DOES_NOT_CONVERGE}")
         volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
-        return _OpenDSSSolution(
-            {name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)},
+        names = [name.lower() for name in circuit.AllNodeNames]
+        return OpenDSSSolution(
+            dict(zip(names, volts)),
+            dict(zip(names, map(float, circuit.AllBusVmagPu))),
             _winding2_taps(circuit),
             _capacitor_states(circuit),
             _line_states(circuit),
