@@ -13,9 +13,9 @@ how many control iterations, and the taps, capacitor and switch states solved at
 ``controls`` (``static`` or ``off``), ``control_iterations`` (the solves of the settle, OpenDSS's
 control iterations; ``null`` with controls off), ``taps`` (bank -> per-phase tap steps),
 ``capacitors`` (name -> closed), ``switches`` (each line a SwtControl operates -> closed) and
-``v_pu`` (``"<bus>.<node>"`` -> voltage magnitude in pu of the bus's base, for every node of the
-feeder, source side and neutrals included: node ``a``/``b``/``c`` is OpenDSS's 1/2/3, a neutral
-keeps its number, ``"n3.4"``).
+``v_pu`` (``"<bus>.<node>"`` -> voltage magnitude in pu of the bus's base, to 9 decimals, for every
+node of the feeder, source side and neutrals included: node ``a``/``b``/``c`` is OpenDSS's 1/2/3,
+a neutral keeps its number, ``"n3.4"``).
 
 ``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
 name such as ``case118``, see :mod:`openg2g.grid.nets.source`), solved balanced
@@ -45,6 +45,10 @@ __all__ = ["parse_dc", "register"]
 
 _WORST_BRANCHES = 5
 """Branches listed, most loaded first."""
+
+_JSON_DIGITS = 9
+"""Decimals of a voltage in ``--json`` (pu): far below the solver's agreement with OpenDSS (1e-6),
+and above the last digits two equal nets read from different formats may differ in."""
 
 
 def parse_dc(text: str) -> tuple[str, float, float]:
@@ -212,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
             "taps": {bank: list(t) for bank, t in state.taps.items()},
             "capacitors": result.capacitors,
             "switches": result.switches,
-            "v_pu": result.v_pu,
+            "v_pu": {node: round(v, _JSON_DIGITS) for node, v in result.v_pu.items()},
         }
         print(json_text(out, "powerflow --json", indent=None))
         return 0

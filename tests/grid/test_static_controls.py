@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from openg2g.cli.main import main
 from openg2g.core.errors import FeederError, SimulationError
 from openg2g.grid.config import GridSpec, RegulatorSpec
 from openg2g.grid.feeder.backend import FeederGrid
@@ -209,6 +210,21 @@ def test_a_meshed_network_settles_its_tie_switches_as_opendss(tmp_path: Path) ->
     assert settled.switches == {"tie_ab": False, "tie_bc": True, "tie_ca": True}
     gap = np.abs(held.v_v - settled.solution.v_v) / held.nodes.v_base_v
     assert gap.max() > 1e-2  # what a comparison at controlmode=off does not see
+
+
+@pytest.mark.slow
+def test_feeders_check_says_at_which_state_it_compares(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``openg2g feeders check`` compares at the state OpenDSS's Solve reaches, and says so, with both
+    codes' control iterations and whether their final states agree; ``--controls off`` at the file's."""
+    master = tmp_path / "mesh.dss"
+    master.write_text(MESH)
+    assert main(["feeders", "check", str(master)]) == 0
+    out = capsys.readouterr().out
+    assert "at OpenDSS's default solve (controlmode=static): the controls settled by each" in out
+    assert "settled in 7 control iteration(s) (OpenDSS: 7); taps reg3=[5, 5, 5]; the same taps, capacitor" in out
+    assert main(["feeders", "check", str(master), "--controls", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "at the file's taps, capacitor and switch states (controlmode=off)" in out and "settled" not in out
 
 
 @pytest.mark.slow

@@ -32,6 +32,11 @@ solve at time t every control samples the solution, the actions due by t are car
 feeder is solved again at t, until no action is due (at most :data:`MAX_CONTROL_ITERATIONS` rounds);
 the state reported at t is the last of these solves. A tap change or a capacitor switching updates
 the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNetwork.change_admittance`).
+
+:meth:`FeederGrid.settle` lets every control of the feeder file settle at once instead, as
+OpenDSS's snapshot ``Solve`` does at its default ``controlmode=static``
+(:mod:`~openg2g.grid.feeder.settle`): what ``openg2g powerflow`` solves at by default, and a
+scenario's starting point with ``grid.initial_controls: static``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ CapControls and SwtControls act until none does. :meth:`StaticControls.settle` d
 openg2g's own solution, so it applies to any feeder model (a bundled JSON feeder, a converted
 pandapower net), not only to files OpenDSS reads. As OpenDSS's ``SolveSnap``:
 
-1. solve; while the solve is the ``maxcontroliter``-th or later, stop there (OpenDSS samples after
-   every solve but the last it allows, and warns that the controls did not settle);
+1. solve; if this is the ``maxcontroliter``-th solve, stop: the controls have not settled (OpenDSS
+   samples after every solve but the last it allows, and warns);
 2. *sample* every control at that solution: each one that calls for an action queues it at its
    delay (the time never advances, so a delay only orders the actions), one back in band or
    asking nothing takes back the action it queued (:class:`ControlQueue`);
@@ -19,16 +19,18 @@ The controls, as OpenDSS's static mode runs them (time-mode details in
 :mod:`~openg2g.grid.feeder.regulators` and :mod:`~openg2g.grid.feeder.capacitors`):
 
 - a **RegControl** reads its winding as in time mode (band, line-drop compensation, ``vlimit``,
-  reverse mode; :meth:`~openg2g.grid.feeder.regulators.Regulators.read`) and, out of band, asks for
-  ``round(boost / step)`` steps and arms an action at its ``delay`` (inverse-time: shorter) when
-  the tap can still move that way. The action moves the tap 70 % of the steps the last sample
-  asked for, truncated, at least one and at most ``maxtapchange`` (OpenDSS's ``AtLeastOneTap``,
-  with its floating-point arithmetic: 70 % of 10 steps of 0.00625 is 7), within the tap range; the
-  next round samples anew. A reversible control arms a change of direction at ``revdelay``;
+  reverse mode, a remote bus; :meth:`~openg2g.grid.feeder.regulators.Regulators.read`) and, out of
+  band, asks for ``round(boost / step)`` steps and arms an action at its ``delay`` (inverse-time:
+  shorter) when the tap can still move that way. The action moves the tap 70 % of the steps the
+  last sample asked for, truncated, at least one and at most ``maxtapchange`` (OpenDSS's
+  ``AtLeastOneTap``, in its floating-point arithmetic: its step ``(maxtap - mintap) / numtaps`` is
+  one bit above 0.00625, which makes 70 % of 10 steps 7, not 6), within the tap range; the next
+  round samples anew. A reversible control arms a change of direction at ``revdelay``;
 - a **CapControl** asks as in time mode; it arms a switching at ``delay`` (closing, longer within
-  ``deadtime`` of its last opening; OpenDSS starts every control as opened 300 s before time 0,
-  its default dead time, whatever the file's) or ``delayoff`` (opening), and the action switches
-  the capacitor when it is still in the state the control sampled;
+  ``deadtime`` of its last opening; OpenDSS creates every control as opened 300 s before time 0,
+  its default dead time, whatever the file's, and the reader sets no mode that would reset it) or
+  ``delayoff`` (opening), and the action switches the capacitor when it is still in the state the
+  control sampled;
 - a **SwtControl** whose switch state differs from its action arms the operation at its
   ``delay``; unless locked, the operation opens or closes the switched line (openg2g switches a
   line as a whole: the file's other terminal is never open, :func:`unsupported_swtcontrol`).
@@ -37,7 +39,8 @@ Actions due at the same time are carried out in OpenDSS's order: a new action go
 queued at its time, and controls sample in the file's order within their class. Not modelled: a
 SwtControl's lock or unlock command, which OpenDSS queues once as an action of its own and which
 changes nothing, so OpenDSS may count one control iteration more; and the state the controls of a
-file carry over from a ``Solve`` in the file (armed actions, reverse mode), which the model does not hold.
+file carry over from a ``Solve`` in the file (armed actions, reverse mode, a capacitor's last
+opening), which the model does not hold.
 """
 
 from __future__ import annotations
