@@ -272,11 +272,11 @@ class GridSpec(ConfigModel):
             "whose control then goes on from the new state."
         ),
     )
-    initial_controls: Literal["off", "static"] = Field(
-        "off",
+    initial_controls: Literal["stated", "static"] = Field(
+        "stated",
         description=(
-            "off: the run starts from the taps, capacitor and switch states the scenario and the feeder file state "
-            "(OpenDSS's controlmode=off); static: before the run, the feeder file's RegControls, CapControls and "
+            "stated: the run starts from the taps, capacitor and switch states the scenario and the feeder file "
+            "state (OpenDSS's controlmode=off); static: before the run, the feeder file's RegControls, CapControls and "
             "SwtControls settle as OpenDSS's snapshot Solve lets them (its default controlmode=static: each acts "
             "after its delay, in delay order, until none does, within the file's maxcontroliter), with the "
             "feeder's own loads, PV and extra loads at 0 s and no datacenter drawing; a bank whose taps "
@@ -363,7 +363,7 @@ class GridSpec(ConfigModel):
             data.pop("branch_ratings", None)
         if self.capacitor_control == "fixed":
             data.pop("capacitor_control", None)
-        if self.initial_controls == "off":
+        if self.initial_controls == "stated":
             data.pop("initial_controls", None)
         if self.load_convention == "per_element":
             data.pop("load_convention", None)

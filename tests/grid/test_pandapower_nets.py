@@ -286,7 +286,7 @@ def test_feeder_options_are_refused_on_a_net() -> None:
     )
     problems = dict(validate_grid(spec, []))
     assert set(problems) == {"grid.capacitors", "grid.capacitor_control", "grid.solver", "grid.initial_controls"}
-    assert problems["grid.initial_controls"] == "a balanced pandapower net has no controls to settle (give off)"
+    assert problems["grid.initial_controls"] == "a balanced pandapower net has no controls to settle (give stated)"
 
 
 @pytest.mark.slow

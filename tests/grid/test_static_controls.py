@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from openg2g.cli.main import main
 from openg2g.core.errors import FeederError, SimulationError
+from openg2g.engine.simulation import run_scenario
 from openg2g.grid.config import GridSpec, RegulatorSpec
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.checks import check_against_feeder
@@ -92,7 +94,7 @@ def test_banks_with_stated_taps_hold_them() -> None:
 
 
 def test_a_scenario_can_start_from_the_settled_state() -> None:
-    """grid.initial_controls: static settles at the grid's start and every reset; off (the default)
+    """grid.initial_controls: static settles at the grid's start and every reset; stated (the default)
     keeps the file's taps and dumps as before (scenario hashes unchanged)."""
     settled = _grid("ieee13", initial_controls="static")
     assert settled.taps() == {"reg1": (9, 6, 9)}
@@ -101,6 +103,19 @@ def test_a_scenario_can_start_from_the_settled_state() -> None:
     assert _grid("ieee13").taps() == {"reg1": (0, 0, 0)}
     assert "initial_controls" not in GridSpec(feeder="ieee13").model_dump()
     assert GridSpec(feeder="ieee13", initial_controls="static").model_dump()["initial_controls"] == "static"
+
+
+@pytest.mark.slow
+def test_a_scenario_run_starts_from_the_settled_taps(tmp_path: Path) -> None:
+    """A bundled scenario on the published IEEE 13 with grid.initial_controls: static: the grid table
+    shows the settled taps from the first step (the file's, 0, with the default)."""
+    overrides = ["grid.feeder=ieee13", "grid.regulators={}", "duration_s=1", "outputs.plots=false"]
+    taps = {}
+    for start in ("static", "stated"):
+        run_scenario("ieee13_none", tmp_path / start, overrides=[*overrides, f"grid.initial_controls={start}"])
+        grid = pq.read_table(tmp_path / start / "grid", columns=["tap_reg1_a", "tap_reg1_b", "tap_reg1_c"])
+        taps[start] = {tuple(row.values()) for row in grid.to_pylist()}
+    assert taps == {"static": {(9, 6, 9)}, "stated": {(0, 0, 0)}}
 
 
 def test_the_control_queue_orders_as_opendss() -> None:
