@@ -6,8 +6,9 @@ By default (``--controls static``) the feeder file's RegControls, CapControls an
 settle first, as OpenDSS's own ``Solve`` lets them (its default ``controlmode=static``,
 :mod:`openg2g.grid.feeder.settle`): the answer a distribution engineer compares with OpenDSS's.
 ``--controls off`` holds the taps, capacitor and switch states the file leaves (OpenDSS's
-``controlmode=off``); a bank given with ``--taps`` is held either way. The output says which, in
-how many control iterations, and the taps, capacitor and switch states solved at.
+``controlmode=off``, the default with ``--solver pandapower``, which cannot settle them); a bank
+given with ``--taps`` is held either way. The output says which, in how many control iterations,
+and the taps, capacitor and switch states solved at.
 
 ``--json`` prints one object: ``feeder``, ``kind`` (``feeder`` or ``pandapower net``), ``solver``,
 ``controls`` (``static`` or ``off``), ``control_iterations`` (the solves of the settle, OpenDSS's
@@ -174,6 +175,8 @@ def _run(args: argparse.Namespace) -> int:
     from openg2g.grid.feeder.backend import FeederGrid
     from openg2g.grid.kinds import build_grid
 
+    if args.controls is None:
+        args.controls = "off" if args.solver == "pandapower" else "static"
     try:
         dcs = [parse_dc(x) for x in args.dc]
         taps = dict(_parse_taps(x) for x in args.taps)
@@ -327,9 +330,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--controls",
         choices=["static", "off"],
-        default="static",
         help="static (default): the feeder file's RegControls, CapControls and SwtControls settle first, as "
-        "OpenDSS's Solve does (controlmode=static); off: hold the taps, capacitor and switch states the file leaves",
+        "OpenDSS's Solve does (controlmode=static); off (the default with --solver pandapower, which cannot "
+        "settle them): hold the taps, capacitor and switch states the file leaves",
     )
     p.add_argument(
         "--max-control-iterations",

@@ -6,6 +6,7 @@ OpenDSS's own ``Solve`` at ``controlmode=static`` (:func:`~openg2g.grid.feeder.c
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,25 @@ def test_the_control_queue_orders_as_opendss() -> None:
     assert [a.owner for a in queue.pop_nearest()] == [owners[3]]
     assert [a.owner for a in queue.pop_nearest()] == [owners[2], owners[0]]
     assert [a.owner for a in queue.pop_nearest()] == [owners[1]] and len(queue) == 0
+
+
+def test_the_pandapower_reference_solver_does_not_settle() -> None:
+    """solver: pandapower makes a bank one transformer at the mean of its taps: per-phase controls
+    cannot settle on it, which settle, the scenario check and powerflow's default say."""
+    grid = _grid("ieee13", solver="pandapower")
+    with pytest.raises(FeederError, match="the pandapower reference solver makes each regulator bank one"):
+        grid.settle(0.0, {})
+    spec = GridSpec(feeder="ieee13", solver="pandapower", initial_controls="static")
+    [(path, message)] = check_against_feeder(load_feeder("ieee13"), spec, [])
+    assert path == "grid.initial_controls" and "use the exact solver" in message
+
+
+@pytest.mark.slow
+def test_powerflow_holds_the_controls_by_default_with_the_pandapower_solver(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["powerflow", "ieee13", "--solver", "pandapower", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["controls"] == "off"
+    assert main(["powerflow", "ieee13", "--solver", "pandapower", "--controls", "static"]) == 2
+    assert "cannot settle as OpenDSS's do" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- switch controls

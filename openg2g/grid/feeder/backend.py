@@ -60,7 +60,7 @@ from openg2g.core.commands import (
     SetStoragePower,
     SetTaps,
 )
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
+from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import (
     PHASES,
@@ -83,7 +83,7 @@ from openg2g.grid.feeder.network import NodeIndex, Switching, energized, load_po
 from openg2g.grid.feeder.operating_point import OperatingPoint, Target
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
-from openg2g.grid.feeder.settle import Changes, StaticControls
+from openg2g.grid.feeder.settle import PANDAPOWER_CANNOT_SETTLE, Changes, StaticControls
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
@@ -593,10 +593,13 @@ class FeederGrid(GridBackend):
         states it reaches stay in force. Nothing else advances (batteries, time-mode controls).
 
         :param max_iterations: the most solves; None: the feeder file's ``maxcontroliter``.
-        :raises FeederError: a control openg2g cannot run (named).
+        :raises FeederError: a control openg2g cannot run (named), or the pandapower reference
+            solver, whose bank is one transformer at the mean of its taps.
         :raises PowerFlowError: a solve does not converge.
         :raises SimulationError: the controls still act after ``max_iterations`` solves.
         """
+        if self.spec.solver == "pandapower":
+            raise FeederError(f"feeder {self.feeder.name}: {PANDAPOWER_CANNOT_SETTLE}")
         controls = StaticControls(self._model, self._nodes, self._regulators, held=self._stated_taps)
         scale, s_pq = self._branch_scale(), self._injections.s_pq([t_s], [loads])
         limit = self._model.max_control_iterations if max_iterations is None else max_iterations

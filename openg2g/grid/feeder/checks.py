@@ -13,7 +13,7 @@ from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.profile import Profile
 from openg2g.grid.feeder.regulators import bank_auto_problem
-from openg2g.grid.feeder.settle import unsupported_static_controls
+from openg2g.grid.feeder.settle import PANDAPOWER_CANNOT_SETTLE, unsupported_static_controls
 
 __all__ = ["check_against_feeder", "validate_feeder_grid"]
 
@@ -212,6 +212,8 @@ def _check_initial_controls(feeder: Feeder, spec: GridSpec) -> list[tuple[str, s
     scenario states does not act)."""
     if spec.initial_controls != "static":
         return []
+    if spec.solver == "pandapower":
+        return [("grid.initial_controls", f"static on feeder {feeder.name}: {PANDAPOWER_CANNOT_SETTLE}")]
     held = {
         t
         for bank, reg in spec.regulators.items()

@@ -61,6 +61,7 @@ from openg2g.grid.feeder.regulators import RegulatorBank, Regulators, RegulatorU
 
 __all__ = [
     "OPENDSS_FIRST_OPENING_S",
+    "PANDAPOWER_CANNOT_SETTLE",
     "Changes",
     "ControlQueue",
     "StaticControls",
@@ -71,6 +72,12 @@ __all__ = [
 OPENDSS_FIRST_OPENING_S = -300.0
 """When OpenDSS takes a CapControl to have last opened its capacitor before the first solve (s):
 minus the default dead time, set as the control is created, before the file's ``deadtime``."""
+
+PANDAPOWER_CANNOT_SETTLE = (
+    "the pandapower reference solver makes each regulator bank one transformer at the mean of its taps, so "
+    "its controls cannot settle as OpenDSS's do: use the exact solver, or hold the controls (controls off)"
+)
+"""Why the controls do not settle under ``grid.solver: pandapower``."""
 
 _TAP, _REVERSE, _SWITCH = range(3)
 """Action codes: a tap change, a change of direction, a capacitor or switch operation."""
