@@ -8,7 +8,7 @@ both; each master OpenDSS does not solve, or that needs what openg2g does not mo
 with a clear reason (docs/validation.md, "Any OpenDSS feeder"; ``bench/opendss_collection.py``
 prints the table).
 
-Skipped when the collection is not beside the clone. Slow: about 6 minutes in one process.
+Skipped when the collection is not beside the clone. Slow: about 3 minutes in one process.
 """
 
 from __future__ import annotations
