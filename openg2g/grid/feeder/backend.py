@@ -684,7 +684,7 @@ class FeederGrid(GridBackend):
         scale, s_pq = self._branch_scale(), self._injections.s_pq([t_s], [loads])
         limit = self._model.max_control_iterations if max_iterations is None else max_iterations
         sol, iterations = controls.settle(
-            t_s, self._switching, lambda: self._compile().solve(scale, s_pq), self._put_in_force, limit
+            t_s, self._switching, lambda: self._solve_network(scale, s_pq)[0], self._put_in_force, limit
         )
         if not sol.converged:
             raise self._failed(t_s, loads, sol)
