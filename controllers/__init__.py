@@ -13,6 +13,7 @@ from openg2g.controllers.mpc import MPCController
 from openg2g.controllers.noop import NoopController
 from openg2g.controllers.ofo import OFOController
 from openg2g.controllers.pid import PIDController
+from openg2g.controllers.return_coordinator import ReturnCoordinator
 from openg2g.controllers.rl_policy import RLPolicy
 from openg2g.controllers.rule_based import RuleBasedController
 from openg2g.controllers.storage_droop import StorageDroopController
@@ -26,6 +27,7 @@ __all__ = [
     "OFOController",
     "PIDController",
     "RLPolicy",
+    "ReturnCoordinator",
     "RuleBasedController",
     "StorageDroopController",
     "TapScheduleController",

@@ -14,7 +14,7 @@ import numpy as np
 from openg2g.core.errors import ControllerError
 from openg2g.core.state import Observation
 
-__all__ = ["SensitivityCache", "bus_of", "zone_indices"]
+__all__ = ["SensitivityCache", "bus_of", "grid_share", "zone_indices"]
 
 
 def bus_of(bus_phase: str) -> str:
@@ -38,6 +38,16 @@ def zone_indices(bus_phases: Sequence[str], buses: Sequence[str] | None) -> np.n
     return np.array([i for i, b in enumerate(known) if b in wanted], dtype=int)
 
 
+def grid_share(observation: Observation, site: str) -> float:
+    """The share of the site's load the grid carries now: 1 for a site without a ride-through,
+    else its blocks' grid draw fractions weighted by their shares (0 with every block on its UPS)."""
+    state = observation.ride_through.get(site)
+    if state is None:
+        return 1.0
+    blocks = state.blocks.values()
+    return sum(b.fraction * b.grid_fraction for b in blocks) / sum(b.fraction for b in blocks)
+
+
 class SensitivityCache:
     """Zone rows of ``observation.voltage_sensitivity(site)``, refreshed every ``every_steps`` steps.
 
@@ -53,14 +63,18 @@ class SensitivityCache:
         self._cache: dict[str, tuple[int, np.ndarray]] = {}
 
     def get(self, observation: Observation, site: str, step: int) -> np.ndarray:
-        """The ``(len(zone), 3)`` sensitivity of the zone to the site's per-phase power (pu/W)."""
+        """The ``(len(zone), 3)`` sensitivity of the zone to the site's per-phase power (pu/W),
+        times the share of that power the grid sees (:func:`grid_share`: a block on its UPS
+        moves no grid power when its batch sizes change)."""
         cached = self._cache.get(site)
         due = step % self.every_steps == 0
         if cached is None or (due and cached[0] != step):
             h = np.asarray(self._matrix(observation, site), dtype=float)[self.zone]
             self._cache[site] = (step, h)
-            return h
-        return cached[1]
+        else:
+            h = cached[1]
+        share = grid_share(observation, site)
+        return h if share == 1.0 else h * share
 
     def _matrix(self, observation: Observation, site: str) -> np.ndarray:
         """The whole sensitivity matrix the zone's rows are taken from."""

@@ -41,6 +41,7 @@ __all__ = [
     "Command",
     "DatacenterCommand",
     "GridCommand",
+    "ReleaseBlock",
     "SetBatchSize",
     "SetCapacitor",
     "SetInferenceScale",
@@ -120,6 +121,7 @@ ACTUATOR_LEVELS: dict[str, tuple[str, ...]] = {
     "power_cap": ("site", "model"),
     "replicas": ("site", "model"),
     "site_online": ("site",),
+    "ride_through": ("site", "block"),
     "regulator": ("bank",),
     "capacitor": ("capacitor",),
     "storage": ("battery",),
@@ -308,6 +310,25 @@ class SetSiteOnline(DatacenterCommand):
 
 
 @dataclass(frozen=True)
+class ReleaseBlock(DatacenterCommand):
+    """Let a block of a site's ride-through (``ride_through.blocks``) return to the grid, under
+    ``return_to_service.mode: commanded``: its ramp starts at once if the supply has been back
+    inside the return band for ``delay_s``, else as soon as it has. A controller paces a site's
+    return by releasing its blocks one at a time.
+
+    :param block: the block's name.
+    :param ramp_s: duration of its linear return ramp (s), >= 0; ``None``: the site's
+        ``return_to_service.ramp_s``.
+    """
+
+    block: str
+    ramp_s: float | None = None
+
+    def actuators(self) -> tuple[Actuator, ...]:
+        return (Actuator("ride_through", (self.site, self.block)),)
+
+
+@dataclass(frozen=True)
 class SetTaps(GridCommand):
     """Fix a regulator bank's per-phase tap positions (steps, e.g. +10 = 1.0625 pu at 0.00625/step).
 
@@ -481,6 +502,7 @@ COMMANDS: dict[str, type[Command]] = {
         ShiftReplicas,
         SetInferenceScale,
         SetSiteOnline,
+        ReleaseBlock,
         SetTaps,
         SetRegulatorMode,
         SetCapacitor,

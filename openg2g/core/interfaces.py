@@ -32,6 +32,7 @@ __all__ = [
     "LogisticParams",
     "ModelInfo",
     "RegulatorInfo",
+    "RideThroughInfo",
     "ScheduledEvent",
     "SiteInfo",
     "StoredCurve",
@@ -140,6 +141,28 @@ class TrainingInfo:
 
 
 @dataclass(frozen=True)
+class RideThroughInfo:
+    """A site's ride-through as a controller may plan with it (its spec:
+    :mod:`openg2g.datacenter.ridethrough`).
+
+    :param blocks: block name -> its share of the site's load (0-1), in the order listed.
+    :param actions: block name -> ``"ups"`` or ``"trip"``.
+    :param return_mode: ``"auto"`` (blocks return by themselves) or ``"commanded"`` (each waits
+        for a :class:`~openg2g.core.commands.ReleaseBlock`).
+    :param ramp_s: the return ramp of a block released without its own (s).
+    """
+
+    blocks: Mapping[str, float]
+    actions: Mapping[str, str]
+    return_mode: str
+    ramp_s: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocks", MappingProxyType(dict(self.blocks)))
+        object.__setattr__(self, "actions", MappingProxyType(dict(self.actions)))
+
+
+@dataclass(frozen=True)
 class SiteInfo:
     """Static facts about one datacenter site.
 
@@ -151,6 +174,7 @@ class SiteInfo:
     :param training: the site's training job, ``None`` if it runs none.
     :param gpu_capacity: GPUs the site holds (inference and training together), ``None`` when it
         does not tell.
+    :param ride_through: its ride-through, ``None`` for a site without one.
     """
 
     site: str
@@ -160,6 +184,7 @@ class SiteInfo:
     pue: float
     training: TrainingInfo | None = None
     gpu_capacity: int | None = None
+    ride_through: RideThroughInfo | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
@@ -203,6 +228,8 @@ class ControlContext:
         reports (names and ratings), ``None`` when the grid reports none.
     :param storage_units: battery name -> its fixed facts (rating, capacity, state-of-charge
         limits), for the batteries of ``storages``; empty when the grid does not tell.
+    :param f0_hz: the bulk system's nominal frequency (Hz) when the scenario models its frequency
+        (``grid.frequency``; ``Observation.f_hz`` then follows it), else ``None``.
     """
 
     sites: Mapping[str, SiteInfo]
@@ -215,6 +242,7 @@ class ControlContext:
     events: tuple[ScheduledEvent, ...] = field(default=())
     branches: BranchSet | None = None
     storage_units: Mapping[str, StorageUnit] = field(default_factory=dict)
+    f0_hz: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sites", MappingProxyType(dict(self.sites)))
@@ -264,6 +292,19 @@ class DatacenterBackend(ABC):
         keep acting on the site's commanded state meanwhile, which it resumes when supply returns.
         """
         self.supplied = supplied
+
+    grid_feedback: bool = False
+    """True for a site whose draw follows the grid's voltage and frequency (a ride-through:
+    :mod:`openg2g.datacenter.ridethrough`): the engine then solves the grid one step at a time and
+    calls :meth:`observe_grid` after every solve."""
+
+    def observe_grid(self, t_s: float, dt_s: float, v_pu: np.ndarray, f_hz: float | None) -> None:
+        """What the grid solve at ``t_s`` found at the site: the phase-to-neutral voltage
+        magnitudes at its bus (pu, phases a, b, c; 0 where the bus has no supply) and the bulk
+        system's frequency (Hz; ``None`` when the scenario models none: the frequency is then
+        taken as nominal). The solve stands for the step ``(t_s - dt_s, t_s]``; what the site makes
+        of it applies to its steps after ``t_s``. Called for a site with :attr:`grid_feedback`
+        only; the default ignores it."""
 
     @abstractmethod
     def apply(self, command: Command, t_s: float) -> None:

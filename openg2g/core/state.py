@@ -18,15 +18,19 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 __all__ = [
+    "MODES",
     "PHASES",
     "TIED_LOADING",
+    "BlockStatus",
     "BranchSet",
     "DatacenterSeries",
     "DatacenterState",
     "GridState",
+    "Mode",
     "ModelSeries",
     "ModelState",
     "Observation",
+    "RideThroughState",
     "StorageLimit",
     "StorageState",
     "StorageUnit",
@@ -448,6 +452,7 @@ class BranchSet:
 
 
 _NO_CAPACITORS: Mapping[str, bool] = MappingProxyType({})
+_NO_RIDE_THROUGH: Mapping[str, RideThroughState] = MappingProxyType({})
 """The capacitor states of a grid without automatic capacitor control."""
 
 StorageLimit = Literal["soc_min", "soc_max"]
@@ -707,6 +712,10 @@ class Observation:
         and limit (:class:`StorageState`).
     :param v_min_pu: lower voltage limit of the scenario (pu).
     :param v_max_pu: upper voltage limit of the scenario (pu).
+    :param f_hz: the bulk system's frequency at the latest grid solve (Hz), ``None`` when the
+        scenario models none (``grid.frequency``).
+    :param ride_through: site name -> its ride-through's blocks now (:class:`RideThroughState`),
+        for the sites that have one (``datacenters[*].ride_through``).
     """
 
     t_s: float
@@ -716,9 +725,11 @@ class Observation:
     v_max_pu: float
     _sensitivity: Callable[[str], np.ndarray] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     _loading_sensitivity: Callable[[str], np.ndarray] | None = field(repr=False, compare=False, default=None)
+    f_hz: float | None = None
+    ride_through: Mapping[str, RideThroughState] = field(default_factory=lambda: _NO_RIDE_THROUGH)
 
     def __post_init__(self) -> None:
-        _keep_mappings(self, ("datacenters",))
+        _keep_mappings(self, ("datacenters", "ride_through"))
 
     def voltage_sensitivity(self, site: str) -> np.ndarray:
         """dV/dP of every monitored bus-phase with respect to the site's per-phase active power.
@@ -742,3 +753,60 @@ class Observation:
         if self._loading_sensitivity is None:
             raise RuntimeError("this observation carries no loading sensitivity (grid backend has none)")
         return self._loading_sensitivity(site)
+
+
+Mode = Literal["online", "on_ups", "ups_empty", "tripped", "waiting_return", "returning", "recharging"]
+"""A ride-through block's mode (:mod:`openg2g.datacenter.ridethrough_machine`)."""
+
+MODES: tuple[Mode, ...] = ("online", "on_ups", "ups_empty", "tripped", "waiting_return", "returning", "recharging")
+"""Every block mode, in the order of the codes the ride-through's records store."""
+
+
+@dataclass(frozen=True)
+class BlockStatus:
+    """One block as a controller may read it.
+
+    :param name: the block's name.
+    :param fraction: its share of the site's load.
+    :param mode: its mode now.
+    :param since_s: when it entered the mode (s).
+    :param time_in_mode_s: how long it has been in it (s).
+    :param on_ups: whether its UPS carries its IT load.
+    :param grid_fraction: its last step's grid draw / its asked load.
+    :param serving_fraction: its last step's share of its IT load served.
+    :param ups_energy_kwh: stored energy now (kWh), ``None`` without a UPS.
+    :param state_of_charge: stored / usable energy, ``None`` without a UPS.
+    :param release_pending: a release_block command waits for the supply to be back.
+    """
+
+    name: str
+    fraction: float
+    mode: Mode
+    since_s: float
+    time_in_mode_s: float
+    on_ups: bool
+    grid_fraction: float
+    serving_fraction: float
+    ups_energy_kwh: float | None
+    state_of_charge: float | None
+    release_pending: bool
+
+
+@dataclass(frozen=True)
+class RideThroughState:
+    """A site's ride-through as a controller may read it (read-only).
+
+    :param t_s: the time it stands at: its last step or solve (s).
+    :param blocks: block name -> its status, in the order listed.
+    :param online_fraction: share of the site's load on the grid in full (online or recharging),
+        the blocks' fractions made to sum to 1.
+    :param on_ups_fraction: share of the site's load whose IT load its UPS carries.
+    """
+
+    t_s: float
+    blocks: Mapping[str, BlockStatus]
+    online_fraction: float
+    on_ups_fraction: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocks", MappingProxyType(dict(self.blocks)))

@@ -13,6 +13,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
 from openg2g.core.limits import MAX_DURATION_S
+from openg2g.datacenter.ridethrough import RideThroughSpec
 
 __all__ = ["ModelSpec", "SiteSpec", "TrainingSpec"]
 
@@ -174,6 +175,14 @@ class SiteSpec(VoltageDependence):
             "measured mean."
         ),
     )
+    ride_through: RideThroughSpec | None = Field(
+        None,
+        description=(
+            "How the site rides through voltage and frequency disturbances (its load as blocks with trip "
+            "curves, UPS and return; docs/disturbances.md). None: the site draws whatever the grid's voltage, "
+            "as before."
+        ),
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -185,6 +194,7 @@ class SiteSpec(VoltageDependence):
             ("pool_replicas", None),
             ("whole_servers", False),
             ("template_s", None),
+            ("ride_through", None),
         ):
             if getattr(self, name) == default:
                 data.pop(name, None)

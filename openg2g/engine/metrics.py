@@ -117,8 +117,8 @@ class RunMetrics:
         self.tokens = 0.0
         self.missed_tokens = 0.0
         self.n_batch_changes = 0
-        self._unsupplied_steps: dict[str, int] = {}
-        self._dc_dt_s = 0.0
+        # per site, steps without supply per step length (s): steps x dt, as the run's steps vary
+        self._unsupplied_steps: dict[str, dict[float, int]] = {}
         self._last_batch: dict[tuple[str, str], int] = {}
         self._batch_changes: dict[tuple[str, str], int] = {}
         self._batch_reversals: dict[tuple[str, str], int] = {}
@@ -216,10 +216,10 @@ class RunMetrics:
         """
         if not block:
             return
-        self._dc_dt_s = dt_s
         for series in block:
             cut = len(series) - int(np.count_nonzero(series.supplied))
-            self._unsupplied_steps[series.site] = self._unsupplied_steps.get(series.site, 0) + cut
+            steps = self._unsupplied_steps.setdefault(series.site, {})
+            steps[dt_s] = steps.get(dt_s, 0) + cut
         # in Python floats: the products and sums are the IEEE operations numpy would do, in the
         # same order, without an array call per quantity for the few steps of a block
         for powers in zip(*[series.power_w.tolist() for series in block]):
@@ -303,7 +303,9 @@ class RunMetrics:
             "v_min_bus_phase": self.v_lo_at,
             "v_max_bus_phase": self.v_hi_at,
             "energy_mwh": self.energy_j / 3.6e9,
-            "site_unsupplied_s": {site: n * self._dc_dt_s for site, n in self._unsupplied_steps.items()},
+            "site_unsupplied_s": {
+                site: sum(n * dt_s for dt_s, n in steps.items()) for site, steps in self._unsupplied_steps.items()
+            },
             "mean_throughput_tok_s": self.throughput_time_tok / self.datacenter_time_s
             if self.datacenter_time_s
             else 0.0,

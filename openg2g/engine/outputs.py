@@ -59,6 +59,7 @@ PLOT_FILES = (
     "commands.png",
     "feeder_map.png",
     "voltage_profile.png",
+    "disturbance.png",
 )
 """The plots written at the end of a complete run (:data:`openg2g.plot.run.RUN_PLOTS`, kept here
 so a run that draws none need not import matplotlib to clear an earlier run's)."""
@@ -88,6 +89,8 @@ class RunOutputs:
     :param steps: ``(datacenter steps, grid steps)`` of the whole run, to build the app's
         overview from the rows as they come (:class:`openg2g.plot.overview.OverviewBuilder`);
         ``None``: no overview.
+    :param frequency: write the bulk system's frequency table (the scenario has ``grid.frequency``).
+    :param ride_through: write the ride-through table (a site has ``ride_through``).
     """
 
     def __init__(
@@ -100,6 +103,8 @@ class RunOutputs:
         capacitors: tuple[str, ...] = (),
         storage: bool = False,
         steps: tuple[int, int] | None = None,
+        frequency: bool = False,
+        ride_through: bool = False,
     ):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +129,10 @@ class RunOutputs:
         self.storage = (
             TableWriter(out_dir / "storage", dictionary_columns=("name", "bus", "limit")) if storage else None
         )
+        self.frequency = TableWriter(out_dir / "frequency") if frequency else None
+        self.ride_through = (
+            TableWriter(out_dir / "ride_through", dictionary_columns=("site", "block", "mode")) if ride_through else None
+        )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))
         # a rerun into the same folder starts from empty tables and no plots of the earlier run,
@@ -134,6 +143,8 @@ class RunOutputs:
             ("grid_voltages", self.voltages),
             ("grid_branches", self.branches),
             ("storage", self.storage),
+            ("frequency", self.frequency),
+            ("ride_through", self.ride_through),
         ):
             if optional is None:
                 clear_table(out_dir / name)
@@ -161,6 +172,23 @@ class RunOutputs:
         :param violation: per-step, per-bus-phase violation (pu), same shape.
         """
         self._grid_blocks.append((states, v_pu, violation))
+
+    def record_frequency(self, t_s: np.ndarray, f_hz: np.ndarray, delta_p_w: np.ndarray) -> None:
+        """The bulk system's frequency (Hz) at consecutive grid steps ``t_s`` (s) and the change of
+        the grid's draw it followed (W)."""
+        assert self.frequency is not None, "the outputs were made without a frequency table"
+        self.frequency.append({"t_s": t_s, "f_hz": f_hz, "delta_p_w": delta_p_w})
+
+    def record_ride_through(self, site: str, records: Mapping[str, np.ndarray]) -> None:
+        """A site's ride-through records: per step and block, ``t_s``, ``block``, ``mode``,
+        ``grid_fraction``, ``serving_fraction``, ``ups_energy_kwh``, ``recharge_w``."""
+        assert self.ride_through is not None, "the outputs were made without a ride-through table"
+        if len(records["t_s"]):
+            self.ride_through.append({"site": np.full(len(records["t_s"]), site, dtype=object), **records})
+
+    def record_ride_through_transition(self, site: str, t_s: float, fields: Mapping[str, Any]) -> None:
+        """A ride-through block's change of mode (fields: block, from and to mode, cause, reason)."""
+        self._event_row(t_s, "ride_through", json.dumps({"site": site, **fields}, separators=(",", ":")))
 
     def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
         """Rows for ``writer``'s table, and for the overview's lines drawn from it."""
@@ -332,9 +360,13 @@ class RunOutputs:
         if self._overview is not None:
             self._overview.add_command(t_effective_s, source, name, fields)
 
-    def record_event(self, t_s: float, command: Command) -> None:
-        """A scenario event that fired."""
-        self._event_row(t_s, command_name(type(command)), command_fields_json(command))
+    def record_event(self, t_s: float, command: Command, disturbance: str | None = None) -> None:
+        """A scenario event that fired; a disturbance's command (``disturbance``: its name) has the
+        name as its first field."""
+        fields = dataclasses.asdict(command)
+        if disturbance is not None:
+            fields = {"disturbance": disturbance, **fields}
+        self._event_row(t_s, command_name(type(command)), json.dumps(fields, separators=(",", ":")))
 
     def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
         """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
@@ -354,6 +386,8 @@ class RunOutputs:
             self.voltages,
             self.branches,
             self.storage,
+            self.frequency,
+            self.ride_through,
             self.commands,
             self.events,
         )

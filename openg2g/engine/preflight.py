@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from openg2g.core.commands import ShiftReplicas, is_datacenter_command
+from openg2g.core.commands import ShiftReplicas, command_name, is_datacenter_command
 from openg2g.core.errors import CommandError, G2GError, ScenarioError, raised_in_user_code
 from openg2g.core.interfaces import SiteInfo
 from openg2g.engine.actuators import ActuatorOwners, claim_declared
@@ -37,8 +37,10 @@ def check_start(loaded: LoadedScenario) -> None:
     the latency data a model-based controller fits its curves to), two controllers declaring one
     setting (:mod:`openg2g.engine.actuators`), and events that would be
     rejected when they fire (a tap beyond the bank's range, an unknown bank, a model the site does
-    not serve, a replica count beyond the site's capacity). Events are applied in time order to the
-    components as the scenario starts them, without the controllers' commands in between.
+    not serve, a replica count beyond the site's capacity), and the commands of the scenario's
+    disturbances likewise (an unknown bus or line, a fault on a node the bus lacks). Events and
+    disturbances are applied in time order to the components as the scenario starts them, without
+    the controllers' commands in between.
 
     This executes controller code (a scenario naming a controller file runs that file).
 
@@ -83,8 +85,15 @@ def check_start(loaded: LoadedScenario) -> None:
     except G2GError as exc:
         raise ScenarioError([(f"{where}: (starting the run)", str(exc))]) from None
     by_site = {site.name: site for site in sites}
-    for t_s, i, event in sorted((e.t_s, i, e) for i, e in enumerate(sc.events)):
-        command = build_event_command(event.command, event.fields())
+    # (time, order, where it comes from, command): the events, then the disturbances' commands
+    fired = [(e.t_s, i, f"events.{i}", build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)]
+    if sim.disturbances is not None and sc.disturbances is not None:
+        index = {record.name: j for j, record in enumerate(sim.disturbances.records)}
+        fired += [
+            (t, len(fired) + k, f"disturbances.events.{index[name]}", command)
+            for k, (t, command, name) in enumerate(sim.disturbances.commands)
+        ]
+    for t_s, _, loc, command in sorted(fired, key=lambda item: (item[0], item[1])):
         try:  # routed as the engine routes (a shift is offered to its destination first)
             if is_datacenter_command(command):
                 targets = [command.to_site, command.site] if isinstance(command, ShiftReplicas) else [command.site]
@@ -93,6 +102,7 @@ def check_start(loaded: LoadedScenario) -> None:
             else:
                 grid.apply(command, float(t_s))
         except CommandError as exc:
-            problems.append((f"events.{i}", f"at t={float(t_s):g} s {event.command} would be rejected: {exc}"))
+            name = command_name(type(command))
+            problems.append((loc, f"at t={float(t_s):g} s {name} would be rejected: {exc}"))
     if problems:
         raise ScenarioError([(f"{where}: {loc}", msg) for loc, msg in problems])

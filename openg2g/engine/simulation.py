@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,13 +62,18 @@ from openg2g.core.errors import (
 from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, ScheduledEvent
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.progress import progress_bar
-from openg2g.core.state import DatacenterSeries, DatacenterState, GridState, ModelState, Observation
+from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
+from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.engine.actuators import ONE_OWNER, ActuatorOwners, claim_declared, controller_label
 from openg2g.engine.clock import Clock
+from openg2g.engine.load_loss import LoadLoss
 from openg2g.engine.metrics import RunMetrics
 from openg2g.engine.outputs import RunOutputs
+from openg2g.engine.timeline import Timeline
+from openg2g.grid.frequency import SystemFrequency
 from openg2g.scenario.build import Components, build_components
+from openg2g.scenario.disturbances import plan as plan_disturbances
 from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario, write_resolved_scenario
 from openg2g.scenario.schema import ControllerSpec
 
@@ -169,6 +175,9 @@ class Simulation:
         self.scenario = sc
         self.sites, self.grid, controllers = components or build_components(loaded)
         self._site_index = {s.name: s for s in self.sites}
+        # sites whose draw follows the grid's voltage need every solve before their next sample
+        self._feedback_sites = [site for site in self.sites if site.grid_feedback]
+        self._ride_through = {site.name: site for site in self.sites if isinstance(site, RideThroughSite)}
         periods = sc.periods
         if len(controllers) < len(sc.controllers):
             raise SimulationError(
@@ -179,9 +188,25 @@ class Simulation:
         controller_periods = [c.period_s or periods.control_s for c in specs]
         times = [periods.datacenter_s, periods.grid_s, periods.control_s, sc.duration_s, *controller_periods]
         times += [c.delay_s for c in specs] + [e.t_s for e in sc.events]
+        self.disturbances = (
+            plan_disturbances(sc.disturbances, periods.grid_s, sc.duration_s) if sc.disturbances is not None else None
+        )
+        if self.disturbances is not None:
+            times += [self.disturbances.step_s, *(t for t, _, _ in self.disturbances.commands)]
+            times += [t for window in self.disturbances.windows for t in window]
         self.clock = Clock(times)
         self._dc_ticks = self.clock.ticks(periods.datacenter_s)
         self._grid_ticks = self.clock.ticks(periods.grid_s)
+        self._timeline = (
+            Timeline(
+                self._dc_ticks,
+                self._grid_ticks,
+                [(self.clock.ticks(a), self.clock.ticks(b)) for a, b in self.disturbances.windows],
+                self.clock.ticks(self.disturbances.step_s),
+            )
+            if self.disturbances is not None
+            else Timeline(self._dc_ticks, self._grid_ticks)
+        )
         self._end_ticks = self.clock.ticks(sc.duration_s)
         self._control_ticks = self.clock.ticks(periods.control_s)
         self._flush_ticks = max(
@@ -191,10 +216,17 @@ class Simulation:
             _Scheduled(ctrl, self.clock.ticks(p), self.clock.ticks(spec.delay_s), i)
             for i, (ctrl, p, spec) in enumerate(zip(controllers, controller_periods, specs))
         ]
-        self._events = sorted(
-            ((self.clock.ticks(e.t_s), i, build_event_command(e.command, e.fields())) for i, e in enumerate(sc.events)),
-            key=lambda x: (x[0], x[1]),
-        )
+        # (ticks, order, command, the disturbance it carries out or None for a scenario event)
+        events: list[tuple[int, int, Command, str | None]] = [
+            (self.clock.ticks(e.t_s), i, build_event_command(e.command, e.fields()), None)
+            for i, e in enumerate(sc.events)
+        ]
+        if self.disturbances is not None:
+            events += [
+                (self.clock.ticks(t), len(sc.events) + i, command, name)
+                for i, (t, command, name) in enumerate(self.disturbances.commands)
+            ]
+        self._events = sorted(events, key=lambda x: (x[0], x[1]))
         # the periods at whose multiples grid windows close (_is_barrier)
         self._barrier_periods = (self._control_ticks, *(c.period_ticks for c in self._controllers))
         self.out_dir = Path(out_dir) if out_dir is not None else None
@@ -214,9 +246,15 @@ class Simulation:
             v_max_pu=self.scenario.grid.v_max_pu,
             dt_s=dt_s,
             storages=self.grid.storages(),
-            events=tuple(ScheduledEvent(self.clock.seconds(ticks), command) for ticks, _, command in self._events),
+            # a disturbance is no forecast: a controller meets it when it happens
+            events=tuple(
+                ScheduledEvent(self.clock.seconds(ticks), command)
+                for ticks, _, command, disturbance in self._events
+                if disturbance is None
+            ),
             branches=self.grid.branches(),
             storage_units=self.grid.storage_units(),
+            f0_hz=self.scenario.grid.frequency.f0_hz if self.scenario.grid.frequency is not None else None,
         )
 
     def start(self) -> None:
@@ -256,10 +294,18 @@ class Simulation:
                 table_branches,
                 self.grid.controlled_capacitors(),
                 storage=bool(self.grid.storages()),
-                steps=(self._end_ticks // self._dc_ticks, self._end_ticks // self._grid_ticks),
+                frequency=sc.grid.frequency is not None,
+                ride_through=bool(self._ride_through),
+                steps=(
+                    self._timeline.count(self._end_ticks, self._dc_ticks),
+                    self._timeline.count(self._end_ticks, self._grid_ticks),
+                ),
             )
             if self.out_dir
             else None
+        )
+        self._load_loss = (
+            LoadLoss([float(r.start_s) for r in self.disturbances.records]) if self.disturbances is not None else None
         )
         self._dc_latest: dict[str, DatacenterSeries] = {}
         # per site, the (P, Q) rows sampled since the grid last took its loads
@@ -268,10 +314,25 @@ class Simulation:
         self._grid_done = 0  # ticks up to which the grid has solved
         self._grid_latest: GridState | None = None
         self._grid_pending: list[tuple[float, dict[str, DatacenterState]]] = []
-        self._batching = sc.grid.batch and self.grid.can_batch()
-        self._block_ticks = self._dc_ticks * _block_steps(self.sites)
+        self._coupled = bool(self._feedback_sites)
+        self._batching = sc.grid.batch and self.grid.can_batch() and not self._coupled
+        self._block_steps = _block_steps(self.sites)
+        self._pending_step = self._grid_ticks  # the step length of the solves in _grid_pending
         self._sensitivity_cache: dict[tuple[str, str], np.ndarray] = {}
         self._site_bus = {s.name: s.info().bus for s in self.sites}  # info() builds every model's facts: once
+        self._bus_phase_index = {name: i for i, name in enumerate(self._bus_phases)}
+        for site in self._feedback_sites:
+            bus = self._site_bus[site.name]
+            if not all(f"{bus}.{phase}" in self._bus_phase_index for phase in PHASES):
+                raise SimulationError(
+                    f"site {site.name!r} follows its bus voltage (ride-through), but the grid does not report "
+                    f"every phase of bus {bus!r}: add the bus to grid.monitored_buses"
+                )
+        spec = sc.grid.frequency
+        first = min((float(r.start_s) for r in self.disturbances.records), default=None) if self.disturbances else None
+        self._frequency = SystemFrequency(spec, event_t_s=first) if spec is not None else None
+        self._f_hz: float | None = spec.f0_hz if spec is not None else None  # at the latest solve
+        self._p_start_w: float | None = None  # the grid's draw from the bulk system at the first solve
         self._unsupplied: frozenset[str] = frozenset()
         self._update_supply(start=True)
         self._stop_ticks = self._end_ticks
@@ -302,55 +363,75 @@ class Simulation:
         return self.clock.seconds(self._now)
 
     def _event_process(self):
-        for ticks, _, command in self._events:
+        for ticks, _, command, disturbance in self._events:
             if ticks > self._now:
                 yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
+            if self._coupled:  # the rows of the solves before it (a block's change of mode) come first
+                self._catch_up(self._now - 1)
             if self.outputs is not None:  # before the rows of what it causes (a loss of supply)
-                self.outputs.record_event(self.t_s, command)
-            self._apply(command, f"event {type(command).__name__}", before_sampling=True)
+                self.outputs.record_event(self.t_s, command, disturbance)
+            source = f"event {type(command).__name__}" if disturbance is None else f"disturbance {disturbance!r}"
+            self._apply(command, source, before_sampling=True)
 
     def _catch_up_datacenters(self, through: int) -> None:
-        """Sample every site at each datacenter instant up to tick ``through``, in blocks."""
-        if self._dc_done + self._dc_ticks > through:  # nothing to sample (a command's usual case)
-            return
-        dt_s = self.clock.seconds(self._dc_ticks)
-        while self._dc_done + self._dc_ticks <= through:
-            first = self._dc_done + self._dc_ticks
-            last = min(through - through % self._dc_ticks, self._dc_done + self._block_ticks)
-            t_s = self.clock.seconds_of(np.arange(first, last + 1, self._dc_ticks))
+        """Sample every site at each datacenter instant up to tick ``through``, in blocks of one
+        step length (:mod:`openg2g.engine.timeline`: the period, or the window step in a window)."""
+        while True:
+            step, regime_end = self._timeline.dc_step(self._dc_done)
+            if self._dc_done + step > through:  # nothing to sample (a command's usual case)
+                return
+            last = min(through - through % step, self._dc_done + step * self._block_steps)
+            if regime_end is not None:
+                last = min(last, regime_end)
+            first = self._dc_done + step
+            dt_s = self.clock.seconds(step)
+            t_s = self.clock.seconds_of(np.arange(first, last + 1, step))
             block = [site.step_block(t_s, dt_s) for site in self.sites]
             self._dc_done = last
             for series in block:
                 self._dc_latest[series.site] = series
                 self._dc_window[series.site].append((series.p_w, series.q_var))
             self.metrics.add_datacenter_block(block, dt_s)
+            if self._load_loss is not None:
+                self._load_loss.add_block(block)
             if self.outputs is not None:
                 self.outputs.record_datacenter_block(block)
 
     def _catch_up(self, through: int) -> None:
         """Bring datacenters and grid up to tick ``through``, a block at a time.
 
-        Grid steps are solved in windows that close at every barrier (:meth:`_is_barrier`) and at
-        each call's end, as step-by-step running would, so blocks never change a number.
+        Grid steps are solved in windows that close at every barrier (:meth:`_is_barrier`), at
+        every change of step length and at each call's end, as step-by-step running would, so
+        blocks never change a number.
         """
-        while self._grid_done + self._grid_ticks <= through:
-            self._catch_up_datacenters(min(through, self._grid_done + max(self._block_ticks, self._grid_ticks)))
-            for loads in self._take_grid_loads((self._dc_done - self._grid_done) // self._grid_ticks):
-                self._grid_done += self._grid_ticks
+        while True:
+            step, regime_end = self._timeline.grid_step(self._grid_done)
+            if self._grid_done + step > through:
+                break
+            if self._grid_pending and step != self._pending_step:
+                self._solve_pending()
+            self._pending_step = step
+            reach = self._grid_done + (
+                step if self._coupled else max(self._block_steps * self._timeline.dc_step(self._grid_done)[0], step)
+            )
+            self._catch_up_datacenters(min(through, reach if regime_end is None else min(reach, regime_end)))
+            sampled = self._dc_done if regime_end is None else min(self._dc_done, regime_end)
+            for loads in self._take_grid_loads((sampled - self._grid_done) // step, step):
+                self._grid_done += step
                 self._grid_pending.append((self.clock.seconds(self._grid_done), loads))
                 if not self._batching or self._is_barrier(self._grid_done):
                     self._solve_pending()
         self._catch_up_datacenters(through)
         self._solve_pending()
 
-    def _take_grid_loads(self, n_steps: int) -> list[dict[str, DatacenterState]]:
-        """Each site's load for the next ``n_steps`` grid steps, from the samples each step covers:
-        their mean (``grid.load_aggregation: mean``) or the last one."""
-        per_step = self._grid_ticks // self._dc_ticks
+    def _take_grid_loads(self, n_steps: int, step: int) -> list[dict[str, DatacenterState]]:
+        """Each site's load for the next ``n_steps`` grid steps of ``step`` ticks, from the samples
+        each step covers: their mean (``grid.load_aggregation: mean``) or the last one."""
+        per_step = step // self._timeline.dc_step(self._grid_done)[0]
         used = n_steps * per_step
         loads: list[dict[str, DatacenterState]] = [{} for _ in range(n_steps)]
-        seconds, done, ticks = self.clock.seconds, self._grid_done, self._grid_ticks
-        times = [seconds(done + ticks * i) for i in range(1, n_steps + 1)]
+        seconds, done = self.clock.seconds, self._grid_done
+        times = [seconds(done + step * i) for i in range(1, n_steps + 1)]
         mean = self.scenario.grid.load_aggregation == "mean" and per_step > 1
         for name, window in self._dc_window.items():
             if len(window) == 1:  # one block's samples (read-only): the loads are views of them
@@ -388,7 +469,7 @@ class Simulation:
         return max(ticks - ticks % period for period in self._barrier_periods)
 
     def _solve(self, t_s: float, loads: dict[str, DatacenterState]) -> GridState:
-        dt_s = self.clock.seconds(self._grid_ticks)
+        dt_s = self.clock.seconds(self._pending_step)
         try:
             return self.grid.solve(t_s, loads, dt_s)
         except PowerFlowError:
@@ -407,7 +488,7 @@ class Simulation:
         if len(times) == 1:
             self._on_grid_states([self._solve(times[0], loads[0])])
             return
-        dt_s = self.clock.seconds(self._grid_ticks)
+        dt_s = self.clock.seconds(self._pending_step)
         try:
             states = self.grid.solve_batch(times, loads, dt_s)
         except PowerFlowError:
@@ -417,7 +498,7 @@ class Simulation:
         self._on_grid_states(states)
 
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
-        dt_s = self.clock.seconds(self._grid_ticks)
+        dt_s = self.clock.seconds(self._pending_step)
         v_pu = np.array([s.v_pu for s in states])  # np.stack's result, without its per-row views
         times = [s.t_s for s in states]
         violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s, times)
@@ -431,10 +512,59 @@ class Simulation:
             self.metrics.add_branch_block(loading, dt_s, times)
         if self.outputs is not None:
             self.outputs.record_grid_block(states, v_pu, violations)
+        if self._frequency is not None:
+            self._step_frequency(states, dt_s)
         self._grid_latest = states[-1]
+        if self._coupled:  # one state: the grid is solved step by step
+            self._feed_back(states[-1], dt_s)
         self._sensitivity_cache.clear()
         if self._bar is not None:
             self._bar.update(states[-1].t_s - self._bar.n)
+
+    def _site_voltages(self, state: GridState, bus: str) -> np.ndarray:
+        """The voltage magnitudes of phases a, b, c at ``bus`` in ``state`` (pu; 0 for a phase the
+        bus lacks or without supply, NaN where the solve did not converge)."""
+        index = self._bus_phase_index
+        v = np.zeros(3)
+        for k, phase in enumerate(PHASES):
+            i = index.get(f"{bus}.{phase}")
+            if i is not None:
+                v[k] = state.v_pu[i]
+        return v
+
+    def _step_frequency(self, states: Sequence[GridState], dt_s: float) -> None:
+        """Step the bulk system's frequency over each solved step with the change of the grid's
+        draw from it (its substation power, all phases) since the first solve."""
+        assert self._frequency is not None
+        f_hz = np.empty(len(states))
+        delta_w = np.empty(len(states))
+        for i, state in enumerate(states):
+            p_w = float(state.p_sub_w.sum())
+            if not math.isfinite(p_w):
+                raise SimulationError(
+                    f"t={state.t_s:g} s: the grid did not converge, so the bulk system's frequency has no load to follow"
+                )
+            if self._p_start_w is None:
+                self._p_start_w = p_w
+            delta_w[i] = p_w - self._p_start_w
+            f_hz[i] = self._frequency.step(dt_s, float(delta_w[i]), state.t_s)
+        self._f_hz = float(f_hz[-1])
+        if self.outputs is not None:
+            self.outputs.record_frequency(np.array([s.t_s for s in states]), f_hz, delta_w)
+
+    def _feed_back(self, state: GridState, dt_s: float) -> None:
+        """Tell each site with grid feedback what the solve at ``state.t_s`` found at its bus."""
+        for site in self._feedback_sites:
+            site.observe_grid(state.t_s, dt_s, self._site_voltages(state, self._site_bus[site.name]), self._f_hz)
+        self._record_transitions()
+
+    def _record_transitions(self) -> None:
+        """The ride-through blocks' changes of mode since the last call, as events rows (and a log line each)."""
+        for name, site in self._ride_through.items():
+            for transition in site.take_transitions():
+                _log.info("t=%g s: site %s block %s %s", transition.t_s, name, transition.block, transition.reason)
+                if self.outputs is not None:
+                    self.outputs.record_ride_through_transition(name, transition.t_s, transition.fields())
 
     def _controller_process(self, sched: _Scheduled):
         while True:
@@ -583,6 +713,8 @@ class Simulation:
             v_max_pu=self.scenario.grid.v_max_pu,
             _sensitivity=self._sensitivity,
             _loading_sensitivity=self._loading_sensitivity if self._branches is not None else None,
+            f_hz=self._f_hz,
+            ride_through=MappingProxyType({name: site.ride_through_state for name, site in self._ride_through.items()}),
         )
 
     # ----------------------------------------------------------------------------- running
@@ -624,6 +756,59 @@ class Simulation:
             "branch_rating_sources": {s: sources.count(s) for s in ("file", "default", "scenario")},
         }
 
+    def _disturbance_figures(self) -> dict[str, Any]:
+        """Each disturbance as it played out and the load it took off the sites
+        (:mod:`openg2g.engine.load_loss`); nothing for a scenario without disturbances."""
+        if self.disturbances is None or self._load_loss is None:
+            return {}
+        events = []
+        for record, loss in zip(self.disturbances.records, self._load_loss.events):
+            events.append(
+                {
+                    "name": record.name,
+                    "kind": record.kind,
+                    "start_s": float(record.start_s),
+                    "end_s": float(record.end_s),
+                    "outcome": record.outcome,
+                    "load_before_mw": loss.before_w / 1e6 if loss.before_w is not None else None,
+                    "load_lost_mw": loss.lost_mw(),
+                    "load_lowest_at_s": loss.low_at_s,
+                }
+            )
+        run = self._load_loss.run
+        return {
+            "disturbances": events,
+            "load_lost_mw": run.lost_mw(),
+            "load_lowest_at_s": run.low_at_s,
+            "disturbance_windows_s": [[float(a), float(b)] for a, b in self.disturbances.windows],
+        }
+
+    def _ride_through_figures(self) -> dict[str, Any]:
+        """Per site with a ride-through: its events (MW lost, blocks transferred or tripped, UPS
+        energy, time to full return, tokens not served) and the run's energy and token totals."""
+        if not self._ride_through or not self._started:
+            return {}
+        return {"ride_through": {name: site.summary() for name, site in self._ride_through.items()}}
+
+    def _frequency_figures(self) -> dict[str, Any]:
+        """The bulk system's frequency over the run (:mod:`openg2g.grid.frequency_metrics`);
+        nothing without a frequency model."""
+        if self._frequency is None or not self._started:
+            return {}
+        m = self._frequency.metrics()
+        return {
+            "frequency_nadir_hz": m.nadir_hz,
+            "frequency_nadir_at_s": m.nadir_t_s,
+            "frequency_zenith_hz": m.zenith_hz,
+            "frequency_zenith_at_s": m.zenith_t_s,
+            "frequency_rocof_hz_s": m.rocof_hz_s,
+            "frequency_rocof_at_s": m.rocof_t_s,
+            "frequency_rocof_window_s": m.rocof_window_s,
+            "frequency_event_at_s": m.event_t_s,
+            "frequency_settling_hz": m.settling_hz,
+            "frequency_settled_at_s": m.settling_t_s,
+        }
+
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``."""
         sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
@@ -635,6 +820,9 @@ class Simulation:
             "wall_time_s": time.perf_counter() - self._wall_start,
             **self.metrics.summary(),
             **self._rating_figures(),
+            **self._disturbance_figures(),
+            **self._frequency_figures(),
+            **self._ride_through_figures(),
             "n_commands": self._n_commands,
             "power_caps_below_calibration": self._caps_below_calibration,
             "lowest_power_cap_w_per_gpu": self._lowest_cap_w,
@@ -656,6 +844,10 @@ class Simulation:
         summary = self.summary(status, error)
         if self.outputs is None:
             return summary
+        if self._started:
+            self._record_transitions()
+            for name, site in self._ride_through.items():
+                self.outputs.record_ride_through(name, site.take_records())
         try:
             self.outputs.flush()
         except OutputError as exc:

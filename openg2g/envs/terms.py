@@ -22,8 +22,10 @@ that is not finite (or an observation array of another shape) is an error naming
 simulation time, not a feature silently zeroed.
 
 Stock terms: :class:`BatchReversals` (``batch_reversals``, reward), :class:`TapChanges`
-(``tap_changes``, reward), :class:`TimeSinceTapChange` (``time_since_tap_change``, observation)
-and :class:`TapPositions` (``tap_positions``, observation).
+(``tap_changes``, reward), :class:`TimeSinceTapChange` (``time_since_tap_change``, observation),
+:class:`TapPositions` (``tap_positions``, observation), :class:`RideThroughBlocks`
+(``ride_through``, observation: the sites' blocks on the grid, on UPS, UPS charge) and
+:class:`FrequencyDeviation` (``frequency``, observation).
 """
 
 from __future__ import annotations
@@ -47,12 +49,14 @@ from openg2g.core.state import Observation
 __all__ = [
     "TERM_GROUP",
     "BatchReversals",
+    "FrequencyDeviation",
     "ObservationTerm",
     "ObservationTerms",
     "RewardStep",
     "RewardTerm",
     "RewardTermSpec",
     "RewardTerms",
+    "RideThroughBlocks",
     "TapChanges",
     "TapPositions",
     "TermError",
@@ -424,3 +428,57 @@ class TapPositions:
     def __call__(self, observation: Observation) -> np.ndarray:
         taps = np.array([float(observation.grid.taps[bank][k]) for bank, k in self._entries])
         return (taps - self._mid) / self._half
+
+
+class RideThroughBlocks:
+    """Observation term ``ride_through``: per site with a ride-through
+    (:class:`~openg2g.core.interfaces.RideThroughInfo`), the share of its load on the grid in full
+    (``ride_through.<site>.online``, 0-1), the share its UPS carries (``.on_ups``, 0-1) and the
+    lowest state of charge of its blocks' UPS (``.ups_soc``, 0-1; 1 without a UPS). An agent that
+    sees blocks leave and return can tell a site that has dropped onto its UPS from one that cut
+    its own load, and how long the UPS will carry it.
+    """
+
+    def __init__(self, context: ControlContext):
+        self._sites = tuple(name for name, info in context.sites.items() if info.ride_through is not None)
+        if not self._sites:
+            raise G2GError("observation term ride_through: no site of the scenario has a ride_through")
+        self.feature_names = tuple(
+            f"ride_through.{site}.{what}" for site in self._sites for what in ("online", "on_ups", "ups_soc")
+        )
+
+    def reset(self) -> None:
+        """Nothing to forget: the features are the observation's own."""
+
+    def __call__(self, observation: Observation) -> np.ndarray:
+        out = []
+        for site in self._sites:
+            state = observation.ride_through[site]
+            socs = [b.state_of_charge for b in state.blocks.values() if b.state_of_charge is not None]
+            out += [state.online_fraction, state.on_ups_fraction, min(socs, default=1.0)]
+        return np.array(out)
+
+
+class FrequencyDeviation:
+    """Observation term ``frequency``: the bulk system's frequency deviation from nominal divided
+    by ``scale_hz`` (one feature ``frequency.deviation``); needs the scenario's ``grid.frequency``."""
+
+    class Config(ConfigModel):
+        """Parameters of :class:`FrequencyDeviation`."""
+
+        scale_hz: float = Field(0.5, gt=0, description="Deviation that reads as 1.0 (Hz).")
+
+    feature_names = ("frequency.deviation",)
+
+    def __init__(self, context: ControlContext, config: Config):
+        if context.f0_hz is None:
+            raise G2GError("observation term frequency: the scenario models no frequency (grid.frequency)")
+        self.config = config
+        self._f0_hz = context.f0_hz
+
+    def reset(self) -> None:
+        """Nothing to forget: the feature is the observation's own frequency."""
+
+    def __call__(self, observation: Observation) -> np.ndarray:
+        assert observation.f_hz is not None, "a scenario with grid.frequency gives every observation its frequency"
+        return np.array([(observation.f_hz - self._f0_hz) / self.config.scale_hz])

@@ -23,6 +23,7 @@ from pydantic import (
 
 from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
 from openg2g.core.errors import UnknownNameError
+from openg2g.grid.frequency import SystemFrequencySpec
 
 __all__ = [
     "MAX_TAP_STEPS",
@@ -303,6 +304,14 @@ class GridSpec(ConfigModel):
     on_nonconvergence: Literal["stop", "flag"] = Field(
         "stop", description="stop: end the run with an error; flag: record the step as not converged and go on."
     )
+    frequency: SystemFrequencySpec | None = Field(
+        None,
+        description=(
+            "The bulk system's frequency after the grid's load changes (openg2g.grid.frequency: an aggregate "
+            "system frequency response model), fed back to the sites' ride-through; None: no frequency model "
+            "(the frequency stays nominal)."
+        ),
+    )
 
     @field_validator("feeder")
     @classmethod
@@ -354,6 +363,8 @@ class GridSpec(ConfigModel):
             data.pop("capacitor_control", None)
         if self.load_convention == "per_element":
             data.pop("load_convention", None)
+        if self.frequency is None:
+            data.pop("frequency", None)
         return data
 
 

@@ -29,6 +29,7 @@ from openg2g.core.errors import G2GError
 from openg2g.grid.topology import Topology
 from openg2g.plot.branches import plot_branch_loading
 from openg2g.plot.commands import plot_command_timeline
+from openg2g.plot.disturbance import disturbance_times, plot_disturbance
 from openg2g.plot.feeder import plot_worst_voltage_map
 from openg2g.plot.overview import scenario_data, scenario_deadlines, scenario_limits
 from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
@@ -443,6 +444,24 @@ def _voltage_profile(run: RunData) -> Figure | str:
     return plot_voltage_profile(profile, topology, run.v_min_pu, run.v_max_pu, t_s, run.name)
 
 
+def _disturbance(run: RunData) -> Figure | str:
+    events, ride_through, frequency = run.table("events"), run.table("ride_through"), run.table("frequency")
+    if not disturbance_times(events) and ride_through.empty and frequency.empty:
+        return "no disturbance, ride-through or frequency model in the run"
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    return plot_disturbance(
+        run.table("datacenter"),
+        run.table("grid"),
+        ride_through,
+        frequency,
+        events,
+        run.scenario,
+        run.v_min_pu,
+        run.v_max_pu,
+        run.name,
+    )
+
+
 RUN_PLOTS: dict[str, Draw] = {
     "dc_power.png": _dc_power,
     "voltage_envelope.png": _voltage_envelope,
@@ -454,6 +473,7 @@ RUN_PLOTS: dict[str, Draw] = {
     "commands.png": _commands,
     "feeder_map.png": _feeder_map,
     "voltage_profile.png": _voltage_profile,
+    "disturbance.png": _disturbance,
 }
 """File name -> figure of a run, in the order :func:`plot_run` draws them."""
 

@@ -285,10 +285,11 @@ class TrainingSpans:
 
 
 def event_marks(events: pd.DataFrame) -> tuple[tuple[float, str], ...]:
-    """``(t_s, label)`` of each row of a run's ``events`` table."""
+    """``(t_s, label)`` of each row of a run's ``events`` table but a ride-through block's change
+    of mode (a site's blocks move many times in one event; the disturbance plot draws them)."""
     if events.empty:
         return ()
-    return tuple((float(t), str(c)) for t, c in zip(events["t_s"], events["command"]))
+    return tuple((float(t), str(c)) for t, c in zip(events["t_s"], events["command"]) if c != "ride_through")
 
 
 def run_marks(events: pd.DataFrame, datacenter: pd.DataFrame) -> Marks:

@@ -24,6 +24,7 @@ from openg2g.core.threads import one_blas_thread
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
+from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.grid.kinds import build_grid, validate_grid
 from openg2g.scenario.schema import LoadedScenario, Scenario
 
@@ -121,14 +122,16 @@ class ComponentBuilder:
     def _site(self, loaded: LoadedScenario, index: int) -> DatacenterBackend:
         spec = loaded.scenario.datacenters[index]
         key = json.dumps([str(loaded.base_dir), spec.model_dump(mode="json")], sort_keys=True)
-        site = self._sites.get(key)
-        if site is not None:
+        kept = self._sites.get(key)
+        if kept is not None:
             self._sites.move_to_end(key)
-            return site
+            return kept
         traces = _traces_key(loaded.base_dir, spec.traces)
         if traces not in self._libraries:
             self._libraries[traces] = TraceLibrary.load(None if traces == "bundled" else Path(traces))
-        site = ReplayDatacenter.from_spec(spec, self._libraries[traces])
+        site: DatacenterBackend = ReplayDatacenter.from_spec(spec, self._libraries[traces])
+        if spec.ride_through is not None:
+            site = RideThroughSite(site, spec.ride_through)
         self._sites[key] = site
         while len(self._sites) > self._max_sites:
             self._sites.popitem(last=False)

@@ -15,7 +15,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from openg2g.control.config import ControllerSpec
 from openg2g.core.commands import COMMANDS, renamed_fields
@@ -23,6 +30,7 @@ from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time, pars
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.config import ModelSpec, SiteSpec, TrainingSpec
 from openg2g.grid.config import MAX_TAP_STEPS, ExtraLoadSpec, GridSpec, PVSpec, RegulatorSpec, StorageSpec
+from openg2g.scenario.disturbances import DisturbanceSpec
 
 __all__ = [
     "MAX_DURATION_S",
@@ -157,12 +165,27 @@ class Scenario(ConfigModel):
     datacenters: list[SiteSpec] = Field(default_factory=list, description="Datacenter sites.")
     controllers: list[ControllerSpec] = Field(default_factory=list, description="Controllers, run in this order.")
     events: list[EventSpec] = Field(default_factory=list, description="Commands fired at fixed times.")
+    disturbances: DisturbanceSpec | None = Field(
+        None,
+        description=(
+            "Faults (with reclosing), line trips and source sags, and the finer time steps around them "
+            "(openg2g.scenario.disturbances); None: none."
+        ),
+    )
     outputs: OutputSpec = Field(default_factory=OutputSpec, description="What the run writes.")
 
     @field_validator("duration_s")
     @classmethod
     def _duration(cls, v: Fraction) -> Fraction:
         return check_run_time(v, zero_ok=False)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a scenario without disturbances dumps (and hashes) as it did before they existed
+        data: dict[str, Any] = handler(self)
+        if self.disturbances is None:
+            data.pop("disturbances", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -209,6 +232,15 @@ class Scenario(ConfigModel):
                 f"outputs.metrics_start_s ({self.outputs.metrics_start_s}) must be before the end of the run "
                 f"(duration_s {self.duration_s}): no grid step would be counted"
             )
+        if self.disturbances is not None:
+            step = self.disturbances.window.step_s
+            for period in ("datacenter_s", "grid_s"):
+                value = getattr(self.periods, period)
+                if value % step:
+                    raise ValueError(
+                        f"periods.{period} ({value} s) must be a whole multiple of disturbances.window.step_s "
+                        f"({step} s): the steps inside a window subdivide the regular ones"
+                    )
         names = [s.name for s in self.datacenters]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

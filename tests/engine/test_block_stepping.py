@@ -55,3 +55,29 @@ def test_one_step_blocks_equal_long_blocks(tmp_path: Path, monkeypatch: pytest.M
     replicas = models.loc[models["model"] == "Llama-3.1-8B", "replicas"]
     assert (replicas % 1 > 0).any() and replicas.iloc[-1] == 441  # fractional ramp, ended at 0.613 * 720 rounded
     assert json.loads((tmp_path / "blocked" / "summary.json").read_text())["status"] == "complete"
+
+
+DISTURBED = (
+    *OVERRIDES,
+    (
+        "disturbances={window: {step_s: 1/60, before_s: 0.2, after_s: 0.45},"
+        " events: [{kind: line_trip, line: '670671', start_s: 6.05, reclose_after_s: 0.35},"
+        " {kind: line_trip, line: '632645', start_s: 12.1, reclose_after_s: 4}]}"
+    ),
+)
+
+
+@pytest.mark.slow
+def test_blocks_equal_steps_through_disturbance_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows whose ends are neither control steps nor flushes, one holding a tap event (12.1 s)
+    monkeypatch.setattr(simulation, "_BLOCK_CELLS", 1)
+    stepped = run_scenario("ieee13_none", tmp_path / "stepped", DISTURBED).summary
+    monkeypatch.setattr(simulation, "_BLOCK_CELLS", 10**9)
+    blocked = run_scenario("ieee13_none", tmp_path / "blocked", DISTURBED).summary
+    stepped.pop("wall_time_s"), blocked.pop("wall_time_s")
+    assert stepped == blocked
+    assert blocked["site_unsupplied_s"]["dc1"] > 0 and len(blocked["disturbance_windows_s"]) == 3
+    for table in TABLES:
+        a = pd.read_parquet(tmp_path / "stepped" / table)
+        b = pd.read_parquet(tmp_path / "blocked" / table)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)

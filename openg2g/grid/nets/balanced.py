@@ -1,11 +1,29 @@
 """``PandapowerGrid``: the grid backend on any pandapower net, solved balanced.
 
 The scenario's ``grid.pandapower`` names the net (:mod:`openg2g.grid.nets.source`). Each datacenter
-site is a constant-power load at its bus: the sum of its per-phase P and Q (W, var), on top of the
-net's own loads (times the load scale), static generators, generators (PV buses at their
-voltage setpoints, reactive limits not enforced, as in ``runpp``'s default), wards and shunts. The
-power flow is pandapower's balanced positive-sequence model, solved by
-:class:`~openg2g.grid.nets.case.PandapowerCase` (a batched Newton on pandapower's own ``Ybus``).
+site is a load at its bus drawing the sum of its per-phase P and Q (W, var): constant power, or with
+``load_model: opendss`` OpenDSS's load model 1 with the site's ``vminpu``/``vmaxpu``, as on a feeder
+(:mod:`openg2g.grid.nets.lowvoltage`). They come on top of the net's own loads (times the load
+scale), static generators, generators (PV buses at their voltage setpoints, reactive limits not
+enforced, as in ``runpp``'s default), wards and shunts. The power flow is pandapower's balanced
+positive-sequence model, solved by :class:`~openg2g.grid.nets.case.PandapowerCase` (a batched Newton
+on pandapower's own ``Ybus``).
+
+**Disturbances.** ``set_line_in_service`` takes a line or transformer out of service or puts it
+back (:mod:`openg2g.grid.nets.switching`): a bus cut off from every external grid is de-energized
+(its bus-phases read 0 pu, ``energized`` False in the state) and a site there draws nothing
+(:meth:`PandapowerGrid.unsupplied_sites`). ``apply_fault`` places a three-phase fault to ground,
+``clear_fault`` removes it, and ``set_source_voltage`` sets every external grid's voltage magnitude
+(:mod:`openg2g.grid.nets.disturbances`; unbalanced ones are refused). While a fault or a source
+voltage command is in force, every constant-power injection (the net's loads, static generators,
+storage and wards' constant part, and the constant-power sites) is the constant admittance that
+draws its power at :data:`~openg2g.grid.nets.lowvoltage.DISTURBANCE_VMINPU` (0.7 pu) wherever its
+bus is below that, so that a faulted net has a solution; above 0.7 pu it is the constant power it
+always is. Generators hold their voltage setpoints throughout, at whatever reactive power that
+takes (no reactive limits): a generator's bus, and the buses close to it, stay up during a fault
+nearby more than behind a real machine's reactance. The lower-branch check
+(:data:`LOWER_BRANCH_PU`) is not made then: no bus under 0.5 pu draws constant power, and voltages
+near a fault are legitimately low.
 
 **Bus-phases.** A balanced solution has equal magnitudes on the three phases, and every bus is
 reported as three bus-phases ``"<bus>.a"``, ``"<bus>.b"``, ``"<bus>.c"`` with the same voltage
@@ -23,7 +41,7 @@ every branch from the same linearization.
 a load and ``res_bus`` (``vm_pu``, ``va_degree``), ``res_line`` and ``res_trafo`` filled from this
 backend's solution, as ``runpp`` would fill them.
 
-**Branches.** Every line and two-winding transformer, with the current at both ends
+**Branches.** Every line and two-winding transformer (out of service: 0 A), with the current at both ends
 (``terminal`` 1 = from/HV end, 2 = to/LV end; three equal phase conductors each) and loading as
 pandapower reports it: a line's ``max(i_from, i_to) / (max_i_ka * df * parallel)``, a
 transformer's ``max(i_hv * vn_hv_kv, i_lv * vn_lv_kv) * sqrt(3) / (sn_mva * df * parallel)``
@@ -43,14 +61,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from openg2g.core.commands import Command, SetLoadScale
+from openg2g.core.commands import (
+    ApplyFault,
+    ClearFault,
+    Command,
+    SetLineInService,
+    SetLoadScale,
+    SetSourceVoltage,
+)
 from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
 from openg2g.grid.config import GridSite, GridSpec, tan_phi, unknown_site
 from openg2g.grid.nets.case import PandapowerCase
+from openg2g.grid.nets.disturbances import NetFault, net_fault, source_magnitude
+from openg2g.grid.nets.lowvoltage import DISTURBANCE_BAND, Band, VoltageDependence, site_band
 from openg2g.grid.nets.source import NET_RATINGS, BusNames, load_net
+from openg2g.grid.nets.switching import BranchKey, Topology, branch_key, conducting, switched_net, topology
 
 if TYPE_CHECKING:
     from pandapower.auxiliary import pandapowerNet
@@ -64,6 +92,12 @@ _SQRT3 = math.sqrt(3.0)
 
 _FEEDER_ONLY = ("regulators", "capacitors", "pv", "storage", "extra_loads")
 """Grid options of feeders that a pandapower net does not take (its own elements stand for them)."""
+
+_SCALED_TABLES = ("load", "sgen", "storage", "motor")
+"""Element tables pandapower folds into the buses' constant power, each row times its ``scaling``."""
+
+_WARD_TABLES = ("ward", "xward")
+"""Element tables whose constant power (``ps_mw``, ``qs_mvar``) pandapower folds into the buses'."""
 
 
 LOWER_BRANCH_PU = 0.5
@@ -194,7 +228,7 @@ class PandapowerGrid(GridBackend):
     :param spec: the grid section of the scenario (``source_pu`` sets every external grid's
         ``vm_pu``; ``load_scale`` multiplies the net's own loads; limits, monitored buses and
         ``on_nonconvergence`` as for feeders).
-    :param sites: datacenter sites (name, bus, power factor).
+    :param sites: datacenter sites (name, bus, power factor, load model).
     :raises ScenarioError: the spec or a site does not fit the net.
     :raises FeederError: the net's own power flow does not converge.
     """
@@ -210,21 +244,34 @@ class PandapowerGrid(GridBackend):
             self.net.ext_grid["vm_pu"] = spec.source_pu
         attach = _add_site_transformers(self.net, spec, sites)
         self.case = PandapowerCase(self.net, label)
+        """The case every solve uses: the net at the branch states in force, with the faults and
+        source voltage in force."""
         self.names = BusNames(self.net)
-        self._s_load = self.case.load_injection(self.net)
         self._sites = {s.name: s for s in sites}
         self._site_pp_bus = attach
         """Site -> pandapower bus it draws at: its bus, or its transformer's LV bus."""
-        self._site_bus = {name: self._internal(b) for name, b in attach.items()}
-        self._bus_phases, self._mon_idx = self._monitored(spec.monitored_buses, spec.monitored_min_kv)
+        for b in attach.values():
+            self._internal(b)
+        self._site_band = {s.name: site_band(s.vminpu, s.vmaxpu) for s in sites if s.load_model != "constant_power"}
+        """Site with ``load_model: opendss`` -> its band."""
+        self._bus_phases, monitored = self._monitored(spec.monitored_buses, spec.monitored_min_kv)
+        self._monitored_pp = monitored
         self._branches = _branch_set(self.net)
-        rows = np.concatenate(
-            [self.case.branch_rows("line", len(self.net.line)), self.case.branch_rows("trafo", len(self.net.trafo))]
-        )
-        self._gather = self._conductor_rows(rows)
+        self._base = topology(self.net, self.case, attach, monitored)
+        self._topo = self._base
+        self._topologies: dict[frozenset[tuple[BranchKey, bool]], Topology] = {frozenset(): self._base}
+        """Branch states (those that differ from the net's) -> the view of the net at them."""
         self._starts = self._branches.starts
         self.load_scale = spec.load_scale
+        self._lines: dict[BranchKey, bool] = {}
+        """Branches commanded to a state other than the net's own -> that state (True = conducting)."""
+        self._faults: dict[str, NetFault] = {}
+        self._source_pu: float | None = None
+        """The external grids' voltage magnitude set by a command (pu), None while none is in force."""
+        self._held = self._held_buses()
         self._v_last: np.ndarray | None = None
+        self._dep_last: VoltageDependence | None = None
+        """The voltage-dependent injections of the last solution (one operating point), if any."""
         self._sens_cache: dict[str, np.ndarray] = {}
         self._w_per_pu = self.case.base_mva * 1e6
         """W per pu of baseMVA."""
@@ -240,7 +287,7 @@ class PandapowerGrid(GridBackend):
         return cls(load_net(spec.pandapower, base_dir, spec.trust_pickle), spec.pandapower, spec, sites)
 
     def _internal(self, bus: int) -> int:
-        """The internal bus of pandapower bus ``bus``.
+        """The internal bus of pandapower bus ``bus`` in the net as loaded.
 
         :raises ScenarioError: the bus is cut off from every external grid.
         """
@@ -252,7 +299,8 @@ class PandapowerGrid(GridBackend):
             )
         return k
 
-    def _monitored(self, buses: Sequence[str] | None, min_kv: float | None) -> tuple[tuple[str, ...], np.ndarray]:
+    def _monitored(self, buses: Sequence[str] | None, min_kv: float | None) -> tuple[tuple[str, ...], list[int]]:
+        """The monitored bus-phases and the pandapower bus of each monitored bus."""
         if buses:
             chosen = [self.names.bus(b) for b in buses]
         else:
@@ -261,17 +309,26 @@ class PandapowerGrid(GridBackend):
         if min_kv is not None:
             chosen = [b for b in chosen if b is not None and self.net.bus.at[b, "vn_kv"] >= min_kv * (1.0 - 1e-6)]
         label = dict(zip(self.names.index, self.names.names))
-        pairs = [(label[b], self.case.pp_bus[b]) for b in chosen if b is not None]
-        bus_phases = tuple(f"{name}.{ph}" for name, _ in pairs for ph in PHASES)
-        return bus_phases, np.repeat(np.array([k for _, k in pairs], dtype=np.int64), 3)
+        picked = [b for b in chosen if b is not None]
+        bus_phases = tuple(f"{label[b]}.{ph}" for b in picked for ph in PHASES)
+        return bus_phases, picked
 
-    def _conductor_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Per conductor, its row in ``[i_from; i_to; 0]`` (an out-of-service branch reads 0)."""
-        n_br = self.case.yf.shape[0]
-        from_row = np.where(rows >= 0, rows, 2 * n_br)
-        to_row = np.where(rows >= 0, n_br + rows, 2 * n_br)
-        per_branch = np.stack([from_row, to_row], axis=1)  # (branches, terminals)
-        return np.repeat(per_branch.reshape(-1), 3)
+    def _held_buses(self) -> dict[int, str]:
+        """Pandapower bus -> what holds its voltage (external grids, generators), for every bus of
+        a slack or PV bus of the net as loaded (buses a closed bus-bus switch fuses share it)."""
+        holders: dict[int, list[str]] = {}
+        for table, what in (("ext_grid", "external grid"), ("gen", "generator")):
+            if table not in self.net or not len(self.net[table]):
+                continue
+            rows = self.net[table]
+            for idx in rows.index[rows["in_service"].astype(bool)]:
+                k = self.case.pp_bus.get(int(rows.at[idx, "bus"]))
+                if k is not None:
+                    holders.setdefault(k, []).append(f"{what} {idx}")
+        held_internal = {int(k) for k in np.concatenate([self.case.ref, self.case.pv])}
+        return {
+            b: " and ".join(holders.get(k, ["a generator"])) for b, k in self.case.pp_bus.items() if k in held_internal
+        }
 
     # ----------------------------------------------------------------------------- protocol
     def bus_phases(self) -> tuple[str, ...]:
@@ -294,35 +351,92 @@ class PandapowerGrid(GridBackend):
         """Always: nothing in the net has memory between steps."""
         return True
 
+    def unsupplied_sites(self) -> frozenset[str]:
+        """The sites whose bus the branches out of service cut off from every external grid."""
+        return self._topo.unsupplied
+
     def reset(self, seed: int) -> None:
-        """The scenario's load scale; the warm start is the net's own solution and no Jacobian is
-        kept (no randomness: every run from a reset gives the same bits)."""
+        """The scenario's load scale, the net's own branch states, no fault, the net's own source
+        voltage; the warm start is the net's own solution and no Jacobian is kept (no randomness:
+        every run from a reset gives the same bits)."""
         self.load_scale = self.spec.load_scale
+        self._lines.clear()
+        self._faults.clear()
+        self._source_pu = None
+        self._topo = self._base
+        self.case = self._base.case
         self._v_last = None
-        self.case.forget()
+        self._dep_last = None
+        for view in self._topologies.values():
+            view.case.forget()
         self._sens_cache.clear()
+
+    @property
+    def _disturbed(self) -> bool:
+        """Whether a fault or a source voltage command is in force (the low-voltage model applies)."""
+        return bool(self._faults) or self._source_pu is not None
 
     # ----------------------------------------------------------------------------- solving
     def injections(self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]]) -> np.ndarray:
-        """Specified bus injections (pu, ``(n_bus, K)``): the net's own at the load scale, minus each site's P + jQ.
+        """Specified bus injections (pu, ``(n_bus, K)``): the net's own at the load scale, minus each
+        supplied site's P + jQ (a site cut off draws nothing).
 
         :raises UnknownNameError: a load for a site that is not on this grid.
         """
-        s = np.repeat((self.case.s_spec + (self.load_scale - 1.0) * self._s_load)[:, None], len(t_s), axis=1)
+        topo = self._topo
+        s = np.repeat((self.case.s_spec + (self.load_scale - 1.0) * topo.s_load)[:, None], len(t_s), axis=1)
         to_pu = 1.0 / (self.case.base_mva * 1e6)
         for j, step in enumerate(loads):
             for name, state in step.items():
-                k = self._site_bus.get(name)
+                k = topo.site_bus.get(name)
                 if k is None:
-                    raise unknown_site(t_s[j], f"net {self.label}", name, self._site_bus)
+                    if name in self._sites:
+                        continue
+                    raise unknown_site(t_s[j], f"net {self.label}", name, self._sites)
                 s[k, j] -= (float(np.sum(state.p_w)) + 1j * float(np.sum(state.q_var))) * to_pu
         return s
+
+    def _band_parts(self, loads: Sequence[Mapping[str, DatacenterState]]) -> dict[Band, np.ndarray]:
+        """The injections (pu, ``(n_bus, K)``) of the supplied sites with ``load_model: opendss``,
+        by band."""
+        parts: dict[Band, np.ndarray] = {}
+        if not self._site_band:
+            return parts
+        to_pu = 1.0 / (self.case.base_mva * 1e6)
+        for j, step in enumerate(loads):
+            for name, state in step.items():
+                band = self._site_band.get(name)
+                k = self._topo.site_bus.get(name)
+                if band is None or k is None:
+                    continue
+                part = parts.setdefault(band, np.zeros((self.case.n_bus, len(loads)), dtype=complex))
+                part[k, j] -= (float(np.sum(state.p_w)) + 1j * float(np.sum(state.q_var))) * to_pu
+        return parts
+
+    def _dependence(self, s_spec: np.ndarray, parts: Mapping[Band, np.ndarray]) -> VoltageDependence | None:
+        """The voltage-dependent part of injections ``s_spec`` (pu, ``(n_bus, K)``): the opendss
+        sites' ``parts``, and while disturbed every other injection but the generators'; None
+        when all of it is constant power."""
+        pairs = [(part, band) for band, part in parts.items()]
+        if self._disturbed:
+            rest = s_spec - (self.case.s_spec - self.case.s_demand)[:, None]
+            for part in parts.values():
+                rest = rest - part
+            pairs.append((rest, DISTURBANCE_BAND))
+        return VoltageDependence(pairs) if pairs else None
+
+    def _demand(
+        self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]]
+    ) -> tuple[np.ndarray, VoltageDependence | None]:
+        """The injections of :meth:`injections` and their voltage-dependent part."""
+        s = self.injections(t_s, loads)
+        return s, self._dependence(s, self._band_parts(loads))
 
     def _failed(self, t_s: float, loads: Mapping[str, DatacenterState]) -> PowerFlowError:
         """The error of a step that did not converge, with the share of the sites' load the net
         can carry (:meth:`_carryable_fraction`)."""
         attached = ", ".join(f"{n}@{self._sites[n].bus}={s.power_w / 1e6:.3f} MW" for n, s in loads.items())
-        level = f"datacenter loads: {attached or 'none'}; net load scale {self.load_scale:g}"
+        level = f"datacenter loads: {attached or 'none'}; net load scale {self.load_scale:g}{self._disturbances()}"
         share = self._carryable_fraction(t_s, loads) if loads else None
         if share is None:
             return PowerFlowError(f"power flow did not converge at t={t_s} s on net {self.label} ({level})")
@@ -333,41 +447,74 @@ class PandapowerGrid(GridBackend):
             "power flow reaches the nose of the P-V curve"
         )
 
+    def _disturbances(self) -> str:
+        """The disturbances in force, for messages ("" when none)."""
+        words = [f"fault {f.name} at {f.label} ({f.r_ohm:g} ohm)" for f in self._faults.values()]
+        words += [f"{table}.{index} {'in' if on else 'out of'} service" for (table, index), on in self._lines.items()]
+        if self._source_pu is not None:
+            words.append(f"source at {self._source_pu:g} pu")
+        return "; " + ", ".join(words).replace("trafo.", "transformer.") if words else ""
+
     def _carryable_fraction(self, t_s: float, loads: Mapping[str, DatacenterState]) -> float | None:
         """The largest share (to 0.1 %) of the sites' load at which the step still converges, the
         net's own loads held; None if it does not converge even without the sites."""
         without = self.injections([t_s], [{}])
         sites = self.injections([t_s], [loads]) - without
+        parts = self._band_parts([loads])
+
+        def converges(share: float) -> bool:
+            s = without + share * sites
+            dep = self._dependence(s, {band: share * part for band, part in parts.items()})
+            return bool(self.case.solve(s, dependence=dep).converged[0])
+
         lo, hi = 0.0, 1.0
-        if not self.case.solve(without).converged[0]:
+        if not converges(0.0):
             return None
         while hi - lo > 1e-3:
             mid = 0.5 * (lo + hi)
-            if self.case.solve(without + mid * sites).converged[0]:
+            if converges(mid):
                 lo = mid
             else:
                 hi = mid
         return lo
 
-    def _states(self, t_s: Sequence[float], s_spec: np.ndarray, v: np.ndarray, ok: np.ndarray) -> list[GridState]:
-        """The reported states of solutions ``v`` of injections ``s_spec`` (pu); NaN where not ``ok``."""
+    def _monitored_rows(self, x: np.ndarray) -> np.ndarray:
+        """Rows of ``x`` (per internal bus) for each monitored bus-phase, 0 where de-energized."""
+        rows = x[self._topo.mon_idx]
+        if self._topo.all_live:
+            return rows
+        live = self._topo.live.reshape((-1,) + (1,) * (x.ndim - 1))
+        return np.where(live, rows, 0.0)
+
+    def _states(
+        self,
+        t_s: Sequence[float],
+        s_spec: np.ndarray,
+        dep: VoltageDependence | None,
+        v: np.ndarray,
+        ok: np.ndarray,
+    ) -> list[GridState]:
+        """The reported states of solutions ``v`` of injections ``s_spec`` (pu, the part ``dep``
+        voltage-dependent); NaN where not ``ok``."""
         base_w = self.case.base_mva * 1e6
         s_calc = self.case.injections(v)
-        s_slack = (s_calc[self.case.ref] - s_spec[self.case.ref]).sum(axis=0) * base_w
+        s_drawn = self.case.drawn(v, s_spec, dep)
+        s_slack = (s_calc[self.case.ref] - s_drawn[self.case.ref]).sum(axis=0) * base_w
         losses = s_calc.real.sum(axis=0) * base_w
-        vm = np.abs(v[self._mon_idx])
+        vm = self._monitored_rows(np.abs(v))
         i_from, i_to = self.case.branch_currents_ka(v)
         stacked = np.vstack([i_from, i_to, np.zeros((1, v.shape[1]))])
-        current_a = stacked[self._gather] * 1000.0
+        current_a = stacked[self._topo.gather] * 1000.0
         loading = np.maximum.reduceat(current_a * (100.0 / self._branches.rating_a)[:, None], self._starts, axis=0)
         no_taps: Mapping[str, tuple[int, ...]] = MappingProxyType({})
         p_sub = np.repeat(s_slack.real[None, :] / 3, 3, axis=0)
         q_sub = np.repeat(s_slack.imag[None, :] / 3, 3, axis=0)
+        live = self._topo.live
         columns = zip(*map(column_rows, (vm, p_sub, q_sub, current_a, loading)))
         return [
-            GridState(t, self._bus_phases, v, no_taps, p, q, float(loss), True, self._branches, i, pct)
+            GridState(t, self._bus_phases, v, no_taps, p, q, float(loss), True, self._branches, i, pct, energized=live)
             if good
-            else GridState.not_converged(t, self._bus_phases, {}, self._branches)
+            else GridState.not_converged(t, self._bus_phases, {}, self._branches, energized=live)
             for t, good, loss, (v, p, q, i, pct) in zip(t_s, ok, losses, columns)
         ]
 
@@ -383,33 +530,37 @@ class PandapowerGrid(GridBackend):
         """Solve several steps, :data:`_BATCH_COLUMNS` at a time, warm-started from the last solution.
 
         :raises PowerFlowError: a step does not converge (the message names the time, the sites'
-            loads and the load scale), unless ``on_nonconvergence == "flag"``, which reports it
-            with ``converged=False`` and NaN values.
+            loads, the load scale and the disturbances in force), unless ``on_nonconvergence ==
+            "flag"``, which reports it with ``converged=False`` and NaN values.
         :raises UnknownNameError: a load for a site that is not on this grid.
         """
         out: list[GridState] = []
         for start in range(0, len(t_s), _BATCH_COLUMNS):
             chunk_t = list(t_s[start : start + _BATCH_COLUMNS])
             chunk_loads = list(loads[start : start + _BATCH_COLUMNS])
-            s_spec = self.injections(chunk_t, chunk_loads)
-            sol = self.case.solve(s_spec, self._v_last)
-            converged = sol.converged & _upper_branch(sol.v)
+            s_spec, dep = self._demand(chunk_t, chunk_loads)
+            sol = self.case.solve(s_spec, self._v_last, dep)
+            # disturbed, no bus below 0.5 pu draws constant power: no solution is on a lower branch
+            converged = sol.converged if self._disturbed else sol.converged & _upper_branch(sol.v)
             if not converged.all() and self.spec.on_nonconvergence == "stop":
                 j = int(np.flatnonzero(~converged)[0])
                 raise self._failed(chunk_t[j], chunk_loads[j])
-            out.extend(self._states(chunk_t, s_spec, sol.v, converged))
+            out.extend(self._states(chunk_t, s_spec, dep, sol.v, converged))
             good = np.flatnonzero(converged)
             if good.size:
                 self._v_last = sol.v[:, good[-1]].copy()
+                self._dep_last = None if dep is None else dep.column(int(good[-1]))
                 self._sens_cache.clear()
         return out
 
     # ----------------------------------------------------------------------------- commands
     @functools.singledispatchmethod
     def apply(self, command: Command, t_s: float) -> None:
-        """Carry out a grid command: only ``set_load_scale`` (all of the net's loads) applies to a net.
+        """Carry out a grid command: ``set_load_scale`` (all of the net's loads),
+        ``set_line_in_service``, ``apply_fault`` (three-phase to ground), ``clear_fault`` and
+        ``set_source_voltage`` (equal phases) apply to a net.
 
-        :raises CommandError: any other command, or a load scale for one named load.
+        :raises CommandError: any other command, or one these refuse.
         """
         raise CommandError(f"the pandapower grid of net {self.label} does not handle {type(command).__name__}")
 
@@ -421,21 +572,101 @@ class PandapowerGrid(GridBackend):
             raise CommandError(f"set_load_scale: scale must be a finite number >= 0, got {command.scale}")
         self.load_scale = float(command.scale)
 
+    @apply.register
+    def _set_line_in_service(self, command: SetLineInService, t_s: float) -> None:
+        key = branch_key(self.net, command.line)
+        if key is None:
+            names = self._branches.names
+            raise CommandError(
+                f"set_line_in_service: unknown line or transformer {command.line!r} on net {self.label} (branches "
+                f"by net.line/net.trafo index: {', '.join(names[:6])}{', ...' if len(names) > 6 else ''}; "
+                f"{len(names)} in all)"
+            )
+        if bool(command.in_service) == conducting(self.net, key):
+            self._lines.pop(key, None)
+        else:
+            self._lines[key] = bool(command.in_service)
+        self._refresh()
+
+    @apply.register
+    def _apply_fault(self, command: ApplyFault, t_s: float) -> None:
+        vn_kv = {b: float(self.net.bus.at[b, "vn_kv"]) for b in self._base.case.pp_bus}
+        fault = net_fault(command, self.label, self.names, vn_kv, self.case.base_mva, self._held, self._faults)
+        self._faults[fault.name] = fault
+        self._refresh()
+
+    @apply.register
+    def _clear_fault(self, command: ClearFault, t_s: float) -> None:
+        if self._faults.pop(command.name, None) is None:
+            raise CommandError(
+                f"clear_fault: no fault {command.name!r} in place on net {self.label} "
+                f"(in place: {', '.join(self._faults) or 'none'})"
+            )
+        self._refresh()
+
+    @apply.register
+    def _set_source_voltage(self, command: SetSourceVoltage, t_s: float) -> None:
+        vm = source_magnitude(command, self.label)
+        grids = self.net.ext_grid[self.net.ext_grid["in_service"].astype(bool)]
+        # the net's own source voltage ends the sag: the undisturbed equations again, bit for bit
+        self._source_pu = None if bool((grids["vm_pu"] == vm).all()) else vm
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """After a command: the view of the net at the branch states in force (built once per set
+        of states), and the case with the faults and source voltage in force."""
+        key = frozenset(self._lines.items())
+        view = self._topologies.get(key)
+        if view is None:
+            case = PandapowerCase(switched_net(self.net, self._lines), self.label, require_solution=False)
+            view = topology(self.net, case, self._site_pp_bus, self._monitored_pp)
+            self._topologies[key] = view
+        if view is not self._topo:
+            self._v_last = None if self._v_last is None else self._moved(self._v_last, self._topo, view)
+            self._dep_last = None
+            self._topo = view
+        shunts: dict[int, complex] = {}
+        for fault in self._faults.values():
+            k = view.case.pp_bus.get(fault.bus)
+            if k is not None:  # a fault on a de-energized bus draws nothing
+                shunts[k] = shunts.get(k, 0.0) + fault.y_pu
+        sources = {k: self._source_pu for k in view.sources} if self._source_pu is not None else {}
+        self.case = view.case.disturbed(shunts, sources) if shunts or sources else view.case
+        self._sens_cache.clear()
+
+    @staticmethod
+    def _moved(v: np.ndarray, old: Topology, new: Topology) -> np.ndarray:
+        """The solution ``v`` at branch states ``old`` as a warm start at ``new``: each bus energized
+        in both keeps its voltage, the others start from the net's own solution at ``new``."""
+        out = new.case.v_net.copy()
+        for b, k in new.case.pp_bus.items():
+            k_old = old.case.pp_bus.get(b)
+            if k_old is not None:
+                out[k] = v[k_old]
+        return out
+
     # ----------------------------------------------------------------------------- sensitivity
     @with_one_blas_thread
     def voltage_sensitivity(self, bus: str) -> np.ndarray:
         """dV/dP (pu/W) of every monitored bus-phase w.r.t. one watt drawn on one phase at ``bus``
         (a bus name, or a site name meaning its bus), Q following at the site's power factor
         (unity if no site is there), at the last solved operating point (the net's own solution
-        before the first solve): implicit function theorem on the power-flow equations.
+        before the first solve): implicit function theorem on the power-flow equations, every
+        voltage-dependent injection included. A de-energized bus, and a de-energized monitored
+        bus-phase, reads 0.
 
         :return: read-only array of shape ``(len(bus_phases()), 3)``, the three columns equal.
         :raises KeyError: unknown bus or site.
         """
-        k, q_per_p, key = self._sensitivity_point(bus, "voltage_sensitivity")
+        point = self._sensitivity_point(bus, "voltage_sensitivity")
+        if point is None:
+            return frozen_array(np.zeros((len(self._bus_phases), 3)))
+        k, q_per_p, key = point
         if key not in self._sens_cache:
-            dv = self.case.voltage_sensitivity(self._v_point(), np.array([k]), q_per_p)[:, 0] / self._w_per_pu
-            self._sens_cache[key] = frozen_array(np.repeat(dv[self._mon_idx][:, None], 3, axis=1))
+            v = self._v_point()
+            dv = self.case.voltage_sensitivity(v, np.array([k]), q_per_p, self._dep_last, self._gain(bus, k, v))
+            dv = dv[:, 0] / self._w_per_pu
+            self._sens_cache[key] = frozen_array(np.repeat(self._monitored_rows(dv)[:, None], 3, axis=1))
         return self._sens_cache[key]
 
     @with_one_blas_thread
@@ -448,32 +679,55 @@ class PandapowerGrid(GridBackend):
         :return: read-only array of shape ``(len(branches().names), 3)``, the three columns equal.
         :raises KeyError: unknown bus or site.
         """
-        k, q_per_p, key = self._sensitivity_point(bus, "loading_sensitivity")
+        point = self._sensitivity_point(bus, "loading_sensitivity")
+        if point is None:
+            return frozen_array(np.zeros((len(self._branches.names), 3)))
+        k, q_per_p, key = point
         if key not in self._sens_cache:
             v = self._v_point()
-            dv = self.case.voltage_derivatives(v, np.array([k]), q_per_p) / self._w_per_pu
+            gain = self._gain(bus, k, v)
+            dv = self.case.voltage_derivatives(v, np.array([k]), q_per_p, self._dep_last, gain) / self._w_per_pu
             i_from, i_to, di_from, di_to = self.case.branch_current_slopes_ka(v, dv)
-            current_a = np.concatenate([i_from, i_to, [0.0]])[self._gather] * 1000.0
-            slopes_a = np.vstack([di_from, di_to, np.zeros((1, 1))])[self._gather] * 1000.0
+            gather = self._topo.gather
+            current_a = np.concatenate([i_from, i_to, [0.0]])[gather] * 1000.0
+            slopes_a = np.vstack([di_from, di_to, np.zeros((1, 1))])[gather] * 1000.0
             loading = self._branches.loading_slopes_pct(current_a, slopes_a)
             self._sens_cache[key] = frozen_array(np.repeat(loading, 3, axis=1))
         return self._sens_cache[key]
 
-    def _sensitivity_point(self, bus: str, asked: str) -> tuple[int, float, str]:
+    def _sensitivity_point(self, bus: str, asked: str) -> tuple[int, float, str] | None:
         """Internal bus, reactive power per unit of active power and cache key of a sensitivity
-        ``asked`` to ``bus`` (a site, meaning its bus, or an energized bus).
+        ``asked`` to ``bus`` (a site, meaning its bus, or an energized bus); None for a bus the
+        branches out of service cut off.
 
-        :raises KeyError: unknown bus or site.
+        :raises KeyError: unknown bus or site, or a bus not energized in the net as loaded.
         """
         site = self._sites.get(bus)
         pp_bus = self._site_pp_bus[site.name] if site else self.names.bus(bus)
-        k = None if pp_bus is None else self.case.pp_bus.get(pp_bus)
-        if k is None:
+        if pp_bus is None or pp_bus not in self._base.case.pp_bus:
             raise KeyError(f"{asked}: {bus!r} is not a site or an energized bus of net {self.label}")
+        k = self.case.pp_bus.get(pp_bus)
+        if k is None:
+            return None
         if site is None:
-            site = next((s for s in self._sites.values() if self._site_bus[s.name] == k), None)
+            site = next((s for s in self._sites.values() if self._topo.site_bus.get(s.name) == k), None)
         pf = site.power_factor if site else 1.0
         return k, tan_phi(pf), f"{asked}:{k}@{pf}"
+
+    def _gain(self, bus: str, k: int, v: np.ndarray) -> float:
+        """The power a watt scheduled at internal bus ``k`` draws at the voltages ``v`` (per watt):
+        1 at constant power, its band's gain where a site with ``load_model: opendss`` is (or
+        ``bus`` names one) and, while disturbed, elsewhere."""
+        site = self._sites.get(bus)
+        if site is None:
+            site = next((s for s in self._sites.values() if self._topo.site_bus.get(s.name) == k), None)
+        band = self._site_band.get(site.name) if site else None
+        if band is None and self._disturbed:
+            band = DISTURBANCE_BAND
+        if band is None:
+            return 1.0
+        g, _ = band.gain(np.abs(v[k : k + 1]))
+        return float(g[0])
 
     def _v_point(self) -> np.ndarray:
         """The operating point sensitivities are taken at: the last solution, or the net's own."""
@@ -483,27 +737,47 @@ class PandapowerGrid(GridBackend):
     def results_net(self, loads: Mapping[str, DatacenterState], t_s: float = 0.0) -> pandapowerNet:
         """A copy of the net at one operating point, with this backend's results.
 
-        Each site is a load named ``openg2g:<site>`` at its bus drawing the state's total P and
-        Q; the net's own loads carry the load scale in ``scaling``; ``res_bus`` (``vm_pu``,
+        Each site is a load named ``openg2g:<site>`` at its bus drawing what it draws at the
+        solution (its state's total P and Q, unless its voltage is outside its band); the net's
+        own loads carry the load scale in ``scaling``; the disturbances in force are in the net:
+        branches out of service (or in service, their switches closed), each fault a shunt
+        ``openg2g:fault:<name>`` of ``vn_kv^2 / r_ohm`` MW, the external grids' ``vm_pu`` at the
+        source voltage in force, and every injection below
+        :data:`~openg2g.grid.nets.lowvoltage.DISTURBANCE_VMINPU` at what it draws there (its
+        ``scaling``, or a ward's ``ps_mw``/``qs_mvar``, times the gain). ``res_bus`` (``vm_pu``,
         ``va_degree``), ``res_line`` and ``res_trafo`` (flows, currents, voltages at the ends,
-        ``loading_percent``) are filled from the solution. ``pandapower.runpp`` on the returned
-        net reproduces them. Out-of-service branches read 0 (voltages NaN).
+        ``loading_percent``) are filled from the solution. ``pandapower.runpp`` on the returned net
+        reproduces them. Out-of-service branches read 0 (voltages NaN), de-energized buses NaN.
 
         :raises PowerFlowError: the operating point does not converge.
         """
         import pandapower as pp
 
-        s_spec = self.injections([t_s], [loads])
-        sol = self.case.solve(s_spec, self._v_last)
+        s_spec, dep = self._demand([t_s], [loads])
+        sol = self.case.solve(s_spec, self._v_last, dep)
         if not sol.converged[0]:
             raise self._failed(t_s, loads)
         v = sol.v[:, 0]
-        net = copy.deepcopy(self.net)
+        vm = np.abs(v)
+        net = switched_net(self.net, self._lines)
         net.load["scaling"] = net.load["scaling"] * self.load_scale
+        if self._source_pu is not None:
+            net.ext_grid.loc[net.ext_grid["in_service"].astype(bool), "vm_pu"] = self._source_pu
+        for fault in self._faults.values():
+            vn_kv = float(net.bus.at[fault.bus, "vn_kv"])
+            pp.create_shunt(net, fault.bus, q_mvar=0.0, p_mw=vn_kv**2 / fault.r_ohm, name=f"openg2g:fault:{fault.name}")
+        if self._disturbed:
+            self._scale_low_injections(net, vm)
         for name, state in loads.items():
-            bus = self._site_pp_bus[name]
+            k = self._topo.site_bus.get(name)
+            band = self._site_band.get(name, DISTURBANCE_BAND if self._disturbed else None)
+            gain = 1.0 if band is None or k is None else float(band.gain(vm[k : k + 1])[0][0])
             pp.create_load(
-                net, bus, p_mw=state.power_w / 1e6, q_mvar=float(np.sum(state.q_var)) / 1e6, name=f"openg2g:{name}"
+                net,
+                self._site_pp_bus[name],
+                p_mw=gain * state.power_w / 1e6,
+                q_mvar=gain * float(np.sum(state.q_var)) / 1e6,
+                name=f"openg2g:{name}",
             )
         internal = [self.case.pp_bus.get(int(b), -1) for b in net.bus.index]
         has = np.array(internal) >= 0
@@ -512,6 +786,20 @@ class PandapowerGrid(GridBackend):
         net.res_line = self._branch_frame(net.line, "line", v, ("from", "to"))
         net.res_trafo = self._branch_frame(net.trafo, "trafo", v, ("hv", "lv"))
         return net
+
+    def _scale_low_injections(self, net: pandapowerNet, vm: np.ndarray) -> None:
+        """Each constant-power element of ``net`` at a bus below its band (voltages ``vm``, pu, per
+        internal bus) times its gain there: what it draws at the solution."""
+        gain = DISTURBANCE_BAND.gain(vm)[0]
+        for table in (*_SCALED_TABLES, *_WARD_TABLES):
+            if table not in net or not len(net[table]):
+                continue
+            rows = net[table]
+            at = np.array([self.case.pp_bus.get(int(b), -1) for b in rows["bus"]], dtype=np.int64)
+            factor = np.where(at >= 0, gain[np.maximum(at, 0)], 1.0)
+            columns = ("scaling",) if table in _SCALED_TABLES else ("ps_mw", "qs_mvar")
+            for column in columns:
+                rows[column] = rows[column] * factor
 
     def _branch_frame(self, table: object, element: str, v: np.ndarray, ends: tuple[str, str]) -> object:
         """pandapower's result table of ``element`` (``line``/``trafo``) for the solution ``v``."""

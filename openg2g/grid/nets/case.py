@@ -17,17 +17,29 @@ itself:
 
 Everything is per unit of pandapower's ``baseMVA`` and the buses' ``vn_kv``. The converged
 solution meets the power-flow equations to :data:`TOLERANCE_PU`, 1e-10 pu of power, well below
-pandapower's own (``tolerance_mva`` 1e-8 MVA), so both agree to far better than 1e-6 pu.
+pandapower's own (``tolerance_mva`` 1e-8 MVA), so both agree to far better than 1e-6 pu. A
+disturbed case (:meth:`PandapowerCase.disturbed`) is held to 1e-10 pu of current, ``|dS| / |V|``,
+at every bus instead: near a fault a bus's power mismatch vanishes with its voltage whatever its
+currents, and a power test would accept a bus at 0 V that draws a current no branch brings it.
 
 :meth:`PandapowerCase.voltage_sensitivity` gives dVm/dP at a solution by the implicit function
 theorem on the same equations: ``dx/dp = -J^-1 dF/dp``.
+
+**Disturbances.** :meth:`PandapowerCase.disturbed` gives the same case with shunt admittances added
+to ``Ybus`` (three-phase faults) and the external grids' voltage magnitudes replaced (a source sag),
+and every solve and sensitivity takes an optional
+:class:`~openg2g.grid.nets.lowvoltage.VoltageDependence`: injections that leave their constant-power
+band, whose correction enters the mismatch and whose slope enters the Jacobian. Without one (or
+while every injection stays inside its band) the equations, and so the bits, are the constant-power
+ones.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,6 +50,7 @@ from scipy.sparse.linalg import splu
 
 from openg2g.core.errors import FeederError
 from openg2g.grid.feeder.powerflow import magnitude_slopes
+from openg2g.grid.nets.lowvoltage import DISTURBANCE_VMINPU, VoltageDependence
 from openg2g.grid.nets.source import quiet_pandapower
 
 if TYPE_CHECKING:
@@ -94,6 +107,36 @@ def run_pandapower(net: pandapowerNet) -> None:
         pp.runpp(net, numba=False)
 
 
+def _slack_only_case(net: pandapowerNet, internal: Mapping[str, object]) -> dict[str, object]:
+    """The internal case of a net energized at its slack buses only (every other bus cut off), which
+    ``runpp`` solves without building it: pandapower's own conversion (``_pd2ppc``) and ``Ybus``,
+    the voltages its setpoints."""
+    from pandapower.pd2ppc import _pd2ppc
+    from pandapower.pypower.bustypes import bustypes
+    from pandapower.pypower.idx_bus import VA, VM
+    from pandapower.pypower.makeYbus import makeYbus
+
+    _, ppci = _pd2ppc(net)
+    bus, gen, branch = ppci["bus"], ppci["gen"], ppci["branch"]
+    ybus, yf, yt = makeYbus(ppci["baseMVA"], bus, branch)
+    ref, pv, pq = bustypes(bus, gen)
+    v = bus[:, VM].real * np.exp(1j * np.radians(bus[:, VA].real))
+    return {
+        **internal,
+        "baseMVA": ppci["baseMVA"],
+        "bus": bus,
+        "gen": gen,
+        "branch": branch,
+        "Ybus": ybus,
+        "Yf": yf,
+        "Yt": yt,
+        "ref": ref,
+        "pv": pv,
+        "pq": pq,
+        "V": v,
+    }
+
+
 @dataclass(frozen=True)
 class CaseSolution:
     """Solved operating points.
@@ -125,22 +168,33 @@ class PandapowerCase:
 
     :param net: the net, as loaded (:func:`openg2g.grid.nets.source.load_net`).
     :param label: the net's name in messages.
-    :raises FeederError: the net's own power flow does not converge.
+    :param require_solution: when False, a net whose own power flow does not converge is taken
+        anyway (its internal case is built before runpp iterates): :attr:`v_net` is then a flat
+        start at the setpoints (:attr:`own_solution` False), so that a line outage the net's own
+        loads cannot ride through fails at the steps it affects, not when it is commanded.
+    :raises FeederError: the net's own power flow does not converge (and ``require_solution``).
     """
 
-    def __init__(self, net: pandapowerNet, label: str) -> None:
+    def __init__(self, net: pandapowerNet, label: str, require_solution: bool = True) -> None:
         from pandapower.powerflow import LoadflowNotConverged
-        from pandapower.pypower.idx_bus import BASE_KV
+        from pandapower.pypower.idx_bus import BASE_KV, PD, QD
         from pandapower.pypower.idx_gen import PG
         from pandapower.pypower.makeSbus import makeSbus
 
+        self.own_solution = True
+        """Whether :attr:`v_net` is the net's own converged solution (else a flat start)."""
         try:
             run_pandapower(net)
         except LoadflowNotConverged:
-            raise FeederError(
-                f"grid.pandapower: the power flow of net {label!r} at its own loads does not converge (pandapower runpp)"
-            ) from None
+            if require_solution:
+                raise FeederError(
+                    f"grid.pandapower: the power flow of net {label!r} at its own loads does not converge "
+                    "(pandapower runpp)"
+                ) from None
+            self.own_solution = False
         internal = net._ppc["internal"]
+        if "bus" not in internal:  # no bus but the slack's: runpp skipped its Newton and kept no case
+            internal = _slack_only_case(net, internal)
         self.base_mva = float(internal["baseMVA"])
         self.ybus = sp.csr_matrix(internal["Ybus"])
         self.yf = sp.csr_matrix(internal["Yf"])
@@ -154,10 +208,18 @@ class PandapowerCase:
         self.base_kv = np.asarray(bus[:, BASE_KV].real, dtype=float)
         self.v_net = np.asarray(internal["V"], dtype=complex)
         """The net's own solution: its slack and PV voltages are the setpoints."""
+        if not self.own_solution:  # runpp's last iterate: only the setpoints it holds are kept
+            angle = np.exp(1j * np.angle(self.v_net[self.ref[0]]))
+            self.v_net = self.v_net.copy()
+            self.v_net[self.pv] = np.abs(self.v_net[self.pv]) * angle
+            self.v_net[self.pq] = angle
         gen = np.array(internal["gen"], copy=True)
         gen[np.asarray(internal["ref_gens"], dtype=np.int64), PG] = 0.0  # the slack's output is solved for
         self.s_spec = np.asarray(makeSbus(self.base_mva, bus, gen), dtype=complex)
         """Specified injections (pu) at the net's own loads: generation minus load, slack output excluded."""
+        self.s_demand = -np.asarray(bus[:, PD].real + 1j * bus[:, QD].real, dtype=complex) / self.base_mva
+        """The part of :attr:`s_spec` that is not generators' (pu): loads, static generators,
+        storage, wards' constant power, as pandapower folds them into the buses' ``PD``/``QD``."""
         lookup = np.asarray(net._pd2ppc_lookups["bus"], dtype=np.int64)
         self.pp_bus = {int(b): int(lookup[b]) for b in net.bus.index if 0 <= lookup[b] < self.n_bus}
         """pandapower bus index -> internal bus, for every energized bus (fused buses share one)."""
@@ -172,6 +234,31 @@ class PandapowerCase:
         self._kv_to = self.base_kv[self._to_bus]
         self._lu_key: bytes | None = None
         self._lu: Solver | None = None
+        self._current_check = False
+        """Whether convergence is judged on the current mismatch (a disturbed case) or the power's."""
+
+    def disturbed(self, shunt_pu: Mapping[int, complex], source_pu: Mapping[int, float]) -> PandapowerCase:
+        """This case with shunt admittances added and source voltages replaced (a new object; this
+        one is unchanged).
+
+        :param shunt_pu: internal bus -> admittance to ground added to ``Ybus`` there (pu of
+            baseMVA): a three-phase fault's positive-sequence admittance.
+        :param source_pu: internal (slack) bus -> its voltage magnitude (pu), the angle kept.
+        """
+        out = copy.copy(self)
+        if shunt_pu:
+            buses = np.fromiter(shunt_pu, dtype=np.int64)
+            added = sp.csr_matrix(
+                (np.array([shunt_pu[int(b)] for b in buses], dtype=complex), (buses, buses)), shape=self.ybus.shape
+            )
+            out.ybus = sp.csr_matrix(self.ybus + added)
+        if source_pu:
+            out.v_net = self.v_net.copy()
+            for k, vm in source_pu.items():
+                out.v_net[k] = vm * np.exp(1j * np.angle(self.v_net[k]))
+        out._current_check = True
+        out.forget()
+        return out
 
     def forget(self) -> None:
         """Drop the factorized Jacobian kept between calls, so that what follows depends on its
@@ -203,13 +290,27 @@ class PandapowerCase:
         return s
 
     # --------------------------------------------------------------------------- equations
-    def _mismatch(self, v: np.ndarray, s_spec: np.ndarray) -> np.ndarray:
-        """Mismatch ``F`` (pu): real part at PV and PQ buses, imaginary part at PQ buses, per column."""
+    def _mismatch(self, v: np.ndarray, s_spec: np.ndarray, dep: VoltageDependence | None = None) -> np.ndarray:
+        """Mismatch ``F`` (pu): real part at PV and PQ buses, imaginary part at PQ buses, per column;
+        the injections of ``dep`` as drawn at ``v``."""
         mis = v * np.conj(self.ybus @ v) - s_spec
+        if dep is not None:
+            correction = dep.correction(np.abs(v))
+            if correction is not None:
+                mis -= correction
         return np.concatenate([mis[self.pvpq].real, mis[self.pq].imag])
 
-    def _jacobian(self, v: np.ndarray) -> sp.csc_matrix:
+    def drawn(self, v: np.ndarray, s_spec: np.ndarray, dep: VoltageDependence | None) -> np.ndarray:
+        """The injections (pu) specified by ``s_spec`` and ``dep`` as drawn at the voltages ``v``."""
+        correction = None if dep is None else dep.correction(np.abs(v))
+        return s_spec if correction is None else s_spec + correction
+
+    def _jacobian(self, v: np.ndarray, slope: np.ndarray | None = None) -> sp.csc_matrix:
+        """The Jacobian at ``v``; ``slope`` (pu per pu, ``(n_bus,)``) the derivative of the
+        specified injections w.r.t. their bus voltage magnitude, None for constant power."""
         ds_dvm, ds_dva = _ds_dv(self.ybus, v)
+        if slope is not None:
+            ds_dvm = sp.csr_matrix(ds_dvm - sp.diags(slope))
         pvpq, pq = self.pvpq, self.pq
         j11 = ds_dva[pvpq][:, pvpq].real
         j12 = ds_dvm[pvpq][:, pq].real
@@ -217,14 +318,16 @@ class PandapowerCase:
         j22 = ds_dvm[pq][:, pq].imag
         return sp.csc_matrix(sp.bmat([[j11, j12], [j21, j22]]))
 
-    def _factor(self, v: np.ndarray) -> Solver:
-        """The solver of the Jacobian at ``v`` (the last one is kept: warm starts repeat).
+    def _factor(self, v: np.ndarray, dep: VoltageDependence | None = None) -> Solver:
+        """The solver of the Jacobian at ``v`` (the last one is kept: warm starts repeat), with the
+        slope of one operating point's voltage-dependent injections ``dep``.
 
         :raises RuntimeError: singular Jacobian (the operating point is at the nose of the P-V curve).
         """
-        key = v.tobytes()
+        slope = None if dep is None else dep.slope(np.abs(v))
+        key = v.tobytes() if slope is None else v.tobytes() + slope.tobytes()
         if key != self._lu_key or self._lu is None:
-            self._lu = _factorize(self._jacobian(v))
+            self._lu = _factorize(self._jacobian(v, slope))
             self._lu_key = key
         return self._lu
 
@@ -236,31 +339,46 @@ class PandapowerCase:
         vm[self.pq] -= dx[npvpq:]
         return vm * np.exp(1j * va)
 
-    def _newton(self, v: np.ndarray, s_spec: np.ndarray) -> np.ndarray | None:
+    def _newton(self, v: np.ndarray, s_spec: np.ndarray, dep: VoltageDependence | None = None) -> np.ndarray | None:
         """Full Newton on one column from ``v``; the solution, or None if it does not converge."""
         for _ in range(_NEWTON_ITERATIONS):
-            f = self._mismatch(v, s_spec)
+            f = self._mismatch(v, s_spec, dep)
             if not np.all(np.isfinite(f)):
                 return None
-            if np.max(np.abs(f), initial=0.0) < TOLERANCE_PU:
+            if self._error(v, f) < TOLERANCE_PU:
                 return v
+            slope = None if dep is None else dep.slope(np.abs(v))
             try:
-                dx = _factorize(self._jacobian(v))(f)
+                dx = _factorize(self._jacobian(v, slope))(f)
             except RuntimeError:  # singular Jacobian: past the nose of the P-V curve
                 return None
             v = self._step(v, dx)
-        f = self._mismatch(v, s_spec)
-        return v if np.max(np.abs(f), initial=0.0) < TOLERANCE_PU else None
+        f = self._mismatch(v, s_spec, dep)
+        return v if self._error(v, f) < TOLERANCE_PU else None
+
+    def _error(self, v: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """The largest mismatch (pu) per column of the mismatches ``f`` at ``v``: of power, or in a
+        disturbed case of current, ``|dS| / |V|``: at a bus near 0 V (a fault) any current gives
+        almost no power, so a small power mismatch there says nothing of the currents."""
+        if not self._current_check:
+            return np.max(np.abs(f), axis=0, initial=0.0)
+        rows = np.concatenate([self.pvpq, self.pq])
+        vm = np.abs(v[rows])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.max(np.where(vm > 0, np.abs(f) / vm, np.inf), axis=0, initial=0.0)
 
     # --------------------------------------------------------------------------- solving
-    def _chord(self, v: np.ndarray, s_spec: np.ndarray, lu: Solver, cols: np.ndarray) -> np.ndarray:
+    def _chord(
+        self, v: np.ndarray, s_spec: np.ndarray, lu: Solver, cols: np.ndarray, dep: VoltageDependence | None = None
+    ) -> np.ndarray:
         """Chord steps with the fixed Jacobian solver ``lu`` on columns ``cols`` of ``v`` (in place)
         while every open column's mismatch shrinks; whether each of ``cols`` converged."""
         last = np.full(cols.size, np.inf)
         done = np.zeros(cols.size, dtype=bool)
+        dep_cols = None if dep is None else dep.columns(cols)
         for _ in range(_CHORD_ITERATIONS):
-            f = self._mismatch(v[:, cols], s_spec[:, cols])
-            err = np.max(np.abs(f), axis=0, initial=0.0)
+            f = self._mismatch(v[:, cols], s_spec[:, cols], dep_cols)
+            err = self._error(v[:, cols], f)
             done = err < TOLERANCE_PU
             if done.all() or not np.all(err[~done] < last[~done]):  # converged, or a column stalls
                 break
@@ -269,11 +387,15 @@ class PandapowerCase:
             v[:, cols[open_cols]] = self._step(v[:, cols[open_cols]], lu(f[:, open_cols]))
         return done
 
-    def solve(self, s_spec: np.ndarray, v_start: np.ndarray | None = None) -> CaseSolution:
+    def solve(
+        self, s_spec: np.ndarray, v_start: np.ndarray | None = None, dependence: VoltageDependence | None = None
+    ) -> CaseSolution:
         """Solve every column of ``s_spec`` (pu injections, ``(n_bus, K)``).
 
         :param v_start: warm start (pu, ``(n_bus,)``), e.g. the last solution; None = the net's
             own solution. Its slack and PV magnitudes are replaced by the setpoints.
+        :param dependence: the part of ``s_spec`` that follows its bus voltage outside a band
+            (parts ``(n_bus, K)``); None = constant power at every voltage.
         """
         v0 = self.v_net.copy() if v_start is None else np.asarray(v_start, dtype=complex).copy()
         fixed = np.concatenate([self.ref, self.pv])
@@ -283,52 +405,115 @@ class PandapowerCase:
         v = np.repeat(v0[:, None], k, axis=1)
         done = np.zeros(k, dtype=bool)
         if self._lu is not None:  # the last Jacobian factorized, wherever it was: usually close enough
-            done = self._chord(v, s_spec, self._lu, np.arange(k))
+            done = self._chord(v, s_spec, self._lu, np.arange(k), dependence)
         if not done.all():  # refactorize at the warm start and restart the open columns from it
             open_cols = np.flatnonzero(~done)
             v[:, open_cols] = v0[:, None]
+            first = None if dependence is None else dependence.column(int(open_cols[0]))
             try:
-                done[open_cols] = self._chord(v, s_spec, self._factor(v0), open_cols)
+                done[open_cols] = self._chord(v, s_spec, self._factor(v0, first), open_cols, dependence)
             except RuntimeError:  # singular at the warm start: full Newton below
                 pass
+        z0 = None
+        if self._current_check and not done.all():  # a disturbance: restart from the linear network's solution
+            open_cols = np.flatnonzero(~done)
+            z0 = self._impedance_start(v0, s_spec[:, open_cols[0]])
+            if z0 is not None:
+                v[:, open_cols] = z0[:, None]
+                first = None if dependence is None else dependence.column(int(open_cols[0]))
+                try:
+                    done[open_cols] = self._chord(v, s_spec, self._factor(z0, first), open_cols, dependence)
+                except RuntimeError:  # singular there too: full Newton below
+                    pass
         for j in np.flatnonzero(~done):
-            sol = self._newton(v0.copy(), s_spec[:, j])
+            dep_j = None if dependence is None else dependence.column(int(j))
+            sol = None if z0 is None else self._newton(z0.copy(), s_spec[:, j], dep_j)
+            if sol is None:
+                sol = self._newton(v0.copy(), s_spec[:, j], dep_j)
             if sol is None and v_start is not None:
-                sol = self._newton(self.v_net.copy(), s_spec[:, j])
+                sol = self._newton(self.v_net.copy(), s_spec[:, j], dep_j)
             if sol is not None:
                 v[:, j] = sol
                 done[j] = True
         return CaseSolution(v=v, converged=done)
 
-    def voltage_sensitivity(self, v: np.ndarray, buses: np.ndarray, q_per_p: float) -> np.ndarray:
+    def _impedance_start(self, v: np.ndarray, s_spec: np.ndarray) -> np.ndarray | None:
+        """A start for the Newton of a disturbed case: the linear network's solution, the slack and
+        PV buses held at ``v`` (pu, ``(n_bus,)``) and every PQ bus's injection ``s_spec`` (pu,
+        ``(n_bus,)``) the admittance drawing it at the bus's voltage in ``v``, or at
+        :data:`~openg2g.grid.nets.lowvoltage.DISTURBANCE_VMINPU` where ``v`` is lower. Near a
+        fault the loads are such admittances, and polar Newton started from the undisturbed
+        voltages is drawn to the spurious 0 V solution of the power equations at the faulted bus
+        (:meth:`_error`); started here it is not. None when that network is singular."""
+        pq, fixed = self.pq, np.concatenate([self.ref, self.pv])
+        vm = np.maximum(np.abs(v[pq]), DISTURBANCE_VMINPU)
+        y = self.ybus[pq][:, pq] + sp.diags(-np.conj(s_spec[pq]) / vm**2)
+        rhs = -(self.ybus[pq][:, fixed] @ v[fixed])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sp.linalg.MatrixRankWarning)
+            try:
+                v_pq = splu(sp.csc_matrix(y)).solve(rhs)
+            except (RuntimeError, sp.linalg.MatrixRankWarning):
+                return None
+        out = v.copy()
+        out[pq] = v_pq
+        return out
+
+    def voltage_sensitivity(
+        self,
+        v: np.ndarray,
+        buses: np.ndarray,
+        q_per_p: float,
+        dependence: VoltageDependence | None = None,
+        gain: float = 1.0,
+    ) -> np.ndarray:
         """dVm/dP (pu per pu of baseMVA) of every bus at the solution ``v`` w.r.t. a load drawn at
         each of ``buses`` (internal indices), its reactive power moving by ``q_per_p`` per unit of P.
 
+        :param dependence: the voltage-dependent injections of the operating point ``v`` solves
+            (one-dimensional parts), None for constant power.
+        :param gain: the power the added load draws per unit of its scheduled power at ``v``
+            (1 for a constant-power one; its band's gain for a voltage-dependent one).
         :return: ``(n_bus, len(buses))``; zero at slack and PV buses (their magnitude is held).
         """
-        dx = self._state_derivatives(v, buses, q_per_p)
+        dx = self._state_derivatives(v, buses, q_per_p, dependence, gain)
         out = np.zeros((self.n_bus, len(buses)))
         out[self.pq] = dx[self.pvpq.size :]
         return out
 
-    def voltage_derivatives(self, v: np.ndarray, buses: np.ndarray, q_per_p: float) -> np.ndarray:
+    def voltage_derivatives(
+        self,
+        v: np.ndarray,
+        buses: np.ndarray,
+        q_per_p: float,
+        dependence: VoltageDependence | None = None,
+        gain: float = 1.0,
+    ) -> np.ndarray:
         """Complex dV/dP (pu per pu of baseMVA) of every bus at the solution ``v``, load drawn as
         for :meth:`voltage_sensitivity`: ``dV = V (dVm / Vm + j dVa)`` from the same derivatives
         of the magnitudes and angles.
 
         :return: ``(n_bus, len(buses))``.
         """
-        dx = self._state_derivatives(v, buses, q_per_p)
+        dx = self._state_derivatives(v, buses, q_per_p, dependence, gain)
         d_angle = np.zeros((self.n_bus, len(buses)))
         d_log_vm = np.zeros((self.n_bus, len(buses)))
         d_angle[self.pvpq] = dx[: self.pvpq.size]
         d_log_vm[self.pq] = dx[self.pvpq.size :] / np.abs(v[self.pq])[:, None]
         return v[:, None] * (d_log_vm + 1j * d_angle)
 
-    def _state_derivatives(self, v: np.ndarray, buses: np.ndarray, q_per_p: float) -> np.ndarray:
+    def _state_derivatives(
+        self,
+        v: np.ndarray,
+        buses: np.ndarray,
+        q_per_p: float,
+        dependence: VoltageDependence | None = None,
+        gain: float = 1.0,
+    ) -> np.ndarray:
         """Implicit function theorem at the solution ``v``: the derivatives of the unknowns (angles
         at PV and PQ buses, then magnitudes at PQ buses) w.r.t. a load drawn at each of ``buses``,
-        ``dx/dP = -J^-1 dF/dP``, ``(n_unknowns, len(buses))``."""
+        ``dx/dP = -J^-1 dF/dP``, ``(n_unknowns, len(buses))``; the Jacobian carries the slope of
+        ``dependence``, and the load draws ``gain`` per unit."""
         pos_p = {int(b): i for i, b in enumerate(self.pvpq)}
         pos_q = {int(b): self.pvpq.size + i for i, b in enumerate(self.pq)}
         rhs = np.zeros((self.pvpq.size + self.pq.size, len(buses)))
@@ -338,7 +523,9 @@ class PandapowerCase:
                 rhs[pos_p[int(b)], c] = 1.0
             if int(b) in pos_q:
                 rhs[pos_q[int(b)], c] = q_per_p
-        return -self._factor(v)(rhs)
+        if gain != 1.0:
+            rhs *= gain
+        return -self._factor(v, dependence)(rhs)
 
     # --------------------------------------------------------------------------- results
     def branch_currents_ka(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
