@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-COLLECTION = ROOT.parent / "shared" / "data" / "opendss-test-cases"
+COLLECTION = Path(os.environ.get("OPENG2G_SHARED_DATA") or ROOT.parent / "shared" / "data") / "opendss-test-cases"
+"""The collection: in the source data beside the clone, or ``$OPENG2G_SHARED_DATA`` (as the tests find it)."""
 
 MASTERS = [
     "IEEETestCases/4Bus-DY-Bal/4Bus-DY-Bal.DSS",
@@ -116,8 +118,8 @@ def measure(rel: str) -> dict[str, object]:
     start = time.perf_counter()
     try:
         model = read_opendss(path)
-    except G2GError as exc:  # the table reports every refusal as it is worded
-        row["refused"] = str(exc).replace(str(path), "").lstrip(": ")
+    except G2GError as exc:  # the table reports every refusal as it is worded, on one line
+        row["refused"] = " ".join(str(exc).replace(str(path), "").lstrip(": ").split())
         return row
     row["read_s"] = time.perf_counter() - start
     feeder = feeder_from_model(model)

@@ -625,18 +625,20 @@ DSS_CASES: list[Case] = [
             ('"nosuch" not found', "line: 5"),
         ),
         ("line-phases-seven", _dss(_L2, _L2 + " phases=7"), ("does not solve",)),
-        ("line-duplicate", _add(_L2), ('Duplicate new element definition: "Line.l2"',)),
         ("load-pf-zero", _dss("kw=300 kvar=100", "kw=300 pf=0"), ("load.ld1: kvar=inf",)),
         ("load-pf-negative-two", _dss("kw=300 kvar=100", "kw=300 pf=-2"), ("load.ld1: kvar=nan",)),
         ("load-kv-zero", _dss("kv=4.16 kw=300", "kv=0 kw=300"), ("load.ld1: kV=0", "> 0")),
         ("load-kw-word", _dss("kw=300", "kw=lots"), ("New Load.ld1", '"lots"')),
         ("load-kw-huge-rpn", _dss("kw=300", "kw=(10 400 ^)"), ("load.ld1: kW=inf",)),
-        ("load-model-eight", _dss("model=1", "model=8"), ("ZIPV",)),
+        (
+            "load-model-eight",
+            _dss("model=1", "model=8"),
+            ("master.dss line 6: load.ld1: load model 8 is not supported",),
+        ),
         ("load-conn-star", _dss("conn=wye", "conn=star"), ('"star"',)),
         ("source-mvasc3-zero", _dss("MVAsc3=2000", "MVAsc3=0"), ("Vsource.source",)),
         ("source-basekv-negative", _dss("basekv=4.16", "basekv=-4.16"), ("vsource.source: basekV=-4.16",)),
         ("source-pu-nan", _dss(_SRC, _SRC.replace("pu=1.0", "pu=nan")), ("vsource.source: pu=nan",)),
-        ("source-single-phase", _dss(_SRC, _SRC.replace("phases=3", "phases=1")), ("three-phase source",)),
         ("no-circuit", _dss(_SRC + "\n", ""), ("circuit",)),
         ("voltagebases-word", _dss("Set Voltagebases=[4.16]", "Set Voltagebases=[high]"), ('"high"',)),
         ("voltagebases-zero", _dss("Set Voltagebases=[4.16]", "Set Voltagebases=[0]"), ("voltage base",)),
@@ -661,7 +663,7 @@ DSS_CASES: list[Case] = [
         ("buscoords-missing", _add("Buscoords gone.csv"), ("gone.csv",)),
         ("shell-text", _add("rm -rf /"), ('Unknown Command: "rm"',)),
         ("binary-line", _add("\x01\x02\x03 garbage"), ("Unknown Command",)),
-        ("unknown-element", _add("New Storage.s1 bus1=b2 kwrated=100"), ("storage: s1",)),
+        ("unknown-element", _add("New IndMach012.m1 bus1=b2 kw=100"), ("indmach012.m1: an induction machine",)),
         ("unknown-command", _add("Frobnicate circuit"), ('Unknown Command: "Frobnicate"',)),
         ("element-of-a-million-phases", _add("New Line.big bus1=b2 bus2=b9 phases=1000000"), ("crashed",)),
         ("node-number-overflow", _add("New Load.l9 bus1=b2.999999999 kw=1"), ("bus b2", "out of range")),
@@ -684,6 +686,11 @@ DSS_CASES: list[Case] = [
         ("empty-file", _dss(TINY_DSS, ""), ("circuit",)),
     ]
 ] + [
+    Case(
+        "dss:source-single-phase",  # read: a single-phase source drives phase a only, so the site's bus is cut off
+        _dss(_SRC, _SRC.replace("phases=3", "phases=1")),
+        ("datacenters.0.bus", "'b2' is not connected to the source"),
+    ),
     Case(
         "dss:dc-bus-cut-off",
         _dss(_L2, _L2.replace("bus2=b2", "bus2=b2.4.5.6")),
@@ -1287,6 +1294,8 @@ ACCEPTED: list[Case] = [
                 "a redirect in a comment is not read",
             ),
             ("load-zipv-unused", _dss(_LD, _LD + " zipv=[1 0 0 1 0 0 0.9]"), "ZIPV is used by model 8 only"),
+            ("line-duplicate", _add(_L2), "a duplicate New is a warning: the engine keeps the first definition"),
+            ("storage-element", _add("New Storage.s1 bus1=b2 kwrated=100"), "a storage element idling at its losses"),
             (
                 "transformer-zero-xhl",
                 _add("New Transformer.t2 phases=3 buses=[b2 t2] kvs=[4.16 0.48] kvas=[500 500] xhl=0 %rs=[0 0]"),

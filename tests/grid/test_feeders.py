@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -152,11 +153,24 @@ def test_a_feeder_without_loads_solves_quietly(tmp_path: Path, capfd: pytest.Cap
 
 
 @pytest.mark.slow
-def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("machine", "when"),
+    [
+        ("", " \\(found before OpenDSS ran the file, whose reading may show more\\)"),
+        (" enabled=no\nIndMach012.m1.enabled=yes", ""),
+    ],
+    ids=["before", "after"],
+)
+def test_an_element_openg2g_does_not_model_is_refused_by_name(tmp_path: Path, machine: str, when: str) -> None:
+    """An induction machine, refused with its file and line: before the engine runs the file, or
+    after it when a later command may change it (here, enable it)."""
     master = tmp_path / "bad.dss"
-    master.write_text(TWO_BUS + "New Storage.st1 bus1=load kWrated=100 kWhrated=400 phases=3 kV=12.47\n")
-    with pytest.raises(FeederError, match=r"bad\.dss: elements openg2g does not model \(storage: st1\)"):
+    master.write_text(TWO_BUS + f"New IndMach012.m1 bus1=load kV=12.47 kW=100{machine}\n")
+    with pytest.raises(FeederError) as refused:
         load_feeder(str(master))
+    head, line = str(refused.value).splitlines()
+    assert re.search(rf"bad\.dss: openg2g cannot model 1 element of this circuit{when}; ", head), head
+    assert line.startswith("  bad.dss line 10: indmach012.m1: an induction machine: its current follows its slip")
 
 
 @pytest.mark.slow
@@ -171,7 +185,7 @@ def test_an_unknown_property_is_the_engine_s_error_with_file_and_line(tmp_path: 
 def test_a_load_model_openg2g_does_not_solve_is_refused_by_name(tmp_path: Path) -> None:
     master = tmp_path / "bad.dss"
     master.write_text(TWO_BUS.replace("model=1", "model=8 zipv=[1 0 0 1 0 0 0.9]"))
-    with pytest.raises(FeederError, match=r"bad\.dss: load\.ld: load model 8 is not supported"):
+    with pytest.raises(FeederError, match=r"\n  bad\.dss line 7: load\.ld: load model 8 is not supported"):
         load_feeder(str(master))
 
 

@@ -2,12 +2,14 @@
 the ``FeederGrid`` backend.
 
 - :mod:`~openg2g.grid.feeder.model`: the feeder model (every element with its phase data);
-- :mod:`~openg2g.grid.feeder.opendss`: reading any OpenDSS file into it with OpenDSS's engine; :mod:`~openg2g.grid.feeder.library`:
+- :mod:`~openg2g.grid.feeder.opendss`: reading any OpenDSS file into it with OpenDSS's engine (the
+  files scanned first by :mod:`~openg2g.grid.feeder.dss_includes`); :mod:`~openg2g.grid.feeder.library`:
   bundled feeders by name (``load_feeder``), built by :mod:`~openg2g.grid.feeder.build`;
 - :mod:`~openg2g.grid.feeder.network`: nodes, admittance stamps, load ports;
   :mod:`~openg2g.grid.feeder.ports`: the loads' currents; :mod:`~openg2g.grid.feeder.powerflow`:
   the power flow and its exact dV/dP, formulated dense (:mod:`~openg2g.grid.feeder.solver`) or
-  sparse (:mod:`~openg2g.grid.feeder.sparse`);
+  sparse (:mod:`~openg2g.grid.feeder.sparse`), with the reactive power of the generators that hold
+  their voltage solved around it (:mod:`~openg2g.grid.feeder.regulated`);
 - :mod:`~openg2g.grid.feeder.backend`: ``FeederGrid``, composed of
   :mod:`~openg2g.grid.feeder.regulators` and :mod:`~openg2g.grid.feeder.capacitors` (the OpenDSS
   controls), :mod:`~openg2g.grid.feeder.storage`,

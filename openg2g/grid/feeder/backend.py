@@ -1,8 +1,10 @@
 """``FeederGrid``: the grid backend on a distribution feeder.
 
 Each solve draws the datacenter sites as wye constant-PQ loads at their buses, on top of the
-feeder's own loads (OpenDSS load models, times the load scale), PV, storage and extra loads,
-and reports the voltage magnitude of every monitored bus-phase.
+feeder's own loads (OpenDSS load models, times the load scale) and generation (the file's, at its
+snapshot output, and the generators that hold their voltage, their reactive power solved with the
+power flow: :mod:`~openg2g.grid.feeder.regulated`), PV, storage and extra loads, and reports the
+voltage magnitude of every monitored bus-phase.
 
 Solvers (``GridSpec.solver``):
 
@@ -85,6 +87,7 @@ from openg2g.grid.feeder.model import LineModel, TransformerModel
 from openg2g.grid.feeder.network import NodeIndex, Switching, energized, load_ports, node_index
 from openg2g.grid.feeder.operating_point import OperatingPoint, Target
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
+from openg2g.grid.feeder.regulated import RegulatedGenerators
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
@@ -224,6 +227,7 @@ class FeederGrid(GridBackend):
         self._site_nodes = {s.name: [self._nodes.index[(s.bus.lower(), ph)] for ph in PHASES] for s in sites}
         self._live: tuple[frozenset[str], np.ndarray] | None = None  # kept until a line switches
         self._ports = load_ports(self._model, self._nodes)
+        self._regulated = RegulatedGenerators(self._model, self._ports) if self._model.regulated_generators else None
         self._flows = BranchFlows(self._model, self._nodes)
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
@@ -333,6 +337,8 @@ class FeederGrid(GridBackend):
             self._capacitor_controls.reset()
         self._set_unit_taps(self._regulators.reset())
         self._injections.reset()
+        if self._regulated is not None:
+            self._regulated.reset()
         for battery in self._batteries.values():
             battery.reset()
 
@@ -419,6 +425,17 @@ class FeederGrid(GridBackend):
     # ----------------------------------------------------------------------------- solving
     def _branch_scale(self) -> np.ndarray:
         return self._injections.branch_scale(self._ports)
+
+    def _solve_network(
+        self, scale: np.ndarray, s_pq: np.ndarray, u_init: np.ndarray | None = None
+    ) -> tuple[Solution, np.ndarray]:
+        """Solve the network in force at load scales ``scale`` and PQ powers ``s_pq``, with the
+        voltage-regulating generators' reactive power solved too where the feeder has any
+        (:mod:`~openg2g.grid.feeder.regulated`): the solution and the branch scales it holds."""
+        net = self._compile()
+        if self._regulated is None or not isinstance(net, PowerFlowNetwork):
+            return net.solve(scale, s_pq, u_init=u_init), scale
+        return self._regulated.solve(net, scale, s_pq, u_init=u_init)
 
     def _branch_results(self, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
         """Conductor currents (A) and branch loading (%) of every column of ``sol``, at the taps
@@ -544,8 +561,7 @@ class FeederGrid(GridBackend):
         for battery in self._batteries.values():
             battery.advance(dt_s)
         s_pq = self._injections.s_pq([t_s], [loads])
-        scale = self._branch_scale()
-        sol = self._controlled(t_s, scale, s_pq)
+        sol, scale = self._controlled(t_s, self._branch_scale(), s_pq)
         taps = self._taps_in_force()
         if not sol.converged:
             if self.spec.on_nonconvergence == "flag":
@@ -563,16 +579,16 @@ class FeederGrid(GridBackend):
         flows = self._branch_results(sol)
         return self._states([t_s], sol, taps, flows)[0]
 
-    def _controlled(self, t_s: float, scale: np.ndarray, s_pq: np.ndarray) -> Solution:
-        """The solution at ``t_s`` once the automatic controls have acted: solve, let every control
-        sample, carry out the actions due, and while any were, solve again (when one changed the
-        network) and sample again: OpenDSS's control iterations in time mode. A solve that fails
-        ends the iterations."""
-        sol = self._compile().solve(scale, s_pq)
+    def _controlled(self, t_s: float, scale: np.ndarray, s_pq: np.ndarray) -> tuple[Solution, np.ndarray]:
+        """The solution at ``t_s`` once the automatic controls have acted, and the branch scales it
+        holds (:meth:`_solve_network`): solve, let every control sample, carry out the actions due,
+        and while any were, solve again (when one changed the network) and sample again: OpenDSS's
+        control iterations in time mode. A solve that fails ends the iterations."""
+        sol, solved_at = self._solve_network(scale, s_pq)
         caps = self._capacitor_controls
         for _ in range(MAX_CONTROL_ITERATIONS):
             if not sol.converged:
-                return sol
+                return sol, solved_at
             v = sol.v[:, 0]
             self._regulators.sample(t_s, v, self._switching)
             if caps is not None:
@@ -580,11 +596,11 @@ class FeederGrid(GridBackend):
             moves, tapped = self._regulators.act(t_s, self._switching)
             switches, switched = caps.act(t_s, self._switching) if caps is not None else ({}, False)
             if not (tapped or switched):
-                return sol
+                return sol, solved_at
             if moves or switches:
                 self._set_unit_taps(moves)
                 self._switch_capacitors(switches)
-                sol = self._compile().solve(scale, s_pq)
+                sol, solved_at = self._solve_network(scale, s_pq)
         acting = [*self._regulators.armed(), *(caps.armed() if caps is not None else [])]
         raise SimulationError(
             f"t={t_s} s, feeder {self.feeder.name}: automatic controls still act after "
@@ -596,11 +612,12 @@ class FeederGrid(GridBackend):
     def node_solution(self, t_s: float, loads: Mapping[str, DatacenterState]) -> NodeSolution:
         """The complex node voltages at ``t_s`` with ``loads``, at the switching and scales in
         force. Unlike :meth:`solve` nothing advances (batteries, automatic controls, the operating
-        point sensitivities refer to); only the solver's warm start moves.
+        point sensitivities refer to); only the solver's warm starts move (the network's, and the
+        reactive power the voltage-regulating generators start from).
 
         :raises PowerFlowError: no convergence, or voltage collapse.
         """
-        sol = self._compile().solve(self._branch_scale(), self._injections.s_pq([t_s], [loads]))
+        sol, _ = self._solve_network(self._branch_scale(), self._injections.s_pq([t_s], [loads]))
         if not sol.converged:
             raise self._failed(t_s, loads, sol)
         return NodeSolution(self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy())
@@ -622,11 +639,11 @@ class FeederGrid(GridBackend):
             net = self._compile()
             s_pq = self._injections.s_pq(chunk_t, chunk_loads)
             scale = self._branch_scale()
-            sol = net.solve(scale, s_pq, u_init=net.u_last[:, :1])
+            sol, scale = self._solve_network(scale, s_pq, u_init=net.u_last[:, :1])
             if not sol.converged:
                 out.extend(self.solve(t, ld, dt_s) for t, ld in zip(chunk_t, chunk_loads))
                 continue
-            self._last = (scale, s_pq[:, -1:])
+            self._last = (scale[:, -1:], s_pq[:, -1:])
             taps = self._taps_in_force()
             flows = self._branch_results(sol)
             out.extend(self._states(chunk_t, sol, taps, flows))
@@ -808,12 +825,20 @@ class FeederGrid(GridBackend):
             if self._point is None or self._exact is None or self._point.network is not self._exact:
                 self._exact = self._build_network(self._injections.pq_nodes, self._injections.pq_band)
             net = self._exact
-        loads = self._last if self._last is not None else (self._branch_scale(), self._injections.s_pq([0.0], [{}]))
+        loads = self._last
+        if loads is None:
+            s_pq = self._injections.s_pq([0.0], [{}])
+            scale = self._branch_scale()
+            if self._regulated is not None:  # the point where the generators hold their voltage
+                scale = self._regulated.solve(net, scale, s_pq)[1]
+            loads = (scale, s_pq)
         if self._point is None or not self._point.holds(net, loads):
             sites = {
                 s.name: (s.bus.lower(), s.power_factor)
                 for s in self._sites.values()
                 if len(self.feeder.bus_phases[s.bus.lower()]) == 3
             }
-            self._point = OperatingPoint(net, loads, self._nodes, self._mon_idx, self._flows, self._switching, sites)
+            self._point = OperatingPoint(
+                net, loads, self._nodes, self._mon_idx, self._flows, self._switching, sites, self._regulated
+            )
         return self._point

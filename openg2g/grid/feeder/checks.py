@@ -208,18 +208,27 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
 
 def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     """The pandapower reference mode has no table for static elements (center-tapped and
-    multi-winding transformers, reactors): it would leave them out of the network."""
-    if spec.solver != "pandapower" or not feeder.model.primitives:
+    multi-winding transformers, reactors): it would leave them out of the network; it balances a
+    single-phase source, and has no place for the feeder's own generation (generators, PV and
+    storage of the file, generators holding their voltage)."""
+    if spec.solver != "pandapower":
         return []
-    names = [p.name for p in feeder.model.primitives]
+    model = feeder.model
+    missing = [
+        ("static elements", [p.name for p in model.primitives]),
+        ("generation", [g.name for g in model.generators] + [g.name for g in model.regulated_generators]),
+        ("single-phase source", [f"vsource at {model.source.bus}"] if model.source.phase is not None else []),
+    ]
     return [
         (
             "grid.solver",
             (
-                f"solver pandapower cannot represent the static elements of feeder {feeder.name} "
-                f"({_some(names, 4)}); use the exact solver"
+                f"solver pandapower cannot represent the {what} of feeder {feeder.name} ({_some(names, 4)}); "
+                "use the exact solver"
             ),
         )
+        for what, names in missing
+        if names
     ]
 
 

@@ -140,7 +140,8 @@ def crosscheck(
     :param dc_mw: the datacenter's active power (MW, all phases, balanced).
     :param power_factor: its power factor (lagging).
     :param feeder: the file already read (its ``read_s`` is then 0).
-    :raises FeederError: openg2g cannot read the file, or OpenDSS does not converge (checked first).
+    :raises FeederError: openg2g cannot read the file (checked first: a refusal comes before
+        OpenDSS runs the file for the comparison), or OpenDSS does not converge.
     :raises PowerFlowError: openg2g does not converge where OpenDSS does.
     """
     return crosscheck_disturbances(path, [()], dc_bus, dc_mw, power_factor, feeder)[0]
@@ -168,11 +169,11 @@ def crosscheck_disturbances(
     :raises PowerFlowError: openg2g does not converge where OpenDSS does.
     """
     path = Path(path).resolve()
-    theirs = _opendss_voltages(path, dc_bus, dc_mw, power_factor, dc_load_model, cases)
     start = time.perf_counter()
     if feeder is None:
         feeder = feeder_from_model(read_opendss(path))
     read_s = time.perf_counter() - start
+    theirs = _opendss_voltages(path, dc_bus, dc_mw, power_factor, dc_load_model, cases)
     sites = [ConstantPowerSite("dc", dc_bus, power_factor, dc_load_model)] if dc_bus is not None else []
     grid = FeederGrid(feeder, GridSpec(feeder=str(path)), sites, path.parent)
     loads = {}

@@ -125,7 +125,8 @@ class Injections:
         self._feeder_name = feeder.name
         self._load_names = [ld.name.lower() for ld in feeder.model.loads]
         self._scaled = np.array([not ld.fixed for ld in feeder.model.loads], dtype=bool)
-        self._n_generators = len(feeder.model.generators)
+        # the feeder's generators' branches follow the loads', two per voltage-regulating one
+        self._n_generators = len(feeder.model.generators) + 2 * len(feeder.model.regulated_generators)
         self._spec = spec
         self._batteries = batteries
         ports = _PortMap(nodes)  # the order of the elements below fixes the order of the ports
@@ -193,7 +194,9 @@ class Injections:
 
     def branch_scale(self, ports: LoadPorts) -> np.ndarray:
         """Scale of each load branch of the feeder, shape ``(n_branches, 1)``: its load's scale, 1
-        for the feeder's own generators (their branches follow the loads')."""
+        for the feeder's own generators (their branches follow the loads'; the reactive-power
+        branch of a voltage-regulating one is scaled by the power flow,
+        :mod:`~openg2g.grid.feeder.regulated`)."""
         if not self._n_generators:
             return self.load_scale[ports.load][:, None]
         return np.concatenate([self.load_scale, np.ones(self._n_generators)])[ports.load][:, None]

@@ -33,6 +33,7 @@ __all__ = [
     "LoadModel",
     "PrimitiveModel",
     "RegControlModel",
+    "RegulatedGeneratorModel",
     "SourceModel",
     "TransformerModel",
     "WindingModel",
@@ -70,15 +71,20 @@ DEFAULT_EMERG_KVA_FACTOR = 1.5
 
 @dataclass
 class SourceModel:
-    """The Thevenin source (OpenDSS ``Vsource``).
+    """The Thevenin source (OpenDSS ``Vsource``): three-phase (phases a, b, c, wye grounded), or
+    single-phase from one phase to ground.
 
-    :param bus: bus it connects to (three-phase, wye grounded).
-    :param base_kv: line-to-line base voltage (kV).
+    :param bus: bus it connects to.
+    :param base_kv: line-to-line base voltage (kV) of a three-phase source; of a single-phase one,
+        the voltage across it (kV), as OpenDSS's ``basekv`` of a one-phase ``Vsource``.
     :param v_pu: source voltage (pu of ``base_kv``).
-    :param angle_deg: phase-a angle (degrees).
-    :param z1_ohm: positive-sequence impedance (ohm), as ``[re, im]``.
+    :param angle_deg: phase-a angle (degrees), or the angle of a single-phase source's voltage.
+    :param z1_ohm: positive-sequence impedance (ohm), as ``[re, im]``; a single-phase source's
+        impedance (OpenDSS makes its zero and negative sequences equal to it).
     :param z0_ohm: zero-sequence impedance (ohm), as ``[re, im]``.
     :param z2_ohm: negative-sequence impedance (ohm), as ``[re, im]``; ``None`` = ``z1_ohm`` (OpenDSS).
+    :param phase: the phase a single-phase source drives (``"a"``, ``"b"`` or ``"c"``); ``None``
+        for a three-phase source.
     """
 
     bus: str
@@ -88,6 +94,12 @@ class SourceModel:
     z1_ohm: list[float]
     z0_ohm: list[float]
     z2_ohm: list[float] | None = None
+    phase: str | None = None
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The phases the source drives, in its conductor order."""
+        return PHASES if self.phase is None else (self.phase,)
 
 
 @dataclass
@@ -327,7 +339,9 @@ class GeneratorModel:
     """Generation the feeder file defines (OpenDSS ``Generator``, ``PVSystem``, ``Storage``), as
     OpenDSS solves it in a snapshot: its output at its voltage band, constant power inside the
     band ``[vminpu, vmaxpu]`` and constant impedance outside it, like a model-1 load drawing the
-    negative of the output. The feeder's load scale does not apply to it.
+    negative of the output. The feeder's load scale does not apply to it. A constant-impedance
+    element (OpenDSS generator, storage and PV model 2) has the band of the single voltage
+    ``vminpu = vmaxpu = 1``: the impedance that delivers its output at 1 pu, at any voltage.
 
     :param name: element name, with its class (``"pvsystem.pv1"``).
     :param bus: bus.
@@ -352,6 +366,47 @@ class GeneratorModel:
     n_phases: int
     vminpu: float = 0.9
     vmaxpu: float = 1.1
+    neutral: str | None = None
+
+
+@dataclass
+class RegulatedGeneratorModel:
+    """A generator that holds its voltage (OpenDSS ``Generator`` model 3, a PV bus), as OpenDSS
+    solves it in a snapshot: it delivers ``kw`` and the reactive power, the same on every phase,
+    that holds the mean magnitude of its phase voltages at ``v_pu``, unless that would take the
+    reactive power beyond ``[kvar_min, kvar_max]``, where it stays at the limit and the voltage
+    gives way. Its current is ``conj((P + jQ) / V)`` per phase at any voltage (no impedance band).
+    The phase voltages are OpenDSS's: conductor to neutral (or ground) on a wye generator, across
+    its two conductors on a delta one. The feeder's load scale does not apply to it.
+
+    :param name: element name, with its class (``"generator.g1"``).
+    :param bus: bus.
+    :param phases: node of each phase conductor (as :class:`LoadModel`).
+    :param conn: ``"wye"`` or ``"delta"``.
+    :param kv: rated voltage (kV), line-to-line for 2-/3-phase, across the element for 1-phase.
+    :param kw: active power delivered (kW), all phases.
+    :param n_phases: OpenDSS ``phases``.
+    :param v_pu: the voltage it holds (pu): OpenDSS's ``Vpu``, of ``kv / sqrt(3)`` on a 2-/3-phase
+        generator and of ``kv`` on a one-phase one, against the mean phase-voltage magnitude, divided
+        by ``sqrt(3)`` on a delta generator.
+    :param kvar_min: lowest reactive power delivered (kvar, all phases), OpenDSS's ``minkvar``.
+    :param kvar_max: highest reactive power delivered (kvar, all phases), ``maxkvar``.
+    :param kvar: reactive power OpenDSS solved for it when the file was read (kvar, all phases):
+        where openg2g's solve of it starts.
+    :param neutral: a wye element's neutral node, ``None`` for ground.
+    """
+
+    name: str
+    bus: str
+    phases: tuple[str | None, ...]
+    conn: str
+    kv: float
+    kw: float
+    n_phases: int
+    v_pu: float
+    kvar_min: float
+    kvar_max: float
+    kvar: float = 0.0
     neutral: str | None = None
 
 
@@ -502,6 +557,7 @@ class FeederModel:
     :param capacitors: capacitors.
     :param zero_sequence: zero-sequence-only admittances (none on an OpenDSS feeder).
     :param generators: generation the file defines.
+    :param regulated_generators: generators that hold their voltage (OpenDSS model 3).
     :param capcontrols: capacitor controls.
     :param primitives: static elements by their primitive admittance.
     :param coords: bus -> (x, y) drawing coordinates.
@@ -519,6 +575,7 @@ class FeederModel:
     capacitors: list[CapacitorModel] = field(default_factory=list)
     zero_sequence: list[ZeroSequenceModel] = field(default_factory=list)
     generators: list[GeneratorModel] = field(default_factory=list)
+    regulated_generators: list[RegulatedGeneratorModel] = field(default_factory=list)
     capcontrols: list[CapControlModel] = field(default_factory=list)
     primitives: list[PrimitiveModel] = field(default_factory=list)
     coords: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -530,8 +587,11 @@ class FeederModel:
         # an OpenDSS feeder writes as it did before the fields only a converted pandapower net uses
         if not self.zero_sequence:
             del data["zero_sequence"]
-        if self.source.z2_ohm is None:
-            del data["source"]["z2_ohm"]
+        if not self.regulated_generators:
+            del data["regulated_generators"]
+        for key in ("z2_ohm", "phase"):
+            if data["source"][key] is None:
+                del data["source"][key]
         for line in data["lines"]:  # standard JSON has no NaN
             if not math.isfinite(line["length_km"]):
                 line["length_km"] = None
@@ -564,6 +624,9 @@ class FeederModel:
             capacitors=[CapacitorModel(**tup(x, "phases")) for x in data["capacitors"]],
             zero_sequence=[ZeroSequenceModel(**tup(x, "buses")) for x in data.get("zero_sequence", [])],
             generators=[GeneratorModel(**tup(x, "phases")) for x in data.get("generators", [])],
+            regulated_generators=[
+                RegulatedGeneratorModel(**tup(x, "phases")) for x in data.get("regulated_generators", [])
+            ],
             capcontrols=[CapControlModel(**x) for x in data.get("capcontrols", [])],
             primitives=[
                 PrimitiveModel(**{**x, "terminals": [(b, tuple(n)) for b, n in x["terminals"]]})

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from openg2g.core.state import PHASES
 from openg2g.grid.feeder.faults import Fault
 from openg2g.grid.feeder.model import (
     CapacitorModel,
@@ -24,6 +25,7 @@ from openg2g.grid.feeder.model import (
     LineModel,
     LoadModel,
     PrimitiveModel,
+    RegulatedGeneratorModel,
     TransformerModel,
 )
 
@@ -43,10 +45,14 @@ __all__ = [
     "load_ports",
     "magnetizing_admittance",
     "node_index",
+    "per_phase",
     "primitive_nodes",
+    "regulated_branch_kinds",
     "sequence_to_phase",
     "source_admittance",
     "source_current",
+    "source_nodes",
+    "source_rows",
     "stamp_capacitor",
     "stamp_line",
     "stamp_primitive",
@@ -166,7 +172,7 @@ class LoadPorts:
         return (self.p_w - 1j * self.q_var) / self.v_base_v**2
 
 
-def _load_vbase_v(ld: LoadModel | GeneratorModel) -> float:
+def _load_vbase_v(ld: LoadModel | GeneratorModel | RegulatedGeneratorModel) -> float:
     if ld.conn == "delta" or ld.n_phases == 1:
         return ld.kv * 1000.0
     return ld.kv * 1000.0 / _SQRT3
@@ -188,7 +194,12 @@ def _branch_nodes(
 def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
     """Branches of every load (:func:`_branch_nodes`), then of every generator, whose ``load``
     index continues after the loads' (a generator draws the negative of its output, OpenDSS
-    model 1 in its band)."""
+    model 1 in its band), then two per phase of every voltage-regulating generator
+    (:class:`~openg2g.grid.feeder.model.RegulatedGeneratorModel`, :func:`regulated_branch_kinds`):
+    its active power, then its reactive power, each constant power at any voltage (no band: a
+    ``vminpu`` of 0 and a ``vmaxpu`` of infinity). The reactive one is 1 var nominal, delivered:
+    its branch scale is the generator's reactive power per phase (var), which the power flow
+    solves (:mod:`~openg2g.grid.feeder.regulated`)."""
     cols: dict[str, list[float]] = {k: [] for k in LoadPorts.__dataclass_fields__}
 
     def add(index: int, branches: list[tuple[int, int]], vbase_v: float, p_w: float, q_var: float, **kw: float) -> None:
@@ -230,8 +241,36 @@ def load_ports(model: FeederModel, nodes: NodeIndex) -> LoadPorts:
             cvrwatts=1.0,
             cvrvars=2.0,
         )
+    first = len(model.loads) + len(model.generators)
+    n_reg = len(model.regulated_generators)
+    for kind, (p_w, q_var) in enumerate(((1.0, 0.0), (0.0, 1.0))):
+        for ri, rg in enumerate(model.regulated_generators):
+            add(
+                first + kind * n_reg + ri,
+                _branch_nodes(rg.bus, rg.phases, rg.conn, rg.neutral, rg.n_phases, nodes),
+                _load_vbase_v(rg),
+                -p_w * rg.kw * 1000.0 / rg.n_phases,
+                -q_var,
+                model=1,
+                vminpu=0.0,
+                vmaxpu=math.inf,
+                vlowpu=0.0,
+                cvrwatts=1.0,
+                cvrvars=2.0,
+            )
     ints = {"load", "from_node", "to_node", "model"}
     return LoadPorts(**{k: np.array(v, dtype=int if k in ints else float) for k, v in cols.items()})
+
+
+def regulated_branch_kinds(model: FeederModel, ports: LoadPorts) -> tuple[np.ndarray, np.ndarray]:
+    """The load branches of the voltage-regulating generators (:func:`load_ports`): for each
+    branch, the generator it belongs to (``model.regulated_generators`` index, -1 for any other
+    branch) and True for a reactive-power branch."""
+    first = len(model.loads) + len(model.generators)
+    n_reg = len(model.regulated_generators)
+    offset = ports.load - first
+    generator = np.where(offset >= 0, offset % max(n_reg, 1), -1)
+    return generator, offset >= n_reg
 
 
 def line_admittance(ln: LineModel) -> tuple[np.ndarray, np.ndarray]:
@@ -294,9 +333,33 @@ def sequence_to_phase(x0: complex, x1: complex, x2: complex) -> np.ndarray:
     return np.asarray(FORTESCUE @ np.diag([x0, x1, x2]) @ np.linalg.inv(FORTESCUE))
 
 
+def source_nodes(model: FeederModel, nodes: NodeIndex) -> np.ndarray:
+    """Node of each conductor of the source (phases a, b, c, or a single-phase source's one)."""
+    return np.array([nodes.index[(model.source.bus, p)] for p in model.source.phases])
+
+
+def source_rows(model: FeederModel) -> np.ndarray | None:
+    """Row among phases a, b, c of each source conductor, ``None`` for a three-phase source (its
+    conductors are a, b, c in that order)."""
+    if model.source.phase is None:
+        return None
+    return np.array([PHASES.index(model.source.phase)])
+
+
+def per_phase(s_src: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The source's power per conductor (``(n, cols)``) as rows of phases a, b, c, 0 where it has
+    no conductor (:func:`source_rows`)."""
+    out = np.zeros((len(PHASES), s_src.shape[1]), dtype=s_src.dtype)
+    out[rows] = s_src
+    return out
+
+
 def source_admittance(model: FeederModel) -> np.ndarray:
-    """3x3 source admittance (S) from its sequence impedances."""
+    """Source admittance (S) from its sequence impedances: 3x3, or 1x1 for a single-phase source
+    (OpenDSS makes its sequence impedances equal, so its self impedance is ``z1_ohm``)."""
     z1, z0 = complex(*model.source.z1_ohm), complex(*model.source.z0_ohm)
+    if model.source.phase is not None:
+        return np.array([[1.0 / z1]])
     if model.source.z2_ohm is not None:
         return sequence_to_phase(1 / z0, 1 / z1, 1 / complex(*model.source.z2_ohm))
     zs, zm = (2 * z1 + z0) / 3, (z0 - z1) / 3
@@ -314,15 +377,18 @@ def source_current(model: FeederModel, nodes: NodeIndex, source_pu: Sequence[flo
     """
     src = model.source
     v_pu = (src.v_pu,) * 3 if source_pu is None else tuple(source_pu)
-    e = np.array(
-        [
-            m * src.base_kv * 1000.0 / _SQRT3 * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p]))
-            for m, p in zip(v_pu, "abc")
-        ]
-    )
+    if src.phase is None:
+        e = np.array(
+            [
+                m * src.base_kv * 1000.0 / _SQRT3 * np.exp(1j * math.radians(src.angle_deg + _SHIFT[p]))
+                for m, p in zip(v_pu, "abc")
+            ]
+        )
+    else:  # a one-phase source's basekv is the voltage across it (OpenDSS)
+        m = v_pu[PHASES.index(src.phase)]
+        e = np.array([m * src.base_kv * 1000.0 * np.exp(1j * math.radians(src.angle_deg))])
     i = np.zeros(len(nodes), dtype=complex)
-    idx = [nodes.index[(src.bus, p)] for p in "abc"]
-    i[idx] = source_admittance(model) @ e
+    i[source_nodes(model, nodes)] = source_admittance(model) @ e
     for prim in model.primitives:
         if prim.i_source_a is not None:
             live = [(k, n) for k, n in enumerate(primitive_nodes(prim, nodes)) if n >= 0]
@@ -453,7 +519,7 @@ def energized(model: FeederModel, nodes: NodeIndex, state: Switching) -> np.ndar
             if b >= 0:
                 link([a, b])
     live = np.zeros(len(nodes), dtype=bool)
-    stack = [nodes.index[(model.source.bus, p)] for p in "abc"]
+    stack = source_nodes(model, nodes).tolist()
     live[stack] = True
     while stack:
         for nb in adj[stack.pop()]:
@@ -533,8 +599,7 @@ def admittance_stamps(model: FeederModel, nodes: NodeIndex, state: Switching, po
     invertible; the solver sets their loads to zero, so their voltage comes out as 0.
     """
     stamps = Stamps()
-    src_idx = [nodes.index[(model.source.bus, p)] for p in "abc"]
-    stamps.add(src_idx, source_admittance(model))
+    stamps.add(source_nodes(model, nodes).tolist(), source_admittance(model))
     for ln in model.lines:
         if state.lines[ln.name]:
             stamp_line(stamps, ln, nodes)

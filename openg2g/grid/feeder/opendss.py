@@ -4,36 +4,56 @@ The file is compiled by the DSS engine of DSS-Extensions (DSS-Python, the engine
 script), so every command, element, property, line construction (line codes, geometries, wire
 and cable data, spacings), transformer code, in-line expression and redirect is read exactly as
 OpenDSS reads it. The engine then solves one snapshot (controls held), and the model is taken
-from the compiled circuit:
+from the compiled circuit.
+
+**What is read:**
 
 - **buses**: each bus's nodes, its voltage base as OpenDSS reports it (``Bus.kVBase``, after
   ``CalcVoltageBases`` when the file leaves a base unset) and its coordinates (from the file, or
   from a ``*BusXY*.csv``/``BusCoords.dat`` file beside it, read by the engine);
-- **source**: the circuit's three-phase ``Vsource`` (voltage, angle and its 3x3 Thevenin
-  admittance in sequence impedances); a further voltage source is a static element with its Norton
-  current;
+- **source**: the circuit's ``Vsource``, three-phase (voltage, angle and its 3x3 Thevenin
+  admittance in sequence impedances) or single-phase (one phase to ground); any further voltage
+  source, and a current source (``Isource``), is a static element with its Norton current;
 - **lines**: every conductor's node (neutrals and ground wires kept where the file keeps them),
   the whole line's series impedance and shunt susceptance matrices, switch flag, in or out of
   service, ratings;
 - **transformers**: a two-winding, one- or three-phase transformer whose admittance is the
   two-winding model openg2g can retap (:func:`~openg2g.grid.feeder.network.stamp_transformer`)
   is kept as one, with its regulator control; any other (three-winding, center-tapped, with a
-  magnetizing branch, a neutral impedance...) is a static element with OpenDSS's own primitive
-  admittance, which never changes during a run (so it cannot be regulated);
+  magnetizing branch, a neutral impedance...) and an ``AutoTrans`` is a static element with
+  OpenDSS's own primitive admittance, which never changes during a run (so it cannot be regulated);
 - **capacitors** (one step, shunt) with their controls; **reactors**, **faults** and anything
   else passive: static elements;
 - **loads** (OpenDSS load models 1, 2, 4 and 5) at ``kW x LoadMult`` (``kW`` for a fixed or
-  exempt one, which a load multiplier never scales); **generators** (model 1),
-  **PV systems** at the output OpenDSS solves for them in the snapshot.
+  exempt one, which a load multiplier never scales);
+- **generation** at the output OpenDSS solves for it in the snapshot: **generators** of model 1
+  (constant kW and kvar in their voltage band) and 2 (constant impedance), **PV systems** and
+  **storage** elements of model 1 and 2 (a storage element idling, charging or discharging at
+  the kW and kvar its state, inverter and limits give it: a charging or idling one draws power;
+  held there for a whole run, with no state of charge: a scenario's ``grid.storage`` batteries
+  are the ones a run charges and discharges);
+  **generators of model 3**, which hold their voltage within their kvar limits
+  (:class:`~openg2g.grid.feeder.model.RegulatedGeneratorModel`, solved by
+  :mod:`~openg2g.grid.feeder.regulated`).
 
 Every element's admittance as openg2g stamps it is checked against the engine's primitive
 admittance (``Yprim``) at load: a difference above :data:`YPRIM_RTOL` is an error naming the
-element, never a silent approximation. An element openg2g cannot model (a storage element, a
-generator in a voltage-regulating model, an inverter control, a load model 3, 6, 7 or 8, a
-regulator of a transformer it cannot retap...) is refused by name; metering and protection
-elements (monitors, energy meters, sensors, fuses, reclosers, relays, switch controls) do not
-change a snapshot and are not read. Errors of the engine itself (a missing redirect, an unknown
-property) reach the user with the file and the engine's message, as a :class:`FeederError`.
+element, never a silent approximation. Metering and protection elements (monitors, energy
+meters, sensors, fuses, reclosers, relays, switch controls) do not change a snapshot and are not
+read.
+
+**What is refused**, and why: what openg2g cannot model, element by element (the classes of
+:data:`REFUSED_CLASSES`: induction machines, inverter and storage controls, power-electronic and
+geomagnetic elements; user-written models; generator models 4 to 7; load models 3, 6, 7 and 8;
+a regulator of a transformer it cannot retap, control settings the model has no place for).
+Every such element is named at once, with the file and line that define it
+(:func:`~openg2g.grid.feeder.dss_includes.element_definitions`); when the scan of the files is
+sure of an element (nothing later can disable it), the refusal comes before the engine runs the
+file at all, so none of the file's own solves is waited for. Errors of the engine itself (a
+missing redirect, an unknown property) reach the user with the file and the engine's message,
+as a :class:`FeederError`; an OpenDSS warning (a duplicate ``New``, which the engine ignores)
+does not stop the reading: the file is read on past it as OpenDSS does, and the warnings are
+logged.
 
 The initial state (taps, capacitor and switch states) is the circuit's as the file leaves it,
 after any ``Solve`` it runs; a scenario sets its own taps.
@@ -42,6 +62,7 @@ after any ``Solve`` it runs; a scenario sets its own taps.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -58,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeder.dss_includes import redirect_cycle
+from openg2g.grid.feeder.dss_includes import Definition, element_definitions, redirect_cycle, shown
 from openg2g.grid.feeder.model import (
     DEFAULT_EMERG_AMPS,
     DEFAULT_EMERG_KVA_FACTOR,
@@ -71,6 +92,7 @@ from openg2g.grid.feeder.model import (
     LoadModel,
     PrimitiveModel,
     RegControlModel,
+    RegulatedGeneratorModel,
     SourceModel,
     TransformerModel,
     WindingModel,
@@ -86,7 +108,9 @@ from openg2g.grid.feeder.network import (
     stamp_transformer,
 )
 
-__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "YPRIM_RTOL", "engine", "read_opendss"]
+__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "REFUSED_CLASSES", "YPRIM_RTOL", "engine", "read_opendss"]
+
+_log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 300.0
 """Longest :func:`read_opendss` lets the engine read a file (s); IEEE 8500 takes about 2 s."""
@@ -116,8 +140,52 @@ _NOT_ELECTRICAL = {"monitor", "energymeter", "sensor", "fuse", "recloser", "rela
 """Element classes that do not change a snapshot (metering and protection; their effect, an open
 terminal, is read from the element they act on)."""
 
-_STATIC_CLASSES = {"reactor", "fault"}
-"""Passive element classes read as static elements by their primitive admittance."""
+_STATIC_CLASSES = {"reactor", "fault", "autotrans", "isource"}
+"""Element classes read as static elements by their primitive admittance (a current source's is
+zero, with its Norton current)."""
+
+_CONTROLS_OVER_TIME = (
+    "it changes the output of the elements it controls with the voltage from one solution to the "
+    "next, which openg2g does not model"
+)
+
+REFUSED_CLASSES: dict[str, str] = {
+    "indmach012": (
+        "an induction machine: its current follows its slip, a state of its own dynamics openg2g does not solve"
+    ),
+    "invcontrol": f"a smart-inverter control: {_CONTROLS_OVER_TIME}",
+    "expcontrol": f"an exponential volt-var control: {_CONTROLS_OVER_TIME}",
+    "storagecontroller": "a storage controller: it dispatches storage over time, which openg2g does not model",
+    "gendispatcher": "a generator dispatcher: it dispatches generators over time, which openg2g does not model",
+    "espvlcontrol": "a PV and storage dispatch control: it acts over time, which openg2g does not model",
+    "vccs": "a voltage-controlled current source: a dynamic inverter model openg2g does not solve",
+    "upfc": "a unified power flow controller: a power-electronic series device openg2g does not model",
+    "upfccontrol": "the control of a unified power flow controller, which openg2g does not model",
+    "vsconverter": "a voltage-source converter (an AC-DC link), which openg2g does not model",
+    "gicsource": "a geomagnetically induced current source (a DC study), which openg2g does not model",
+    "gicline": "a geomagnetically induced current line (a DC study), which openg2g does not model",
+    "gictransformer": "a geomagnetically induced current transformer (a DC study), which openg2g does not model",
+}
+"""Element classes openg2g cannot model, and why: an element of one of them is refused (named with
+the file and line that define it) unless it is disabled."""
+
+_USER_MODEL_CLASSES = ("generator", "storage", "pvsystem")
+"""Classes whose elements may run a user-written model (``UserModel=``, ``DynaDLL=``)."""
+
+_GENERATOR_MODELS = {
+    4: "generator model 4 (constant kW with a fixed kvar that turns into a fixed reactance outside its band)",
+    5: "generator model 5 (constant kW with a constant reactance)",
+    6: "generator model 6 (a user-written model, code openg2g does not run)",
+    7: "generator model 7 (constant kW and kvar with its current limited below vminpu)",
+}
+"""Generator models openg2g does not solve, in words (1, 2 and 3 it does)."""
+
+_CONSTANT_IMPEDANCE = (1.0, 1.0)
+"""The voltage band of a constant-impedance element (generator, PV or storage model 2): the single
+voltage 1 pu, where its impedance delivers its output (:class:`~openg2g.grid.feeder.model.GeneratorModel`)."""
+
+_REFUSALS_SHOWN = 60
+"""Refused elements a refusal lists at most (it counts the rest)."""
 
 _PASSIVE_RTOL = 1e-12
 """Most negative eigenvalue of a line's resistance matrix, relative to its largest entry, taken as rounding."""
@@ -134,7 +202,7 @@ _LOAD_MODELS = (1, 2, 4, 5)
 
 # ----------------------------------------------------------------------------------- engine
 @contextmanager
-def engine(path: Path) -> Iterator[Any]:
+def engine(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
     """A fresh DSS engine context with the circuit at ``path`` read in.
 
     The file is read as ``Redirect`` reads it: the engine steps into the folder of each file it
@@ -144,27 +212,75 @@ def engine(path: Path) -> Iterator[Any]:
     whatever the file or a solve makes the engine write (a regulator's debug trace, an
     ``Export``) lands there and is deleted, never beside the user's files.
 
+    The engine stops at the first message it gives, a warning included (DSS-Extensions' early
+    abort), where OpenDSS reads on past a warning. A file stopped by a warning is read again with
+    the engine reading on past its messages (:func:`_read_past_warnings`): its warnings are
+    appended to ``warnings``; any other message is still an error.
+
     :raises FeederError: the engine refuses the file (its message, with the file).
     """
     from dss import DSS, DSSException  # the engine's library is loaded only to read a file
 
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="openg2g-opendss-") as scratch:
-        ctx = DSS.NewContext()
+        ctx = _new_context(DSS, scratch)
         try:
-            ctx.AllowEditor = False
-            ctx.AllowForms = False
-            ctx.AllowChangeDir = True
-            ctx.DataPath = scratch
             try:
                 ctx.Text.Command = f'redirect "{path}"'
             except DSSException as exc:
-                raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+                message = _engine_message(exc)
+                if not _is_warning(message):
+                    raise FeederError(f"{path}: OpenDSS: {message}") from None
+                ctx.ClearAll()
+                ctx = _new_context(DSS, scratch)
+                found = _read_past_warnings(ctx, path, Path(scratch), message)
+                if warnings is not None:
+                    warnings.extend(found)
             finally:
                 os.chdir(cwd)
             yield ctx
         finally:
             ctx.ClearAll()
+
+
+def _new_context(dss: Any, scratch: str) -> Any:
+    """A new engine context with no editor, no forms, and ``scratch`` as its data folder."""
+    ctx = dss.NewContext()
+    ctx.AllowEditor = False
+    ctx.AllowForms = False
+    ctx.AllowChangeDir = True
+    ctx.DataPath = scratch
+    return ctx
+
+
+def _is_warning(message: str) -> bool:
+    """True for an OpenDSS warning (a duplicate ``New``, a very large conductor count, control
+    iterations exceeded): the engine words them so."""
+    return message.lower().startswith("warning")
+
+
+def _read_past_warnings(ctx: Any, path: Path, scratch: Path, first: str) -> list[str]:
+    """Read ``path`` into ``ctx`` reading on past every message, as OpenDSS does, then take the
+    messages from the engine's error log: the warnings, ``first`` (the one that stopped the first
+    reading, with its file and line) in place of the first of them.
+
+    :raises FeederError: a message that is not a warning (the engine's error, without its line,
+        which this reading does not know).
+    """
+    early = ctx.Error.EarlyAbort  # one setting of the engine's library, for every context
+    ctx.Error.EarlyAbort = False
+    try:
+        ctx.Text.Command = f'redirect "{path}"'
+        log = scratch / "openg2g-messages.txt"
+        ctx.Text.Command = f'export errorlog "{log}"'
+    finally:
+        ctx.Error.EarlyAbort = early
+    messages = [re.sub(r"^\(\d+\)\s*", "", m).strip() for m in log.read_text(errors="replace").splitlines()]
+    messages = [" ".join(m.split()) for m in messages if m]
+    errors = [m for m in messages if not _is_warning(m)]
+    if errors:
+        raise FeederError(f"{path}: OpenDSS: {errors[0]} (the file read on past the warning: {first})")
+    return [first, *messages[1:]]
 
 
 def _engine_message(exc: Exception) -> str:
@@ -216,6 +332,13 @@ def _check_values(circuit: Any, path: Path) -> None:
         kv, kvar = float(circuit.Capacitors.kV), float(circuit.Capacitors.kvar)
         need(f"capacitor.{name}", "kV", kv, kv > 0, "must be > 0")
         need(f"capacitor.{name}", "kvar", kvar, kvar > 0, "must be > 0")
+    for name in _elements(circuit, "generator"):
+        circuit.Generators.Name = name
+        if int(circuit.Generators.Model) == 3:  # what the voltage it holds takes (OpenDSS would not converge)
+            element = f"generator.{name}"
+            v_pu, lo, hi = (_float_prop(circuit, p) for p in ("Vpu", "Minkvar", "Maxkvar"))
+            need(element, "Vpu", v_pu, v_pu > 0, "the voltage it holds must be > 0")
+            need(element, "Minkvar", lo, math.isfinite(hi) and lo <= hi, f"must be at most Maxkvar={hi:g}")
     for name in _elements(circuit, "vsource"):
         circuit.Vsources.Name = name
         kv, pu = float(circuit.Vsources.BasekV), float(circuit.Vsources.pu)
@@ -337,10 +460,129 @@ class _Local:
         return stamps.dense(len(self.nodes))
 
 
+def _source_emf(v_pu: float, base_kv: float, angle_deg: float, n_phases: int, sequence: str) -> np.ndarray:
+    """The voltage behind each phase of a ``Vsource`` (V), as OpenDSS makes it: of ``base_kv`` line
+    to line (across the source for a one-phase one), the phases ``360 / n`` degrees apart, lagging
+    in positive sequence, leading in negative, together in zero."""
+    if n_phases == 3 and sequence.startswith("pos"):
+        return v_pu * base_kv * 1000.0 / _SQRT3 * np.exp(1j * np.radians(angle_deg + np.array([0.0, -120.0, 120.0])))
+    magnitude = v_pu * base_kv * 1000.0 / (1.0 if n_phases == 1 else 2.0 * math.sin(math.pi / n_phases))
+    step = {"pos": -360.0, "neg": 360.0}.get(sequence[:3], 0.0) / n_phases
+    return magnitude * np.exp(1j * np.radians(angle_deg + step * np.arange(n_phases)))
+
+
 def _mismatch(ours: np.ndarray, engine: np.ndarray) -> float:
     """Largest entry of ``ours - engine`` relative to the largest of ``engine`` (0 for two zeros)."""
     scale = float(np.abs(engine).max(initial=0.0))
     return float(np.abs(ours - engine).max(initial=0.0)) / scale if scale > 0 else float(np.abs(ours).max(initial=0.0))
+
+
+# ----------------------------------------------------------------------------------- refusals
+class _Refused(Exception):
+    """An element openg2g cannot model: the reading goes on to the next element, and every refusal
+    is reported at the end (:func:`_refusal`)."""
+
+    def __init__(self, element: str, why: str) -> None:
+        super().__init__(f"{element}: {why}")
+        self.element = element
+        self.why = why
+
+
+def _refusal(
+    path: Path, refused: list[tuple[str, str]], definitions: dict[str, Definition] | None, before: bool = False
+) -> FeederError:
+    """The error that names every element of ``refused`` (``(class.name, why)``), each with the file
+    and line that define it where ``definitions`` know them; ``before`` when the engine has not
+    run the file."""
+    when = " (found before OpenDSS ran the file, whose reading may show more)" if before else ""
+    head = f"{path}: openg2g cannot model {len(refused)} element{'s' if len(refused) > 1 else ''} of this circuit{when}"
+    known = definitions or {}
+    order = {element: k for k, element in enumerate(known)}  # the order the files define them in
+    refused = sorted(refused, key=lambda r: order.get(r[0], len(order)))
+    lines = []
+    for element, why in refused[:_REFUSALS_SHOWN]:
+        where = known.get(element)
+        at = f"{shown(where.file, path.parent)} line {where.line}: " if where is not None else ""
+        lines.append(f"  {at}{element}: {why}")
+    if len(refused) > _REFUSALS_SHOWN:
+        lines.append(f"  ... and {len(refused) - _REFUSALS_SHOWN} more")
+    return FeederError("\n".join([f"{head}; disable them (enabled=no) or remove them:", *lines]))
+
+
+def _load_model_refusal(model: int) -> str | None:
+    """Why a load of ``model`` is refused, None when openg2g solves it."""
+    if model in _LOAD_MODELS:
+        return None
+    return f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)"
+
+
+def _generator_model_refusal(model: int) -> str | None:
+    """Why a generator of ``model`` is refused, None when openg2g solves it."""
+    if model not in _GENERATOR_MODELS:
+        return None
+    return f"{_GENERATOR_MODELS[model]} is not supported (models 1, 2 and 3 are)"
+
+
+def _inverter_refusal(model: int, balanced: bool, limited: bool, grid_forming: bool) -> str | None:
+    """Why a PV system or storage element is refused (its model, its current from the positive
+    sequence, its current limit, grid forming), None when openg2g solves it."""
+    if model not in (1, 2):
+        return f"model {model} is not supported (1, constant kW and kvar, and 2, constant impedance, are)"
+    if balanced:
+        return "Balanced=Yes (its current from the positive sequence of its voltages) is not supported"
+    if limited:
+        return "LimitCurrent=Yes (its current limited) is not supported"
+    if grid_forming:
+        return "grid-forming control (ControlMode=GFM) is not supported"
+    return None
+
+
+def _user_model_refusal(prop: str, value: str) -> str:
+    return f"a user-written model ({prop}={value}), code openg2g does not run"
+
+
+_PROPERTY = re.compile(r"(\w+)\s*=\s*(\"[^\"]*\"|'[^']*'|\([^)]*\)|\[[^\]]*\]|\S+)")
+"""A ``name=value`` property of a command (its value quoted, bracketed or a word)."""
+
+
+def _yes(value: str | None) -> bool:
+    return value is not None and value.strip("\"'").lower()[:1] in ("y", "t")
+
+
+def _refused_before_reading(definitions: dict[str, Definition]) -> list[tuple[str, str]]:
+    """The elements the files define that openg2g refuses whatever the engine makes of them: of a
+    class it cannot model, running a user-written model, or of a model or mode it does not solve,
+    given as a ``name=value`` of the element's own ``New`` (not through ``like=``); only settled
+    ones (nothing later in the files may change them)."""
+    out = []
+    for element, d in definitions.items():
+        if not d.settled:
+            continue
+        cls = element.split(".", 1)[0]
+        props = dict(_PROPERTY.findall(d.properties))  # the last value of a property wins, as in OpenDSS
+        if cls in REFUSED_CLASSES:
+            out.append((element, REFUSED_CLASSES[cls]))
+            continue
+        if "like" in props:
+            continue
+        why: str | None = None
+        user = next(((k, props[k]) for k in ("usermodel", "dynadll") if props.get(k, "").strip("\"'")), None)
+        model = props.get("model", "")
+        number = int(model) if model.isdigit() else None
+        if cls in _USER_MODEL_CLASSES and user is not None:
+            why = _user_model_refusal(*user)
+        elif cls == "load" and number is not None:
+            why = _load_model_refusal(number)
+        elif cls == "generator" and number is not None:
+            why = _generator_model_refusal(number)
+        elif cls in ("pvsystem", "storage"):
+            gfm = cls == "storage" and props.get("controlmode", "").lower() == "gfm"
+            why = _inverter_refusal(
+                1 if number is None else number, _yes(props.get("balanced")), _yes(props.get("limitcurrent")), gfm
+            )
+        if why is not None:
+            out.append((element, why))
+    return out
 
 
 # ----------------------------------------------------------------------------------- reader
@@ -353,9 +595,28 @@ class _Reader:
         self.path = path
         self.frequency_hz = float(self.circuit.Solution.Frequency)
         self.primitives: list[PrimitiveModel] = []
+        self.refused: list[tuple[str, str]] = []
+        """``(element, why)`` of every element refused so far."""
+        self.node_names: list[list[str]] | None = None
+        """``[bus, node]`` of every node of the circuit in the engine's numbering (read once, when needed)."""
 
-    def refuse(self, element: str, why: str) -> FeederError:
-        return FeederError(f"{self.path}: {element}: {why}")
+    def refuse(self, element: str, why: str) -> _Refused:
+        """The refusal of ``element`` (raised inside :meth:`reading`)."""
+        return _Refused(element, why)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Read one element: a refusal is noted and the reading goes on with the next one."""
+        try:
+            yield
+        except _Refused as refusal:
+            self.refused.append((refusal.element, refusal.why))
+
+    def report(self) -> FeederError | None:
+        """Every refusal so far as one error (:func:`_refusal`), None when there is none."""
+        if not self.refused:
+            return None
+        return _refusal(self.path, self.refused, element_definitions(self.path))
 
     def check(self, element: str, local: _Local, ours: np.ndarray, what: str) -> None:
         """Refuse ``element`` when ``ours`` is not the engine's ``Yprim`` (folded on ``local``)."""
@@ -372,7 +633,7 @@ class _Reader:
     ) -> None:
         """Keep the active element as a static element by its ``Yprim``."""
         y = _yprim(self.circuit)
-        terms = [(bus, _labels(nodes)) for bus, nodes in _terminals(self.circuit)]
+        terms = self.conductor_terminals()
         self.primitives.append(
             PrimitiveModel(
                 name=element,
@@ -384,6 +645,29 @@ class _Reader:
                 emerg_amps=emerg_amps,
             )
         )
+
+    def conductor_terminals(self) -> list[tuple[str, tuple[str | None, ...]]]:
+        """``(bus, node label of each conductor)`` of the active element, terminal by terminal, a
+        terminal split where its conductors change bus: an autotransformer's first terminal holds
+        its series winding's two ends, on both buses (the engine's ``NodeRef``; a grounded
+        conductor stays with the bus before it)."""
+        if self.node_names is None:
+            self.node_names = [n.lower().rsplit(".", 1) for n in self.circuit.YNodeOrder]
+        refs = [int(r) for r in self.circuit.ActiveCktElement.NodeRef]
+        out: list[tuple[str, tuple[str | None, ...]]] = []
+        k = 0
+        for bus, nodes in _terminals(self.circuit):
+            run_bus, run = bus, list[str | None]()
+            for node, ref in zip(nodes, refs[k : k + len(nodes)]):
+                on = self.node_names[ref - 1][0] if ref > 0 else run_bus
+                if on != run_bus and run:
+                    out.append((run_bus, tuple(run)))
+                    run = []
+                run_bus = on
+                run.append(node_label(node))
+            out.append((run_bus, tuple(run)))
+            k += len(nodes)
+        return out
 
     # -- buses ---------------------------------------------------------------------------
     def buses(self) -> tuple[dict[str, float], dict[str, tuple[str, ...]], dict[str, tuple[float, float]]]:
@@ -407,98 +691,112 @@ class _Reader:
     # -- sources -------------------------------------------------------------------------
     def sources(self) -> SourceModel:
         main: SourceModel | None = None
-        vs = self.circuit.Vsources
         for name in _elements(self.circuit, "vsource"):
-            vs.Name = name
-            element = f"vsource.{name}"
-            (bus1, nodes1), (_, nodes2) = _terminals(self.circuit)
-            if vs.Phases != 3 or nodes1 != (1, 2, 3):
-                raise self.refuse(
-                    element,
-                    f"a {vs.Phases}-phase source on nodes {nodes1} (a three-phase source on nodes 1.2.3 is supported)",
-                )
-            y = _yprim(self.circuit)
-            y_src = y[:3, :3]
-            e = (
-                vs.pu
-                * vs.BasekV
-                * 1000.0
-                / _SQRT3
-                * np.exp(1j * np.radians(vs.AngleDeg + np.array([0.0, -120.0, 120.0])))
-            )
-            if main is None and not any(nodes2):
-                z_seq = np.linalg.inv(FORTESCUE) @ np.linalg.inv(y_src) @ FORTESCUE
-                z0, z1, z2 = (complex(z_seq[k, k]) for k in range(3))
-                source = SourceModel(
-                    bus=bus1,
-                    base_kv=float(vs.BasekV),
-                    v_pu=float(vs.pu),
-                    angle_deg=float(vs.AngleDeg),
-                    z1_ohm=[z1.real, z1.imag],
-                    z0_ohm=[z0.real, z0.imag],
-                    z2_ohm=None if abs(z2 - z1) <= 1e-12 * abs(z1) else [z2.real, z2.imag],
-                )
-                err = _mismatch(source_admittance(FeederModel(name="", source=source, bus_kv={}, bus_phases={})), y_src)
-                if err > YPRIM_RTOL:
-                    raise self.refuse(
-                        element, f"its impedance is not symmetrical in the sequences ({err:.1e}): not read"
-                    )
-                main = source
-            else:
-                self.static(element, i_source=np.concatenate([y_src @ e, -(y_src @ e)]))
+            self.circuit.Vsources.Name = name
+            with self.reading():
+                source = self.source(f"vsource.{name}", main is None)
+                if source is not None:
+                    main = source
         if main is None:
-            raise FeederError(f"{self.path}: no three-phase voltage source grounded at its second terminal")
+            raise self.report() or FeederError(
+                f"{self.path}: no voltage source grounded at its second terminal, three-phase on nodes 1.2.3 "
+                "(positive sequence) or single-phase"
+            )
         return main
+
+    def source(self, element: str, first: bool) -> SourceModel | None:
+        """The active ``Vsource`` as the circuit's source, when it is the first that can be one
+        (grounded at its second terminal; three-phase on nodes 1.2.3 in positive sequence, or
+        single-phase), else None, kept as a static element with its Norton current."""
+        vs = self.circuit.Vsources
+        (bus1, nodes1), (_, nodes2) = _terminals(self.circuit)
+        n = int(vs.Phases)
+        y = _yprim(self.circuit)
+        y_src = y[:n, :n]
+        sequence = _prop(self.circuit, "Sequence").strip().lower()
+        e = _source_emf(float(vs.pu), float(vs.BasekV), float(vs.AngleDeg), n, sequence)
+        three = n == 3 and nodes1 == (1, 2, 3) and sequence.startswith("pos")
+        single = n == 1 and nodes1[0] in (1, 2, 3)
+        if not (first and not any(nodes2) and (three or single)):
+            self.static(element, i_source=np.concatenate([y_src @ e, -(y_src @ e)]))
+            return None
+        if single:  # its impedance is what the engine makes of its sequence values: Yprim's
+            z = complex(1.0 / y_src[0, 0])
+            z1_ohm = z0_ohm = [z.real, z.imag]
+            z2_ohm = None
+        else:
+            z_seq = np.linalg.inv(FORTESCUE) @ np.linalg.inv(y_src) @ FORTESCUE
+            z0, z1, z2 = (complex(z_seq[k, k]) for k in range(3))
+            z1_ohm, z0_ohm = [z1.real, z1.imag], [z0.real, z0.imag]
+            z2_ohm = None if abs(z2 - z1) <= 1e-12 * abs(z1) else [z2.real, z2.imag]
+        source = SourceModel(
+            bus=bus1,
+            base_kv=float(vs.BasekV),
+            v_pu=float(vs.pu),
+            angle_deg=float(vs.AngleDeg),
+            z1_ohm=z1_ohm,
+            z0_ohm=z0_ohm,
+            z2_ohm=z2_ohm,
+            phase=node_label(nodes1[0]) if single else None,
+        )
+        err = _mismatch(source_admittance(FeederModel(name="", source=source, bus_kv={}, bus_phases={})), y_src)
+        if err > YPRIM_RTOL:
+            raise self.refuse(element, f"its impedance is not symmetrical in the sequences ({err:.1e}): not read")
+        return source
 
     # -- lines ---------------------------------------------------------------------------
     def lines(self) -> list[LineModel]:
         out: list[LineModel] = []
         lines = self.circuit.Lines
-        w = 2 * math.pi * self.frequency_hz
         i = lines.First
         while i:
-            name = lines.Name.lower()
-            element = f"line.{name}"
-            e = self.circuit.ActiveCktElement
-            (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
-            n = e.NumConductors
-            opened = [e.IsOpen(t, 0) for t in (1, 2)]
-            partly = [any(e.IsOpen(t, k) for k in range(1, n + 1)) for t in (1, 2)]
-            if partly != opened:
-                raise self.refuse(
-                    element, "some of its conductors are open and others not (only a whole terminal opens)"
-                )
-            length = float(lines.Length)
-            r = np.asarray(lines.Rmatrix, dtype=float).reshape(n, n) * length
-            if n and np.linalg.eigvalsh(r).min() < -_PASSIVE_RTOL * np.abs(r).max():
-                raise self.refuse(
-                    element,
-                    "its resistance matrix has a negative eigenvalue (a negative sequence resistance): it describes no network",
-                )
-            x = np.asarray(lines.Xmatrix, dtype=float).reshape(n, n) * length
-            b_us = w * np.asarray(lines.Cmatrix, dtype=float).reshape(n, n) * 1e-3 * length
-            norm, emerg = float(lines.NormAmps), float(lines.EmergAmps)
-            line = LineModel(
-                name=name,
-                bus1=bus1,
-                bus2=bus2,
-                phases1=tuple(self.phase_labels(element, nodes1)),
-                phases2=tuple(self.phase_labels(element, nodes2)),
-                r_ohm=r.tolist(),
-                x_ohm=x.tolist(),
-                b_us=b_us.tolist(),
-                length_km=length * _UNIT_M.get(int(lines.Units), math.nan) / 1000.0,
-                switch=bool(lines.IsSwitch),
-                in_service=bool(e.Enabled) and not any(opened),
-                norm_amps=None if norm == DEFAULT_NORM_AMPS or norm <= 0 else norm,
-                emerg_amps=None if emerg == DEFAULT_EMERG_AMPS or emerg <= 0 else emerg,
-            )
-            if line.in_service:
-                local = _Local(_terminals(self.circuit))
-                self.check(element, local, local.of(stamp_line, line), "series impedance")
-            out.append(line)
+            with self.reading():
+                out.append(self.line())
             i = lines.Next
         return out
+
+    def line(self) -> LineModel:
+        """The active line."""
+        lines = self.circuit.Lines
+        w = 2 * math.pi * self.frequency_hz
+        name = lines.Name.lower()
+        element = f"line.{name}"
+        e = self.circuit.ActiveCktElement
+        (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
+        n = e.NumConductors
+        opened = [e.IsOpen(t, 0) for t in (1, 2)]
+        partly = [any(e.IsOpen(t, k) for k in range(1, n + 1)) for t in (1, 2)]
+        if partly != opened:
+            raise self.refuse(element, "some of its conductors are open and others not (only a whole terminal opens)")
+        length = float(lines.Length)
+        r = np.asarray(lines.Rmatrix, dtype=float).reshape(n, n) * length
+        if n and np.linalg.eigvalsh(r).min() < -_PASSIVE_RTOL * np.abs(r).max():
+            raise self.refuse(
+                element,
+                "its resistance matrix has a negative eigenvalue (a negative sequence resistance): it describes no network",
+            )
+        x = np.asarray(lines.Xmatrix, dtype=float).reshape(n, n) * length
+        b_us = w * np.asarray(lines.Cmatrix, dtype=float).reshape(n, n) * 1e-3 * length
+        norm, emerg = float(lines.NormAmps), float(lines.EmergAmps)
+        line = LineModel(
+            name=name,
+            bus1=bus1,
+            bus2=bus2,
+            phases1=tuple(self.phase_labels(element, nodes1)),
+            phases2=tuple(self.phase_labels(element, nodes2)),
+            r_ohm=r.tolist(),
+            x_ohm=x.tolist(),
+            b_us=b_us.tolist(),
+            length_km=length * _UNIT_M.get(int(lines.Units), math.nan) / 1000.0,
+            switch=bool(lines.IsSwitch),
+            in_service=bool(e.Enabled) and not any(opened),
+            norm_amps=None if norm == DEFAULT_NORM_AMPS or norm <= 0 else norm,
+            emerg_amps=None if emerg == DEFAULT_EMERG_AMPS or emerg <= 0 else emerg,
+        )
+        if line.in_service:
+            local = _Local(_terminals(self.circuit))
+            self.check(element, local, local.of(stamp_line, line), "series impedance")
+        return line
 
     def phase_labels(self, element: str, nodes: tuple[int, ...]) -> list[str]:
         """Labels of conductors that must not be grounded."""
@@ -511,23 +809,24 @@ class _Reader:
         out: list[TransformerModel] = []
         tr = self.circuit.Transformers
         for name in _elements(self.circuit, "transformer"):
-            tr.Name = name
-            element = f"transformer.{name}"
-            typed = self.two_winding(name)
-            if typed is not None:
-                local = _Local(_terminals(self.circuit))
-                taps = np.full(typed.n_phases, typed.windings[1].tap)
-                ours = local.of(stamp_transformer, typed, taps)
-                if _mismatch(ours, local.of_yprim(_yprim(self.circuit))) <= YPRIM_RTOL:
-                    out.append(typed)
-                    continue
-            if name in regulated:
-                raise self.refuse(
-                    element,
-                    "it has a regulator control, but it is not a two-winding transformer whose admittance openg2g "
-                    "computes at every tap (a magnetizing branch, a neutral impedance, more windings...)",
-                )
-            self.static(element, *self.transformer_ratings())
+            with self.reading():
+                tr.Name = name
+                element = f"transformer.{name}"
+                typed = self.two_winding(name)
+                if typed is not None:
+                    local = _Local(_terminals(self.circuit))
+                    taps = np.full(typed.n_phases, typed.windings[1].tap)
+                    ours = local.of(stamp_transformer, typed, taps)
+                    if _mismatch(ours, local.of_yprim(_yprim(self.circuit))) <= YPRIM_RTOL:
+                        out.append(typed)
+                        continue
+                if name in regulated:
+                    raise self.refuse(
+                        element,
+                        "it has a regulator control, but it is not a two-winding transformer whose admittance openg2g "
+                        "computes at every tap (a magnetizing branch, a neutral impedance, more windings...)",
+                    )
+                self.static(element, *self.transformer_ratings())
         return out
 
     def two_winding(self, name: str) -> TransformerModel | None:
@@ -600,92 +899,94 @@ class _Reader:
         out: list[RegControlModel] = []
         rc = self.circuit.RegControls
         for name in _elements(self.circuit, "regcontrol"):
-            rc.Name = name
-            element = f"regcontrol.{name}"
-            if rc.Winding != 2 or rc.TapWinding != 2:
-                raise self.refuse(
-                    element,
-                    f"it watches winding {rc.Winding} and taps winding {rc.TapWinding}; openg2g regulates winding 2 "
-                    "from winding 2",
+            with self.reading():
+                rc.Name = name
+                element = f"regcontrol.{name}"
+                if rc.Winding != 2 or rc.TapWinding != 2:
+                    raise self.refuse(
+                        element,
+                        f"it watches winding {rc.Winding} and taps winding {rc.TapWinding}; openg2g regulates winding 2 "
+                        "from winding 2",
+                    )
+                ptphase = _prop(self.circuit, "PTphase").strip().lower()
+                if ptphase not in ("1", "2", "3", "max", "min"):
+                    raise self.refuse(element, f"PTphase={ptphase} (1, 2, 3, MAX or MIN)")
+                for prop in ("Cogen", "RevNeutral"):  # modes of the control the model has no place for
+                    if _prop(self.circuit, prop).strip().lower() in ("yes", "true"):
+                        raise self.refuse(element, f"{prop}=Yes is not supported")
+                for prop in ("LDC_Z", "Rev_Z"):  # Beckwith's magnitude-only line-drop compensation
+                    if _float_prop(self.circuit, prop) != 0.0:
+                        raise self.refuse(element, f"{prop} (Beckwith line-drop compensation) is not supported")
+                remote = rc.MonitoredBus.strip().lower()
+                remote_bus, _, remote_node = remote.partition(".")
+                out.append(
+                    RegControlModel(
+                        name=name,
+                        transformer=rc.Transformer.lower(),
+                        winding=2,
+                        vreg_v=float(rc.ForwardVreg),
+                        band_v=float(rc.ForwardBand),
+                        ptratio=float(rc.PTratio),
+                        ctprim_a=float(rc.CTPrimary),
+                        r_v=float(rc.ForwardR),
+                        x_v=float(rc.ForwardX),
+                        delay_s=float(rc.Delay),
+                        ptphase=int(ptphase) if ptphase.isdigit() else ptphase,
+                        tapdelay_s=float(rc.TapDelay),
+                        maxtapchange=int(rc.MaxTapChange),
+                        reversible=bool(rc.IsReversible),
+                        revvreg_v=float(rc.ReverseVreg),
+                        revband_v=float(rc.ReverseBand),
+                        revr_v=float(rc.ReverseR),
+                        revx_v=float(rc.ReverseX),
+                        revthreshold_kw=_float_prop(self.circuit, "revThreshold"),
+                        revdelay_s=_float_prop(self.circuit, "revDelay"),
+                        vlimit_v=float(rc.VoltageLimit),
+                        monitored_bus=remote_bus or None,
+                        monitored_node=str(node_label(int(remote_node or "1"))),
+                        inverse_time=bool(rc.IsInverseTime),
+                    )
                 )
-            ptphase = _prop(self.circuit, "PTphase").strip().lower()
-            if ptphase not in ("1", "2", "3", "max", "min"):
-                raise self.refuse(element, f"PTphase={ptphase} (1, 2, 3, MAX or MIN)")
-            for prop in ("Cogen", "RevNeutral"):  # modes of the control the model has no place for
-                if _prop(self.circuit, prop).strip().lower() in ("yes", "true"):
-                    raise self.refuse(element, f"{prop}=Yes is not supported")
-            for prop in ("LDC_Z", "Rev_Z"):  # Beckwith's magnitude-only line-drop compensation
-                if _float_prop(self.circuit, prop) != 0.0:
-                    raise self.refuse(element, f"{prop} (Beckwith line-drop compensation) is not supported")
-            remote = rc.MonitoredBus.strip().lower()
-            remote_bus, _, remote_node = remote.partition(".")
-            out.append(
-                RegControlModel(
-                    name=name,
-                    transformer=rc.Transformer.lower(),
-                    winding=2,
-                    vreg_v=float(rc.ForwardVreg),
-                    band_v=float(rc.ForwardBand),
-                    ptratio=float(rc.PTratio),
-                    ctprim_a=float(rc.CTPrimary),
-                    r_v=float(rc.ForwardR),
-                    x_v=float(rc.ForwardX),
-                    delay_s=float(rc.Delay),
-                    ptphase=int(ptphase) if ptphase.isdigit() else ptphase,
-                    tapdelay_s=float(rc.TapDelay),
-                    maxtapchange=int(rc.MaxTapChange),
-                    reversible=bool(rc.IsReversible),
-                    revvreg_v=float(rc.ReverseVreg),
-                    revband_v=float(rc.ReverseBand),
-                    revr_v=float(rc.ReverseR),
-                    revx_v=float(rc.ReverseX),
-                    revthreshold_kw=_float_prop(self.circuit, "revThreshold"),
-                    revdelay_s=_float_prop(self.circuit, "revDelay"),
-                    vlimit_v=float(rc.VoltageLimit),
-                    monitored_bus=remote_bus or None,
-                    monitored_node=str(node_label(int(remote_node or "1"))),
-                    inverse_time=bool(rc.IsInverseTime),
-                )
-            )
         return out
 
     def capacitors(self, controlled: set[str]) -> list[CapacitorModel]:
         out: list[CapacitorModel] = []
         caps = self.circuit.Capacitors
         for name in _elements(self.circuit, "capacitor"):
-            caps.Name = name
-            element = f"capacitor.{name}"
-            (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
-            delta = bool(caps.IsDelta)
-            shunt = bus2 == bus1 and (delta or len(set(nodes2)) == 1)
-            if caps.NumSteps != 1 or not shunt or 0 in nodes1:
-                if name in controlled:
-                    raise self.refuse(element, "it has a capacitor control, but it is not a one-step shunt bank")
-                self.static(element)
-                continue
-            states = list(caps.States)
-            cap = CapacitorModel(
-                name=name,
-                bus=bus1,
-                phases=tuple(str(node_label(n)) for n in nodes1),
-                conn="delta" if delta else "wye",
-                kvar=float(caps.kvar),
-                kv=float(caps.kV),
-                closed=bool(states[0]),
-                neutral=None if delta else node_label(nodes2[0]),
-            )
-            local = _Local(_terminals(self.circuit))
-            if not cap.closed:  # the admittance is compared closed: close it, rebuild its Yprim
-                caps.States = [1]
-                self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
-                self.circuit.SetActiveElement(element)
-            try:
-                self.check(element, local, local.of(stamp_capacitor, cap), "admittance")
-            finally:
-                if not cap.closed:
-                    caps.States = states
+            with self.reading():
+                caps.Name = name
+                element = f"capacitor.{name}"
+                (bus1, nodes1), (bus2, nodes2) = _terminals(self.circuit)
+                delta = bool(caps.IsDelta)
+                shunt = bus2 == bus1 and (delta or len(set(nodes2)) == 1)
+                if caps.NumSteps != 1 or not shunt or 0 in nodes1:
+                    if name in controlled:
+                        raise self.refuse(element, "it has a capacitor control, but it is not a one-step shunt bank")
+                    self.static(element)
+                    continue
+                states = list(caps.States)
+                cap = CapacitorModel(
+                    name=name,
+                    bus=bus1,
+                    phases=tuple(str(node_label(n)) for n in nodes1),
+                    conn="delta" if delta else "wye",
+                    kvar=float(caps.kvar),
+                    kv=float(caps.kV),
+                    closed=bool(states[0]),
+                    neutral=None if delta else node_label(nodes2[0]),
+                )
+                local = _Local(_terminals(self.circuit))
+                if not cap.closed:  # the admittance is compared closed: close it, rebuild its Yprim
+                    caps.States = [1]
                     self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
-            out.append(cap)
+                    self.circuit.SetActiveElement(element)
+                try:
+                    self.check(element, local, local.of(stamp_capacitor, cap), "admittance")
+                finally:
+                    if not cap.closed:
+                        caps.States = states
+                        self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
+                out.append(cap)
         return out
 
     def capcontrols(self) -> list[CapControlModel]:
@@ -693,38 +994,39 @@ class _Reader:
         cc = self.circuit.CapControls
         kinds = {0: "current", 1: "voltage", 2: "kvar", 4: "pf"}
         for name in _elements(self.circuit, "capcontrol"):
-            cc.Name = name
-            element = f"capcontrol.{name}"
-            mode = int(cc.Mode)
-            if mode not in kinds:
-                raise self.refuse(
-                    element,
-                    f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)",
+            with self.reading():
+                cc.Name = name
+                element = f"capcontrol.{name}"
+                mode = int(cc.Mode)
+                if mode not in kinds:
+                    raise self.refuse(
+                        element,
+                        f"control type {_prop(self.circuit, 'type')} is not supported (current, voltage, kvar, pf are)",
+                    )
+                if _prop(self.circuit, "VBus").strip():
+                    raise self.refuse(element, "VBus (a voltage override watching another bus) is not supported")
+                out.append(
+                    CapControlModel(
+                        name=name,
+                        capacitor=cc.Capacitor.lower(),
+                        kind=kinds[mode],
+                        element=cc.MonitoredObj.lower(),
+                        terminal=int(cc.MonitoredTerm),
+                        on_setting=float(cc.ONSetting),
+                        off_setting=float(cc.OFFSetting),
+                        delay_s=float(cc.Delay),
+                        delayoff_s=float(cc.DelayOff),
+                        deadtime_s=float(cc.DeadTime),
+                        voltoverride=bool(cc.UseVoltOverride),
+                        vmin_v=float(cc.Vmin),
+                        vmax_v=float(cc.Vmax),
+                        ptratio=float(cc.PTratio),
+                        ctratio=float(cc.CTratio),
+                        ptphase=self.phase_setting(element, "PTPhase"),
+                        ctphase=self.phase_setting(element, "CTPhase"),
+                        pctminkvar=_float_prop(self.circuit, "pctMinkvar"),
+                    )
                 )
-            if _prop(self.circuit, "VBus").strip():
-                raise self.refuse(element, "VBus (a voltage override watching another bus) is not supported")
-            out.append(
-                CapControlModel(
-                    name=name,
-                    capacitor=cc.Capacitor.lower(),
-                    kind=kinds[mode],
-                    element=cc.MonitoredObj.lower(),
-                    terminal=int(cc.MonitoredTerm),
-                    on_setting=float(cc.ONSetting),
-                    off_setting=float(cc.OFFSetting),
-                    delay_s=float(cc.Delay),
-                    delayoff_s=float(cc.DelayOff),
-                    deadtime_s=float(cc.DeadTime),
-                    voltoverride=bool(cc.UseVoltOverride),
-                    vmin_v=float(cc.Vmin),
-                    vmax_v=float(cc.Vmax),
-                    ptratio=float(cc.PTratio),
-                    ctratio=float(cc.CTratio),
-                    ptphase=self.phase_setting(element, "PTPhase"),
-                    ctphase=self.phase_setting(element, "CTPhase"),
-                    pctminkvar=_float_prop(self.circuit, "pctMinkvar"),
-                )
-            )
         return out
 
     def phase_setting(self, element: str, prop: str) -> int | str:
@@ -741,36 +1043,36 @@ class _Reader:
         loads = self.circuit.Loads
         mult = float(self.circuit.Solution.LoadMult)
         for name in _elements(self.circuit, "load"):
-            loads.Name = name
-            element = f"load.{name}"
-            model = int(loads.Model)
-            if model not in _LOAD_MODELS:
-                raise self.refuse(
-                    element, f"load model {model} is not supported ({', '.join(map(str, _LOAD_MODELS))} are)"
+            with self.reading():
+                loads.Name = name
+                element = f"load.{name}"
+                model = int(loads.Model)
+                why = _load_model_refusal(model)
+                if why is not None:
+                    raise self.refuse(element, why)
+                phases, neutral, n_ph, delta = self.load_connection(element)
+                fixed = int(loads.Status) != _LOAD_VARIABLE
+                scale = 1.0 if fixed else mult
+                out.append(
+                    LoadModel(
+                        name=name,
+                        bus=_terminals(self.circuit)[0][0],
+                        phases=phases,
+                        conn="delta" if delta else "wye",
+                        model=model,
+                        kv=float(loads.kV),
+                        kw=float(loads.kW) * scale,
+                        kvar=float(loads.kvar) * scale,
+                        n_phases=n_ph,
+                        vminpu=float(loads.Vminpu),
+                        vmaxpu=float(loads.Vmaxpu),
+                        vlowpu=_float_prop(self.circuit, "VLowpu"),
+                        cvrwatts=float(loads.CVRwatts),
+                        cvrvars=float(loads.CVRvars),
+                        neutral=neutral,
+                        fixed=fixed,
+                    )
                 )
-            phases, neutral, n_ph, delta = self.load_connection(element)
-            fixed = int(loads.Status) != _LOAD_VARIABLE
-            scale = 1.0 if fixed else mult
-            out.append(
-                LoadModel(
-                    name=name,
-                    bus=_terminals(self.circuit)[0][0],
-                    phases=phases,
-                    conn="delta" if delta else "wye",
-                    model=model,
-                    kv=float(loads.kV),
-                    kw=float(loads.kW) * scale,
-                    kvar=float(loads.kvar) * scale,
-                    n_phases=n_ph,
-                    vminpu=float(loads.Vminpu),
-                    vmaxpu=float(loads.Vmaxpu),
-                    vlowpu=_float_prop(self.circuit, "VLowpu"),
-                    cvrwatts=float(loads.CVRwatts),
-                    cvrvars=float(loads.CVRvars),
-                    neutral=neutral,
-                    fixed=fixed,
-                )
-            )
         return out
 
     def load_connection(self, element: str) -> tuple[tuple[str | None, ...], str | None, int, bool]:
@@ -785,36 +1087,66 @@ class _Reader:
             raise self.refuse(element, f"a phase conductor on node 0 (ground) in {nodes}: not read")
         return _labels(nodes[:n_ph]), node_label(nodes[n_ph]) if len(nodes) > n_ph else None, n_ph, False
 
-    def generators(self) -> list[GeneratorModel]:
+    def generators(self) -> tuple[list[GeneratorModel], list[RegulatedGeneratorModel]]:
+        """The generation of the file (see the module docstring): the generators, PV systems and
+        storage elements at their snapshot output, and the generators that hold their voltage."""
         out: list[GeneratorModel] = []
+        regulated: list[RegulatedGeneratorModel] = []
         gens = self.circuit.Generators
         for name in _elements(self.circuit, "generator"):
             gens.Name = name
             element = f"generator.{name}"
-            if int(gens.Model) != 1:
-                raise self.refuse(
-                    element, f"generator model {gens.Model} is not supported (model 1, constant kW and PF, is)"
-                )
-            out.append(
-                self.generator(
-                    element, float(gens.kW), float(gens.kvar), float(gens.kV), float(gens.Vminpu), float(gens.Vmaxpu)
-                )
-            )
+            with self.reading():
+                self.no_user_model(element)
+                model = int(gens.Model)
+                why = _generator_model_refusal(model)
+                if why is not None:
+                    raise self.refuse(element, why)
+                if model == 3:
+                    regulated.append(self.regulated_generator(element))
+                    continue
+                band = (float(gens.Vminpu), float(gens.Vmaxpu)) if model == 1 else _CONSTANT_IMPEDANCE
+                out.append(self.generator(element, float(gens.kW), float(gens.kvar), float(gens.kV), *band))
         pvs = self.circuit.PVSystems
         for name in _elements(self.circuit, "pvsystem"):
             pvs.Name = name
             element = f"pvsystem.{name}"
-            out.append(
-                self.generator(
-                    element,
-                    float(pvs.kW),
-                    float(pvs.kvar),
-                    _float_prop(self.circuit, "kV"),
-                    _float_prop(self.circuit, "VMinpu"),
-                    _float_prop(self.circuit, "VMaxpu"),
+            with self.reading():
+                band = self.inverter_band(element)
+                out.append(
+                    self.generator(element, float(pvs.kW), float(pvs.kvar), _float_prop(self.circuit, "kV"), *band)
                 )
-            )
-        return out
+        for name in _elements(self.circuit, "storage"):
+            element = f"storage.{name}"
+            with self.reading():
+                band = self.inverter_band(
+                    element, grid_forming=_prop(self.circuit, "ControlMode").strip().lower() == "gfm"
+                )
+                kw, kvar = _float_prop(self.circuit, "kW"), _float_prop(self.circuit, "kvar")  # what it delivers now
+                out.append(self.generator(element, kw, kvar, _float_prop(self.circuit, "kV"), *band))
+        return out, regulated
+
+    def no_user_model(self, element: str) -> None:
+        """Refuse the active element when it runs a user-written model."""
+        for prop in ("UserModel", "DynaDLL"):
+            if prop in self.circuit.ActiveCktElement.AllPropertyNames:
+                value = _prop(self.circuit, prop).strip()
+                if value:
+                    raise self.refuse(element, _user_model_refusal(prop, value))
+
+    def inverter_band(self, element: str, grid_forming: bool = False) -> tuple[float, float]:
+        """``(vminpu, vmaxpu)`` of the active PV system or storage element (model 1; model 2, constant
+        impedance, as :data:`_CONSTANT_IMPEDANCE`), refused when its model has more to it
+        (:func:`_inverter_refusal`)."""
+        self.no_user_model(element)
+        model = int(_float_prop(self.circuit, "Model"))
+        balanced, limited = (_yes(_prop(self.circuit, prop)) for prop in ("Balanced", "LimitCurrent"))
+        why = _inverter_refusal(model, balanced, limited, grid_forming)
+        if why is not None:
+            raise self.refuse(element, why)
+        if model == 2:
+            return _CONSTANT_IMPEDANCE
+        return _float_prop(self.circuit, "VMinpu"), _float_prop(self.circuit, "VMaxpu")
 
     def generator(
         self, element: str, kw: float, kvar: float, kv: float, vminpu: float, vmaxpu: float
@@ -834,9 +1166,28 @@ class _Reader:
             neutral=neutral,
         )
 
+    def regulated_generator(self, element: str) -> RegulatedGeneratorModel:
+        """The active generator of model 3 (constant kW, holding its voltage within its kvar limits)."""
+        gens = self.circuit.Generators
+        phases, neutral, n_ph, delta = self.load_connection(element)
+        return RegulatedGeneratorModel(
+            name=element,
+            bus=_terminals(self.circuit)[0][0],
+            phases=phases,
+            conn="delta" if delta else "wye",
+            kv=float(gens.kV),
+            kw=float(gens.kW),
+            n_phases=n_ph,
+            v_pu=_float_prop(self.circuit, "Vpu"),
+            kvar_min=_float_prop(self.circuit, "Minkvar"),
+            kvar_max=_float_prop(self.circuit, "Maxkvar"),
+            kvar=float(gens.kvar),
+            neutral=neutral,
+        )
+
     def others(self, read: set[str]) -> None:
-        """Keep passive classes as static elements; refuse any other class that changes a snapshot."""
-        refused: dict[str, list[str]] = {}
+        """Keep the classes of :data:`_STATIC_CLASSES` as static elements; refuse any other class
+        that changes a snapshot."""
         for full in self.circuit.AllElementNames:
             cls, name = full.lower().split(".", 1)
             if cls in read or cls in _NOT_ELECTRICAL:
@@ -844,17 +1195,15 @@ class _Reader:
             self.circuit.SetActiveElement(full)
             if not self.circuit.ActiveCktElement.Enabled:
                 continue
-            if cls in _STATIC_CLASSES:
-                self.static(f"{cls}.{name}")
-            else:
-                refused.setdefault(cls, []).append(name)
-        if refused:
-            what = "; ".join(
-                f"{cls}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}" for cls, names in refused.items()
-            )
-            raise FeederError(
-                f"{self.path}: elements openg2g does not model ({what}); disable them (enabled=no) or remove them"
-            )
+            element = f"{cls}.{name}"
+            with self.reading():
+                if cls == "isource":  # a current source: no admittance, its current into the network
+                    current = np.asarray(self.circuit.ActiveCktElement.Currents, dtype=float).view(complex)
+                    self.static(element, i_source=-current)
+                elif cls in _STATIC_CLASSES:
+                    self.static(element)
+                else:
+                    raise self.refuse(element, REFUSED_CLASSES.get(cls, "an element openg2g does not model"))
 
 
 def _bank_names(transformers: list[TransformerModel], controlled: set[str]) -> None:
@@ -909,18 +1258,19 @@ def _bus_order(
     return [*seen, *(b for b in buses if b not in seen)]
 
 
-def _read(path: Path, name: str | None) -> FeederModel:
-    """:func:`read_opendss` in this process (what its worker process runs)."""
+def _read(path: Path, name: str | None, warnings: list[str]) -> FeederModel:
+    """:func:`read_opendss` in this process (what its worker process runs); OpenDSS's warnings
+    appended to ``warnings``."""
     from dss import DSSException
 
     try:
-        return _read_circuit(path, name)
+        return _read_circuit(path, name, warnings)
     except DSSException as exc:
         raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
 
 
-def _read_circuit(path: Path, name: str | None) -> FeederModel:
-    with engine(path) as ctx:
+def _read_circuit(path: Path, name: str | None, warnings: list[str]) -> FeederModel:
+    with engine(path, warnings) as ctx:
         _check_values(ctx.ActiveCircuit, path)
         _solve_snapshot(ctx, path)
         _bus_coordinates(ctx, path)
@@ -935,10 +1285,13 @@ def _read_circuit(path: Path, name: str | None) -> FeederModel:
         known = {t.name for t in transformers}
         for rc in regcontrols:
             if rc.transformer not in known:
-                raise reader.refuse(f"regcontrol.{rc.name}", f"its transformer {rc.transformer!r} is not in service")
+                reader.refused.append(
+                    (f"regcontrol.{rc.name}", f"its transformer {rc.transformer!r} is not in service")
+                )
         _bank_names(transformers, regulated)
         lines = reader.lines()
         order = _bus_order(source.bus, lines, transformers, reader.primitives, bus_kv)
+        generators, regulated_generators = reader.generators()
         model = FeederModel(
             name=name or circuit.Name.lower(),
             source=source,
@@ -950,13 +1303,20 @@ def _read_circuit(path: Path, name: str | None) -> FeederModel:
             loads=reader.loads(),
             capacitors=reader.capacitors({c.capacitor for c in capcontrols}),
             capcontrols=capcontrols,
-            generators=reader.generators(),
+            generators=generators,
+            regulated_generators=regulated_generators,
             coords=coords,
             frequency_hz=reader.frequency_hz,
         )
         reader.others(
-            {"vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load", "generator", "pvsystem"}
+            {
+                *("vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load"),
+                *("generator", "pvsystem", "storage"),
+            }
         )
+        refusal = reader.report()
+        if refusal is not None:
+            raise refusal
         model.primitives = reader.primitives
     return model
 
@@ -968,15 +1328,19 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     The engine runs in a process of its own (:func:`main`) with at most
     :data:`READ_MEMORY_BYTES` of memory: a file that makes it crash or loop (a redirect cycle, an
     element of a million phases) is an error here, never a crash of the caller; and the working
-    folder is untouched (:func:`engine`).
+    folder is untouched (:func:`engine`). Before it runs, the files are scanned
+    (:func:`~openg2g.grid.feeder.dss_includes.element_definitions`): the elements openg2g refuses
+    whatever the engine makes of them are named then, the engine not started. OpenDSS's warnings
+    are logged (this module's logger), each once.
 
     :param path: the ``.dss`` file OpenDSS would compile.
     :param name: feeder name; defaults to the circuit's.
     :param timeout_s: longest the reading may take (s).
     :raises FeederError: a redirect cycle (:func:`~openg2g.grid.feeder.dss_includes.redirect_cycle`,
         the chain named), the engine refuses the file (its message), OpenDSS does not solve the
-        circuit, an element openg2g cannot model (named), an element whose admittance openg2g
-        would not reproduce to :data:`YPRIM_RTOL`, or the engine crashed or timed out.
+        circuit, elements openg2g cannot model or whose admittance it would not reproduce to
+        :data:`YPRIM_RTOL` (all of them named, with the file and line that define them), or the
+        engine crashed or timed out.
     """
     path = Path(path).resolve()
     if not path.is_file():
@@ -984,13 +1348,21 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     cycle = redirect_cycle(path)
     if cycle is not None:  # the engine would recurse until it crashes
         raise FeederError(f"{path}: redirect cycle: {cycle.describe(path.parent)}")
+    definitions = element_definitions(path)
+    if definitions is not None:
+        refused = _refused_before_reading(definitions)
+        if refused:
+            raise _refusal(path, refused, definitions, before=True)
     cmd = [sys.executable, "-c", _WORKER, str(path), *([name] if name is not None else [])]
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         raise FeederError(f"{path}: OpenDSS's engine did not finish reading the file in {timeout_s:g} s") from None
     if done.returncode == 0:
-        return FeederModel.from_dict(json.loads(done.stdout))
+        read = json.loads(done.stdout)
+        for warning in read["warnings"]:
+            _log.warning("%s: OpenDSS warning, read on past it: %s", path, warning)
+        return FeederModel.from_dict(read["model"])
     message = done.stderr.decode(errors="replace").strip()
     if done.returncode == _REFUSED:
         raise FeederError(message)
@@ -1003,14 +1375,15 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The worker of :func:`read_opendss`: ``PATH [NAME]``; the model as JSON on stdout (exit 0) or
-    the refusal on stderr (exit 2)."""
+    """The worker of :func:`read_opendss`: ``PATH [NAME]``; the model and OpenDSS's warnings as
+    JSON on stdout (``{"model": ..., "warnings": [...]}``, exit 0) or the refusal on stderr (exit 2)."""
     args = sys.argv[1:] if argv is None else argv
     resource.setrlimit(resource.RLIMIT_AS, (READ_MEMORY_BYTES, READ_MEMORY_BYTES))
+    warnings: list[str] = []
     try:
-        model = _read(Path(args[0]), args[1] if len(args) > 1 else None)
+        model = _read(Path(args[0]), args[1] if len(args) > 1 else None, warnings)
     except FeederError as exc:
         print(exc, file=sys.stderr)
         return _REFUSED
-    json.dump(model.to_dict(), sys.stdout)
+    json.dump({"model": model.to_dict(), "warnings": warnings}, sys.stdout)
     return 0

@@ -9,6 +9,8 @@ cleared by hand. At a point:
 - **voltage sensitivities** dV/dP (pu/W) of the monitored bus-phases to power drawn on each phase
   of a three-phase bus, reactive power following a power factor: the first request also computes
   those of every site, in one solve of the network's Jacobian (a controller asks for all of them);
+  on a feeder whose generators hold their voltage, with each one inside its limits responding
+  (:meth:`~openg2g.grid.feeder.regulated.RegulatedGenerators.held_derivatives`);
 - **loading sensitivities** d(loading)/dP (%/W) of every branch, from the same complex dV/dP,
   made only for a controller that asks (a product per conductor).
 """
@@ -24,6 +26,7 @@ from openg2g.grid.config import tan_phi
 from openg2g.grid.feeder.branches import BranchFlows
 from openg2g.grid.feeder.network import NodeIndex, Switching
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, magnitude_slopes
+from openg2g.grid.feeder.regulated import RegulatedGenerators
 
 __all__ = ["OperatingPoint", "Target"]
 
@@ -41,6 +44,7 @@ class OperatingPoint:
     :param flows: the branch currents, for loading sensitivities.
     :param switching: the switching in force (taps for the transformers' currents).
     :param sites: every site's target, computed with the first one asked.
+    :param regulated: the feeder's voltage-regulating generators, None when it has none.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class OperatingPoint:
         flows: BranchFlows,
         switching: Switching,
         sites: Mapping[str, Target],
+        regulated: RegulatedGenerators | None = None,
     ) -> None:
         self.network = network
         self.version = network.version
@@ -61,6 +66,7 @@ class OperatingPoint:
         self._flows = flows
         self._switching = switching
         self._sites = dict(sites)
+        self._regulated = regulated
         self._voltage: dict[Target, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._loading: dict[Target, np.ndarray] = {}
 
@@ -92,6 +98,8 @@ class OperatingPoint:
             nodes = np.array([self._nodes.index[(bus, p)] for bus, _ in wanted for p in PHASES])
             s_dir = np.repeat([1.0 + 1j * tan_phi(pf) for _, pf in wanted], len(PHASES))
             v, dv = self.network.voltage_derivatives(*self.loads, nodes, s_dir)
+            if self._regulated is not None:
+                dv = self._regulated.held_derivatives(self.network, *self.loads, v, dv)
             mon = self._monitored
             dv_dp = magnitude_slopes(v[mon], dv[mon]) / self._nodes.v_base_v[mon][:, None]
             for i, key in enumerate(wanted):

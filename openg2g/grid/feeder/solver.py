@@ -25,8 +25,11 @@ from openg2g.grid.feeder.network import (
     NodeIndex,
     Switching,
     admittance,
+    per_phase,
     source_admittance,
     source_current,
+    source_nodes,
+    source_rows,
 )
 from openg2g.grid.feeder.ports import KernelContext
 from openg2g.grid.feeder.powerflow import CHORD_RATE, Linearization, PowerFlowNetwork
@@ -61,7 +64,8 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         n = len(nodes)
         y = admittance(model, nodes, state, ports)
         self.z = z = np.linalg.inv(y)
-        self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
+        self.src_nodes = source_nodes(model, nodes)
+        self._src_rows = source_rows(model)
         self.y_src = source_admittance(model)
         # A stiff source (a pandapower slack, whose positive-sequence impedance is near zero) loses
         # its current to cancellation in y_src (E - V); the network side of its bus gives it whole:
@@ -208,6 +212,8 @@ class CompiledNetwork(PowerFlowNetwork[_LapackLU]):
         else:
             i_src = self._y_net_src @ v + self._inc_src @ i_comp
         s_sub = v_src * np.conj(i_src)
+        if self._src_rows is not None:  # a single-phase source: its phase's row, the others 0
+            s_sub = per_phase(s_sub, self._src_rows)
         p_ports = (u * np.conj(i_actual)).real.sum(axis=0)
         return v, s_sub, s_sub.real.sum(axis=0) - p_ports
 

@@ -54,8 +54,11 @@ from openg2g.grid.feeder.network import (
     Stamps,
     Switching,
     admittance_sparse,
+    per_phase,
     source_admittance,
     source_current,
+    source_nodes,
+    source_rows,
     stamp_capacitor,
 )
 from openg2g.grid.feeder.ports import KernelContext, columns
@@ -249,7 +252,8 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         self._y = y
         # row-major position of each entry (increasing: canonical CSR), to find an entry by (row, column)
         self._keys = np.repeat(np.arange(n), np.diff(y.indptr)) * n + y.indices
-        self.src_nodes = np.array([nodes.index[(model.source.bus, p)] for p in "abc"])
+        self.src_nodes = source_nodes(model, nodes)
+        self._src_rows = source_rows(model)
         self.y_src = source_admittance(model)
         # a stiff source: the network side of its bus gives its current whole (see the dense path)
         self._y_net_src: np.ndarray | None = None
@@ -429,6 +433,8 @@ class SparseNetwork(PowerFlowNetwork[_Factors]):
         else:
             i_src = self._y_net_src @ v + self._inc_src @ i_comp
         s_sub = v_src * np.conj(i_src)
+        if self._src_rows is not None:  # a single-phase source: its phase's row, the others 0
+            s_sub = per_phase(s_sub, self._src_rows)
         p_ports = (self._port_voltages(u) * np.conj(i_actual)).real.sum(axis=0)
         return v, s_sub, s_sub.real.sum(axis=0) - p_ports
 
