@@ -1,10 +1,14 @@
 """Every feeder of the OpenDSS test collection through openg2g, beside OpenDSS: the table of
 docs/validation.md ("Any OpenDSS feeder").
 
-For each master file of ``../shared/data/opendss-test-cases`` (a process of its own, so its peak
-memory is its own) it prints whether openg2g reads it (or why not); the largest
-``|V_openg2g - V_OpenDSS|`` over every node as the file gives it and with a 2 MW, pf 0.95
-datacenter at a three-phase primary bus (:mod:`openg2g.grid.feeder.crosscheck`); the seconds to
+For each master file of ``../shared/data/opendss-test-cases`` (``$OPENG2G_SHARED_DATA`` when set;
+a process of its own, so its peak memory is its own) it prints whether openg2g reads it (or why
+not); the largest ``|V_openg2g - V_OpenDSS|`` over every node as the file gives it and with a 2 MW,
+pf 0.95 datacenter at a three-phase primary bus (:mod:`openg2g.grid.feeder.crosscheck`), each at
+the state OpenDSS's Solve reaches (``controlmode=static``, the controls settled: with openg2g's and
+OpenDSS's control iterations, and whether the final taps, capacitor and switch states differ) and
+at the file's state (``controlmode=off``); how far apart the two states are (the largest
+difference of a node's voltage magnitude between openg2g's settled and held solutions); the seconds to
 read the file and to build the grid backend and solve its first step; the milliseconds per step of
 openg2g's batched solve (100 steps, the datacenter moving by +-5 %) beside OpenDSS's own snapshot
 solve of the same steps back to back (at its default tolerance, 1e-4, and at openg2g's, 1e-8); and
@@ -25,9 +29,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from openg2g.grid.feeder.crosscheck import Controls
+    from openg2g.grid.feeder.library import Feeder
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTION = Path(os.environ.get("OPENG2G_SHARED_DATA") or ROOT.parent / "shared" / "data") / "opendss-test-cases"
@@ -71,6 +79,9 @@ commands to these)."""
 DC_MW = 2.0
 STEPS = 100
 
+CONTROLS: tuple[Controls, ...] = ("static", "off")
+"""The states compared (:data:`openg2g.grid.feeder.crosscheck.Controls`)."""
+
 
 def _opendss_ms_per_step(path: Path, bus: str | None, kw: np.ndarray, tolerance: float) -> float:
     """OpenDSS's snapshot solve of the steps, back to back (ms per step), controls held."""
@@ -103,13 +114,34 @@ def _time_snapshots(ctx: Any, bus: str | None, kw: np.ndarray, tolerance: float)
     return 1000.0 * (time.perf_counter() - start) / len(kw)
 
 
+def _crosschecks(row: dict[str, object], path: Path, feeder: Feeder, bus: str | None, controls: Controls) -> None:
+    """The differences from OpenDSS at ``controls``, as given and with the datacenter at ``bus``
+    (none when None), in ``row``: a static one with its control iterations and differing final states."""
+    from openg2g.core.errors import G2GError
+    from openg2g.grid.feeder.crosscheck import crosscheck
+
+    for case, dc in (("as_given", None), ("dc", bus)):
+        if case == "dc" and dc is None:
+            continue
+        key = f"dv_{case}_{controls}"
+        try:
+            check = crosscheck(path, dc, DC_MW if dc else 0.0, feeder=feeder, controls=controls)
+        except G2GError as exc:
+            row[f"{key}_error"] = str(exc).replace(str(path), "").lstrip(": ")[:160]
+            continue
+        row[key] = check.max_dv_pu
+        if controls == "static":
+            row[f"iterations_{case}"] = f"{check.iterations}/{check.opendss_iterations}"
+            row[f"differences_{case}"] = list(check.differences)
+
+
 def measure(rel: str) -> dict[str, object]:
     """Every figure of one feeder (see the module docstring)."""
     from openg2g.core.errors import G2GError
     from openg2g.core.state import DatacenterState
     from openg2g.grid.config import GridSpec, tan_phi
     from openg2g.grid.feeder.backend import FeederGrid
-    from openg2g.grid.feeder.crosscheck import ConstantPowerSite, crosscheck, datacenter_bus
+    from openg2g.grid.feeder.crosscheck import ConstantPowerSite, datacenter_bus
     from openg2g.grid.feeder.library import feeder_from_model
     from openg2g.grid.feeder.opendss import read_opendss
 
@@ -125,17 +157,12 @@ def measure(rel: str) -> dict[str, object]:
     feeder = feeder_from_model(model)
     row["loads"] = len(model.loads)
     row["nodes"] = sum(len(n) for n in model.bus_phases.values())
-    row["dv_as_given"] = crosscheck(path).max_dv_pu
     try:
         bus: str | None = datacenter_bus(feeder)
     except G2GError:
         bus = None
     row["dc_bus"] = bus
-    if bus is not None:
-        try:
-            row["dv_dc"] = crosscheck(path, bus, DC_MW).max_dv_pu
-        except G2GError as exc:
-            row["dv_dc_error"] = str(exc).replace(str(path), "").lstrip(": ")[:160]
+    _crosschecks(row, path, feeder, bus, "off")
 
     kw = DC_MW * 1000.0 * (1.0 + 0.05 * np.sin(np.arange(STEPS) / 7.0))
     loads = [
@@ -156,7 +183,15 @@ def measure(rel: str) -> dict[str, object]:
     except G2GError as exc:
         row["batch_error"] = str(exc)[:160]
     row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    if "dv_dc" in row:
+    _crosschecks(row, path, feeder, bus, "static")  # after the peak: as before static settling existed
+    held = FeederGrid(feeder, GridSpec(feeder=str(path)), [], path.parent)
+    try:
+        off = held.node_solution(0.0, {})
+        settled = held.settle(0.0, {}).solution
+        row["static_vs_off"] = float(np.max(np.abs(np.abs(settled.v_v) - np.abs(off.v_v)) / off.nodes.v_base_v))
+    except G2GError as exc:
+        row["static_vs_off_error"] = str(exc)[:160]
+    if "dv_dc_off" in row:
         row["opendss_ms_default"] = _opendss_ms_per_step(path, bus, kw, 1e-4)
         row["opendss_ms_1e-8"] = _opendss_ms_per_step(path, bus, kw, 1e-8)
     return row
@@ -167,27 +202,50 @@ def _cell(row: dict[str, object], key: str, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, float) else "-"
 
 
+def _dv(row: dict[str, object], key: str) -> str:
+    """A difference (pu), with the control iterations and any differing final state of a static
+    one, or the error that kept it from being computed."""
+    if key not in row:
+        return str(row.get(f"{key}_error", "-"))
+    text = _cell(row, key, ".1e")
+    if key.endswith("_static"):
+        case = key.removeprefix("dv_").removesuffix("_static")
+        text += f" ({row[f'iterations_{case}']})"
+        differences = row.get(f"differences_{case}")
+        if isinstance(differences, list) and differences:
+            text += f"; differs: {', '.join(map(str, differences))}"
+    return text
+
+
 def table(rows: list[dict[str, object]]) -> str:
-    """The markdown table of docs/validation.md."""
-    out = [
+    """The two markdown tables of docs/validation.md: the agreement with OpenDSS at both states, and
+    the speed and memory."""
+    accuracy = [
         (
-            "| feeder | loads | nodes | max \\|ΔV\\| as given (pu) | 2 MW DC at | max \\|ΔV\\| with DC (pu) | read s "
-            "| build s | ms/step (batch of 100) | OpenDSS ms/step (tol 1e-4 / 1e-8) | peak MB |"
+            "| feeder | loads | nodes | max \\|ΔV\\| static (control iterations openg2g/OpenDSS) "
+            "| max \\|ΔV\\| off | static vs off (pu) | 2 MW DC at | with DC, static | with DC, off |"
         ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    speed = [
+        "| feeder | read s | build s | ms/step (batch of 100) | OpenDSS ms/step (tol 1e-4 / 1e-8) | peak MB |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         if "refused" in r:
-            out.append(f"| `{r['feeder']}` | refused: {r['refused']} | | | | | | | | | |")
+            accuracy.append(f"| `{r['feeder']}` | refused: {r['refused']} | | | | | | | |")
             continue
-        dv_dc = _cell(r, "dv_dc", ".1e") if "dv_dc" in r else str(r.get("dv_dc_error", "-"))
-        dss = f"{_cell(r, 'opendss_ms_default', '.2f')} / {_cell(r, 'opendss_ms_1e-8', '.2f')}"
-        out.append(
-            f"| `{r['feeder']}` | {r['loads']} | {r['nodes']} | {_cell(r, 'dv_as_given', '.1e')} | {r.get('dc_bus') or '-'} | {dv_dc} "
-            f"| {_cell(r, 'read_s', '.2f')} | {_cell(r, 'build_s', '.2f')} | {_cell(r, 'ms_per_step', '.2f')} "
-            f"| {dss} | {_cell(r, 'peak_mb', '.0f')} |"
+        accuracy.append(
+            f"| `{r['feeder']}` | {r['loads']} | {r['nodes']} | {_dv(r, 'dv_as_given_static')} "
+            f"| {_dv(r, 'dv_as_given_off')} | {_cell(r, 'static_vs_off', '.3f')} | {r.get('dc_bus') or '-'} "
+            f"| {_dv(r, 'dv_dc_static')} | {_dv(r, 'dv_dc_off')} |"
         )
-    return "\n".join(out)
+        dss = f"{_cell(r, 'opendss_ms_default', '.2f')} / {_cell(r, 'opendss_ms_1e-8', '.2f')}"
+        speed.append(
+            f"| `{r['feeder']}` | {_cell(r, 'read_s', '.2f')} | {_cell(r, 'build_s', '.2f')} "
+            f"| {_cell(r, 'ms_per_step', '.2f')} | {dss} | {_cell(r, 'peak_mb', '.0f')} |"
+        )
+    return "\n".join([*accuracy, "", *speed])
 
 
 def main() -> None:

@@ -28,10 +28,12 @@ from openg2g.app.data import (
 from openg2g.app.studies import (
     BENCHMARK,
     HOSTING,
+    LOAD_LOSS,
     SITING,
     hosting_map,
     list_studies,
     read_leaderboard,
+    read_load_loss,
     siting_map,
     sort_rows,
     study_run,
@@ -306,15 +308,17 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
 
 def _register_studies(app: dash.Dash, store: RunStore) -> None:
-    """The hosting-capacity and leaderboard sections, and the leaderboard's links to the runs view."""
+    """The hosting-capacity, siting, load-loss and leaderboard sections, and the links of the
+    leaderboard and the load-loss table to the runs view."""
     root = store.root
 
-    shown_kinds = (HOSTING, BENCHMARK, SITING)
+    shown_kinds = (HOSTING, BENCHMARK, SITING, LOAD_LOSS)
+    prefixes = ("hc", "lb", "st", "ll")
 
     @app.callback(
-        *[Output(f"{prefix}-study", prop) for prefix in ("hc", "lb", "st") for prop in ("options", "value")],
+        *[Output(f"{prefix}-study", prop) for prefix in prefixes for prop in ("options", "value")],
         Input("runs-refresh", "n_intervals"),
-        *[State(f"{prefix}-study", prop) for prefix in ("hc", "lb", "st") for prop in ("options", "value")],
+        *[State(f"{prefix}-study", prop) for prefix in prefixes for prop in ("options", "value")],
     )
     def find_studies(_: Any, *shown: Any) -> Any:
         studies = list_studies(root)
@@ -401,26 +405,52 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
         return _shown(build, lambda text: ([], [], "", [], [], text))
 
     @app.callback(
-        Output("runs-table", "selected_rows", allow_duplicate=True),
-        Output("runs-table", "selected_row_ids", allow_duplicate=True),
-        Output("lb-message", "children", allow_duplicate=True),
-        Input("lb-cases", "active_cell"),
-        State("runs-table", "data"),
-        State("runs-table", "selected_rows"),
-        prevent_initial_call=True,
+        Output("ll-bars", "figure"),
+        Output("ll-frequency", "figure"),
+        Output("ll-table", "columns"),
+        Output("ll-table", "data"),
+        Output("ll-note", "children"),
+        Output("ll-message", "children"),
+        Input("ll-study", "value"),
+        Input("ll-table", "sort_by"),
     )
-    def open_case_run(
-        cell: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None
-    ) -> Any:
-        if not cell or cell.get("column_id") != "run":
-            return no_update, no_update, no_update
-        run_id = str(cell.get("row_id") or "")
-        ids = [r["id"] for r in runs or []]
-        if run_id not in ids:
-            return no_update, no_update, f"no run folder {run_id!r} in the runs view"
-        rows = sorted({*(selected or []), ids.index(run_id)})
-        # both: a selection set by a callback does not update the table's derived ids, which the views follow
-        return rows, [ids[k] for k in rows], ""
+    def draw_load_loss(study_id: str | None, sort_by: list[dict[str, str]] | None) -> Any:
+        if not study_id:
+            return views.empty_figure(views.NO_STUDY[LOAD_LOSS]), views.empty_figure(), [], [], "", ""
+
+        def build() -> Any:
+            study = read_load_loss(root, study_id)
+            columns, rows, note = views.load_loss_table(study)
+            bars, frequency = views.load_loss_bars_figure(study), views.load_loss_frequency_figure(study)
+            return bars, frequency, columns, sort_rows(rows, sort_by or []), note, ""
+
+        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), [], [], "", text))
+
+    def open_run_from(table: str, message: str) -> None:
+        """A click on a table's ``run`` cell ticks that run in the runs view (its row id is the run id)."""
+
+        @app.callback(
+            Output("runs-table", "selected_rows", allow_duplicate=True),
+            Output("runs-table", "selected_row_ids", allow_duplicate=True),
+            Output(message, "children", allow_duplicate=True),
+            Input(table, "active_cell"),
+            State("runs-table", "data"),
+            State("runs-table", "selected_rows"),
+            prevent_initial_call=True,
+        )
+        def open_run(cell: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
+            if not cell or cell.get("column_id") != "run":
+                return no_update, no_update, no_update
+            run_id = str(cell.get("row_id") or "")
+            ids = [r["id"] for r in runs or []]
+            if run_id not in ids:
+                return no_update, no_update, f"no run folder {run_id!r} in the runs view"
+            rows = sorted({*(selected or []), ids.index(run_id)})
+            # both: a selection set by a callback does not update the table's derived ids, which the views follow
+            return rows, [ids[k] for k in rows], ""
+
+    open_run_from("lb-cases", "lb-message")
+    open_run_from("ll-table", "ll-message")
 
 
 def _whatif(

@@ -1,4 +1,4 @@
-"""Study results the app shows beside the runs: hosting-capacity studies and benchmark leaderboards.
+"""Study results the app shows beside the runs: hosting-capacity, siting and load-loss studies, leaderboards.
 
 Both are found by the files their commands write (no Dash, no plotly here):
 
@@ -13,6 +13,12 @@ Both are found by the files their commands write (no Dash, no plotly here):
   :func:`siting_map` shows it as a hosting study is shown: the study's figure (the violation
   integral the ranking starts from) per bus of a single placement on the same feeder map, the
   best placement's buses marked, every placement of the controller in a table in rank order.
+- a folder with ``load_loss.parquet``, ``load_loss_sites.parquet`` and ``evaluations.parquet``
+  holds ``openg2g study load-loss`` output (:mod:`openg2g.studies.load_loss`: one row per
+  ride-through setting, per setting and site, and per run, the search's included).
+  :func:`read_load_loss` reads them for the MW lost per setting stacked by site beside the largest
+  loss within the limits, and the frequency extreme against the MW lost of every run; a setting's
+  run folder (``runs/<setting>-base``) is named when it is there, to open it in the runs view.
 - a folder with ``leaderboard.csv`` and ``cases.parquet`` holds ``openg2g benchmark`` output
   (:mod:`openg2g.benchmark.run`). :func:`read_leaderboard` keeps the file's ranking order (a
   controller with non-converged runs is already ranked after the others) and writes a shared rank
@@ -40,10 +46,12 @@ __all__ = [
     "HOSTED",
     "HOSTING",
     "INFEASIBLE",
+    "LOAD_LOSS",
     "NOT_CONVERGED",
     "SITING",
     "HostingMap",
     "Leaderboard",
+    "LoadLossStudy",
     "SitingMap",
     "StudyEntry",
     "StudyMap",
@@ -51,6 +59,7 @@ __all__ = [
     "hosting_rows",
     "list_studies",
     "read_leaderboard",
+    "read_load_loss",
     "resolve_study",
     "siting_map",
     "siting_rows",
@@ -66,12 +75,16 @@ BENCHMARK = "benchmark"
 SITING = "siting"
 """Study kind: ``openg2g study siting`` output."""
 
-StudyKind = Literal["hosting_capacity", "benchmark", "siting"]
+LOAD_LOSS = "load_loss"
+"""Study kind: ``openg2g study load-loss`` output."""
+
+StudyKind = Literal["hosting_capacity", "benchmark", "siting", "load_loss"]
 
 MARKERS: dict[str, tuple[str, ...]] = {
     HOSTING: ("hosting_capacity.parquet",),
     BENCHMARK: ("leaderboard.csv", "cases.parquet"),
     SITING: ("siting.parquet",),
+    LOAD_LOSS: ("load_loss.parquet", "load_loss_sites.parquet", "evaluations.parquet"),
 }
 """The files that make a folder a study of each kind."""
 
@@ -95,14 +108,14 @@ class StudyEntry:
     """A study folder under the runs folder.
 
     :param study_id: its path relative to the runs folder (``"."`` for the folder itself).
-    :param kind: :data:`HOSTING`, :data:`BENCHMARK` or :data:`SITING`.
+    :param kind: :data:`HOSTING`, :data:`BENCHMARK`, :data:`SITING` or :data:`LOAD_LOSS`.
     """
 
     study_id: str
     kind: StudyKind
 
 
-_KINDS: tuple[StudyKind, ...] = ("hosting_capacity", "benchmark", "siting")
+_KINDS: tuple[StudyKind, ...] = ("hosting_capacity", "benchmark", "siting", "load_loss")
 
 
 def _kind(folder: Path) -> StudyKind | None:
@@ -391,6 +404,114 @@ def _controller(rows: pd.DataFrame, controller: str | None, study: str) -> tuple
     if chosen not in controllers:
         raise AppError(f"{study} has no controller {chosen!r}; it has {', '.join(controllers)}")
     return chosen, controllers
+
+
+LOAD_LOSS_LIMITS = {
+    "f_min_hz": "limit_f_min_hz",
+    "f_max_hz": "limit_f_max_hz",
+    "v_min_pu": "limit_v_min_pu",
+    "v_max_pu": "limit_v_max_pu",
+}
+"""The limits of a load-loss study (name -> its column in ``load_loss.parquet``; NaN: not judged)."""
+
+
+@dataclass(frozen=True)
+class LoadLossStudy:
+    """A load-loss study as the app shows it.
+
+    :param study_id: the study folder.
+    :param settings: one row per setting in the study's order: ``setting``, ``status``,
+        ``mw_before``, ``load_lost_mw`` (MW; the sites' draw before the first disturbance and the
+        most lost at once), ``holdable_mw`` (the largest loss within the limits, MW; NaN without a
+        search or when none was within them), ``holdable_multiplier``, ``holdable_capped``,
+        ``frequency_zenith_hz``, ``frequency_nadir_hz``, ``frequency_rocof_hz_s``, ``v_min_pu``,
+        ``v_max_pu`` (after the last disturbance), ``within_limits``, ``broken_limits`` (``""``
+        for none) and ``run`` (the run id of the setting's base-size run, ``""`` when its folder is
+        not there).
+    :param sites: one row per setting and site: ``setting``, ``site``, ``mw_lost`` (MW; 0 for a
+        site without a ride-through, which has no figure), ``blocks_transferred``,
+        ``blocks_tripped``, ``ups_energy_kwh``, ``tokens_not_served``.
+    :param points: every complete run of the study (``evaluations.parquet``): ``setting``,
+        ``multiplier``, ``load_lost_mw``, ``frequency_zenith_hz``, ``frequency_nadir_hz``,
+        ``within_limits``.
+    :param limits: the limits judged (``f_min_hz``, ``f_max_hz``, ``v_min_pu``, ``v_max_pu`` -> value).
+    :param voltages_from_s: when the voltages count from (s).
+    :param searched: whether the study searched the largest loss within the limits (``holdable``).
+    """
+
+    study_id: str
+    settings: pd.DataFrame
+    sites: pd.DataFrame
+    points: pd.DataFrame
+    limits: dict[str, float]
+    voltages_from_s: float
+    searched: bool
+
+
+def _numbers(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` of ``frame`` as floats (NaN where missing or not a number)."""
+    return pd.DataFrame(
+        {c: pd.to_numeric(frame[c], errors="coerce") if c in frame else math.nan for c in columns}, index=frame.index
+    ).astype(float)
+
+
+def read_load_loss(root: Path, study_id: str) -> LoadLossStudy:
+    """A load-loss study's settings, sites and runs (:class:`LoadLossStudy`).
+
+    :raises AppError: not a load-loss study.
+    """
+    folder = resolve_study(root, study_id, LOAD_LOSS)
+    table = pd.read_parquet(folder / "load_loss.parquet")
+    figures = [
+        "mw_before",
+        "load_lost_mw",
+        "holdable_mw",
+        "holdable_multiplier",
+        "frequency_zenith_hz",
+        "frequency_nadir_hz",
+        "frequency_rocof_hz_s",
+        "v_min_pu",
+        "v_max_pu",
+    ]
+    settings = pd.DataFrame({"setting": table["setting"].astype(str), "status": table["status"].astype(str)})
+    settings = settings.join(_numbers(table, figures))
+    settings["holdable_capped"] = (
+        table["holdable_capped"].fillna(False).astype(bool) if "holdable_capped" in table else False
+    )
+    settings["within_limits"] = table["within_limits"].astype(bool)
+    settings["broken_limits"] = [_text(b) for b in table["broken_limits"]]
+    runs = []
+    for run_id in table["run_id"].astype(str):
+        full = _run_id(study_id, run_id)
+        try:
+            resolve_run(root, full)
+        except AppError:
+            full = ""
+        runs.append(full)
+    settings["run"] = runs
+    raw_sites = pd.read_parquet(folder / "load_loss_sites.parquet")
+    sites = pd.DataFrame({"setting": raw_sites["setting"].astype(str), "site": raw_sites["site"].astype(str)})
+    sites = sites.join(
+        _numbers(raw_sites, ["mw_lost", "blocks_transferred", "blocks_tripped", "ups_energy_kwh", "tokens_not_served"])
+    )
+    sites["mw_lost"] = sites["mw_lost"].fillna(0.0)
+    runs_table = pd.read_parquet(folder / "evaluations.parquet")
+    runs_table = runs_table[runs_table["status"] == "complete"]
+    columns = ["multiplier", "load_lost_mw", "frequency_zenith_hz", "frequency_nadir_hz"]
+    points = pd.DataFrame({"setting": runs_table["setting"].astype(str)}).join(_numbers(runs_table, columns))
+    points["within_limits"] = runs_table["within_limits"].astype(bool)
+    first = table.iloc[0]  # the limits are the study's, the same on every row
+    limits = {name: float(first[c]) for name, c in LOAD_LOSS_LIMITS.items() if c in table and pd.notna(first[c])}
+    start = float(first["voltages_from_s"])
+    return LoadLossStudy(
+        study_id=study_id,
+        settings=settings.reset_index(drop=True),
+        sites=sites.reset_index(drop=True),
+        points=points.reset_index(drop=True),
+        limits=limits,
+        voltages_from_s=start,
+        searched="holdable_mw" in table,
+    )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Nothing here reads a file: each function takes what the data layer (:mod:`openg2g.app.data`,
 :mod:`openg2g.app.studies`) returned. The page is one column of sections (runs, the open runs over
-time, the feeder at the slider's time, runs compared, hosting capacity, leaderboard, what-if); the
+time, the feeder at the slider's time, runs compared, hosting capacity, siting, load loss,
+leaderboard, what-if); the
 voltage map and the hosting-capacity map are both drawn by :func:`bus_map_figure`; element ids
 are the constants below, which the callbacks and the browser tests use.
 """
@@ -24,7 +25,18 @@ from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
 from openg2g.app.data import KEY_FIGURES, Comparison, MapState, Panel, RunEntry
-from openg2g.app.studies import BENCHMARK, HOSTED, HOSTING, SITING, SITING_FIGURE, HostingMap, Leaderboard, SitingMap
+from openg2g.app.studies import (
+    BENCHMARK,
+    HOSTED,
+    HOSTING,
+    LOAD_LOSS,
+    SITING,
+    SITING_FIGURE,
+    HostingMap,
+    Leaderboard,
+    LoadLossStudy,
+    SitingMap,
+)
 from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
@@ -45,6 +57,9 @@ __all__ = [
     "hosting_table",
     "jobs_list",
     "leaderboard_table",
+    "load_loss_bars_figure",
+    "load_loss_frequency_figure",
+    "load_loss_table",
     "map_figure",
     "page",
     "profile_figure",
@@ -59,6 +74,7 @@ NO_STUDY = {
     HOSTING: "no hosting-capacity study in the runs folder (openg2g study hosting-capacity ... --out RUNS_DIR/NAME)",
     SITING: "no siting study in the runs folder (openg2g study siting STUDY.yaml --out RUNS_DIR/NAME)",
     BENCHMARK: "no benchmark in the runs folder (openg2g benchmark SUITE.yaml --out RUNS_DIR/NAME)",
+    LOAD_LOSS: "no load-loss study in the runs folder (openg2g study load-loss STUDY.yaml --out RUNS_DIR/NAME)",
 }
 """What the study sections say while the runs folder has no study of their kind."""
 
@@ -189,6 +205,31 @@ def _study_map_section(title: str, prefix: str, kind: str, section_id: str) -> h
     )
 
 
+def _load_loss_section() -> html.Section:
+    """A load-loss study: its choice, a message line, a note (the limits), the MW lost per setting
+    (``ll-bars``), the frequency against the MW lost (``ll-frequency``) and the table (``ll-table``)."""
+    return _section(
+        "Load loss",
+        html.Label(["study ", dcc.Dropdown(id="ll-study", clearable=False, style={"width": "360px"})]),
+        html.Div(id="ll-message", role="alert", style=MESSAGE),
+        html.Div(id="ll-note", style={"color": "#555", "margin": "4px 0"}),
+        html.Div(
+            [
+                dcc.Graph(
+                    id="ll-bars",
+                    figure=empty_figure(NO_STUDY[LOAD_LOSS]),
+                    config={"displaylogo": False},
+                    style={"flex": "1"},
+                ),
+                dcc.Graph(id="ll-frequency", figure=empty_figure(), config={"displaylogo": False}, style={"flex": "1"}),
+            ],
+            style={"display": "flex"},
+        ),
+        _table("ll-table", markdown_options={"link_target": "_self"}),
+        id="load-loss",
+    )
+
+
 def _leaderboard_section() -> html.Section:
     return _section(
         "Leaderboard",
@@ -293,6 +334,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             ),
             _study_map_section("Hosting capacity", "hc", HOSTING, "hosting"),
             _study_map_section("Siting", "st", SITING, "siting"),
+            _load_loss_section(),
             _leaderboard_section(),
             _section(
                 "What if",
@@ -908,6 +950,141 @@ def siting_table(smap: SitingMap) -> tuple[list[dict[str, Any]], list[dict[str, 
         row["v_min_pu"] = _sig(record["v_min_pu"])
         rows.append(row)
     return columns, rows
+
+
+def load_loss_bars_figure(study: LoadLossStudy) -> go.Figure:
+    """MW lost per setting at the base size, one bar stacked by site, the sites' loss at once as a
+    black tick, and, from a search, the largest loss within the limits as a red diamond (``>=``
+    when the search was capped)."""
+    fig = go.Figure()
+    names = list(study.settings["setting"])
+    for site in dict.fromkeys(study.sites["site"]):
+        rows = study.sites[study.sites["site"] == site].set_index("setting")
+        heights = [float(rows.at[n, "mw_lost"]) if n in rows.index else 0.0 for n in names]
+        fig.add_bar(x=names, y=heights, name=site, hovertemplate=f"{site}: %{{y:,.1f}} MW<extra></extra>")
+    fig.add_scatter(
+        x=names,
+        y=list(study.settings["load_lost_mw"]),
+        mode="markers",
+        name="lost at once",
+        marker={"symbol": "line-ew", "size": 40, "line": {"width": 3, "color": "black"}},
+        hovertemplate="lost at once: %{y:,.1f} MW<extra></extra>",
+    )
+    if study.searched:
+        capped = study.settings["holdable_capped"]
+        fig.add_scatter(
+            x=names,
+            y=list(study.settings["holdable_mw"]),
+            mode="markers+text",
+            name="largest loss within the limits",
+            marker={"symbol": "diamond", "size": 11, "color": LIMIT_COLOR},
+            text=[("\u2265" if c else "") + _fmt(v) + " MW" for v, c in zip(study.settings["holdable_mw"], capped)],
+            textposition="middle right",
+            hovertemplate="within the limits: %{text}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=f"{study.study_id}: MW lost per setting",
+        xaxis_title="ride-through setting",
+        yaxis_title="MW lost",
+        height=420,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"font": {"size": 10}},
+    )
+    return fig
+
+
+def load_loss_frequency_figure(study: LoadLossStudy) -> go.Figure:
+    """The frequency zenith (the nadir, for a study that only limits it) against the MW lost of
+    every complete run, one series per setting, a run beyond any limit hollow; the limit dashed."""
+    nadir = "f_min_hz" in study.limits and "f_max_hz" not in study.limits
+    column, word = ("frequency_nadir_hz", "nadir") if nadir else ("frequency_zenith_hz", "zenith")
+    fig = go.Figure()
+    for setting in dict.fromkeys(study.points["setting"]):
+        rows = study.points[study.points["setting"] == setting].sort_values("load_lost_mw")
+        fig.add_scatter(
+            x=list(rows["load_lost_mw"]),
+            y=list(rows[column]),
+            mode="lines+markers",
+            name=setting,
+            marker={"size": 9, "symbol": ["circle" if ok else "circle-open" for ok in rows["within_limits"]]},
+            line={"width": 1},
+            customdata=list(rows["multiplier"]),
+            hovertemplate=f"{setting} x%{{customdata:g}}: %{{x:,.1f}} MW lost, {word} %{{y:.4f}} Hz<extra></extra>",
+        )
+    limit = study.limits.get("f_min_hz" if nadir else "f_max_hz")
+    if limit is not None:
+        fig.add_hline(y=limit, line={"color": LIMIT_COLOR, "dash": "dash"}, annotation_text=f"limit {limit:g} Hz")
+    fig.update_layout(
+        title=f"frequency {word} against the MW lost (hollow: beyond a limit)",
+        xaxis_title="MW lost at once",
+        yaxis_title=f"frequency {word} (Hz)",
+        height=420,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"font": {"size": 10}},
+    )
+    return fig
+
+
+LOAD_LOSS_COLUMNS = {
+    "setting": "setting",
+    "status": "status",
+    "mw_before": "MW before",
+    "load_lost_mw": "MW lost at once",
+    "holdable_mw": "largest loss within the limits (MW)",
+    "holdable_multiplier": "at multiplier",
+    "frequency_zenith_hz": "zenith (Hz)",
+    "frequency_nadir_hz": "nadir (Hz)",
+    "frequency_rocof_hz_s": "RoCoF (Hz/s)",
+    "v_min_pu": "lowest voltage after (pu)",
+    "v_max_pu": "highest voltage after (pu)",
+    "within_limits": "within limits",
+    "broken_limits": "limits broken",
+    "run": "run",
+}
+"""The load-loss table's columns (id -> header); the search's two only for a study with one."""
+
+DECIMALS_4 = ("frequency_zenith_hz", "frequency_nadir_hz", "v_min_pu", "v_max_pu")
+"""The load-loss table's columns shown to four decimals (Hz, pu), the others to four digits."""
+
+
+def load_loss_table(study: LoadLossStudy) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The load-loss table's ``(columns, rows, note)``: one row per setting with its run folder as
+    a link to the runs view, and a note naming the limits and where the voltages count from."""
+    keys = [k for k in LOAD_LOSS_COLUMNS if study.searched or not k.startswith("holdable")]
+    text = ("setting", "status", "holdable_mw", "within_limits", "broken_limits", "run")
+    columns: list[dict[str, Any]] = [
+        {"name": LOAD_LOSS_COLUMNS[k], "id": k}
+        | ({"presentation": "markdown"} if k == "run" else {})
+        | ({} if k in text else {"type": "numeric"})
+        for k in keys
+    ]
+    rows = []
+    for record in study.settings.to_dict("records"):
+        row: dict[str, Any] = {"id": record["run"] or record["setting"]}
+        for key in keys:
+            value = record[key]
+            if key in ("setting", "status", "broken_limits"):
+                row[key] = value
+            elif key in DECIMALS_4:  # frequencies and voltages: their limits are a few parts in 10^4 away
+                row[key] = round(float(value), 4) if math.isfinite(float(value)) else None
+            else:
+                row[key] = _sig(value)
+        row["within_limits"] = "yes" if record["within_limits"] else "no"
+        if study.searched:
+            # a capped search gives a lower bound: shown as text, sorted by its number (the _ twin)
+            held = row["_holdable_mw"] = row["holdable_mw"]
+            at_least = "\u2265" if record["holdable_capped"] else ""
+            row["holdable_mw"] = "" if held is None else f"{at_least}{held:g}"
+        row["run"] = f"[{record['run']}](#runs)" if record["run"] else ""
+        rows.append(row)
+    units = {"f_min_hz": "Hz", "f_max_hz": "Hz", "v_min_pu": "pu", "v_max_pu": "pu"}
+    limits = ", ".join(f"{name[:5].replace('_', ' ')} {v:g} {units[name]}" for name, v in study.limits.items())
+    note = (
+        f"{study.study_id}: limits {limits}; the frequency over the whole run, the voltages after the "
+        f"last disturbance (from {study.voltages_from_s:g} s on)."
+    )
+    return columns, rows, note
 
 
 SCORE_NAMES = {

@@ -1,14 +1,32 @@
 """``openg2g powerflow FEEDER``: one power flow with the feeder's own loads plus an optional
-balanced datacenter load, printed as a table (voltages, substation power, the most loaded
-branches) or as JSON ``{"<bus>.<phase>": pu}``.
+balanced datacenter load, printed as a table (every node's voltage, substation power, the most
+loaded branches) or as JSON.
+
+By default (``--controls static``) the feeder file's RegControls, CapControls and SwtControls
+settle first, as OpenDSS's own ``Solve`` lets them (its default ``controlmode=static``,
+:mod:`openg2g.grid.feeder.settle`): the answer a distribution engineer compares with OpenDSS's.
+``--controls off`` holds the taps, capacitor and switch states the file leaves (OpenDSS's
+``controlmode=off``, the default with ``--solver pandapower``, which cannot settle them); a bank
+given with ``--taps`` is held either way. The output says which, in how many control iterations,
+and the taps, capacitor and switch states solved at.
+
+``--json`` prints one object: ``feeder``, ``kind`` (``feeder`` or ``pandapower net``), ``solver``,
+``controls`` (``static`` or ``off``), ``control_iterations`` (the solves of the settle, OpenDSS's
+control iterations; ``null`` with controls off), ``taps`` (bank -> per-phase tap steps),
+``capacitors`` (name -> closed), ``switches`` (each line a SwtControl operates -> closed) and
+``v_pu`` (``"<bus>.<node>"`` -> voltage magnitude in pu of the bus's base, to 9 decimals, for every
+node of the feeder, source side and neutrals included: node ``a``/``b``/``c`` is OpenDSS's 1/2/3,
+a neutral keeps its number, ``"n3.4"``).
 
 ``--fault "bus1=671.1 phases=1 r=0.01"`` (repeatable) solves through faults, given by OpenDSS's
-own ``Fault`` properties ``bus1``, ``bus2``, ``phases`` and ``r`` (:mod:`openg2g.grid.feeder.faults`);
-the voltages printed are the faulted ones.
+own ``Fault`` properties ``bus1``, ``bus2``, ``phases`` and ``r`` (:mod:`openg2g.grid.feeder.faults`),
+placed once the controls have settled (``--controls static``) and with them held: the voltages
+printed are the faulted ones.
 
 ``FEEDER`` may also be a pandapower net (a ``.json``/pickle file or a ``pandapower.networks``
 name such as ``case118``, see :mod:`openg2g.grid.nets.source`), solved balanced
-(``openg2g powerflow case118 --dc 59=200``).
+(``openg2g powerflow case118 --dc 59=200``): its tap changers stay at their ``tap_pos``, so it
+reports ``controls: off``, and ``v_pu`` holds its buses' phases.
 """
 
 from __future__ import annotations
@@ -16,6 +34,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,13 +44,18 @@ from openg2g.core.jsontext import json_text
 
 if TYPE_CHECKING:
     from openg2g.core.commands import ApplyFault
-    from openg2g.core.state import GridState
+    from openg2g.core.interfaces import GridBackend
+    from openg2g.core.state import DatacenterState, GridState
     from openg2g.scenario.schema import GridSpec, SiteSpec
 
 __all__ = ["parse_dc", "register"]
 
 _WORST_BRANCHES = 5
 """Branches listed, most loaded first."""
+
+_JSON_DIGITS = 9
+"""Decimals of a voltage in ``--json`` (pu): far below the solver's agreement with OpenDSS (1e-6),
+and above the last digits two equal nets read from different formats may differ in."""
 
 
 def parse_dc(text: str) -> tuple[str, float, float]:
@@ -118,6 +142,66 @@ def _is_net(source: str) -> bool:
     return looks_like_net_file(source) or is_network_name(source) or looks_like_simbench_code(source)
 
 
+@dataclass(frozen=True)
+class _Result:
+    """What ``powerflow`` prints: the state solved (flows, substation power), every node's voltage
+    (pu), and the controls it was solved with."""
+
+    state: GridState
+    v_pu: dict[str, float]
+    controls: str
+    iterations: int | None
+    capacitors: dict[str, bool]
+    switches: dict[str, bool]
+
+
+def _solve(
+    grid: GridBackend, loads: dict[str, DatacenterState], args: argparse.Namespace, faults: list[ApplyFault]
+) -> _Result:
+    """Solve ``grid`` with ``loads``, its controls settled first with ``--controls static``; then,
+    with ``faults``, through them, the controls held where the settle left them (the faulted
+    voltages of the feeder as it stood: OpenDSS's solve with the ``Fault`` elements added after it).
+
+    :raises G2GError: a fault the grid refuses (named by its ``--fault`` text).
+    """
+    import numpy as np
+
+    from openg2g.grid.feeder.backend import FeederGrid
+
+    def place_faults() -> None:
+        for text, fault in zip(args.fault, faults):
+            try:
+                grid.apply(fault, 0.0)
+            except G2GError as exc:
+                raise G2GError(f"--fault {text!r}: {exc}") from None
+
+    if not isinstance(grid, FeederGrid):  # a balanced net: no controls, every bus monitored
+        place_faults()
+        state = grid.solve(0.0, loads, 0.0)
+        return _Result(state, {bp: float(v) for bp, v in zip(state.bus_phases, state.v_pu)}, "off", None, {}, {})
+    iterations = None
+    if args.controls == "static":
+        settled = grid.settle(0.0, loads, args.max_control_iterations)
+        solution, iterations, switches = settled.solution, settled.iterations, dict(settled.switches)
+    else:
+        solution = grid.node_solution(0.0, loads)
+        switched = dict.fromkeys(sc.element.partition(".")[2] for sc in grid.feeder.model.swtcontrols)
+        switches = {line: solution.switching.lines[line] for line in switched if line in solution.switching.lines}
+    if faults:
+        place_faults()
+        solution = grid.node_solution(0.0, loads)
+    state = grid.solve(0.0, loads, 0.0)
+    v_pu = np.abs(solution.v_v) / solution.nodes.v_base_v
+    return _Result(
+        state,
+        {name: float(v) for name, v in zip(solution.nodes.names, v_pu)},
+        args.controls,
+        iterations,
+        dict(solution.switching.capacitors),
+        switches,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -125,9 +209,13 @@ def _run(args: argparse.Namespace) -> int:
     from openg2g.grid.feeder.backend import FeederGrid
     from openg2g.grid.kinds import build_grid
 
+    if args.controls is None:
+        args.controls = "off" if args.solver == "pandapower" else "static"
     try:
         dcs = [parse_dc(x) for x in args.dc]
         taps = dict(_parse_taps(x) for x in args.taps)
+        if args.max_control_iterations is not None and args.max_control_iterations < 1:
+            raise ValueError(f"--max-control-iterations {args.max_control_iterations}: give at least 1")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -143,12 +231,7 @@ def _run(args: argparse.Namespace) -> int:
         for site, (_, mw, pf) in zip(sites, dcs):
             p = np.full(3, mw * 1e6 / 3)
             loads[site.name] = DatacenterState(site.name, 0.0, p, p * math.tan(math.acos(pf)), {})
-        for text, fault in zip(args.fault, faults):
-            try:
-                grid.apply(fault, 0.0)
-            except G2GError as exc:
-                raise G2GError(f"--fault {text!r}: {exc}") from None
-        state = grid.solve(0.0, loads, 0.0)
+        result = _solve(grid, loads, args, faults)
     except ScenarioError as exc:
         for loc, msg in exc.problems:
             if loc.startswith("datacenters."):
@@ -162,27 +245,34 @@ def _run(args: argparse.Namespace) -> int:
     except G2GError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(
-            json_text(
-                {bp: round(float(v), 6) for bp, v in zip(state.bus_phases, state.v_pu)}, "powerflow --json", indent=None
-            )
-        )
-        return 0
-    by_bus: dict[str, dict[str, float]] = {}
-    for bp, v in zip(state.bus_phases, state.v_pu):
-        bus, ph = bp.rsplit(".", 1)
-        by_bus.setdefault(bus, {})[ph] = float(v)
+    state = result.state
     kind = "pandapower net" if spec.pandapower is not None else "feeder"
     solver = args.solver if isinstance(grid, FeederGrid) else "balanced"  # an asymmetric net is a FeederGrid
-    tap_text = ", ".join(f"{b}={list(t)}" for b, t in state.taps.items()) or "none"
-    print(f"{kind} {args.feeder} ({solver}); taps: {tap_text}")
+    if args.json:
+        out = {
+            "feeder": args.feeder,
+            "kind": kind,
+            "solver": solver,
+            "controls": result.controls,
+            "control_iterations": result.iterations,
+            "taps": {bank: list(t) for bank, t in state.taps.items()},
+            "capacitors": result.capacitors,
+            "switches": result.switches,
+            "v_pu": {node: round(v, _JSON_DIGITS) for node, v in result.v_pu.items()},
+        }
+        print(json_text(out, "powerflow --json", indent=None))
+        return 0
+    print(f"{kind} {args.feeder} ({solver}); {_controls_text(result, isinstance(grid, FeederGrid))}")
+    held = {bank.lower() for bank in taps}
+    tap_text = ", ".join(f"{b}={list(t)}{' (held)' if b in held else ''}" for b, t in state.taps.items()) or "none"
+    print(f"taps: {tap_text}")
     if faults:
         print("faults: " + "; ".join(f"{f.name} {text}" for f, text in zip(faults, args.fault)))
-    print(f"{'bus':>10s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}")
-    for bus, v_by_phase in by_bus.items():
-        cells = [f"{v_by_phase[p]:8.4f}" if p in v_by_phase else f"{'-':>8s}" for p in "abc"]
-        print(f"{bus:>10s} " + " ".join(cells))
+    if result.capacitors:
+        print("capacitors: " + ", ".join(f"{n} {'closed' if c else 'open'}" for n, c in result.capacitors.items()))
+    if result.switches:
+        print("switches: " + ", ".join(f"{n} {'closed' if c else 'open'}" for n, c in result.switches.items()))
+    _print_voltages(result.v_pu)
     print(
         f"substation P = {state.p_sub_w.sum() / 1e3:.1f} kW (a/b/c "
         + "/".join(f"{x / 1e3:.1f}" for x in state.p_sub_w)
@@ -190,6 +280,35 @@ def _run(args: argparse.Namespace) -> int:
     )
     _print_worst_branches(state)
     return 0
+
+
+def _controls_text(result: _Result, feeder: bool) -> str:
+    """What the controls did, in words."""
+    if not feeder:
+        return "controls off (a balanced pandapower net's tap changers stay at their tap_pos)"
+    if result.controls == "static":
+        return (
+            f"controls static: settled in {result.iterations} control iteration(s), as OpenDSS's Solve "
+            "(controlmode=static)"
+        )
+    return "controls off: the taps, capacitor and switch states the file leaves (OpenDSS's controlmode=off)"
+
+
+def _print_voltages(v_pu: dict[str, float]) -> None:
+    """Every node's voltage, a row per bus: phases a, b, c, then any other node (a neutral) by number."""
+    from openg2g.core.state import PHASES
+
+    by_bus: dict[str, dict[str, float]] = {}
+    for node, v in v_pu.items():
+        bus, label = node.rsplit(".", 1)
+        by_bus.setdefault(bus, {})[label] = v
+    others = any(set(nodes) - set(PHASES) for nodes in by_bus.values())
+    width = max([10, *(len(b) for b in by_bus)])
+    print(f"{'bus':>{width}s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}" + ("  other nodes (pu)" if others else ""))
+    for bus, v_by_node in by_bus.items():
+        cells = [f"{v_by_node[p]:8.4f}" if p in v_by_node else f"{'-':>8s}" for p in PHASES]
+        rest = "  ".join(f"{label}={v:.4f}" for label, v in v_by_node.items() if label not in PHASES)
+        print(f"{bus:>{width}s} " + " ".join(cells) + (f"  {rest}" if rest else ""))
 
 
 def _print_worst_branches(state: GridState) -> None:
@@ -215,7 +334,8 @@ def _print_worst_branches(state: GridState) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--fault PROPS] [--json] [--solver ...]``."""
+    """Add ``powerflow FEEDER [--dc BUS=MW[@PF]] [--taps BANK=A,B,C] [--controls static|off]
+    [--max-control-iterations N] [--fault PROPS] [--json] [--solver ...]``."""
     from openg2g.cli.run import SCENARIO_IS_CODE
 
     p = subparsers.add_parser(
@@ -240,7 +360,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="BANK=A,B,C",
-        help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11; repeatable",
+        help="fix a regulator bank's per-phase tap steps, e.g. reg1=10,8,11 (its controls then hold them); repeatable",
     )
     p.add_argument(
         "--trust-pickle",
@@ -257,7 +377,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         'default, bus2 ground), e.g. "bus1=671.1 phases=1 r=0.01" (line to ground), "bus1=671.1 bus2=671.2" '
         '(line to line), "bus1=671 phases=3" (three-phase); repeatable',
     )
-    p.add_argument("--json", action="store_true", help='print only {"<bus>.<phase>": pu, ...}')
+    p.add_argument(
+        "--controls",
+        choices=["static", "off"],
+        help="static (default): the feeder file's RegControls, CapControls and SwtControls settle first, as "
+        "OpenDSS's Solve does (controlmode=static); off (the default with --solver pandapower, which cannot "
+        "settle them): hold the taps, capacitor and switch states the file leaves",
+    )
+    p.add_argument(
+        "--max-control-iterations",
+        type=int,
+        metavar="N",
+        help="static: the most solves of the settle (OpenDSS's maxcontroliter); default the file's, 10 if it sets none",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: feeder, kind, solver, controls, control_iterations, taps, capacitors, "
+        'switches and v_pu {"<bus>.<node>": pu} for every node',
+    )
     p.add_argument(
         "--solver", choices=["exact", "pandapower"], default="exact", help="power-flow solver (default exact)"
     )

@@ -1,4 +1,4 @@
-"""``openg2g study hosting-capacity|siting|pv-placement``: studies built from runs of a base scenario.
+"""``openg2g study hosting-capacity|siting|pv-placement|load-loss``: studies built from runs of a base scenario.
 
 ``hosting-capacity FEEDER`` finds, per bus and controller, the range of datacenter sizes (the
 base scenario's model mix, scaled) hosted without under- or over-voltage (each within
@@ -16,8 +16,14 @@ placements by violation integral and throughput.
 ``pv-placement STUDY.yaml`` chooses where to build PV plants and how big: a MILP over voltages
 linearized at operating points of the base scenario, then a run with the plan as a check.
 
-hosting-capacity and siting build the base scenario with each controller choice before any run
-(as ``openg2g validate`` does): a choice that cannot be built is an error, not a column of failed runs.
+``load-loss STUDY.yaml`` runs the base scenario's disturbances under each ride-through setting:
+the MW that trip or transfer, per disturbance and per site, the UPS energy, the time to full return,
+the frequency's extremes and the voltages after the disturbances against the study's limits; with
+``holdable``, the largest load the system loses at once within every limit, per setting.
+
+hosting-capacity and siting build the base scenario with each controller choice before any run, and
+load-loss with each setting (as ``openg2g validate`` does): a choice that cannot be built is an
+error, not a column of failed runs.
 """
 
 from __future__ import annotations
@@ -39,7 +45,40 @@ if TYPE_CHECKING:
     from openg2g.studies.common import BaseScenario, Topology
     from openg2g.sweep.engines import Engine
 
-__all__ = ["register"]
+__all__ = ["LOAD_LOSS_HELP", "register"]
+
+LOAD_LOSS_HELP = """\
+For a disturbance, how many MW trip or transfer under each ride-through setting, and the largest
+simultaneous loss the system holds within its frequency and voltage limits (module
+openg2g.studies.load_loss). The study file:
+
+  study: load_loss
+  name: NAME                      the default output folder is runs/NAME
+  base: SCENARIO                  a scenario with disturbances and datacenter sites (a path relative
+                                  to this file, or a bundled name); grid.frequency for f limits
+  set: [duration_s=152, ...]      overrides of the base scenario, in every run
+  settings:                       the ride-through settings compared, by name (letters, digits, _ . -)
+    own: {}                       every site keeps the base scenario's ride_through
+    none: {ride_through: null}    no ride-through: the sites draw whatever the voltage
+    legacy: {ride_through: {blocks: [...], return_to_service: {...}}}   one for every site
+    mixed: {ride_through: {...}, sites: [campus1]}                      for the listed sites only
+  limits:                         post-contingency limits; a limit left out is not judged
+    f_min_hz: 59.5                lowest frequency over the run, its nadir (Hz)
+    f_max_hz: 60.1                highest frequency over the run, its zenith (Hz)
+    v_min_pu: 0.9                 lowest monitored voltage after the last disturbance (pu)
+    v_max_pu: 1.1                 highest, after the last disturbance (pu)
+    voltage_after_s: 0            voltages count from this long after the last disturbance's end
+                                  (each run's outputs.metrics_start_s, s)
+  holdable:                       optional: per setting, a multiplier on every site's load (replicas,
+    multiplier_min: 0.25          training GPUs, base load) bisected to the largest within every
+    multiplier_max: 4             limit; the figure is that run's MW lost
+    tolerance: 0.05
+  retries: 1                      re-attempts of a run whose worker process died
+
+Output (OUT, default runs/NAME): load_loss.parquet (one row per setting), load_loss_sites.parquet
+(per setting and site), evaluations.parquet (every run), load_loss.png, load_loss_frequency.png,
+runs/<setting>-base/ and runs/<setting>-m<multiplier>/. A rerun into OUT reuses the complete runs.
+"""
 
 
 def _topology(base: BaseScenario, required: bool) -> Topology | None:
@@ -278,6 +317,96 @@ def _pv_placement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_loss(args: argparse.Namespace) -> int:
+    from openg2g.studies.load import load_study
+    from openg2g.studies.load_loss import check_settings, disturbances_end_s, run_load_loss
+    from openg2g.studies.spec import LoadLossSpec
+
+    loaded = load_study(args.study, LoadLossSpec, args.set)
+    spec: LoadLossSpec = loaded.spec  # type: ignore[assignment]
+    out = _out(args, spec.name)
+    check_settings(loaded.base, spec, f"{loaded.path}: settings")
+    engine = _engine(args, spec.retries)
+    try:
+        result = run_load_loss(loaded.base, spec, out, engine, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        return interrupted(out)
+    table = result.table
+    limits = ", ".join(
+        f"{name.replace('_', ' ')} {value:g} {'Hz' if name.startswith('f') else 'pu'}"
+        for name, value in spec.limits.given().items()
+    )
+    start = float(disturbances_end_s(loaded.base) + spec.limits.voltage_after_s)
+    print(f"limits: {limits} (frequency over the whole run, voltages from {start:g} s)\n")
+    _print(
+        table,
+        [
+            "setting",
+            "status",
+            "mw_before",
+            "load_lost_mw",
+            *[c for c in table.columns if c.startswith("disturbance.") and c.endswith(".lost_mw")],
+            "blocks_transferred",
+            "blocks_tripped",
+            "ups_energy_kwh",
+            "time_to_full_return_s",
+            "tokens_not_served",
+            "frequency_zenith_hz",
+            "frequency_nadir_hz",
+            "frequency_rocof_hz_s",
+            "v_min_pu",
+            "v_max_pu",
+            "within_limits",
+            "broken_limits",
+        ],
+    )
+    print()
+    _print(
+        result.sites,
+        [
+            "setting",
+            "site",
+            "mw_lost",
+            "blocks_transferred",
+            "blocks_tripped",
+            "transferred",
+            "tripped",
+            "ups_energy_kwh",
+            "time_to_full_return_s",
+            "tokens_not_served",
+        ],
+    )
+    if "holdable_mw" in table:
+        print("\nthe largest load the system loses at once within its limits, per setting:")
+        for row in table.itertuples(index=False):
+            print(f"  {_holdable_line(row._asdict())}")
+    for row in table[table["status"] != "complete"].itertuples(index=False):
+        print(f"{row.setting}: {row.status}: {row.error}", file=sys.stderr)
+    print(f"\ntables and plots: {out}")
+    return 0 if (table["status"] == "complete").all() else 1
+
+
+def _holdable_line(row: dict[str, object]) -> str:
+    """One setting's holdable figure in words, beside what it loses at the base size."""
+    import math
+
+    lost = f"{row['setting']}: loses {row['load_lost_mw']:,.0f} MW at the base size"
+    if row["holdable_error"]:
+        return f"{lost}; search stopped: {row['holdable_error']}"
+    held = float(row["holdable_mw"])  # type: ignore[arg-type]
+    beyond = f"at {row['beyond_multiplier']:g}x it loses {row['beyond_mw']:,.0f} MW and breaks {row['beyond_limits']}"
+    if math.isnan(held):
+        return f"{lost}; none within the limits down to the smallest multiplier ({beyond})"
+    at_least = "at least " if row["holdable_capped"] else ""
+    text = f"{lost}; holds {at_least}{held:,.0f} MW (at {row['holdable_mw_multiplier']:g}x)"
+    if row["holdable_mw_multiplier"] != row["holdable_multiplier"]:
+        text += f", within the limits up to {row['holdable_multiplier']:g}x"
+    text += ", the largest multiplier tried" if row["holdable_capped"] else f"; {beyond}"
+    if not row["loss_monotone"]:
+        text += " (the MW lost does not grow with the multiplier: see evaluations.parquet)"
+    return text
+
+
 def _out(args: argparse.Namespace, name: str) -> Path:
     """The study's output folder (``--out``, else ``runs/<name>``), checked writable and locked before any
     run; SIGTERM ends the study as Ctrl-C does from here on."""
@@ -303,8 +432,10 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``study`` sub-command with ``hosting-capacity``, ``siting`` and ``pv-placement``."""
-    p = subparsers.add_parser("study", help="hosting capacity, siting and PV placement studies", description=__doc__)
+    """Add the ``study`` sub-command with ``hosting-capacity``, ``siting``, ``pv-placement`` and ``load-loss``."""
+    p = subparsers.add_parser(
+        "study", help="hosting capacity, siting, PV placement and load-loss studies", description=__doc__
+    )
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
 
     h = sub.add_parser("hosting-capacity", help="largest datacenter each bus hosts", description=__doc__)
@@ -352,3 +483,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _engine_options(v)
     v.set_defaults(func=_pv_placement)
+
+    ll = sub.add_parser(
+        "load-loss",
+        help="MW lost per ride-through setting, and the largest loss within the limits",
+        description=LOAD_LOSS_HELP,
+    )
+    ll.add_argument(
+        "study", help="load-loss study YAML file, or a bundled study's name (e.g. study_virginia_load_loss)"
+    )
+    _engine_options(ll)
+    ll.set_defaults(func=_load_loss)

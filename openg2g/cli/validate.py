@@ -6,9 +6,9 @@ against the feeder, the sites and the trace library) and every event is fired on
 event that would be rejected mid-run is reported now. A sweep file (``parameters:``) is checked
 with its first run in full (base scenario, fixed overrides, first point) and its size bounded;
 the other points are checked as they run. A study file (``study:``) is checked with its base
-scenario under the study's overrides. A benchmark suite (``suite:``) is checked as ``openg2g
-benchmark`` checks it before running: every case, and every controller on the first case of each
-group it applies to. ``--set`` applies to the scenario, or to a sweep's or study's base scenario,
+scenario under the study's overrides (a load-loss study with each of its ride-through settings).
+A benchmark suite (``suite:``) is checked as ``openg2g benchmark`` checks it before running: every
+case, and every controller on the first case of each group it applies to. ``--set`` applies to the scenario, or to a sweep's or study's base scenario,
 or to every case of a suite (last).
 """
 
@@ -74,7 +74,8 @@ def _study(name: str, overrides: list[str]) -> str:
     from openg2g.studies.common import check_controller_choices, feeder_topology, study_buses
     from openg2g.studies.hosting import model_mix
     from openg2g.studies.load import load_study
-    from openg2g.studies.spec import HostingSpec, SitingSpec
+    from openg2g.studies.load_loss import check_settings
+    from openg2g.studies.spec import HostingSpec, LoadLossSpec, SitingSpec
 
     loaded = load_study(name, overrides=overrides)
     check_start(load_scenario(loaded.base.path, loaded.base.fixed))
@@ -87,6 +88,8 @@ def _study(name: str, overrides: list[str]) -> str:
             except ScenarioError as exc:
                 raise ScenarioError([(f"{loaded.path}: {loc}", msg) for loc, msg in exc.problems]) from None
         check_controller_choices(loaded.base, spec.controllers, f"{loaded.path}: controllers")
+    if isinstance(spec, LoadLossSpec):  # the base scenario takes each setting's ride-through
+        check_settings(loaded.base, spec, f"{loaded.path}: settings")
     buses = spec.candidates if isinstance(spec, SitingSpec) else spec.buses if isinstance(spec, HostingSpec) else None
     if isinstance(buses, list):  # the buses a site is placed on must be three-phase buses of the feeder
         field = "candidates" if isinstance(spec, SitingSpec) else "buses"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,13 +49,18 @@ def registered(group: str, what: str) -> dict[str, object]:
     :param what: what the group holds, for messages (``"controller"``, ``"reward term"``).
     :raises ControllerError: an entry point that cannot be imported (the message names it).
     """
-    found: dict[str, object] = {}
-    for entry in entry_points(group=group):
-        try:
-            found[entry.name] = entry.load()
-        except Exception as exc:  # another package's plug-in may fail in any way; say which
-            raise ControllerError(f"{what} {entry.name!r} ({entry.value}) failed to import: {exc}") from exc
-    return found
+    return {entry.name: _load_entry(entry, what) for entry in entry_points(group=group)}
+
+
+def _load_entry(entry: EntryPoint, what: str) -> object:
+    """What one entry point names, imported.
+
+    :raises ControllerError: it cannot be imported (the message names it).
+    """
+    try:
+        return entry.load()
+    except Exception as exc:  # another package's plug-in may fail in any way; say which
+        raise ControllerError(f"{what} {entry.name!r} ({entry.value}) failed to import: {exc}") from exc
 
 
 def stock_controllers() -> dict[str, type[Controller]]:
@@ -129,14 +134,22 @@ def load_plugin(kind: str, base_dir: Path, group: str, what: str, *, stock_label
         return _load_from_file(kind, base_dir, what)
     if sep and source:
         return _load_from_module(kind, what)
-    found = registered(group, what)
-    if kind not in found:
+    # only the entry point asked for is imported: another package's broken plug-in is named when
+    # a scenario names it, and stops nothing else
+    matches = list(entry_points(group=group, name=kind))
+    if not matches:
         label = stock_label or f"registered {what}s"
+        names = sorted({entry.name for entry in entry_points(group=group)})
         raise ControllerError(
-            f"unknown {what} {kind!r}; {label}: {', '.join(sorted(found)) or '(none)'} "
+            f"unknown {what} {kind!r}; {label}: {', '.join(names) or '(none)'} "
             "(or give path/to/file.py:ClassName or package.module:ClassName)"
         )
-    return found[kind]
+    if len({entry.value for entry in matches}) > 1:
+        raise ControllerError(
+            f"{what} {kind!r} is registered by several packages: {', '.join(sorted(e.value for e in matches))}; "
+            "name one as package.module:ClassName"
+        )
+    return _load_entry(matches[0], what)
 
 
 def resolve_controller(kind: str, base_dir: Path) -> type[Controller]:

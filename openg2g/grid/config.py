@@ -273,6 +273,17 @@ class GridSpec(ConfigModel):
             "whose control then goes on from the new state."
         ),
     )
+    initial_controls: Literal["stated", "static"] = Field(
+        "stated",
+        description=(
+            "stated: the run starts from the taps, capacitor and switch states the scenario and the feeder file "
+            "state (OpenDSS's controlmode=off); static: before the run, the feeder file's RegControls, CapControls and "
+            "SwtControls settle as OpenDSS's snapshot Solve lets them (its default controlmode=static: each acts "
+            "after its delay, in delay order, until none does, within the file's maxcontroliter), with the "
+            "feeder's own loads, PV and extra loads at 0 s and no datacenter drawing; a bank whose taps "
+            "grid.regulators states keeps them. Feeders only; a control openg2g cannot run is refused by name."
+        ),
+    )
     load_scale: float = Field(
         1.0,
         ge=0,
@@ -361,6 +372,8 @@ class GridSpec(ConfigModel):
             data.pop("branch_ratings", None)
         if self.capacitor_control == "fixed":
             data.pop("capacitor_control", None)
+        if self.initial_controls == "stated":
+            data.pop("initial_controls", None)
         if self.load_convention == "per_element":
             data.pop("load_convention", None)
         if self.frequency is None:

@@ -1,4 +1,4 @@
-"""Studies built on sweeps: hosting capacity per bus, datacenter siting, and PV placement."""
+"""Studies built on sweeps: hosting capacity per bus, datacenter siting, PV placement, and load loss."""
 
 from openg2g.studies.common import (
     BaseScenario,
@@ -10,6 +10,7 @@ from openg2g.studies.common import (
 )
 from openg2g.studies.hosting import HostingConfig, ModelMix, hosting_settings, model_mix, run_hosting_capacity
 from openg2g.studies.load import LoadedStudy, load_study
+from openg2g.studies.load_loss import LoadLossResult, run_load_loss
 from openg2g.studies.pv_placement import (
     PlacementProblem,
     PlacementSolution,
@@ -19,13 +20,15 @@ from openg2g.studies.pv_placement import (
 )
 from openg2g.studies.search import MaxSearch, bisect_max
 from openg2g.studies.siting import rank_placements, run_siting, siting_settings, split_site
-from openg2g.studies.spec import STUDY_KINDS, HostingSpec, PVPlacementSpec, SitingSpec, StudySpec
+from openg2g.studies.spec import STUDY_KINDS, HostingSpec, LoadLossSpec, PVPlacementSpec, SitingSpec, StudySpec
 
 __all__ = [
     "STUDY_KINDS",
     "BaseScenario",
     "HostingConfig",
     "HostingSpec",
+    "LoadLossResult",
+    "LoadLossSpec",
     "LoadedStudy",
     "MaxSearch",
     "ModelMix",
@@ -45,6 +48,7 @@ __all__ = [
     "rank_placements",
     "read_base",
     "run_hosting_capacity",
+    "run_load_loss",
     "run_pv_placement",
     "run_siting",
     "siting_settings",

@@ -1,8 +1,8 @@
 """Reading a study file: validated against its model and checked against its base scenario.
 
 This module sits above both the study models (:mod:`openg2g.studies.spec`, plain data) and the
-studies that need a feeder to check a file (:mod:`openg2g.studies.pv_placement`), so neither of
-those imports the other.
+studies that check a file against its base scenario (:mod:`openg2g.studies.pv_placement`,
+:mod:`openg2g.studies.load_loss`), so neither of those imports the other.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from openg2g.scenario.loader import resolve_scenario_path
+from openg2g.studies import load_loss
 from openg2g.studies.common import BaseScenario, read_base
 from openg2g.studies.pv_placement import check_study
-from openg2g.studies.spec import STUDY_KINDS, PVPlacementSpec, PVShape, StudySpec
+from openg2g.studies.spec import STUDY_KINDS, LoadLossSpec, PVPlacementSpec, PVShape, StudySpec
 from openg2g.sweep.spec import SweepError, read_yaml_mapping, resolve_base, validate_model
 
 __all__ = ["LoadedStudy", "load_study"]
@@ -35,7 +36,8 @@ def load_study(path: str | Path, kind: type[StudySpec] | None = None, overrides:
     """Read and validate a study file, of the given kind or of the kind its ``study:`` names.
 
     A PV placement study's ``pv_shape.csv`` becomes an absolute path, and the study is checked
-    against its base scenario (buses on the feeder, enough grid steps).
+    against its base scenario (buses on the feeder, enough grid steps); a load-loss study too
+    (:func:`openg2g.studies.load_loss.check_study`: sites, disturbances, frequency, run length).
 
     :param overrides: ``dotted.key=value`` assignments (``openg2g study ... --set``) applied to
         the base scenario after the file's ``set``, in every run.
@@ -57,6 +59,10 @@ def load_study(path: str | Path, kind: type[StudySpec] | None = None, overrides:
     base = read_base(base_path, [*spec.set, *overrides])
     if isinstance(spec, PVPlacementSpec):
         spec = _resolved_pv_study(spec, path, base)
+    if isinstance(spec, LoadLossSpec):
+        problems = load_loss.check_study(spec, base)
+        if problems:
+            raise SweepError([(f"{path}: {field}", message) for field, message in problems])
     return LoadedStudy(spec, path, base)
 
 

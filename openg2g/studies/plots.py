@@ -28,7 +28,9 @@ from openg2g.studies.common import Topology
 __all__ = [
     "draw_feeder",
     "plot_bus_values",
+    "plot_frequency_against_loss",
     "plot_grouped_bars",
+    "plot_loss_by_setting",
     "plot_operating_voltages",
     "plot_pair_matrix",
     "plot_plants",
@@ -328,6 +330,94 @@ def plot_operating_voltages(
         ax.set_ylabel("voltage (pu)")
         ax.set_xlim(0, 24)
         ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+        if title:
+            ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_loss_by_setting(
+    sites: pd.DataFrame, settings: pd.DataFrame, *, title: str = "", path: Path | None = None
+) -> Figure:
+    """MW lost per setting, one bar stacked by site, against the holdable figure.
+
+    :param sites: one row per setting and site with ``setting``, ``site``, ``mw_lost`` (MW; the
+        site's largest loss at once; NaN counts as none).
+    :param settings: one row per setting with ``setting``, ``load_lost_mw`` (the sites' loss at
+        once, drawn as a black tick: less than the stack when the sites did not leave together) and,
+        from a search, ``holdable_mw`` (the largest loss within the limits, a red diamond; ``>=``
+        when ``holdable_capped``).
+    """
+    names = list(dict.fromkeys(settings["setting"].astype(str)))
+    x = np.arange(len(names))
+    with styled(**{"axes.grid.axis": "y"}):
+        fig = new_figure(figsize=(max(6.0, 1.3 * len(names) + 3), 4.5))
+        ax = fig.axes[0]
+        bottom = np.zeros(len(names))
+        for site in dict.fromkeys(sites["site"].astype(str)):
+            rows = sites[sites["site"].astype(str) == site]
+            by_setting = dict(zip(rows["setting"].astype(str), pd.to_numeric(rows["mw_lost"], errors="coerce")))
+            heights = np.nan_to_num(np.array([float(by_setting.get(n, np.nan)) for n in names]))
+            ax.bar(x, heights, 0.6, bottom=bottom, label=site)
+            bottom += heights
+        lost = pd.to_numeric(settings["load_lost_mw"], errors="coerce").to_numpy(dtype=float)
+        ax.scatter(x, lost, marker="_", s=900, color="k", linewidths=2, zorder=4, label="lost at once")
+        if "holdable_mw" in settings:
+            holdable = pd.to_numeric(settings["holdable_mw"], errors="coerce").to_numpy(dtype=float)
+            ax.scatter(x, holdable, marker="D", s=50, color="#c44e52", zorder=5, label="largest loss within the limits")
+            capped = settings["holdable_capped"].astype(bool) if "holdable_capped" in settings else [False] * len(x)
+            for xi, value, is_capped in zip(x, holdable, capped):
+                if np.isfinite(value):
+                    at_least = "\u2265" if is_capped else ""
+                    ax.annotate(
+                        f"{at_least}{value:,.0f} MW",
+                        (xi, value),
+                        fontsize=8,
+                        xytext=(8, 0),
+                        textcoords="offset points",
+                        va="center",
+                    )
+        ax.set_xticks(x, names, fontsize=9)
+        ax.set_xlabel("ride-through setting")
+        ax.set_ylabel("MW lost")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        if title:
+            ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_frequency_against_loss(
+    points: pd.DataFrame,
+    *,
+    frequency: str = "frequency_zenith_hz",
+    limit: float | None = None,
+    title: str = "",
+    path: Path | None = None,
+) -> Figure:
+    """A frequency extreme against the MW lost, one series per setting, the limit as a dashed line.
+
+    :param points: one row per run with ``setting``, ``load_lost_mw`` (MW), the ``frequency``
+        column (Hz) and ``within_limits`` (a run beyond a limit, any limit, is drawn hollow).
+    :param limit: the frequency limit (Hz); None draws none.
+    """
+    with styled():
+        fig = new_figure(figsize=(7.5, 4.5))
+        ax = fig.axes[0]
+        for k, setting in enumerate(dict.fromkeys(points["setting"].astype(str))):
+            rows = points[points["setting"].astype(str) == setting].sort_values("load_lost_mw")
+            color = f"C{k % 10}"
+            x = pd.to_numeric(rows["load_lost_mw"], errors="coerce").to_numpy(dtype=float)
+            y = pd.to_numeric(rows[frequency], errors="coerce").to_numpy(dtype=float)
+            ok = rows["within_limits"].astype(bool).to_numpy() if "within_limits" in rows else np.ones(len(x), bool)
+            ax.plot(x, y, color=color, lw=0.8, alpha=0.6)
+            ax.scatter(x[ok], y[ok], color=color, s=28, zorder=3, label=setting)
+            ax.scatter(x[~ok], y[~ok], facecolors="none", edgecolors=color, s=28, zorder=3)
+        if limit is not None:
+            ax.axhline(limit, color="k", lw=0.9, ls="--", label=f"limit {limit:g} Hz")
+        ax.set_xlabel("MW lost at once")
+        ax.set_ylabel(f"frequency {'nadir' if 'nadir' in frequency else 'zenith'} (Hz)")
+        ax.legend(fontsize=8, loc="best", title="filled: within every limit", title_fontsize=8)
         if title:
             ax.set_title(title, fontsize=10)
         fig.tight_layout()

@@ -41,29 +41,53 @@ A PV placement study (``openg2g study pv-placement FILE``; see :mod:`openg2g.stu
     operating_points: 24
     pv_shape: {bell: {sunrise_h: 6, sunset_h: 20}}   # or {csv: profile.csv}
     validate: true
+
+A load-loss study (``openg2g study load-loss FILE``; see :mod:`openg2g.studies.load_loss`)::
+
+    study: load_loss
+    name: virginia_load_loss
+    base: virginia_load_loss         # a scenario with disturbances, sites and grid.frequency
+    set: [duration_s=152, "controllers=[]"]   # the faults and 60 s after; no return coordinator
+    settings:                        # the ride-through settings compared, by name
+      own: {}                        # each site's ride_through as the scenario has it
+      legacy_ups:                    # one ride_through for every site (or for sites: [...])
+        ride_through:
+          blocks: [{name: all, fraction: 1, action: ups, ups: {energy_kwh: 60000}, under_voltage: [[0.7, 0.02]]}]
+    limits:                          # post-contingency limits; a limit left out is not judged
+      f_max_hz: 60.15                # the frequency's zenith over the run
+      v_min_pu: 0.9                  # voltages from the end of the last disturbance on
+      v_max_pu: 1.1
+    holdable: {multiplier_min: 0.5, multiplier_max: 1.5, tolerance: 0.05}
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from openg2g.core.config import ConfigModel
+from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time
 from openg2g.core.limits import MAX_RETRIES
+from openg2g.datacenter.ridethrough import RideThroughSpec
+from openg2g.studies.common import safe_id
 from openg2g.studies.hosting import DEFAULT_SETTLE_S, HostingConfig
 from openg2g.sweep.spec import Overrides, SweepError
 
 __all__ = [
     "STUDY_KINDS",
     "BellShape",
+    "HoldableSearch",
     "HostingSpec",
+    "LoadLossLimits",
+    "LoadLossSpec",
     "PVPlacementSpec",
     "PVShape",
+    "RideThroughSetting",
     "SitingSpec",
     "StudySpec",
     "read_shape_csv",
@@ -349,12 +373,161 @@ class PVPlacementSpec(_StudyFile):
         return np.full(hour.shape, float(self.energy_value_per_kwh))
 
 
-StudySpec = SitingSpec | HostingSpec | PVPlacementSpec
+class RideThroughSetting(ConfigModel):
+    """One ride-through setting a load-loss study compares: a ``ride_through`` given to every site
+    (or to the listed ``sites``), or ``{}`` for the base scenario's own."""
+
+    ride_through: RideThroughSpec | None = Field(
+        None,
+        description=(
+            "The ride_through the sites get (blocks, trip curves, UPS, return; docs/disturbances.md); null: "
+            "none, the sites draw whatever the voltage. Left out: every site keeps the base scenario's own."
+        ),
+    )
+    sites: list[Name] | None = Field(
+        None,
+        min_length=1,
+        description="The sites given this ride_through (the others keep their own); None = every site.",
+    )
+
+    @model_validator(mode="after")
+    def _scope(self) -> RideThroughSetting:
+        if self.sites is not None:
+            if self.own:
+                raise ValueError(
+                    "sites lists the sites a ride_through applies to: give the ride_through too "
+                    "({} keeps every site's own)"
+                )
+            dup = sorted({s for s in self.sites if self.sites.count(s) > 1})
+            if dup:
+                raise ValueError(f"sites: listed twice: {dup}")
+        return self
+
+    @property
+    def own(self) -> bool:
+        """True for ``{}``: every site keeps the base scenario's ride_through."""
+        return "ride_through" not in self.model_fields_set
+
+
+class LoadLossLimits(ConfigModel):
+    """The post-contingency limits a run must keep; a limit left out is not judged (give at least one)."""
+
+    f_min_hz: float | None = Field(
+        None, gt=0, le=1000, description="Lowest frequency allowed: the run's nadir (Hz); needs grid.frequency."
+    )
+    f_max_hz: float | None = Field(
+        None, gt=0, le=1000, description="Highest frequency allowed: the run's zenith (Hz); needs grid.frequency."
+    )
+    v_min_pu: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Lowest monitored bus-phase voltage allowed after the last disturbance (pu).",
+    )
+    v_max_pu: float | None = Field(
+        None,
+        gt=1,
+        le=2,
+        description="Highest monitored bus-phase voltage allowed after the last disturbance (pu).",
+    )
+    voltage_after_s: Seconds = Field(
+        Fraction(0),
+        description=(
+            "Voltages are counted from this long after the last disturbance ends (its last clearing, reclose "
+            "or sag point), through each run's outputs.metrics_start_s (s); the frequency counts the whole run."
+        ),
+    )
+
+    @field_validator("voltage_after_s")
+    @classmethod
+    def _after(cls, v: Fraction) -> Fraction:
+        return check_run_time(v, zero_ok=True)
+
+    @model_validator(mode="after")
+    def _limits(self) -> LoadLossLimits:
+        if not self.given():
+            raise ValueError("give at least one of f_min_hz, f_max_hz, v_min_pu, v_max_pu")
+        if self.f_min_hz is not None and self.f_max_hz is not None and self.f_min_hz >= self.f_max_hz:
+            raise ValueError(f"f_min_hz ({self.f_min_hz:g} Hz) must be below f_max_hz ({self.f_max_hz:g} Hz)")
+        return self
+
+    def given(self) -> dict[str, float]:
+        """The limits given: ``f_min``, ``f_max`` (Hz), ``v_min``, ``v_max`` (pu) -> value."""
+        values = {"f_min": self.f_min_hz, "f_max": self.f_max_hz, "v_min": self.v_min_pu, "v_max": self.v_max_pu}
+        return {name: value for name, value in values.items() if value is not None}
+
+
+MAX_MULTIPLIER = 100.0
+"""Largest multiplier a load-loss search may try on the sites' load."""
+
+MIN_MULTIPLIER_TOLERANCE = 1e-3
+"""Finest multiplier tolerance of a load-loss search (run folders name multipliers to 1e-4)."""
+
+MAX_SEARCH_INTERVALS = 10_000
+"""Most grid intervals of a load-loss search: (multiplier_max - multiplier_min) / tolerance."""
+
+
+class HoldableSearch(ConfigModel):
+    """The search for the largest simultaneous loss within the limits: a multiplier on every site's
+    load (replicas, training GPUs, base load), bisected to ``tolerance``."""
+
+    multiplier_min: float = Field(
+        0.25, gt=0, le=MAX_MULTIPLIER, description="Smallest multiplier tried on every site's load."
+    )
+    multiplier_max: float = Field(4.0, gt=0, le=MAX_MULTIPLIER, description="Largest multiplier tried.")
+    tolerance: float = Field(
+        0.05,
+        ge=MIN_MULTIPLIER_TOLERANCE,
+        description=(
+            "The search stops once the largest multiplier within the limits and the smallest beyond them are "
+            "this close."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> HoldableSearch:
+        lo, hi = self.multiplier_min, self.multiplier_max
+        if lo >= hi:
+            raise ValueError(f"multiplier_min ({lo:g}) must be below multiplier_max ({hi:g})")
+        if self.tolerance > hi - lo:
+            raise ValueError(f"tolerance ({self.tolerance:g}) is wider than the range [{lo:g}, {hi:g}]")
+        if (hi - lo) / self.tolerance > MAX_SEARCH_INTERVALS:
+            raise ValueError(
+                f"[{lo:g}, {hi:g}] at tolerance {self.tolerance:g} is more than {MAX_SEARCH_INTERVALS} steps; "
+                "give a larger tolerance"
+            )
+        return self
+
+
+class LoadLossSpec(_StudyFile):
+    """MW lost at a disturbance under each ride-through setting, and the largest simultaneous loss
+    within the limits (see :mod:`openg2g.studies.load_loss`)."""
+
+    study: Literal["load_loss"]
+    settings: dict[str, RideThroughSetting] = Field(
+        min_length=1, description="The ride-through settings compared, by name (letters, digits, _ . -)."
+    )
+    limits: LoadLossLimits = Field(description="Post-contingency frequency and voltage limits.")
+    holdable: HoldableSearch | None = Field(
+        None, description="Search, per setting, the largest simultaneous loss within the limits; None: no search."
+    )
+
+    @field_validator("settings")
+    @classmethod
+    def _names(cls, v: dict[str, RideThroughSetting]) -> dict[str, RideThroughSetting]:
+        bad = [name for name in v if not name or safe_id(name) != name]
+        if bad:
+            raise ValueError(f"setting names may hold letters, digits, _ . - only (they name run folders): {bad}")
+        return v
+
+
+StudySpec = SitingSpec | HostingSpec | PVPlacementSpec | LoadLossSpec
 """Any study file."""
 
 STUDY_KINDS: dict[str, type[StudySpec]] = {
     "siting": SitingSpec,
     "hosting_capacity": HostingSpec,
     "pv_placement": PVPlacementSpec,
+    "load_loss": LoadLossSpec,
 }
 """The ``study:`` value of a study file -> its model."""

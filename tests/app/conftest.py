@@ -103,3 +103,22 @@ def siting_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         main(["study", "siting", str(study), "--out", str(root / "siting"), "--engine", "serial", "--no-progress"]) == 0
     )
     return root
+
+
+# the stiff case of tests/studies/load_loss_cases.py searched coarsely (0.5 to 2.5 by 0.5): whole
+# and half trip at the sag, stays rides it through (capped at 2.5x)
+LOAD_LOSS_HOLDABLE = {"multiplier_min": 0.5, "multiplier_max": 2.5, "tolerance": 0.5}
+
+
+@pytest.fixture(scope="session")
+def load_loss_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder holding a small load-loss study with its search (``ll/``), made by its command
+    (eight runs of 8 s)."""
+    from openg2g.cli.main import main
+    from tests.studies.load_loss_cases import write_stiff_study
+
+    root = tmp_path_factory.mktemp("load_loss")
+    study = write_stiff_study(root.parent / "load_loss_study", holdable=LOAD_LOSS_HOLDABLE)
+    args = ["study", "load-loss", str(study), "--out", str(root / "ll"), "--workers", "2", "--no-progress"]
+    assert main(args) == 0
+    return root

@@ -1,5 +1,6 @@
-"""The study views' data: a hosting-capacity study and a benchmark made by their own commands
-(``studies_dir``), read back as the app shows them."""
+"""The study views' data: a hosting-capacity study and a benchmark (``studies_dir``), a siting study
+(``siting_dir``) and a load-loss study (``load_loss_dir``) made by their own commands, read back
+as the app shows them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from openg2g.app.studies import (
     hosting_rows,
     list_studies,
     read_leaderboard,
+    read_load_loss,
     resolve_study,
     siting_map,
     sort_rows,
@@ -206,3 +208,46 @@ def test_sort_rows_uses_the_rank_position_and_puts_empty_cells_last() -> None:
     assert [r["_rank"] for r in by_score] == [2, 3, 0, 1]
     assert [r["_rank"] for r in sort_rows(rows, [{"column_id": "score", "direction": "desc"}])] == [0, 3, 2, 1]
     assert sort_rows(rows, []) == rows
+
+
+@pytest.mark.slow
+def test_a_load_loss_study_is_shown_as_its_tables(load_loss_dir: Path) -> None:
+    assert list_studies(load_loss_dir) == [StudyEntry("ll", "load_loss")]
+    folder = load_loss_dir / "ll"
+    table = pd.read_parquet(folder / "load_loss.parquet")
+    study = read_load_loss(load_loss_dir, "ll")
+    assert list(study.settings["setting"]) == ["whole", "half", "stays"] and study.searched
+    assert study.limits == {"f_max_hz": 60.25} and study.voltages_from_s == 1.1
+    for column in ("mw_before", "load_lost_mw", "holdable_mw", "frequency_zenith_hz", "v_min_pu"):
+        assert study.settings[column].tolist() == table[column].tolist(), column
+    assert list(study.settings["run"]) == [f"ll/runs/{s}-base" for s in ("whole", "half", "stays")]
+    for run_id in study.settings["run"]:
+        assert (load_loss_dir / run_id / "summary.json").is_file()
+    evaluations = pd.read_parquet(folder / "evaluations.parquet")
+    assert len(study.points) == len(evaluations) and study.points["within_limits"].tolist() == list(
+        evaluations["within_limits"]
+    )
+    # the bars: each site's MW lost stacked per setting, the loss at once, the largest within the limits
+    bars = views.load_loss_bars_figure(study)
+    sites = pd.read_parquet(folder / "load_loss_sites.parquet")
+    site_bar = next(t for t in bars.data if t.name == "dc")
+    assert list(site_bar.x) == ["whole", "half", "stays"] and list(site_bar.y) == sites["mw_lost"].tolist()
+    at_once = next(t for t in bars.data if t.name == "lost at once")
+    assert list(at_once.y) == table["load_lost_mw"].tolist()
+    held = next(t for t in bars.data if t.name == "largest loss within the limits")
+    assert list(held.y) == table["holdable_mw"].tolist()
+    assert held.text[2].startswith("\u2265") and not held.text[0].startswith("\u2265")  # stays is capped
+    # the frequency: one series per setting, every complete run, the limit drawn
+    frequency = views.load_loss_frequency_figure(study)
+    assert [t.name for t in frequency.data] == ["whole", "half", "stays"]
+    assert sum(len(t.x) for t in frequency.data) == len(evaluations)
+    assert [s.y0 for s in frequency.layout.shapes] == [60.25]
+    # the table: a row per setting linking its run, the capped search marked and sorted by its number
+    columns, rows, note = views.load_loss_table(study)
+    assert [r["setting"] for r in rows] == ["whole", "half", "stays"]
+    assert rows[0]["run"] == "[ll/runs/whole-base](#runs)" and rows[0]["id"] == "ll/runs/whole-base"
+    assert rows[2]["holdable_mw"].startswith("\u2265") and isinstance(rows[2]["_holdable_mw"], float)
+    assert "f max 60.25 Hz" in note and "from 1.1 s" in note
+    assert [c["id"] for c in columns][:4] == ["setting", "status", "mw_before", "load_lost_mw"]
+    by_size = sort_rows(rows, [{"column_id": "holdable_mw", "direction": "asc"}])
+    assert [r["_holdable_mw"] for r in by_size] == sorted(r["_holdable_mw"] for r in rows)

@@ -75,3 +75,21 @@ def test_a_controller_by_module_path():
         resolve_controller("openg2g.controllers.noop:Nope", Path("."))
     with pytest.raises(ControllerError, match="is not a subclass of openg2g.core.interfaces.Controller"):
         resolve_controller("pathlib:Path", Path("."))
+
+
+def test_a_broken_plugin_of_another_package_stops_only_what_names_it(tmp_path, monkeypatch):
+    """A dist-info on the path registering ``broken = no_such_module:X``: the stock controllers
+    still resolve, and naming the broken one says which entry point failed."""
+    import sys
+
+    from openg2g.control.registry import resolve_controller
+    from openg2g.core.errors import ControllerError
+
+    dist = tmp_path / "brokenplugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[openg2g.controllers]\nbroken = no_such_module:X\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    assert resolve_controller("ofo", tmp_path).__name__ == "OFOController"
+    with pytest.raises(ControllerError, match=r"controller 'broken' \(no_such_module:X\) failed to import"):
+        resolve_controller("broken", tmp_path)

@@ -13,23 +13,11 @@ import pytest
 import yaml
 
 from openg2g.cli.main import main
+from tests.grid.circuits import LINE
 from tests.grid.conftest import shared_data
 from tests.grid.time_mode import Case, Control, LoadStep, Switch, compare, times
 
 pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
-
-LINE = """clear
-new circuit.case basekv=12.47 pu=1.03 angle=0 phases=3 mvasc3=200000 mvasc1=200000
-new line.feed bus1=sourcebus.1.2.3 bus2=a.1.2.3 phases=3 r1=0.3 x1=0.6 r0=0.6 x0=1.8 c1=0 c0=0 length=2 units=km
-new line.l2 bus1=a.1.2.3 bus2=b.1.2.3 phases=3 r1=0.3 x1=0.6 r0=0.6 x0=1.8 c1=0 c0=0 length=1 units=km
-new load.ld bus1=b.1.2.3 phases=3 kv=12.47 kw=1000 kvar=500 model=1 vminpu=0.7 vmaxpu=1.3
-new capacitor.c1 bus1=b.1.2.3 phases=3 kv=12.47 kvar=1200
-set voltagebases=[12.47]
-calcvoltagebases
-"""
-"""A 1200 kvar bank at the end of a line, beside a load that steps between 1000 kW (the voltage at
-the bank 124 V on the 120 V base with the bank in, 122.2 V without) and 6000 kW (116.4 V in,
-114.7 V out)."""
 
 STATION = """clear
 new circuit.case basekv=12.47 pu=1.0 angle=0 phases=3 mvasc3=200000 mvasc1=200000

@@ -24,9 +24,8 @@ from openg2g.grid.feeder.model import CapControlModel, FeederModel, RegControlMo
 from openg2g.grid.feeder.network import node_index
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
+from tests.grid.circuits import LINE, ONE_PHASE, THREE_PHASE
 from tests.grid.conftest import TEST_TAPS, opendss_solve, shared_data
-from tests.grid.test_capcontrol_time_mode import LINE
-from tests.grid.test_regcontrol_time_mode import ONE_PHASE
 from tests.grid.time_mode import Case, Control, run_opendss
 
 VOLTAGE = CapControlModel(
@@ -214,13 +213,15 @@ def test_control_settings_the_model_has_no_place_for_are_refused_when_read(
         read_opendss(path)
 
 
-def test_a_remote_regulated_bus_is_refused_in_auto_mode(tmp_path: Path) -> None:
+def test_a_remote_regulated_bus_at_a_phase_it_does_not_sample_is_refused_in_auto_mode(tmp_path: Path) -> None:
+    """OpenDSS samples one node of a remote regulated bus (bus=), as phase 1: a ptphase of 2 would
+    read a buffer OpenDSS never fills."""
     path = tmp_path / "case.dss"
-    path.write_text(ONE_PHASE + "new regcontrol.r1 transformer=reg1 winding=2 bus=c.1\n")
+    path.write_text(THREE_PHASE + "new regcontrol.r1 transformer=reg3 winding=2 bus=c.2 ptphase=2\n")
     feeder = feeder_from_model(read_opendss(path))
-    auto = GridSpec(feeder="case", regulators={"reg1": RegulatorSpec(mode="auto")})
+    auto = GridSpec(feeder="case", regulators={"reg3": RegulatorSpec(mode="auto")})
     [(path, message)] = check_against_feeder(feeder, auto, [])
-    assert path == "grid.regulators.reg1.mode"
-    assert message == "auto: regulator bank reg1: regcontrol r1 regulates the remote bus c (OpenDSS's bus=); " + (
-        "only its own winding's voltage is modelled"
+    assert path == "grid.regulators.reg3.mode"
+    assert message == "auto: regulator bank reg3: regcontrol r1 regulates the remote bus c (OpenDSS's bus=) " + (
+        "with ptphase 2: OpenDSS samples one node there, as phase 1"
     )

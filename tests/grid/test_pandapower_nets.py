@@ -278,10 +278,15 @@ def test_unknown_site_and_monitored_buses_are_refused() -> None:
 
 def test_feeder_options_are_refused_on_a_net() -> None:
     spec = GridSpec(
-        pandapower="create_cigre_network_mv", capacitors={"c1": True}, capacitor_control="auto", solver="pandapower"
+        pandapower="create_cigre_network_mv",
+        capacitors={"c1": True},
+        capacitor_control="auto",
+        solver="pandapower",
+        initial_controls="static",
     )
-    fields = {f for f, _ in validate_grid(spec, [])}
-    assert fields == {"grid.capacitors", "grid.capacitor_control", "grid.solver"}
+    problems = dict(validate_grid(spec, []))
+    assert set(problems) == {"grid.capacitors", "grid.capacitor_control", "grid.solver", "grid.initial_controls"}
+    assert problems["grid.initial_controls"] == "a balanced pandapower net has no controls to settle (give stated)"
 
 
 @pytest.mark.slow
@@ -358,7 +363,9 @@ def test_powerflow_cli_on_a_named_net(capsys: pytest.CaptureFixture[str]) -> Non
     from openg2g.cli.main import main
 
     assert main(["powerflow", "case118", "--dc", "59=200@0.95", "--json"]) == 0
-    v = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    assert (out["kind"], out["solver"], out["controls"], out["taps"]) == ("pandapower net", "balanced", "off", {})
+    v = out["v_pu"]
     ref = runpp_with_site(net_of("case118"), "59", 200.0)
     assert v["118.a"] == pytest.approx(ref.res_bus.at[117, "vm_pu"], abs=1e-6)
     assert v["75.c"] == pytest.approx(ref.res_bus.at[74, "vm_pu"], abs=1e-6)
@@ -373,7 +380,7 @@ def test_powerflow_cli_on_a_net_file(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     pp.to_json(net_of("create_cigre_network_mv"), str(tmp_path / "cigre.json"))
     assert main(["powerflow", str(tmp_path / "cigre.json"), "--dc", "Bus 14=2", "--json"]) == 0
-    v = json.loads(capsys.readouterr().out)
+    v = json.loads(capsys.readouterr().out)["v_pu"]
     ref = runpp_with_site(net_of("create_cigre_network_mv"), "Bus 14", 2.0)
     assert v["Bus 14.b"] == pytest.approx(ref.res_bus.at[14, "vm_pu"], abs=1e-6)
     assert main(["powerflow", str(tmp_path / "cigre.json"), "--dc", "Bus 99=2"]) == 2

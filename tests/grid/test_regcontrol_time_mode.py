@@ -14,36 +14,11 @@ from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.grid.feeder.library import load_feeder
 from openg2g.scenario.schema import GridSpec, RegulatorSpec
+from tests.grid.circuits import ONE_PHASE, THREE_PHASE
 from tests.grid.conftest import shared_data
 from tests.grid.time_mode import Case, Control, LoadStep, compare, times
 
 pytest.importorskip("opendssdirect", reason="opendssdirect.py (test extra) is not installed")
-
-ONE_PHASE = """clear
-new circuit.case basekv=12.47 pu=1.0 angle=0 phases=3 mvasc3=200000 mvasc1=200000
-new line.feed bus1=sourcebus.1.2.3 bus2=a.1.2.3 phases=3 r1=0.3 x1=0.6 r0=0.6 x0=1.8 c1=0 c0=0 length=1 units=km
-new transformer.reg1 phases=1 windings=2 buses=[a.1 b.1] conns=[wye wye] kvs=[7.2 7.2] kvas=[5000 5000] xhl=0.01 %loadloss=0.001 ppm=0
-new line.out bus1=b.1 bus2=c.1 phases=1 r1=0.1 x1=0.2 r0=0.1 x0=0.2 c1=0 c0=0 length=1 units=km
-new load.ld bus1=c.1 phases=1 kv=7.2 kw=400 kvar=120 model=1 vminpu=0.7 vmaxpu=1.3
-new load.gen bus1=c.1 phases=1 kv=7.2 kw=-1500 kvar=0 model=1 vminpu=0.7 vmaxpu=1.3
-set voltagebases=[12.47]
-calcvoltagebases
-"""
-"""A single-phase regulator between a feeding line and a load; ``gen`` (a negative load) can turn
-the power flow around."""
-
-THREE_PHASE = """clear
-new circuit.case basekv=12.47 pu=1.0 angle=0 phases=3 mvasc3=200000 mvasc1=200000
-new line.feed bus1=sourcebus.1.2.3 bus2=a.1.2.3 phases=3 r1=0.3 x1=0.6 r0=0.6 x0=1.8 c1=0 c0=0 length=1 units=km
-new transformer.reg3 phases=3 windings=2 buses=[a.1.2.3 b.1.2.3] conns=[wye wye] kvs=[12.47 12.47] kvas=[10000 10000] xhl=0.01 %loadloss=0.001 ppm=0
-new line.out bus1=b.1.2.3 bus2=c.1.2.3 phases=3 r1=0.2 x1=0.4 r0=0.5 x0=1.2 c1=0 c0=0 length=2 units=km
-new load.la bus1=c.1 phases=1 kv=7.2 kw=1200 kvar=400 model=1 vminpu=0.7 vmaxpu=1.3
-new load.lb bus1=c.2 phases=1 kv=7.2 kw=300 kvar=100 model=1 vminpu=0.7 vmaxpu=1.3
-new load.lc bus1=c.3 phases=1 kv=7.2 kw=700 kvar=200 model=1 vminpu=0.7 vmaxpu=1.3
-set voltagebases=[12.47]
-calcvoltagebases
-"""
-"""A ganged three-phase regulator feeding unbalanced single-phase loads."""
 
 REG: dict[str, Any] = {"transformer": "reg1", "winding": 2, "vreg": 120, "band": 2, "ptratio": 60}
 NO_GEN = {1: [LoadStep("gen", 0.0)]}
@@ -102,6 +77,18 @@ def test_line_drop_compensation_and_vlimit(tmp_path: Path) -> None:
     assert moves[:9] == [6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0, 22.0]  # up to tap 9
     assert moves[9:] == [24.0, 29.0, 31.0, 36.0, 38.0, 43.0, 45.0, 50.0, 52.0, 57.0, 59.0]
     assert {step.taps["reg1"] for step in ours[23:]} == {8, 9}
+
+
+@pytest.mark.slow
+def test_a_remote_regulated_bus_is_read_at_its_node(tmp_path: Path) -> None:
+    """bus=c.1: the control regulates the load bus, one line past the regulator, as OpenDSS does
+    (that node over ptratio, no line-drop compensation): after the load step it raises the tap
+    further than a control watching its own winding, which is nearer the source."""
+    ours, _ = compare(_one_phase(DROP, delay=15, tapdelay=2, bus="c.1"), tmp_path)
+    (tmp_path / "own").mkdir()
+    own, _ = compare(_one_phase(DROP, delay=15, tapdelay=2), tmp_path / "own")
+    assert times(ours, "reg1") == [25.0, 27.0, 29.0, 31.0, 33.0, 35.0]
+    assert ours[-1].taps["reg1"] == 6 > own[-1].taps["reg1"] == 4
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import pytest
 
 from openg2g.core.paths import bundled_dir
 from openg2g.scenario.loader import load_scenario
-from openg2g.studies import HostingSpec, PVPlacementSpec, SitingSpec, load_study
+from openg2g.studies import HostingSpec, LoadLossSpec, PVPlacementSpec, SitingSpec, load_study
 from openg2g.sweep import load_sweep, plan_sweep
 
 SCENARIOS = bundled_dir("scenarios")
@@ -24,7 +24,7 @@ def test_bundled_sweep_validates_and_expands(path, tmp_path):
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("study_*.yaml")), ids=lambda p: p.stem)
 def test_bundled_study_validates(path: Path):
     loaded = load_study(path)
-    kinds = {"siting": SitingSpec, "hosting": HostingSpec, "pv_placement": PVPlacementSpec}
+    kinds = {"siting": SitingSpec, "hosting": HostingSpec, "pv_placement": PVPlacementSpec, "load_loss": LoadLossSpec}
     expected = next(k for word, k in kinds.items() if word in path.stem)
     assert isinstance(loaded.spec, expected)
     assert loaded.base.data["datacenters"]

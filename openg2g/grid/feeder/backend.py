@@ -38,6 +38,11 @@ the compiled network in place (:meth:`~openg2g.grid.feeder.powerflow.PowerFlowNe
 Faults (``apply_fault``, ``clear_fault``: :mod:`~openg2g.grid.feeder.faults`) and the source EMF per
 phase (``set_source_voltage``) are part of the switching state too; each change rebuilds the network
 at the next solve, which starts from the new network's own nominal voltages (docs/disturbances.md).
+
+:meth:`FeederGrid.settle` lets every control of the feeder file settle at once instead, as
+OpenDSS's snapshot ``Solve`` does at its default ``controlmode=static``
+(:mod:`~openg2g.grid.feeder.settle`): what ``openg2g powerflow`` solves at by default, and a
+scenario's starting point with ``grid.initial_controls: static``.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from openg2g.core.commands import (
     SetStoragePower,
     SetTaps,
 )
-from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError, SimulationError
+from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError, SimulationError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import (
     PHASES,
@@ -89,13 +94,14 @@ from openg2g.grid.feeder.operating_point import OperatingPoint, Target
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork, Solution
 from openg2g.grid.feeder.regulated import RegulatedGenerators
 from openg2g.grid.feeder.regulators import Regulators, UnitKey, bank_auto_problem
+from openg2g.grid.feeder.settle import PANDAPOWER_CANNOT_SETTLE, Changes, StaticControls
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.storage import Battery
 
 if TYPE_CHECKING:
     from openg2g.grid.feeder.pandapower_mode import PandapowerNetwork
 
-__all__ = ["FeederGrid", "NodeSolution"]
+__all__ = ["FeederGrid", "NodeSolution", "Settled"]
 
 _MAX_IN_PLACE = 50
 """Tap changes and capacitor switchings applied in place to a compiled network before it is
@@ -203,6 +209,23 @@ class NodeSolution(NamedTuple):
     load_scale: np.ndarray
 
 
+class Settled(NamedTuple):
+    """The settled state of the feeder's controls (:meth:`FeederGrid.settle`).
+
+    :param solution: every node at that state.
+    :param iterations: the solves it took (OpenDSS's control iterations).
+    :param taps: regulator bank -> per-phase tap steps.
+    :param capacitors: every capacitor -> closed.
+    :param switches: every line a SwtControl operates -> in service (closed).
+    """
+
+    solution: NodeSolution
+    iterations: int
+    taps: Mapping[str, tuple[int, ...]]
+    capacitors: Mapping[str, bool]
+    switches: Mapping[str, bool]
+
+
 class FeederGrid(GridBackend):
     """Grid backend on a feeder (see the module docstring).
 
@@ -249,6 +272,9 @@ class FeederGrid(GridBackend):
         self._exact: PowerFlowNetwork | None = None  # the network solve mode pandapower linearizes
         self._in_place = 0
         self._taps_view: Mapping[str, tuple[int, ...]] | None = None  # made once per tap setting
+        self._stated_taps = frozenset(
+            self._regulators.bank(b).info.bank for b, r in spec.regulators.items() if r.taps is not None
+        )
         self.reset(0)
 
     # ----------------------------------------------------------------------------- building
@@ -323,7 +349,13 @@ class FeederGrid(GridBackend):
 
     def reset(self, seed: int) -> None:
         """Initial taps, modes, capacitor and line states, load/PV scales, storage state of
-        charge (the feeder has no randomness; ``seed`` is unused)."""
+        charge (the feeder has no randomness; ``seed`` is unused). With ``grid.initial_controls:
+        static`` the controls then settle (:meth:`settle` at 0 s with no site drawing).
+
+        :raises FeederError: ``initial_controls: static`` on a feeder with a control openg2g cannot run.
+        :raises SimulationError: they do not settle (within the file's ``maxcontroliter``), or a
+            solve fails meanwhile (:class:`PowerFlowError`).
+        """
         self._net = None
         self._net_prev = None
         self._in_place = 0
@@ -341,6 +373,8 @@ class FeederGrid(GridBackend):
             self._regulated.reset()
         for battery in self._batteries.values():
             battery.reset()
+        if self.spec.initial_controls == "static":
+            self.settle(0.0, {})
 
     def _set_unit_taps(self, steps: Mapping[UnitKey, int]) -> None:
         """Put ``(transformer, phase index) -> tap step`` in force; a compiled network is updated
@@ -371,6 +405,20 @@ class FeederGrid(GridBackend):
                 net.switch_capacitor(self._capacitors[name], c)
             self._switching.capacitors[name] = c
         self._updated(net)
+
+    def _switch_lines(self, in_service: Mapping[str, bool]) -> None:
+        """Put line name -> in service in force (the network is rebuilt at the next solve)."""
+        for name, state in in_service.items():
+            self._switching.lines[name] = state
+        self._live = None
+        self._invalidate()
+
+    def _put_in_force(self, changes: Changes) -> None:
+        """Put a static-mode control action's changes in force."""
+        self._set_unit_taps(changes.taps)
+        self._switch_capacitors(changes.capacitors)
+        if changes.lines:
+            self._switch_lines(changes.lines)
 
     def _in_place_network(self) -> PowerFlowNetwork | None:
         """The compiled network to update in place, None when there is none or it is due for a rebuild."""
@@ -623,6 +671,42 @@ class FeederGrid(GridBackend):
         return NodeSolution(self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy())
 
     @with_one_blas_thread
+    def settle(self, t_s: float, loads: Mapping[str, DatacenterState], max_iterations: int | None = None) -> Settled:
+        """Let the feeder file's controls settle as OpenDSS's snapshot ``Solve`` does with
+        ``controlmode=static`` (:mod:`~openg2g.grid.feeder.settle`): from the switching in force, at
+        ``t_s`` (s) with ``loads``, every RegControl, CapControl and SwtControl acts until none does,
+        whatever mode a bank runs in, except the RegControls of the banks whose taps the scenario
+        states (``grid.regulators.<bank>.taps``), which hold them. The taps, capacitor and line
+        states it reaches stay in force. Nothing else advances (batteries, time-mode controls).
+
+        :param max_iterations: the most solves; None: the feeder file's ``maxcontroliter``.
+        :raises FeederError: a control openg2g cannot run (named), or the pandapower reference
+            solver, whose bank is one transformer at the mean of its taps.
+        :raises PowerFlowError: a solve does not converge.
+        :raises SimulationError: the controls still act after ``max_iterations`` solves.
+        """
+        if self.spec.solver == "pandapower":
+            raise FeederError(f"feeder {self.feeder.name}: {PANDAPOWER_CANNOT_SETTLE}")
+        controls = StaticControls(self._model, self._nodes, self._regulators, held=self._stated_taps)
+        scale, s_pq = self._branch_scale(), self._injections.s_pq([t_s], [loads])
+        limit = self._model.max_control_iterations if max_iterations is None else max_iterations
+        sol, iterations = controls.settle(
+            t_s, self._switching, lambda: self._compile().solve(scale, s_pq), self._put_in_force, limit
+        )
+        if not sol.converged:
+            raise self._failed(t_s, loads, sol)
+        solution = NodeSolution(
+            self._nodes, sol.v[:, 0].copy(), self._switching.copy(), self._injections.load_scale.copy()
+        )
+        return Settled(
+            solution,
+            iterations,
+            self.taps(),
+            dict(self._switching.capacitors),
+            {name: self._switching.lines[name] for name in controls.switched_lines},
+        )
+
+    @with_one_blas_thread
     def solve_batch(
         self, t_s: Sequence[float], loads: Sequence[Mapping[str, DatacenterState]], dt_s: float
     ) -> list[GridState]:
@@ -690,9 +774,7 @@ class FeederGrid(GridBackend):
         name = self._line_names.get(command.line.lower())
         if name is None:
             raise CommandError(f"set_line_in_service: unknown line {command.line!r} on feeder {self.feeder.name}")
-        self._switching.lines[name] = bool(command.in_service)
-        self._live = None
-        self._invalidate()
+        self._switch_lines({name: bool(command.in_service)})
 
     @apply.register
     def _apply_fault(self, command: ApplyFault, t_s: float) -> None:

@@ -157,6 +157,17 @@ class CapacitorControl:
         self.due_s = self.pending = None
         self.last_open_s = -self.model.deadtime_s
 
+    def delay_s(self, t_s: float) -> float:
+        """The delay (s) of a switching armed at ``t_s`` (s) for what the last sample asked (:attr:`pending`):
+        ``delayoff`` to open; ``delay`` to close, or longer within ``deadtime`` of the last opening."""
+        cc = self.model
+        if not self.pending:
+            return cc.delayoff_s
+        since_open_s = t_s - self.last_open_s
+        if since_open_s < cc.deadtime_s:
+            return max(cc.delay_s, cc.deadtime_s + cc.delay_s - since_open_s)
+        return cc.delay_s
+
     def voltage(self, v: np.ndarray) -> float:
         """Control voltage (V on the PT secondary) at node voltages ``v`` (V, complex)."""
         cc = self.model
@@ -247,17 +258,7 @@ class CapacitorControls:
             if c.pending is None:
                 c.due_s = None
             elif c.due_s is None:
-                c.due_s = t_s + self._delay_s(c, t_s)
-
-    @staticmethod
-    def _delay_s(c: CapacitorControl, t_s: float) -> float:
-        cc = c.model
-        if not c.pending:
-            return cc.delayoff_s
-        since_open_s = t_s - c.last_open_s
-        if since_open_s < cc.deadtime_s:
-            return max(cc.delay_s, cc.deadtime_s + cc.delay_s - since_open_s)
-        return cc.delay_s
+                c.due_s = t_s + c.delay_s(t_s)
 
     def act(self, t_s: float, switching: Switching) -> tuple[dict[str, bool], bool]:
         """Carry out the switching due by ``t_s`` (s), as sampled last.

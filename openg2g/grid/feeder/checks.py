@@ -13,6 +13,7 @@ from openg2g.grid.feeder.library import Feeder, load_feeder, resolve_feeder
 from openg2g.grid.feeder.network import Switching, energized, node_index
 from openg2g.grid.feeder.profile import Profile
 from openg2g.grid.feeder.regulators import bank_auto_problem
+from openg2g.grid.feeder.settle import PANDAPOWER_CANNOT_SETTLE, unsupported_static_controls
 
 __all__ = ["check_against_feeder", "validate_feeder_grid"]
 
@@ -206,6 +207,25 @@ def _check_capacitors(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     return problems
 
 
+def _check_initial_controls(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
+    """With ``initial_controls: static``, every control that settles can run (a bank whose taps the
+    scenario states does not act)."""
+    if spec.initial_controls != "static":
+        return []
+    if spec.solver == "pandapower":
+        return [("grid.initial_controls", f"static on feeder {feeder.name}: {PANDAPOWER_CANNOT_SETTLE}")]
+    held = {
+        t
+        for bank, reg in spec.regulators.items()
+        if reg.taps is not None and bank.lower() in feeder.bank_units
+        for t, _ in feeder.bank_units[bank.lower()]
+    }
+    return [
+        ("grid.initial_controls", f"static on feeder {feeder.name}: {why}")
+        for why in unsupported_static_controls(feeder.model, held)
+    ]
+
+
 def _check_solver(feeder: Feeder, spec: GridSpec) -> list[tuple[str, str]]:
     """The pandapower reference mode has no table for static elements (center-tapped and
     multi-winding transformers, reactors): it would leave them out of the network; it balances a
@@ -259,6 +279,7 @@ def check_against_feeder(feeder: Feeder, spec: GridSpec, sites: Sequence[GridSit
         *_check_monitored_level(feeder, spec),
         *_check_regulators(feeder, spec),
         *_check_capacitors(feeder, spec),
+        *_check_initial_controls(feeder, spec),
         *_check_branch_ratings(feeder, spec),
         *(on_net_only if spec.site_transformers else []),
     ]

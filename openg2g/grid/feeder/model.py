@@ -23,6 +23,7 @@ from openg2g.core.state import PHASES
 __all__ = [
     "DEFAULT_EMERG_AMPS",
     "DEFAULT_EMERG_KVA_FACTOR",
+    "DEFAULT_MAX_CONTROL_ITERATIONS",
     "DEFAULT_NORM_AMPS",
     "FREQUENCY_HZ",
     "CapControlModel",
@@ -35,6 +36,7 @@ __all__ = [
     "RegControlModel",
     "RegulatedGeneratorModel",
     "SourceModel",
+    "SwtControlModel",
     "TransformerModel",
     "WindingModel",
     "ZeroSequenceModel",
@@ -67,6 +69,9 @@ DEFAULT_EMERG_AMPS = 600.0
 
 DEFAULT_EMERG_KVA_FACTOR = 1.5
 """OpenDSS's ``emerghkva`` when the file sets none, as a multiple of winding 1's kVA."""
+
+DEFAULT_MAX_CONTROL_ITERATIONS = 10
+"""OpenDSS's ``maxcontroliter`` when the file sets none: the solves of one snapshot ``Solve``."""
 
 
 @dataclass
@@ -264,6 +269,8 @@ class RegControlModel:
     :param monitored_node: the node of ``monitored_bus`` it samples.
     :param inverse_time: True when the delay shortens with the distance from the band (OpenDSS's
         inverse-time control).
+    :param remote_ptratio: the potential transformer ratio at ``monitored_bus`` (OpenDSS's
+        ``remoteptratio``), ``None`` when it is ``ptratio``.
     """
 
     name: str
@@ -290,6 +297,7 @@ class RegControlModel:
     monitored_bus: str | None = None
     monitored_node: str = "a"
     inverse_time: bool = False
+    remote_ptratio: float | None = None
 
 
 @dataclass
@@ -488,6 +496,35 @@ class CapControlModel:
 
 
 @dataclass
+class SwtControlModel:
+    """A switch's own control (OpenDSS ``SwtControl``), as the file leaves it.
+
+    OpenDSS keeps a switch control's idea of the switch apart from the element: ``state`` is what
+    the control believes (``State=``, closed by default, forcing the element when given), ``action``
+    what it is to reach (``Action=``; ``Normal=`` and ``State=`` set it too). When the two differ, a
+    solve with controls (``controlmode=static``) operates the element after ``delay_s``.
+
+    :param name: control name.
+    :param element: switched element with its class (``"line.tie1"``).
+    :param terminal: switched terminal (1-based); operating it opens or closes every conductor there.
+    :param action: ``"open"`` or ``"close"``: the state the control drives the switch to.
+    :param state: ``"open"`` or ``"closed"``: the state the control holds the switch to be in.
+    :param normal: ``"open"`` or ``"closed"``: the state a reset returns it to (``None`` when unset).
+    :param locked: True when locked: the control does not operate the switch.
+    :param delay_s: time from the sample that calls for an operation to the operation (s).
+    """
+
+    name: str
+    element: str
+    terminal: int = 1
+    action: str = "close"
+    state: str = "closed"
+    normal: str | None = None
+    locked: bool = False
+    delay_s: float = 120.0
+
+
+@dataclass
 class PrimitiveModel:
     """A static element given by its primitive admittance as OpenDSS computes it: what the typed
     elements above do not describe (a multi-winding or center-tapped transformer, a reactor, a
@@ -562,6 +599,9 @@ class FeederModel:
     :param primitives: static elements by their primitive admittance.
     :param coords: bus -> (x, y) drawing coordinates.
     :param frequency_hz: system frequency (Hz).
+    :param swtcontrols: switch controls.
+    :param max_control_iterations: the file's ``maxcontroliter``: the most solves one snapshot
+        solve with controls makes (OpenDSS's :data:`DEFAULT_MAX_CONTROL_ITERATIONS` when it sets none).
     """
 
     name: str
@@ -580,18 +620,27 @@ class FeederModel:
     primitives: list[PrimitiveModel] = field(default_factory=list)
     coords: dict[str, tuple[float, float]] = field(default_factory=dict)
     frequency_hz: float = FREQUENCY_HZ
+    swtcontrols: list[SwtControlModel] = field(default_factory=list)
+    max_control_iterations: int = DEFAULT_MAX_CONTROL_ITERATIONS
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (tuples become lists)."""
         data = asdict(self)
-        # an OpenDSS feeder writes as it did before the fields only a converted pandapower net uses
+        # a feeder writes as it did before the fields it leaves at their defaults (bundled files unchanged)
         if not self.zero_sequence:
             del data["zero_sequence"]
         if not self.regulated_generators:
             del data["regulated_generators"]
+        if not self.swtcontrols:
+            del data["swtcontrols"]
+        if self.max_control_iterations == DEFAULT_MAX_CONTROL_ITERATIONS:
+            del data["max_control_iterations"]
         for key in ("z2_ohm", "phase"):
             if data["source"][key] is None:
                 del data["source"][key]
+        for rc in data["regcontrols"]:
+            if rc["remote_ptratio"] is None:
+                del rc["remote_ptratio"]
         for line in data["lines"]:  # standard JSON has no NaN
             if not math.isfinite(line["length_km"]):
                 line["length_km"] = None
@@ -634,6 +683,8 @@ class FeederModel:
             ],
             coords={k: (float(v[0]), float(v[1])) for k, v in data["coords"].items()},
             frequency_hz=float(data.get("frequency_hz", FREQUENCY_HZ)),
+            swtcontrols=[SwtControlModel(**x) for x in data.get("swtcontrols", [])],
+            max_control_iterations=int(data.get("max_control_iterations", DEFAULT_MAX_CONTROL_ITERATIONS)),
         )
 
 

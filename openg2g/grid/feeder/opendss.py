@@ -39,8 +39,9 @@ from the compiled circuit.
 Every element's admittance as openg2g stamps it is checked against the engine's primitive
 admittance (``Yprim``) at load: a difference above :data:`YPRIM_RTOL` is an error naming the
 element, never a silent approximation. Metering and protection elements (monitors, energy
-meters, sensors, fuses, reclosers, relays, switch controls) do not change a snapshot and are not
-read.
+meters, sensors, fuses, reclosers, relays) do not change a snapshot and are not read. Switch
+controls are read (:class:`~openg2g.grid.feeder.model.SwtControlModel`): a solve with controls
+operates their switches, one with ``controlmode=off`` does not.
 
 **What is refused**, and why: what openg2g cannot model, element by element (the classes of
 :data:`REFUSED_CLASSES`: induction machines, inverter and storage controls, power-electronic and
@@ -56,7 +57,8 @@ does not stop the reading: the file is read on past it as OpenDSS does, and the 
 logged.
 
 The initial state (taps, capacitor and switch states) is the circuit's as the file leaves it,
-after any ``Solve`` it runs; a scenario sets its own taps.
+after any ``Solve`` it runs; a scenario sets its own taps. The file's ``maxcontroliter`` is kept for
+openg2g's own solve with controls (:mod:`~openg2g.grid.feeder.settle`).
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ from openg2g.grid.feeder.model import (
     RegControlModel,
     RegulatedGeneratorModel,
     SourceModel,
+    SwtControlModel,
     TransformerModel,
     WindingModel,
     node_label,
@@ -108,7 +111,15 @@ from openg2g.grid.feeder.network import (
     stamp_transformer,
 )
 
-__all__ = ["READ_MEMORY_BYTES", "READ_TIMEOUT_S", "REFUSED_CLASSES", "YPRIM_RTOL", "engine", "read_opendss"]
+__all__ = [
+    "READ_MEMORY_BYTES",
+    "READ_TIMEOUT_S",
+    "REFUSED_CLASSES",
+    "YPRIM_RTOL",
+    "engine",
+    "read_opendss",
+    "snapshot_mode",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -136,7 +147,7 @@ _SQRT3 = math.sqrt(3.0)
 _UNIT_M = {0: math.nan, 1: 1609.344, 2: 304.8, 3: 1000.0, 4: 1.0, 5: 0.3048, 6: 0.0254, 7: 0.01, 8: 0.001}
 """Metres per OpenDSS length unit code (0 = none: no length known)."""
 
-_NOT_ELECTRICAL = {"monitor", "energymeter", "sensor", "fuse", "recloser", "relay", "swtcontrol", "fmonitor"}
+_NOT_ELECTRICAL = {"monitor", "energymeter", "sensor", "fuse", "recloser", "relay", "fmonitor"}
 """Element classes that do not change a snapshot (metering and protection; their effect, an open
 terminal, is read from the element they act on)."""
 
@@ -198,6 +209,15 @@ _LOAD_VARIABLE = 0
 
 _LOAD_MODELS = (1, 2, 4, 5)
 """OpenDSS load models openg2g solves (see :class:`~openg2g.grid.feeder.solver.LoadKernel`)."""
+
+_SNAPSHOT = 0
+"""The engine's ``Solution.Mode`` of a snapshot solve."""
+
+_SWITCH_ACTIONS = {1: "open", 2: "close"}
+"""The engine's ``SwtControls.Action`` codes (``dssActionOpen``, ``dssActionClose``)."""
+
+_SWITCH_STATES = {1: "open", 2: "closed"}
+"""The engine's ``SwtControls.State`` and ``NormalState`` codes (0: a normal state never set)."""
 
 
 # ----------------------------------------------------------------------------------- engine
@@ -349,6 +369,14 @@ def _check_values(circuit: Any, path: Path) -> None:
         raise FeederError(f"{path}: values that describe no network: {'; '.join(problems[:8])}{more}")
 
 
+def snapshot_mode(ctx: Any) -> None:
+    """Put the engine in snapshot mode, unless it is in it already: OpenDSS's ``set mode`` resets
+    every control (a capacitor to its state when its CapControl was defined, a switch to its
+    normal state, forgetting the action it is to take), and the file's own state is what is read."""
+    if int(ctx.ActiveCircuit.Solution.Mode) != _SNAPSHOT:
+        ctx.Text.Command = "set mode=snapshot"
+
+
 def _solve_snapshot(ctx: Any, path: Path) -> None:
     """Solve one snapshot with the controls held (taps and capacitor states as the file left them).
 
@@ -358,7 +386,8 @@ def _solve_snapshot(ctx: Any, path: Path) -> None:
 
     circuit = ctx.ActiveCircuit
     try:
-        ctx.Text.Command = "set mode=snapshot controlmode=off"
+        snapshot_mode(ctx)
+        ctx.Text.Command = "set controlmode=off"
         ctx.Text.Command = f"set maxiterations={_MAX_ITERATIONS}"
         circuit.Solution.Solve()
         if any(b.kVBase == 0.0 for b in _buses(circuit)):  # the file never ran CalcVoltageBases
@@ -919,6 +948,7 @@ class _Reader:
                         raise self.refuse(element, f"{prop} (Beckwith line-drop compensation) is not supported")
                 remote = rc.MonitoredBus.strip().lower()
                 remote_bus, _, remote_node = remote.partition(".")
+                remote_ptratio = _float_prop(self.circuit, "RemotePTRatio")
                 out.append(
                     RegControlModel(
                         name=name,
@@ -943,8 +973,9 @@ class _Reader:
                         revdelay_s=_float_prop(self.circuit, "revDelay"),
                         vlimit_v=float(rc.VoltageLimit),
                         monitored_bus=remote_bus or None,
-                        monitored_node=str(node_label(int(remote_node or "1"))),
+                        monitored_node=str(node_label(int(remote_node.split(".")[0] or "1"))),
                         inverse_time=bool(rc.IsInverseTime),
+                        remote_ptratio=remote_ptratio if remote_bus and remote_ptratio != rc.PTratio else None,
                     )
                 )
         return out
@@ -965,6 +996,7 @@ class _Reader:
                     self.static(element)
                     continue
                 states = list(caps.States)
+                opened = bool(self.circuit.ActiveCktElement.IsOpen(1, 0))  # as a CapControl's own solve leaves it
                 cap = CapacitorModel(
                     name=name,
                     bus=bus1,
@@ -972,12 +1004,14 @@ class _Reader:
                     conn="delta" if delta else "wye",
                     kvar=float(caps.kvar),
                     kv=float(caps.kV),
-                    closed=bool(states[0]),
+                    closed=bool(states[0]) and not opened,
                     neutral=None if delta else node_label(nodes2[0]),
                 )
                 local = _Local(_terminals(self.circuit))
                 if not cap.closed:  # the admittance is compared closed: close it, rebuild its Yprim
                     caps.States = [1]
+                    if opened:
+                        self.circuit.ActiveCktElement.Close(1, 0)
                     self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
                     self.circuit.SetActiveElement(element)
                 try:
@@ -985,6 +1019,8 @@ class _Reader:
                 finally:
                     if not cap.closed:
                         caps.States = states
+                        if opened:
+                            self.circuit.ActiveCktElement.Open(1, 0)
                         self.circuit.Solution.BuildYMatrix(_WHOLE_MATRIX, False)
                 out.append(cap)
         return out
@@ -1025,6 +1061,38 @@ class _Reader:
                         ptphase=self.phase_setting(element, "PTPhase"),
                         ctphase=self.phase_setting(element, "CTPhase"),
                         pctminkvar=_float_prop(self.circuit, "pctMinkvar"),
+                    )
+                )
+        return out
+
+    def swtcontrols(self) -> list[SwtControlModel]:
+        out: list[SwtControlModel] = []
+        sc = self.circuit.SwtControls
+        for name in _elements(self.circuit, "swtcontrol"):
+            with self.reading():
+                sc.Name = name
+                element, terminal = str(sc.SwitchedObj).lower(), int(sc.SwitchedTerm)
+                action, state, normal = int(sc.Action), int(sc.State), int(sc.NormalState)
+                if action not in _SWITCH_ACTIONS or state not in _SWITCH_STATES:
+                    raise self.refuse(f"swtcontrol.{name}", f"action code {action}, state code {state} (open or close)")
+                if element.startswith("line."):
+                    self.circuit.SetActiveElement(element)
+                    e = self.circuit.ActiveCktElement
+                    if any(e.IsOpen(t, 0) for t in range(1, e.NumTerminals + 1) if t != terminal):
+                        raise self.refuse(
+                            f"swtcontrol.{name}",
+                            f"it switches terminal {terminal} of {element}, which the file opens at another terminal",
+                        )
+                out.append(
+                    SwtControlModel(
+                        name=name,
+                        element=element,
+                        terminal=terminal,
+                        action=_SWITCH_ACTIONS[action],
+                        state=_SWITCH_STATES[state],
+                        normal=_SWITCH_STATES.get(normal),
+                        locked=bool(sc.IsLocked),
+                        delay_s=float(sc.Delay),
                     )
                 )
         return out
@@ -1307,10 +1375,12 @@ def _read_circuit(path: Path, name: str | None, warnings: list[str]) -> FeederMo
             regulated_generators=regulated_generators,
             coords=coords,
             frequency_hz=reader.frequency_hz,
+            swtcontrols=reader.swtcontrols(),
+            max_control_iterations=int(circuit.Solution.MaxControlIterations),
         )
         reader.others(
             {
-                *("vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "load"),
+                *("vsource", "line", "transformer", "regcontrol", "capacitor", "capcontrol", "swtcontrol", "load"),
                 *("generator", "pvsystem", "storage"),
             }
         )

@@ -132,16 +132,20 @@ class LoadKernel:
             rp, rq = r**self.ap, r**self.aq
             num[self.pow_idx] = p_pow * rp - 1j * q_pow * rq
             a[self.pow_idx] = (self.ap * p_pow * rp - 1j * self.aq * q_pow * rq) / (2.0 * vp * vp)
-        i = num / ubar
-        b = a * u / ubar - i / ubar
+        # a branch of a de-energized section (a line open, a fault's far side) is at 0 V: its
+        # quotients are inf or NaN here, and its derivatives those of its nominal admittance below
+        with np.errstate(divide="ignore", invalid="ignore"):
+            i = num / ubar
+            b = a * u / ubar - i / ubar
         out = (vm <= self.v95) | (vm > self.vmax)
         if out.any():
             r, c = np.nonzero(out)
             vo, so, uo = vm[r, c], sc[r, c], u[r, c]
             mid = (vo > self.vlow[r, 0]) & (vo <= self.v95[r, 0])
-            dy_dm = np.where(mid, so * (self.slope[r, 0] * self.vlow[r, 0] - self.i_low[r, 0]) / (vo * vo), 0.0)
-            a[r, c] = self._fallback(r, vo, so) + 0.5 * dy_dm * vo
-            b[r, c] = 0.5 * dy_dm * uo * uo / vo
+            with np.errstate(divide="ignore", invalid="ignore"):  # vo = 0 outside `mid` only
+                dy_dm = np.where(mid, so * (self.slope[r, 0] * self.vlow[r, 0] - self.i_low[r, 0]) / (vo * vo), 0.0)
+                a[r, c] = self._fallback(r, vo, so) + 0.5 * dy_dm * vo
+                b[r, c] = np.where(mid, 0.5 * dy_dm * uo * uo / vo, 0.0)
         return a, b
 
     def _fallback(self, rows: np.ndarray, vm: np.ndarray, sc: np.ndarray) -> np.ndarray:

@@ -43,10 +43,15 @@ does: the compensated voltage with ``revR``/``revX`` in place of ``R``/``X`` (co
 only when ``R`` or ``X`` is set) divided by the tap ratio, against ``revvreg`` and ``revband``,
 moving the tap the opposite way.
 
+A control regulating a remote bus (OpenDSS's ``bus=``) reads that bus's node to ground over
+``remoteptratio`` instead (``ptratio`` unless the file sets one), without line-drop compensation
+and never turning to reverse mode, as OpenDSS does; ``vlimit`` then watches the winding's first
+phase.
+
 The scenario may override ``vreg``, ``band``, ``delay`` and ``tapdelay`` per bank (forward
 settings only). A bank runs in auto mode only when every phase has a RegControl this module models:
-one monitoring winding 2 with a ``ptphase`` the transformer has, and no remote regulated bus
-(:func:`bank_auto_problem` says why not, by name).
+one monitoring winding 2 with a ``ptphase`` the transformer has, regulating a remote bus only from
+a wye winding and at one node (:func:`bank_auto_problem` says why not, by name).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import numpy as np
 
 from openg2g.core.errors import CommandError, FeederError
 from openg2g.core.interfaces import RegulatorInfo
+from openg2g.core.state import PHASES
 from openg2g.grid.config import RegulatorSpec
 from openg2g.grid.feeder.branches import TerminalMeter
 from openg2g.grid.feeder.library import Feeder
@@ -68,6 +74,7 @@ from openg2g.grid.feeder.network import NodeIndex, Switching, winding_kv, windin
 
 __all__ = [
     "TIME_TOL_S",
+    "ControlReading",
     "RegulatorBank",
     "RegulatorUnit",
     "Regulators",
@@ -89,10 +96,16 @@ def unsupported_regcontrol(rc: RegControlModel, t: TransformerModel) -> str | No
     if rc.winding != 2:
         return f"regcontrol {rc.name} monitors winding {rc.winding}; only winding 2 (the tapped one) is modelled"
     if rc.monitored_bus is not None:
-        return (
-            f"regcontrol {rc.name} regulates the remote bus {rc.monitored_bus} (OpenDSS's bus=); only its own "
-            "winding's voltage is modelled"
-        )
+        where = f"regcontrol {rc.name} regulates the remote bus {rc.monitored_bus} (OpenDSS's bus=)"
+        if t.windings[1].conn != "wye":
+            return (
+                f"{where} from a delta winding (the voltage between two of its nodes); only a wye winding's is modelled"
+            )
+        if rc.ptphase not in (1, "max", "min"):
+            return f"{where} with ptphase {rc.ptphase}: OpenDSS samples one node there, as phase 1"
+        if not (rc.monitored_node in PHASES or rc.monitored_node.isdigit()):
+            return f"{where} at node {rc.monitored_node}: not a node of a bus"
+        return None
     if isinstance(rc.ptphase, str):
         if rc.ptphase not in ("max", "min"):
             return f"regcontrol {rc.name}: ptphase {rc.ptphase!r} (a phase number, max or min)"
@@ -114,6 +127,22 @@ def bank_auto_problem(feeder: Feeder, bank: str) -> str | None:
         if why is not None:
             return f"regulator bank {bank}: {why}"
     return None
+
+
+@dataclass(frozen=True)
+class ControlReading:
+    """What a regulator's control reads at one solution (:meth:`Regulators.read`).
+
+    :param in_band: True when the control voltage is within the band (and under ``vlimit``).
+    :param boost_pu: the ratio change that would bring it to the set point (``vlimit`` when over
+        it), pu of the winding's rated voltage, before the sign of reverse mode.
+    :param delay_s: the delay an action armed now would wait (s): ``delay``, or out of band its
+        inverse-time share.
+    """
+
+    in_band: bool
+    boost_pu: float
+    delay_s: float
 
 
 @dataclass
@@ -259,9 +288,10 @@ class Regulators:
 
     def taps(self, switching: Switching) -> dict[str, tuple[int, ...]]:
         """Bank name -> per-phase tap steps in force in ``switching``."""
-        return {name: tuple(self._unit_tap(u, switching) for u in b.units) for name, b in self.banks.items()}
+        return {name: tuple(self.unit_tap(u, switching) for u in b.units) for name, b in self.banks.items()}
 
-    def _unit_tap(self, u: RegulatorUnit, switching: Switching) -> int:
+    def unit_tap(self, u: RegulatorUnit, switching: Switching) -> int:
+        """The tap step of unit ``u`` in ``switching``."""
         return self.tap_step(u.transformer, float(switching.taps_pu[u.transformer][u.k]))
 
     def info(self) -> dict[str, RegulatorInfo]:
@@ -329,13 +359,43 @@ class Regulators:
             self._sample_unit(bank, u, t_s, v, switching)
 
     def _sample_unit(self, bank: RegulatorBank, u: RegulatorUnit, t_s: float, v: np.ndarray, sw: Switching) -> None:
-        rc, meter = u.control, u.meter
-        assert rc is not None and meter is not None
+        rc = u.control
+        assert rc is not None and u.meter is not None
         if rc.maxtapchange == 0:
             u.pending_steps = 0
             return
-        if rc.reversible:
-            self._sample_direction(u, rc, t_s, -meter.power_va(v, sw).real)
+        if rc.reversible and rc.monitored_bus is None:
+            self._sample_direction(u, rc, t_s, self.forward_power_w(u, v, sw))
+        reading = self.read(u, v, sw, u.reverse)
+        if reading.in_band:
+            u.pending_steps = 0
+            if u.armed:  # cancels the action it armed, not one re-queued after a move
+                u.actions = [a for a in u.actions if a[1] != u.armed_action]
+                u.armed = False
+            return
+        steps = round(reading.boost_pu / self._transformers[u.transformer].step_pu)
+        u.pending_steps = -steps if u.reverse else steps
+        if u.pending_steps and not u.armed and self.can_move(bank, u, sw, u.pending_steps):
+            u.armed_action = self._queue(u, t_s + reading.delay_s)
+            u.armed = True
+
+    def forward_power_w(self, u: RegulatorUnit, v: np.ndarray, sw: Switching) -> float:
+        """Active power out of ``u``'s regulated winding towards the load side (W) at node voltages
+        ``v`` and switching ``sw``: what a reversible control watches."""
+        assert u.meter is not None
+        return float(-u.meter.power_va(v, sw).real)
+
+    def can_move(self, bank: RegulatorBank, u: RegulatorUnit, sw: Switching, steps: float) -> bool:
+        """Whether ``u``'s tap can still move the way ``steps`` (> 0 up, < 0 down) asks, within
+        ``bank``'s tap range at switching ``sw``: a control arms an action only then."""
+        tap = self.unit_tap(u, sw)
+        return (steps > 0 and tap < bank.info.max_tap) or (steps < 0 and tap > bank.info.min_tap)
+
+    def read(self, u: RegulatorUnit, v: np.ndarray, sw: Switching, reverse: bool) -> ControlReading:
+        """What the control of ``u`` reads at node voltages ``v`` and switching ``sw``, looking
+        forward or, with ``reverse``, in reverse mode (see the module docstring)."""
+        rc, meter = u.control, u.meter
+        assert rc is not None and meter is not None
         t = self._transformers[u.transformer]
         winding_v = np.array([winding_voltage(t, 1, k, v, self._nodes) for k in range(t.n_phases)])
         if rc.ptphase == "max":
@@ -344,38 +404,39 @@ class Regulators:
             ph = int(np.argmin(np.abs(winding_v)))
         else:
             ph = int(rc.ptphase) - 1
+        if rc.monitored_bus is not None:  # one node of the bus, no compensation, never reverse
+            node = self._nodes.index[(rc.monitored_bus, rc.monitored_node)]
+            v_remote = complex(v[node]) / (rc.ptratio if rc.remote_ptratio is None else rc.remote_ptratio)
+            return self._reading(rc, t, abs(v_remote), abs(complex(winding_v[0]) / rc.ptratio), rc.vreg_v, rc.band_v)
         v_control = complex(winding_v[ph]) / rc.ptratio
         v_local = abs(v_control)
         if rc.r_v or rc.x_v:
-            r, x = (rc.revr_v, rc.revx_v) if u.reverse else (rc.r_v, rc.x_v)
+            r, x = (rc.revr_v, rc.revx_v) if reverse else (rc.r_v, rc.x_v)
             # the current flows into the winding, so adding is OpenDSS's V - (R + jX) I_out
             v_control += complex(r, x) * complex(meter.currents(v, sw)[ph]) / rc.ctprim_a
         v_actual = abs(v_control)
-        if u.reverse:
+        if reverse:
             v_actual /= float(sw.taps_pu[u.transformer][u.k])
             vreg, band = rc.revvreg_v, rc.revband_v
         else:
             vreg, band = rc.vreg_v, rc.band_v
+        return self._reading(rc, t, v_actual, v_local, vreg, band)
+
+    @staticmethod
+    def _reading(
+        rc: RegControlModel, t: TransformerModel, v_actual: float, v_local: float, vreg: float, band: float
+    ) -> ControlReading:
+        """The reading of control voltage ``v_actual`` (compensated) and ``v_local`` (not), V on the
+        120 V base, against set point ``vreg`` and ``band``."""
         over_limit = rc.vlimit_v > 0 and v_local > rc.vlimit_v
-        if not (abs(vreg - v_actual) > band / 2.0 or over_limit):
-            u.pending_steps = 0
-            if u.armed:  # cancels the action it armed, not one re-queued after a move
-                u.actions = [a for a in u.actions if a[1] != u.armed_action]
-                u.armed = False
-            return
+        in_band = not (abs(vreg - v_actual) > band / 2.0 or over_limit)
         boost_v = rc.vlimit_v - v_local if over_limit else vreg - v_actual
-        steps = round(boost_v * rc.ptratio / (winding_kv(t, 1) * 1000.0) / t.step_pu)
-        u.pending_steps = -steps if u.reverse else steps
-        if u.pending_steps and not u.armed:
-            tap = self._unit_tap(u, sw)
-            if (u.pending_steps > 0 and tap < bank.info.max_tap) or (u.pending_steps < 0 and tap > bank.info.min_tap):
-                delay_s = rc.delay_s
-                if rc.inverse_time:  # OpenDSS takes the forward vreg and band here, even in reverse
-                    factor = min(10.0, 2.0 * abs(rc.vreg_v - v_actual) / rc.band_v)
-                    # at vreg exactly (armed by vlimit alone) OpenDSS's delay is infinite
-                    delay_s = delay_s / factor if factor > 0 else math.inf
-                u.armed_action = self._queue(u, t_s + delay_s)
-                u.armed = True
+        delay_s = rc.delay_s
+        if rc.inverse_time and not in_band:  # OpenDSS takes the forward vreg and band here, even in reverse
+            factor = min(10.0, 2.0 * abs(rc.vreg_v - v_actual) / rc.band_v)
+            # at vreg exactly (armed by vlimit alone) OpenDSS's delay is infinite
+            delay_s = delay_s / factor if factor > 0 else math.inf
+        return ControlReading(in_band, boost_v * rc.ptratio / (winding_kv(t, 1) * 1000.0), delay_s)
 
     def _queue(self, u: RegulatorUnit, due_s: float) -> int:
         """Queue a tap action of ``u`` due at ``due_s`` (s); return its number."""
@@ -409,7 +470,7 @@ class Regulators:
                 u.reverse = not u.reverse
                 u.reverse_due_s = None
                 acted = True
-            tap = start = self._unit_tap(u, switching)
+            tap = start = self.unit_tap(u, switching)
             # every action of the unit does the same, so their order among themselves is free
             while due := [a for a in u.actions if a[0] <= t_s + TIME_TOL_S]:
                 u.actions.remove(due[0])

@@ -125,6 +125,8 @@ def check_net_spec(net: pandapowerNet, spec: GridSpec, sites: Sequence[GridSite]
             problems.append((f"grid.{field}", "not available on a pandapower net: add the element to the net itself"))
     if spec.capacitor_control != "fixed":
         problems.append(("grid.capacitor_control", "a pandapower net has no capacitor controls to run (give fixed)"))
+    if spec.initial_controls != "stated":
+        problems.append(("grid.initial_controls", "a balanced pandapower net has no controls to settle (give stated)"))
     if spec.branch_ratings:
         problems.append(("grid.branch_ratings", NET_RATINGS))
     if spec.solver != "exact":
