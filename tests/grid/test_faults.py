@@ -19,7 +19,7 @@ from openg2g.grid.feeder import backend
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.faults import OPENDSS_FAULT_R_OHM, fault_text, parse_fault
 from openg2g.grid.feeder.library import feeder_from_model
-from openg2g.grid.feeder.model import FeederModel, LineModel, SourceModel
+from openg2g.grid.feeder.model import FeederModel, LineModel, LoadModel, SourceModel
 from openg2g.grid.feeder.network import FORTESCUE, sequence_to_phase
 from openg2g.scenario.schema import ModelSpec, SiteSpec
 
@@ -180,6 +180,27 @@ def test_a_constant_power_site_that_cannot_be_solved_names_site_fault_and_time()
     assert "load_model: opendss" in text
 
 
+def test_a_constant_power_site_that_cannot_ride_through_a_sag_names_the_sag() -> None:
+    site = SiteSpec(name="dc", bus="671", models=[ModelSpec(model="m", gpus_per_replica=1, replicas=1, batch_size=1)])
+    grid = FeederGrid.from_spec(GridSpec(feeder="ieee13"), [site], Path("."))
+    p = np.full(3, 3e5)
+    grid.apply(SetSourceVoltage(v_pu=(0.2,)), 4.0)
+    with pytest.raises(
+        PowerFlowError, match=r"t=4.0 s .* through source at 0.2/0.2/0.2 pu: site dc .* sag the source less"
+    ):
+        grid.solve(4.0, {"dc": DatacenterState("dc", 0.0, p, p * 0.33, {})}, 1.0)
+
+
+def test_a_feeder_load_at_constant_power_at_any_voltage_is_named() -> None:
+    """A load with no low-voltage band (vminpu 0, as a pandapower net's) at a bolted fault."""
+    model = toy()
+    model.loads = [LoadModel("house", "b", ("a",), "wye", 1, KV / math.sqrt(3.0), 5.0, 1.0, 1, vminpu=0.0, vlowpu=0.0)]
+    grid = FeederGrid(feeder_from_model(model), GridSpec(feeder="toy.dss"), [], Path("."))
+    grid.apply(ApplyFault(name="f", bus1="b.1"), 3.0)
+    with pytest.raises(PowerFlowError, match=r"t=3.0 s .* the feeder's load house \(bus b, .* constant power at any"):
+        grid.solve(3.0, {}, 1.0)
+
+
 def test_a_site_at_its_opendss_band_solves_through_a_bolted_fault() -> None:
     site = SiteSpec(
         name="dc",
@@ -252,8 +273,12 @@ def ieee13() -> FeederGrid:
         (ApplyFault(name="f", bus1="671.1", r_ohm=-1.0), "r_ohm: -1.0 ohm"),
         (ClearFault("nope"), r"clear_fault 'nope': name: no fault of that name is in place \(in place: none\)"),
         (SetSourceVoltage(v_pu=(1.0, 0.9)), "set_source_voltage: v_pu: 2 values"),
-        (SetSourceVoltage(v_pu=(1.0, 0.0, 1.0)), "set_source_voltage: v_pu: 0.0 .pu of the source's base voltage"),
-        (SetSourceVoltage(v_pu=(2.5,)), "v_pu: 2.5 .* at most 2"),
+        (
+            SetSourceVoltage(v_pu=(1.0, 0.0, 1.0)),
+            "set_source_voltage: v_pu: 0.0 .pu of the source's base voltage, must",
+        ),
+        (SetSourceVoltage(v_pu=(-0.5,)), "v_pu: -0.5 .* must be > 0"),
+        (SetSourceVoltage(v_pu=(2.5,)), "v_pu: 2.5 .* at most 2: a larger value is no swell"),
     ],
 )
 def test_bad_fault_and_source_commands_are_refused(ieee13: FeederGrid, command, match: str) -> None:

@@ -549,44 +549,51 @@ class FeederGrid(GridBackend):
         self, t_s: float, loads: Mapping[str, DatacenterState], sol: Solution, level: str
     ) -> PowerFlowError:
         """The error of a step that cannot be solved through the faults or source setting in force:
-        it names them, the time, and the sites drawn at constant power (``load_model:
-        constant_power``), which no voltage may lower: a site near a fault asks for more power than
-        the faulted feeder can deliver to it."""
+        it names them, the time, and what draws constant power whatever the voltage, which a
+        disturbance can leave unable to be supplied: the sites with ``load_model: constant_power``,
+        lowest first in the voltage the disturbed network alone leaves at them, or else the
+        feeder's own loads with no low-voltage band (``vminpu`` 0: a pandapower net's, drawn as
+        ``runpp_3ph`` draws them), the lowest of them."""
         sw = self._switching
-        through = [f"fault {f.name} ({f.describe()})" for f in sw.faults.values()]
+        through = ", ".join([f"fault {f.name} ({f.describe()})" for f in sw.faults.values()])
         if sw.source_pu is not None:
-            through.append("source at " + "/".join(f"{v:g}" for v in sw.source_pu) + " pu")
-        where = f"at t={t_s} s on feeder {self.feeder.name}"
-        what = "voltage collapse" if sol.collapsed[0] else "no convergence"
-        detail = f": {self._collapse_text(sol)}" if sol.collapsed[0] else ""
-        fixed = [
-            name
-            for name, state in loads.items()
-            if self._sites[name].load_model == "constant_power" and state.power_w > 0
-        ]
-        if not fixed:
-            return PowerFlowError(
-                f"power flow {where} cannot be solved through {', '.join(through)} ({what}{detail}; {level})"
-            )
+            through += (", " if through else "") + "source at " + "/".join(f"{v:g}" for v in sw.source_pu) + " pu"
+        head = f"power flow at t={t_s} s on feeder {self.feeder.name} cannot be solved through {through}"
+        outcome = f"voltage collapse: {self._collapse_text(sol)}" if sol.collapsed[0] else "no convergence"
         net = self._compile()
         assert isinstance(net, PowerFlowNetwork), "faults and source settings are refused under solver: pandapower"
-        # the voltage the disturbed network leaves at a site before any load draws: lowest nearest the fault
         v_pu = np.abs(net.nominal_port_voltages()) / net.currents.v_ref[:, 0]
         first = net.currents.n_load
-        lowest = {name: float(v_pu[first + self._injections.sites[name].ports].min()) for name in fixed}
-        fixed.sort(key=lowest.__getitem__)
-        names = ", ".join(
-            f"{name} (bus {self._sites[name].bus}, {loads[name].power_w / 1e6:.3f} MW, where the network alone "
-            f"leaves {lowest[name]:.3f} pu)"
-            for name in fixed
-        )
-        sites = f"site {names} draws" if len(fixed) == 1 else f"sites {names} draw"
-        return PowerFlowError(
-            f"power flow {where} cannot be solved through {', '.join(through)}: {sites} constant power "
-            f"(load_model: constant_power), which the disturbed feeder cannot deliver at any voltage ({what}"
-            f"{detail}); draw a site near a fault as an OpenDSS model-1 load (load_model: opendss: constant "
-            f"impedance below its vminpu), or clear the fault sooner ({level})"
-        )
+        fixed = {
+            name: float(v_pu[first + self._injections.sites[name].ports].min())
+            for name, state in loads.items()
+            if self._sites[name].load_model == "constant_power" and state.power_w > 0
+        }
+        undo = "clear the fault sooner" if sw.faults else "sag the source less"
+        if fixed:
+            names = ", ".join(
+                f"{name} (bus {self._sites[name].bus}, {loads[name].power_w / 1e6:.3f} MW, where the network "
+                f"alone leaves {v:.3f} pu)"
+                for name, v in sorted(fixed.items(), key=lambda item: item[1])
+            )
+            sites = f"site {names} draws" if len(fixed) == 1 else f"sites {names} draw"
+            return PowerFlowError(
+                f"{head}: {sites} constant power (load_model: constant_power), which the disturbed feeder "
+                f"cannot deliver at any voltage ({outcome}); draw a site near the disturbance as an OpenDSS "
+                f"model-1 load (load_model: opendss: constant impedance below its vminpu), or {undo} ({level})"
+            )
+        ports = self._ports
+        own = np.flatnonzero((ports.model == 1) & (ports.vminpu <= 0) & (ports.load < len(self._model.loads)))
+        if own.size:
+            k = int(own[np.argmin(v_pu[own])])
+            load = self._model.loads[int(ports.load[k])]
+            return PowerFlowError(
+                f"{head}: the feeder's load {load.name} (bus {load.bus}, where the network alone leaves "
+                f"{v_pu[k]:.3f} pu) and {own.size - 1} other load branch(es) draw constant power at any voltage "
+                f"(vminpu 0, as runpp_3ph draws a pandapower net's loads), which the disturbed feeder cannot "
+                f"deliver ({outcome}); {undo} ({level})"
+            )
+        return PowerFlowError(f"{head} ({outcome}; {level})")
 
     @with_one_blas_thread
     def solve(self, t_s: float, loads: Mapping[str, DatacenterState], dt_s: float) -> GridState:
@@ -800,12 +807,14 @@ class FeederGrid(GridBackend):
             raise CommandError(
                 f"set_source_voltage: v_pu: {len(v_pu)} values (one per source phase a, b, c, or one for all)"
             )
-        bad = [v for v in v_pu if not 0 < v <= MAX_SOURCE_PU]
-        if bad:
-            raise CommandError(
-                f"set_source_voltage: v_pu: {bad[0]!r} (pu of the source's base voltage, > 0 and at most "
-                f"{MAX_SOURCE_PU:g}: a larger value is no sag or swell, more likely a voltage in V or kV)"
-            )
+        for v in v_pu:
+            if not v > 0:
+                raise CommandError(f"set_source_voltage: v_pu: {v!r} (pu of the source's base voltage, must be > 0)")
+            if v > MAX_SOURCE_PU:
+                raise CommandError(
+                    f"set_source_voltage: v_pu: {v!r} (pu of the source's base voltage, at most {MAX_SOURCE_PU:g}: "
+                    "a larger value is no swell, more likely a voltage in V or kV)"
+                )
         a, b, c = v_pu * 3 if len(v_pu) == 1 else v_pu
         self._switching.source_pu = (a, b, c)
         self._disturbed()
