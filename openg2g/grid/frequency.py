@@ -77,7 +77,6 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from openg2g.core.config import ConfigModel
@@ -378,6 +377,8 @@ class SystemFrequency:
         return e[:n, :n] @ x + e[:n, n] * u
 
     def _root(self, x: np.ndarray, u: float, h: float) -> float:
+        import scipy.optimize  # only a turning point needs it: 80 ms of every run's start otherwise
+
         tau = scipy.optimize.brentq(lambda s: self._slope(self._at(x, u, s), u), 0.0, h, xtol=1e-13, rtol=1e-15)
         return float(tau)
 
