@@ -33,9 +33,15 @@ TAP_EVENT = [{"t_s": 1, "command": "set_taps", "bank": "reg1", "taps": [15, 6, 1
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four seconds of ieee13_ofo with the branch table and a tap event: data for every plot."""
+    """Four seconds of ieee13_ofo with the branch table, a tap event and the bulk system's
+    frequency: data for every plot."""
     out = tmp_path_factory.mktemp("full") / "run"
-    overrides = ["duration_s=4", "outputs.branches=all", f"events={json.dumps(TAP_EVENT)}"]
+    overrides = [
+        "duration_s=4",
+        "outputs.branches=all",
+        f"events={json.dumps(TAP_EVENT)}",
+        "grid.frequency={base_mw: 100}",
+    ]
     run_scenario("ieee13_ofo", out, overrides)  # keeps scenario.yaml, where `openg2g plot` reads the grid
     return out
 
@@ -63,8 +69,10 @@ def test_a_run_without_branches_or_commands_skips_those_plots_with_the_reason(tm
     assert summary["plots"]["skipped"] == {
         "branch_loading.png": "no grid_branches table (set outputs.branches: all)",
         "commands.png": "no command was sent and no scenario event fired",
+        "disturbance.png": "no disturbance, ride-through or frequency model in the run",
     }
-    assert summary["plots"]["written"] == [n for n in RUN_PLOTS if n not in ("branch_loading.png", "commands.png")]
+    skipped = ("branch_loading.png", "commands.png", "disturbance.png")
+    assert summary["plots"]["written"] == [n for n in RUN_PLOTS if n not in skipped]
     assert not (out / "branch_loading.png").exists()
     err = capsys.readouterr().err
     assert "plot branch_loading.png skipped: no grid_branches table" in err
