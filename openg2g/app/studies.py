@@ -155,6 +155,20 @@ def _run_id(study_id: str, name: str) -> str:
     return f"runs/{name}" if study_id == "." else f"{study_id}/runs/{name}"
 
 
+def _run_links(root: Path, study_id: str, run_ids: pd.Series) -> list[str]:
+    """Each of a study's runs as the app opens it (its id under the runs folder), ``""`` for one
+    whose folder is not there (removed, or never written)."""
+    out = []
+    for run_id in run_ids.astype(str):
+        full = _run_id(study_id, run_id)
+        try:
+            resolve_run(root, full)
+        except AppError:
+            full = ""
+        out.append(full)
+    return out
+
+
 def _text(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
@@ -480,15 +494,7 @@ def read_load_loss(root: Path, study_id: str) -> LoadLossStudy:
     )
     settings["within_limits"] = table["within_limits"].astype(bool)
     settings["broken_limits"] = [_text(b) for b in table["broken_limits"]]
-    runs = []
-    for run_id in table["run_id"].astype(str):
-        full = _run_id(study_id, run_id)
-        try:
-            resolve_run(root, full)
-        except AppError:
-            full = ""
-        runs.append(full)
-    settings["run"] = runs
+    settings["run"] = _run_links(root, study_id, table["run_id"])
     raw_sites = pd.read_parquet(folder / "load_loss_sites.parquet")
     sites = pd.DataFrame({"setting": raw_sites["setting"].astype(str), "site": raw_sites["site"].astype(str)})
     sites = sites.join(
@@ -568,15 +574,7 @@ def read_leaderboard(root: Path, study_id: str) -> Leaderboard:
     board["rank_text"] = [f"={r}" if bool(t) else str(r) for r, t in zip(board["rank"], board["tied"])]
     board["label"] = [_label(row) for _, row in board.iterrows()]
     cases = pd.read_parquet(folder / "cases.parquet")
-    runs = []
-    for run_id in cases["run_id"].astype(str):
-        full = _run_id(study_id, run_id)
-        try:
-            resolve_run(root, full)
-        except AppError:
-            full = ""
-        runs.append(full)
-    cases = cases.assign(run=runs)
+    cases = cases.assign(run=_run_links(root, study_id, cases["run_id"]))
     scores = tuple(
         c.removesuffix("_mean") for c in board.columns if c.endswith("_mean") and f"{c[:-5]}_worst" in board.columns
     )

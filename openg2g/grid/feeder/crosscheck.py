@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -491,36 +491,35 @@ def _disturb(ctx: Any, command: ApplyFault | SetSourceVoltage, tag: str) -> list
     return undo
 
 
+def _each(collection: Any) -> Iterator[str]:
+    """The name of each element of an engine collection (``circuit.Lines``...), each made the
+    active one in turn (lower case)."""
+    more = collection.First
+    while more:
+        yield collection.Name.lower()
+        more = collection.Next
+
+
 def _winding2_taps(circuit: Any) -> dict[str, float]:
     """Every transformer's winding-2 tap (pu)."""
-    out = {}
     tr = circuit.Transformers
-    i = tr.First
-    while i:
+    out = {}
+    for name in _each(tr):
         tr.Wdg = 2
-        out[tr.Name.lower()] = float(tr.Tap)
-        i = tr.Next
+        out[name] = float(tr.Tap)
     return out
 
 
 def _capacitor_states(circuit: Any) -> dict[str, bool]:
     """Every capacitor's first step: closed."""
-    out = {}
     caps = circuit.Capacitors
-    i = caps.First
-    while i:
-        out[caps.Name.lower()] = bool(caps.States[0])
-        i = caps.Next
-    return out
+    return {name: bool(caps.States[0]) for name in _each(caps)}
 
 
 def _line_states(circuit: Any) -> dict[str, bool]:
     """Every line: in service (neither terminal open)."""
     out = {}
-    lines = circuit.Lines
-    i = lines.First
-    while i:
+    for name in _each(circuit.Lines):
         e = circuit.ActiveCktElement
-        out[lines.Name.lower()] = not (e.IsOpen(1, 0) or e.IsOpen(2, 0))
-        i = lines.Next
+        out[name] = not (e.IsOpen(1, 0) or e.IsOpen(2, 0))
     return out
