@@ -23,8 +23,8 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from openg2g.benchmark.spec import controllers_override, load_suite
-from openg2g.engine.simulation import run_scenario
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.run import run_scenario
 
 
 def _cpu_per_sim_s(scenario, overrides: list[str], sample_s: float) -> float:

@@ -43,7 +43,7 @@ def _timed(obj, method: str, bucket: dict, key: str) -> None:
 def engine_overhead(duration_s: int) -> None:
     log: list = []
     loaded = make_loaded(duration_s=duration_s, outputs={"plots": False})
-    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
+    sim = Simulation.from_scenario(loaded, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
     t0 = time.perf_counter()
     sim.run()
     wall = time.perf_counter() - t0
@@ -66,7 +66,7 @@ def full_run(name: str, duration_s: int, out_dir: str | None) -> float:
     _timed(grid, "solve_batch", bucket, "grid solve_batch")
     for c in controllers:
         _timed(c, "step", bucket, f"controller {c.name}")
-    sim = Simulation(loaded, Path(out_dir) if out_dir else None, components=(sites, grid, controllers))
+    sim = Simulation.from_scenario(loaded, Path(out_dir) if out_dir else None, components=(sites, grid, controllers))
     t0, c0 = time.perf_counter(), time.process_time()
     summary = sim.run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from openg2g.record.metrics import MetricsRecorder
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PARTS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -91,7 +93,7 @@ def _timed_classes(env, clock: _PartClock) -> Iterator[None]:
         # the trace-replay site's per-model state (its phase tables); other sites have none
         "model": type(next(iter(getattr(sim.sites[0], "_models", {"": None}).values()))),
         "grid": type(sim.grid),
-        "metrics": type(sim.metrics),
+        "metrics": type(sim.recorder(MetricsRecorder).metrics),
         "layout": type(env.layout),
         "sim": type(sim),
         "env": type(env),

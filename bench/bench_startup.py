@@ -53,7 +53,7 @@ def sample(scenario: str) -> dict[str, float]:
     loaded = load_scenario(scenario, ["outputs.plots=false"])
     t_build = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        sim = Simulation(loaded, Path(out))
+        sim = Simulation.from_scenario(loaded, Path(out))
         t_reset = time.perf_counter()
         controller_s = 0.0
         for sched in sim._controllers:

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from openg2g.cli.evaluate import held_out_variations, policy_controller_spec
-from openg2g.engine.simulation import run_scenario
 from openg2g.envs.policy import read_meta, resolve_policy
 from openg2g.plot.run import read_table
 from openg2g.scenario.loader import LoadedScenario, load_scenario
+from openg2g.scenario.run import run_scenario
 from openg2g.scenario.schema import ControllerSpec
 
 

@@ -2,7 +2,7 @@
 
 A *zone* is a list of buses; its bus-phases are the monitored ``"<bus>.<phase>"`` entries of the
 context whose bus is in the list (case-insensitive). Violation measures are those of the engine
-(:func:`openg2g.engine.metrics.violation_pu`).
+(:func:`openg2g.record.metrics.violation_pu`).
 """
 
 from __future__ import annotations

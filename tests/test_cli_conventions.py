@@ -17,8 +17,8 @@ import yaml
 from openg2g.cli.main import main
 from openg2g.core.commands import SetBatchSize, SetPowerCap, SetReplicas, SetSiteOnline, SetStoragePower, SetTaps
 from openg2g.core.errors import CommandError, ScenarioError
-from openg2g.engine.preflight import check_start
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.preflight import check_start
 from openg2g.sweep.spec import MAX_RUNS, SweepError, load_sweep
 from tests.scenario.test_validation import BASE
 

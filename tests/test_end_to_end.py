@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from openg2g.cli.main import main
-from openg2g.engine import run_scenario
+from openg2g.scenario.run import run_scenario
 
 TABLES = ("datacenter", "models", "grid", "grid_voltages", "commands", "events")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.engine import run_scenario
+from openg2g.scenario.run import run_scenario
 
 pytestmark = pytest.mark.slow
 

@@ -37,8 +37,8 @@ import yaml
 
 from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
-from openg2g.scenario.loader import load_scenario, resolved_scenario_text
-from openg2g.scenario.schema import LoadedScenario
+from openg2g.scenario.loaded import LoadedScenario, resolved_scenario_text
+from openg2g.scenario.loader import load_scenario
 
 __all__ = [
     "KEEP",

@@ -263,7 +263,7 @@ def controllers_override(block: list[dict[str, Any]]) -> str:
 
 def _check_case(case: Case, controllers: list[dict[str, Any]], suite: Path, where: str) -> None:
     """Load and start ``case`` with ``controllers`` as a run would; problems name the suite, case and field."""
-    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.preflight import check_start
 
     overrides = [*case.overrides, controllers_override(controllers)]
     try:

@@ -88,9 +88,10 @@ def evaluate_policy(
     :raises ScenarioError: ``out`` or a run folder in it holds an earlier command's outputs (without
         ``overwrite``), or another process holds its lock.
     """
-    from openg2g.engine.simulation import Simulation, run_scenario
+    from openg2g.engine.simulation import Simulation
     from openg2g.envs.policy import load_policy, resolve_policy
     from openg2g.envs.spaces import SpaceLayout
+    from openg2g.scenario.run import run_scenario
     from openg2g.scenario.schema import ControllerSpec
 
     zip_path = resolve_policy(policy).resolve()
@@ -99,7 +100,7 @@ def evaluate_policy(
     plan: list[tuple[str, str, LoadedScenario]] = []  # (run folder, row label, scenario): checked before any run
     for name in scenarios:
         loaded = load_scenario(name, list(overrides))
-        context = Simulation(loaded, None).context(float(loaded.scenario.periods.control_s))
+        context = Simulation.from_scenario(loaded).context(float(loaded.scenario.periods.control_s))
         layout = SpaceLayout.for_env(context, meta.env, source=str(loaded.path))
         layout.check_spaces(model.observation_space, model.action_space, f"policy {zip_path}")
         runs = held_out_variations(loaded, meta, held_out) if held_out > 0 else [(loaded.scenario.name, loaded)]

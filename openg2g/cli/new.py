@@ -60,7 +60,8 @@ def copy_scenario(name: str, dest: Path) -> list[Path]:
         path outside the scenario's folder, or a target that exists (then nothing is written).
     """
     from openg2g.cli.validate import file_kind
-    from openg2g.scenario.loader import load_scenario, path_fields, read_yaml_mapping
+    from openg2g.scenario.loaded import path_fields
+    from openg2g.scenario.loader import load_scenario, read_yaml_mapping
 
     bundled = _bundled_scenarios()
     source = bundled_dir("scenarios") / f"{name}.yaml"

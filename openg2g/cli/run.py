@@ -40,9 +40,9 @@ def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
     from openg2g.cli.outdir import default_out_dir, prepare_out_dir
     from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W
-    from openg2g.engine.preflight import check_start
-    from openg2g.engine.simulation import run_scenario
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
+    from openg2g.scenario.run import run_scenario
 
     stop_cleanly_on_signals()
     loaded = load_scenario(args.scenario, args.set)

@@ -47,8 +47,8 @@ def file_kind(name: str) -> str:
 
 
 def _scenario(name: str, overrides: list[str]) -> str:
-    from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
 
     loaded = load_scenario(name, overrides)
     check_start(loaded)
@@ -69,8 +69,8 @@ def _sweep(name: str, overrides: list[str]) -> str:
 
 
 def _study(name: str, overrides: list[str]) -> str:
-    from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
     from openg2g.studies.common import check_controller_choices, feeder_topology, study_buses
     from openg2g.studies.hosting import model_mix
     from openg2g.studies.load import load_study

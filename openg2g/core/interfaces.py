@@ -1,4 +1,6 @@
-"""The three component interfaces the engine couples: datacenter, grid and controller.
+"""The component interfaces the engine couples: datacenter, grid and controller, with the two
+optional faces a component may also show (:class:`RidesThrough`, :class:`FrequencyModel`) and the
+static facts handed around (:class:`SiteInfo`, :class:`ControlContext`, ...).
 
 Components never import simpy: the engine calls ``step`` at each of the component's instants and
 routes commands to ``apply``. Time is in seconds (``t_s``) everywhere.
@@ -10,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,6 +23,7 @@ from openg2g.core.state import (
     DatacenterState,
     GridState,
     Observation,
+    RideThroughState,
     StorageUnit,
 )
 
@@ -28,11 +32,13 @@ __all__ = [
     "Controller",
     "CurveFits",
     "DatacenterBackend",
+    "FrequencyModel",
     "GridBackend",
     "LogisticParams",
     "ModelInfo",
     "RegulatorInfo",
     "RideThroughInfo",
+    "RidesThrough",
     "ScheduledEvent",
     "SiteInfo",
     "StoredCurve",
@@ -312,6 +318,59 @@ class DatacenterBackend(ABC):
 
         :raises CommandError: the command is malformed or outside the site's limits.
         """
+
+
+class ModeChange(Protocol):
+    """A ride-through block's change of mode, as the events table records it."""
+
+    t_s: float
+    block: str
+
+    @property
+    def reason(self) -> str:
+        """The change in words, for a log line."""
+
+    def fields(self) -> Mapping[str, Any]:
+        """The change's fields for the events table (block, from and to mode, cause, ...)."""
+
+
+@runtime_checkable
+class RidesThrough(Protocol):
+    """A datacenter site whose load rides through disturbances block by block
+    (:class:`openg2g.datacenter.ridethrough_site.RideThroughSite`): the engine shows its blocks to
+    controllers and records their changes, records and summary."""
+
+    @property
+    def ride_through_state(self) -> RideThroughState:
+        """The blocks now (for controllers' observations)."""
+
+    def take_records(self) -> dict[str, np.ndarray]:
+        """The per-step, per-block records since the last call."""
+
+    def take_transitions(self) -> Sequence[ModeChange]:
+        """The blocks' changes of mode since the last call."""
+
+    def summary(self) -> dict[str, Any]:
+        """The site's ride-through figures for the run's summary."""
+
+
+class FrequencyModel(Protocol):
+    """The bulk system's frequency, stepped by the engine with the change of the grid's draw
+    (:class:`openg2g.grid.frequency.SystemFrequency`)."""
+
+    @property
+    def f0_hz(self) -> float:
+        """Nominal frequency (Hz): the frequency at the start."""
+
+    def reset(self) -> None:
+        """Back to nominal frequency at ``t = 0``, no load change (the engine calls it at each start)."""
+
+    def step(self, dt_s: float, delta_p_w: float, t_s: float | None = None) -> float:
+        """Advance ``dt_s`` (s) with the draw ``delta_p_w`` (W) above its value at the start;
+        returns the frequency at the step's end (Hz)."""
+
+    def figures(self) -> dict[str, Any]:
+        """Nadir, zenith, RoCoF and settling of the run so far, for its summary."""
 
 
 class GridBackend(ABC):

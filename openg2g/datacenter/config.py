@@ -15,7 +15,7 @@ from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageD
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.ridethrough import RideThroughSpec
 
-__all__ = ["ModelSpec", "SiteSpec", "TrainingSpec"]
+__all__ = ["ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
 
 
 class ModelSpec(ConfigModel):
@@ -116,8 +116,12 @@ ITL_SAMPLES = 256
 
 
 class SiteSpec(VoltageDependence):
-    """A datacenter site on one three-phase bus."""
+    """A datacenter site on one three-phase bus, replaying measured traces."""
 
+    kind: Literal["replay"] = Field(
+        "replay",
+        description="The site's backend: replay (measured traces, this spec) or a plug-in's name (PluginSiteSpec).",
+    )
     name: Name = Field(description="Site name (commands and outputs use it).")
     bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
     traces: str = Field("bundled", description="Trace library: 'bundled' or a directory relative to the scenario file.")
@@ -189,6 +193,7 @@ class SiteSpec(VoltageDependence):
         # a site at the defaults dumps (and hashes) as it did before these fields existed
         data: dict[str, Any] = handler(self)
         for name, default in (
+            ("kind", "replay"),
             ("itl_samples", ITL_SAMPLES),
             ("layout", "packed"),
             ("pool_replicas", None),
@@ -224,3 +229,35 @@ class SiteSpec(VoltageDependence):
         if dup:
             raise ValueError(f"model listed twice at site {self.name!r}: {sorted(dup)}")
         return self
+
+
+class PluginSiteSpec(VoltageDependence):
+    """A datacenter site whose backend is a plug-in: a class of one's own that implements
+    :class:`openg2g.core.interfaces.DatacenterBackend`, built as
+    ``cls(name=..., bus=..., power_factor=..., **params)``.
+
+    ``kind`` names it as a controller's ``kind`` does: an entry point of the
+    ``openg2g.datacenters`` group, ``package.module:ClassName``, or ``path/to/file.py:ClassName``
+    (relative to the scenario file; that file's code runs when the scenario is built).
+    """
+
+    kind: str = Field(description="The plug-in: entry-point name, package.module:ClassName or file.py:ClassName.")
+    name: Name = Field(description="Site name (commands and outputs use it).")
+    bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
+    power_factor: PowerFactor = Field(0.95, description="Facility power factor (lagging; at least 0.5).")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Further keyword arguments of the plug-in's constructor."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _not_replay(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("kind must name a plug-in (or be replay, for a site replaying measured traces)")
+        return v
+
+
+def site_kind(value: Any) -> str:
+    """Which spec a ``datacenters`` entry is: ``replay`` (no ``kind``, or ``kind: replay``) or ``plugin``."""
+    kind = value.get("kind", "replay") if isinstance(value, dict) else getattr(value, "kind", "replay")
+    return "replay" if kind == "replay" else "plugin"

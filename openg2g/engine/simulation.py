@@ -38,18 +38,17 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import simpy
 from simpy.events import Event, EventPriority
 
-from openg2g import __version__
 from openg2g.core.commands import Command, SetPowerCap, ShiftReplicas, is_datacenter_command
 from openg2g.core.errors import (
     CommandError,
@@ -59,27 +58,32 @@ from openg2g.core.errors import (
     SimulationError,
     raised_in_user_code,
 )
-from openg2g.core.interfaces import ControlContext, Controller, DatacenterBackend, ScheduledEvent
+from openg2g.core.interfaces import (
+    ControlContext,
+    Controller,
+    DatacenterBackend,
+    FrequencyModel,
+    GridBackend,
+    RidesThrough,
+    ScheduledEvent,
+)
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
-from openg2g.core.progress import progress_bar
 from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
-from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.engine.actuators import ONE_OWNER, ActuatorOwners, claim_declared, controller_label
 from openg2g.engine.clock import Clock
+from openg2g.engine.disturbances import DisturbancePlan
 from openg2g.engine.load_loss import LoadLoss
-from openg2g.engine.metrics import RunMetrics
-from openg2g.engine.outputs import RunOutputs
+from openg2g.engine.periods import Periods
+from openg2g.engine.recording import Recorder
 from openg2g.engine.timeline import Timeline
-from openg2g.grid.frequency import SystemFrequency
-from openg2g.scenario.build import Components, build_components
-from openg2g.scenario.disturbances import plan as plan_disturbances
-from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario, write_resolved_scenario
-from openg2g.scenario.schema import ControllerSpec
 
-__all__ = ["Priority", "RunResult", "Simulation", "run_scenario"]
+__all__ = ["Priority", "ScenarioParts", "Scheduled", "Simulation"]
 
 _log = logging.getLogger(__name__)
+
+
+_R = TypeVar("_R", bound=Recorder)
 
 
 class Priority:
@@ -104,12 +108,32 @@ class _Wake(Event):
         env.schedule(self, EventPriority(priority), delay)
 
 
-@dataclass
-class RunResult:
-    """What :func:`run_scenario` returns: the summary (as in ``summary.json``) and the output folder."""
+@dataclass(frozen=True)
+class Scheduled:
+    """A controller with its own period and communication delay.
 
-    summary: dict[str, Any]
-    out_dir: Path | None
+    :param controller: the controller.
+    :param period_s: how often it observes and commands (s); ``None``: the simulation's
+        ``periods.control_s``.
+    :param delay_s: from a command's issue to its effect (s).
+    """
+
+    controller: Controller
+    period_s: Fraction | float | None = None
+    delay_s: Fraction | float = 0
+
+
+class ScenarioParts(Protocol):
+    """A description of a run that can build its simulation's parts (a scenario file:
+    :class:`openg2g.scenario.loader.LoadedScenario`): :meth:`Simulation.from_scenario` reads it."""
+
+    def simulation_parts(
+        self,
+        out_dir: Path | str | None = None,
+        progress: bool = False,
+        components: tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]] | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of :class:`Simulation` for this run."""
 
 
 @dataclass
@@ -118,6 +142,11 @@ class _Scheduled:
     period_ticks: int
     delay_ticks: int
     index: int
+
+
+def _exact(t_s: Fraction | float) -> Fraction:
+    """A time as an exact rational: a float as it is written (0.1 is 1/10)."""
+    return t_s if isinstance(t_s, Fraction) else Fraction(str(t_s))
 
 
 _BLOCK_CELLS = 1_000_000
@@ -150,50 +179,90 @@ def _mean_of_rows(x: np.ndarray) -> np.ndarray:
 
 
 class Simulation:
-    """One run of a scenario.
+    """One run of a datacenter-grid system, built from its components.
 
-    Use :meth:`run` for a whole run, or :meth:`start`, :meth:`run_until`, :meth:`observation` and
-    :meth:`send` to drive it from outside (the Gymnasium env does).
+    Use :meth:`run` for a whole run, :meth:`steps` to walk through it (a notebook, a live
+    driver), or :meth:`start`, :meth:`run_until`, :meth:`observation` and :meth:`send` to drive
+    it from outside (the Gymnasium env does). :meth:`from_scenario` builds one from a scenario
+    file. What the run produces goes to the ``recorders`` (:mod:`openg2g.engine.recording`): the
+    engine itself writes nothing.
 
-    :param loaded: a validated scenario.
-    :param out_dir: where to write outputs; ``None`` writes nothing (metrics are still kept).
-    :param progress: show a progress bar on stderr.
-    :param components: prebuilt ``(sites, grid, controllers)``; default builds from the scenario.
-        Controllers beyond the scenario's ``controllers`` list run every ``periods.control_s``
-        with no delay, after the listed ones.
+    :param sites: the datacenter sites.
+    :param grid: the grid they draw from.
+    :param controllers: controllers, each alone (it runs every ``periods.control_s`` with no
+        delay) or :class:`Scheduled` with its own period and delay; they run in this order.
+    :param duration_s: the run's length (s).
+    :param periods: how often datacenters sample, the grid solves and controllers run (s).
+    :param v_min_pu: lower voltage limit, for controllers and observations (pu).
+    :param v_max_pu: upper voltage limit (pu).
+    :param events: ``(t_s, command)`` carried out at fixed times (a scenario's events); known
+        to controllers in advance (:attr:`ControlContext.events`).
+    :param disturbances: the disturbances' commands and fine-step windows; unknown to controllers.
+    :param frequency: the bulk system's frequency, stepped with the grid's draw; ``None``: none.
+    :param recorders: what records the run (tables, metrics, plots, a progress bar).
+    :param seed: the run's seed; site ``i`` is reset with ``seed + 1000 (i + 1)``.
+    :param name: the run's name (in its summary).
+    :param load_aggregation: the load each grid solve takes from the datacenter samples since the
+        last: their ``mean`` or the ``last`` one.
+    :param batch: solve the grid steps between two control instants in one call when the grid
+        allows it.
+    :param on_nonconvergence: ``stop`` (a power flow that does not converge ends the run) or
+        ``flag`` (the step is kept with ``converged=False`` and the run goes on).
+    :param flush_every_s: how often recorders that write are flushed (s of run time).
+    :param about: facts about where the run comes from, added to its summary (a scenario's file
+        and hash).
     """
 
     def __init__(
         self,
-        loaded: LoadedScenario,
-        out_dir: Path | str | None = None,
-        progress: bool = False,
-        components: Components | None = None,
+        sites: Sequence[DatacenterBackend],
+        grid: GridBackend,
+        controllers: Sequence[Controller | Scheduled] = (),
+        *,
+        duration_s: Fraction | float,
+        periods: Periods | None = None,
+        v_min_pu: float = 0.95,
+        v_max_pu: float = 1.05,
+        events: Sequence[tuple[Fraction | float, Command]] = (),
+        disturbances: DisturbancePlan | None = None,
+        frequency: FrequencyModel | None = None,
+        recorders: Sequence[Recorder] = (),
+        seed: int = 0,
+        name: str = "run",
+        load_aggregation: Literal["mean", "last"] = "mean",
+        batch: bool = True,
+        on_nonconvergence: Literal["stop", "flag"] = "stop",
+        flush_every_s: float = 60.0,
+        about: Mapping[str, Any] | None = None,
     ):
-        self.loaded = loaded
-        sc = loaded.scenario
-        self.scenario = sc
-        self.sites, self.grid, controllers = components or build_components(loaded)
+        self.sites = list(sites)
+        self.grid = grid
+        self.name = name
+        self.seed = seed
+        self.duration_s = _exact(duration_s)
+        self.periods = periods = periods if periods is not None else Periods()
+        self.v_min_pu = v_min_pu
+        self.v_max_pu = v_max_pu
+        self.disturbances = disturbances
+        self.recorders = tuple(recorders)
+        self.frequency = frequency
+        self._load_aggregation = load_aggregation
+        self._batch = batch
+        self._flag_nonconvergence = on_nonconvergence == "flag"
+        self._about = dict(about or {})
         self._site_index = {s.name: s for s in self.sites}
         # sites whose draw follows the grid's voltage need every solve before their next sample
         self._feedback_sites = [site for site in self.sites if site.grid_feedback]
-        self._ride_through = {site.name: site for site in self.sites if isinstance(site, RideThroughSite)}
-        periods = sc.periods
-        if len(controllers) < len(sc.controllers):
-            raise SimulationError(
-                f"the scenario lists {len(sc.controllers)} controllers but {len(controllers)} were given"
-            )
-        # controllers given beyond the scenario's list (e.g. from a notebook) run every control_s, no delay
-        specs = [*sc.controllers, *[ControllerSpec(kind=c.name) for c in controllers[len(sc.controllers) :]]]
-        controller_periods = [c.period_s or periods.control_s for c in specs]
-        times = [periods.datacenter_s, periods.grid_s, periods.control_s, sc.duration_s, *controller_periods]
-        times += [c.delay_s for c in specs] + [e.t_s for e in sc.events]
-        self.disturbances = (
-            plan_disturbances(sc.disturbances, periods.grid_s, sc.duration_s) if sc.disturbances is not None else None
-        )
-        if self.disturbances is not None:
-            times += [self.disturbances.step_s, *(t for t, _, _ in self.disturbances.commands)]
-            times += [t for window in self.disturbances.windows for t in window]
+        self._ride_through = {site.name: site for site in self.sites if isinstance(site, RidesThrough)}
+        slots = [c if isinstance(c, Scheduled) else Scheduled(c) for c in controllers]
+        controller_periods = [_exact(c.period_s) if c.period_s is not None else periods.control_s for c in slots]
+        controller_delays = [_exact(c.delay_s) for c in slots]
+        exact_events = [(_exact(t), command) for t, command in events]
+        times = [periods.datacenter_s, periods.grid_s, periods.control_s, self.duration_s, *controller_periods]
+        times += controller_delays + [t for t, _ in exact_events]
+        if disturbances is not None:
+            times += [disturbances.step_s, *(t for t, _, _ in disturbances.commands)]
+            times += [t for window in disturbances.windows for t in window]
         self.clock = Clock(times)
         self._dc_ticks = self.clock.ticks(periods.datacenter_s)
         self._grid_ticks = self.clock.ticks(periods.grid_s)
@@ -201,39 +270,72 @@ class Simulation:
             Timeline(
                 self._dc_ticks,
                 self._grid_ticks,
-                [(self.clock.ticks(a), self.clock.ticks(b)) for a, b in self.disturbances.windows],
-                self.clock.ticks(self.disturbances.step_s),
+                [(self.clock.ticks(a), self.clock.ticks(b)) for a, b in disturbances.windows],
+                self.clock.ticks(disturbances.step_s),
             )
-            if self.disturbances is not None
+            if disturbances is not None
             else Timeline(self._dc_ticks, self._grid_ticks)
         )
-        self._end_ticks = self.clock.ticks(sc.duration_s)
+        self._end_ticks = self.clock.ticks(self.duration_s)
         self._control_ticks = self.clock.ticks(periods.control_s)
-        self._flush_ticks = max(
-            self._grid_ticks, self._grid_ticks * round(sc.outputs.flush_every_s / float(periods.grid_s))
-        )
+        self._flush_ticks = max(self._grid_ticks, self._grid_ticks * round(flush_every_s / float(periods.grid_s)))
         self._controllers = [
-            _Scheduled(ctrl, self.clock.ticks(p), self.clock.ticks(spec.delay_s), i)
-            for i, (ctrl, p, spec) in enumerate(zip(controllers, controller_periods, specs))
+            _Scheduled(slot.controller, self.clock.ticks(p), self.clock.ticks(d), i)
+            for i, (slot, p, d) in enumerate(zip(slots, controller_periods, controller_delays))
         ]
-        # (ticks, order, command, the disturbance it carries out or None for a scenario event)
-        events: list[tuple[int, int, Command, str | None]] = [
-            (self.clock.ticks(e.t_s), i, build_event_command(e.command, e.fields()), None)
-            for i, e in enumerate(sc.events)
+        # (ticks, order, command, the disturbance it carries out or None for a scheduled event)
+        scheduled: list[tuple[int, int, Command, str | None]] = [
+            (self.clock.ticks(t), i, command, None) for i, (t, command) in enumerate(exact_events)
         ]
-        if self.disturbances is not None:
-            events += [
-                (self.clock.ticks(t), len(sc.events) + i, command, name)
-                for i, (t, command, name) in enumerate(self.disturbances.commands)
+        if disturbances is not None:
+            scheduled += [
+                (self.clock.ticks(t), len(exact_events) + i, command, name)
+                for i, (t, command, name) in enumerate(disturbances.commands)
             ]
-        self._events = sorted(events, key=lambda x: (x[0], x[1]))
+        self._events = sorted(scheduled, key=lambda x: (x[0], x[1]))
         # the periods at whose multiples grid windows close (_is_barrier)
         self._barrier_periods = (self._control_ticks, *(c.period_ticks for c in self._controllers))
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self._progress = progress
-        self._bar = None
+        self._writes = any(r.writes for r in self.recorders)
         self._bus_phases = self.grid.bus_phases()
         self._started = False
+        for recorder in self.recorders:
+            recorder.init_recorder(self)
+
+    @classmethod
+    def from_scenario(
+        cls,
+        scenario: ScenarioParts,
+        out_dir: Path | str | None = None,
+        progress: bool = False,
+        components: tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]] | None = None,
+    ) -> Simulation:
+        """The simulation of a scenario file (:class:`openg2g.scenario.loader.LoadedScenario`),
+        with its recorders: the run's metrics always, its tables and plots in ``out_dir``.
+
+        :param out_dir: where to write outputs; ``None`` writes nothing (metrics are still kept).
+        :param progress: show a progress bar on stderr.
+        :param components: prebuilt ``(sites, grid, controllers)``; default builds them from the
+            scenario. Controllers beyond the scenario's ``controllers`` list run every
+            ``periods.control_s`` with no delay, after the listed ones.
+        """
+        return cls(**scenario.simulation_parts(out_dir, progress, components))
+
+    def step_counts(self) -> tuple[int, int]:
+        """How many datacenter and grid steps the whole run has (disturbance windows included)."""
+        return (
+            self._timeline.count(self._end_ticks, self._dc_ticks),
+            self._timeline.count(self._end_ticks, self._grid_ticks),
+        )
+
+    def recorder(self, kind: type[_R]) -> _R:
+        """The attached recorder of type ``kind`` (the first, if several).
+
+        :raises SimulationError: none is attached.
+        """
+        for recorder in self.recorders:
+            if isinstance(recorder, kind):
+                return recorder
+        raise SimulationError(f"no {kind.__name__} recorder is attached to this simulation")
 
     # ----------------------------------------------------------------------------- set-up
     def context(self, dt_s: float) -> ControlContext:
@@ -242,8 +344,8 @@ class Simulation:
             sites={s.name: s.info() for s in self.sites},
             bus_phases=self._bus_phases,
             regulators=self.grid.regulators(),
-            v_min_pu=self.scenario.grid.v_min_pu,
-            v_max_pu=self.scenario.grid.v_max_pu,
+            v_min_pu=self.v_min_pu,
+            v_max_pu=self.v_max_pu,
             dt_s=dt_s,
             storages=self.grid.storages(),
             # a disturbance is no forecast: a controller meets it when it happens
@@ -254,7 +356,7 @@ class Simulation:
             ),
             branches=self.grid.branches(),
             storage_units=self.grid.storage_units(),
-            f0_hz=self.scenario.grid.frequency.f0_hz if self.scenario.grid.frequency is not None else None,
+            f0_hz=self.frequency.f0_hz if self.frequency is not None else None,
         )
 
     def start(self) -> None:
@@ -263,47 +365,17 @@ class Simulation:
             self._start()
 
     def _start(self) -> None:
-        sc = self.scenario
-        seed = sc.seed
         for i, site in enumerate(self.sites):
-            site.reset(seed + 1000 * (i + 1))
-        self.grid.reset(seed)
+            site.reset(self.seed + 1000 * (i + 1))
+        self.grid.reset(self.seed)
         for sched in self._controllers:
-            sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), seed)
+            sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), self.seed)
         self._owners = ActuatorOwners()
         conflicts = claim_declared(self._owners, [s.controller for s in self._controllers])
         if conflicts:
             raise SimulationError("; ".join(msg for _, msg in conflicts))
         self.env = simpy.Environment()
         self._branches = self.grid.branches()
-        self.metrics = RunMetrics(
-            sc.grid.v_min_pu,
-            sc.grid.v_max_pu,
-            self._branches.names if self._branches is not None else None,
-            tuple(self._bus_phases),
-            float(sc.outputs.metrics_start_s),
-        )
-        banks = {name: info.phases for name, info in self.grid.regulators().items()}
-        table_branches = self._branches if sc.outputs.branches == "all" else None
-        self.outputs = (
-            RunOutputs(
-                self.out_dir,
-                self._bus_phases,
-                banks,
-                sc.outputs.voltages == "all",
-                table_branches,
-                self.grid.controlled_capacitors(),
-                storage=bool(self.grid.storages()),
-                frequency=sc.grid.frequency is not None,
-                ride_through=bool(self._ride_through),
-                steps=(
-                    self._timeline.count(self._end_ticks, self._dc_ticks),
-                    self._timeline.count(self._end_ticks, self._grid_ticks),
-                ),
-            )
-            if self.out_dir
-            else None
-        )
         self._load_loss = (
             LoadLoss([float(r.start_s) for r in self.disturbances.records]) if self.disturbances is not None else None
         )
@@ -315,7 +387,7 @@ class Simulation:
         self._grid_latest: GridState | None = None
         self._grid_pending: list[tuple[float, dict[str, DatacenterState]]] = []
         self._coupled = bool(self._feedback_sites)
-        self._batching = sc.grid.batch and self.grid.can_batch() and not self._coupled
+        self._batching = self._batch and self.grid.can_batch() and not self._coupled
         self._block_steps = _block_steps(self.sites)
         self._pending_step = self._grid_ticks  # the step length of the solves in _grid_pending
         self._sensitivity_cache: dict[tuple[str, str], np.ndarray] = {}
@@ -328,11 +400,12 @@ class Simulation:
                     f"site {site.name!r} follows its bus voltage (ride-through), but the grid does not report "
                     f"every phase of bus {bus!r}: add the bus to grid.monitored_buses"
                 )
-        spec = sc.grid.frequency
-        first = min((float(r.start_s) for r in self.disturbances.records), default=None) if self.disturbances else None
-        self._frequency = SystemFrequency(spec, event_t_s=first) if spec is not None else None
-        self._f_hz: float | None = spec.f0_hz if spec is not None else None  # at the latest solve
+        if self.frequency is not None:
+            self.frequency.reset()
+        self._f_hz: float | None = self.frequency.f0_hz if self.frequency is not None else None  # at the latest solve
         self._p_start_w: float | None = None  # the grid's draw from the bulk system at the first solve
+        for recorder in self.recorders:
+            recorder.on_start()
         self._unsupplied: frozenset[str] = frozenset()
         self._update_supply(start=True)
         self._stop_ticks = self._end_ticks
@@ -340,13 +413,10 @@ class Simulation:
         self._caps_below_calibration = 0
         self._lowest_cap_w: float | None = None
         self._wall_start = time.perf_counter()
-        self._bar = None
-        if self._progress:
-            self._bar = progress_bar(total=float(sc.duration_s), unit="sim s", desc=sc.name, leave=False)
         self.env.process(self._event_process())
         for sched in self._controllers:
             self.env.process(self._controller_process(sched))
-        if self.outputs is not None:
+        if self._writes:
             self.env.process(self._flush_process())
         self._started = True
         self._ran = False
@@ -368,8 +438,8 @@ class Simulation:
                 yield _Wake(self.env, ticks - self._now, Priority.EVENTS)
             if self._coupled:  # the rows of the solves before it (a block's change of mode) come first
                 self._catch_up(self._now - 1)
-            if self.outputs is not None:  # before the rows of what it causes (a loss of supply)
-                self.outputs.record_event(self.t_s, command, disturbance)
+            for recorder in self.recorders:  # before the rows of what it causes (a loss of supply)
+                recorder.on_event(self.t_s, command, disturbance)
             source = f"event {type(command).__name__}" if disturbance is None else f"disturbance {disturbance!r}"
             self._apply(command, source, before_sampling=True)
 
@@ -391,11 +461,10 @@ class Simulation:
             for series in block:
                 self._dc_latest[series.site] = series
                 self._dc_window[series.site].append((series.p_w, series.q_var))
-            self.metrics.add_datacenter_block(block, dt_s)
             if self._load_loss is not None:
                 self._load_loss.add_block(block)
-            if self.outputs is not None:
-                self.outputs.record_datacenter_block(block)
+            for recorder in self.recorders:
+                recorder.on_datacenter_block(block, dt_s)
 
     def _catch_up(self, through: int) -> None:
         """Bring datacenters and grid up to tick ``through``, a block at a time.
@@ -432,7 +501,7 @@ class Simulation:
         loads: list[dict[str, DatacenterState]] = [{} for _ in range(n_steps)]
         seconds, done = self.clock.seconds, self._grid_done
         times = [seconds(done + step * i) for i in range(1, n_steps + 1)]
-        mean = self.scenario.grid.load_aggregation == "mean" and per_step > 1
+        mean = self._load_aggregation == "mean" and per_step > 1
         for name, window in self._dc_window.items():
             if len(window) == 1:  # one block's samples (read-only): the loads are views of them
                 p_w, q_var = window[0]
@@ -473,7 +542,7 @@ class Simulation:
         try:
             return self.grid.solve(t_s, loads, dt_s)
         except PowerFlowError:
-            if self.scenario.grid.on_nonconvergence != "flag":
+            if not self._flag_nonconvergence:
                 raise
             latest = self._grid_latest
             taps, capacitors = (latest.taps, latest.capacitors) if latest else ({}, {})
@@ -492,7 +561,7 @@ class Simulation:
         try:
             states = self.grid.solve_batch(times, loads, dt_s)
         except PowerFlowError:
-            if self.scenario.grid.on_nonconvergence != "flag":
+            if not self._flag_nonconvergence:
                 raise
             states = [self._solve(t, load) for t, load in zip(times, loads)]
         self._on_grid_states(states)
@@ -500,26 +569,14 @@ class Simulation:
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
         dt_s = self.clock.seconds(self._pending_step)
         v_pu = np.array([s.v_pu for s in states])  # np.stack's result, without its per-row views
-        times = [s.t_s for s in states]
-        violations = self.metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s, times)
-        self.metrics.add_taps([s.taps for s in states])
-        if self._branches is not None:
-            rows = [s.branch_loading_pct for s in states]
-            if any(row is None for row in rows):
-                nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
-                rows = [nan if row is None else row for row in rows]
-            loading = np.array(rows)
-            self.metrics.add_branch_block(loading, dt_s, times)
-        if self.outputs is not None:
-            self.outputs.record_grid_block(states, v_pu, violations)
-        if self._frequency is not None:
+        for recorder in self.recorders:
+            recorder.on_grid_block(states, v_pu, dt_s)
+        if self.frequency is not None:
             self._step_frequency(states, dt_s)
         self._grid_latest = states[-1]
         if self._coupled:  # one state: the grid is solved step by step
             self._feed_back(states[-1], dt_s)
         self._sensitivity_cache.clear()
-        if self._bar is not None:
-            self._bar.update(states[-1].t_s - self._bar.n)
 
     def _site_voltages(self, state: GridState, bus: str) -> np.ndarray:
         """The voltage magnitudes of phases a, b, c at ``bus`` in ``state`` (pu; 0 for a phase the
@@ -535,7 +592,7 @@ class Simulation:
     def _step_frequency(self, states: Sequence[GridState], dt_s: float) -> None:
         """Step the bulk system's frequency over each solved step with the change of the grid's
         draw from it (its substation power, all phases) since the first solve."""
-        assert self._frequency is not None
+        assert self.frequency is not None
         f_hz = np.empty(len(states))
         delta_w = np.empty(len(states))
         for i, state in enumerate(states):
@@ -547,10 +604,11 @@ class Simulation:
             if self._p_start_w is None:
                 self._p_start_w = p_w
             delta_w[i] = p_w - self._p_start_w
-            f_hz[i] = self._frequency.step(dt_s, float(delta_w[i]), state.t_s)
+            f_hz[i] = self.frequency.step(dt_s, float(delta_w[i]), state.t_s)
         self._f_hz = float(f_hz[-1])
-        if self.outputs is not None:
-            self.outputs.record_frequency(np.array([s.t_s for s in states]), f_hz, delta_w)
+        t_s = np.array([s.t_s for s in states])
+        for recorder in self.recorders:
+            recorder.on_frequency(t_s, f_hz, delta_w)
 
     def _feed_back(self, state: GridState, dt_s: float) -> None:
         """Tell each site with grid feedback what the solve at ``state.t_s`` found at its bus."""
@@ -563,8 +621,8 @@ class Simulation:
         for name, site in self._ride_through.items():
             for transition in site.take_transitions():
                 _log.info("t=%g s: site %s block %s %s", transition.t_s, name, transition.block, transition.reason)
-                if self.outputs is not None:
-                    self.outputs.record_ride_through_transition(name, transition.t_s, transition.fields())
+                for recorder in self.recorders:
+                    recorder.on_ride_through_transition(name, transition.t_s, transition.fields())
 
     def _controller_process(self, sched: _Scheduled):
         while True:
@@ -588,7 +646,7 @@ class Simulation:
             # be solved in two batches, whose iterative solutions differ in the last bits from the
             # one batch of any other flush period
             self._catch_up(self._last_barrier(self._now))
-            self._write_outputs("running")
+            self._flush("running")
 
     # ----------------------------------------------------------------------------- commands
     @staticmethod
@@ -611,8 +669,8 @@ class Simulation:
             if conflict is not None:
                 raise SimulationError(f"t={self.t_s:g} s: {command}: {conflict}; {ONE_OWNER}")
             self._n_commands += 1
-            if self.outputs is not None:
-                self.outputs.record_command(self.t_s, self.clock.seconds(self._now + delay_ticks), source, command)
+            for recorder in self.recorders:
+                recorder.on_command(self.t_s, self.clock.seconds(self._now + delay_ticks), source, command)
             if delay_ticks == 0:
                 self._apply(command, f"controller {source!r}")
             else:
@@ -670,8 +728,8 @@ class Simulation:
                 )
             else:
                 _log.info("t=%g s: site %s has supply again at bus %s", self.t_s, site.name, bus)
-            if self.outputs is not None:
-                self.outputs.record_supply(self.t_s, site.name, bus, not lost)
+            for recorder in self.recorders:
+                recorder.on_supply(self.t_s, site.name, bus, not lost)
         self._unsupplied = cut
 
     def send(self, commands: Sequence[Command], source: str = "agent", delay_s: Fraction | float = 0) -> None:
@@ -709,8 +767,8 @@ class Simulation:
             t_s=self.t_s,
             datacenters=MappingProxyType({name: series.state() for name, series in self._dc_latest.items()}),
             grid=self._grid_latest,
-            v_min_pu=self.scenario.grid.v_min_pu,
-            v_max_pu=self.scenario.grid.v_max_pu,
+            v_min_pu=self.v_min_pu,
+            v_max_pu=self.v_max_pu,
             _sensitivity=self._sensitivity,
             _loading_sensitivity=self._loading_sensitivity if self._branches is not None else None,
             f_hz=self._f_hz,
@@ -741,20 +799,6 @@ class Simulation:
     def done(self) -> bool:
         """True once the scenario's end has been simulated."""
         return self._started and self._now >= self._end_ticks
-
-    def _rating_figures(self) -> dict[str, Any]:
-        """Where the ratings that loading is measured against come from (:meth:`BranchSet.rating_sources`):
-        ``max_loading_rating`` for the most loaded branch, ``branch_rating_sources`` the number of
-        branches per source; nothing for a grid that reports no branches."""
-        if self._branches is None:
-            return {}
-        sources = self._branches.rating_sources(self.scenario.grid.branch_ratings)
-        by_name = dict(zip(self._branches.names, sources))
-        worst = self.metrics.max_loading_branch
-        return {
-            "max_loading_rating": by_name.get(worst) if worst is not None else None,
-            "branch_rating_sources": {s: sources.count(s) for s in ("file", "default", "scenario")},
-        }
 
     def _disturbance_figures(self) -> dict[str, Any]:
         """Each disturbance as it played out and the load it took off the sites
@@ -790,139 +834,115 @@ class Simulation:
             return {}
         return {"ride_through": {name: site.summary() for name, site in self._ride_through.items()}}
 
-    def _frequency_figures(self) -> dict[str, Any]:
-        """The bulk system's frequency over the run (:mod:`openg2g.grid.frequency_metrics`);
-        nothing without a frequency model."""
-        if self._frequency is None or not self._started:
-            return {}
-        m = self._frequency.metrics()
-        return {
-            "frequency_nadir_hz": m.nadir_hz,
-            "frequency_nadir_at_s": m.nadir_t_s,
-            "frequency_zenith_hz": m.zenith_hz,
-            "frequency_zenith_at_s": m.zenith_t_s,
-            "frequency_rocof_hz_s": m.rocof_hz_s,
-            "frequency_rocof_at_s": m.rocof_t_s,
-            "frequency_rocof_window_s": m.rocof_window_s,
-            "frequency_event_at_s": m.event_t_s,
-            "frequency_settling_hz": m.settling_hz,
-            "frequency_settled_at_s": m.settling_t_s,
-        }
-
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
-        """The run's summary as written to ``summary.json``."""
-        sim_time = min(self.clock.seconds(self._now), float(self.scenario.duration_s)) if self._started else 0.0
+        """The run's summary as written to ``summary.json``: how far it got, each recorder's
+        figures, the disturbances, the frequency and the ride-through, the commands, and
+        :attr:`about`."""
+        sim_time = min(self.clock.seconds(self._now), float(self.duration_s)) if self._started else 0.0
         result: dict[str, Any] = {
-            "scenario": self.scenario.name,
+            "scenario": self.name,
             "status": status,
-            "sim_time_s": self._grid_latest.t_s if self._grid_latest else sim_time,
-            "duration_s": float(self.scenario.duration_s),
-            "wall_time_s": time.perf_counter() - self._wall_start,
-            **self.metrics.summary(),
-            **self._rating_figures(),
-            **self._disturbance_figures(),
-            **self._frequency_figures(),
-            **self._ride_through_figures(),
-            "n_commands": self._n_commands,
-            "power_caps_below_calibration": self._caps_below_calibration,
-            "lowest_power_cap_w_per_gpu": self._lowest_cap_w,
-            "seed": self.scenario.seed,
-            "scenario_sha256": self.loaded.sha256,
-            "scenario_file": str(self.loaded.path),
-            "openg2g_version": __version__,
+            "sim_time_s": self._grid_latest.t_s if self._started and self._grid_latest else sim_time,
+            "duration_s": float(self.duration_s),
+            "wall_time_s": time.perf_counter() - self._wall_start if self._started else 0.0,
         }
+        for recorder in self.recorders:
+            result.update(recorder.figures())
+        result.update(self._disturbance_figures())
+        if self.frequency is not None and self._started:
+            result.update(self.frequency.figures())
+        result.update(self._ride_through_figures())
+        result.update(
+            n_commands=self._n_commands if self._started else 0,
+            power_caps_below_calibration=self._caps_below_calibration if self._started else 0,
+            lowest_power_cap_w_per_gpu=self._lowest_cap_w if self._started else None,
+            seed=self.seed,
+            **self._about,
+        )
         if error:
             result["error"] = error
         return result
 
-    def _write_outputs(self, status: str, error: str | None = None) -> dict[str, Any]:
-        """Write every buffered row and the summary; returns the summary written.
+    def _flush(self, status: str, error: str | None = None) -> dict[str, Any]:
+        """Flush every recorder and hand each the summary; returns the summary.
 
-        :raises OutputError: the outputs could not be written; the summary then says ``failed``
-            with the reason if it can still be written.
+        :raises OutputError: a recorder could not write; the summary then says ``failed`` with the
+            reason where it can still be written.
         """
         summary = self.summary(status, error)
-        if self.outputs is None:
+        if not self._writes:
             return summary
         if self._started:
             self._record_transitions()
             for name, site in self._ride_through.items():
-                self.outputs.record_ride_through(name, site.take_records())
+                records = site.take_records()
+                for recorder in self.recorders:
+                    recorder.on_ride_through_records(name, records)
         try:
-            self.outputs.flush()
+            for recorder in self.recorders:
+                recorder.on_flush()
         except OutputError as exc:
-            with contextlib.suppress(OutputError):
-                self.outputs.write_summary(self.summary("failed", str(exc)))
+            failed = self.summary("failed", str(exc))
+            for recorder in self.recorders:
+                with contextlib.suppress(OutputError):
+                    recorder.on_summary(failed)
             raise
-        self.outputs.write_summary(summary)
+        for recorder in self.recorders:
+            recorder.on_summary(summary)
         return summary
 
     def close(self, status: str, error: str | None = None) -> dict[str, Any]:
-        """Write everything recorded so far with ``status`` and return the summary."""
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        return self._write_outputs(status, error)
+        """End the run with ``status``: every recorder is told, then flushed; returns the summary."""
+        for recorder in self.recorders:
+            recorder.on_close(status)
+        return self._flush(status, error)
+
+    def _finish(self) -> dict[str, Any]:
+        """Close a complete run and let the recorders finish (the app's overview, the plots)."""
+        summary = self.close("complete")
+        for recorder in self.recorders:
+            recorder.on_end(summary)
+        return summary
 
     def run(self) -> dict[str, Any]:
-        """Run to the end and return the summary; outputs are complete whatever happens.
+        """Run to the end and return the summary; the recorders' files are complete whatever happens.
 
         :raises SimulationError: the run could not continue (summary status ``failed``).
         :raises KeyboardInterrupt: interrupted (summary status ``interrupted``).
         """
         self.start()  # a failure here has nothing to save and propagates as it is
+        with self._closing():
+            self.run_until(self.duration_s)
+        return self._finish()
+
+    def steps(self, every_s: Fraction | float | None = None) -> Iterator[Observation]:
+        """Run in steps of ``every_s`` (s; default ``periods.control_s``), yielding after each what a
+        controller would observe then; the last step ends at the run's end, which closes the run
+        as :meth:`run` does. Leaving the loop early closes it as ``interrupted``.
+
+        The same run, stepped or not, gives the same numbers: stopping changes no block.
+        """
+        step = self.clock.ticks(_exact(every_s)) if every_s is not None else self._control_ticks
+        if step <= 0:
+            raise SimulationError(f"steps(every_s={every_s}): the step must be > 0 s")
+        self.start()
+        with self._closing():
+            while not self.done:
+                self.run_until(self.clock.tick_s * min(self._now + step, self._end_ticks))
+                yield self.observation()
+        self._finish()
+
+    @contextlib.contextmanager
+    def _closing(self) -> Iterator[None]:
+        """Close the run with the right status if the body does not finish it."""
         try:
-            self.run_until(self.scenario.duration_s)
+            yield
         except KeyboardInterrupt as exc:
             self.close("interrupted", str(exc) or "interrupted by the user (Ctrl-C)")
+            raise
+        except GeneratorExit:
+            self.close("interrupted", "the caller stopped stepping before the end")
             raise
         except Exception as exc:
             self.close("failed", f"{type(exc).__name__}: {exc}")
             raise
-        summary = self.close("complete")
-        if self.outputs is not None:
-            self.outputs.write_overview()
-        if self.outputs is not None and self.out_dir is not None and self.scenario.outputs.plots:
-            import yaml
-
-            from openg2g.plot.run import PlotsInterrupted, plot_run
-            from openg2g.scenario.loader import resolved_scenario_text
-
-            # the feeder map reads the grid from the scenario as run, written to the folder or not
-            as_run = yaml.safe_load(resolved_scenario_text(self.loaded))
-            try:
-                report = plot_run(self.out_dir, self.scenario.grid.v_min_pu, self.scenario.grid.v_max_pu, as_run)
-            except PlotsInterrupted as exc:
-                # the run is complete; the summary says so, and which plots are there
-                summary["plots"] = exc.report.as_summary()
-                self.outputs.write_summary(summary)
-                raise
-            summary["plots"] = report.as_summary()
-            self.outputs.write_summary(summary)
-        return summary
-
-
-def run_scenario(
-    scenario: str | Path | LoadedScenario,
-    out_dir: Path | str | None = None,
-    overrides: Sequence[str] = (),
-    progress: bool = False,
-    on_start: Callable[[Simulation], None] | None = None,
-) -> RunResult:
-    """Load (if needed), validate and run a scenario.
-
-    :param scenario: a path, a bundled scenario's name, or an already loaded scenario.
-    :param out_dir: output directory, ``None`` for no files; it keeps the scenario as run
-        (``scenario.yaml``, written first), which ``openg2g plot`` reads to redraw the run.
-    :param overrides: ``dotted.key=value`` assignments (as ``openg2g run --set``).
-    :param progress: progress bar on stderr.
-    :param on_start: called with the simulation before it runs (tests use it to interrupt).
-    """
-    loaded = scenario if isinstance(scenario, LoadedScenario) else load_scenario(scenario, overrides)
-    out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        write_resolved_scenario(loaded, out)
-    sim = Simulation(loaded, out, progress=progress)
-    if on_start is not None:
-        on_start(sim)
-    return RunResult(summary=sim.run(), out_dir=out)

@@ -43,6 +43,7 @@ from openg2g.envs.render import RENDER_MODES, render_frame, render_text
 from openg2g.envs.spaces import SpaceLayout
 from openg2g.envs.terms import RewardStep, build_reward_terms
 from openg2g.envs.variations import ScenarioGenerator, Variation
+from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.build import ComponentBuilder, Components
 from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Scenario
@@ -171,7 +172,7 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def _simulation(self, scenario: Scenario, components: ComponentsFactory | None = None) -> Simulation:
         loaded = LoadedScenario(scenario, self.loaded.path, self.loaded.base_dir, self.loaded.sha256)
-        return Simulation(loaded, None, components=(components or self._components)(loaded))
+        return Simulation.from_scenario(loaded, components=(components or self._components)(loaded))
 
     def evaluation_set(self) -> list[Variation]:
         """The held-out evaluation variations (``config.n_eval`` of them, from ``config.eval_seed``)."""
@@ -315,7 +316,8 @@ class G2GEnv(gym.Env[np.ndarray, np.ndarray]):
 
     @staticmethod
     def _snapshot(sim: Simulation) -> tuple[float, float, float, float, float]:
-        m = sim.metrics
+        m = sim.recorder(MetricsRecorder).metrics
+        assert m is not None, "the simulation has not started"
         return (m.violation_integral_pu_s, m.throughput_time_tok, m.tokens, m.missed_tokens, m.overload_integral_pct_s)
 
     def render(self) -> str | np.ndarray | None:

@@ -17,6 +17,8 @@ from openg2g.core.lazy import lazy_exports
 __all__ = [
     "Feeder",
     "FeederGrid",
+    "GridSpec",
+    "SiteConnection",
     "build_grid",
     "list_feeders",
     "load_feeder",
@@ -26,5 +28,9 @@ __all__ = [
 # Lazy, so that a process that needs one module (the OpenDSS reader's worker) does not load them all.
 __getattr__, __dir__ = lazy_exports(
     __name__,
-    {"feeder": ("Feeder", "FeederGrid", "list_feeders", "load_feeder"), "kinds": ("build_grid", "validate_grid")},
+    {
+        "feeder": ("Feeder", "FeederGrid", "list_feeders", "load_feeder"),
+        "kinds": ("build_grid", "validate_grid"),
+        "config": ("GridSpec", "SiteConnection"),
+    },
 )

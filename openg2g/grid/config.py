@@ -8,6 +8,8 @@ Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import math
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
@@ -33,6 +35,7 @@ __all__ = [
     "GridSpec",
     "PVSpec",
     "RegulatorSpec",
+    "SiteConnection",
     "SiteTransformerSpec",
     "StorageSpec",
     "tan_phi",
@@ -58,6 +61,19 @@ class GridSite(Protocol):
     def vminpu(self) -> float: ...
     @property
     def vmaxpu(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class SiteConnection:
+    """A :class:`GridSite` for building a grid in code (a notebook): a site's name and bus, its
+    power factor and how its power follows voltage (the defaults of a scenario's site)."""
+
+    name: str
+    bus: str
+    power_factor: float = 0.95
+    load_model: Literal["constant_power", "opendss"] = "constant_power"
+    vminpu: float = 0.95
+    vmaxpu: float = 1.05
 
 
 class RegulatorSpec(ConfigModel):

@@ -288,6 +288,11 @@ class SystemFrequency:
         self._monitor.add(0.0, self.spec.f0_hz)
 
     @property
+    def f0_hz(self) -> float:
+        """Nominal frequency (Hz)."""
+        return self.spec.f0_hz
+
+    @property
     def t_s(self) -> float:
         """Time since :meth:`reset` (s): the sum of the steps."""
         return self._t
@@ -386,6 +391,22 @@ class SystemFrequency:
         """Nadir, zenith, RoCoF and settling (:mod:`openg2g.grid.frequency_metrics`) since
         :meth:`reset`, the event being the first step whose load differs from the one before."""
         return self._monitor.result()
+
+    def figures(self) -> dict[str, Any]:
+        """:meth:`metrics` as a run summary's ``frequency_*`` keys (Hz, s, Hz/s)."""
+        m = self.metrics()
+        return {
+            "frequency_nadir_hz": m.nadir_hz,
+            "frequency_nadir_at_s": m.nadir_t_s,
+            "frequency_zenith_hz": m.zenith_hz,
+            "frequency_zenith_at_s": m.zenith_t_s,
+            "frequency_rocof_hz_s": m.rocof_hz_s,
+            "frequency_rocof_at_s": m.rocof_t_s,
+            "frequency_rocof_window_s": m.rocof_window_s,
+            "frequency_event_at_s": m.event_t_s,
+            "frequency_settling_hz": m.settling_hz,
+            "frequency_settled_at_s": m.settling_t_s,
+        }
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ at ``t``, so a window always starts before ``t`` (at the latest one grid period 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -39,10 +38,9 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from openg2g.core.commands import ApplyFault, ClearFault, Command, SetLineInService, SetSourceVoltage
 from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time
 from openg2g.core.state import PHASES
+from openg2g.engine.disturbances import DisturbancePlan, DisturbanceRecord
 
 __all__ = [
-    "DisturbancePlan",
-    "DisturbanceRecord",
     "DisturbanceSpec",
     "FaultDisturbance",
     "LineTripDisturbance",
@@ -272,42 +270,6 @@ class DisturbanceSpec(ConfigModel):
 def _named(spec: DisturbanceSpec) -> list[tuple[str, FaultDisturbance | LineTripDisturbance | SourceSagDisturbance]]:
     """Each disturbance with its name (given, or its kind and place in the list)."""
     return [(d.name or f"{d.kind}{i}", d) for i, d in enumerate(spec.events)]
-
-
-@dataclass(frozen=True)
-class DisturbanceRecord:
-    """One disturbance as it will play out.
-
-    :param name: its name.
-    :param kind: ``fault``, ``line_trip`` or ``source_sag``.
-    :param start_s: when it starts (s).
-    :param end_s: its last command's time (s): the last clearing, reclose or sag point.
-    :param outcome: what the sequence ends in: ``cleared`` (no reclosing), ``reclosed`` (a reclose
-        found the fault gone), ``lockout`` (the line stays open), ``open``, ``closed`` (a line trip),
-        ``restored`` (a sag's last point).
-    """
-
-    name: str
-    kind: str
-    start_s: Fraction
-    end_s: Fraction
-    outcome: str
-
-
-@dataclass(frozen=True)
-class DisturbancePlan:
-    """The commands that carry out a scenario's disturbances, and the refined windows.
-
-    :param commands: ``(time, command, disturbance name)`` in time order (s).
-    :param windows: ``(start, end)`` intervals (s), sorted and disjoint, on the grid period's grid.
-    :param records: the disturbances, in the file's order.
-    :param step_s: the step inside the windows (s).
-    """
-
-    commands: tuple[tuple[Fraction, Command, str], ...]
-    windows: tuple[tuple[Fraction, Fraction], ...]
-    records: tuple[DisturbanceRecord, ...]
-    step_s: Fraction
 
 
 def fault_command(name: str, bus: str, fault_type: str, phases: str, r_ohm: float) -> ApplyFault:

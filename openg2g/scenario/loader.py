@@ -3,7 +3,7 @@
 Validation has two layers: the pydantic schema (types, ranges, unknown keys) and the checks that
 need the world the scenario points at (feeder buses and regulators, trace library models and
 batch sizes, controller classes and their parameters, event commands). Every problem is reported
-at once, each as ``<file>: <field.path>: <reason>``. :func:`openg2g.engine.preflight.check_start`
+at once, each as ``<file>: <field.path>: <reason>``. :func:`openg2g.scenario.preflight.check_start`
 adds a third, run by ``openg2g validate`` and ``openg2g run``: the components are built and
 started, and every event is fired on them, so nothing the run would refuse later passes.
 
@@ -13,7 +13,6 @@ What is read is bounded: YAML aliases may not expand a file (or a ``--set`` valu
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Hashable, Sequence
@@ -21,29 +20,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError, create_model
+from pydantic import ValidationError
 
-from openg2g.core.atomic import write_text_atomic
-from openg2g.core.commands import COMMANDS, Command, ShiftReplicas, is_datacenter_command
-from openg2g.core.config import ConfigModel, field_path
+from openg2g.core.commands import COMMANDS, ShiftReplicas, is_datacenter_command
+from openg2g.core.config import field_path
 from openg2g.core.errors import CommandError, G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
 from openg2g.scenario.build import check_components
-from openg2g.scenario.schema import LoadedScenario, Scenario
+from openg2g.scenario.events import build_event_command
+from openg2g.scenario.loaded import LoadedScenario
+from openg2g.scenario.schema import Scenario
 
 __all__ = [
     "MAX_YAML_NODES",
-    "RESOLVED_SCENARIO",
     "LoadedScenario",
-    "PathField",
     "apply_override",
-    "build_event_command",
     "load_scenario",
-    "path_fields",
     "read_yaml_mapping",
     "resolve_scenario_path",
-    "resolved_scenario_text",
-    "write_resolved_scenario",
 ]
 
 
@@ -219,35 +213,6 @@ def read_yaml_mapping(
     return data
 
 
-_EVENT_MODELS: dict[str, type[ConfigModel]] = {}
-
-
-def _event_model(name: str) -> type[ConfigModel]:
-    """A strict pydantic model mirroring a command dataclass, so events are validated field by field."""
-    if name not in _EVENT_MODELS:
-        cls = COMMANDS[name]
-        fields: dict[str, Any] = {  # (type or its name, default) per field
-            f.name: (f.type, ... if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls)
-        }
-        _EVENT_MODELS[name] = create_model(
-            f"{cls.__name__}Event", __base__=ConfigModel, __module__=cls.__module__, **fields
-        )
-    return _EVENT_MODELS[name]
-
-
-def build_event_command(name: str, fields: dict[str, Any]) -> Command:
-    """Build a command from its scenario name and fields.
-
-    :raises ValidationError: a field is missing or unknown.
-    :raises CommandError: a field has the wrong type (the command checks the values as written:
-        ``online: 'no'`` is not a boolean, ``cap_w_per_gpu: '400'`` not a number).
-    :raises KeyError: no command has that name.
-    """
-    model = _event_model(name).model_validate(fields)
-    values = {**model.model_dump(), **fields}  # defaults filled in; given values unconverted
-    return COMMANDS[name](**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-
-
 def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     sites = {s.name for s in scenario.datacenters}
@@ -276,91 +241,6 @@ def _check_events(scenario: Scenario) -> list[tuple[str, str]]:
 def _scenario_hash(scenario: Scenario) -> str:
     canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-RESOLVED_SCENARIO = "scenario.yaml"
-"""File name of the resolved scenario in a run's output folder."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PathField:
-    """A field of scenario data naming a file or folder relative to the scenario's folder.
-
-    :param holder: the mapping that holds the field (changed in place by :meth:`replace`).
-    :param key: the field's key in ``holder``.
-    :param suffix: what follows the path in the value (``":ClassName"`` of a controller file), else ``""``.
-    """
-
-    holder: dict[str, Any]
-    key: str
-    suffix: str = ""
-
-    @property
-    def path(self) -> str:
-        """The path as written."""
-        value = str(self.holder[self.key])
-        return value[: len(value) - len(self.suffix)]
-
-    def replace(self, path: str) -> None:
-        """Make the field name ``path`` instead."""
-        self.holder[self.key] = path + self.suffix
-
-
-def path_fields(data: dict[str, Any]) -> list[PathField]:
-    """The fields of scenario data (as read from the file, or a dumped :class:`Scenario`) that name
-    files the scenario reads: a feeder file, a pandapower net file, PV and load profiles, trace
-    libraries (folders) and controller files; names of bundled things (feeders, nets, the bundled
-    trace library, stock controllers, policies) are not paths."""
-    from openg2g.grid.feeder.library import list_feeders
-    from openg2g.grid.nets.source import looks_like_net_file
-
-    fields: list[PathField] = []
-    grid = data.get("grid")
-    if isinstance(grid, dict):
-        feeder = grid.get("feeder")
-        if isinstance(feeder, str) and feeder not in list_feeders():
-            fields.append(PathField(grid, "feeder"))
-        net = grid.get("pandapower")
-        if isinstance(net, str) and looks_like_net_file(net):
-            fields.append(PathField(grid, "pandapower"))
-        for group in ("pv", "extra_loads"):
-            for item in grid.get(group) or []:
-                if isinstance(item, dict) and isinstance(item.get("profile"), str):
-                    fields.append(PathField(item, "profile"))
-    for site in data.get("datacenters") or []:
-        if isinstance(site, dict) and isinstance(site.get("traces"), str) and site["traces"] != "bundled":
-            fields.append(PathField(site, "traces"))
-    for ctrl in data.get("controllers") or []:
-        kind = ctrl.get("kind") if isinstance(ctrl, dict) else None
-        if isinstance(kind, str):
-            file_part, _, class_name = kind.rpartition(":")
-            if file_part.endswith(".py"):
-                fields.append(PathField(ctrl, "kind", f":{class_name}"))
-    return fields
-
-
-def resolved_scenario_text(loaded: LoadedScenario) -> str:
-    """The scenario as it runs (overrides applied, defaults filled in) as YAML, re-runnable anywhere.
-
-    Paths the scenario resolves against its own folder (:func:`path_fields`) are written absolute;
-    a controller's own ``params`` are written as given.
-    """
-    data = loaded.scenario.model_dump(mode="json")
-    for field in path_fields(data):
-        field.replace(str((loaded.base_dir / field.path).resolve()))
-    header = (
-        f"# The scenario as run: {loaded.path} with its overrides applied and defaults filled in\n"
-        f"# (validated scenario sha256 {loaded.sha256}); paths made absolute. Rerun: openg2g run <this file>\n"
-    )
-    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-
-
-def write_resolved_scenario(loaded: LoadedScenario, out_dir: Path) -> Path:
-    """Write :func:`resolved_scenario_text` to ``out_dir/scenario.yaml`` (atomically); returns the path."""
-    path = Path(out_dir) / RESOLVED_SCENARIO
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, resolved_scenario_text(loaded))
-    return path
 
 
 def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> LoadedScenario:

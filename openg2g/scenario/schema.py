@@ -10,15 +10,15 @@ batch sizes, controller parameters). ``openg2g schema`` prints this reference as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
+    Tag,
     field_validator,
     model_serializer,
     model_validator,
@@ -28,7 +28,8 @@ from openg2g.control.config import ControllerSpec
 from openg2g.core.commands import COMMANDS, renamed_fields
 from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time, parse_seconds
 from openg2g.core.limits import MAX_DURATION_S
-from openg2g.datacenter.config import ModelSpec, SiteSpec, TrainingSpec
+from openg2g.datacenter.config import ModelSpec, PluginSiteSpec, SiteSpec, TrainingSpec, site_kind
+from openg2g.engine.periods import Periods
 from openg2g.grid.config import MAX_TAP_STEPS, ExtraLoadSpec, GridSpec, PVSpec, RegulatorSpec, StorageSpec
 from openg2g.scenario.disturbances import DisturbanceSpec
 
@@ -40,7 +41,6 @@ __all__ = [
     "EventSpec",
     "ExtraLoadSpec",
     "GridSpec",
-    "LoadedScenario",
     "ModelSpec",
     "Name",
     "OutputSpec",
@@ -58,31 +58,6 @@ __all__ = [
 
 MAX_STEPS = 10**9
 """Most datacenter steps in one run (about 30 h of wall time at 0.1 ms per step)."""
-
-
-class Periods(ConfigModel):
-    """How often each component runs (exact rationals, seconds).
-
-    The grid period must be a whole multiple of the datacenter period and the control period a
-    whole multiple of the grid period, so that every grid solve sees complete datacenter samples.
-    """
-
-    datacenter_s: Seconds = Field(Fraction(1, 10), description="Datacenter sampling period (s).")
-    grid_s: Seconds = Field(Fraction(1, 10), description="Grid power-flow period (s).")
-    control_s: Seconds = Field(Fraction(1), description="Default controller period (s).")
-
-    @field_validator("datacenter_s", "grid_s", "control_s")
-    @classmethod
-    def _positive(cls, v: Fraction) -> Fraction:
-        return check_run_time(v, zero_ok=False)
-
-    @model_validator(mode="after")
-    def _nested(self) -> Periods:
-        if self.grid_s % self.datacenter_s:
-            raise ValueError(f"grid_s ({self.grid_s}) must be a whole multiple of datacenter_s ({self.datacenter_s})")
-        if self.control_s % self.grid_s:
-            raise ValueError(f"control_s ({self.control_s}) must be a whole multiple of grid_s ({self.grid_s})")
-        return self
 
 
 class EventSpec(ConfigModel):
@@ -162,7 +137,15 @@ class Scenario(ConfigModel):
     duration_s: Seconds = Field(description="Simulated time (s).")
     periods: Periods = Field(default_factory=Periods, description="Component periods.")
     grid: GridSpec = Field(description="Feeder and its options.")
-    datacenters: list[SiteSpec] = Field(default_factory=list, description="Datacenter sites.")
+    datacenters: list[
+        Annotated[
+            Annotated[SiteSpec, Tag("replay")] | Annotated[PluginSiteSpec, Tag("plugin")],
+            Discriminator(site_kind),
+        ]
+    ] = Field(
+        default_factory=list,
+        description="Datacenter sites: replaying measured traces (kind: replay, the default) or a plug-in backend.",
+    )
     controllers: list[ControllerSpec] = Field(default_factory=list, description="Controllers, run in this order.")
     events: list[EventSpec] = Field(default_factory=list, description="Commands fired at fixed times.")
     disturbances: DisturbanceSpec | None = Field(
@@ -262,19 +245,3 @@ class Scenario(ConfigModel):
                     "(the pandapower reference mode draws constant power)"
                 )
         return self
-
-
-@dataclass(frozen=True)
-class LoadedScenario:
-    """A validated scenario and where it came from.
-
-    :param scenario: the validated model.
-    :param path: the file it was read from.
-    :param base_dir: directory that relative paths in the file are resolved against.
-    :param sha256: hash of the validated scenario (after overrides), recorded in outputs.
-    """
-
-    scenario: Scenario
-    path: Path
-    base_dir: Path
-    sha256: str

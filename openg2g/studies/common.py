@@ -136,8 +136,8 @@ def check_controller_choices(base: BaseScenario, choices: Sequence[str], where: 
     :raises ScenarioError: the first failing choice's problems, each naming ``where``, the choice,
         the scenario file and field.
     """
-    from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
 
     for choice in choices:
         controllers = json.dumps(controller_override(choice, base.path))

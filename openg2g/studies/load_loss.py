@@ -366,8 +366,8 @@ def check_settings(base: BaseScenario, spec: LoadLossSpec, where: str) -> None:
     :raises ScenarioError: the first failing setting's problems, naming ``where``, the setting, the
         scenario file and field.
     """
-    from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
     from openg2g.sweep.expand import encode_value
 
     start = _metrics_start(base, spec.limits)

@@ -80,7 +80,8 @@ from openg2g.core.progress import progress_bar
 from openg2g.core.state import DatacenterState
 from openg2g.grid.feeder.library import Feeder
 from openg2g.grid.feeder.model import FeederModel
-from openg2g.scenario.loader import LoadedScenario, build_event_command, load_scenario
+from openg2g.scenario.events import build_event_command
+from openg2g.scenario.loader import LoadedScenario, load_scenario
 from openg2g.scenario.schema import Periods, PVSpec
 from openg2g.studies.common import BaseScenario, Topology, make_task
 from openg2g.studies.spec import PVPlacementSpec

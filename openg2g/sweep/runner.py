@@ -68,8 +68,8 @@ def check_first_run(loaded: LoadedSweep) -> None:
     :raises ScenarioError: the first run's problems, each naming the scenario file and field and
         saying it is the first run of this sweep.
     """
-    from openg2g.engine.preflight import check_start
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
 
     spec = loaded.spec
     first = {k: v for block in spec.parameters for k, v in expand_block(block)[0].items()}

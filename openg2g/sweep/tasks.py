@@ -43,9 +43,9 @@ RunFn = Callable[[str, tuple[str, ...], Path], Mapping[str, Any]]
 def run_scenario_files(scenario: str, overrides: tuple[str, ...], out_dir: Path) -> Mapping[str, Any]:
     """The default run function: load, validate and run a scenario with overrides into ``out_dir``
     (which keeps the scenario as run, ``scenario.yaml``)."""
-    from openg2g.engine.preflight import check_start
-    from openg2g.engine.simulation import run_scenario
     from openg2g.scenario.loader import load_scenario
+    from openg2g.scenario.preflight import check_start
+    from openg2g.scenario.run import run_scenario
 
     loaded = load_scenario(scenario, overrides)
     check_start(loaded)  # a bad event or controller parameter makes the run invalid, not failed mid-run

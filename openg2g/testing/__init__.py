@@ -18,7 +18,7 @@ Example: a controller against the analytic feeder::
 
     loaded = toy_scenario(duration_s=30)
     sites, grid, _ = toy_components(loaded)
-    Simulation(loaded, None, components=(sites, grid, [MyController()])).run()
+    Simulation.from_scenario(loaded, components=(sites, grid, [MyController()])).run()
 """
 
 from openg2g.testing.sweep import toy_data, toy_run, toy_summary

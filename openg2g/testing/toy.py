@@ -37,7 +37,7 @@ from openg2g.core.commands import (
     SetReplicas,
     SetTaps,
 )
-from openg2g.core.errors import CommandError
+from openg2g.core.errors import CommandError, ScenarioError
 from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend, ModelInfo, RegulatorInfo, SiteInfo
 from openg2g.core.state import DatacenterState, GridState, ModelState
 from openg2g.datacenter.training import TrainingJob
@@ -301,7 +301,9 @@ def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Seque
 
 def toy_components(loaded: LoadedScenario) -> tuple[list[DatacenterBackend], GridBackend, list[Controller]]:
     """Build toy components for a (toy) scenario; its controllers are not built."""
-    sites: list[DatacenterBackend] = [ToySite(spec) for spec in loaded.scenario.datacenters]
+    sites: list[DatacenterBackend] = [ToySite(spec) for spec in loaded.scenario.datacenters if isinstance(spec, SiteSpec)]
+    if len(sites) < len(loaded.scenario.datacenters):
+        raise ScenarioError([("datacenters", "the toy components model replay sites only (no kind: plug-in)")])
     spec = loaded.scenario.grid
     grid = AnalyticGrid(load_scale=spec.load_scale, pv_scale=spec.pv[0].scale if spec.pv else 0.0)
     return sites, grid, []

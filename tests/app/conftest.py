@@ -11,7 +11,7 @@ pytest.importorskip("dash", reason="the app needs the app extra: pip install -e 
 
 @pytest.fixture(scope="session")
 def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from openg2g.engine import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     root = tmp_path_factory.mktemp("runs")
     for name in ("ieee13_none", "ieee13_ofo"):

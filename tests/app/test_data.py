@@ -170,7 +170,7 @@ SHORT_OFO = [
 
 @pytest.mark.slow
 def test_the_overview_written_by_the_run_equals_the_one_the_app_builds(tmp_path: Path) -> None:
-    from openg2g.engine import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     out = (tmp_path / "ofo").resolve()
     run_scenario("ieee13_ofo", out_dir=out, overrides=SHORT_OFO)
@@ -195,7 +195,7 @@ def _running_past(out: Path, t_s: float) -> bool:
 
 @pytest.mark.slow
 def test_a_run_stopped_by_ctrl_c_leaves_no_overview_and_the_app_builds_one_for_its_parts(tmp_path: Path) -> None:
-    from openg2g.engine import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     out = (tmp_path / "cut").resolve()
     run_scenario("ieee13_fixedtap_none", out_dir=out, overrides=["duration_s=30", "outputs.plots=false"])

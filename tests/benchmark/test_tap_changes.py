@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from openg2g.engine.metrics import RunMetrics
-from openg2g.engine.simulation import run_scenario
+from openg2g.record.metrics import RunMetrics
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.run import run_scenario
 
 
 def test_each_unit_step_of_each_phase_counts_once():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from openg2g.engine.simulation import run_scenario
+from openg2g.scenario.run import run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 SHORT = [

@@ -18,7 +18,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def test_context_carries_scheduled_events_and_the_training_job():
-    sim = Simulation(load_scenario(SCENARIOS / "ieee13_mpc.yaml"))
+    sim = Simulation.from_scenario(load_scenario(SCENARIOS / "ieee13_mpc.yaml"))
     ctx = sim.context(1.0)
     assert [e.t_s for e in ctx.events] == [1500.0, 2500.0, 3300.0]
     assert ctx.events[0].command == SetTaps(bank="reg1", taps=(16, 6, 17))

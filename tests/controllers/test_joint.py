@@ -141,8 +141,9 @@ OVERVOLTAGE = [
 def test_closed_loop_joint_removes_an_overvoltage_batches_cannot():
     """Phase c over 1.05 pu with every batch already large: the MPC alone cannot lower it, the joint
     controller moves taps within its budget (3 steps) and the over-voltage integral falls."""
-    from openg2g.engine.simulation import Simulation, run_scenario
+    from openg2g.engine.simulation import Simulation
     from openg2g.scenario.build import build_components
+    from openg2g.scenario.run import run_scenario
 
     mpc = run_scenario(
         SCENARIOS / "ieee13_joint.yaml",
@@ -151,7 +152,7 @@ def test_closed_loop_joint_removes_an_overvoltage_batches_cannot():
     loaded = load_scenario(SCENARIOS / "ieee13_joint.yaml", overrides=[*OVERVOLTAGE, "controllers=[{kind: noop}]"])
     sites, grid, _ = build_components(loaded)
     joint = _joint(max_tap_operations_per_hour=3, miss_fraction_target=0.045, max_move_log2=6.0, voltage_noise_pu=5e-4)
-    summary = Simulation(loaded, components=(sites, grid, [joint])).run()
+    summary = Simulation.from_scenario(loaded, components=(sites, grid, [joint])).run()
     assert mpc["overvoltage_integral_pu_s"] > 0.1, "the case must over-volt"
     assert summary["overvoltage_integral_pu_s"] < 0.5 * mpc["overvoltage_integral_pu_s"]
     assert 0 < joint.operations_last_hour(150.0) <= 3

@@ -22,7 +22,7 @@ from openg2g.controllers.ofo import OFOController
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import BranchSet, Observation
-from openg2g.engine.simulation import run_scenario
+from openg2g.scenario.run import run_scenario
 from tests.controllers.conftest import make_context, make_observation, toy_model
 
 BRANCHES = BranchSet(

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from openg2g.engine import simulation
-from openg2g.engine.simulation import run_scenario
+from openg2g.scenario.run import run_scenario
 
 TABLES = ("datacenter", "models", "grid", "grid_voltages", "commands", "events")
 

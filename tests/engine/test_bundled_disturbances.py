@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from openg2g.engine.simulation import run_scenario
+from openg2g.scenario.run import run_scenario
 
 pytestmark = pytest.mark.slow
 

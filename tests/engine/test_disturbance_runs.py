@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from openg2g.core.errors import ScenarioError
-from openg2g.engine.simulation import run_scenario
 from openg2g.engine.timeline import Timeline
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.run import run_scenario
 
 SCENARIO = """
 name: trip
@@ -92,7 +92,7 @@ def test_the_load_lost_is_the_draw_before_the_trip(trip_run: Path) -> None:
 
 def test_a_disturbance_on_an_unknown_line_is_refused_naming_it(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(SCENARIO.replace('line: "670671"', 'line: "632671"'))
-    from openg2g.engine.preflight import check_start
+    from openg2g.scenario.preflight import check_start
 
     with pytest.raises(ScenarioError, match=r"disturbances\.events\.0: at t=5 s set_line_in_service would be rejected"):
         check_start(load_scenario(tmp_path / "bad.yaml"))

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from openg2g.core.errors import PowerFlowError
-from openg2g.engine.simulation import run_scenario
+from openg2g.scenario.run import run_scenario
 
 T1, T2 = 1.0, 2.0
 BASE = ("duration_s=3", "outputs.plots=false", "events=[]")

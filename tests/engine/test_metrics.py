@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from openg2g.core.state import DatacenterSeries, ModelSeries
-from openg2g.engine.metrics import RunMetrics
+from openg2g.record.metrics import RunMetrics
 
 
 def test_extreme_voltages_name_their_bus_phase_earliest_first() -> None:

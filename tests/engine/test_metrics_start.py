@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from openg2g.core.errors import ScenarioError
-from openg2g.engine.simulation import run_scenario
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.run import run_scenario
 
 OVERRIDES = (
     "duration_s=10",

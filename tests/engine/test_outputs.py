@@ -17,8 +17,10 @@ import pytest
 
 from openg2g.core.errors import OutputError
 from openg2g.core.state import BranchSet, DatacenterState, GridState
-from openg2g.engine import outputs, recorder
-from openg2g.engine.simulation import Simulation, run_scenario
+from openg2g.engine.simulation import Simulation
+from openg2g.record import tables as outputs
+from openg2g.record import writer as recorder
+from openg2g.scenario.run import run_scenario
 from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded
 
 TABLES = ("datacenter", "models", "grid")
@@ -26,7 +28,7 @@ TABLES = ("datacenter", "models", "grid")
 
 def _sim(out: Path, duration_s: float = 5, flush_every_s: float = 1) -> Simulation:
     loaded = make_loaded(duration_s=duration_s, outputs={"plots": False, "flush_every_s": flush_every_s})
-    return Simulation(loaded, out, components=([KilowattSite("dc", [])], TwoBusGrid([]), []))
+    return Simulation.from_scenario(loaded, out, components=([KilowattSite("dc", [])], TwoBusGrid([]), []))
 
 
 def test_a_left_over_temporary_part_does_not_break_reading(tmp_path: Path) -> None:
@@ -52,7 +54,7 @@ def test_a_rerun_into_the_same_folder_replaces_the_earlier_tables(tmp_path: Path
 def test_a_rerun_without_an_optional_table_leaves_none_of_the_earlier_one(tmp_path: Path) -> None:
     def run(voltages: str) -> None:
         loaded = make_loaded(duration_s=2, outputs={"plots": False, "voltages": voltages})
-        Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
+        Simulation.from_scenario(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
 
     run("all")
     assert len(pd.read_parquet(tmp_path / "grid_voltages")) > 0
@@ -114,17 +116,17 @@ def test_a_flush_cut_by_ctrl_c_writes_the_rows_it_took(tmp_path: Path, monkeypat
     """Ctrl-C lands after a flush took the grid's rows from the buffer, before they were written:
     the rows are written, the interrupt comes after, and the tables end where the summary does."""
     sim = _sim(tmp_path, duration_s=5, flush_every_s=2)
-    append = outputs.RunOutputs._append
+    append = outputs.TableRecorder._append
     grid_appends = []
 
-    def ctrl_c_then_append(self: outputs.RunOutputs, writer: Any, columns: dict[str, Any]) -> None:
+    def ctrl_c_then_append(self: outputs.TableRecorder, writer: Any, columns: dict[str, Any]) -> None:
         if writer is self.grid:
             grid_appends.append(None)
             if len(grid_appends) == 2:  # the second flush (4 s): its rows are out of the buffer
                 signal.raise_signal(signal.SIGINT)
         append(self, writer, columns)
 
-    monkeypatch.setattr(outputs.RunOutputs, "_append", ctrl_c_then_append)
+    monkeypatch.setattr(outputs.TableRecorder, "_append", ctrl_c_then_append)
     with pytest.raises(KeyboardInterrupt):
         sim.run()
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -166,7 +168,7 @@ def test_branch_loading_table_and_summary(tmp_path: Path, flush_every_s: float) 
     flush blocks; the table (opt-in) has one row per step and conductor."""
     outputs = {"plots": False, "flush_every_s": flush_every_s, "branches": "all"}
     loaded = make_loaded(duration_s=5, outputs=outputs)
-    summary = Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
+    summary = Simulation.from_scenario(loaded, tmp_path, components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
     assert summary["max_loading_pct"] == 125.0
     assert summary["max_loading_branch"] == "line.feed"
     assert summary["overload_integral_pct_s"] == pytest.approx(125.0, rel=1e-12)
@@ -177,7 +179,7 @@ def test_branch_loading_table_and_summary(tmp_path: Path, flush_every_s: float) 
 
 
 def test_branch_table_is_opt_in_and_a_grid_without_branches_reports_none(tmp_path: Path) -> None:
-    summary = Simulation(
+    summary = Simulation.from_scenario(
         make_loaded(), tmp_path / "a", components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])
     ).run()
     assert not (tmp_path / "a" / "grid_branches").exists() and summary["overload_integral_pct_s"] > 0
@@ -224,7 +226,7 @@ def test_writing_the_tables_imports_neither_pandas_nor_pyarrow_compute(tmp_path:
         "import sys; from pathlib import Path; from openg2g.engine.simulation import Simulation; "
         "from tests.engine.toys import KilowattSite, TwoBusGrid, make_loaded; "
         "loaded = make_loaded(duration_s=5, outputs={'plots': False, 'flush_every_s': 1}); "
-        f"Simulation(loaded, Path({str(tmp_path)!r}), components=([KilowattSite('dc', [])], TwoBusGrid([]), [])).run(); "
+        f"Simulation.from_scenario(loaded, Path({str(tmp_path)!r}), components=([KilowattSite('dc', [])], TwoBusGrid([]), [])).run(); "
         "print('pandas' in sys.modules or 'pyarrow.compute' in sys.modules)"
     )
     root = Path(__file__).resolve().parents[2]
@@ -241,7 +243,7 @@ def test_dictionary_columns_are_those_pyarrow_encodes() -> None:
 
 def test_each_part_states_its_time_range_for_readers_that_skip_parts(tmp_path: Path) -> None:
     loaded = make_loaded(duration_s=2, outputs={"plots": False, "voltages": "all", "flush_every_s": 1})
-    Simulation(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
+    Simulation.from_scenario(loaded, tmp_path, components=([KilowattSite("dc", [])], TwoBusGrid([]), [])).run()
     parts = sorted((tmp_path / "grid_voltages").glob("part-*.parquet"))
     assert len(parts) == 2
     for part in parts:

@@ -23,7 +23,7 @@ def log() -> list:
 
 def _sim(log, out_dir=None, **overrides):
     """A simulation of the toy scenario without controllers."""
-    return Simulation(make_loaded(**overrides), out_dir, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
+    return Simulation.from_scenario(make_loaded(**overrides), out_dir, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
 
 
 def test_fraction_gcd_and_clock_are_exact():
@@ -44,7 +44,7 @@ def test_order_within_one_instant(log):
     event = {"t_s": 1, "command": "set_taps", "taps": [1, 1, 1], "bank": "reg1"}
     ctrl = ScriptedController(log)
     loaded = make_loaded(events=[event], controllers=[{"kind": "scripted"}])
-    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
+    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
     sim.run()
     at_one = [entry[0] for entry in log if entry[1] == pytest.approx(1.0)]
     assert at_one == ["apply", "dc", "grid", "control"]
@@ -53,7 +53,7 @@ def test_order_within_one_instant(log):
 def test_two_controllers_run_in_listed_order(log):
     first, second = ScriptedController(log, name="first"), ScriptedController(log, name="second")
     loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
-    Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])).run()
+    Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])).run()
     names = [e[2] for e in log if e[0] == "control"]
     assert names == ["first", "second"] * 5
 
@@ -90,7 +90,7 @@ def test_command_delay_takes_effect_later(log):
         loaded = make_loaded(controllers=[{"kind": "scripted", "delay_s": str(delay)}])
         site = KilowattSite("dc", log)
         grid = TwoBusGrid(log)
-        Simulation(loaded, None, components=([site], grid, [ctrl])).run()
+        Simulation.from_scenario(loaded, None, components=([site], grid, [ctrl])).run()
         applied = [e for e in log if e[0] == "apply"]
         assert applied and applied[0][1] == pytest.approx(float(delay) + 1.0)
         loads = np.array(grid.seen_loads)[:, 0]
@@ -101,7 +101,7 @@ def test_command_delay_takes_effect_later(log):
 def test_event_at_arbitrary_time(log):
     event = {"t_s": 2.35, "command": "set_batch_size", "site": "dc", "model": "toy", "batch_size": 2}
     grid = TwoBusGrid(log)
-    Simulation(make_loaded(events=[event]), None, components=([KilowattSite("dc", log)], grid, [])).run()
+    Simulation.from_scenario(make_loaded(events=[event]), None, components=([KilowattSite("dc", log)], grid, [])).run()
     applied = [e for e in log if e[0] == "apply"]
     assert applied[0][1] == pytest.approx(2.35)
     loads = np.array(grid.seen_loads)[:, 0]
@@ -114,7 +114,7 @@ def test_grid_takes_mean_or_last_of_samples(log):
         grid = TwoBusGrid(log)
         site = KilowattSite("dc", log, ramp_w_per_s=100.0)
         loaded = make_loaded(periods=periods, grid={"feeder": "two-bus", "load_aggregation": aggregation})
-        Simulation(loaded, None, components=([site], grid, [])).run()
+        Simulation.from_scenario(loaded, None, components=([site], grid, [])).run()
         assert grid.seen_loads[0][0] == pytest.approx(expected)
 
 
@@ -125,7 +125,7 @@ def test_batched_grid_equals_step_by_step(log, tmp_path):
         out = tmp_path / f"batch{batch}"
         loaded = make_loaded(controllers=[{"kind": "s"}], grid={"feeder": "two-bus", "batch": batch})
         site = KilowattSite("dc", log, ramp_w_per_s=1000.0)
-        Simulation(loaded, out, components=([site], TwoBusGrid(log, batchable=True), [ctrl])).run()
+        Simulation.from_scenario(loaded, out, components=([site], TwoBusGrid(log, batchable=True), [ctrl])).run()
         voltages.append(pd.read_parquet(out / "grid_voltages"))
     pd.testing.assert_frame_equal(voltages[0], voltages[1])
 
@@ -154,7 +154,7 @@ def test_same_scenario_same_outputs(log, tmp_path):
         ctrl = ScriptedController(log, {1.0: [SetBatchSize(site="dc", model="toy", batch_size=2)]})
         out = tmp_path / str(k)
         loaded = make_loaded(controllers=[{"kind": "s"}])
-        Simulation(loaded, out, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl])).run()
+        Simulation.from_scenario(loaded, out, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl])).run()
         frames.append([pd.read_parquet(out / t) for t in ("datacenter", "models", "grid", "grid_voltages", "commands")])
     for a, b in zip(*frames):
         pd.testing.assert_frame_equal(a, b)
@@ -170,7 +170,7 @@ class _Interrupt(ScriptedController):
 def test_interrupted_run_leaves_complete_files(log, tmp_path):
     ctrl = _Interrupt(log)
     loaded = make_loaded(duration_s=100, controllers=[{"kind": "s"}], outputs={"plots": False, "flush_every_s": 7})
-    sim = Simulation(loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
+    sim = Simulation.from_scenario(loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [ctrl]))
     with pytest.raises(KeyboardInterrupt):
         sim.run()
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -188,7 +188,7 @@ def test_controller_returning_garbage_is_named(log):
             return ["set batch to 8"]
 
     loaded = make_loaded(controllers=[{"kind": "bad"}])
-    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Bad(log, name="bad")]))
+    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Bad(log, name="bad")]))
     with pytest.raises(ControllerError, match="controller 'bad' returned 'set batch to 8'"):
         sim.run()
 
@@ -201,7 +201,7 @@ def test_controller_raising_is_named_with_the_time(log, tmp_path):
             return []
 
     loaded = make_loaded(controllers=[{"kind": "broken"}])
-    sim = Simulation(
+    sim = Simulation.from_scenario(
         loaded, tmp_path, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Broken(log, name="mine")])
     )
     with pytest.raises(
@@ -219,7 +219,7 @@ def test_rejected_command_stops_with_time_and_source(log):
 
     ctrl = ScriptedController(log, {2.0: [SetTaps(bank="reg1", taps=(1, 1, 1))]}, name="tapper")
     loaded = make_loaded(controllers=[{"kind": "s"}])
-    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], StrictGrid(log), [ctrl]))
+    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], StrictGrid(log), [ctrl]))
     with pytest.raises(SimulationError, match=r"t=2 s: .*from controller 'tapper' was rejected: tap 1 is above"):
         sim.run()
 
@@ -237,7 +237,7 @@ def test_external_driving_matches_sensitivity(log):
 
 def test_controllers_beyond_the_scenario_list_run_every_control_period(log, tmp_path):
     extra = ScriptedController(log, name="notebook")
-    sim = Simulation(make_loaded(), str(tmp_path), components=([KilowattSite("dc", log)], TwoBusGrid(log), [extra]))
+    sim = Simulation.from_scenario(make_loaded(), str(tmp_path), components=([KilowattSite("dc", log)], TwoBusGrid(log), [extra]))
     sim.run()
     assert [e[1] for e in log if e[0] == "control"] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert (tmp_path / "summary.json").exists()
@@ -249,7 +249,7 @@ def test_a_second_controller_writing_a_setting_stops_the_run(log):
     first = ScriptedController(log, {1.0: [SetTaps(bank="reg1", taps=(1, 1, 1))]}, name="first")
     second = ScriptedController(log, {3.0: [SetTaps(bank="reg1", taps=(2, 2, 2))]}, name="second")
     loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
-    sim = Simulation(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second]))
+    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second]))
     with pytest.raises(
         SimulationError,
         match=r"t=3 s: .*controllers\.1 \('second'\) writes regulator of bank 'reg1', "

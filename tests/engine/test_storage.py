@@ -38,7 +38,7 @@ def _run(out: Path | None, controller, duration_s: float = 10, control_s: float 
         datacenters=[],
     )
     grid = FeederGrid.from_spec(loaded.scenario.grid, [], Path("."))
-    sim = Simulation(loaded, out, components=([], grid, [controller]))
+    sim = Simulation.from_scenario(loaded, out, components=([], grid, [controller]))
     sim.run()
     return sim
 
@@ -92,7 +92,7 @@ def test_a_run_without_batteries_writes_no_storage_table(tmp_path: Path) -> None
     (tmp_path / "storage" / "part-00000.parquet").write_bytes(b"an earlier run's")
     loaded = make_loaded(duration_s=2, grid={"feeder": "openg2g-ieee13"}, datacenters=[])
     grid = FeederGrid.from_spec(loaded.scenario.grid, [], Path("."))
-    Simulation(loaded, tmp_path, components=([], grid, [])).run()
+    Simulation.from_scenario(loaded, tmp_path, components=([], grid, [])).run()
     assert not list((tmp_path / "storage").glob("*.parquet"))
 
 

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from openg2g.engine.simulation import Simulation, run_scenario
+from openg2g.engine.simulation import Simulation
 from openg2g.scenario.loader import load_scenario
+from openg2g.scenario.run import run_scenario
 from tests.engine.toys import KilowattSite
 
 T1, T2, DT = 20.0, 40.0, 0.1
@@ -108,7 +109,7 @@ def test_site_draws_and_serves_nothing_while_cut_off(runs: tuple[dict, Path, dic
 
 
 def test_controllers_observe_the_loss(caplog: pytest.LogCaptureFixture) -> None:
-    sim = Simulation(load_scenario("ieee13_none", (*BASE, CUT)))
+    sim = Simulation.from_scenario(load_scenario("ieee13_none", (*BASE, CUT)))
     sim.start()
     sim.run_until(T1 + 1)
     during = sim.observation()

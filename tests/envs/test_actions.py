@@ -18,11 +18,11 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from openg2g.controllers.rl_policy import RLPolicy
 from openg2g.core.commands import SetBatchSize
 from openg2g.core.errors import ControllerError, ScenarioError
-from openg2g.engine.simulation import run_scenario
 from openg2g.envs import EnvConfig, G2GEnv, make_env, make_toy_env
 from openg2g.envs.policy import PolicyMeta, save_policy
 from openg2g.envs.training import TrainSettings
 from openg2g.plot.run import read_table
+from openg2g.scenario.run import run_scenario
 
 BATTERY = "grid.storage=[{name: b1, bus: '675', kw: 100, kwh: 200, soc0: 0.5, soc_min: 0, soc_max: 1, efficiency: 1}]"
 """One 100 kW / 200 kWh lossless battery on IEEE 13 (the bundled scenario has none)."""

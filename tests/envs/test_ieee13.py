@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 from openg2g.core.errors import G2GError
 from openg2g.envs import G2GEnv
+from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.build import ComponentBuilder
 
 SHORT = Path(__file__).resolve().parents[2] / "scenarios" / "rl_ieee13_short.yaml"
@@ -143,7 +144,7 @@ def test_train_then_evaluate_cli_on_ieee13(real_env, tmp_path, capsys):
     while not done:
         obs, _, terminated, truncated, _ = env.step(model.predict(obs, deterministic=True)[0])
         done = terminated or truncated
-    in_env = env.sim.metrics.summary()
+    in_env = env.sim.recorder(MetricsRecorder).figures()
     for key in ("violation_integral_pu_s", "energy_mwh", "mean_throughput_tok_s", "n_batch_changes"):
         assert rows[0][1][key] == pytest.approx(in_env[key], rel=1e-9), key
 
@@ -154,7 +155,7 @@ def test_bundled_policy_runs_as_stock_controller(real_env, tmp_path):
     from pathlib import Path
 
     import openg2g.controllers
-    from openg2g.engine.simulation import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     if not (Path(openg2g.controllers.__file__).parent / "policies" / "ieee13_ppo.zip").is_file():
         pytest.skip("no bundled ieee13_ppo policy")
@@ -183,8 +184,8 @@ def test_bundled_tap_policy_beats_rule_based_on_the_hour(tmp_path):
     voltage violation than ``ieee13_rule_based``, every model within the 5% deadline-miss budget, and
     moves reg1's taps fewer than 100 steps in the hour (scheduled ``set_taps`` events included): it was
     trained with a cost per tap step (the ``tap_changes`` reward term)."""
-    from openg2g.engine.simulation import run_scenario
     from openg2g.plot.run import read_table
+    from openg2g.scenario.run import run_scenario
 
     scenarios = SHORT.parent
     policy = run_scenario(

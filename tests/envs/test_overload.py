@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from openg2g.engine.simulation import run_scenario
 from openg2g.envs import make_env
+from openg2g.scenario.run import run_scenario
 from tests.grid.overload_case import OVERLOAD
 
 ONLY_OVERLOAD = {"voltage": 0, "overload": 1, "throughput": 0, "latency": 0, "switching": 0, "failure": 0}

@@ -21,6 +21,7 @@ from openg2g.control.registry import build_controller
 from openg2g.core.errors import ControllerError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
+from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
@@ -162,9 +163,9 @@ def test_policy_wrap_writes_settings_that_rl_policy_runs(sb3_model, tmp_path, ca
             scenario.base_dir,
             scenario.sha256,
         )
-        sim = Simulation(loaded, None, components=(sites, grid, [build_controller(spec, Path("."))]))
+        sim = Simulation.from_scenario(loaded, None, components=(sites, grid, [build_controller(spec, Path("."))]))
         sim.run_until(DURATION_S)
-        summary = sim.metrics.summary()
+        summary = sim.recorder(MetricsRecorder).figures()
         summary.pop("wall_time_s", None)
         runs[label] = summary
     assert runs["wrapped"] == runs["named"]

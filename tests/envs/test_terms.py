@@ -20,6 +20,7 @@ from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, save_policy
 from openg2g.envs.terms import RewardStep, TapChanges, TapPositions, TermError, TimeSinceTapChange
+from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
@@ -369,9 +370,9 @@ def test_rl_policy_rebuilds_the_observation_terms(terms_dir):
         done = terminated or truncated
     scenario = toy_scenario(11)
     sites, grid, _ = toy_components(scenario)
-    sim = Simulation(scenario, None, components=(sites, grid, [build_controller(spec, Path("."))]))
+    sim = Simulation.from_scenario(scenario, None, components=(sites, grid, [build_controller(spec, Path("."))]))
     sim.run_until(scenario.scenario.duration_s)
-    in_env, deployed = env.sim.metrics.summary(), sim.metrics.summary()
+    in_env, deployed = env.sim.recorder(MetricsRecorder).figures(), sim.recorder(MetricsRecorder).figures()
     assert in_env["n_batch_changes"] > 0
     for key in ("site_unsupplied_s", "batch_changes_by_model", "batch_reversals_by_model"):
         assert deployed.pop(key) == in_env.pop(key)  # dicts: approx takes flat ones

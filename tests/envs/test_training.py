@@ -19,6 +19,7 @@ from openg2g.envs import make_toy_env
 from openg2g.envs.policy import load_policy, read_meta
 from openg2g.envs.training import TrainSettings, _check_same_run, score_policy, train_policy
 from openg2g.envs.training_run import latest_checkpoint, normalization_path
+from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 from tests.envs.conftest import TOY_STEPS
@@ -81,9 +82,9 @@ def _run_as_controller(policy: Path, scenario) -> dict:
     loaded = type(scenario)(
         scenario.scenario.model_copy(update={"controllers": [spec]}), scenario.path, scenario.base_dir, scenario.sha256
     )
-    sim = Simulation(loaded, None, components=(sites, grid, [controller]))
+    sim = Simulation.from_scenario(loaded, None, components=(sites, grid, [controller]))
     sim.run_until(scenario.scenario.duration_s)
-    return sim.metrics.summary()
+    return sim.recorder(MetricsRecorder).figures()
 
 
 @pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
@@ -98,7 +99,7 @@ def test_saved_policy_runs_as_controller_like_in_the_env(trained_toy):
     while not done:
         obs, _, terminated, truncated, _ = env.step(model.predict(obs, deterministic=True)[0])
         done = terminated or truncated
-    in_env = env.sim.metrics.summary()
+    in_env = env.sim.recorder(MetricsRecorder).figures()
     as_controller = _run_as_controller(result.policy, scenario)
     for key in ("site_unsupplied_s", "batch_changes_by_model", "batch_reversals_by_model"):
         assert as_controller.pop(key) == in_env.pop(key)  # dicts: approx takes flat ones

@@ -13,11 +13,11 @@ import yaml
 from openg2g.cli.main import main
 from openg2g.core.commands import SetLineInService, SetTaps
 from openg2g.core.state import DatacenterState, GridState
-from openg2g.engine.simulation import run_scenario
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.plot.run import branch_loading_envelope, plot_voltage_envelope
+from openg2g.scenario.run import run_scenario
 from openg2g.scenario.schema import GridSpec, ModelSpec, RegulatorSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, TEST_TAPS, opendss_branches, shared_data
 from tests.grid.overload_case import OVERLOAD

@@ -569,7 +569,7 @@ def test_a_run_with_a_fault_and_an_outage_on_the_cigre_net(tmp_path: Path) -> No
     site's Bus 14 under 0.2 pu at the grid steps 5.0 and 5.1 s (an event at t acts on the step
     ending at t); transformer 1 (feeding Bus 12-14) out from 10 s to 15 s cuts the site off
     (events rows, 5 s unsupplied, no power drawn, Bus 14 at 0 pu), and after it the run goes on."""
-    from openg2g.engine.simulation import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     events = (
         "events=[{t_s: 5, command: apply_fault, name: f1, bus1: Bus 13, phases: 3, r_ohm: 1.0},"

@@ -338,7 +338,7 @@ def test_a_run_on_a_net_and_its_results_net(tmp_path: Path) -> None:
     """The bundled cigre_mv_ofo scenario runs end to end (OFO acting on the net's sensitivity), and
     the net of one of its steps equals runpp on that step's loads."""
     from openg2g.cli.main import main
-    from openg2g.engine.net_results import to_pandapower_results
+    from openg2g.scenario.net_results import to_pandapower_results
 
     out = tmp_path / "run"
     argv = ["run", "cigre_mv_ofo", "--set", "duration_s=30", "--set", "outputs.plots=false"]

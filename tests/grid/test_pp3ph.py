@@ -321,7 +321,7 @@ def test_the_bundled_edge_scenario_runs(tmp_path: Path) -> None:
     import json
 
     from openg2g.cli.main import main
-    from openg2g.engine.net_results import to_pandapower_results
+    from openg2g.scenario.net_results import to_pandapower_results
 
     out = tmp_path / "run"
     argv = ["run", "eu_lv_edge_none", "--set", "duration_s=10", "--set", "outputs.plots=false"]

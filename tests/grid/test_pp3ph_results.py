@@ -112,7 +112,7 @@ def test_to_pandapower_results_on_an_asymmetric_run(tmp_path: Path) -> None:
     """A short run of a tiny scenario on the hand-made net: the returned net carries the site at
     the mean of the run's datacenter samples of the step, and runpp_3ph gives its tables."""
     from openg2g.cli.main import main
-    from openg2g.engine.net_results import to_pandapower_results
+    from openg2g.scenario.net_results import to_pandapower_results
 
     pp.to_json(small_net(), str(tmp_path / "lv.json"))
     scenario = {

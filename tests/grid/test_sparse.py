@@ -18,7 +18,6 @@ import pandas as pd
 import pytest
 
 from openg2g.core.threads import one_blas_thread
-from openg2g.engine import run_scenario
 from openg2g.grid.feeder import backend
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.build import SOURCES
@@ -28,6 +27,7 @@ from openg2g.grid.feeder.network import Switching, load_ports, node_index
 from openg2g.grid.feeder.powerflow import PowerFlowNetwork
 from openg2g.grid.feeder.solver import CompiledNetwork
 from openg2g.grid.feeder.sparse import SparseNetwork, _det_sign
+from openg2g.scenario.run import run_scenario
 from openg2g.scenario.schema import GridSpec, ModelSpec, SiteSpec
 from tests.grid.conftest import DC_BUS, shared_data
 

@@ -16,7 +16,6 @@ import pytest
 
 from openg2g.cli.main import main
 from openg2g.core.errors import FeederError, SimulationError
-from openg2g.engine.simulation import run_scenario
 from openg2g.grid.config import GridSpec, RegulatorSpec
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.checks import check_against_feeder
@@ -25,6 +24,7 @@ from openg2g.grid.feeder.library import Feeder, feeder_from_model, load_feeder
 from openg2g.grid.feeder.model import SwtControlModel
 from openg2g.grid.feeder.opendss import read_opendss
 from openg2g.grid.feeder.settle import ControlQueue
+from openg2g.scenario.run import run_scenario
 from tests.grid.circuits import LINE, ONE_PHASE, THREE_PHASE
 from tests.grid.time_mode import Control
 

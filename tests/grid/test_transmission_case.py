@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from openg2g.core.errors import FeederError
-from openg2g.engine.simulation import run_scenario
 from openg2g.grid.nets import source as ppnets
+from openg2g.scenario.run import run_scenario
 
 HAS_SIMBENCH = importlib.util.find_spec("simbench") is not None
 

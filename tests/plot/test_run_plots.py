@@ -18,8 +18,6 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
 from openg2g.cli.main import main
-from openg2g.engine.outputs import PLOT_FILES
-from openg2g.engine.simulation import run_scenario
 from openg2g.grid.topology import Topology, distance_from_source_km
 from openg2g.plot.commands import command_series
 from openg2g.plot.compare import baseline_deltas
@@ -27,6 +25,8 @@ from openg2g.plot.feeder import plot_worst_voltage_map, worst_bus_voltages
 from openg2g.plot.overview import OVERVIEW_CACHE
 from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData, expand_fields, read_table
 from openg2g.plot.timeline import ChangeStream, EnvelopeStream, changes, envelope
+from openg2g.record.tables import PLOT_FILES
+from openg2g.scenario.run import run_scenario
 
 TAP_EVENT = [{"t_s": 1, "command": "set_taps", "bank": "reg1", "taps": [15, 6, 16]}]
 

@@ -259,7 +259,7 @@ def test_controller_comparison_gives_the_tap_schedule_to_the_baseline_only() -> 
 
 @pytest.mark.slow
 def test_ieee34_reference_case_runs(tmp_path: Path) -> None:
-    from openg2g.engine import run_scenario
+    from openg2g.scenario.run import run_scenario
 
     summary = run_scenario(
         SCENARIOS / "ieee34_ref_none.yaml",

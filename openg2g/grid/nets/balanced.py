@@ -37,7 +37,7 @@ site's power factor: the same column for phases a, b and c. ``loading_sensitivit
 every branch from the same linearization.
 
 **Results as a net.** :meth:`PandapowerGrid.results_net` (for given site loads) and
-:func:`openg2g.engine.net_results.to_pandapower_results` (for a step of a finished run) give the net back with every site as
+:func:`openg2g.scenario.net_results.to_pandapower_results` (for a step of a finished run) give the net back with every site as
 a load and ``res_bus`` (``vm_pu``, ``va_degree``), ``res_line`` and ``res_trafo`` filled from this
 backend's solution, as ``runpp`` would fill them.
 

@@ -43,13 +43,15 @@ from __future__ import annotations
 import collections
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from openg2g.core.state import DatacenterSeries
+from openg2g.core.state import BranchSet, DatacenterSeries, GridState
+from openg2g.engine.recording import Recorder
 
-__all__ = ["RunMetrics", "violation_pu"]
+__all__ = ["MetricsRecorder", "RunMetrics", "violation_pu"]
 
 
 def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
@@ -323,4 +325,65 @@ class RunMetrics:
         }
         if self.start_s:
             figures["metrics_start_s"] = self.start_s
+        return figures
+
+
+class MetricsRecorder(Recorder):
+    """Keeps a run's :class:`RunMetrics` (a new one at every start) and adds its figures, with
+    where the branch ratings come from, to the run's summary.
+
+    :param start_s: first grid time counted in the voltage and branch figures (s).
+    :param rated_branches: the branches whose ratings the scenario sets (``grid.branch_ratings``;
+        :meth:`BranchSet.rating_sources`), to name the source of the most loaded branch's rating.
+    """
+
+    def __init__(self, start_s: float = 0.0, rated_branches: Collection[str] = ()):
+        super().__init__()
+        self.start_s = start_s
+        self.rated_branches = tuple(rated_branches)
+        self.metrics: RunMetrics | None = None
+        self._branches: BranchSet | None = None
+
+    def _on_start(self) -> None:
+        sim = self.sim
+        assert sim is not None
+        self._branches = sim.grid.branches()
+        self.metrics = RunMetrics(
+            sim.v_min_pu,
+            sim.v_max_pu,
+            self._branches.names if self._branches is not None else None,
+            tuple(sim.grid.bus_phases()),
+            self.start_s,
+        )
+
+    def _on_datacenter_block(self, block: Sequence[DatacenterSeries], dt_s: float) -> None:
+        assert self.metrics is not None
+        self.metrics.add_datacenter_block(block, dt_s)
+
+    def _on_grid_block(self, states: Sequence[GridState], v_pu: np.ndarray, dt_s: float) -> None:
+        metrics = self.metrics
+        assert metrics is not None
+        times = [s.t_s for s in states]
+        metrics.add_grid_block(v_pu, np.array([s.converged for s in states]), dt_s, times)
+        metrics.add_taps([s.taps for s in states])
+        if self._branches is not None:
+            rows = [s.branch_loading_pct for s in states]
+            if any(row is None for row in rows):
+                nan = np.full(len(self._branches.names), np.nan)  # a state without branch results
+                rows = [nan if row is None else row for row in rows]
+            metrics.add_branch_block(np.array(rows), dt_s, times)
+
+    def figures(self) -> dict[str, Any]:
+        """:meth:`RunMetrics.summary`, and for a grid that reports branches ``max_loading_rating``
+        (the source of the most loaded branch's rating) and ``branch_rating_sources`` (branches
+        per source); nothing before the first start."""
+        if self.metrics is None:
+            return {}
+        figures: dict[str, Any] = dict(self.metrics.summary())
+        if self._branches is not None:
+            sources = self._branches.rating_sources(self.rated_branches)
+            by_name = dict(zip(self._branches.names, sources))
+            worst = self.metrics.max_loading_branch
+            figures["max_loading_rating"] = by_name.get(worst) if worst is not None else None
+            figures["branch_rating_sources"] = {s: sources.count(s) for s in ("file", "default", "scenario")}
         return figures

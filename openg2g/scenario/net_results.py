@@ -1,6 +1,6 @@
 """A finished run on a pandapower net, back as a pandapower net with results for one grid step.
 
-Reads the run's ``scenario.yaml`` and ``datacenter`` table (:mod:`openg2g.engine.outputs`), so it
+Reads the run's ``scenario.yaml`` and ``datacenter`` table (:mod:`openg2g.record.tables`), so it
 sits above the grid and the scenario: :meth:`openg2g.grid.nets.balanced.PandapowerGrid.results_net`
 and :func:`openg2g.grid.nets.asymmetric_results.results_net_3ph` do the solving.
 """

@@ -14,7 +14,8 @@ from openg2g.core.commands import ShiftReplicas, command_name, is_datacenter_com
 from openg2g.core.errors import CommandError, G2GError, ScenarioError, raised_in_user_code
 from openg2g.core.interfaces import SiteInfo
 from openg2g.engine.actuators import ActuatorOwners, claim_declared
-from openg2g.scenario.loader import LoadedScenario, build_event_command
+from openg2g.scenario.events import build_event_command
+from openg2g.scenario.loaded import LoadedScenario
 
 __all__ = ["check_start"]
 
@@ -56,7 +57,7 @@ def check_start(loaded: LoadedScenario) -> None:
     except G2GError as exc:
         raise ScenarioError([(f"{where}: (building the run)", str(exc))]) from None
     sites, grid, controllers = components
-    sim = Simulation(loaded, None, components=components)
+    sim = Simulation.from_scenario(loaded, components=components)
     problems: list[tuple[str, str]] = []
     missing = _no_measurements([site.info() for site in sites])
     for i, (spec, controller) in enumerate(zip(sc.controllers, controllers)):

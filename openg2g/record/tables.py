@@ -19,7 +19,9 @@
                         then lists them under ``plots``)
   ``.openg2g-app-overview.parquet``  what ``openg2g app`` draws first (each line thinned for a
                         browser), built from each flush's rows as they are written and written
-                        once, whole, when the run completes (:meth:`RunOutputs.write_overview`)
+                        once, whole, when the run completes (:meth:`TableRecorder.on_end`)
+
+:class:`TableRecorder` is the recorder (:mod:`openg2g.engine.recording`) that writes them.
 """
 
 from __future__ import annotations
@@ -37,14 +39,17 @@ import numpy as np
 from openg2g.core.atomic import write_json_atomic
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
+from openg2g.core.interfaces import RidesThrough
 from openg2g.core.interrupts import stop_signals_deferred
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
-from openg2g.engine.recorder import TableWriter, clear_table
+from openg2g.engine.recording import Recorder
+from openg2g.record.metrics import violation_pu
+from openg2g.record.writer import TableWriter, clear_table
 
 if TYPE_CHECKING:
     from openg2g.plot.overview import OverviewBuilder
 
-__all__ = ["PLOT_FILES", "RunOutputs", "command_fields_json"]
+__all__ = ["PLOT_FILES", "TableRecorder", "command_fields_json", "write_summary"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,39 +80,71 @@ def command_fields_json(command: Command) -> str:
     return json.dumps(dataclasses.asdict(command), separators=(",", ":"))
 
 
-class RunOutputs:
-    """Writers for every output table of one run.
+def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> None:
+    """Replace ``out_dir/summary.json`` atomically.
 
-    :param out_dir: run output directory (created).
-    :param bus_phases: monitored bus-phase names.
-    :param banks: regulator bank name -> its phases (one tap column ``tap_<bank>_<phase>`` each).
+    :raises OutputError: it could not be written.
+    """
+    try:
+        write_json_atomic(out_dir / "summary.json", summary)
+    except OSError as exc:
+        raise OutputError(f"cannot write {out_dir / 'summary.json'}: {exc}") from exc
+
+
+class TableRecorder(Recorder):
+    """Writes every output table of a run (module docstring) in ``out_dir``, and the app's overview.
+
+    :param out_dir: the run's output directory (created at the start; an earlier run's tables and
+        plots there are cleared).
     :param all_voltages: write the per-bus-phase voltage table.
-    :param branches: write the per-conductor branch table for these branches (``None``: no table).
-    :param capacitors: capacitors under automatic control (one ``cap_<name>`` column each, True
-        when closed).
-    :param storage: write the per-battery table (the grid has batteries).
-    :param steps: ``(datacenter steps, grid steps)`` of the whole run, to build the app's
-        overview from the rows as they come (:class:`openg2g.plot.overview.OverviewBuilder`);
-        ``None``: no overview.
-    :param frequency: write the bulk system's frequency table (the scenario has ``grid.frequency``).
-    :param ride_through: write the ride-through table (a site has ``ride_through``).
+    :param all_branches: write the per-conductor branch table (for a grid that reports branches).
+    :param overview: build the app's overview from the rows as they come
+        (:class:`openg2g.plot.overview.OverviewBuilder`) and write it when the run completes.
     """
 
-    def __init__(
+    writes = True
+
+    def __init__(self, out_dir: Path | str, all_voltages: bool = False, all_branches: bool = False, overview: bool = True):
+        super().__init__()
+        self.out_dir = Path(out_dir)
+        self._all_voltages = all_voltages
+        self._all_branches = all_branches
+        self._with_overview = overview
+
+    def _on_start(self) -> None:
+        sim = self.sim
+        assert sim is not None
+        grid = sim.grid
+        banks = {name: info.phases for name, info in grid.regulators().items()}
+        self._open(
+            tuple(grid.bus_phases()),
+            banks,
+            grid.branches() if self._all_branches else None,
+            grid.controlled_capacitors(),
+            storage=bool(grid.storages()),
+            frequency=sim.frequency is not None,
+            ride_through=any(isinstance(site, RidesThrough) for site in sim.sites),
+            steps=sim.step_counts() if self._with_overview else None,
+        )
+
+    def _open(
         self,
-        out_dir: Path,
         bus_phases: tuple[str, ...],
         banks: Mapping[str, tuple[str, ...]],
-        all_voltages: bool,
-        branches: BranchSet | None = None,
-        capacitors: tuple[str, ...] = (),
-        storage: bool = False,
-        steps: tuple[int, int] | None = None,
-        frequency: bool = False,
-        ride_through: bool = False,
-    ):
-        self.out_dir = out_dir
+        branches: BranchSet | None,
+        capacitors: tuple[str, ...],
+        storage: bool,
+        frequency: bool,
+        ride_through: bool,
+        steps: tuple[int, int] | None,
+    ) -> None:
+        """New writers for every table of this run (``banks``: regulator bank -> its phases, one
+        tap column each; ``capacitors``: those under automatic control, one ``cap_<name>`` column
+        each; ``steps``: the run's datacenter and grid steps, for the overview)."""
+        out_dir = self.out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
+        assert self.sim is not None
+        self._v_min_pu, self._v_max_pu = self.sim.v_min_pu, self.sim.v_max_pu
         self._n_bp = len(bus_phases)
         self._codes = np.arange(self._n_bp, dtype=np.int32)
         self._banks = banks
@@ -118,7 +155,7 @@ class RunOutputs:
         self.models = TableWriter(out_dir / "models", dictionary_columns=("site", "model"))
         self.grid = TableWriter(out_dir / "grid")
         self.voltages = (
-            TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if all_voltages else None
+            TableWriter(out_dir / "grid_voltages", categories={"bus_phase": bus_phases}) if self._all_voltages else None
         )
         self._branches = branches
         self.branches = (
@@ -159,35 +196,26 @@ class RunOutputs:
             taps = [_tap_column(bank, phase) for bank, phases in banks.items() for phase in phases]
             self._overview = OverviewBuilder(*steps, taps)
 
-    def record_datacenter_block(self, block: Sequence[DatacenterSeries]) -> None:
-        """Consecutive datacenter steps of all sites (one series per site, same times, same site
-        order every call). Kept as they are until the next flush turns them into table rows."""
+    def _on_datacenter_block(self, block: Sequence[DatacenterSeries], dt_s: float) -> None:
+        """Kept as they are until the next flush turns them into table rows."""
         self._dc_blocks.append(block)
 
-    def record_grid_block(self, states: Sequence[GridState], v_pu: np.ndarray, violation: np.ndarray) -> None:
-        """Consecutive grid steps (envelope rows, and every bus-phase if configured), kept until
-        the next flush.
+    def _on_grid_block(self, states: Sequence[GridState], v_pu: np.ndarray, dt_s: float) -> None:
+        """Envelope rows, and every bus-phase if configured, kept until the next flush."""
+        self._grid_blocks.append((states, v_pu, violation_pu(v_pu, self._v_min_pu, self._v_max_pu)))
 
-        :param v_pu: their voltages, shape ``(len(states), n_bus_phases)``.
-        :param violation: per-step, per-bus-phase violation (pu), same shape.
-        """
-        self._grid_blocks.append((states, v_pu, violation))
-
-    def record_frequency(self, t_s: np.ndarray, f_hz: np.ndarray, delta_p_w: np.ndarray) -> None:
-        """The bulk system's frequency (Hz) at consecutive grid steps ``t_s`` (s) and the change of
-        the grid's draw it followed (W)."""
+    def _on_frequency(self, t_s: np.ndarray, f_hz: np.ndarray, delta_p_w: np.ndarray) -> None:
         assert self.frequency is not None, "the outputs were made without a frequency table"
         self.frequency.append({"t_s": t_s, "f_hz": f_hz, "delta_p_w": delta_p_w})
 
-    def record_ride_through(self, site: str, records: Mapping[str, np.ndarray]) -> None:
-        """A site's ride-through records: per step and block, ``t_s``, ``block``, ``mode``,
-        ``grid_fraction``, ``serving_fraction``, ``ups_energy_kwh``, ``recharge_w``."""
+    def _on_ride_through_records(self, site: str, records: Mapping[str, np.ndarray]) -> None:
+        """Per step and block: ``t_s``, ``block``, ``mode``, ``grid_fraction``,
+        ``serving_fraction``, ``ups_energy_kwh``, ``recharge_w``."""
         assert self.ride_through is not None, "the outputs were made without a ride-through table"
         if len(records["t_s"]):
             self.ride_through.append({"site": np.full(len(records["t_s"]), site, dtype=object), **records})
 
-    def record_ride_through_transition(self, site: str, t_s: float, fields: Mapping[str, Any]) -> None:
-        """A ride-through block's change of mode (fields: block, from and to mode, cause, reason)."""
+    def _on_ride_through_transition(self, site: str, t_s: float, fields: Mapping[str, Any]) -> None:
         self._event_row(t_s, "ride_through", json.dumps({"site": site, **fields}, separators=(",", ":")))
 
     def _append(self, writer: TableWriter, columns: dict[str, Any]) -> None:
@@ -351,8 +379,7 @@ class RunOutputs:
             }
         )
 
-    def record_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
-        """A command a controller sent (or an agent through the env)."""
+    def _on_command(self, t_issued_s: float, t_effective_s: float, source: str, command: Command) -> None:
         name, fields = command_name(type(command)), command_fields_json(command)
         self.commands.append_row(
             t_issued_s=t_issued_s, t_effective_s=t_effective_s, source=source, command=name, fields=fields
@@ -360,16 +387,14 @@ class RunOutputs:
         if self._overview is not None:
             self._overview.add_command(t_effective_s, source, name, fields)
 
-    def record_event(self, t_s: float, command: Command, disturbance: str | None = None) -> None:
-        """A scenario event that fired; a disturbance's command (``disturbance``: its name) has the
-        name as its first field."""
+    def _on_event(self, t_s: float, command: Command, disturbance: str | None) -> None:
+        """A disturbance's command has the disturbance's name as its first field."""
         fields = dataclasses.asdict(command)
         if disturbance is not None:
             fields = {"disturbance": disturbance, **fields}
         self._event_row(t_s, command_name(type(command)), json.dumps(fields, separators=(",", ":")))
 
-    def record_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
-        """A site whose bus lost (``supplied=False``) or regained supply at ``t_s``."""
+    def _on_supply(self, t_s: float, site: str, bus: str, supplied: bool) -> None:
         name = "supply_restored" if supplied else "supply_lost"
         self._event_row(t_s, name, json.dumps({"site": site, "bus": bus}, separators=(",", ":")))
 
@@ -393,7 +418,7 @@ class RunOutputs:
         )
         return [w for w in tables if w is not None]
 
-    def flush(self) -> None:
+    def _on_flush(self) -> None:
         """Write every buffered row: all tables' parts first, then made visible together, so the
         tables always end at the same step.
 
@@ -421,6 +446,9 @@ class RunOutputs:
         for writer, tmp in prepared:
             writer.commit(tmp)
 
+    def _on_end(self, summary: dict[str, Any]) -> None:
+        self.write_overview()
+
     def write_overview(self) -> bool:
         """Write the app's overview of the complete run (every row flushed), whole, beside the
         tables; computed from the rows as they came, so no table is read back.
@@ -444,12 +472,5 @@ class RunOutputs:
             return False
         return True
 
-    def write_summary(self, summary: Mapping[str, Any]) -> None:
-        """Replace ``summary.json`` atomically.
-
-        :raises OutputError: it could not be written.
-        """
-        try:
-            write_json_atomic(self.out_dir / "summary.json", summary)
-        except OSError as exc:
-            raise OutputError(f"cannot write {self.out_dir / 'summary.json'}: {exc}") from exc
+    def _on_summary(self, summary: Mapping[str, Any]) -> None:
+        write_summary(self.out_dir, summary)
