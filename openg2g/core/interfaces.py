@@ -1,4 +1,8 @@
-"""The three component interfaces the engine couples: datacenter, grid and controller.
+"""The three component interfaces the engine couples (datacenter, grid and controller: the abstract
+:class:`DatacenterBackend`, :class:`GridBackend` and :class:`Controller`) and the static facts they
+hand each other: a site's :class:`SiteInfo` (its models' :class:`ModelInfo` with their
+:class:`CurveFits`, its :class:`TrainingInfo` and :class:`RideThroughInfo`), the grid's
+:class:`RegulatorInfo`, and the :class:`ControlContext` a controller starts with.
 
 Components never import simpy: the engine calls ``step`` at each of the component's instants and
 routes commands to ``apply``. Time is in seconds (``t_s``) everywhere.
