@@ -4,8 +4,10 @@ Nothing here reads a file: each function takes what the data layer (:mod:`openg2
 :mod:`openg2g.app.studies`) returned. The page is one column of sections (runs, the open runs over
 time, the feeder at the slider's time, runs compared, hosting capacity, siting, load loss,
 leaderboard, what-if); the
-voltage map and the hosting-capacity map are both drawn by :func:`bus_map_figure`; element ids
-are the constants below, which the callbacks and the browser tests use.
+voltage map and the hosting-capacity map are both drawn by :func:`bus_map_figure`. Element ids are
+strings written where each element is built (``"runs-table"``), the same strings the callbacks and
+the browser tests name; the constants below are what the study sections say without a study, and
+the page's colours and box styles.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""The component interfaces the engine couples: datacenter, grid and controller, with the two
-optional faces a component may also show (:class:`RidesThrough`, :class:`FrequencyModel`) and the
-static facts handed around (:class:`SiteInfo`, :class:`ControlContext`, ...).
+"""The three component interfaces the engine couples (datacenter, grid and controller: the abstract
+:class:`DatacenterBackend`, :class:`GridBackend` and :class:`Controller`), the two optional faces a
+component may also show (:class:`RidesThrough`, :class:`FrequencyModel`), and the static facts they
+hand each other: a site's :class:`SiteInfo` (its models' :class:`ModelInfo` with their
+:class:`CurveFits`, its :class:`TrainingInfo` and :class:`RideThroughInfo`), the grid's
+:class:`RegulatorInfo`, and the :class:`ControlContext` a controller starts with.
 
 Components never import simpy: the engine calls ``step`` at each of the component's instants and
 routes commands to ``apply``. Time is in seconds (``t_s``) everywhere.

@@ -64,16 +64,16 @@ class ServingConstants:
 class ServingInput(NamedTuple):
     """One model over one block of ``k`` steps.
 
-    :param uniform_rng: stream of the uniforms choosing each sample's mixture part.
-    :param normal_rng: stream of the standard normals of each sample.
-    :param width: replica columns of the model's present ramp (> 0); ``min(width, samples)`` are sampled.
-    :param replicas: active (possibly fractional) replicas per step.
-    :param n_on: replicas running per step (the ceiling of ``replicas``).
-    :param n_on_min: the smallest of ``n_on``.
-    :param blend: ``(weight per step, constants)`` of each configuration in the blend, in the
+    :ivar uniform_rng: stream of the uniforms choosing each sample's mixture part.
+    :ivar normal_rng: stream of the standard normals of each sample.
+    :ivar width: replica columns of the model's present ramp (> 0); ``min(width, samples)`` are sampled.
+    :ivar replicas: active (possibly fractional) replicas per step.
+    :ivar n_on: replicas running per step (the ceiling of ``replicas``).
+    :ivar n_on_min: the smallest of ``n_on``.
+    :ivar blend: ``(weight per step, constants)`` of each configuration in the blend, in the
         order their terms are added.
-    :param has_deadline: the model has an ITL deadline (else its miss fraction is 0).
-    :param samples: replicas whose ITL is sampled each step, at most (the site's ``itl_samples``).
+    :ivar has_deadline: the model has an ITL deadline (else its miss fraction is 0).
+    :ivar samples: replicas whose ITL is sampled each step, at most (the site's ``itl_samples``).
     """
 
     uniform_rng: np.random.Generator

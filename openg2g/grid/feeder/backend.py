@@ -197,10 +197,10 @@ def _monitored(
 class NodeSolution(NamedTuple):
     """One solved operating point in the phase frame (:meth:`FeederGrid.node_solution`).
 
-    :param nodes: the node numbering (rows of ``v_v``).
-    :param v_v: complex node voltage to ground (V), ``(n_nodes,)``.
-    :param switching: the taps, capacitor and line states it was solved at.
-    :param load_scale: scale of each of the feeder's own loads (``model.loads`` order).
+    :ivar nodes: the node numbering (rows of ``v_v``).
+    :ivar v_v: complex node voltage to ground (V), ``(n_nodes,)``.
+    :ivar switching: the taps, capacitor and line states it was solved at.
+    :ivar load_scale: scale of each of the feeder's own loads (``model.loads`` order).
     """
 
     nodes: NodeIndex
@@ -212,11 +212,11 @@ class NodeSolution(NamedTuple):
 class Settled(NamedTuple):
     """The settled state of the feeder's controls (:meth:`FeederGrid.settle`).
 
-    :param solution: every node at that state.
-    :param iterations: the solves it took (OpenDSS's control iterations).
-    :param taps: regulator bank -> per-phase tap steps.
-    :param capacitors: every capacitor -> closed.
-    :param switches: every line a SwtControl operates -> in service (closed).
+    :ivar solution: every node at that state.
+    :ivar iterations: the solves it took (OpenDSS's control iterations).
+    :ivar taps: regulator bank -> per-phase tap steps.
+    :ivar capacitors: every capacitor -> closed.
+    :ivar switches: every line a SwtControl operates -> in service (closed).
     """
 
     solution: NodeSolution

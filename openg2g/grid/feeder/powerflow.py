@@ -114,12 +114,12 @@ def _same_point(scale_a: np.ndarray, s_pq_a: np.ndarray, scale_b: np.ndarray, s_
 class NewtonResult(NamedTuple):
     """What a network's chord Newton ends with.
 
-    :param u: the network's unknowns (V): port voltages (dense) or node voltages (sparse).
-    :param converged: every column met the tolerance.
-    :param iterations: iterations used.
-    :param i_comp: compensation currents (A) that go with ``u`` (the network driven by them has
+    :ivar u: the network's unknowns (V): port voltages (dense) or node voltages (sparse).
+    :ivar converged: every column met the tolerance.
+    :ivar iterations: iterations used.
+    :ivar i_comp: compensation currents (A) that go with ``u`` (the network driven by them has
         the voltages ``u`` when converged).
-    :param i_actual: load currents (A) that go with ``u``.
+    :ivar i_actual: load currents (A) that go with ``u``.
     """
 
     u: np.ndarray
