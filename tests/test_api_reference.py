@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs" / "api").glob("*.md"))
-PACKAGES = ("core", "engine", "datacenter", "grid", "control", "scenario", "envs", "sweep", "studies", "plot")
+PACKAGES = ("core", "engine", "record", "datacenter", "grid", "control", "scenario", "envs", "sweep", "studies", "plot")
 DIRECTIVE = re.compile(r"^::: (\S+)$", re.MULTILINE)
 
 

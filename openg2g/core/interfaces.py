@@ -407,6 +407,9 @@ class GridBackend(ABC):
         :param loads: site name -> the datacenter state whose ``p_w``/``q_var`` to draw.
         :param dt_s: time since the previous solve (s), for storage energy and regulator delays.
         :raises PowerFlowError: the power flow did not converge (message names time and feeder).
+            What a step that does not converge does is the grid's policy, and the grid's alone
+            (the bundled grids' ``on_nonconvergence``): raise, or return
+            :meth:`GridState.not_converged` and let the run go on; the engine passes either on.
         """
 
     def solve_batch(

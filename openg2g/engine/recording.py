@@ -16,17 +16,31 @@ flush (``flush_every_s`` of run time, and at the end) :meth:`~Recorder.on_flush`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from fractions import Fraction
+from typing import Any, Protocol
 
 import numpy as np
 
 from openg2g.core.commands import Command
+from openg2g.core.interfaces import DatacenterBackend, FrequencyModel, GridBackend
 from openg2g.core.state import DatacenterSeries, GridState
 
-if TYPE_CHECKING:
-    from openg2g.engine.simulation import Simulation
+__all__ = ["Recorder", "RunView"]
 
-__all__ = ["Recorder"]
+
+class RunView(Protocol):
+    """What a recorder reads of the run it records (a :class:`~openg2g.engine.simulation.Simulation`)."""
+
+    name: str
+    duration_s: Fraction
+    v_min_pu: float
+    v_max_pu: float
+    sites: list[DatacenterBackend]
+    grid: GridBackend
+    frequency: FrequencyModel | None
+
+    def step_counts(self) -> tuple[int, int]:
+        """How many datacenter and grid steps the whole run has."""
 
 
 class Recorder:
@@ -39,10 +53,10 @@ class Recorder:
     writes: bool = False
 
     def __init__(self) -> None:
-        self.sim: Simulation | None = None
+        self.sim: RunView | None = None
 
     # ------------------------------------------------------------------ life cycle
-    def init_recorder(self, sim: Simulation) -> None:
+    def init_recorder(self, sim: RunView) -> None:
         """Attach to ``sim`` (once, when the simulation is built)."""
         self.sim = sim
         self._init_recorder()

@@ -1,29 +1,31 @@
 """The co-simulation engine: one simpy process per component, on an exact integer clock.
 
+A :class:`Simulation` is built from its components (sites, grid, controllers), its periods and
+its recorders; it knows no file (:meth:`Simulation.from_scenario` asks a scenario for its parts).
 Order within one instant (fixed; simpy event priorities enforce it):
 
-1. scenario events scheduled for this instant fire;
+1. scheduled events (a scenario's ``events``) and disturbance commands for this instant fire;
 2. commands whose communication delay ends now take effect;
-3. each datacenter site samples (sites in scenario order) over the period that just ended;
+3. each datacenter site samples (sites in order) over the period that just ended;
 4. the grid solves with what the datacenters produced since its last solve: the mean of those
-   samples (``grid.load_aggregation: mean``, default) or the last one (``last``);
-5. controllers observe and return commands, in the order the scenario lists them; a command with
-   no delay takes effect at once (so the next datacenter sample sees it), one with a delay at
-   step 2 of the instant ``delay_s`` later. A command writing a setting another controller owns
-   stops the run (:mod:`openg2g.engine.actuators`);
-6. outputs are flushed every ``outputs.flush_every_s``.
+   samples (``load_aggregation="mean"``, default) or the last one (``"last"``);
+5. controllers observe and return commands, in the order given; a command with no delay takes
+   effect at once (so the next datacenter sample sees it), one with a delay at step 2 of the
+   instant ``delay_s`` later. A command writing a setting another controller owns stops the run
+   (:mod:`openg2g.engine.actuators`);
+6. recorders that write are flushed every ``flush_every_s`` (:mod:`openg2g.engine.recording`).
 
 A site whose bus loses its supply (the grid's :meth:`GridBackend.unsupplied_sites`, asked at
 the start and after every grid command) is told at once (:meth:`DatacenterBackend.set_supply`),
 so its samples from that instant on draw and serve nothing until the supply returns; each change
-adds a row to the events table (``supply_lost``, ``supply_restored``) and the loss is logged as a
-warning.
+goes to the recorders (the events table's ``supply_lost``, ``supply_restored``) and is logged as
+a warning.
 
 Components run first at their own first period (a datacenter with 0.1 s period first samples at
 0.1 s over (0, 0.1]); events at ``t_s = 0`` apply before anything runs.
 
 Steps 3 and 4 run in blocks (*block stepping*): between two instants at which anything can change
-a component's inputs (an event, a delivered command, a control step, an output flush, the end),
+a component's inputs (an event, a delivered command, a control step, a flush, the end),
 the datacenters produce all their samples in one vectorized call
 (:meth:`DatacenterBackend.step_block`) and, when ``grid.batch`` is on and the grid allows it (no
 controls with memory), the grid solves them in one batch call per control window. Work is done
@@ -54,7 +56,6 @@ from openg2g.core.errors import (
     CommandError,
     ControllerError,
     OutputError,
-    PowerFlowError,
     SimulationError,
     raised_in_user_code,
 )
@@ -206,8 +207,6 @@ class Simulation:
         last: their ``mean`` or the ``last`` one.
     :param batch: solve the grid steps between two control instants in one call when the grid
         allows it.
-    :param on_nonconvergence: ``stop`` (a power flow that does not converge ends the run) or
-        ``flag`` (the step is kept with ``converged=False`` and the run goes on).
     :param flush_every_s: how often recorders that write are flushed (s of run time).
     :param about: facts about where the run comes from, added to its summary (a scenario's file
         and hash).
@@ -231,7 +230,6 @@ class Simulation:
         name: str = "run",
         load_aggregation: Literal["mean", "last"] = "mean",
         batch: bool = True,
-        on_nonconvergence: Literal["stop", "flag"] = "stop",
         flush_every_s: float = 60.0,
         about: Mapping[str, Any] | None = None,
     ):
@@ -248,7 +246,6 @@ class Simulation:
         self.frequency = frequency
         self._load_aggregation = load_aggregation
         self._batch = batch
-        self._flag_nonconvergence = on_nonconvergence == "flag"
         self._about = dict(about or {})
         self._site_index = {s.name: s for s in self.sites}
         # sites whose draw follows the grid's voltage need every solve before their next sample
@@ -537,34 +534,21 @@ class Simulation:
             return ticks
         return max(ticks - ticks % period for period in self._barrier_periods)
 
-    def _solve(self, t_s: float, loads: dict[str, DatacenterState]) -> GridState:
-        dt_s = self.clock.seconds(self._pending_step)
-        try:
-            return self.grid.solve(t_s, loads, dt_s)
-        except PowerFlowError:
-            if not self._flag_nonconvergence:
-                raise
-            latest = self._grid_latest
-            taps, capacitors = (latest.taps, latest.capacitors) if latest else ({}, {})
-            return GridState.not_converged(t_s, self._bus_phases, taps, self._branches, capacitors)
-
     def _solve_pending(self) -> None:
+        """Solve the grid steps waiting in :attr:`_grid_pending`, in one batch when there are
+        several. A step that does not converge is the grid's to report: it raises
+        :class:`PowerFlowError` or returns a state with ``converged=False``, as its own policy says
+        (``grid.on_nonconvergence`` of the bundled grids)."""
         if not self._grid_pending:
             return
         times = [t for t, _ in self._grid_pending]
         loads = [load for _, load in self._grid_pending]
         self._grid_pending = []
-        if len(times) == 1:
-            self._on_grid_states([self._solve(times[0], loads[0])])
-            return
         dt_s = self.clock.seconds(self._pending_step)
-        try:
-            states = self.grid.solve_batch(times, loads, dt_s)
-        except PowerFlowError:
-            if not self._flag_nonconvergence:
-                raise
-            states = [self._solve(t, load) for t, load in zip(times, loads)]
-        self._on_grid_states(states)
+        if len(times) == 1:
+            self._on_grid_states([self.grid.solve(times[0], loads[0], dt_s)])
+        else:
+            self._on_grid_states(self.grid.solve_batch(times, loads, dt_s))
 
     def _on_grid_states(self, states: Sequence[GridState]) -> None:
         dt_s = self.clock.seconds(self._pending_step)

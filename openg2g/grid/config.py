@@ -8,10 +8,9 @@ Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import (

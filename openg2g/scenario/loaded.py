@@ -106,7 +106,6 @@ class LoadedScenario:
             "name": sc.name,
             "load_aggregation": sc.grid.load_aggregation,
             "batch": sc.grid.batch,
-            "on_nonconvergence": sc.grid.on_nonconvergence,
             "flush_every_s": sc.outputs.flush_every_s,
             "about": {
                 "scenario_sha256": self.sha256,
