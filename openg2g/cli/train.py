@@ -39,14 +39,12 @@ import copy
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, get_args
 
 from openg2g.cli.outdir import prepare_out_dir
 from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.envs.train_options import TrainOptions
 from openg2g.scenario.loader import apply_override
-
-if TYPE_CHECKING:
-    from openg2g.envs.training import TrainOptions
 
 __all__ = ["parse_env_settings", "register"]
 
@@ -66,11 +64,29 @@ def parse_env_settings(assignments: list[str], base: Mapping[str, Any] | None = 
 
 
 _OPTION = {"learning_rate": "--lr", "normalize_reward": "--raw-reward"}
-"""Fields of :class:`~openg2g.envs.training.TrainOptions` whose option is not ``--<field-with-dashes>``."""
+"""Fields of :class:`~openg2g.envs.train_options.TrainOptions` whose option is not ``--<field-with-dashes>``."""
+
+
+def _help(field: str) -> str:
+    """The help of a :class:`~openg2g.envs.train_options.TrainOptions` field's option: the field's
+    description, lower-cased like the other options' help unless it opens on an acronym (``PPO/A2C``),
+    and its default: ``"... (default 4)"``."""
+    info = TrainOptions.model_fields[field]
+    text = (info.description or field).removesuffix(".")
+    if text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    default = info.default
+    if isinstance(default, tuple):
+        shown = " ".join(map(str, default))  # as the option takes it (nargs="+")
+    elif isinstance(default, float):
+        shown = f"{default:g}"
+    else:
+        shown = str(default)
+    return f"{text} (default {shown})"
 
 
 def _stored_options(record: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The :class:`~openg2g.envs.training.TrainOptions` fields a resumed run's ``train.json`` holds:
+    """The :class:`~openg2g.envs.train_options.TrainOptions` fields a resumed run's ``train.json`` holds:
     algorithm, hyper-parameters, and the last segment's target steps, env count, seed and periodic
     evaluation."""
     if record is None:
@@ -95,8 +111,6 @@ def _options(args: argparse.Namespace, stored: Mapping[str, Any]) -> TrainOption
     :raises ScenarioError: one ``(option, message)`` per problem.
     """
     from pydantic import ValidationError
-
-    from openg2g.envs.training import TrainOptions
 
     given = {
         "algo": args.algo,
@@ -126,9 +140,7 @@ def _options(args: argparse.Namespace, stored: Mapping[str, Any]) -> TrainOption
 
 
 def _option(field: str) -> str:
-    """The option of a :class:`~openg2g.envs.training.TrainOptions` field (other names as they are)."""
-    from openg2g.envs.training import TrainOptions
-
+    """The option of a :class:`~openg2g.envs.train_options.TrainOptions` field (other names as they are)."""
     if field not in TrainOptions.model_fields:
         return field
     return _OPTION.get(field, "--" + field.replace("_", "-"))
@@ -157,7 +169,7 @@ def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from openg2g.envs.config import EnvConfig
-    from openg2g.envs.training import TrainingInterrupted, TrainSettings, require_tensorboard, train_policy
+    from openg2g.envs.training import TrainingInterrupted, require_tensorboard, train_policy
 
     out_path, record = _run_folder(args)
     stored = record or {}
@@ -179,7 +191,7 @@ def _train(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    settings = TrainSettings(**{k: getattr(options, k) for k in TrainSettings.__dataclass_fields__})
+    settings = options.settings()
     try:
         result = train_policy(
             scenario,
@@ -221,14 +233,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "scenario", nargs="?", help="scenario YAML file, bundled scenario name, or 'toy' (with --resume: optional)"
     )
-    p.add_argument("--algo", choices=("ppo", "a2c", "sac", "td3"), help="SB3 algorithm (default ppo)")
-    p.add_argument("--steps", type=int, help="total env steps, resumed ones included (default 100000)")
+    p.add_argument("--algo", choices=get_args(TrainOptions.model_fields["algo"].annotation), help=_help("algo"))
+    p.add_argument("--steps", type=int, help=_help("steps"))
     p.add_argument("--out", help="output folder (default runs/train_<scenario>)")
-    p.add_argument(
-        "--n-envs",
-        type=int,
-        help="parallel envs, in subprocesses when > 1 (default 1; at most 4 per CPU)",
-    )
+    p.add_argument("--n-envs", type=int, help=_help("n_envs"))
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -250,54 +258,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or a discrete policy whose action families are the first of the run's: added entries start at 'stay'; "
         "a PPO/A2C policy whose features are the first of the run's: added ones start with zero weights)",
     )
-    p.add_argument(
-        "--seed", type=int, help="seed of the algorithm and the envs' variation draws (0 to 2**32-1; default 0)"
-    )
+    p.add_argument("--seed", type=int, help=_help("seed"))
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="env setting (repeatable)")
-    p.add_argument("--checkpoint-every", type=int, default=10_000, metavar="STEPS", help="default 10000")
-    p.add_argument(
-        "--eval-episodes",
-        type=int,
-        default=4,
-        help="held-out episodes scored at the end (0: none; at most the env's n_eval)",
-    )
-    p.add_argument(
-        "--eval-every",
-        type=int,
-        metavar="STEPS",
-        help="score the policy every STEPS env steps on the validation variations, keeping evaluations.npz and "
-        "best_model.zip (default 0: off, since each evaluation pauses training for --val-episodes episodes)",
-    )
-    p.add_argument(
-        "--val-episodes",
-        type=int,
-        help="validation episodes per periodic evaluation (default 4)",
-    )
-    p.add_argument("--n-steps", type=int, help="PPO/A2C rollout steps per env (default 256)")
-    p.add_argument("--batch-size", type=int, help="minibatch size (default 64)")
-    p.add_argument("--lr", type=float, help="learning rate, >= 0 (default 3e-4)")
-    p.add_argument("--gamma", type=float, help="discount per control step, 0 to 1 (default 0.95)")
-    p.add_argument("--ent-coef", type=float, help="PPO/A2C entropy bonus (default 0)")
-    p.add_argument(
-        "--net-arch",
-        type=int,
-        nargs="+",
-        metavar="UNITS",
-        help="hidden layers, 1 to 4096 units each (default 64 64)",
-    )
+    p.add_argument("--checkpoint-every", type=int, metavar="STEPS", help=_help("checkpoint_every"))
+    p.add_argument("--eval-episodes", type=int, help=_help("eval_episodes"))
+    p.add_argument("--eval-every", type=int, metavar="STEPS", help=_help("eval_every"))
+    p.add_argument("--val-episodes", type=int, help=_help("val_episodes"))
+    p.add_argument("--n-steps", type=int, help=_help("n_steps"))
+    p.add_argument("--batch-size", type=int, help=_help("batch_size"))
+    p.add_argument("--lr", type=float, help=_help("learning_rate"))
+    p.add_argument("--gamma", type=float, help=_help("gamma"))
+    p.add_argument("--ent-coef", type=float, help=_help("ent_coef"))
+    p.add_argument("--net-arch", type=int, nargs="+", metavar="UNITS", help=_help("net_arch"))
     p.add_argument(
         "--raw-reward",
         action="store_true",
         default=None,
-        help="train on raw rewards (default: scaled by the return's running std)",
+        help="train on raw rewards, turning off normalize_reward: " + _help("normalize_reward"),
     )
-    p.add_argument(
-        "--critic-warmup",
-        type=int,
-        metavar="STEPS",
-        help="PPO/A2C: train only the value network for the first STEPS steps (default 0), e.g. after --init-from",
-    )
+    p.add_argument("--critic-warmup", type=int, metavar="STEPS", help=_help("critic_warmup"))
     p.add_argument(
         "--tensorboard",
         metavar="DIR",

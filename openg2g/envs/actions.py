@@ -9,7 +9,7 @@ them beside a saved policy).
 =============  ===============================================  ==========================================
 family         one entry per                                    values an entry steps over (its grid)
 =============  ===============================================  ==========================================
-``batch``      controlled model (>= 2 measured batch sizes)     the measured batch sizes (see spaces.py)
+``batch``      controlled model (>= 2 measured batch sizes)     its allowed batch sizes (below)
 ``power_cap``  (site, model), or site (``per: site``)           ``levels`` caps evenly from the GPUs' lowest
                                                                 to highest settable cap (W per GPU)
 ``replicas``   (site, model) with configured replicas           whole counts ``round(f * configured)`` for
@@ -30,8 +30,26 @@ observation reports it:
 - box: ``x`` in ``[-1, 1]`` maps linearly onto ``[lowest, highest]`` of the grid and the nearest grid
   value is set.
 
-A command is sent only for a setting that changes. The ``batch`` family keeps its own rules (the
-deadline budget's allowed sizes, log2 box targets: :mod:`openg2g.envs.spaces`).
+A command is sent only for a setting that changes.
+
+**Batch sizes** (:class:`BatchFamily`) step over a ladder of their own: each controlled model's
+*allowed* sizes, its measured sizes or (with ``EnvConfig.miss_budget``) those whose steady-state
+deadline-miss fraction, as its site reports it (:attr:`~openg2g.core.interfaces.ModelInfo.miss_fraction`:
+the trace library's ITL mixture at the model's deadline), is at most the budget. The model's present
+size is the measured one nearest in log2.
+
+- discrete: 0, 1, 2 step down, stay, up the allowed sizes (stopping at either end); a model found
+  outside them (where the run started) goes to the nearest allowed size below, or the smallest
+  allowed, whatever is chosen.
+- box: ``x`` in ``[-1, 1]`` maps linearly onto ``[log2 smallest, log2 largest]`` of the measured
+  sizes and the allowed size nearest in log2 is set.
+
+No command for a size outside the allowed ones is ever sent. The mask lives here rather than in the
+policy's network so that it binds in the env and in deployment (the ``rl_policy`` controller) alike,
+whatever the network outputs. It bounds each model's miss fraction by the budget from the moment its
+move out of an over-budget starting size has settled (a batch transition blends the old and new
+sizes' tails by token share, so moves among allowed sizes stay within it), as long as no power cap
+slows the model (a cap raises the tails).
 
 Settings in force: a model's power cap (an uncapped model counts as its GPUs' highest cap, their
 default limit), its active replicas (fractional while a ramp runs), a bank's taps, a battery's
@@ -46,10 +64,11 @@ its state-of-charge limits.
 
 from __future__ import annotations
 
+import bisect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Discriminator, Field, Tag, model_validator
@@ -68,9 +87,7 @@ from openg2g.core.errors import ControllerError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.core.state import Observation
-
-if TYPE_CHECKING:
-    from openg2g.envs.spaces import SpaceLayout
+from openg2g.envs.slots import ModelSlot
 
 __all__ = [
     "ActionFamily",
@@ -215,40 +232,142 @@ class ActionFamily(ABC):
     def describe(self) -> dict[str, Any]:
         """The family as plain data: ``kind``, ``entries`` and what their values are."""
 
+    def entries_text(self) -> str:
+        """What the family's entries are, for error messages."""
+        return f"{self.kind}: {list(self.labels)}"
+
 
 class BatchFamily(ActionFamily):
-    """Batch sizes: the layout's controlled models, with the rules of :mod:`openg2g.envs.spaces`."""
+    """Batch sizes of the controlled models, stepping over their allowed sizes (module docstring).
+
+    The layout builds it whether or not ``EnvConfig.actions`` lists ``batch``: the layout's
+    description beside a policy lists the allowed sizes, and the renderer shows each model's place
+    among its sizes.
+
+    :param controlled: the controllable models (at least two measured batch sizes), in layout order.
+    :param context: the run's static facts (each model's miss fractions).
+    :param miss_budget: largest deadline-miss fraction (of tokens) a model may be run at; ``None``
+        allows every measured batch size.
+    :param source: the scenario's name or path, quoted in errors.
+    :raises ScenarioError: with ``miss_budget``, a model with a deadline whose site reports no miss
+        fractions or whose every batch size misses more than the budget.
+    """
 
     kind = "batch"
 
-    def __init__(self, layout: SpaceLayout):
-        self.layout = layout
-        self.labels = tuple(s.key for s in layout.controlled)
+    def __init__(
+        self, controlled: Sequence[ModelSlot], context: ControlContext, miss_budget: float | None, source: str
+    ):
+        self.controlled = tuple(controlled)
+        self.miss_budget = miss_budget
+        self.labels = tuple(s.key for s in self.controlled)
         self.n_targets = len(self.labels)
+        self._log2 = [np.log2(np.array(s.batch_sizes, dtype=float)) for s in self.controlled]
+        # per controlled model, each batch size's index (the first, as argmin finds it): the lookup
+        # of the present index at every step, which needs the log2 distance only for other sizes
+        self._index_of = [{b: i for i, b in reversed(list(enumerate(s.batch_sizes)))} for s in self.controlled]
+        self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
+        """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
+        self._allowed_lists = [ok.tolist() for ok in self.allowed]
         # per controlled model, the command setting each of its batch sizes: built once, not at every
         # step (a command checks its fields when made); a command is frozen, so one can be sent again
         self._set_batch = [
             tuple(SetBatchSize(site=s.site, model=s.model, batch_size=b) for b in s.batch_sizes)
-            for s in layout.controlled
+            for s in self.controlled
         ]
 
+    def _allowed(self, context: ControlContext, slot: ModelSlot, source: str) -> np.ndarray:
+        """Indices of ``slot``'s batch sizes whose miss fraction is within :attr:`miss_budget`."""
+        every = np.arange(len(slot.batch_sizes))
+        info = context.sites[slot.site].models[slot.model]
+        if self.miss_budget is None or info.itl_deadline_s is None:
+            return every
+        if len(info.miss_fraction) != len(info.batch_sizes):
+            message = (
+                f"miss_budget needs each batch size's deadline-miss fraction, and site {slot.site!r} "
+                f"reports none for {slot.model} (deadline {info.itl_deadline_s:g} s)"
+            )
+            raise ScenarioError([(source, message)])
+        miss = dict(zip(info.batch_sizes, info.miss_fraction))
+        fractions = np.array([miss[b] for b in slot.batch_sizes])
+        ok = every[fractions <= self.miss_budget]
+        if ok.size == 0:
+            message = (
+                f"miss_budget={self.miss_budget:g}: every batch size of {slot.key} misses its "
+                f"{info.itl_deadline_s:g} s deadline more often (least: {fractions.min():.2%} at batch "
+                f"{slot.batch_sizes[int(fractions.argmin())]}); raise the budget or the deadline"
+            )
+            raise ScenarioError([(source, message)])
+        return ok
+
+    def allowed_sizes(self) -> dict[str, list[int]]:
+        """Per controlled model (``"<site>/<model>"``), the batch sizes it may run, ascending."""
+        return {s.key: [s.batch_sizes[int(i)] for i in ok] for s, ok in zip(self.controlled, self.allowed)}
+
+    def current_index(self, observation: Observation) -> np.ndarray:
+        """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
+        return np.array(self._current(observation), dtype=np.int64)
+
+    def _current(self, observation: Observation) -> list[int]:
+        """:meth:`current_index` as a list."""
+        datacenters = observation.datacenters
+        out = []
+        for s, index_of, log2 in zip(self.controlled, self._index_of, self._log2):
+            state = datacenters.get(s.site)
+            m = state.models.get(s.model) if state is not None else None
+            b = m.batch_size if m is not None else s.batch_sizes[0]
+            exact = index_of.get(b)
+            out.append(exact if exact is not None else int(np.argmin(np.abs(log2 - np.log2(max(b, 1))))))
+        return out
+
+    def moves(self, action: Any, observation: Observation, discrete: bool) -> tuple[list[int], list[int]]:
+        """The ladder: per controlled model, the index into its batch sizes of the present batch
+        (:meth:`current_index`) and of the one to run after ``action`` (always one of
+        :attr:`allowed`; module docstring), as lists.
+
+        :raises ValueError: ``action`` has another number of entries than there are controlled models.
+        """
+        a = np.asarray(action).reshape(-1)
+        if a.size != self.size:
+            raise ValueError(f"action has {a.size} entries; this layout controls {self.size} models")
+        current = self._current(observation)
+        if discrete:
+            target = []
+            for x, ok, c in zip(a.astype(np.int64).tolist(), self._allowed_lists, current):
+                rank = bisect.bisect_left(ok, c)
+                if rank < len(ok) and ok[rank] == c:
+                    target.append(ok[min(max(rank + min(max(x, 0), 2) - 1, 0), len(ok) - 1)])
+                else:  # outside the allowed sizes (where the run started): the nearest allowed one below
+                    target.append(ok[max(rank - 1, 0)])
+            return current, target
+        target = []
+        for x, log2, ok in zip(a.tolist(), self._log2, self.allowed):
+            x = float(np.clip(np.nan_to_num(x), -1.0, 1.0))
+            goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
+            target.append(int(ok[int(np.argmin(np.abs(log2[ok] - goal)))]))
+        return current, target
+
     def mask(self, observation: Observation) -> np.ndarray:
-        current = self.layout.current_batch_index(observation)
-        choices = [np.full(self.size, m + 1) for m in MOVES]
-        honest = [
-            np.sign(self.layout.target_batch_index(c, observation) - current) == m for c, m in zip(choices, MOVES)
-        ]
+        # a choice is honest when the ladder moves the way it says: outside the allowed sizes every
+        # choice leads to one size, so only the move towards it is
+        honest = []
+        for m in MOVES:
+            current, target = self.moves(np.full(self.size, m + 1), observation, discrete=True)
+            honest.append(np.sign(np.array(target, dtype=np.int64) - np.array(current, dtype=np.int64)) == m)
         return np.stack(honest, axis=1)
 
     def commands(self, action: np.ndarray, observation: Observation, discrete: bool) -> list[Command]:
-        current, target = self.layout.batch_moves(action, observation)
+        current, target = self.moves(action, observation, discrete)
         return [sets[t] for sets, c, t in zip(self._set_batch, current, target) if c != t]
 
     def actuators(self) -> tuple[Actuator, ...]:
-        return tuple(Actuator("batch_size", (s.site, s.model)) for s in self.layout.controlled)
+        return tuple(Actuator("batch_size", (s.site, s.model)) for s in self.controlled)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "entries": list(self.labels)}
+
+    def entries_text(self) -> str:
+        return f"{self.size} controllable models: {list(self.labels)}"
 
 
 class _GridFamily(ActionFamily):
@@ -538,11 +657,13 @@ class StorageFamily(_GridFamily):
 
 def build_families(
     specs: Sequence[BatchAction | PowerCapAction | ReplicasAction | TapsAction | StorageAction],
-    layout: SpaceLayout,
+    batch: BatchFamily,
     context: ControlContext,
     source: str,
 ) -> tuple[ActionFamily, ...]:
     """The families of ``EnvConfig.actions``, in its order.
+
+    :param batch: the layout's batch sizes, the family of a ``batch`` entry.
 
     :raises ScenarioError: the scenario lacks what a family acts on (no cap range, no regulator
         bank or battery, an unknown one named), or a grid beyond a site's GPU capacity; the message
@@ -552,7 +673,7 @@ def build_families(
     for i, spec in enumerate(specs):
         where = f"actions.{i}"
         if isinstance(spec, BatchAction):
-            families.append(BatchFamily(layout))
+            families.append(batch)
         elif isinstance(spec, PowerCapAction):
             families.append(PowerCapFamily(spec, context, source, where))
         elif isinstance(spec, ReplicasAction):

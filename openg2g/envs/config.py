@@ -97,7 +97,7 @@ class EnvConfig(ConfigModel):
         le=1,
         description="Per-model ITL deadline-miss budget (fraction of tokens): the agent can only choose batch "
         "sizes whose steady-state miss fraction, as the site reports it, is at most this (action masking, see "
-        "openg2g.envs.spaces); None = every measured batch size.",
+        "openg2g.envs.actions); None = every measured batch size.",
     )
     reward_baseline: Literal["none", "no_control"] = Field(
         "none",

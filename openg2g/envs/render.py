@@ -104,7 +104,7 @@ def render_frame(layout: SpaceLayout, observation: Observation) -> np.ndarray:
 
     # batch sizes: the full range in light grey, the present size in blue
     n = len(layout.controlled)
-    index = layout.current_batch_index(observation)
+    index = layout.batch.current_index(observation)
     position = np.array([i / (len(s.batch_sizes) - 1) for i, s in zip(index, layout.controlled)])
     _bars(frame, split + _MARGIN, width - _MARGIN, np.ones(n), [_LIGHT] * n)
     _bars(frame, split + _MARGIN, width - _MARGIN, position, [_BLUE] * n)

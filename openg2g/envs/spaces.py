@@ -22,27 +22,14 @@ Observation vector, in order (all clipped to ``[-clip, clip]``):
    as a fraction of its nominal power;
 5. the features of the env setting's ``observation_terms``, term by term (:mod:`openg2g.envs.terms`).
 
-Batch-size actions act on the *controlled* models: those with at least two measured batch sizes.
-
-**Deadline budget (action masking).** With ``miss_budget`` set, a controlled model may only run the
-batch sizes whose steady-state deadline-miss fraction, as its site reports it
-(:attr:`~openg2g.core.interfaces.ModelInfo.miss_fraction`: the trace library's ITL mixture at the
-model's deadline), is at most the budget: :attr:`SpaceLayout.allowed` holds their indices, every
-action maps onto them (a discrete move steps among the allowed sizes and a model found outside them
-goes to the nearest allowed size below it, or the smallest allowed; a box target picks the nearest allowed size) and no command
-for another size is ever sent. The mask lives here rather than in the policy's network so that it
-binds in the env and in deployment (the ``rl_policy`` controller) alike, whatever the network
-outputs. It bounds each model's miss fraction by the budget from the moment its move out of an
-over-budget starting size has settled (a batch transition blends the old and new sizes' tails by
-token share, so moves among allowed sizes stay within it), as long as no power cap slows the model
-(a cap raises the tails).
+Batch-size actions act on the *controlled* models: those with at least two measured batch sizes,
+each stepping over its allowed sizes (:class:`~openg2g.envs.actions.BatchFamily`, which also holds
+the deadline budget: ``miss_budget``).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -52,35 +39,14 @@ from openg2g.core.commands import Actuator, Command
 from openg2g.core.errors import ControllerError, G2GError, ScenarioError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
-from openg2g.envs.actions import ActionFamily, ActionSpec, BatchAction, build_families
+from openg2g.envs.actions import ActionFamily, ActionSpec, BatchAction, BatchFamily, build_families
 from openg2g.envs.config import EnvConfig, ObsConfig
+from openg2g.envs.slots import ModelSlot
 from openg2g.envs.terms import ObservationTerms, build_observation_terms
 
-__all__ = ["ActionKind", "ModelSlot", "SpaceLayout", "describe_space", "make_spaces"]
+__all__ = ["ActionKind", "SpaceLayout", "describe_space", "make_spaces"]
 
 ActionKind = Literal["discrete", "box"]
-
-
-@dataclass(frozen=True)
-class ModelSlot:
-    """One (site, model) pair of the layout and the constants that normalize its features."""
-
-    site: str
-    model: str
-    batch_sizes: tuple[int, ...]
-    replicas_ref: float
-    power_ref_w: float
-    itl_ref_s: float
-
-    @property
-    def controllable(self) -> bool:
-        """True when the model has at least two measured batch sizes."""
-        return len(self.batch_sizes) >= 2
-
-    @property
-    def key(self) -> str:
-        """``"<site>/<model>"``."""
-        return f"{self.site}/{self.model}"
 
 
 def describe_space(space: spaces.Space) -> str:
@@ -114,8 +80,8 @@ class SpaceLayout:
     :param obs: what the observation holds.
     :param action: ``"discrete"`` or ``"box"``.
     :param source: the scenario's name or path, quoted in errors.
-    :param miss_budget: largest deadline-miss fraction a controlled model may be run at (see the
-        module doc); ``None`` allows every measured batch size.
+    :param miss_budget: largest deadline-miss fraction a controlled model may be run at
+        (:class:`~openg2g.envs.actions.BatchFamily`); ``None`` allows every measured batch size.
     :param actions: the action families (``EnvConfig.actions``), their entries in this order.
     :param terms: observation terms whose features follow the built-in ones (:mod:`openg2g.envs.terms`).
     :raises ScenarioError: no datacenter site, no model at all, no controllable model (one with at
@@ -138,7 +104,6 @@ class SpaceLayout:
         self.obs_config = obs
         self.terms = terms
         self.action_kind = action
-        self.miss_budget = miss_budget
         if not context.sites:
             raise ScenarioError([(source, "the RL environment needs a datacenter site, and the scenario has none")])
         slots: list[ModelSlot] = []
@@ -173,17 +138,12 @@ class SpaceLayout:
         self.v_mid_pu = 0.5 * (context.v_min_pu + context.v_max_pu)
         self.v_half_pu = 0.5 * (context.v_max_pu - context.v_min_pu)
         self._zone_index = self._zones(source)
-        self._log2 = [np.log2(np.array(s.batch_sizes, dtype=float)) for s in self.controlled]
-        # per controlled model, each batch size's index (the first, as argmin finds it): the lookup
-        # of current_batch_index at every step, which needs the log2 distance only for other sizes
-        self._index_of = [{b: i for i, b in reversed(list(enumerate(s.batch_sizes)))} for s in self.controlled]
         # per slot, the batch-size feature of each batch size met so far (observe)
         self._batch_feature: list[dict[int, float]] = [{} for _ in self.slots]
-        self.allowed: tuple[np.ndarray, ...] = tuple(self._allowed(context, s, source) for s in self.controlled)
-        """Per controlled model, the indices into its batch sizes that it may run (ascending)."""
-        self._allowed_lists = [ok.tolist() for ok in self.allowed]
+        self.batch = BatchFamily(self.controlled, context, miss_budget, source)
+        """The controlled models' batch sizes, the family of a ``batch`` action (built without one too)."""
         self.feature_names: tuple[str, ...] = tuple(self._feature_names())
-        self.families: tuple[ActionFamily, ...] = build_families(actions, self, context, source)
+        self.families: tuple[ActionFamily, ...] = build_families(actions, self.batch, context, source)
         """The action families, in the order of their entries in the action."""
         self.n_actions = sum(f.size for f in self.families)
         self.n_targets = sum(f.n_targets for f in self.families)
@@ -231,30 +191,6 @@ class SpaceLayout:
             out.append((name, idx))
         return out
 
-    def _allowed(self, context: ControlContext, slot: ModelSlot, source: str) -> np.ndarray:
-        """Indices of ``slot``'s batch sizes whose miss fraction is within :attr:`miss_budget`."""
-        every = np.arange(len(slot.batch_sizes))
-        info = context.sites[slot.site].models[slot.model]
-        if self.miss_budget is None or info.itl_deadline_s is None:
-            return every
-        if len(info.miss_fraction) != len(info.batch_sizes):
-            message = (
-                f"miss_budget needs each batch size's deadline-miss fraction, and site {slot.site!r} "
-                f"reports none for {slot.model} (deadline {info.itl_deadline_s:g} s)"
-            )
-            raise ScenarioError([(source, message)])
-        miss = dict(zip(info.batch_sizes, info.miss_fraction))
-        fractions = np.array([miss[b] for b in slot.batch_sizes])
-        ok = every[fractions <= self.miss_budget]
-        if ok.size == 0:
-            message = (
-                f"miss_budget={self.miss_budget:g}: every batch size of {slot.key} misses its "
-                f"{info.itl_deadline_s:g} s deadline more often (least: {fractions.min():.2%} at batch "
-                f"{slot.batch_sizes[int(fractions.argmin())]}); raise the budget or the deadline"
-            )
-            raise ScenarioError([(source, message)])
-        return ok
-
     def _feature_names(self) -> list[str]:
         names: list[str] = []
         if self.obs_config.voltages == "bus_phases":
@@ -279,9 +215,7 @@ class SpaceLayout:
             "batch_sizes": {s.key: list(s.batch_sizes) for s in self.controlled},
             "observation_shape": list(self.observation_space.shape or ()),
             "action": describe_space(self.action_space),
-            "allowed_batch_sizes": {
-                s.key: [s.batch_sizes[int(i)] for i in ok] for s, ok in zip(self.controlled, self.allowed)
-            },
+            "allowed_batch_sizes": self.batch.allowed_sizes(),
             "actions": [f.describe() for f in self.families],
         }
 
@@ -343,51 +277,6 @@ class SpaceLayout:
         out[np.isnan(out)] = 0.0  # NaN reads 0; the clip takes an infinity to the bound of its sign
         # np.clip's result (no NaN is left) by its two ufuncs, without its wrappers
         return np.minimum(np.maximum(out, -clip, out=out), clip, out=out).astype(np.float32)
-
-    def current_batch_index(self, observation: Observation) -> np.ndarray:
-        """Index into each controlled model's batch sizes of its present batch (nearest in log2)."""
-        return np.array(self._current_indices(observation), dtype=np.int64)
-
-    def _current_indices(self, observation: Observation) -> list[int]:
-        """:meth:`current_batch_index` as a list."""
-        datacenters = observation.datacenters
-        out = []
-        for s, index_of, log2 in zip(self.controlled, self._index_of, self._log2):
-            state = datacenters.get(s.site)
-            m = state.models.get(s.model) if state is not None else None
-            b = m.batch_size if m is not None else s.batch_sizes[0]
-            exact = index_of.get(b)
-            out.append(exact if exact is not None else int(np.argmin(np.abs(log2 - np.log2(max(b, 1))))))
-        return out
-
-    def target_batch_index(self, action: Any, observation: Observation) -> np.ndarray:
-        """Index of the batch size each controlled model should run after ``action``, always one of
-        :attr:`allowed`."""
-        return np.array(self.batch_moves(action, observation)[1], dtype=np.int64)
-
-    def batch_moves(self, action: Any, observation: Observation) -> tuple[list[int], list[int]]:
-        """Per controlled model, the index into its batch sizes of the present batch
-        (:meth:`current_batch_index`) and of the one to run after ``action``
-        (:meth:`target_batch_index`), as lists."""
-        a = np.asarray(action).reshape(-1)
-        if a.size != len(self.controlled):
-            raise ValueError(f"action has {a.size} entries; this layout controls {len(self.controlled)} models")
-        current = self._current_indices(observation)
-        if self.action_kind == "discrete":
-            target = []
-            for x, ok, c in zip(a.astype(np.int64).tolist(), self._allowed_lists, current):
-                rank = bisect.bisect_left(ok, c)
-                if rank < len(ok) and ok[rank] == c:
-                    target.append(ok[min(max(rank + min(max(x, 0), 2) - 1, 0), len(ok) - 1)])
-                else:  # outside the allowed sizes (where the run started): the nearest allowed one below
-                    target.append(ok[max(rank - 1, 0)])
-            return current, target
-        target = []
-        for x, log2, ok in zip(a.tolist(), self._log2, self.allowed):
-            x = float(np.clip(np.nan_to_num(x), -1.0, 1.0))
-            goal = log2[0] + 0.5 * (x + 1.0) * (log2[-1] - log2[0])
-            target.append(int(ok[int(np.argmin(np.abs(log2[ok] - goal)))]))
-        return current, target
 
     def _split(self, action: Any) -> list[np.ndarray]:
         """The action's slice of each family, in :attr:`families` order."""
@@ -451,22 +340,14 @@ class SpaceLayout:
         )
         if not same_action:
             problems.append(
-                f"action: the scenario gives {describe_space(self.action_space)} ({self._entries_text()}), "
+                f"action: the scenario gives {describe_space(self.action_space)} "
+                f"({'; '.join(f.entries_text() for f in self.families)}), "
                 f"the policy expects {describe_space(action_space)}"
             )
         elif isinstance(action_space, spaces.Box) and (bounds := _other_bounds(self.action_space, action_space)):
             problems.append(f"action bounds: {bounds}")
         if problems:
             raise ControllerError(f"{what} does not fit this scenario: " + "; ".join(problems))
-
-    def _entries_text(self) -> str:
-        """What the action's entries are, family by family (for error messages)."""
-        return "; ".join(
-            f"{len(self.controlled)} controllable models: {[s.key for s in self.controlled]}"
-            if f.kind == "batch"
-            else f"{f.kind}: {list(f.labels)}"
-            for f in self.families
-        )
 
 
 def _other_bounds(expected: spaces.Space, found: spaces.Box) -> str:

@@ -24,11 +24,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ProgressBarCallback
 from stable_baselines3.common.logger import CSVOutputFormat, Logger
@@ -36,14 +35,13 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import configure_logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
-from openg2g.core.config import ConfigModel, field_path
 from openg2g.core.errors import G2GError, OutputError, ScenarioError
 from openg2g.core.interrupts import STOP_SIGNALS
-from openg2g.core.limits import bound_text, max_processes
 from openg2g.core.progress import progress_bar
 from openg2g.envs.config import EnvConfig
 from openg2g.envs.env import G2GEnv, make_env
 from openg2g.envs.policy import FORMAT, PolicyMeta, algo_class, load_policy, read_meta, save_policy
+from openg2g.envs.train_options import TrainOptions, TrainSettings, option_default
 from openg2g.envs.training_run import (
     BEST_MODEL,
     BEST_VECNORMALIZE,
@@ -77,129 +75,11 @@ __all__ = [
     "train_policy",
 ]
 
-MAX_LAYER_UNITS = 4096
-"""Widest hidden layer accepted (units): the policies here use 64, and a layer of 4096 already holds
-16.8 M weights towards the next one; a larger one only exhausts memory."""
-
 WORKER_EXIT_S = 10.0
 """Seconds a terminated env worker is given to exit before it is killed."""
 
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Algorithm hyper-parameters (defaults sized for short control episodes on 2 cores).
-
-    :param n_steps: PPO/A2C rollout length per env (steps).
-    :param batch_size: PPO/SAC/TD3 minibatch size.
-    :param learning_rate: optimizer step size.
-    :param gamma: discount per control step (0.95: a horizon of about 20 control periods).
-    :param net_arch: hidden layer sizes of policy and value networks.
-    :param ent_coef: PPO/A2C entropy bonus.
-    :param normalize_reward: divide training rewards by a running estimate of the return's standard
-        deviation (SB3 ``VecNormalize``, rewards only): helps the value function when per-step rewards
-        reach tens. Observations are never normalized, so a saved policy needs nothing but its zip.
-    :param critic_warmup: PPO/A2C: env steps (over all envs) at the start of a run during which only
-        the value network learns, the policy's weights held (see :class:`CriticWarmup`); 0 = none.
-    """
-
-    n_steps: int = 256
-    batch_size: int = 64
-    learning_rate: float = 3e-4
-    gamma: float = 0.95
-    net_arch: tuple[int, ...] = (64, 64)
-    ent_coef: float = 0.0
-    normalize_reward: bool = True
-    critic_warmup: int = 0
-
-    def algo_kwargs(self, algo: str) -> dict[str, Any]:
-        """Keyword arguments for the SB3 constructor of ``algo``."""
-        kwargs: dict[str, Any] = {
-            "learning_rate": self.learning_rate,
-            "gamma": self.gamma,
-            "policy_kwargs": {"net_arch": list(self.net_arch)},
-        }
-        if algo == "ppo":
-            kwargs.update(n_steps=self.n_steps, batch_size=self.batch_size, ent_coef=self.ent_coef)
-        elif algo == "a2c":
-            kwargs.update(n_steps=self.n_steps, ent_coef=self.ent_coef)
-        else:
-            kwargs.update(batch_size=self.batch_size)
-        return kwargs
-
-
-class TrainOptions(ConfigModel):
-    """Every number and choice a training run is given (``openg2g train``'s options,
-    :func:`train_policy`'s arguments and :class:`TrainSettings`), checked together before anything
-    starts: each field's bounds, and what the algorithm needs of them.
-
-    The sizes are counts of env steps; ``seed`` is numpy's and torch's (an unsigned 32-bit value).
-    """
-
-    algo: Literal["ppo", "a2c", "sac", "td3"] = Field("ppo", description="Stable-Baselines3 algorithm.")
-    steps: int = Field(100_000, ge=1, description="Total env steps over all envs, resumed ones included.")
-    n_envs: int = Field(1, ge=1, description="Parallel envs (subprocesses when > 1); at most max_processes().")
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the algorithm and the envs' variation draws.")
-    checkpoint_every: int = Field(10_000, ge=1, description="Env steps between checkpoints.")
-    eval_episodes: int = Field(4, ge=0, description="Held-out episodes scored at the end (0: none).")
-    eval_every: int = Field(0, ge=0, description="Env steps between evaluations on the validation set (0: none).")
-    val_episodes: int = Field(
-        4,
-        ge=1,
-        le=100,  # each is a whole episode run between updates; more only stalls training
-        description="Validation episodes scored at each periodic evaluation (1-100).",
-    )
-    n_steps: int = Field(256, ge=1, description="PPO/A2C rollout steps per env.")
-    batch_size: int = Field(64, ge=1, description="PPO/SAC/TD3 minibatch size (samples).")
-    learning_rate: float = Field(3e-4, ge=0, description="Optimizer step size (0 holds the weights).")
-    gamma: float = Field(0.95, ge=0, le=1, description="Discount per control step.")
-    net_arch: tuple[Annotated[int, Field(ge=1, le=MAX_LAYER_UNITS)], ...] = Field(
-        (64, 64), description="Hidden layer sizes (units); none: a linear policy."
-    )
-    ent_coef: float = Field(0.0, ge=0, description="PPO/A2C entropy bonus.")
-    normalize_reward: bool = Field(True, description="Scale rewards by the return's running std.")
-    critic_warmup: int = Field(0, ge=0, description="PPO/A2C env steps training the critic alone.")
-
-    @field_validator("n_envs")
-    @classmethod
-    def _bounded_envs(cls, v: int) -> int:
-        if v > max_processes():
-            raise ValueError(f"{v} envs are more than this machine runs usefully: {bound_text()}")
-        return v
-
-    # SB3's PPO normalizes advantages over each minibatch and each rollout: one sample gives NaN
-    @field_validator("n_steps")
-    @classmethod
-    def _ppo_rollout(cls, v: int, info: ValidationInfo) -> int:
-        n_envs = info.data.get("n_envs", 1)
-        if info.data.get("algo") == "ppo" and v * n_envs < 2:
-            raise ValueError(f"ppo needs rollouts of at least 2 steps over all envs, got {v} x {n_envs} envs")
-        return v
-
-    @field_validator("batch_size")
-    @classmethod
-    def _ppo_minibatch(cls, v: int, info: ValidationInfo) -> int:
-        if info.data.get("algo") == "ppo" and v < 2:
-            raise ValueError(f"ppo needs minibatches of at least 2 samples, got {v}")
-        return v
-
-    @field_validator("critic_warmup")
-    @classmethod
-    def _has_a_critic(cls, v: int, info: ValidationInfo) -> int:
-        algo = info.data.get("algo")
-        if v and algo not in ("ppo", "a2c"):
-            raise ValueError(f"needs an actor-critic algorithm (ppo, a2c); {algo} has none to hold")
-        return v
-
-    @classmethod
-    def of(cls, settings: TrainSettings, **run: Any) -> TrainOptions:
-        """The options of a run given as :func:`train_policy`'s arguments ``run`` and ``settings``.
-
-        :raises ScenarioError: one ``(field, message)`` per problem.
-        """
-        try:
-            return cls(**run, **{k: getattr(settings, k) for k in TrainSettings.__dataclass_fields__})
-        except ValidationError as exc:
-            raise ScenarioError([(field_path(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+_DEFAULT_SETTINGS = TrainSettings()
+"""The hyper-parameters of a run given none (a frozen value, so one serves as every call's default)."""
 
 
 @dataclass
@@ -526,7 +406,7 @@ def _run_fields(meta: PolicyMeta) -> dict[str, Any]:
 def _check_same_run(previous: dict[str, Any], settings: dict[str, Any], record: Path) -> None:
     """Refuse to resume with other hyper-parameters: SB3 would silently keep the saved ones."""
     # a record older than a setting was trained with that setting's default
-    before = {k: list(v) if isinstance(v, tuple) else v for k, v in TrainSettings().__dict__.items()}
+    before = {k: list(v) if isinstance(v, tuple) else v for k, v in _DEFAULT_SETTINGS.__dict__.items()}
     changed = _differences({**before, **(previous.get("settings") or {})}, settings)
     if changed:
         raise G2GError(
@@ -558,18 +438,18 @@ def train_policy(
     scenario: str | Path,
     out: Path,
     *,
-    algo: str = "ppo",
-    steps: int = 100_000,
-    n_envs: int = 1,
-    seed: int = 0,
+    algo: str = option_default("algo"),
+    steps: int = option_default("steps"),
+    n_envs: int = option_default("n_envs"),
+    seed: int = option_default("seed"),
     overrides: Sequence[str] = (),
     env_config: EnvConfig | Mapping[str, Any] | None = None,
-    settings: TrainSettings = TrainSettings(),
+    settings: TrainSettings = _DEFAULT_SETTINGS,
     resume: bool = False,
-    checkpoint_every: int = 10_000,
-    eval_episodes: int = 4,
-    eval_every: int = 0,
-    val_episodes: int = 4,
+    checkpoint_every: int = option_default("checkpoint_every"),
+    eval_episodes: int = option_default("eval_episodes"),
+    eval_every: int = option_default("eval_every"),
+    val_episodes: int = option_default("val_episodes"),
     tensorboard: Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,

@@ -3,6 +3,8 @@ runs as a scenario controller and reproduces the env's episode exactly."""
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import json
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from openg2g.core.errors import ControllerError, G2GError
 from openg2g.engine.simulation import Simulation
 from openg2g.envs import make_toy_env
 from openg2g.envs.policy import load_policy, read_meta
+from openg2g.envs.train_options import TrainOptions
 from openg2g.envs.training import TrainSettings, _check_same_run, score_policy, train_policy
 from openg2g.envs.training_run import latest_checkpoint, normalization_path
 from openg2g.record.metrics import MetricsRecorder
@@ -286,3 +289,23 @@ def test_resume_of_a_record_older_than_a_setting_takes_its_default(tmp_path):
     _check_same_run({"settings": older}, now, tmp_path / "train.json")
     with pytest.raises(G2GError, match=r"other settings \(critic_warmup 0 -> 2048\)"):
         _check_same_run({"settings": older}, {**now, "critic_warmup": 2048}, tmp_path / "train.json")
+
+
+def test_every_training_default_comes_from_train_options():
+    """TrainOptions holds each default once: train_policy's keyword defaults, TrainSettings' fields and
+    the help of every `openg2g train` option are its, so a default changed there changes all three."""
+    fields = TrainOptions.model_fields
+    parameters = inspect.signature(train_policy).parameters
+    run = [name for name in fields if name in parameters]
+    assert run == ["algo", "steps", "n_envs", "seed", "checkpoint_every", "eval_episodes", "eval_every", "val_episodes"]
+    assert all(parameters[name].default == fields[name].default for name in run)
+    settings = TrainSettings()
+    assert set(run) | set(TrainSettings.__dataclass_fields__) == set(fields)
+    assert all(getattr(settings, name) == fields[name].default for name in TrainSettings.__dataclass_fields__)
+    train = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+    helps = {action.dest: action.help for action in train._actions}
+    assert "(default 0.0003)" in helps["lr"] and "(default 64 64)" in helps["net_arch"]
+    for name, field in fields.items():
+        help_text = helps[{"learning_rate": "lr", "normalize_reward": "raw_reward"}.get(name, name)] or ""
+        # the description, its first letter in the help's case, then the default
+        assert (field.description or "").removesuffix(".")[1:] + " (default " in help_text, name
