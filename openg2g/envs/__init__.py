@@ -22,10 +22,7 @@ anyway).
 
 from gymnasium.envs.registration import register, registry
 
-from openg2g.envs.config import EnvConfig, ObsConfig, RewardWeights
-from openg2g.envs.env import G2GEnv, make_env, make_toy_env
-from openg2g.envs.spaces import SpaceLayout
-from openg2g.envs.variations import ScenarioGenerator, Variation, VariationSpec
+from openg2g.core.lazy import lazy_exports
 
 __all__ = [
     "ENV_IDS",
@@ -46,6 +43,17 @@ ENV_IDS: dict[str, dict[str, object]] = {
     "openg2g/Toy-v0": {"scenario": "toy"},
 }
 """Registered environment ids and their default keyword arguments."""
+
+# Lazy, so that what needs one module (the CLI's training options) does not load the env and engine.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "config": ("EnvConfig", "ObsConfig", "RewardWeights"),
+        "env": ("G2GEnv", "make_env", "make_toy_env"),
+        "spaces": ("SpaceLayout",),
+        "variations": ("ScenarioGenerator", "Variation", "VariationSpec"),
+    },
+)
 
 for _env_id, _kwargs in ENV_IDS.items():
     if _env_id not in registry:
