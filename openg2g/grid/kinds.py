@@ -48,12 +48,14 @@ def open_net(spec: GridSpec, base_dir: Path | None) -> tuple[GridKind, pandapowe
     return ("asymmetric_net" if is_asymmetric(net) else "balanced_net"), net
 
 
-def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path) -> GridBackend:
-    """The grid backend of a grid spec (module docstring).
+def build_grid(spec: GridSpec, sites: Sequence[GridSite], base_dir: Path | str = ".") -> GridBackend:
+    """The grid backend of a grid spec (module docstring); ``base_dir``: the folder the spec's
+    relative paths (a feeder file, profiles) are resolved against.
 
     :raises FeederError: unknown feeder, unreadable feeder file or net.
     :raises ScenarioError: the spec does not fit the grid.
     """
+    base_dir = Path(base_dir)
     if spec.pandapower is None:
         return FeederGrid.from_spec(spec, sites, base_dir)
     from openg2g.grid.nets.asymmetric import asymmetric_grid
