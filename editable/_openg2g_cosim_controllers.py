@@ -31,5 +31,4 @@ class StockControllersFinder:
         return PathFinder.find_spec(fullname, [os.path.dirname(entry) for entry in path])
 
 
-if StockControllersFinder not in sys.meta_path:
-    sys.meta_path.append(StockControllersFinder)
+sys.meta_path.append(StockControllersFinder)
