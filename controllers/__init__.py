@@ -7,17 +7,17 @@ unknown keys rejected) and is built as ``cls(cls.Config(**params))``.
 
 from __future__ import annotations
 
-from openg2g.controllers.joint import JointController
-from openg2g.controllers.load_shift import LoadShiftController
-from openg2g.controllers.mpc import MPCController
-from openg2g.controllers.noop import NoopController
-from openg2g.controllers.ofo import OFOController
-from openg2g.controllers.pid import PIDController
-from openg2g.controllers.return_coordinator import ReturnCoordinator
-from openg2g.controllers.rl_policy import RLPolicy
-from openg2g.controllers.rule_based import RuleBasedController
-from openg2g.controllers.storage_droop import StorageDroopController
-from openg2g.controllers.tap_schedule import TapScheduleController
+from .joint import JointController
+from .load_shift import LoadShiftController
+from .mpc import MPCController
+from .noop import NoopController
+from .ofo import OFOController
+from .pid import PIDController
+from .return_coordinator import ReturnCoordinator
+from .rl_policy import RLPolicy
+from .rule_based import RuleBasedController
+from .storage_droop import StorageDroopController
+from .tap_schedule import TapScheduleController
 
 __all__ = [
     "JointController",

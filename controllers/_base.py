@@ -7,11 +7,12 @@ from typing import ClassVar
 
 from pydantic import ConfigDict
 
-from openg2g.controllers._sites import resolve_sites
-from openg2g.controllers._voltage import zone_indices
 from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext, Controller
+
+from ._sites import resolve_sites
+from ._voltage import zone_indices
 
 __all__ = ["ConfiguredController", "ControllerConfig"]
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from openg2g.controllers._base import ControllerConfig
-from openg2g.controllers._voltage import SensitivityCache
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._base import ControllerConfig
+from ._voltage import SensitivityCache
 
 __all__ = [
     "MAX_LOADING_PCT",

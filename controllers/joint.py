@@ -4,7 +4,7 @@ Batch control cannot remove a violation that outlasts its reach (over-voltage wh
 already runs its largest batches, under-voltage with every batch at its smallest), and a tap move
 is a scarce resource (each operation wears the regulator). At each control step this controller
 scores every one-step tap move it may make, together with the batch sizes, on the horizon problem
-of :mod:`controllers.mpc`::
+of :mod:`openg2g.controllers.mpc`::
 
     min over u in U, b:   J_mpc(b | base + A u) + w_tap |u|_1
 
@@ -12,9 +12,9 @@ of :mod:`controllers.mpc`::
 ``+-1`` on each phase of each controlled bank that stays within the bank's range, with the bank's
 last move at least ``tap_dwell_s`` ago and the operations of the last hour (``|u|_1`` summed over
 the moves made in ``(t - 3600 s, t]``) below ``max_tap_operations_per_hour``. ``A`` is the tap
-incidence of :func:`controllers._forecast.tap_incidence` (a step moves the bus-phases on its phase
+incidence of :func:`openg2g.controllers._forecast.tap_incidence` (a step moves the bus-phases on its phase
 by ``step_pu``); the move acts at once and for the whole horizon. For each ``u`` the batch problem is
-solved exactly (:meth:`controllers.mpc.MPCProblem.solve`), so the decision is exact over
+solved exactly (:meth:`openg2g.controllers.mpc.MPCProblem.solve`), so the decision is exact over
 ``U x B``. ``w_tap`` (``tap_weight``) is in the MPC's cost units: a move must save more expected
 violation, or buy more throughput, over the horizon than it costs.
 
@@ -31,12 +31,13 @@ from collections import deque
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._forecast import tap_incidence
-from openg2g.controllers.mpc import MPCController, MPCProblem
 from openg2g.core.commands import Actuator, Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._forecast import tap_incidence
+from .mpc import MPCController, MPCProblem
 
 __all__ = ["JointController", "TapMove"]
 

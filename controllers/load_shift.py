@@ -21,13 +21,14 @@ import math
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.controllers._sites import active_replicas, model_actuators, site_models
-from openg2g.controllers._voltage import zone_indices
 from openg2g.core.commands import Actuator, Command, ShiftReplicas
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController, ControllerConfig
+from ._sites import active_replicas, model_actuators, site_models
+from ._voltage import zone_indices
 
 __all__ = ["LoadShiftController"]
 

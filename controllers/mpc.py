@@ -19,16 +19,16 @@ few decode iterations); a smaller one waits for the running requests to drain,
 batch in force; keeping the batch lets a transition under way finish at its own pace (a cut's,
 at the ITL of the batch it left, or ``tau_up`` after a fill). ``R_i`` starts at ``drain_tokens``
 and is learned per model from the decay the controller observes
-(:class:`controllers._response.DrainTime`): 1-30 s on the bundled models. So a swap of power
+(:class:`openg2g.controllers._response.DrainTime`): 1-30 s on the bundled models. So a swap of power
 from one model to another (one batch up, another cut) dips the voltage while the cut drains (on
 ieee34 a single 3 s response for all moves hid such dips, which made most of the under-voltage
 at 852.a). ``vbar`` is the measured voltage with the training job's deviation from its level taken
 out (``vbar = v - g_s pue (p_train - L_s)``), and ``f_jk`` the known changes of
-:mod:`controllers._forecast`: the training level ``L_s(t_k)`` (the announced mean before the job
+:mod:`openg2g.controllers._forecast`: the training level ``L_s(t_k)`` (the announced mean before the job
 starts, then followed online; 0 after it ends) and scheduled tap changes. What remains unknown
 is the training job's swing around its level and the rest of the feeder: a Gaussian error with
 standard deviation ``sigma_jk = sqrt(sum_s (g_sj pue S_s(t_k))^2 + sigma_0^2)``, ``S_s`` the
-training spread (:class:`controllers._forecast.TrainingEstimate`), ``sigma_0 = voltage_noise_pu``.
+training spread (:class:`openg2g.controllers._forecast.TrainingEstimate`), ``sigma_0 = voltage_noise_pu``.
 
 **Problem** over one batch ``b_i`` per model, from the measured sizes ``B_i`` that meet the latency
 constraint and lie within ``max_move_log2`` of the batch in force::
@@ -59,7 +59,7 @@ transitions under way) with ``gl = G_s e_s`` from the grid's exact ``d(loading)/
 ``w_L dt (1/N) sum_k sum_b [L_bk - L_max]_+`` (``w_L = overload_weight``, per %.s of overload, the
 unit of ``summary.json``'s ``overload_integral_pct_s``). It is non-negative and convex (piecewise
 linear) in the channel changes, so the solver below stays exact
-(:class:`controllers._thermal.LoadingForecast`).
+(:class:`openg2g.controllers._thermal.LoadingForecast`).
 
 **Exact solver.** The choices are enumerated (``prod_i |B_i|`` combinations, vectorized) and
 each is reduced to its inputs ``x``, the power changes that share a response (per site, the fills;
@@ -97,21 +97,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController
-from openg2g.controllers._forecast import TrainingEstimate, scheduled_tap_shift
-from openg2g.controllers._response import DrainTime
-from openg2g.controllers._sites import active_replicas, model_actuators, phase_share, site_models
-from openg2g.controllers._thermal import (
+from openg2g.core.commands import Actuator, Command, SetBatchSize
+from openg2g.core.interfaces import ControlContext
+from openg2g.core.state import Observation
+
+from ._base import ConfiguredController
+from ._forecast import TrainingEstimate, scheduled_tap_shift
+from ._response import DrainTime
+from ._sites import active_replicas, model_actuators, phase_share, site_models
+from ._thermal import (
     LoadingForecast,
     LoadingSensitivityCache,
     ThermalParams,
     branch_loading,
     thermal_rows,
 )
-from openg2g.controllers._voltage import SensitivityCache
-from openg2g.core.commands import Actuator, Command, SetBatchSize
-from openg2g.core.interfaces import ControlContext
-from openg2g.core.state import Observation
+from ._voltage import SensitivityCache
 
 __all__ = ["MPCController", "MPCProblem", "ModelOptions", "expected_shortfall"]
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Actuator, Command
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController, ControllerConfig
 
 __all__ = ["NoopController"]
 

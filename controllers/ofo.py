@@ -60,7 +60,7 @@ augmented-Lagrangian term) that acts at once while the duals integrate; it speed
 pure primal-dual loop (a double integrator through the grid). ``H_s`` is
 ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of per-phase active
 power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i`` the logistic fits
-of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`controllers.curves`).
+of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`openg2g.controllers.curves`).
 A :class:`SetBatchSize` is sent only when ``b_i`` changes (past the hysteresis). A run's
 ``summary.json`` counts each model's changes and reversals (``batch_changes_by_model``,
 ``batch_reversals_by_model``, ``max_batch_reversals_per_min``).
@@ -100,14 +100,15 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController
-from openg2g.controllers._sites import active_replicas, model_actuators, phase_share, site_models
-from openg2g.controllers._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
-from openg2g.controllers._voltage import SensitivityCache
-from openg2g.controllers.curves import ModelCurves, project_batch
 from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController
+from ._sites import active_replicas, model_actuators, phase_share, site_models
+from ._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
+from ._voltage import SensitivityCache
+from .curves import ModelCurves, project_batch
 
 __all__ = ["OFOController"]
 

@@ -54,13 +54,14 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.controllers._sites import model_actuators, site_models
-from openg2g.controllers.curves import log2_bounds, project_batch
 from openg2g.core.commands import Actuator, Command, SetBatchSize, SetPowerCap
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController, ControllerConfig
+from ._sites import model_actuators, site_models
+from .curves import log2_bounds, project_batch
 
 __all__ = ["DiscretePID", "PIDController"]
 

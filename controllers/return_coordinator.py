@@ -34,11 +34,12 @@ import math
 
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Actuator, Command, ReleaseBlock
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController, ControllerConfig
 
 __all__ = ["ReturnCoordinator"]
 

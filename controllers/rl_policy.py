@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, StrictBool
 
-from openg2g.controllers._base import ControllerConfig
 from openg2g.core.commands import Actuator, Command
 from openg2g.core.interfaces import ControlContext, Controller
 from openg2g.core.state import Observation
+
+from ._base import ControllerConfig
 
 if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when a scenario uses this controller
     from openg2g.envs.policy import ObsNormalization, PolicyMeta

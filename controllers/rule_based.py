@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
-from openg2g.controllers._sites import model_actuators, site_models
-from openg2g.controllers.curves import step_batch
 from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext, ModelInfo
 from openg2g.core.state import ModelState, Observation
+
+from ._base import ConfiguredController, ControllerConfig
+from ._sites import model_actuators, site_models
+from .curves import step_batch
 
 __all__ = ["RuleBasedController"]
 

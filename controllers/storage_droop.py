@@ -37,11 +37,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Actuator, Command, SetStoragePower
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation, StorageState
+
+from ._base import ConfiguredController, ControllerConfig
 
 __all__ = ["StorageDroopController", "droop_setpoint", "soc_headroom_kw"]
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from openg2g.controllers._base import ConfiguredController, ControllerConfig
 from openg2g.core.commands import Actuator, Command, SetTaps
 from openg2g.core.errors import ControllerError
 from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
+
+from ._base import ConfiguredController, ControllerConfig
 
 __all__ = ["TapEntry", "TapScheduleController"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 __all__ = ["bundled_dir", "bundled_policies_dir"]
@@ -23,6 +24,15 @@ def bundled_dir(name: str) -> Path:
 
 def bundled_policies_dir() -> Path:
     """Folder of the bundled trained policies: ``policies/`` inside the stock controllers package
-    ``openg2g.controllers`` (the repository's ``controllers/`` folder, linked into the package in a
-    checkout and an editable install, copied into it in a wheel)."""
-    return _PACKAGE / "controllers" / "policies"
+    ``openg2g.controllers``, wherever that imports from (the repository's top-level ``controllers/``
+    folder in an editable install, its copy inside the package in a wheel).
+
+    :raises FileNotFoundError: ``openg2g.controllers`` is not importable.
+    """
+    spec = importlib.util.find_spec("openg2g.controllers")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the stock controllers package openg2g.controllers is not importable beside {_PACKAGE} "
+            "(a checkout needs an editable install of itself: pip install -e .)"
+        )
+    return Path(spec.submodule_search_locations[0]) / "policies"

@@ -1,6 +1,6 @@
 """Curves of a model's per-batch mean power, latency and throughput against ``x = log2(batch)``.
 
-Model-based controllers (:mod:`controllers.curves`) need these quantities between the measured
+Model-based controllers (:mod:`openg2g.controllers.curves`) need these quantities between the measured
 batch sizes. Each is fitted with a four-parameter logistic::
 
     y(x) = b0 + L / (1 + exp(-k (x - x0)))

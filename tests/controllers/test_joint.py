@@ -120,7 +120,7 @@ def test_negative_limit_in_a_scenario_names_the_field():
         load_scenario(
             SCENARIOS / "ieee13_joint.yaml",
             overrides=[
-                "controllers.0.kind=../controllers/joint.py:JointController",  # registered or not
+                "controllers.0.kind=openg2g.controllers.joint:JointController",  # by module, registered or not
                 "controllers.0.params.max_tap_operations_per_hour=-3",
             ],
         )

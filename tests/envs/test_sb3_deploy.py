@@ -15,7 +15,6 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
 from openg2g.core.errors import ControllerError
@@ -25,7 +24,7 @@ from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
-RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+RL_POLICY_KIND = "openg2g.controllers.rl_policy:RLPolicy"  # by module, registered or not
 DURATION_S = 31
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from stable_baselines3 import PPO
 
-import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
 from openg2g.core.commands import SetTaps
@@ -24,7 +23,7 @@ from openg2g.record.metrics import MetricsRecorder
 from openg2g.scenario.schema import ControllerSpec
 from openg2g.testing import toy_components, toy_scenario
 
-RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+RL_POLICY_KIND = "openg2g.controllers.rl_policy:RLPolicy"  # by module, registered or not
 BASE_FEATURES = 15  # the toy's built-in features: 3 zone voltages, 2 site power, 2 models x 5
 
 TERMS_FILE = '''

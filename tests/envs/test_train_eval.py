@@ -15,7 +15,6 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-import openg2g.controllers
 from openg2g.cli.main import main
 from openg2g.control.registry import build_controller
 from openg2g.envs import G2GEnv, make_toy_env
@@ -25,7 +24,7 @@ from openg2g.envs.training_run import Evaluations, normalization_path
 from openg2g.envs.variations import Variation
 from openg2g.scenario.schema import ControllerSpec
 
-RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+RL_POLICY_KIND = "openg2g.controllers.rl_policy:RLPolicy"  # by module, registered or not
 DURATION_S = 11  # 10 control steps an episode
 SETTINGS = TrainSettings(n_steps=50, batch_size=50)
 EVAL_EVERY = 100

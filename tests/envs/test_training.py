@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import openg2g.controllers
 from openg2g.cli.main import build_parser
 from openg2g.cli.train import parse_env_settings
 from openg2g.control.registry import build_controller
@@ -29,7 +28,7 @@ from tests.envs.conftest import TOY_STEPS
 
 BASE_FEATURES = 15  # the toy's built-in features: 3 zone voltages, 2 site power, 2 models x 5
 
-RL_POLICY_KIND = f"{Path(openg2g.controllers.__file__).parent / 'rl_policy.py'}:RLPolicy"
+RL_POLICY_KIND = "openg2g.controllers.rl_policy:RLPolicy"  # by module, registered or not
 
 
 @pytest.mark.slow  # the session's PPO run on the toy (trained_toy): ~30 s on 2 cores
