@@ -29,6 +29,7 @@ from pydantic import (
 from openg2g.core.limits import MAX_DURATION_S
 
 __all__ = [
+    "HIDDEN_TAG",
     "MAX_KW",
     "MIN_POWER_FACTOR",
     "ConfigModel",
@@ -55,9 +56,16 @@ def check_run_time(v: Fraction, *, zero_ok: bool, later: bool = False) -> Fracti
     return v
 
 
+HIDDEN_TAG = "~"
+"""Prefix of a discriminated union member's tag that field paths leave out, for a union whose
+members share their fields' paths: a site's ``kind`` picks its spec, and its fields read
+``datacenters.0.bus``, not ``datacenters.0.replay.bus``."""
+
+
 def field_path(loc: Sequence[Any]) -> str:
-    """A pydantic error location as the dotted field path messages show (``datacenters.0.bus``)."""
-    return ".".join(str(p) for p in loc) or "(top level)"
+    """A pydantic error location as the dotted field path messages show (``datacenters.0.bus``);
+    union tags starting with :data:`HIDDEN_TAG` are left out."""
+    return ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith(HIDDEN_TAG))) or "(top level)"
 
 
 def parse_seconds(value: Any) -> Fraction:

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
-from openg2g.core.config import MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
+from openg2g.core.config import HIDDEN_TAG, MAX_KW, ConfigModel, Name, PowerFactor, VoltageDependence
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.ridethrough import RideThroughSpec
 
-__all__ = ["ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
+__all__ = ["PLUGIN_TAG", "REPLAY_TAG", "ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
 
 
 class ModelSpec(ConfigModel):
@@ -257,7 +257,13 @@ class PluginSiteSpec(VoltageDependence):
         return v
 
 
+REPLAY_TAG = HIDDEN_TAG + "replay"
+PLUGIN_TAG = HIDDEN_TAG + "plugin"
+"""The union tags of the two site specs (hidden from field paths: :data:`HIDDEN_TAG`)."""
+
+
 def site_kind(value: Any) -> str:
-    """Which spec a ``datacenters`` entry is: ``replay`` (no ``kind``, or ``kind: replay``) or ``plugin``."""
+    """Which spec a ``datacenters`` entry is: :data:`REPLAY_TAG` (no ``kind``, or ``kind: replay``)
+    or :data:`PLUGIN_TAG`."""
     kind = value.get("kind", "replay") if isinstance(value, dict) else getattr(value, "kind", "replay")
-    return "replay" if kind == "replay" else "plugin"
+    return REPLAY_TAG if kind == "replay" else PLUGIN_TAG

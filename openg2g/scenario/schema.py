@@ -28,7 +28,15 @@ from openg2g.control.config import ControllerSpec
 from openg2g.core.commands import COMMANDS, renamed_fields
 from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time, parse_seconds
 from openg2g.core.limits import MAX_DURATION_S
-from openg2g.datacenter.config import ModelSpec, PluginSiteSpec, SiteSpec, TrainingSpec, site_kind
+from openg2g.datacenter.config import (
+    PLUGIN_TAG,
+    REPLAY_TAG,
+    ModelSpec,
+    PluginSiteSpec,
+    SiteSpec,
+    TrainingSpec,
+    site_kind,
+)
 from openg2g.engine.periods import Periods
 from openg2g.grid.config import MAX_TAP_STEPS, ExtraLoadSpec, GridSpec, PVSpec, RegulatorSpec, StorageSpec
 from openg2g.scenario.disturbances import DisturbanceSpec
@@ -139,7 +147,7 @@ class Scenario(ConfigModel):
     grid: GridSpec = Field(description="Feeder and its options.")
     datacenters: list[
         Annotated[
-            Annotated[SiteSpec, Tag("replay")] | Annotated[PluginSiteSpec, Tag("plugin")],
+            Annotated[SiteSpec, Tag(REPLAY_TAG)] | Annotated[PluginSiteSpec, Tag(PLUGIN_TAG)],
             Discriminator(site_kind),
         ]
     ] = Field(

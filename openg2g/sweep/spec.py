@@ -36,7 +36,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator, model_validator
 
-from openg2g.core.config import ConfigModel
+from openg2g.core.config import ConfigModel, field_path
 from openg2g.core.errors import ScenarioError
 from openg2g.core.limits import MAX_RETRIES
 from openg2g.scenario import loader
@@ -236,10 +236,6 @@ class SweepSpec(ConfigModel):
         return [k for block in self.parameters for k in block.parameter_keys()]
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
 def read_yaml_mapping(path: Path, kind: str) -> dict[str, Any]:
     """Read a YAML file that must hold a mapping; errors (as :class:`SweepError`) name the file and line."""
     return loader.read_yaml_mapping(path, kind, SweepError)
@@ -250,7 +246,7 @@ def validate_model(model: type[BaseModel], data: dict[str, Any], path: Path) -> 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise SweepError([(f"{path}: {_loc(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+        raise SweepError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
 
 
 def resolve_base(base: str, relative_to: Path, source: Path) -> Path:
