@@ -94,6 +94,9 @@ LOG_FOLDER = ".openg2g-app"
 STOCK_PACKAGE = "openg2g.controllers"
 """Module prefix of the controllers that ship with openg2g (the only ones run without ``allow_code``)."""
 
+DISTRIBUTION = "openg2g-cosim"
+"""openg2g's distribution: its own datacenter plug-ins are the only ones run without ``allow_code``."""
+
 
 @dataclass(frozen=True)
 class WhatIf:
@@ -307,13 +310,26 @@ def _tap_overrides(whatif: WhatIf) -> list[str]:
 
 def _runs_code(data: dict[str, Any]) -> list[tuple[str, str]]:
     """Where a scenario (as dumped) would run code that is not openg2g's own: a controller file
-    or another package's controller, a trusted pickle net, a policy zip's trusted pickles."""
+    or another package's controller, a datacenter plug-in of another package or file, a trusted
+    pickle net, a policy zip's trusted pickles."""
     from importlib.metadata import entry_points
 
     from openg2g.control.registry import ENTRY_POINT_GROUP
+    from openg2g.scenario.build import DATACENTER_GROUP
 
     own = {e.name for e in entry_points(group=ENTRY_POINT_GROUP) if e.value.startswith(STOCK_PACKAGE + ".")}
+    own_sites = {"replay"} | {
+        e.name for e in entry_points(group=DATACENTER_GROUP) if e.dist is not None and e.dist.name == DISTRIBUTION
+    }
     problems = []
+    for k, site in enumerate(data.get("datacenters") or []):
+        if site.get("kind", "replay") not in own_sites:
+            problems.append(
+                (
+                    f"datacenters.{k}.kind",
+                    f"{site.get('kind')!r} is not one of openg2g's datacenter backends; start the app with --allow-code",
+                )
+            )
     if (data.get("grid") or {}).get("trust_pickle"):
         problems.append(("grid.trust_pickle", "a pickle net runs code; start the app with --allow-code to allow it"))
     for k, ctrl in enumerate(data.get("controllers") or []):

@@ -187,3 +187,15 @@ def test_the_queue_runs_one_at_a_time_and_cancels(tmp_path: Path) -> None:
         assert not (tmp_path / dropped.run_id).exists()
     finally:
         queue.close()
+
+
+def test_a_datacenter_plug_in_from_elsewhere_needs_allow_code() -> None:
+    """openg2g's own plug-in sites (replay, constant) run without --allow-code; a file's or another
+    package's backend is code."""
+    from openg2g.app.whatif import _runs_code
+
+    site = {"name": "dc", "bus": "671"}
+    assert _runs_code({"datacenters": [site, {**site, "kind": "constant"}]}) == []
+    problems = _runs_code({"datacenters": [{**site, "kind": "mine.py:Mine"}, {**site, "kind": "pkg.mod:Site"}]})
+    assert [loc for loc, _ in problems] == ["datacenters.0.kind", "datacenters.1.kind"]
+    assert all("--allow-code" in msg for _, msg in problems)
