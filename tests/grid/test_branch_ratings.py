@@ -12,13 +12,13 @@ from pydantic import ValidationError
 
 from openg2g.cli.main import main
 from openg2g.core.state import DatacenterState, GridState
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.branches import transformer_rated_a
 from openg2g.grid.feeder.library import load_feeder, resolve_feeder
 from openg2g.grid.kinds import validate_grid
 from openg2g.grid.nets.source import NET_RATINGS
 from openg2g.scenario.schema import GridSpec
-from tests.grid.sites import Site
 
 _SITE = Site("dc", "671", 0.95)
 

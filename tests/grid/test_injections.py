@@ -11,10 +11,10 @@ import numpy as np
 
 from openg2g.core.state import DatacenterState
 from openg2g.grid.config import GridSpec
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.feeder.injections import Injections
 from openg2g.grid.feeder.library import load_feeder
 from openg2g.grid.feeder.network import node_index
-from tests.grid.sites import Site
 
 
 def _state(site: str, p_w: list[float], q_var: list[float]) -> DatacenterState:

@@ -34,13 +34,13 @@ from openg2g.core.commands import (
 )
 from openg2g.core.errors import CommandError
 from openg2g.core.state import DatacenterState
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.feeder.ports import band_power_va
 from openg2g.grid.nets.balanced import PandapowerGrid
 from openg2g.grid.nets.case import run_pandapower
 from openg2g.grid.nets.lowvoltage import DISTURBANCE_BAND, DISTURBANCE_VMINPU, Band, site_band
 from openg2g.grid.nets.source import BusNames, quiet_pandapower
 from openg2g.scenario.schema import GridSpec
-from tests.grid.sites import Site
 
 V_TOL_PU = 1e-6
 LOADING_TOL_PCT = 0.01

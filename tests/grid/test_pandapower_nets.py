@@ -20,11 +20,11 @@ from openg2g.core.commands import SetLoadScale, SetTaps
 from openg2g.core.errors import CommandError, FeederError, PowerFlowError, ScenarioError
 from openg2g.core.state import DatacenterState
 from openg2g.grid import validate_grid
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.nets.balanced import PandapowerGrid
 from openg2g.grid.nets.case import run_pandapower
 from openg2g.grid.nets.source import BusNames, load_net
 from openg2g.scenario.schema import GridSpec
-from tests.grid.sites import Site
 
 V_TOL_PU = 1e-6
 LOADING_TOL_PCT = 0.01

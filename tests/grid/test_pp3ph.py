@@ -26,6 +26,7 @@ import pytest
 from openg2g.core.errors import FeederError, ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
 from openg2g.grid import validate_grid
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.feeder.backend import FeederGrid
 from openg2g.grid.feeder.network import Switching as SwitchState
 from openg2g.grid.feeder.network import load_ports, node_index
@@ -34,7 +35,6 @@ from openg2g.grid.kinds import build_grid
 from openg2g.grid.nets.asymmetric import asymmetric_grid, feeder_model, is_asymmetric
 from openg2g.grid.nets.source import BusNames, quiet_pandapower
 from openg2g.scenario.schema import GridSpec
-from tests.grid.sites import Site
 from tests.sampling import sampled
 
 V_TOL_PU = 1e-6

@@ -17,10 +17,10 @@ import yaml
 
 from openg2g.core.errors import ScenarioError
 from openg2g.core.state import PHASES, DatacenterState
+from openg2g.grid.config import SiteConnection as Site
 from openg2g.grid.nets.asymmetric import asymmetric_grid
 from openg2g.grid.nets.asymmetric_results import results_net_3ph, site_name
 from openg2g.grid.nets.source import BusNames
-from tests.grid.sites import Site
 from tests.grid.test_pp3ph import (
     ANGLE_TOL_DEG,
     CURRENT_ATOL_A,
