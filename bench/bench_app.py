@@ -225,7 +225,8 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from openg2g.app.data import LOADING_CACHE, OVERVIEW_CACHE
+    from openg2g.plot.overview import OVERVIEW_CACHE
+    from openg2g.plot.overview_tables import LOADING_CACHE
 
     runs: Path = args.runs.resolve()
     if args.prepare and args.tile_from:

@@ -23,7 +23,6 @@ from openg2g.app.data import (
     list_runs,
     map_at,
     run_marks_in,
-    run_panels,
 )
 from openg2g.app.studies import (
     BENCHMARK,
@@ -50,6 +49,7 @@ from openg2g.app.whatif import (
     tap_choices,
 )
 from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.plot.overview_tables import run_panels
 from openg2g.plot.run import RunData
 
 __all__ = ["register"]

@@ -5,18 +5,16 @@ forward slashes); :func:`resolve_run` turns an id back into a folder and refuses
 the runs folder, so a request can never read elsewhere. The tables are read by the functions of
 :mod:`openg2g.plot` and reduced here to what a browser can draw:
 
-- time series (:func:`run_panels`): each line thinned to at most ``points`` points by
-  :func:`openg2g.plot.timeline.envelope` (the lowest and the highest sample of each run of
-  samples, so every extreme is drawn), over the zoomed time range or the whole run, the tables
-  read one part at a time; the whole run's kept beside the run (:func:`overview`,
-  :data:`OVERVIEW_CACHE`), so opening a run reads one small file;
+- time series: the run's overview (:func:`openg2g.plot.overview_tables.overview`, kept beside the
+  run, so opening a run reads one small file) and a zoom's panels
+  (:func:`openg2g.plot.overview_tables.run_panels`), each line thinned to at most ``points``
+  points, are :mod:`openg2g.plot`'s; the app keeps each open run's overview
+  (:meth:`RunStore.overview`), says how far one being computed is (:meth:`RunStore.building`) and
+  picks a zoom's marks (:func:`run_marks_in`);
 - the feeder map and the voltage profile at one grid step (:func:`map_at`): only that step's rows
   of ``grid_voltages`` are read (the part that holds it, found from the parts' ``t_s``
-  statistics by :func:`table_parts`, then a filter on ``t_s``), so a day-long run of 250
-  bus-phases costs one step's rows, not 200 million;
-- the most loaded branch (:func:`branch_loading`): three columns of ``grid_branches``, the parts
-  of a zoomed range only; the whole run's figures computed one part at a time and kept beside the
-  run (:data:`LOADING_CACHE`);
+  statistics by :func:`openg2g.plot.parts.table_parts`, then a filter on ``t_s``), so a day-long
+  run of 250 bus-phases costs one step's rows, not 200 million;
 - runs side by side (:func:`compare`): summaries with the change against a baseline
   (:func:`openg2g.plot.compare.baseline_deltas`) and the curves of
   :func:`openg2g.plot.compare_runs.run_series`.
@@ -30,73 +28,40 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from openg2g.core.atomic import replace_atomically
 from openg2g.core.errors import G2GError
 from openg2g.core.folder_lock import lock_held
 from openg2g.core.state import PHASES
-from openg2g.plot.commands import command_records
 from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
 from openg2g.plot.compare_runs import SERIES, run_series
 from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
-from openg2g.plot.overview import (
-    OVERVIEW_CACHE,
-    VIEW_POINTS,
-    Line,
-    Overview,
-    Panel,
-    PanelLines,
-    PartsKey,
-    TableLines,
-    assemble_panels,
-    command_rows,
-    loading_line,
-    overview_stamp,
-    parts_key,
-    read_overview,
-    scenario_deadlines,
-    write_overview,
-)
+from openg2g.plot.overview import VIEW_POINTS, Overview
+from openg2g.plot.overview_tables import building, grid_times, overview
+from openg2g.plot.parts import read_parts, table_parts
 from openg2g.plot.profile import profile_segments, voltage_profile
-from openg2g.plot.run import RunData, branch_loading_envelope
-from openg2g.plot.timeline import Marks, envelope, run_marks
+from openg2g.plot.run import RunData
+from openg2g.plot.timeline import Marks, envelope
 
 __all__ = [
     "KEY_FIGURES",
-    "LOADING_CACHE",
-    "OVERVIEW_CACHE",
-    "VIEW_POINTS",
     "AppError",
     "Comparison",
-    "Line",
     "MapState",
-    "Overview",
-    "Panel",
     "RunEntry",
     "RunStore",
-    "TablePart",
-    "branch_loading",
-    "building",
     "compare",
     "folder_inside",
     "folders_under",
     "is_run",
     "list_runs",
     "map_at",
-    "overview",
-    "read_parts",
     "resolve_run",
-    "run_panels",
-    "table_parts",
+    "run_marks_in",
 ]
 
 MAX_DEPTH = 3
@@ -281,8 +246,9 @@ class RunStore:
             return held[1]
 
     def overview(self, run: RunData) -> Overview:
-        """:func:`overview` of an open run, asked of the files once per :class:`RunData` (which
-        :meth:`get` renews when the run's summary changes), not at each slider step."""
+        """:func:`openg2g.plot.overview_tables.overview` of an open run, asked of the files once per
+        :class:`RunData` (which :meth:`get` renews when the run's summary changes), not at each
+        slider step."""
         held = self._overviews.get(run.out_dir)
         if held is None or held[0] is not run:
             held = (run, overview(run))
@@ -290,8 +256,8 @@ class RunStore:
         return held[1]
 
     def building(self, run_id: str) -> tuple[int, int] | None:
-        """``(parts read, parts)`` of the overview being computed for ``run_id`` (:func:`building`),
-        ``None`` when none is."""
+        """``(parts read, parts)`` of the overview being computed for ``run_id``
+        (:func:`openg2g.plot.overview_tables.building`), ``None`` when none is."""
         return building(resolve_run(self.root, run_id))
 
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
@@ -304,231 +270,8 @@ class RunStore:
         return self._positions[run.out_dir]
 
 
-def _window(frame: pd.DataFrame, t_range: tuple[float, float] | None, column: str = "t_s") -> pd.DataFrame:
-    if t_range is None or frame.empty:
-        return frame
-    t = frame[column].to_numpy(dtype=float)
-    return frame[(t >= t_range[0]) & (t <= t_range[1])]
-
-
-def _read_part(part: TablePart, columns: list[str], t_range: tuple[float, float] | None) -> pa.Table:
-    """``columns`` (and ``t_s``) of one part's rows in ``t_range`` (``None``: all), read through
-    the part's own file (a third of the time of a one-file dataset)."""
-    table = pq.ParquetFile(part.path).read(columns=list(dict.fromkeys([*columns, "t_s"])))
-    if t_range is None:
-        return table
-    t = table.column("t_s")
-    return table.filter(pc.and_(pc.greater_equal(t, t_range[0]), pc.less_equal(t, t_range[1])))
-
-
-def _group_rows(parts: tuple[TablePart, ...], lines: TableLines, t_range: tuple[float, float] | None) -> dict[Any, int]:
-    """Each group's rows in ``parts`` (within ``t_range``), read from the key columns only."""
-    keys = lines.keys
-    key_columns = [keys] if isinstance(keys, str) else list(keys or [])
-    counts: dict[Any, int] = {}
-    for part in parts:
-        found = _read_part(part, key_columns, t_range)
-        if not key_columns:
-            counts[None] = counts.get(None, 0) + found.num_rows
-            continue
-        for row in found.group_by(key_columns, use_threads=False).aggregate([([], "count_all")]).to_pylist():
-            key = row[keys] if isinstance(keys, str) else tuple(row[k] for k in key_columns)
-            counts[key] = counts.get(key, 0) + int(row["count_all"])
-    return counts
-
-
-def _columns(out_dir: Path, table: str) -> list[str]:
-    """The column names of a table (its first part's schema; empty without parts)."""
-    parts = table_parts(out_dir, table)
-    return list(pq.read_schema(parts[0].path).names) if parts else []
-
-
-def run_panels(
-    run: RunData,
-    t_range: tuple[float, float] | None = None,
-    points: int = VIEW_POINTS,
-    on_part: Callable[[], None] | None = None,
-) -> list[Panel]:
-    """The time panels of a run that it has the data for, each line at most ``points`` points
-    (:func:`openg2g.plot.overview.assemble_panels`). The ``datacenter``, ``models`` and ``grid``
-    tables are read one part at a time, only the parts that hold ``t_range``: a first pass counts
-    each group's rows from the key columns (what the thinning needs), a second feeds every line
-    as its part comes (:class:`openg2g.plot.overview.TableLines`), which equals thinning each
-    whole column at once.
-
-    :param run: the run (:class:`RunStore`).
-    :param t_range: ``(start, end)`` (s) to read in detail (a zoom), ``None`` for the whole run.
-    :param points: points per line at most (:func:`openg2g.plot.timeline.envelope`).
-    :param on_part: called after each part of those tables and of ``grid_branches`` is drawn.
-    """
-    out = run.out_dir
-    counts: dict[str, dict[Any, int]] = {}
-    lines = PanelLines(_columns(out, "grid"), lambda table, key: counts[table][key], points)
-    for table, table_lines in lines.tables.items():
-        parts = table_parts(out, table, t_range)
-        counts[table] = _group_rows(parts, table_lines, t_range)
-        for part in parts:
-            found = _read_part(part, table_lines.columns, t_range)
-            table_lines.add({c: found.column(c).to_numpy() for c in table_lines.columns})
-            if on_part is not None:
-                on_part()
-    worst = branch_loading(out, t_range, on_part)
-    loading = None if worst.empty else loading_line(worst["t_s"], worst["max_loading_pct"], points)
-    commands = _window(run.table("commands"), t_range, "t_effective_s")
-    records = command_records(commands, _window(run.table("events"), t_range))
-    assert run.v_min_pu is not None and run.v_max_pu is not None
-    limits = (run.v_min_pu, run.v_max_pu)
-    return assemble_panels(lines, scenario_deadlines(run.scenario), limits, loading, command_rows(records))
-
-
-@dataclass(frozen=True)
-class TablePart:
-    """One parquet part of an output table and the time range its statistics give.
-
-    :param path: the part file.
-    :param t_min_s: its first time (s).
-    :param t_max_s: its last time (s).
-    :param rows: its rows.
-    """
-
-    path: Path
-    t_min_s: float
-    t_max_s: float
-    rows: int
-
-
-@lru_cache(maxsize=16)
-def _parts(table_dir: Path, key: PartsKey) -> tuple[TablePart, ...]:
-    parts = []
-    for name, _, _ in key:
-        meta = pq.ParquetFile(table_dir / name).metadata
-        column = meta.schema.to_arrow_schema().get_field_index("t_s")
-        lows, highs = [], []
-        for k in range(meta.num_row_groups):
-            stats = meta.row_group(k).column(column).statistics
-            if stats is None or not stats.has_min_max:
-                raise AppError(f"{table_dir / name}: row group {k} has no t_s statistics; it cannot be read in part")
-            lows.append(float(stats.min))
-            highs.append(float(stats.max))
-        if meta.num_rows:
-            parts.append(TablePart(table_dir / name, min(lows), max(highs), meta.num_rows))
-    return tuple(parts)
-
-
-def table_parts(out_dir: Path, name: str, t_range: tuple[float, float] | None = None) -> tuple[TablePart, ...]:
-    """The parts of a run's table that hold rows in ``t_range`` (all when ``None``), in time order,
-    found from each part's ``t_s`` statistics (its footer; no data is read). The statistics are
-    kept while the table's parts are unchanged.
-
-    :raises AppError: a part without ``t_s`` statistics.
-    """
-    table_dir = Path(out_dir) / name
-    parts = _parts(table_dir, parts_key(table_dir)) if table_dir.is_dir() else ()
-    if t_range is not None:
-        parts = tuple(p for p in parts if p.t_max_s >= t_range[0] and p.t_min_s <= t_range[1])
-    return tuple(sorted(parts, key=lambda p: p.t_min_s))
-
-
-def read_parts(
-    parts: tuple[TablePart, ...],
-    columns: list[str] | None = None,
-    filters: list[tuple[str, str, Any]] | None = None,
-) -> pd.DataFrame:
-    """The rows of ``parts`` (:func:`table_parts`) that pass ``filters`` (pyarrow row filters),
-    only ``columns`` (``None``: all); an empty frame for no parts."""
-    if not parts:
-        return pd.DataFrame()
-    return pd.read_parquet([p.path for p in parts], columns=columns, filters=filters)
-
-
-_LOADING_COLUMNS = ["t_s", "branch", "loading_pct"]
-LOADING_CACHE = ".openg2g-app-branch-loading.parquet"
-"""The whole run's most loaded branch per grid step, kept beside the run's tables (hidden; written
-whole or not at all) with the ``grid_branches`` parts it was computed from in its metadata."""
-_LOADING_KEY = b"openg2g.grid_branches_parts"
-_LOADING_LOCK = threading.Lock()
-_LOADINGS: OrderedDict[tuple[Path, PartsKey], pd.DataFrame] = OrderedDict()
-
-
-def _most_loaded(
-    parts: tuple[TablePart, ...], t_range: tuple[float, float] | None, on_part: Callable[[], None] | None = None
-) -> pd.DataFrame:
-    """:func:`branch_loading_envelope` of the parts, one part at a time (a day of ``grid_branches``
-    is 250 million rows: only one part's three columns are in memory at once); ``on_part`` is
-    called after each."""
-    filters = [("t_s", ">=", t_range[0]), ("t_s", "<=", t_range[1])] if t_range is not None else None
-    steps = []
-    for part in parts:
-        found = branch_loading_envelope(read_parts((part,), _LOADING_COLUMNS, filters))
-        if not found.empty:
-            steps.append(found)
-        if on_part is not None:
-            on_part()
-    if not steps:
-        return pd.DataFrame({"t_s": [], "max_loading_pct": [], "branch": []})
-    return pd.concat(steps, ignore_index=True).sort_values("t_s", kind="stable").reset_index(drop=True)
-
-
-def _whole_run_loading(out_dir: Path, key: PartsKey, on_part: Callable[[], None] | None) -> pd.DataFrame:
-    held = _LOADINGS.get((out_dir, key))
-    if held is not None:
-        _LOADINGS.move_to_end((out_dir, key))
-        return held
-    frame = _loading_file(out_dir, key, on_part)
-    _LOADINGS[(out_dir, key)] = frame
-    while len(_LOADINGS) > 8:
-        _LOADINGS.popitem(last=False)
-    return frame
-
-
-def _loading_file(out_dir: Path, key: PartsKey, on_part: Callable[[], None] | None) -> pd.DataFrame:
-    """The figures kept in :data:`LOADING_CACHE` for the parts ``key``, else computed and kept."""
-    cache = out_dir / LOADING_CACHE
-    stamp = json.dumps(key).encode()
-    try:
-        table = pq.read_table(cache)
-        if (table.schema.metadata or {}).get(_LOADING_KEY) == stamp:
-            return table.to_pandas()
-    except (OSError, ValueError):
-        pass  # no cache yet, or one cut short: computed again below
-    frame = _most_loaded(table_parts(out_dir, "grid_branches"), None, on_part)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    try:
-        with replace_atomically(cache) as tmp:
-            pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), _LOADING_KEY: stamp}), tmp)
-    except OSError:
-        pass  # a runs folder we may not write: the figures are kept in memory only
-    return frame
-
-
-def branch_loading(
-    out_dir: Path, t_range: tuple[float, float] | None = None, on_part: Callable[[], None] | None = None
-) -> pd.DataFrame:
-    """The most loaded branch conductor of each grid step (:func:`openg2g.plot.run.branch_loading_envelope`:
-    ``t_s`` (s), ``max_loading_pct`` (%), ``branch``), empty without a ``grid_branches`` table or
-    a loading figure.
-
-    Only ``t_s``, ``branch`` and ``loading_pct`` are read, and only from the parts that hold
-    ``t_range`` (:func:`table_parts`). The whole run's figures (``t_range=None``) are computed once
-    per set of parts and kept in :data:`LOADING_CACHE` beside the tables and in memory for the
-    eight runs last asked; a part added or rewritten (a running run) computes them again.
-
-    :param out_dir: the run folder.
-    :param t_range: ``(start, end)`` (s), ``None`` for the whole run.
-    :param on_part: called after each part read.
-    """
-    out_dir = Path(out_dir).resolve()
-    if t_range is not None:
-        return _most_loaded(table_parts(out_dir, "grid_branches", t_range), t_range, on_part)
-    table_dir = out_dir / "grid_branches"
-    if not table_dir.is_dir():
-        return _most_loaded((), None)
-    with _LOADING_LOCK:  # two draws at once compute a day's figures once, not twice
-        return _whole_run_loading(out_dir, parts_key(table_dir), on_part)
-
-
 def run_marks_in(marks: Marks, t_range: tuple[float, float] | None = None) -> Marks:
-    """The events and training windows of ``marks`` (a run's, :attr:`Overview.marks`) that fall
+    """The events and training windows of ``marks`` (a run's, :attr:`openg2g.plot.overview.Overview.marks`) that fall
     in ``t_range``."""
     if t_range is None:
         return marks
@@ -537,90 +280,6 @@ def run_marks_in(marks: Marks, t_range: tuple[float, float] | None = None) -> Ma
         events=tuple(e for e in marks.events if lo <= e[0] <= hi),
         spans=tuple(s for s in marks.spans if s[1] >= lo and s[0] <= hi),
     )
-
-
-@lru_cache(maxsize=16)
-def _grid_times(table_dir: Path, key: PartsKey) -> np.ndarray:
-    times = np.sort(read_parts(table_parts(table_dir.parent, table_dir.name), ["t_s"])["t_s"].to_numpy(dtype=float))
-    times.setflags(write=False)  # shared by every caller while the parts are unchanged
-    return times
-
-
-def grid_times(run: RunData) -> np.ndarray:
-    """The times (s) of the run's grid steps, ascending (empty without a grid table); only the
-    ``t_s`` column is read, once while the table's parts are unchanged. Read-only."""
-    table_dir = run.out_dir.resolve() / "grid"
-    key = parts_key(table_dir) if table_dir.is_dir() else ()
-    return _grid_times(table_dir, key) if key else np.array([])
-
-
-_OVERVIEW_LOCK = threading.Lock()
-_OVERVIEWS: OrderedDict[Path, tuple[str, Overview]] = OrderedDict()
-_BUILDING: dict[Path, tuple[int, int]] = {}
-
-
-def _whole_run_marks(run: RunData) -> Marks:
-    """:func:`openg2g.plot.timeline.run_marks` reading only the ``datacenter`` columns it needs."""
-    columns: list[str] = [c for c in ("t_s", "site", "training_power_w") if c in _columns(run.out_dir, "datacenter")]
-    datacenter = read_parts(table_parts(run.out_dir, "datacenter"), columns) if len(columns) == 3 else pd.DataFrame()
-    return run_marks(run.table("events"), datacenter)
-
-
-def building(out_dir: Path) -> tuple[int, int] | None:
-    """``(parts read, parts)`` of the overview being computed for the run in ``out_dir``;
-    ``None`` when none is."""
-    return _BUILDING.get(Path(out_dir).resolve())
-
-
-def _build_overview(run: RunData, out_dir: Path, on_progress: Callable[[int, int], None] | None) -> Overview:
-    """:func:`run_panels` of the whole run, its marks and grid steps, with :func:`building`
-    saying how many of the tables' parts are read."""
-    total = sum(len(table_parts(out_dir, t)) for t in ("datacenter", "models", "grid", "grid_branches"))
-    _BUILDING[out_dir] = (0, total)
-
-    def one_more() -> None:
-        done, parts = _BUILDING[out_dir]
-        _BUILDING[out_dir] = (min(done + 1, parts), parts)
-        if on_progress is not None:
-            on_progress(*_BUILDING[out_dir])
-
-    try:
-        return Overview(run_panels(run, on_part=one_more), _whole_run_marks(run), grid_times(run))
-    finally:
-        del _BUILDING[out_dir]
-
-
-def overview(run: RunData, on_progress: Callable[[int, int], None] | None = None) -> Overview:
-    """The run's whole-run time panels and marks, what its first paint draws.
-
-    ``openg2g run`` writes it beside the tables as it runs (:data:`OVERVIEW_CACHE`,
-    :class:`openg2g.plot.overview.OverviewBuilder`); for a run without one (written by an older
-    version or elsewhere, interrupted, or still running) it is computed once per set of table
-    parts (:func:`run_panels`, one part at a time, :func:`building` saying how far) and kept in
-    that file; both are kept in memory for the eight runs last asked. A part added or rewritten
-    (a running run) or a changed ``scenario.yaml`` computes it again.
-
-    :param on_progress: called with ``(parts read, parts)`` after each part while computing it.
-    """
-    out_dir = run.out_dir.resolve()
-    path = out_dir / OVERVIEW_CACHE
-    with _OVERVIEW_LOCK:  # callbacks asking at once compute a run's overview once
-        stamp = overview_stamp(out_dir)
-        held = _OVERVIEWS.get(out_dir)
-        if held is not None and held[0] == stamp:
-            _OVERVIEWS.move_to_end(out_dir)
-            return held[1]
-        found = read_overview(path, stamp)
-        if found is None:
-            found = _build_overview(run, out_dir, on_progress)
-            try:
-                write_overview(path, found, stamp)
-            except OSError:
-                pass  # a runs folder we may not write: kept in memory only
-        _OVERVIEWS[out_dir] = (stamp, found)
-        while len(_OVERVIEWS) > 8:
-            _OVERVIEWS.popitem(last=False)
-        return found
 
 
 @dataclass(frozen=True)
@@ -665,8 +324,8 @@ def map_at(
     :param positions: bus -> drawing position (:meth:`RunStore.positions`); ``None`` computes
         them (:func:`openg2g.plot.feeder.layout`).
     :param n_worst: bus-phases in :attr:`MapState.worst`.
-    :param times: the run's grid step times (s), ascending (:attr:`Overview.grid_times_s`);
-        ``None`` reads them (:func:`grid_times`).
+    :param times: the run's grid step times (s), ascending (:attr:`openg2g.plot.overview.Overview.grid_times_s`);
+        ``None`` reads them (:func:`openg2g.plot.overview_tables.grid_times`).
 
     :raises AppError: the run has no ``grid_voltages`` or no readable topology, or ``t_s`` is
         before its first grid step.

@@ -26,7 +26,7 @@ from dash import dcc, html
 from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
-from openg2g.app.data import KEY_FIGURES, Comparison, MapState, Panel, RunEntry
+from openg2g.app.data import KEY_FIGURES, Comparison, MapState, RunEntry
 from openg2g.app.studies import (
     BENCHMARK,
     HOSTED,
@@ -43,6 +43,7 @@ from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
 from openg2g.plot.feeder import HIGHLIGHT_COLOR
+from openg2g.plot.overview import Panel
 from openg2g.plot.style import PHASE_COLORS, VOLTAGE_CMAP
 from openg2g.plot.timeline import Marks
 

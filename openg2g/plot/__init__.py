@@ -12,7 +12,9 @@
   against a baseline; :mod:`~openg2g.plot.compare_runs`: runs side by side over time;
 - :mod:`~openg2g.plot.timeline`: thinning long lines for drawing, events and training windows;
 - :mod:`~openg2g.plot.overview`: a run's whole-run time panels for ``openg2g app``, built by
-  ``openg2g run`` as it writes its tables (or by the app from them) and kept beside the run;
+  ``openg2g run`` as it writes its tables and kept beside the run;
+  :mod:`~openg2g.plot.overview_tables`: the same computed from a finished run's tables, and a
+  zoom's panels; :mod:`~openg2g.plot.parts`: a run's tables read one part at a time;
 - :mod:`~openg2g.plot.style`: the shared look.
 
 The names below are loaded from their modules on first use (PEP 562): ``openg2g run`` imports

@@ -3,17 +3,18 @@
 Each line is thinned for a browser (:data:`VIEW_POINTS` points at most) by
 :class:`~openg2g.plot.timeline.EnvelopeStream`, step signals by
 :class:`~openg2g.plot.timeline.ChangeStream`, both fed a table's rows in time-ordered pieces
-through :class:`TableLines`. Two callers feed them: ``openg2g run``, with the rows of each flush
+through :class:`TableLines`. Two paths feed them: ``openg2g run``, with the rows of each flush
 as it writes them (:class:`OverviewBuilder`, so a finished run already has its overview), and
-the app, with a run's table parts read one at a time (a run written before, or elsewhere). The
-same rows give the same points either way.
+:mod:`openg2g.plot.overview_tables`, with a finished run's table parts read one at a time (a run
+written before, or elsewhere), what the app opens. The same rows give the same points either way.
 
 The overview is kept in :data:`OVERVIEW_CACHE` beside the run's tables, written whole or not at
 all, with the table parts and ``scenario.yaml`` it was computed from (:func:`overview_stamp`): a
 reader uses it only while those are unchanged.
 
 This module imports neither pandas nor matplotlib (``openg2g run`` builds the overview without
-them): the readings of a run's files both callers share are here too, the command rows
+them; the path from the tables, which reads them with pandas, is therefore a module of its own):
+the readings of a run's files both paths share are here too, the command rows
 (:func:`command_rows`), the tap columns (:func:`tap_columns_of`), the scenario's deadlines and
 voltage limits (:func:`scenario_deadlines`, :func:`scenario_limits`).
 """
@@ -37,6 +38,7 @@ from openg2g.core.arrow import arrow_array
 from openg2g.core.atomic import replace_atomically
 from openg2g.core.state import PHASES
 from openg2g.plot.colors import PHASE_COLORS
+from openg2g.plot.parts import parts_key
 from openg2g.plot.timeline import (
     ChangeStream,
     EnvelopeStream,
@@ -57,13 +59,11 @@ __all__ = [
     "OverviewBuilder",
     "Panel",
     "PanelLines",
-    "PartsKey",
     "TableLines",
     "assemble_panels",
     "command_rows",
     "loading_line",
     "overview_stamp",
-    "parts_key",
     "read_overview",
     "scenario_data",
     "scenario_deadlines",
@@ -416,19 +416,6 @@ def loading_line(t_s: Any, max_loading_pct: Any, points: int) -> Line:
 
 def _loading(t_s: np.ndarray, y: np.ndarray) -> Line:
     return Line("most loaded branch", t_s, y, color="#6a3d9a")
-
-
-PartsKey = tuple[tuple[str, int, int], ...]
-"""A table's parts as ``(name, mtime_ns, size)``: it changes when a part is added or rewritten."""
-
-
-def parts_key(table_dir: Path) -> PartsKey:
-    """The parts of the table in ``table_dir`` (:data:`PartsKey`), by name."""
-    found = []
-    for path in sorted(table_dir.glob("part-*.parquet")):
-        stat = path.stat()
-        found.append((path.name, stat.st_mtime_ns, stat.st_size))
-    return tuple(found)
 
 
 def overview_stamp(out_dir: Path) -> str:

@@ -15,21 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from openg2g.app.data import (
-    LOADING_CACHE,
-    OVERVIEW_CACHE,
-    AppError,
-    RunStore,
-    branch_loading,
-    compare,
-    list_runs,
-    map_at,
-    overview,
-    resolve_run,
-    run_panels,
-    table_parts,
-)
-from openg2g.plot.overview import Overview, overview_stamp, read_overview
+from openg2g.app.data import AppError, RunStore, compare, list_runs, map_at, resolve_run
+from openg2g.plot.overview import OVERVIEW_CACHE, Overview, overview_stamp, read_overview
+from openg2g.plot.overview_tables import LOADING_CACHE, branch_loading, overview, run_panels
+from openg2g.plot.parts import table_parts
 from openg2g.plot.run import RunData, read_table
 
 
