@@ -124,15 +124,16 @@ class Scheduled:
     delay_s: Fraction | float = 0
 
 
+Components = tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]]
+"""``(sites, grid, controllers)`` of one run."""
+
+
 class ScenarioParts(Protocol):
     """A description of a run that can build its simulation's parts (a scenario file:
     :class:`openg2g.scenario.loader.LoadedScenario`): :meth:`Simulation.from_scenario` reads it."""
 
     def simulation_parts(
-        self,
-        out_dir: Path | str | None = None,
-        progress: bool = False,
-        components: tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]] | None = None,
+        self, out_dir: Path | str | None = None, progress: bool = False, components: Components | None = None
     ) -> dict[str, Any]:
         """The keyword arguments of :class:`Simulation` for this run."""
 
@@ -304,7 +305,7 @@ class Simulation:
         scenario: ScenarioParts,
         out_dir: Path | str | None = None,
         progress: bool = False,
-        components: tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]] | None = None,
+        components: Components | None = None,
     ) -> Simulation:
         """The simulation of a scenario file (:class:`openg2g.scenario.loader.LoadedScenario`),
         with its recorders: the run's metrics always, its tables and plots in ``out_dir``.

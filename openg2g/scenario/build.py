@@ -20,13 +20,14 @@ from pydantic import ValidationError
 from openg2g.control.registry import build_controller, instantiate, load_plugin, resolve_controller
 from openg2g.core.config import field_path
 from openg2g.core.errors import ControllerError, G2GError
-from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend
+from openg2g.core.interfaces import DatacenterBackend, GridBackend
 from openg2g.core.threads import one_blas_thread
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.config import PluginSiteSpec
 from openg2g.datacenter.library import TraceLibrary
 from openg2g.datacenter.replay import ReplayDatacenter
 from openg2g.datacenter.ridethrough_site import RideThroughSite
+from openg2g.engine.simulation import Components
 from openg2g.grid.kinds import build_grid, validate_grid
 from openg2g.scenario.schema import Scenario
 
@@ -39,10 +40,6 @@ __all__ = [
     "build_plugin_site",
     "check_components",
 ]
-
-Components = tuple[list[DatacenterBackend], GridBackend, list[Controller]]
-"""``(sites, grid, controllers)`` of one run."""
-
 
 class ScenarioSource(Protocol):
     """What building reads of a loaded scenario (:class:`openg2g.scenario.loaded.LoadedScenario`)."""

@@ -11,7 +11,6 @@ run's outputs (:func:`write_resolved_scenario`), re-runnable anywhere.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,9 @@ import yaml
 from openg2g import __version__
 from openg2g.core.atomic import write_text_atomic
 from openg2g.core.errors import SimulationError
-from openg2g.core.interfaces import Controller, DatacenterBackend, GridBackend
+from openg2g.core.interfaces import Controller
 from openg2g.engine.recording import Recorder
-from openg2g.engine.simulation import Scheduled
+from openg2g.engine.simulation import Components, Scheduled
 from openg2g.grid.frequency import SystemFrequency
 from openg2g.record.metrics import MetricsRecorder
 from openg2g.record.plots import PlotRecorder
@@ -60,10 +59,7 @@ class LoadedScenario:
     sha256: str
 
     def simulation_parts(
-        self,
-        out_dir: Path | str | None = None,
-        progress: bool = False,
-        components: tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]] | None = None,
+        self, out_dir: Path | str | None = None, progress: bool = False, components: Components | None = None
     ) -> dict[str, Any]:
         """The keyword arguments of :class:`~openg2g.engine.simulation.Simulation` for this
         scenario (:meth:`Simulation.from_scenario <openg2g.engine.simulation.Simulation.from_scenario>`).
