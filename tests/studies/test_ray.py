@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,11 +25,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # Ray's workers are new interpreters that import the run function by module: they find the
+    # tests through PYTHONPATH (Ray would add only the driver's working folder, which a test
+    # reading an OpenDSS file in this process may have moved; an editable install exposes openg2g alone)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 
