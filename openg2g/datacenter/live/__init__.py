@@ -1,0 +1,1 @@
+"""A live datacenter: real inference servers and measured GPU power in the loop."""
