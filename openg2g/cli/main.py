@@ -32,6 +32,7 @@ _COMMAND_MODULES = (
     "sweep",
     "study",
     "benchmark",
+    "live",
     "app",
 )
 

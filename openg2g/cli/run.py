@@ -14,11 +14,15 @@ import argparse
 import contextlib
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 from openg2g.cli.outdir import add_overwrite_option, stop_cleanly_on_signals
 from openg2g.cli.table import format_table, print_plot_report
 
-__all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register"]
+if TYPE_CHECKING:
+    from openg2g.scenario.loaded import LoadedScenario
+
+__all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register", "run_loaded"]
 
 ERROR_FILE = "error.txt"
 """File of a run's folder holding the traceback of the error that stopped the run (written
@@ -38,25 +42,32 @@ controller files, only for files you trust (see docs/scenario-reference.md)."""
 
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
-    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
-    from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W
     from openg2g.scenario.loader import load_scenario
     from openg2g.scenario.preflight import check_start
-    from openg2g.scenario.run import run_scenario
 
     stop_cleanly_on_signals()
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
+    return run_loaded(loaded, args.out, args.overwrite, progress=not args.no_progress)
+
+
+def run_loaded(loaded: LoadedScenario, out: str | None, overwrite: bool, progress: bool) -> int:
+    """Run a checked scenario into ``out`` (default ``runs/<name>``) and print its summary table,
+    plots and warnings, as ``openg2g run`` does; the exit status."""
+    from openg2g.cli.outdir import default_out_dir, prepare_out_dir
+    from openg2g.core.limits import CAP_CALIBRATED_MIN_W, CAP_MAX_W
+    from openg2g.scenario.run import run_scenario
+
     out_dir = prepare_out_dir(
-        args.out if args.out is not None else default_out_dir(loaded.scenario.name),
+        out if out is not None else default_out_dir(loaded.scenario.name),
         command="run",
         name=loaded.scenario.name,
-        overwrite=args.overwrite,
+        overwrite=overwrite,
     )
     error_file = out_dir / ERROR_FILE
     error_file.unlink(missing_ok=True)  # left by an earlier run into this folder; this run's outcome is its own
     try:
-        result = run_scenario(loaded, out_dir, progress=not args.no_progress)
+        result = run_scenario(loaded, out_dir, progress=progress)
     except KeyboardInterrupt as exc:
         report = getattr(exc, "report", None)  # a PlotsInterrupted: the run itself had finished
         if report is None:
@@ -98,6 +109,10 @@ def _run(args: argparse.Namespace) -> int:
             "latency under them are extrapolated",
             file=sys.stderr,
         )
+    lag = summary.get("realtime")
+    if lag:
+        print(f"real time: {lag['instants']} control instants, behind the wall clock by {lag['lag_mean_s']:.3f} s on "
+              f"average, {lag['lag_max_s']:.3f} s at most")
     print(f"\noutputs: {out_dir}")
     return 0
 

@@ -1,6 +1,6 @@
 """The three component interfaces the engine couples (datacenter, grid and controller: the abstract
-:class:`DatacenterBackend`, :class:`GridBackend` and :class:`Controller`), the two optional faces a
-component may also show (:class:`RidesThrough`, :class:`FrequencyModel`), and the static facts they
+:class:`DatacenterBackend`, :class:`GridBackend` and :class:`Controller`), the optional faces a
+component may also show (:class:`RidesThrough`, :class:`Live`, :class:`FrequencyModel`), and the static facts they
 hand each other: a site's :class:`SiteInfo` (its models' :class:`ModelInfo` with their
 :class:`CurveFits`, its :class:`TrainingInfo` and :class:`RideThroughInfo`), the grid's
 :class:`RegulatorInfo`, and the :class:`ControlContext` a controller starts with.
@@ -37,6 +37,7 @@ __all__ = [
     "DatacenterBackend",
     "FrequencyModel",
     "GridBackend",
+    "Live",
     "LogisticParams",
     "ModelInfo",
     "RegulatorInfo",
@@ -321,6 +322,27 @@ class DatacenterBackend(ABC):
 
         :raises CommandError: the command is malformed or outside the site's limits.
         """
+
+    def close(self) -> None:
+        """Release what the run held (servers' load, meters); the engine calls it when a run ends,
+        however it ends. The next :meth:`reset` starts the site again. The default holds nothing."""
+
+
+@runtime_checkable
+class Live(Protocol):
+    """A datacenter site that measures the real world as the run goes
+    (:class:`openg2g.datacenter.live.site.LiveSite`: inference servers and GPU meters): the
+    engine then paces the whole run to the wall clock, one simulated second per second, and its
+    steps report what was measured over their windows. Its models' states carry ``in_flight`` and
+    ``measured_power_w``."""
+
+    max_lag_s: float
+    """How far (s) the run may fall behind the wall clock before it stops (it cannot keep up)."""
+
+    def go_live(self, origin_s: float) -> None:
+        """The run's ``t = 0`` is ``time.monotonic() == origin_s``: the step ending at ``t_s``
+        covers the wall-clock window ``(origin_s + t_s - dt_s, origin_s + t_s]``. Called once per
+        run, after :meth:`DatacenterBackend.reset`, just before the first instant."""
 
 
 class ModeChange(Protocol):

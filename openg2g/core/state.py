@@ -135,6 +135,11 @@ class ModelState:
     :param itl_deadline_s: the model's ITL deadline (s), ``None`` if it has none.
     :param deadline_miss_fraction: fraction of the step's tokens whose ITL exceeded the deadline.
     :param power_cap_w: per-GPU power cap in force (W), ``None`` if uncapped.
+    :param in_flight: requests in flight per measured replica, averaged over the step (a live
+        site's servers: :class:`~openg2g.core.interfaces.Live`), ``None`` for a site that does not
+        measure them.
+    :param measured_power_w: GPU power of the model's measured GPUs over the step (W; a live site,
+        before scaling to the site's replicas), ``None`` where nothing is measured.
     """
 
     model: str
@@ -146,6 +151,8 @@ class ModelState:
     itl_deadline_s: float | None = None
     deadline_miss_fraction: float = 0.0
     power_cap_w: float | None = None
+    in_flight: float | None = None
+    measured_power_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +228,8 @@ class DatacenterState:
 class ModelSeries:
     """One served model over consecutive datacenter steps: :class:`ModelState` fields as arrays.
 
-    Every array has one entry per step; ``power_cap_w`` is NaN where uncapped.
+    Every array has one entry per step; ``power_cap_w`` is NaN where uncapped. ``in_flight`` and
+    ``measured_power_w`` are ``None`` for a site that measures nothing (every site but a live one).
     """
 
     model: str
@@ -233,12 +241,15 @@ class ModelSeries:
     deadline_miss_fraction: np.ndarray
     power_cap_w: np.ndarray
     itl_deadline_s: float | None = None
+    in_flight: np.ndarray | None = None
+    measured_power_w: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         _keep_arrays(
             self, ("replicas", "power_w", "itl_s", "throughput_tok_s", "deadline_miss_fraction", "power_cap_w")
         )
         _keep_arrays(self, ("batch_size",), _INT64)
+        _keep_arrays(self, tuple(name for name in ("in_flight", "measured_power_w") if getattr(self, name) is not None))
 
     def state(self, i: int) -> ModelState:
         """The model's state at step ``i`` of the series."""
@@ -257,6 +268,8 @@ class ModelSeries:
                 "itl_deadline_s": self.itl_deadline_s,
                 "deadline_miss_fraction": self.deadline_miss_fraction.item(i),
                 "power_cap_w": None if math.isnan(cap) else cap,
+                "in_flight": None if self.in_flight is None else self.in_flight.item(i),
+                "measured_power_w": None if self.measured_power_w is None else self.measured_power_w.item(i),
             },
         )
 
@@ -274,7 +287,17 @@ class ModelSeries:
             deadline_miss_fraction=np.array([s.deadline_miss_fraction for s in states]),
             power_cap_w=np.array([np.nan if s.power_cap_w is None else s.power_cap_w for s in states]),
             itl_deadline_s=first.itl_deadline_s,
+            in_flight=_measured([s.in_flight for s in states]),
+            measured_power_w=_measured([s.measured_power_w for s in states]),
         )
+
+
+def _measured(values: Sequence[float | None]) -> np.ndarray | None:
+    """A measured quantity of several steps as an array (NaN where a step has none), ``None`` when
+    no step has it."""
+    if all(v is None for v in values):
+        return None
+    return np.array([np.nan if v is None else v for v in values])
 
 
 @dataclass(frozen=True)

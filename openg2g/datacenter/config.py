@@ -15,7 +15,7 @@ from openg2g.core.config import HIDDEN_TAG, MAX_KW, ConfigModel, Name, PowerFact
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.ridethrough import RideThroughSpec
 
-__all__ = ["PLUGIN_TAG", "REPLAY_TAG", "ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
+__all__ = ["LIVE_TAG", "PLUGIN_TAG", "REPLAY_TAG", "ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
 
 
 class ModelSpec(ConfigModel):
@@ -120,7 +120,8 @@ class SiteSpec(VoltageDependence):
 
     kind: Literal["replay"] = Field(
         "replay",
-        description="The site's backend: replay (measured traces, this spec) or a plug-in's name (PluginSiteSpec).",
+        description="The site's backend: replay (measured traces, this spec), live (real servers: LiveSiteSpec) or "
+        "a plug-in's name (PluginSiteSpec).",
     )
     name: Name = Field(description="Site name (commands and outputs use it).")
     bus: Name = Field(description="Feeder bus; it must have phases a, b and c.")
@@ -258,12 +259,14 @@ class PluginSiteSpec(VoltageDependence):
 
 
 REPLAY_TAG = HIDDEN_TAG + "replay"
+LIVE_TAG = HIDDEN_TAG + "live"
 PLUGIN_TAG = HIDDEN_TAG + "plugin"
-"""The union tags of the two site specs (hidden from field paths: :data:`HIDDEN_TAG`)."""
+"""The union tags of the three site specs (hidden from field paths: :data:`HIDDEN_TAG`)."""
 
 
 def site_kind(value: Any) -> str:
-    """Which spec a ``datacenters`` entry is: :data:`REPLAY_TAG` (no ``kind``, or ``kind: replay``)
-    or :data:`PLUGIN_TAG`."""
+    """Which spec a ``datacenters`` entry is: :data:`REPLAY_TAG` (no ``kind``, or ``kind: replay``),
+    :data:`LIVE_TAG` (``kind: live``: :class:`openg2g.datacenter.live.config.LiveSiteSpec`) or
+    :data:`PLUGIN_TAG`."""
     kind = value.get("kind", "replay") if isinstance(value, dict) else getattr(value, "kind", "replay")
-    return REPLAY_TAG if kind == "replay" else PLUGIN_TAG
+    return {"replay": REPLAY_TAG, "live": LIVE_TAG}.get(kind, PLUGIN_TAG)

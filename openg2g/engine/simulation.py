@@ -15,6 +15,14 @@ Order within one instant (fixed; simpy event priorities enforce it):
    (:mod:`openg2g.engine.actuators`);
 6. recorders that write are flushed every ``flush_every_s`` (:mod:`openg2g.engine.recording`).
 
+A live site (:class:`~openg2g.core.interfaces.Live`: real inference servers and GPU meters) paces
+the whole run to the wall clock (simpy's :class:`~simpy.rt.RealtimeEnvironment`, one simulated
+second per second): every instant is processed no earlier than its wall-clock time, so the samples
+the engine asks of the site at an instant cover windows that have passed. After each control
+instant's work the engine measures how far it runs behind; past the live sites' ``max_lag_s`` the
+run stops with a :class:`SimulationError` (the machine cannot keep up). Every site is closed
+(:meth:`DatacenterBackend.close`) when the run ends, however it ends.
+
 A site whose bus loses its supply (the grid's :meth:`GridBackend.unsupplied_sites`, asked at
 the start and after every grid command) is told at once (:meth:`DatacenterBackend.set_supply`),
 so its samples from that instant on draw and serve nothing until the supply returns; each change
@@ -49,6 +57,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import simpy
+import simpy.rt
 from simpy.events import Event, EventPriority
 
 from openg2g.core.commands import Command, SetPowerCap, ShiftReplicas, is_datacenter_command
@@ -65,6 +74,7 @@ from openg2g.core.interfaces import (
     DatacenterBackend,
     FrequencyModel,
     GridBackend,
+    Live,
     RidesThrough,
     ScheduledEvent,
 )
@@ -96,6 +106,7 @@ class Priority:
     GRID = 40
     CONTROL = 50
     FLUSH = 90
+    PACE = 95
     END = 100
 
 
@@ -252,6 +263,7 @@ class Simulation:
         # sites whose draw follows the grid's voltage need every solve before their next sample
         self._feedback_sites = [site for site in self.sites if site.grid_feedback]
         self._ride_through = {site.name: site for site in self.sites if isinstance(site, RidesThrough)}
+        self._live = [site for site in self.sites if isinstance(site, Live)]
         slots = [c if isinstance(c, Scheduled) else Scheduled(c) for c in controllers]
         controller_periods = [_exact(c.period_s) if c.period_s is not None else periods.control_s for c in slots]
         controller_delays = [_exact(c.delay_s) for c in slots]
@@ -360,7 +372,15 @@ class Simulation:
     def start(self) -> None:
         """Reset every component and schedule the processes; nothing runs yet."""
         with one_blas_thread():
-            self._start()
+            try:
+                self._start()
+            except BaseException:
+                self._close_sites()  # a live site reset before the failure holds its servers' load
+                raise
+
+    def _close_sites(self) -> None:
+        for site in self.sites:
+            site.close()
 
     def _start(self) -> None:
         for i, site in enumerate(self.sites):
@@ -372,7 +392,12 @@ class Simulation:
         conflicts = claim_declared(self._owners, [s.controller for s in self._controllers])
         if conflicts:
             raise SimulationError("; ".join(msg for _, msg in conflicts))
-        self.env = simpy.Environment()
+        # one tick of simulated time takes its length in wall-clock seconds when a site is live
+        self.env = (
+            simpy.rt.RealtimeEnvironment(factor=float(self.clock.tick_s), strict=False)
+            if self._live
+            else simpy.Environment()
+        )
         self._branches = self.grid.branches()
         self._load_loss = (
             LoadLoss([float(r.start_s) for r in self.disturbances.records]) if self.disturbances is not None else None
@@ -411,6 +436,12 @@ class Simulation:
         self._caps_below_calibration = 0
         self._lowest_cap_w: float | None = None
         self._wall_start = time.perf_counter()
+        self._lag_s: list[float] = []  # how far each control instant ended behind the wall clock (s)
+        if self._live:
+            origin = self.env.real_start  # type: ignore[attr-defined]
+            for site in self._live:
+                site.go_live(origin)
+            self.env.process(self._pace_process(origin, min(site.max_lag_s for site in self._live)))
         self.env.process(self._event_process())
         for sched in self._controllers:
             self.env.process(self._controller_process(sched))
@@ -440,6 +471,20 @@ class Simulation:
                 recorder.on_event(self.t_s, command, disturbance)
             source = f"event {type(command).__name__}" if disturbance is None else f"disturbance {disturbance!r}"
             self._apply(command, source, before_sampling=True)
+
+    def _pace_process(self, origin_s: float, max_lag_s: float):
+        """At each control instant, after its work: how far the run is behind the wall clock."""
+        while True:
+            yield _Wake(self.env, self._control_ticks, Priority.PACE)
+            self._catch_up(self._now)  # the instant's samples and solves are part of keeping up
+            lag_s = time.monotonic() - (origin_s + self.t_s)
+            self._lag_s.append(lag_s)
+            if lag_s > max_lag_s:
+                raise SimulationError(
+                    f"at t = {self.t_s:g} s the run is {lag_s:.2f} s behind the wall clock (a live site allows "
+                    f"{max_lag_s:g} s): this machine cannot simulate the scenario in real time; lengthen "
+                    "periods.grid_s or periods.control_s, or solve a smaller feeder"
+                )
 
     def _catch_up_datacenters(self, through: int) -> None:
         """Sample every site at each datacenter instant up to tick ``through``, in blocks of one
@@ -837,6 +882,12 @@ class Simulation:
         if self.frequency is not None and self._started:
             result.update(self.frequency.figures())
         result.update(self._ride_through_figures())
+        if self._live and self._started and self._lag_s:
+            result["realtime"] = {
+                "lag_max_s": max(self._lag_s),
+                "lag_mean_s": sum(self._lag_s) / len(self._lag_s),
+                "instants": len(self._lag_s),
+            }
         result.update(
             n_commands=self._n_commands if self._started else 0,
             power_caps_below_calibration=self._caps_below_calibration if self._started else 0,
@@ -877,7 +928,9 @@ class Simulation:
         return summary
 
     def close(self, status: str, error: str | None = None) -> dict[str, Any]:
-        """End the run with ``status``: every recorder is told, then flushed; returns the summary."""
+        """End the run with ``status``: every site is closed and every recorder told, then flushed;
+        returns the summary."""
+        self._close_sites()
         for recorder in self.recorders:
             recorder.on_close(status)
         return self._flush(status, error)

@@ -39,7 +39,7 @@ import numpy as np
 from openg2g.core.atomic import write_json_atomic
 from openg2g.core.commands import Command, command_name
 from openg2g.core.errors import OutputError
-from openg2g.core.interfaces import RidesThrough
+from openg2g.core.interfaces import Live, RidesThrough
 from openg2g.core.interrupts import stop_signals_deferred
 from openg2g.core.state import PHASES, BranchSet, DatacenterSeries, GridState, StorageState
 from openg2g.engine.recording import Recorder
@@ -80,6 +80,11 @@ def command_fields_json(command: Command) -> str:
     return json.dumps(dataclasses.asdict(command), separators=(",", ":"))
 
 
+def _or_nan(measured: np.ndarray | None, like: np.ndarray) -> np.ndarray:
+    """A measured column of a model's series, NaN for a site that measures nothing."""
+    return measured if measured is not None else np.full(like.shape, np.nan)
+
+
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> None:
     """Replace ``out_dir/summary.json`` atomically.
 
@@ -116,6 +121,8 @@ class TableRecorder(Recorder):
         assert sim is not None
         grid = sim.grid
         banks = {name: info.phases for name, info in grid.regulators().items()}
+        # a live site's models add what its servers and meters measured (NaN for the other sites)
+        self._measured = any(isinstance(site, Live) for site in sim.sites)
         self._open(
             tuple(grid.bus_phases()),
             banks,
@@ -272,6 +279,14 @@ class TableRecorder(Recorder):
                 "throughput_tok_s": interleave(lambda m: m.throughput_tok_s, models),
                 "deadline_miss_fraction": interleave(lambda m: m.deadline_miss_fraction, models),
                 "power_cap_w": interleave(lambda m: m.power_cap_w, models),
+                **(
+                    {
+                        "in_flight": interleave(lambda m: _or_nan(m.in_flight, m.power_w), models),
+                        "measured_power_w": interleave(lambda m: _or_nan(m.measured_power_w, m.power_w), models),
+                    }
+                    if self._measured
+                    else {}
+                ),
             },
         )
 

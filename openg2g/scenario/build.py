@@ -25,6 +25,7 @@ from openg2g.core.threads import one_blas_thread
 from openg2g.datacenter import validate_site
 from openg2g.datacenter.config import PluginSiteSpec
 from openg2g.datacenter.library import TraceLibrary
+from openg2g.datacenter.live.config import LiveSiteSpec
 from openg2g.datacenter.replay import ReplayDatacenter
 from openg2g.datacenter.ridethrough_site import RideThroughSite
 from openg2g.engine.simulation import Components
@@ -189,7 +190,14 @@ class ComponentBuilder:
         traces = _traces_key(loaded.base_dir, spec.traces)
         if traces not in self._libraries:
             self._libraries[traces] = TraceLibrary.load(None if traces == "bundled" else Path(traces))
-        site: DatacenterBackend = ReplayDatacenter.from_spec(spec, self._libraries[traces])
+        site: DatacenterBackend
+        if isinstance(spec, LiveSiteSpec):
+            from openg2g.datacenter.live.site import LiveSite  # its servers are contacted at reset only
+
+            site = LiveSite.from_spec(spec, self._libraries[traces], loaded.base_dir)
+            self._keep(key, site)
+            return site
+        site = ReplayDatacenter.from_spec(spec, self._libraries[traces])
         if spec.ride_through is not None:
             site = RideThroughSite(site, spec.ride_through)
         self._keep(key, site)

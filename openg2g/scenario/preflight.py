@@ -43,11 +43,13 @@ def check_start(loaded: LoadedScenario) -> None:
     disturbances are applied in time order to the components as the scenario starts them, without
     the controllers' commands in between.
 
-    This executes controller code (a scenario naming a controller file runs that file).
+    This executes controller code (a scenario naming a controller file runs that file). It contacts
+    no live site's servers (:mod:`openg2g.datacenter.live`): their replay twins start instead.
 
     :raises ScenarioError: every problem, each naming file, field path and reason.
     """
     from openg2g.control.registry import describe_controller
+    from openg2g.datacenter.live.site import LiveSite
     from openg2g.engine.simulation import Simulation
     from openg2g.scenario.build import build_components
 
@@ -57,6 +59,11 @@ def check_start(loaded: LoadedScenario) -> None:
     except G2GError as exc:
         raise ScenarioError([(f"{where}: (building the run)", str(exc))]) from None
     sites, grid, controllers = components
+    # a live site's servers are not loaded by a check: its replay twin starts in its place, and
+    # events aimed at it are checked by the live site itself
+    live = {site.name: site for site in sites if isinstance(site, LiveSite)}
+    components = ([s.stand_in() if isinstance(s, LiveSite) else s for s in sites], grid, controllers)
+    sites = components[0]
     sim = Simulation.from_scenario(loaded, components=components)
     problems: list[tuple[str, str]] = []
     missing = _no_measurements([site.info() for site in sites])
@@ -99,7 +106,10 @@ def check_start(loaded: LoadedScenario) -> None:
             if is_datacenter_command(command):
                 targets = [command.to_site, command.site] if isinstance(command, ShiftReplicas) else [command.site]
                 for name in targets:
-                    by_site[name].apply(command, float(t_s))
+                    if name in live:
+                        live[name].check_command(command)
+                    else:
+                        by_site[name].apply(command, float(t_s))
             else:
                 grid.apply(command, float(t_s))
         except CommandError as exc:

@@ -29,6 +29,7 @@ from openg2g.core.commands import COMMANDS, renamed_fields
 from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time, parse_seconds
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.config import (
+    LIVE_TAG,
     PLUGIN_TAG,
     REPLAY_TAG,
     ModelSpec,
@@ -37,6 +38,7 @@ from openg2g.datacenter.config import (
     TrainingSpec,
     site_kind,
 )
+from openg2g.datacenter.live.config import LiveSiteSpec
 from openg2g.engine.periods import Periods
 from openg2g.grid.config import MAX_TAP_STEPS, ExtraLoadSpec, GridSpec, PVSpec, RegulatorSpec, StorageSpec
 from openg2g.scenario.disturbances import DisturbanceSpec
@@ -147,12 +149,15 @@ class Scenario(ConfigModel):
     grid: GridSpec = Field(description="Feeder and its options.")
     datacenters: list[
         Annotated[
-            Annotated[SiteSpec, Tag(REPLAY_TAG)] | Annotated[PluginSiteSpec, Tag(PLUGIN_TAG)],
+            Annotated[SiteSpec, Tag(REPLAY_TAG)]
+            | Annotated[LiveSiteSpec, Tag(LIVE_TAG)]
+            | Annotated[PluginSiteSpec, Tag(PLUGIN_TAG)],
             Discriminator(site_kind),
         ]
     ] = Field(
         default_factory=list,
-        description="Datacenter sites: replaying measured traces (kind: replay, the default) or a plug-in backend.",
+        description="Datacenter sites: replaying measured traces (kind: replay, the default), real inference "
+        "servers measured live (kind: live) or a plug-in backend.",
     )
     controllers: list[ControllerSpec] = Field(default_factory=list, description="Controllers, run in this order.")
     events: list[EventSpec] = Field(default_factory=list, description="Commands fired at fixed times.")
