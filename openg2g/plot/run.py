@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 
 from openg2g.core.atomic import replace_atomically
@@ -267,10 +266,7 @@ def plot_latency(
 
 def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     """``(site, model)`` -> ITL deadline (s) from the run's ``scenario.yaml``; empty without one."""
-    path = Path(out_dir) / "scenario.yaml"
-    if not path.is_file():
-        return {}
-    return scenario_deadlines(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return scenario_deadlines(scenario_data(out_dir))
 
 
 @dataclass
@@ -374,7 +370,7 @@ def _latency(run: RunData) -> Figure | str:
     models = run.table("models")
     if models.empty:
         return "no models table (no site serves models)"
-    return plot_latency(models, itl_deadlines(run.out_dir), run.marks, run.name)
+    return plot_latency(models, scenario_deadlines(run.scenario), run.marks, run.name)
 
 
 def _taps(run: RunData) -> Figure | str:
