@@ -37,6 +37,7 @@ __all__ = [
     "LoadedScenario",
     "apply_override",
     "load_scenario",
+    "read_scenario",
     "read_yaml_mapping",
     "resolve_scenario_path",
 ]
@@ -158,21 +159,34 @@ def _scenario_hash(scenario: Scenario) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def read_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read and override a scenario file, checked against the schema only (types, ranges, unknown
+    keys): nothing it names is opened, imported or run, so a file of unknown origin (a run
+    folder's ``scenario.yaml``) is safe to read. :func:`load_scenario` adds the checks that open
+    what it names.
+
+    :raises ScenarioError: with every problem found, each naming file, field path and reason.
+    """
+    data = read_yaml_mapping(path)
+    for assignment in overrides:
+        apply_override(data, assignment, str(path))
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+
+
 def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> LoadedScenario:
-    """Read, override and fully validate a scenario file.
+    """Read, override and fully validate a scenario file. The checks import the controller files
+    and plug-in sites it names and read its feeder, net and traces: for a file of unknown origin,
+    :func:`read_scenario`.
 
     :param name_or_path: path of a YAML scenario, or a bundled scenario's name.
     :param overrides: ``dotted.key=value`` assignments applied before validation.
     :raises ScenarioError: with every problem found, each naming file, field path and reason.
     """
     path = resolve_scenario_path(name_or_path)
-    data = read_yaml_mapping(path)
-    for assignment in overrides:
-        apply_override(data, assignment, str(path))
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+    scenario = read_scenario(path, overrides)
     base_dir = path.resolve().parent
     problems = _check_events(scenario) + check_components(scenario, base_dir)
     if problems:
