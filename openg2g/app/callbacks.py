@@ -42,6 +42,7 @@ from openg2g.app.whatif import (
     RunQueue,
     WhatIf,
     form_models,
+    form_values,
     parse_extra,
     parse_params,
     scenario_form,
@@ -453,51 +454,68 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
     open_run_from("ll-table", "ll-message")
 
 
-def _whatif(
-    scenario: str,
-    bus: str | None,
-    replicas: Sequence[Any],
-    batches: Sequence[Any],
-    controller: str | None,
-    params: str | None,
-    duration: Any,
-    training: Sequence[str] | None,
-    training_gpus: Any,
-    training_start: Any,
-    training_end: Any,
-    taps: str | None,
-    extra: str | None,
-) -> WhatIf:
-    form = scenario_form(scenario)
-    bus_text = (bus or "").strip()
-    job = _training_fields(form.training, "on" in (training or []), (training_gpus, training_start, training_end))
+FORM_FIELDS = (
+    "scenario",
+    "bus",
+    "replicas",
+    "batch_sizes",
+    "controller",
+    "params",
+    "duration_s",
+    "training",
+    "training_gpus",
+    "training_start_s",
+    "training_end_s",
+    "taps",
+    "extra",
+)
+"""The :class:`openg2g.app.whatif.FormValues` fields of the what-if form's inputs, in the order of
+the callbacks' states (``extra`` only with ``allow_code``)."""
+
+
+def _whatif(fields: Sequence[Any]) -> WhatIf:
+    """The what-if of the form's fields (:data:`FORM_FIELDS`), checked for their types first.
+
+    :raises ScenarioError: a field of the wrong type, more model values than the scenario's first
+        site has models, or a value the form cannot read.
+    """
+    values = form_values(FORM_FIELDS[: len(fields)], fields)
+    form = scenario_form(values.scenario)
+    for name, given in (("replicas", values.replicas), ("batch_sizes", values.batch_sizes)):
+        if len(given) > len(form.models):
+            raise ScenarioError(
+                [(name, f"{len(given)} values for the {len(form.models)} models of the scenario's first site")]
+            )
+    bus_text = (values.bus or "").strip()
+    job = _training_fields(
+        form.training,
+        "on" in (values.training or []),
+        (values.training_gpus, values.training_start_s, values.training_end_s),
+    )
     return WhatIf(
-        scenario=scenario,
+        scenario=values.scenario,
         bus=bus_text if bus_text and bus_text != form.bus else None,
-        replicas={k: n for k, n in form_models(replicas).items() if n != form.models[k][1]},
-        batch_sizes={k: b for k, b in form_models(batches).items() if b != form.models[k][2]},
-        controller=controller or KEEP,
-        params=parse_params(params or ""),
-        duration_s=float(duration) if duration not in (None, "") and float(duration) != form.duration_s else None,
-        extra=parse_extra(extra or ""),
+        replicas={k: n for k, n in form_models(values.replicas).items() if n != form.models[k][1]},
+        batch_sizes={k: b for k, b in form_models(values.batch_sizes).items() if b != form.models[k][2]},
+        controller=values.controller or KEEP,
+        params=parse_params(values.params or ""),
+        duration_s=values.duration_s if values.duration_s not in (None, form.duration_s) else None,
+        extra=parse_extra(values.extra or ""),
         training=job[0],
         training_gpus=job[1],
         training_start_s=job[2],
         training_end_s=job[3],
-        taps=taps or KEEP,
+        taps=values.taps or KEEP,
     )
 
 
-def _number(value: Any) -> float | None:
-    """A number input's value: ``None`` when blank, a whole number as ``int`` (GPUs)."""
-    if value is None or value == "":
-        return None
-    number = float(value)
-    return int(number) if number.is_integer() else number
+def _number(value: float | None) -> float | None:
+    """A number input's value, a whole number as ``int`` (GPUs)."""
+    return int(value) if value is not None and value.is_integer() else value
 
 
 def _training_fields(
-    scenario_job: tuple[int, float, float] | None, on: bool, values: tuple[Any, Any, Any]
+    scenario_job: tuple[int, float, float] | None, on: bool, values: tuple[float | None, float | None, float | None]
 ) -> tuple[bool | None, float | None, float | None, float | None]:
     """``(training, gpus, start_s, end_s)`` of a what-if from the form: only what differs from
     the scenario's job (all three for a job the scenario does not have)."""
@@ -577,7 +595,7 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
     )
     def submit(_: int, *fields: Any) -> Any:
         def build() -> str:
-            job = queue.submit(_whatif(*fields, *([] if allow_code else [None])), allow_code)
+            job = queue.submit(_whatif(fields), allow_code)
             return f"queued as #{job.job_id}: {job.run_id}"
 
         return _shown(build, lambda text: text)
@@ -591,7 +609,7 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
     )
     def download(_: int, *fields: Any) -> Any:
         def build() -> Any:
-            whatif = _whatif(*fields, *([] if allow_code else [None]))
+            whatif = _whatif(fields)
             text = scenario_yaml(whatif, allow_code)
             return {"content": text, "filename": f"{whatif.scenario}_whatif.yaml"}, ""
 

@@ -2,7 +2,10 @@
 
 Every run is named by its folder's path relative to the runs folder (its *run id*, ``a/b`` with
 forward slashes); :func:`resolve_run` turns an id back into a folder and refuses one that leaves
-the runs folder, so a request can never read elsewhere. The tables are read by the functions of
+the runs folder, so a request can never read elsewhere. A run folder is data of unknown origin:
+symbolic links in it that point out of the runs folder (:func:`links_out`) make the app refuse
+it (listed as ``outside``), and nothing it names is imported or unpickled (a pickle net only with
+``openg2g app --allow-code``: :class:`RunStore`). The tables are read by the functions of
 :mod:`openg2g.plot` and reduced here to what a browser can draw:
 
 - time series: the run's overview (:func:`openg2g.plot.overview_tables.overview`, kept beside the
@@ -58,6 +61,7 @@ __all__ = [
     "folder_inside",
     "folders_under",
     "is_run",
+    "links_out",
     "list_runs",
     "map_at",
     "resolve_run",
@@ -89,7 +93,9 @@ class RunEntry:
     :param status: ``complete``, ``running``, ``interrupted``, ``failed`` (the summary's), or
         ``stopped`` (the summary says ``running`` but no process holds the folder's lock: the run
         died without its last summary, e.g. ``kill -9``), or ``starting`` (a ``scenario.yaml`` and
-        no summary yet), or ``unreadable`` (a summary that is not a JSON object).
+        no summary yet), or ``unreadable`` (a summary that is not a JSON object), or ``outside``
+        (the folder holds symbolic links out of the runs folder, :func:`links_out`: nothing of it
+        is read).
     :param scenario: the scenario's name (``""`` when unknown).
     :param sim_time_s: simulated time reached (s).
     :param duration_s: the scenario's duration (s).
@@ -110,6 +116,8 @@ def _number(value: Any) -> float:
 
 def _entry(root: Path, folder: Path) -> RunEntry:
     run_id = folder.relative_to(root).as_posix()
+    if links_out(root, folder):
+        return RunEntry(run_id, "outside", "", math.nan, math.nan)
     try:
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -173,6 +181,17 @@ def folders_under(root: Path, enter: Callable[[Path], bool]) -> list[Path]:
     return found
 
 
+def links_out(root: Path, folder: Path) -> list[str]:
+    """The names of the entries of ``folder`` that are symbolic links resolving outside ``root``
+    (resolved): a run folder sent by someone else could make its ``summary.json`` or a table a
+    link to any file of this machine."""
+    try:
+        links = [p for p in folder.iterdir() if p.is_symlink()]
+    except OSError:
+        return []
+    return sorted(p.name for p in links if not p.resolve().is_relative_to(root))
+
+
 def folder_inside(root: Path, ident: str, what: str) -> Path:
     """The folder ``ident`` names inside ``root`` (resolved), refused when it leaves ``root``.
 
@@ -202,13 +221,16 @@ def list_runs(root: Path) -> list[RunEntry]:
 def resolve_run(root: Path, run_id: str) -> Path:
     """The folder of a run id, refused when it is not a run folder inside ``root``.
 
-    :raises AppError: the id leaves ``root`` (``..``, an absolute path, a link pointing out) or
-        names no run folder.
+    :raises AppError: the id leaves ``root`` (``..``, an absolute path, a link pointing out),
+        names no run folder, or a folder holding links out of ``root`` (:func:`links_out`).
     """
     root = Path(root).resolve()
     folder = folder_inside(root, run_id, "run")
     if not folder.is_dir() or not is_run(folder):
         raise AppError(f"no run {run_id!r} in the runs folder (no summary.json or scenario.yaml)")
+    out = links_out(root, folder)
+    if out:
+        raise AppError(f"run {run_id!r} is not read: {', '.join(out)} in it are symbolic links out of the runs folder")
     return folder
 
 
@@ -218,11 +240,14 @@ class RunStore:
 
     :param root: the runs folder.
     :param size: runs kept at most (the least recently used is dropped).
+    :param trust_pickle: read the pickle nets that runs name (``openg2g app --allow-code``); a
+        run folder's own ``grid.trust_pickle`` is never taken (:class:`openg2g.plot.run.RunData`).
     """
 
-    def __init__(self, root: Path, size: int = 8) -> None:
+    def __init__(self, root: Path, size: int = 8, trust_pickle: bool = False) -> None:
         self.root = Path(root).resolve()
         self.size = size
+        self.trust_pickle = trust_pickle
         self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
         self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
         self._overviews: dict[Path, tuple[RunData, Overview]] = {}
@@ -236,7 +261,7 @@ class RunStore:
         with self._lock:  # callbacks open a run from several threads at once: one RunData, read once
             held = self._runs.get(run_id)
             if held is None or held[0] != stamp:
-                held = (stamp, RunData(folder))
+                held = (stamp, RunData(folder, trust_pickle=self.trust_pickle))
             self._runs[run_id] = held
             self._runs.move_to_end(run_id)
             while len(self._runs) > self.size:

@@ -13,6 +13,13 @@ SIGTERM handling as a run from the terminal). Progress is the run's own ``summar
 summary saying ``interrupted``. What-if runs write no PNG plots (``outputs.plots=false``): the app
 draws their views.
 
+What a request brings is checked before it is used: the form's fields for their types
+(:class:`FormValues`; a request may hold any JSON, and a wrong one is a message naming the field,
+never a server error), the controller parameters as YAML of at most :data:`FORM_YAML_NODES`
+values once its aliases are expanded (:func:`parse_params`), and at most ``max_queued`` runs wait
+in the queue (:class:`RunQueue`; more is refused as full). :meth:`RunQueue.close` ends the
+running what-ifs, and ``openg2g app`` calls it when it ends, on Ctrl-C or SIGTERM too.
+
 Only stock controllers run unless the app was started with ``allow_code``: the form offers the
 controllers of the ``openg2g.controllers`` package, and a scenario that would import a controller
 file, read a pickle or a policy zip's pickled objects, or deploy a policy whose observation terms
@@ -31,16 +38,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BeforeValidator, Field, ValidationError
 
+from openg2g.core.config import ConfigModel, field_path
 from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
+from openg2g.core.yamltext import YamlTextError, read_yaml_text
 from openg2g.scenario.loaded import LoadedScenario, resolved_scenario_text
 from openg2g.scenario.loader import load_scenario
 
 __all__ = [
+    "FORM_YAML_NODES",
     "KEEP",
     "NO_CONTROL",
     "TAP_AUTO",
@@ -48,6 +59,7 @@ __all__ = [
     "TAP_MODES",
     "TAP_SCHEDULED",
     "WHATIF_FOLDER",
+    "FormValues",
     "Job",
     "RunQueue",
     "ScenarioForm",
@@ -55,6 +67,7 @@ __all__ = [
     "bundled_scenarios",
     "check",
     "controller_choices",
+    "form_values",
     "overrides",
     "parse_params",
     "scenario_form",
@@ -132,6 +145,66 @@ class WhatIf:
     training_start_s: float | None = None
     training_end_s: float | None = None
     taps: str = KEEP
+
+
+FORM_YAML_NODES = 10_000
+"""Most values the controller parameters box may hold once its YAML aliases are expanded (a
+controller takes a few dozen)."""
+
+
+def _form_number(value: Any) -> Any:
+    """A number input's value as a number: blank (``None``, ``""``) is ``None``; text (which a
+    crafted request may send) is read as a number or refused."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"not a number: {value!r}") from None
+    return value
+
+
+FormNumber = Annotated[float | None, BeforeValidator(_form_number)]
+"""A number input's value (:func:`_form_number`); finite (:class:`ConfigModel`)."""
+
+
+class FormValues(ConfigModel):
+    """The what-if form's fields as a request brings them, each checked for its type: the page's
+    inputs send these, and a request can hold any JSON. What the values mean is checked where
+    they are used, by the scenario's validation as ``openg2g run`` checks it (:func:`check`).
+
+    :param replicas: one value per model of the first site (blank keeps the scenario's).
+    :param batch_sizes: likewise.
+    :param training: the training checkbox's value: ``["on"]`` or ``[]``.
+    :param extra: the free ``key=value`` lines (only with ``allow_code``).
+    """
+
+    scenario: str
+    bus: str | None = None
+    replicas: list[FormNumber] = Field(default_factory=list)
+    batch_sizes: list[FormNumber] = Field(default_factory=list)
+    controller: str | None = None
+    params: str | None = None
+    duration_s: FormNumber = None
+    training: list[str] | None = None
+    training_gpus: FormNumber = None
+    training_start_s: FormNumber = None
+    training_end_s: FormNumber = None
+    taps: str | None = None
+    extra: str | None = None
+
+
+def form_values(names: Sequence[str], values: Sequence[Any]) -> FormValues:
+    """The form's fields (``names`` are :class:`FormValues` fields, in the order of ``values``),
+    checked.
+
+    :raises ScenarioError: a field of the wrong type, named (``duration_s: ...``).
+    """
+    try:
+        return FormValues.model_validate(dict(zip(names, values, strict=True)))
+    except ValidationError as exc:
+        raise ScenarioError([(field_path(e["loc"]) or "form", e["msg"]) for e in exc.errors()]) from None
 
 
 @dataclass(frozen=True)
@@ -419,18 +492,22 @@ class RunQueue:
     """What-if runs, at most ``max_running`` at a time, each ``openg2g run`` in its own process.
 
     A thread started with the queue starts queued runs as places free up and notes the end of
-    each; :meth:`close` stops it and cancels what is still running.
+    each; :meth:`close` stops it and ends what is still running or waiting.
 
     :param root: the runs folder (runs go to its ``whatif/`` sub-folder).
     :param max_running: runs at the same time at most (>= 1).
     :param poll_s: how often the thread looks at the processes (s).
+    :param max_queued: runs waiting to start at most (>= 1); a what-if beyond is refused.
     """
 
-    def __init__(self, root: Path, max_running: int = 1, poll_s: float = 0.5) -> None:
+    def __init__(self, root: Path, max_running: int = 1, poll_s: float = 0.5, max_queued: int = 8) -> None:
         if max_running < 1:
             raise ValueError(f"max_running must be at least 1, got {max_running}")
+        if max_queued < 1:
+            raise ValueError(f"max_queued must be at least 1, got {max_queued}")
         self.root = Path(root).resolve()
         self.max_running = max_running
+        self.max_queued = max_queued
         self._jobs: list[Job] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -446,13 +523,26 @@ class RunQueue:
                 return run_id
             k += 1
 
+    def _refuse_when_full(self) -> None:
+        """(Under the lock.) :raises G2GError: :attr:`max_queued` runs are waiting."""
+        waiting = sum(j.state == "queued" for j in self._jobs)
+        if waiting >= self.max_queued:
+            raise G2GError(
+                f"the what-if queue is full: {waiting} runs are waiting to start (at most {self.max_queued}); "
+                "cancel one or wait until one starts"
+            )
+
     def submit(self, whatif: WhatIf, allow_code: bool) -> Job:
         """Validate (:func:`check`) and queue a what-if.
 
         :raises ScenarioError: the what-if is not valid; nothing is queued.
+        :raises G2GError: the queue is full (:attr:`max_queued` runs waiting); nothing is queued.
         """
+        with self._lock:  # before the seconds of validation, and again once they are over
+            self._refuse_when_full()
         check(whatif, allow_code)
         with self._lock:
+            self._refuse_when_full()
             run_id = self._folder_name(whatif.scenario)
             args = [sys.executable, "-m", "openg2g", "run", str(_bundled(whatif.scenario))]
             for assignment in overrides(whatif):
@@ -508,16 +598,29 @@ class RunQueue:
             time.sleep(0.1)
         return False
 
-    def close(self) -> None:
-        """Stop the queue's thread and every running process (each writes its outputs)."""
+    def close(self, grace_s: float = 30.0) -> list[str]:
+        """Stop the queue's thread, cancel the waiting runs and end the running ones: SIGTERM, so
+        each writes its outputs, and SIGKILL for one still running after ``grace_s`` (s).
+
+        :return: the run ids of the runs ended (running) and cancelled (waiting).
+        """
         self._stop.set()
         self._thread.join()
         with self._lock:
-            for job in self._jobs:
-                if job.state == "running" and job.process is not None:
-                    job.process.terminate()
-                    job.process.wait()
-                    job.state = "cancelled"
+            running = [j.process for j in self._jobs if j.state == "running" and j.process is not None]
+            ended = [j for j in self._jobs if j.state in ("queued", "running")]
+            for job in ended:
+                job.state = "cancelled"
+            for process in running:
+                process.terminate()
+            end = time.monotonic() + grace_s
+            for process in running:
+                try:
+                    process.wait(max(0.0, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        return [j.run_id for j in ended]
 
     def _pump(self, poll_s: float) -> None:
         while not self._stop.wait(poll_s):
@@ -565,18 +668,24 @@ def parse_params(text: str) -> dict[str, Any]:
     """The form's controller parameters: a YAML mapping (``{setpoint: 0.96, kp: 2.0}``), empty
     for a blank field.
 
-    :raises ScenarioError: not YAML, or not a mapping.
+    :raises ScenarioError: not YAML, more than :data:`FORM_YAML_NODES` values once its aliases
+        are expanded (a "billion laughs"), not a mapping, or holding what JSON cannot (a date, a
+        set, binary): the what-if passes it to ``openg2g run`` as JSON.
     """
     if not text.strip():
         return {}
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError([("controller params", f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        value = read_yaml_text(text, FORM_YAML_NODES)
+    except YamlTextError as exc:
+        raise ScenarioError([("controller params", f"the text is {exc}")]) from None
     if not isinstance(value, dict):
         raise ScenarioError(
             [("controller params", f"expected a mapping such as {{kp: 2.0}}, got {type(value).__name__}")]
         )
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError([("controller params", f"only numbers, text, lists and mappings: {exc}")]) from None
     return value
 
 

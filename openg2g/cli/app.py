@@ -9,22 +9,39 @@ hosting-capacity` outputs and the ranked placements of `openg2g study siting` ou
 feeder map, and the leaderboard of `openg2g benchmark` outputs found in RUNS_DIR; and what-if runs of a bundled scenario (site bus, replicas and batch sizes,
 training job, controller, duration, tap mode), run by `openg2g run` into RUNS_DIR/whatif/.
 
-Safe by default: it listens on 127.0.0.1 only and serves only RUNS_DIR; what-if runs use stock
-controllers and no pickles unless --allow-code is given. Needs the app extra: pip install -e ".[app]".
+Safe by default: it listens on 127.0.0.1 only (another --host is warned about: the app has no
+login) and serves only the regular files of RUNS_DIR, never through a symbolic link out of it;
+viewing a run never runs code (a pickle net a run names is read only with --allow-code, whatever
+its scenario.yaml says); what-if runs use stock controllers and no pickles unless --allow-code is
+given, and end with the app (Ctrl-C or SIGTERM). Needs the app extra: pip install -e ".[app]".
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import socket
+import sys
 from pathlib import Path
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "register"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "is_loopback", "register"]
 
 DEFAULT_HOST = "127.0.0.1"
 """The address the app listens on unless told otherwise: this machine only."""
 
 DEFAULT_PORT = 8050
 """The port the app listens on unless told otherwise."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address of this machine (a name that
+    does not resolve is not)."""
+    try:
+        found = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).partition("%")[0] for info in found}  # an IPv6 address may carry its zone
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def _app(args: argparse.Namespace) -> int:
@@ -35,6 +52,7 @@ def _app(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise G2GError(f'openg2g app needs Dash: pip install -e ".[app]" ({exc})') from None
     from openg2g.app.data import AppError
+    from openg2g.cli.outdir import stop_cleanly_on_signals
 
     if args.max_running < 1:
         raise AppError(f"--max-running must be at least 1, got {args.max_running}")
@@ -42,11 +60,23 @@ def _app(args: argparse.Namespace) -> int:
     if not runs_dir.exists() and args.runs_dir == "runs":
         runs_dir.mkdir()
     app, queue = create_app(runs_dir, allow_code=args.allow_code, max_running=args.max_running)
+    if not is_loopback(args.host):
+        code = ", and what-if runs that run code (--allow-code)" if args.allow_code else ""
+        print(
+            f"warning: --host {args.host} is not a loopback address: anyone who can reach this machine on port "
+            f"{args.port} can read every file of {runs_dir.resolve()} and start what-if runs{code}; the app has no "
+            f"login. To use it from another machine, keep the default and tunnel: "
+            f"ssh -L {args.port}:127.0.0.1:{args.port} THIS_MACHINE",
+            file=sys.stderr,
+        )
     print(f"openg2g app on http://{args.host}:{args.port} (runs folder {runs_dir.resolve()}); Ctrl-C stops it")
+    stop_cleanly_on_signals()  # SIGTERM ends the server as Ctrl-C does, so the what-if runs end with it
     try:
         app.run(host=args.host, port=args.port, debug=False)
     finally:
-        queue.close()
+        ended = queue.close()
+        if ended:
+            print(f"ended the what-if runs {', '.join(ended)} with the app", file=sys.stderr)
     return 0
 
 
@@ -69,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-code",
         action="store_true",
-        help="let what-if runs take free --set lines, which may name controller files and trusted pickles",
+        help="let what-if runs take free --set lines, which may name controller files and trusted pickles, and "
+        "read the pickle nets runs name (a run folder's own grid.trust_pickle is never taken)",
     )
     p.set_defaults(func=_app)

@@ -4,6 +4,11 @@ Writes every figure the run has the data for (the same PNGs ``openg2g run`` writ
 a run) into the run folder and says which it skipped and why. The voltage limits, the feeder and
 the datacenter buses come from the folder's ``scenario.yaml``; ``--v-min``/``--v-max`` override
 the limits. ``summary.json`` is left as it is.
+
+Reading a run folder runs nothing it names: a pickle net (grid.pandapower ending in .p, .pkl or
+.pickle) is read only with --trust-pickle, whatever the folder's own grid.trust_pickle says (a
+run folder may come from anyone); without it the feeder map and voltage profile are skipped,
+naming the file.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ def _plot(args: argparse.Namespace) -> int:
     if not (out_dir / "summary.json").is_file():
         raise G2GError(f"{out_dir}: no summary.json (is this a run output directory?)")
     try:
-        report = plot_run(out_dir, args.v_min, args.v_max)
+        report = plot_run(out_dir, args.v_min, args.v_max, trust_pickle=args.trust_pickle)
     except PlotsInterrupted as exc:
         print_plot_report(exc.report.as_summary())
         return 130
@@ -43,4 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="run output directory (openg2g run --out)")
     p.add_argument("--v-min", type=float, default=None, help="lower voltage limit (pu); default scenario.yaml's")
     p.add_argument("--v-max", type=float, default=None, help="upper voltage limit (pu); default scenario.yaml's")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="read the pickle net scenario.yaml names (a pickle runs any code it carries; the folder's own "
+        "grid.trust_pickle is not taken as yours)",
+    )
     p.set_defaults(func=_plot)

@@ -10,6 +10,12 @@
 :func:`build_grid`, :func:`validate_grid`, :func:`grid_topology` and :func:`open_net` are where the choice is made;
 nothing else looks at which of ``grid.feeder`` and ``grid.pandapower`` a spec holds.
 pandapower is imported only when a spec names a net.
+
+**A run folder's grid.** A finished run's ``scenario.yaml`` is data of unknown origin (a run
+folder someone sent): its own ``grid.trust_pickle`` says what its writer trusted, not what the
+person looking at it does. :func:`viewed_grid` replaces it with the viewer's word (``openg2g plot
+--trust-pickle``, ``openg2g app --allow-code``, ``trust_pickle=True`` in Python) before a viewer
+opens the net, and refuses a pickle net without it.
 """
 
 from __future__ import annotations
@@ -29,10 +35,36 @@ if TYPE_CHECKING:
 
     from openg2g.grid.topology import Topology
 
-__all__ = ["GridKind", "build_grid", "grid_topology", "open_net", "validate_grid"]
+__all__ = ["RUN_PICKLE_REFUSED", "GridKind", "build_grid", "grid_topology", "open_net", "validate_grid", "viewed_grid"]
 
 GridKind = Literal["feeder", "balanced_net", "asymmetric_net"]
 """The three kinds of grid (module docstring)."""
+
+
+RUN_PICKLE_REFUSED = (
+    "a pickle runs any code it carries while it is read, and the run folder's own grid.trust_pickle is the word "
+    "of whoever wrote the folder, not yours, so it is not read (no feeder map, voltage profile or results net); "
+    "if you trust the file, say so yourself: openg2g plot RUN --trust-pickle, openg2g app --allow-code, or "
+    "trust_pickle=True in Python"
+)
+"""Why a viewer does not read the pickle net a run folder names, and how the viewer's own word reads it."""
+
+
+def viewed_grid(spec: GridSpec, base_dir: Path | None, trust_pickle: bool) -> GridSpec:
+    """``spec``, read from a run folder's ``scenario.yaml``, as a viewer of the folder may open it:
+    its ``trust_pickle`` is the viewer's (module docstring), never the folder's.
+
+    :param base_dir: folder a relative net path is resolved against (the run folder).
+    :param trust_pickle: the viewer's own word that a pickle net is trusted.
+    :raises FeederError: the spec names a pickle net and ``trust_pickle`` is false; the message
+        names the file and the field (``grid.pandapower``).
+    """
+    from openg2g.grid.nets.source import pickle_path
+
+    pickle = None if trust_pickle or spec.pandapower is None else pickle_path(spec.pandapower, base_dir)
+    if pickle is not None:
+        raise FeederError(f"grid.pandapower: {str(pickle)!r} is a pickle net: {RUN_PICKLE_REFUSED}")
+    return spec.model_copy(update={"trust_pickle": trust_pickle})
 
 
 def open_net(spec: GridSpec, base_dir: Path | None) -> tuple[GridKind, pandapowerNet]:

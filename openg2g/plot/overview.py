@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from openg2g.core.arrow import arrow_array
 from openg2g.core.atomic import replace_atomically
+from openg2g.core.errors import G2GError
 from openg2g.core.state import PHASES
+from openg2g.core.yamltext import YamlTextError, read_yaml_text
 from openg2g.plot.colors import PHASE_COLORS
 from openg2g.plot.parts import parts_key
 from openg2g.plot.timeline import (
@@ -383,11 +384,18 @@ def tap_columns_of(columns: Iterable[Any]) -> dict[str, dict[str, str]]:
 
 
 def scenario_data(out_dir: Path) -> Mapping[str, Any]:
-    """The scenario as run, from the run folder's ``scenario.yaml``; empty when it has none."""
+    """The scenario as run, from the run folder's ``scenario.yaml`` (read as data, its aliases
+    bounded: :func:`openg2g.core.yamltext.read_yaml_text`); empty when it has none.
+
+    :raises G2GError: the file is not UTF-8 or not YAML that can be read (the message names it).
+    """
     path = Path(out_dir) / "scenario.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = read_yaml_text(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, YamlTextError) as exc:
+        raise G2GError(f"{path}: {exc}") from None
     return data if isinstance(data, dict) else {}
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 
 from openg2g.core.atomic import replace_atomically
@@ -267,10 +266,7 @@ def plot_latency(
 
 def itl_deadlines(out_dir: Path) -> dict[tuple[str, str], float]:
     """``(site, model)`` -> ITL deadline (s) from the run's ``scenario.yaml``; empty without one."""
-    path = Path(out_dir) / "scenario.yaml"
-    if not path.is_file():
-        return {}
-    return scenario_deadlines(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return scenario_deadlines(scenario_data(out_dir))
 
 
 @dataclass
@@ -282,12 +278,17 @@ class RunData:
     :param v_max_pu: upper voltage limit (pu); ``None``: the run's ``scenario.yaml``, else 1.05.
     :param scenario_data: the scenario as run, paths absolute (what ``scenario.yaml`` holds);
         ``None`` reads the folder's ``scenario.yaml``.
+    :param trust_pickle: the caller's word that the pickle net the scenario names may be read
+        (:func:`openg2g.grid.kinds.viewed_grid`). The folder's own ``grid.trust_pickle`` is not
+        taken: a run folder may come from anyone. A scenario handed in as ``scenario_data`` is the
+        caller's (a run drawing its own plots), so its ``grid.trust_pickle`` stands.
     """
 
     out_dir: Path
     v_min_pu: float | None = None
     v_max_pu: float | None = None
     scenario_data: Mapping[str, Any] | None = None
+    trust_pickle: bool = False
     _tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     _reading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -331,15 +332,17 @@ class RunData:
     @cached_property
     def topology(self) -> Topology | str:
         """Its grid's topology, or why there is none (no ``scenario.yaml``, a feeder that cannot
-        be read any more)."""
+        be read any more, a pickle net not trusted: :attr:`trust_pickle`)."""
         grid = self.scenario.get("grid")
         if not grid:
             return "the run folder has no scenario.yaml naming its grid"
         from openg2g.grid.config import GridSpec
-        from openg2g.grid.kinds import grid_topology
+        from openg2g.grid.kinds import grid_topology, viewed_grid
 
         try:
-            return grid_topology(GridSpec.model_validate(grid), self.out_dir)
+            spec = GridSpec.model_validate(grid)
+            trusted = self.trust_pickle or (self.scenario_data is not None and spec.trust_pickle)
+            return grid_topology(viewed_grid(spec, self.out_dir, trusted), self.out_dir)
         except (G2GError, ValueError) as exc:
             return f"the grid of scenario.yaml cannot be read: {exc}"
 
@@ -374,7 +377,7 @@ def _latency(run: RunData) -> Figure | str:
     models = run.table("models")
     if models.empty:
         return "no models table (no site serves models)"
-    return plot_latency(models, itl_deadlines(run.out_dir), run.marks, run.name)
+    return plot_latency(models, scenario_deadlines(run.scenario), run.marks, run.name)
 
 
 def _taps(run: RunData) -> Figure | str:
@@ -533,6 +536,7 @@ def plot_run(
     v_min_pu: float | None = None,
     v_max_pu: float | None = None,
     scenario_data: Mapping[str, Any] | None = None,
+    trust_pickle: bool = False,
 ) -> PlotReport:
     """Write every figure of :data:`RUN_PLOTS` the run has the data for, as PNGs in ``out_dir``.
 
@@ -543,9 +547,11 @@ def plot_run(
     :param v_min_pu: lower voltage limit (pu); ``None`` reads it from the run's ``scenario.yaml``.
     :param v_max_pu: upper voltage limit (pu); likewise.
     :param scenario_data: the scenario as run (:class:`RunData`); ``None`` reads ``scenario.yaml``.
+    :param trust_pickle: read the pickle net the scenario names (:class:`RunData`); never taken
+        from the folder's ``scenario.yaml``.
     :raises PlotsInterrupted: Ctrl-C came; no partial PNG is left.
     """
-    run = RunData(Path(out_dir), v_min_pu, v_max_pu, scenario_data)
+    run = RunData(Path(out_dir), v_min_pu, v_max_pu, scenario_data, trust_pickle)
     report = PlotReport()
     try:
         for name, draw in RUN_PLOTS.items():

@@ -8,24 +8,25 @@ adds a third, run by ``openg2g validate`` and ``openg2g run``: the components ar
 started, and every event is fired on them, so nothing the run would refuse later passes.
 
 What is read is bounded: YAML aliases may not expand a file (or a ``--set`` value) beyond
-:data:`MAX_YAML_NODES` values, and nesting beyond Python's recursion limit is refused.
+:data:`MAX_YAML_NODES` values, and nesting beyond Python's recursion limit is refused
+(:mod:`openg2g.core.yamltext`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from openg2g.core.commands import COMMANDS, ShiftReplicas, is_datacenter_command
 from openg2g.core.config import field_path
 from openg2g.core.errors import CommandError, G2GError, ScenarioError
 from openg2g.core.paths import bundled_dir
+from openg2g.core.yamltext import MAX_YAML_NODES, YamlTextError, read_yaml_text
 from openg2g.scenario.build import check_components
 from openg2g.scenario.events import build_event_command
 from openg2g.scenario.loaded import LoadedScenario
@@ -36,6 +37,7 @@ __all__ = [
     "LoadedScenario",
     "apply_override",
     "load_scenario",
+    "read_scenario",
     "read_yaml_mapping",
     "resolve_scenario_path",
 ]
@@ -76,16 +78,9 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
     if not sep or not key:
         raise ScenarioError([(source, f"--set {assignment!r}: expected dotted.key=value")])
     try:
-        value = yaml.load(raw, Loader=_StrictLoader) if raw.strip() else ""  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise ScenarioError([(source, f"--set {key}: value is {_yaml_problem(exc)}")]) from None
-    except RecursionError:
-        raise ScenarioError([(source, f"--set {key}: value nested too deeply to read")]) from None
-    except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
-        raise ScenarioError([(source, f"--set {key}: value cannot be read: {exc}")]) from None
-    too_big = _check_expansion(value)
-    if too_big:
-        raise ScenarioError([(source, f"--set {key}: {too_big}")])
+        value = read_yaml_text(raw) if raw.strip() else ""
+    except YamlTextError as exc:
+        raise ScenarioError([(source, f"--set {key}: value is {exc}")]) from None
     parts = key.split(".")
     node: Any = data
     for i, part in enumerate(parts):
@@ -107,77 +102,6 @@ def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:
             raise ScenarioError([(source, f"--set {key}: {'.'.join(parts[:i])} is a value, not a section")])
 
 
-if TYPE_CHECKING:
-    from yaml import SafeLoader as _SafeBase
-else:  # libyaml's parser (in PyYAML's wheels) reads a scenario 7x faster, with the same constructors
-    _SafeBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_SafeBase):
-    """Safe YAML that refuses a key given twice in one mapping (YAML would keep the last silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """What is wrong with a text YAML refused, as a phrase for the message."""
-    problem = str(getattr(exc, "problem", exc))
-    if "nesting depth" in problem:  # libyaml's own limit, where the Python parser would recurse too deeply
-        return "nested too deeply to read"
-    return f"not valid YAML: {problem}"
-
-
-MAX_YAML_NODES = 1_000_000
-"""Most values (mapping keys, values and list items, counted as written out) one YAML document
-may hold once its aliases are expanded; a bundled scenario holds a few hundred."""
-
-
-def _check_expansion(data: Any) -> str | None:
-    """Why ``data`` (as loaded, aliases shared) is too big to write out, or None if it is not.
-
-    Counts each value as often as the aliases repeat it, without expanding them (shared
-    containers are counted once and remembered), so a YAML alias bomb is caught in linear time.
-    """
-    sizes: dict[int, int] = {}
-    open_ids: set[int] = set()
-
-    def size(value: Any) -> int:
-        if not isinstance(value, (dict, list)):
-            return 1
-        key = id(value)
-        if key in sizes:
-            return sizes[key]
-        if key in open_ids:
-            raise ValueError("a YAML alias refers to the structure it is part of (a cycle)")
-        open_ids.add(key)
-        total = 1
-        for item in (*value.keys(), *value.values()) if isinstance(value, dict) else value:
-            total += size(item)
-            if total > MAX_YAML_NODES:
-                break
-        open_ids.discard(key)
-        sizes[key] = total
-        return total
-
-    try:
-        if size(data) > MAX_YAML_NODES:
-            return f"YAML aliases expand it to more than {MAX_YAML_NODES:,} values (an alias bomb?)"
-    except ValueError as exc:
-        return str(exc)
-    except RecursionError:
-        return "nested too deeply to read"
-    return None
-
-
 def read_yaml_mapping(
     path: Path,
     kind: str = "scenario",
@@ -196,18 +120,10 @@ def read_yaml_mapping(
     except UnicodeDecodeError as exc:
         raise error([(str(path), f"not UTF-8 text (byte {exc.start}): save the {kind} file as UTF-8")]) from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise error([(where, _yaml_problem(exc))]) from None
-    except RecursionError:
-        raise error([(str(path), "nested too deeply to read")]) from None
-    except ValueError as exc:  # a value YAML parses but Python cannot hold (an integer of 5,000 digits, 2024-13-45)
-        raise error([(str(path), f"a value cannot be read: {exc}")]) from None
-    too_big = _check_expansion(data)
-    if too_big:
-        raise error([(str(path), too_big)])
+        data = read_yaml_text(text)
+    except YamlTextError as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line is not None else str(path)
+        raise error([(where, str(exc))]) from None
     if not isinstance(data, dict):
         raise error([(str(path), f"a {kind} file must be a mapping of sections (name, ...)")])
     return data
@@ -243,21 +159,34 @@ def _scenario_hash(scenario: Scenario) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def read_scenario(path: Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read and override a scenario file, checked against the schema only (types, ranges, unknown
+    keys): nothing it names is opened, imported or run, so a file of unknown origin (a run
+    folder's ``scenario.yaml``) is safe to read. :func:`load_scenario` adds the checks that open
+    what it names.
+
+    :raises ScenarioError: with every problem found, each naming file, field path and reason.
+    """
+    data = read_yaml_mapping(path)
+    for assignment in overrides:
+        apply_override(data, assignment, str(path))
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+
+
 def load_scenario(name_or_path: str | Path, overrides: Sequence[str] = ()) -> LoadedScenario:
-    """Read, override and fully validate a scenario file.
+    """Read, override and fully validate a scenario file. The checks import the controller files
+    and plug-in sites it names and read its feeder, net and traces: for a file of unknown origin,
+    :func:`read_scenario`.
 
     :param name_or_path: path of a YAML scenario, or a bundled scenario's name.
     :param overrides: ``dotted.key=value`` assignments applied before validation.
     :raises ScenarioError: with every problem found, each naming file, field path and reason.
     """
     path = resolve_scenario_path(name_or_path)
-    data = read_yaml_mapping(path)
-    for assignment in overrides:
-        apply_override(data, assignment, str(path))
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError([(f"{path}: {field_path(e['loc'])}", e["msg"]) for e in exc.errors()]) from None
+    scenario = read_scenario(path, overrides)
     base_dir = path.resolve().parent
     problems = _check_events(scenario) + check_components(scenario, base_dir)
     if problems:

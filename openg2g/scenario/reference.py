@@ -81,11 +81,17 @@ A scenario from someone else is code: read it before you validate or run it.
   arrays only, so it needs no such word. The observation terms named in the policy's `.json`
   (`observation_terms`: a file, module or entry point) are imported when the run starts.
 - `openg2g train --resume` reads the checkpoints in its `--out` folder, which are pickles.
+- A finished run's folder is only read, wherever it came from: `openg2g plot`, `openg2g compare`,
+  `openg2g app` and `to_pandapower_results` import no controller or plug-in site file its
+  `scenario.yaml` names, and never take that file's own `grid.trust_pickle`: a pickle net a run
+  names is read only on your word (`openg2g plot --trust-pickle`, `openg2g app --allow-code`,
+  `trust_pickle=True`); without it the feeder map and profile are skipped, naming the file.
 - Everything else is data. A JSON net may name only objects of the packages pandapower itself
   writes (pandapower, pandas, numpy, networkx, geopandas; of builtins complex, tuple, set,
   frozenset), checked before pandapower reads the file. YAML is read with a safe loader (no
-  Python tags) and aliases may not expand a file beyond a million values. The files a scenario
-  names (feeder `.dss`, net, trace library, profiles) are read, so it can read any file you can.
+  Python tags) and aliases may not expand a file beyond a million values (a run's `scenario.yaml`
+  too; the app's controller parameters box, ten thousand). The files a scenario names (feeder
+  `.dss`, net, trace library, profiles) are read, so it can read any file you can.
 
 Validate and run only scenarios and controller files from sources you trust, and say a pickle is
 trusted only when it is.

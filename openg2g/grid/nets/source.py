@@ -59,6 +59,7 @@ __all__ = [
     "load_net",
     "looks_like_net_file",
     "looks_like_simbench_code",
+    "pickle_path",
     "quiet_pandapower",
 ]
 
@@ -95,6 +96,16 @@ def quiet_pandapower() -> Iterator[None]:
 def looks_like_net_file(source: str) -> bool:
     """Whether ``source`` is meant as a file path (it has a path separator or a net file ending)."""
     return "/" in source or "\\" in source or source.lower().endswith(NET_SUFFIXES)
+
+
+def pickle_path(source: str, base_dir: Path | None = None) -> Path | None:
+    """The pickle file ``grid.pandapower`` names (a net file ending in ``.p``, ``.pkl`` or
+    ``.pickle``), resolved as :func:`load_net` resolves it; None for a JSON file, a network name
+    or a SimBench code."""
+    if not looks_like_net_file(source):
+        return None
+    path = Path(source) if base_dir is None else base_dir / source
+    return path if path.suffix.lower() in NET_SUFFIXES and path.suffix.lower() != ".json" else None
 
 
 def _network_function(name: str) -> object | None:
