@@ -1,6 +1,6 @@
 """A real inference server on this machine, for trying a live site without GPUs.
 
-:func:`build_tiny_model` makes a small causal language model from nothing downloaded: a byte-level
+:func:`build_model` makes a small causal language model from nothing downloaded: a byte-level
 BPE tokenizer trained on openg2g's bundled prompts and a Llama-layout model with random weights
 (seeded), saved as a transformers model folder. :class:`DemoServer` serves it with
 ``transformers serve`` (transformers' own OpenAI-compatible server, with continuous batching) on
@@ -19,17 +19,18 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from openg2g.core.errors import G2GError
-from openg2g.datacenter.live.load import LiveServerError, served_models
+from openg2g.datacenter.live.load import LiveServerError, ReplicaLoad, served_models
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["TINY_MODEL", "DemoServer", "build_tiny_model", "free_port"]
+__all__ = ["TINY", "TINY_MODEL", "DemoServer", "Layout", "build_model", "eight_b_layout", "free_port"]
 
 TINY_MODEL = "openg2g-tiny"
 """The tiny model's folder name, which is also the name its server serves it under."""
@@ -53,14 +54,35 @@ def _importable(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def build_tiny_model(folder: Path, seed: int = 0) -> Path:
-    """The tiny model in ``folder / TINY_MODEL`` (built once; reused when complete).
+@dataclass(frozen=True)
+class Layout:
+    """A Llama-layout model's widths and depth."""
 
-    A tokenizer of 512 byte-level BPE tokens trained on the bundled prompts, and a 2-layer Llama
-    with hidden size 64 (about 0.1 M parameters) whose weights are drawn from ``seed``.
+    hidden: int = 64
+    intermediate: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+
+
+TINY = Layout()
+"""The demo's model: about 0.1 M parameters, served on a CPU."""
+
+
+def eight_b_layout(layers: int = 4) -> Layout:
+    """Llama-3.1-8B's widths (hidden 4096, MLP 14336, 32 heads, 8 KV heads) with ``layers`` of its
+    32 layers: a real model's per-layer work at a size that fits and starts fast."""
+    return Layout(hidden=4096, intermediate=14336, layers=layers, heads=32, kv_heads=8)
+
+
+def build_model(folder: Path, seed: int = 0, name: str = TINY_MODEL, layout: Layout = TINY) -> Path:
+    """A model in ``folder / name`` (built once; reused when complete), nothing downloaded.
+
+    A tokenizer of 512 byte-level BPE tokens trained on the bundled prompts, and a Llama of
+    ``layout`` (by default 2 layers of hidden size 64) whose weights are drawn from ``seed``.
     """
     _need_transformers()
-    out = folder / TINY_MODEL
+    out = folder / name
     if (out / _MARK).exists():
         return out
     import torch
@@ -84,11 +106,11 @@ def build_tiny_model(folder: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(fast),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=layout.hidden,
+        intermediate_size=layout.intermediate,
+        num_hidden_layers=layout.layers,
+        num_attention_heads=layout.heads,
+        num_key_value_heads=layout.kv_heads,
         max_position_embeddings=4096,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
@@ -106,16 +128,31 @@ def free_port() -> int:
 
 
 class DemoServer:
-    """``transformers serve`` of the tiny model on ``127.0.0.1:port``, on the CPU, offline; a
-    context manager that stops it (and waits for it) on the way out.
+    """``transformers serve`` of a locally built model (:func:`build_model`) on
+    ``127.0.0.1:port``, offline; a context manager that stops it (and waits for it) on the way out.
 
     :param folder: where the model is (built there if needed) and the server's log goes.
     :param port: the port; 0 picks a free one.
-    :param start_timeout_s: how long the server may take to list the model (s).
+    :param start_timeout_s: how long the server may take to list the model and stream its first
+        request (s).
+    :param name: the model's folder name, which the server serves it under.
+    :param layout: the model's layout.
+    :param device: where it runs (``cpu``, ``cuda``, ``cuda:1``).
     """
 
-    def __init__(self, folder: Path, port: int = 0, start_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        folder: Path,
+        port: int = 0,
+        start_timeout_s: float = 180.0,
+        name: str = TINY_MODEL,
+        layout: Layout = TINY,
+        device: str = "cpu",
+    ):
         self.folder = folder
+        self.name = name
+        self.layout = layout
+        self.device = device
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "server.log"
@@ -123,14 +160,14 @@ class DemoServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
-        build_tiny_model(self.folder)
+        build_model(self.folder, name=self.name, layout=self.layout)
         cli = shutil.which("transformers", path=os.path.dirname(sys.executable)) or shutil.which("transformers")
         if cli is None:
             raise G2GError("the transformers command is not installed: pip install 'openg2g-cosim[live]'")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
         # continuous batching: the requests in flight run as one batch, as vLLM's do (without it
         # each request generates alone in its own thread, and on a CPU they starve each other)
-        command = [cli, "serve", TINY_MODEL, "--continuous-batching", "--device", "cpu"]
+        command = [cli, "serve", self.name, "--continuous-batching", "--device", self.device]
         command += ["--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log, "wb") as log:
             # the model folder's name is the model's id: the server runs where the folder is
@@ -142,14 +179,30 @@ class DemoServer:
                     tail = self.log.read_text(encoding="utf-8", errors="replace")[-2000:]
                     raise G2GError(f"transformers serve exited with status {self.process.returncode}:\n{tail}")
                 with contextlib.suppress(LiveServerError):
-                    if TINY_MODEL in served_models(self.url, timeout_s=2.0):
+                    if self.name in served_models(self.url, timeout_s=2.0):
+                        self._first_request(deadline)
                         return self
                 if time.monotonic() > deadline:
-                    raise G2GError(f"transformers serve did not list {TINY_MODEL} within {self._timeout_s:g} s ({self.log})")
+                    raise G2GError(f"transformers serve did not list {self.name} within {self._timeout_s:g} s ({self.log})")
                 time.sleep(0.25)
         except BaseException:
             self.stop()
             raise
+
+    def _first_request(self, deadline: float) -> None:
+        """Stream one request: the server's first batch sets up its cache (20-40 s on a small
+        CPU), which would otherwise fall in a run's warm-up."""
+        load = ReplicaLoad(self.url, self.name, lambda: "Hello", "chat", 8, 1, self._timeout_s)
+        load.start(1)
+        try:
+            while len(load.tokens) == 0:
+                if load.error is not None:
+                    raise G2GError(f"transformers serve at {self.url} failed its first request: {load.error[1]}")
+                if time.monotonic() > deadline:
+                    raise G2GError(f"transformers serve streamed nothing within {self._timeout_s:g} s ({self.log})")
+                time.sleep(0.1)
+        finally:
+            load.stop()
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
