@@ -88,6 +88,8 @@ def run_loaded(loaded: LoadedScenario, out: str | None, overwrite: bool, progres
     print(format_table([(loaded.scenario.name, result.summary)]))
     summary = result.summary
     print_plot_report(summary.get("plots"))
+    for figure, why in summary.get("unavailable_figures", {}).items():
+        print(f"warning: {figure} is not available (null in summary.json): {why}", file=sys.stderr)
     if summary["nonconverged_steps"]:
         print(
             f"warning: {summary['nonconverged_steps']} of {summary['grid_steps']} grid steps did not converge; "

@@ -78,6 +78,7 @@ from openg2g.core.interfaces import (
     RidesThrough,
     ScheduledEvent,
 )
+from openg2g.core.jsontext import finite_or_none
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
@@ -867,7 +868,11 @@ class Simulation:
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``: how far it got, each recorder's
         figures, the disturbances, the frequency and the ride-through, the commands, and
-        :attr:`about`."""
+        :attr:`about`.
+
+        A figure that is not a finite number (a plug-in's NaN) is ``None``, named in
+        ``unavailable_figures`` (figure -> why) beside those a recorder names itself, so the
+        summary can always be written as JSON."""
         sim_time = min(self.clock.seconds(self._now), float(self.duration_s)) if self._started else 0.0
         result: dict[str, Any] = {
             "scenario": self.name,
@@ -897,6 +902,10 @@ class Simulation:
         )
         if error:
             result["error"] = error
+        result, non_finite = finite_or_none(result)
+        if non_finite:
+            why = {path: f"not a finite number ({value})" for path, value in non_finite.items()}
+            result["unavailable_figures"] = {**why, **result.get("unavailable_figures", {})}
         return result
 
     def _flush(self, status: str, error: str | None = None) -> dict[str, Any]:

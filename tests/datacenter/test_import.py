@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -142,6 +144,31 @@ def test_imported_trace_replays_without_latency_data(tmp_path: Path) -> None:
     assert np.isnan(state.itl_s) and np.isnan(state.throughput_tok_s)
     assert "run.tsv" in (tmp_path / "lib" / "PROVENANCE.md").read_text()
 
+
+
+def test_a_run_on_an_imported_trace_keeps_its_summary_with_the_unknown_figures_null(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace has no ITL or throughput: the run completes and says which figures it lacks and why
+    (its throughput used to be NaN, which summary.json cannot hold: rc 1 after every step)."""
+    import_trace(_tsv(tmp_path / "run.tsv", _good_rows(200)), tmp_path / "lib", "M", 8, 512)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: imported\nduration_s: 5\ngrid: {feeder: openg2g-ieee13}\noutputs: {plots: false}\n"
+        "datacenters:\n  - name: dc1\n    bus: '671'\n    traces: lib\n"
+        "    models: [{model: M, gpus_per_replica: 8, replicas: 3, batch_size: 512}]\n"
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["energy_mwh"] > 0
+    assert summary["mean_throughput_tok_s"] is None and summary["itl_deadline_miss_fraction"] is None
+    why = "no throughput or ITL data for M at site dc1 (a trace imported without latency metadata)"
+    assert summary["unavailable_figures"] == {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
+    header, _, row = out.splitlines()[:3]
+    cells = dict(zip(re.split(r"\s{2,}", header.strip()), row.split()))
+    assert cells["throughput (tok/s)"] == cells["ITL misses (%)"] == "n/a"
+    assert f"warning: mean_throughput_tok_s is not available (null in summary.json): {why}" in err
 
 def test_library_files_are_byte_reproducible(tmp_path: Path) -> None:
     src = _tsv(tmp_path / "run.tsv", _good_rows())

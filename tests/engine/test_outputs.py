@@ -82,6 +82,41 @@ def test_a_full_disk_fails_the_run_with_all_tables_ending_together(
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+class _NoLatencySite(KilowattSite):
+    """The toy site serving an unknown throughput (NaN), as a trace imported without latency data
+    does; with ``nan_misses`` its throughput is known and its miss fraction is not (a plug-in's NaN)."""
+
+    def __init__(self, nan_misses: bool = False):
+        super().__init__("dc", [])
+        self.nan_misses = nan_misses
+
+    def step(self, t_s: float, dt_s: float) -> DatacenterState:
+        state = super().step(t_s, dt_s)
+        model = state.models["toy"]
+        changes = {"deadline_miss_fraction": np.nan} if self.nan_misses else {"throughput_tok_s": np.nan}
+        return dataclasses.replace(state, models={"toy": dataclasses.replace(model, **changes)})
+
+
+def test_a_model_without_latency_data_leaves_its_figures_null_and_named(tmp_path: Path) -> None:
+    loaded = make_loaded(duration_s=2, outputs={"plots": False, "flush_every_s": 1})
+    summary = Simulation.from_scenario(loaded, tmp_path, components=([_NoLatencySite()], TwoBusGrid([]), [])).run()
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written == summary and written["status"] == "complete"
+    assert written["mean_throughput_tok_s"] is None and written["itl_deadline_miss_fraction"] is None
+    why = "no throughput or ITL data for toy at site dc (a trace imported without latency metadata)"
+    assert written["unavailable_figures"] == {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
+    assert written["energy_mwh"] > 0  # what can be computed still is
+
+
+def test_any_figure_that_is_not_a_finite_number_is_null_and_named(tmp_path: Path) -> None:
+    loaded = make_loaded(duration_s=2, outputs={"plots": False})
+    sim = Simulation.from_scenario(loaded, tmp_path, components=([_NoLatencySite(nan_misses=True)], TwoBusGrid([]), []))
+    sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["mean_throughput_tok_s"] == pytest.approx(100.0) and summary["itl_deadline_miss_fraction"] is None
+    assert summary["unavailable_figures"] == {"itl_deadline_miss_fraction": "not a finite number (nan)"}
+
+
 class _InterruptedChunk(Mapping):
     """Column chunk whose third column is never delivered: Ctrl-C arrives while it is recorded."""
 
