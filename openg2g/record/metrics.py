@@ -57,6 +57,9 @@ from openg2g.engine.recording import Recorder
 
 __all__ = ["MetricsRecorder", "RunMetrics", "violation_pu"]
 
+_Figure = float | int | str | dict[str, float] | dict[str, str] | dict[str, dict[str, int]] | None
+"""One entry of :meth:`RunMetrics.summary`: a number, a name, or a dict of them per site, model or figure."""
+
 
 def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
     """Per-bus-phase distance outside ``[v_min_pu, v_max_pu]`` (pu, 0 inside); NaN counts as 0."""
@@ -313,7 +316,7 @@ class RunMetrics:
         why = f"no throughput or ITL data for {names} (a trace imported without latency metadata)"
         return {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
 
-    def summary(self) -> dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None]:
+    def summary(self) -> dict[str, _Figure]:
         """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
         (site -> seconds without supply, 0 for a site that never lost it) and the batch counts per
         model (site -> model -> count): ``batch_changes_by_model``, ``batch_reversals_by_model``
@@ -322,7 +325,7 @@ class RunMetrics:
         ``metrics_start_s`` only when > 0; ``unavailable_figures`` (figure -> why, the figure
         ``None``) only when :meth:`unavailable` names any."""
         unavailable = self.unavailable()
-        figures: dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None] = {
+        figures: dict[str, _Figure] = {
             "violation_integral_pu_s": self.violation_integral_pu_s,
             "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
             "overvoltage_integral_pu_s": self.overvoltage_integral_pu_s,
