@@ -46,6 +46,7 @@ __all__ = [
     "default_out_dir",
     "folder_contents",
     "prepare_out_dir",
+    "refuse_file_path",
     "stop_cleanly_on_signals",
 ]
 
@@ -231,6 +232,21 @@ def _lock(path: Path, option: str) -> tuple[int, dict[str, Any]]:
     return fd, record if isinstance(record, dict) else {}
 
 
+def refuse_file_path(path: Path, option: str) -> None:
+    """Refuse a folder to write into that is a file, or lies below one (which ``mkdir`` would fail
+    on with a bare ``FileExistsError`` or ``NotADirectoryError``).
+
+    :param option: how the user gave the path, for the message (``--out``, ``DIR``).
+    :raises ScenarioError: naming the path and the file.
+    """
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file, not a folder" if p == path else f"is below {p}, which is a file"
+                raise ScenarioError([(f"{option} {path}", where)])
+            break
+
+
 def prepare_out_dir(
     path: Path | str,
     option: str = "--out",
@@ -258,12 +274,7 @@ def prepare_out_dir(
     if isinstance(path, str) and not path.strip():
         raise ScenarioError([(f"{option} {path!r}", "is empty: give a folder (omit the option for the default)")])
     path = Path(path)
-    for p in (path, *path.parents):
-        if p.exists():
-            if not p.is_dir():
-                where = "is a file, not a folder" if p == path else f"is below {p}, which is a file"
-                raise ScenarioError([(f"{option} {path}", where)])
-            break
+    refuse_file_path(path, option)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path, prefix=".openg2g-write-check-") as probe:
