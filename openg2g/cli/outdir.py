@@ -31,6 +31,7 @@ import re
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -320,12 +321,34 @@ def add_overwrite_option(parser: argparse.ArgumentParser, resumes: str = "") -> 
     )
 
 
-def stop_cleanly_on_signals() -> None:
+def stop_cleanly_on_signals(once: bool = False) -> None:
     """Make SIGTERM (``kill``) end a writing command as Ctrl-C does: what finished is written,
     the summary says interrupted. Also restore Ctrl-C for a command started in the background,
-    which a shell starts with SIGINT ignored."""
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    which a shell starts with SIGINT ignored.
+
+    :param once: only the first signal stops the command; those after it are ignored until the
+        process exits. For a command that, once stopped, only closes its outputs and says so
+        (``run``): the rest of a burst of Ctrl-C would otherwise land in that closing or in its
+        message, however short they are.
+    """
+    handlers: dict[int, Callable[[int, Any], None]] = {
+        signal.SIGTERM: _stop_on_sigterm,
+        signal.SIGINT: signal.default_int_handler,
+    }
+    if once:
+        stopped = False
+
+        def first_only(signum: int, frame: Any) -> None:
+            nonlocal stopped
+            if not stopped:
+                stopped = True
+                handlers[signum](signum, frame)
+
+        for s in handlers:
+            signal.signal(s, first_only)
+        return
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

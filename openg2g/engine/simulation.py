@@ -78,6 +78,7 @@ from openg2g.core.interfaces import (
     RidesThrough,
     ScheduledEvent,
 )
+from openg2g.core.interrupts import one_stop_signal
 from openg2g.core.jsontext import finite_or_none
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
@@ -955,10 +956,12 @@ class Simulation:
         """Run to the end and return the summary; the recorders' files are complete whatever happens.
 
         :raises SimulationError: the run could not continue (summary status ``failed``).
-        :raises KeyboardInterrupt: interrupted (summary status ``interrupted``).
+        :raises KeyboardInterrupt: interrupted (summary status ``interrupted``); stop signals after
+            the first are ignored until the run is closed, so a burst of Ctrl-C cannot cut short
+            the closing the first began.
         """
         self.start()  # a failure here has nothing to save and propagates as it is
-        with self._closing():
+        with one_stop_signal(), self._closing():
             self.run_until(self.duration_s)
         return self._finish()
 

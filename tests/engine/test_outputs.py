@@ -170,6 +170,31 @@ def test_a_flush_cut_by_ctrl_c_writes_the_rows_it_took(tmp_path: Path, monkeypat
     assert list(grid["t_s"]) == pytest.approx([0.1 * k for k in range(1, 41)])
 
 
+
+def test_a_burst_of_ctrl_c_leaves_the_summary_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C pressed several times at once: the first stops the run, the rest land in its closing
+    (here: while the last rows are written), which used to stop there and leave the summary saying
+    ``running``; they are ignored until the run is closed."""
+    sim = _sim(tmp_path, duration_s=5, flush_every_s=1)
+    flush = outputs.TableRecorder._flush
+    flushes = []
+
+    def burst_at_the_third_flush_and_in_the_closing(self: outputs.TableRecorder) -> None:
+        flushes.append(None)
+        if len(flushes) >= 3:
+            for _ in range(3):
+                signal.raise_signal(signal.SIGINT)
+        flush(self)
+
+    monkeypatch.setattr(outputs.TableRecorder, "_flush", burst_at_the_third_flush_and_in_the_closing)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["error"] == "interrupted by the user (Ctrl-C)"
+    grid = pd.read_parquet(tmp_path / "grid")
+    assert grid["t_s"].iloc[-1] == pytest.approx(summary["sim_time_s"])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
 class _LoadedLineGrid(TwoBusGrid):
     """The two-bus toy feeder with its line reported as a branch: 1 A per 100 W drawn per phase,
     rated 8 A, so the toy site at batch 1 (1 kW per phase, 10 A) loads it to exactly 125%."""
