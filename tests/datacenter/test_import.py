@@ -356,6 +356,7 @@ def test_an_imported_logs_hash_is_that_of_its_bytes(tmp_path: Path) -> None:
     src = _tsv(tmp_path / "run.tsv", _good_rows())
     assert import_trace(src, tmp_path / "lib", "M", 8, 512).source_sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
 
+
 @pytest.mark.slow
 def test_import_drops_the_stored_fits_of_the_imported_model_only(tmp_path: Path) -> None:
     grid = (8, 16, 32, 64, 128, 256, 512)
