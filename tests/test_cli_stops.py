@@ -39,6 +39,7 @@ def _openg2g(*args: str, **kwargs: object) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # a second or two of imports in the subprocess before it reads the scenario
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
 def test_ctrl_c_while_the_scenario_is_read_ends_with_one_line_and_status_130(tmp_path: Path) -> None:
     """The scenario is a pipe nobody writes: the command waits in reading it, and Ctrl-C lands there
@@ -63,7 +64,7 @@ def test_ctrl_c_while_the_scenario_is_read_ends_with_one_line_and_status_130(tmp
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("delay_s", [0.0, 0.1, 0.4])
+@pytest.mark.parametrize("delay_s", [0.0, 0.1, pytest.param(0.4, marks=pytest.mark.slow)])
 def test_ctrl_c_while_the_command_starts_ends_with_one_line_and_status_130(tmp_path: Path, delay_s: float) -> None:
     """Ctrl-C while the command's modules load and the scenario is checked (where it lands varies:
     any place must end the same way). Python's own start-up and the import of the entry point
@@ -104,6 +105,7 @@ def _files_of_at_most(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.slow  # a whole start-up in a subprocess; the same in-process case is in the fast path (below)
 def test_a_disk_full_from_the_start_says_so_and_why_no_traceback_is_kept(tmp_path: Path) -> None:
     """No file may pass 200 bytes (RLIMIT_FSIZE): the folder's lock note fits, the scenario copy does
     not, nor does the traceback. error.txt used to be left empty (or cut short), the error itself a
@@ -138,9 +140,9 @@ def test_the_traceback_is_kept_whole_when_the_scenario_copy_cannot_be_written(
 
 
 def test_a_command_run_from_python_leaves_the_signal_handlers_as_it_found_them(tmp_path: Path) -> None:
-    """``run`` makes SIGTERM stop it and, once stopped, ignores the rest of a burst; a caller in
-    Python (a test, a notebook) keeps its own handlers after it."""
+    """``run`` makes SIGTERM stop it and, once stopped, ignores the rest of a burst (its handlers are
+    in place before it reads the scenario, here one that does not exist); a caller in Python (a
+    test, a notebook) keeps its own handlers after it."""
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert main(["run", "ieee13_none", "--set", "duration_s=1", "--set", "outputs.plots=false", "--out",
-                 str(tmp_path / "out"), "--no-progress"]) == 0  # fmt: skip
+    assert main(["run", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
