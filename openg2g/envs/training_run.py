@@ -110,8 +110,10 @@ def check_checkpoint(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as zf:
             bad, names = zf.testzip(), set(zf.namelist())
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+    except (zipfile.BadZipFile, EOFError) as exc:
         raise G2GError(f"{path}: damaged checkpoint, not a whole zip file ({exc}); {_MOVE_AWAY}") from None
+    except (zlib.error, OSError) as exc:  # a compressed member that does not inflate, a read error
+        raise G2GError(f"{path}: damaged checkpoint, unreadable ({exc}); {_MOVE_AWAY}") from None
     if bad is not None:
         raise G2GError(f"{path}: damaged checkpoint, {bad} in it fails its CRC check; {_MOVE_AWAY}")
     missing = [name for name in ("data", "policy.pth") if name not in names]
@@ -120,11 +122,11 @@ def check_checkpoint(path: Path) -> None:
 
 
 def load_checkpoint(cls: type[BaseAlgorithm], path: Path, env: VecEnv) -> BaseAlgorithm:
-    """The model of checkpoint ``path`` (checked by :func:`check_checkpoint`), on the CPU, wrapping ``env``.
+    """The model of checkpoint ``path``, on the CPU, wrapping ``env`` (check the file first with
+    :func:`check_checkpoint`, before anything of the resumed run is written).
 
-    :raises G2GError: naming the file, when it is damaged or SB3 cannot load it.
+    :raises G2GError: naming the file, when SB3 cannot load it.
     """
-    check_checkpoint(path)
     try:
         return cls.load(str(path), env=env, device="cpu")
     except Exception as exc:  # noqa: BLE001 - unpickling and torch raise many kinds
