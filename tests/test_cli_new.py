@@ -98,3 +98,45 @@ def test_a_controller_name_must_be_a_lower_case_python_name(tmp_path, capsys, na
     assert main(["new", "controller", name, str(tmp_path)]) == 2
     assert "lower-case Python name" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("name", "word"),
+    [("none", "the class 'None'"), ("true", "the class 'True'"), ("class", "the module 'class'"),
+     ("not_implemented", "the class 'NotImplemented'")],
+)  # fmt: skip
+def test_a_controller_name_that_makes_a_keyword_is_refused(tmp_path, capsys, name, word):
+    """``none`` used to write ``class None(...)``, which does not compile."""
+    assert main(["new", "controller", name, str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {name}: would name {word}, a Python keyword or built-in constant: choose another name\n"
+    )
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("what", [["controller", "mine"], ["scenario", "ieee13_none"]])
+def test_new_into_a_file_says_so_without_a_traceback(tmp_path, capsys, what):
+    (tmp_path / "file").write_text("mine")
+    assert main(["new", *what, str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err == f"error: DIR {tmp_path / 'file'}: is a file, not a folder\n"
+    assert main(["new", *what, str(tmp_path / "file" / "sub")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: DIR {tmp_path / 'file' / 'sub'}: is below {tmp_path / 'file'}, which is a file\n"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["file"] and (tmp_path / "file").read_text() == "mine"
+
+
+def test_new_that_cannot_write_a_file_leaves_none_and_says_why(tmp_path, capsys, monkeypatch):
+    write_text = Path.write_text
+
+    def disk_full_at_the_scenario(self: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.suffix == ".yaml":
+            raise OSError(28, "No space left on device")
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", disk_full_at_the_scenario)
+    assert main(["new", "controller", "mine", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'mine.yaml'}: cannot write it (No space left on device); nothing was written\n"
+    )
+    assert not any(tmp_path.iterdir())

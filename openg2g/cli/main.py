@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from openg2g import __version__
 from openg2g.cli.helptext import plain_help
 from openg2g.core.errors import G2GError, ScenarioError
+from openg2g.core.interrupts import ignore_stop_signals, stop_handlers_restored
 
 __all__ = ["build_parser", "main"]
 
@@ -57,8 +59,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn platform errors into one clear message.
 
     Exit status 2 for an input that is wrong (a scenario, sweep or option), 1 for any other
-    platform error; ``--traceback`` prints the traceback of either too.
+    platform error; ``--traceback`` prints the traceback of either too. A stop signal that reaches
+    no command's own handling (Ctrl-C while the modules load or the scenario is read) ends with one
+    line and status 130.
+
+    :param argv: the command line; ``None``: the process's own (``sys.argv[1:]``), as the
+        ``openg2g`` command runs it. The process then ends with the command, so once the command
+        stops on a signal further ones are ignored: the rest of a burst of Ctrl-C must not print a
+        traceback from the exit. Given ``argv`` (a caller in Python), the signal handlers in place
+        before are restored when the command ends.
     """
+    with contextlib.nullcontext() if argv is None else stop_handlers_restored():
+        code = _stoppable(argv)
+        if code > 128:  # 128 + a signal's number: the command stopped on SIGINT or SIGTERM
+            ignore_stop_signals()
+    return code
+
+
+def _stoppable(argv: Sequence[str] | None) -> int:
+    """:func:`_dispatch`, a stop signal that reaches here said in one line (status 130)."""
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt as exc:
+        ignore_stop_signals()  # the rest of a burst must not cut this message
+        print(str(exc) or "interrupted by the user (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    """Parse and run the command; a platform error is one message and status 2 or 1."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

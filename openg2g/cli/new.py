@@ -18,6 +18,7 @@ files it wrote.
 from __future__ import annotations
 
 import argparse
+import keyword
 import re
 import shutil
 import string
@@ -30,20 +31,35 @@ __all__ = ["copy_scenario", "register", "write_controller"]
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
+_RESERVED = frozenset(keyword.kwlist) | {"Ellipsis", "NotImplemented"}
+"""Names a module or class cannot take (``class None``, ``import class``) or must not (shadowing
+a built-in constant): the keywords, ``None``, ``True`` and ``False`` included."""
 
 
 def _write_new(files: dict[Path, Path | str]) -> list[Path]:
-    """Write each target (from a source file or text), none if any exists; returns the targets."""
+    """Write each target (from a source file or text), none if any exists; returns the targets.
+
+    :raises ScenarioError: a target exists, or one cannot be written (then those written before it
+        are removed: nothing is left half done).
+    """
     existing = [target for target in files if target.exists()]
     if existing:
         raise ScenarioError([(str(target), "exists; nothing was written (move it away first)") for target in existing])
+    written: list[Path] = []
     for target, source in files.items():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, Path):
-            shutil.copyfile(source, target)
-        else:
-            target.write_text(source, encoding="utf-8")
-    return list(files)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, Path):
+                shutil.copyfile(source, target)
+            else:
+                target.write_text(source, encoding="utf-8")
+        except OSError as exc:
+            target.unlink(missing_ok=True)
+            for done in written:
+                done.unlink(missing_ok=True)
+            raise ScenarioError([(str(target), f"cannot write it ({exc.strerror or exc}); nothing was written")]) from None
+        written.append(target)
+    return written
 
 
 def _bundled_scenarios() -> list[str]:
@@ -86,14 +102,21 @@ def write_controller(name: str, dest: Path) -> list[Path]:
     """Write the controller template ``dest/NAME.py``, a scenario running it and its tests.
 
     :return: the files written.
-    :raises ScenarioError: ``name`` is not a lower-case Python name, or a target exists (then
-        nothing is written).
+    :raises ScenarioError: ``name`` is not a lower-case Python name or makes a keyword or built-in
+        constant of the module or class name (``none``: ``class None``), or a target exists or
+        cannot be written (then nothing is written).
     """
     if not _NAME.fullmatch(name):
         raise ScenarioError(
             [(name, "a controller name is a lower-case Python name: letters, digits and _, a letter first")]
         )
-    values = {"name": name, "class_name": "".join(part.capitalize() for part in name.split("_"))}
+    class_name = "".join(part.capitalize() for part in name.split("_"))
+    for what, word in (("module", name), ("class", class_name)):
+        if word in _RESERVED:
+            raise ScenarioError(
+                [(name, f"would name the {what} {word!r}, a Python keyword or built-in constant: choose another name")]
+            )
+    values = {"name": name, "class_name": class_name}
     texts = {
         f"{name}.py": "controller.py.tmpl",
         f"{name}.yaml": "scenario.yaml.tmpl",
@@ -108,7 +131,10 @@ def write_controller(name: str, dest: Path) -> list[Path]:
 
 
 def _new(args: argparse.Namespace) -> int:
+    from openg2g.cli.outdir import refuse_file_path
+
     dest = Path(args.dir)
+    refuse_file_path(dest, "DIR")
     written = copy_scenario(args.name, dest) if args.what == "scenario" else write_controller(args.name, dest)
     for path in written:
         print(path)

@@ -31,6 +31,7 @@ import re
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +47,7 @@ __all__ = [
     "default_out_dir",
     "folder_contents",
     "prepare_out_dir",
+    "refuse_file_path",
     "stop_cleanly_on_signals",
 ]
 
@@ -231,6 +233,21 @@ def _lock(path: Path, option: str) -> tuple[int, dict[str, Any]]:
     return fd, record if isinstance(record, dict) else {}
 
 
+def refuse_file_path(path: Path, option: str) -> None:
+    """Refuse a folder to write into that is a file, or lies below one (which ``mkdir`` would fail
+    on with a bare ``FileExistsError`` or ``NotADirectoryError``).
+
+    :param option: how the user gave the path, for the message (``--out``, ``DIR``).
+    :raises ScenarioError: naming the path and the file.
+    """
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file, not a folder" if p == path else f"is below {p}, which is a file"
+                raise ScenarioError([(f"{option} {path}", where)])
+            break
+
+
 def prepare_out_dir(
     path: Path | str,
     option: str = "--out",
@@ -258,12 +275,7 @@ def prepare_out_dir(
     if isinstance(path, str) and not path.strip():
         raise ScenarioError([(f"{option} {path!r}", "is empty: give a folder (omit the option for the default)")])
     path = Path(path)
-    for p in (path, *path.parents):
-        if p.exists():
-            if not p.is_dir():
-                where = "is a file, not a folder" if p == path else f"is below {p}, which is a file"
-                raise ScenarioError([(f"{option} {path}", where)])
-            break
+    refuse_file_path(path, option)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path, prefix=".openg2g-write-check-") as probe:
@@ -309,12 +321,34 @@ def add_overwrite_option(parser: argparse.ArgumentParser, resumes: str = "") -> 
     )
 
 
-def stop_cleanly_on_signals() -> None:
+def stop_cleanly_on_signals(once: bool = False) -> None:
     """Make SIGTERM (``kill``) end a writing command as Ctrl-C does: what finished is written,
     the summary says interrupted. Also restore Ctrl-C for a command started in the background,
-    which a shell starts with SIGINT ignored."""
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    which a shell starts with SIGINT ignored.
+
+    :param once: only the first signal stops the command; those after it are ignored until the
+        process exits. For a command that, once stopped, only closes its outputs and says so
+        (``run``): the rest of a burst of Ctrl-C would otherwise land in that closing or in its
+        message, however short they are.
+    """
+    handlers: dict[int, Callable[[int, Any], None]] = {
+        signal.SIGTERM: _stop_on_sigterm,
+        signal.SIGINT: signal.default_int_handler,
+    }
+    if once:
+        stopped = False
+
+        def first_only(signum: int, frame: Any) -> None:
+            nonlocal stopped
+            if not stopped:
+                stopped = True
+                handlers[signum](signum, frame)
+
+        for s in handlers:
+            signal.signal(s, first_only)
+        return
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

@@ -3,21 +3,26 @@
 Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
 events included) and the output folder is checked writable. The folder keeps the scenario as
 run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``,
-and, when an error stops the run, its full traceback (``error.txt``). A folder that holds an earlier
-run (finished or not) is refused unless ``--overwrite`` is given, and a folder another command is
-writing is refused at once (it is locked while a command writes it).
+and, when an error stops the run, its full traceback (``error.txt``, written whole or, on a disk
+that cannot take it, not at all, which stderr then says). Ctrl-C or SIGTERM stops the run with its
+tables complete and the summary saying ``interrupted``; the Ctrl-C after the first (a burst) are
+ignored until the command has exited, and one at start-up ends it with one line; status 130 either
+way. A folder that holds an earlier run (finished or not) is refused unless ``--overwrite`` is
+given, and a folder another command is writing is refused at once (it is locked while a command
+writes it).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openg2g.cli.outdir import add_overwrite_option, stop_cleanly_on_signals
 from openg2g.cli.table import format_table, print_plot_report
+from openg2g.core.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from openg2g.scenario.loaded import LoadedScenario
@@ -40,12 +45,24 @@ controller files, only for files you trust (see docs/scenario-reference.md)."""
 """Which files can run code: the epilog of ``run``, ``validate``, ``powerflow`` and ``evaluate`` help."""
 
 
+def _write_error_file(path: Path, exc: BaseException) -> None:
+    """Write ``exc``'s traceback to ``path`` whole (through a temporary file: never an empty or
+    half one) and say where it is; where it cannot be written (a full disk, the likely cause of the
+    error itself), say so instead. Either way the error follows on stderr."""
+    try:
+        write_text_atomic(path, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except OSError as write_error:
+        print(f"note: the traceback could not be kept in {path} ({write_error.strerror or write_error})", file=sys.stderr)
+    else:
+        print(f"traceback: {path}", file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
     from openg2g.scenario.loader import load_scenario
     from openg2g.scenario.preflight import check_start
 
-    stop_cleanly_on_signals()
+    stop_cleanly_on_signals(once=True)
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
     return run_loaded(loaded, args.out, args.overwrite, progress=not args.no_progress)
@@ -81,13 +98,13 @@ def run_loaded(loaded: LoadedScenario, out: str | None, overwrite: bool, progres
             )
         return 130
     except Exception as exc:
-        with contextlib.suppress(OSError):  # a disk that cannot take it must not hide the error itself
-            error_file.write_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), "utf-8")
-            print(f"traceback: {error_file}", file=sys.stderr)
+        _write_error_file(error_file, exc)
         raise
     print(format_table([(loaded.scenario.name, result.summary)]))
     summary = result.summary
     print_plot_report(summary.get("plots"))
+    for figure, why in summary.get("unavailable_figures", {}).items():
+        print(f"warning: {figure} is not available (null in summary.json): {why}", file=sys.stderr)
     if summary["nonconverged_steps"]:
         print(
             f"warning: {summary['nonconverged_steps']} of {summary['grid_steps']} grid steps did not converge; "

@@ -72,9 +72,18 @@ def _marked(summary: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**summary, "max_loading_branch": f"{summary['max_loading_branch']}*"}
 
 
+def _figure(summary: Mapping[str, Any], key: str, fmt: str) -> str:
+    """The cell of ``summary[key]``: ``n/a`` for a figure the run could not compute (named in its
+    ``unavailable_figures``), ``-`` for one it does not have (no branches, no grid steps)."""
+    if key in summary.get("unavailable_figures", {}):
+        return "n/a"
+    return _cell(summary.get(key), fmt)
+
+
 def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool = False) -> str:
     """One row per ``(label, summary)``; Markdown (for the README) or aligned plain text. A worst
-    branch rated at OpenDSS's default is marked ``*``, with :data:`RATING_NOTE` below the table."""
+    branch rated at OpenDSS's default is marked ``*``, with :data:`RATING_NOTE` below the table; a
+    figure the run could not compute reads ``n/a``."""
     note = [RATING_NOTE] if any(s.get("max_loading_rating") == "default" for _, s in rows) else []
     rows = [(label, _marked(s)) for label, s in rows]
     columns = list(SUMMARY_COLUMNS)
@@ -83,7 +92,7 @@ def format_table(rows: Sequence[tuple[str, Mapping[str, Any]]], markdown: bool =
     if any(s.get("power_caps_below_calibration") for _, s in rows):
         columns.append(UNCALIBRATED_CAPS_COLUMN)
     headers = ["run", *(h for _, h, _ in columns)]
-    body = [[label, *(_cell(s.get(k), f) for k, _, f in columns)] for label, s in rows]
+    body = [[label, *(_figure(s, k, f) for k, _, f in columns)] for label, s in rows]
     return _layout(headers, body, markdown, note)
 
 

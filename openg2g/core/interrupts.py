@@ -5,6 +5,13 @@ main thread is. Inside a flush of the outputs that would lose rows: the buffered
 and the exception lands before they are written, while the summary already counts them.
 :func:`stop_signals_deferred` notes a first signal inside its block and delivers it to the
 handler it was meant for once the block has ended; a second signal is delivered at once.
+
+A burst of Ctrl-C (several SIGINTs a few milliseconds apart) is one request to stop, but each
+signal raises anew: the second would land in the closing that the first began (the run writing
+its last rows and a summary saying ``interrupted``) and leave the summary saying ``running``.
+:func:`one_stop_signal` delivers the first signal inside its block and ignores the rest until the
+block ends; :func:`ignore_stop_signals` ignores every one from then on, for a command that is
+ending anyway.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "stop_signals_deferred"]
+__all__ = ["STOP_SIGNALS", "ignore_stop_signals", "one_stop_signal", "stop_handlers_restored", "stop_signals_deferred"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals a user or a scheduler stops a command with."""
@@ -57,6 +64,68 @@ def stop_signals_deferred() -> Iterator[None]:
     if pending:
         signum, frame = pending[0]
         _deliver(previous[signum], signum, frame)
+
+
+@contextmanager
+def one_stop_signal() -> Iterator[None]:
+    """Deliver the first SIGINT or SIGTERM inside the block to the handler in place, and ignore
+    those after it until the block ends.
+
+    For a block that closes what it runs when a stop signal ends it (``Simulation.run``): the
+    closing, inside the block, runs whole however many signals follow. Blocks of
+    :func:`stop_signals_deferred` inside it defer a first signal as always; once one has been
+    delivered, they ignore the rest too. Main thread only: elsewhere the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    delivered = False
+
+    def restore() -> None:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+    def first_only(signum: int, frame: FrameType | None) -> None:
+        nonlocal delivered
+        if delivered:
+            return
+        delivered = True
+        handler = previous[signum]
+        if not callable(handler):
+            restore()  # the default action (the process ends) or nothing at all, as without the block
+        _deliver(handler, signum, frame)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, first_only)
+    try:
+        yield
+    finally:
+        restore()
+
+
+@contextmanager
+def stop_handlers_restored() -> Iterator[None]:
+    """Put back the SIGINT and SIGTERM handlers in place before the block when it ends, however it
+    ends: for a command run inside a longer-lived Python process (a test, a notebook), which must
+    not leave its handlers behind. Main thread only: elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM from now on (main thread only): for a command already stopping,
+    whose last message and exit a burst of Ctrl-C must not cut with a traceback."""
+    if threading.current_thread() is threading.main_thread():
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _deliver(handler: Any, signum: int, frame: FrameType | None) -> None:

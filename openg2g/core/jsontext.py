@@ -2,7 +2,8 @@
 
 Python's ``json`` writes ``NaN`` and ``Infinity`` for non-finite floats, which no standard JSON
 reader accepts (``jq``, browsers, most languages). Every JSON file and JSON printout of the project
-goes through :func:`json_text`, which refuses them and names the field that holds one.
+goes through :func:`json_text`, which refuses them and names the field that holds one; data that
+must be written whatever it holds (a run's summary) goes through :func:`finite_or_none` first.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from openg2g.core.errors import OutputError
 
-__all__ = ["json_text"]
+__all__ = ["finite_or_none", "json_text"]
 
 
 def json_text(data: Any, where: str, *, indent: int | None = 2, **options: Any) -> str:
@@ -27,27 +28,33 @@ def json_text(data: Any, where: str, *, indent: int | None = 2, **options: Any) 
     try:
         return json.dumps(data, indent=indent, allow_nan=False, **options)
     except ValueError:
-        found = _non_finite(data, "")
-        if found is None:
+        found = finite_or_none(data)[1]
+        if not found:
             raise
-        path, value = found
+        path, value = next(iter(found.items()))  # the first, in the order of the text
         raise OutputError(
             f"{where}: {path or '(the value)'} is {value}, which standard JSON cannot hold (a number must be finite)"
         ) from None
 
 
-def _non_finite(data: Any, path: str) -> tuple[str, float] | None:
-    """The dotted path and value of the first non-finite float in ``data``; None if there is none."""
-    if isinstance(data, float):
-        return None if math.isfinite(data) else (path, data)
-    if isinstance(data, dict):
-        items: list[tuple[object, Any]] = list(data.items())
-    elif isinstance(data, (list, tuple)):
-        items = list(enumerate(data))
-    else:
+def finite_or_none(data: Any) -> tuple[Any, dict[str, float]]:
+    """A copy of ``data`` with every non-finite float (NaN, infinity) as ``None`` and tuples as
+    lists (as JSON reads them back), and the dotted path of each float replaced -> its value."""
+    found: dict[str, float] = {}
+    return _finite_or_none(data, "", found), found
+
+
+def _finite_or_none(data: Any, path: str, found: dict[str, float]) -> Any:
+    if isinstance(data, float) and not math.isfinite(data):
+        found[path] = data
         return None
-    for key, value in items:
-        found = _non_finite(value, f"{path}.{key}" if path else str(key))
-        if found is not None:
-            return found
-    return None
+    if isinstance(data, dict):
+        return {key: _finite_or_none(value, _child(path, key), found) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite_or_none(value, _child(path, i), found) for i, value in enumerate(data)]
+    return data
+
+
+def _child(path: str, key: object) -> str:
+    """The dotted path of ``key`` inside the value at ``path``."""
+    return f"{path}.{key}" if path else str(key)

@@ -33,10 +33,12 @@ import csv
 import functools
 import hashlib
 import io
+import itertools
 import json
 import math
 import zipfile
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -61,11 +63,15 @@ __all__ = [
     "DT_S",
     "FIT_GRIDS",
     "LEADERBOARD_FILES",
+    "MAX_LINE_BYTES",
+    "MAX_LOG_BYTES",
+    "MAX_LOG_ROWS",
     "MAX_TRACE_S",
     "MAX_W_PER_GPU",
     "MIN_W_PER_GPU",
     "build_library",
     "check_power",
+    "check_span",
     "fit_library",
     "import_trace",
     "read_nvidia_smi",
@@ -92,6 +98,19 @@ MAX_TRACE_S = 86_400.0
 """Longest timeline a library trace may hold (s): one day, 864,000 samples at 0.1 s (3.5 MB). The
 measured traces last 2-75 minutes; a longer span means a wrong timestamp or unit, and resampling it
 would allocate ``span / 0.1 s`` samples."""
+
+MAX_LOG_BYTES = 1 << 30
+"""Largest raw log :func:`import_trace` reads (bytes, 1 GiB): a day of readings every 10 ms is
+~0.5 GB of text. Checked as the log is read, so a stream without end (``/dev/zero``) is refused
+before it fills the memory."""
+
+MAX_LOG_ROWS = 8_640_000
+"""Most lines a raw log may have: one day (:data:`MAX_TRACE_S`) of readings every 10 ms, ten times
+the 100 ms at which nvidia-smi and Zeus usually log (8 GPUs' nvidia-smi lines at 100 ms are 6.9
+million a day). Held as two float64 columns, that many samples take 140 MB."""
+
+MAX_LINE_BYTES = 4096
+"""Longest line of a raw log (bytes, its end included): a row is a few numbers and names."""
 
 LEADERBOARD_FILES: dict[str, str] = {
     "Llama-3.1-8B": "meta-llama__Llama-3.1-8B-Instruct__lm-arena-chat.json",
@@ -129,12 +148,7 @@ def check_power(t_s: np.ndarray, power_w: np.ndarray, gpus: int, file: str, firs
     if back.size:
         i = back[0] + 1
         raise TraceError(f"{file}: row {first_row + i}: time {t_s[i]} s does not increase (previous {t_s[i - 1]} s)")
-    span = float(t_s[-1] - t_s[0])
-    if span > MAX_TRACE_S:
-        raise TraceError(
-            f"{file}: rows {first_row}-{first_row + t_s.size - 1} span {span:.6g} s, longer than the "
-            f"{MAX_TRACE_S:.0f} s a trace may last; is a timestamp wrong or in other units?"
-        )
+    check_span(float(t_s[-1] - t_s[0]), file, first_row, first_row + t_s.size - 1)
     per_gpu = power_w / gpus
     bad = np.flatnonzero((per_gpu < MIN_W_PER_GPU) | (per_gpu > MAX_W_PER_GPU))
     if bad.size:
@@ -143,6 +157,73 @@ def check_power(t_s: np.ndarray, power_w: np.ndarray, gpus: int, file: str, firs
             f"{file}: row {first_row + i}: {power_w[i]:.1f} W over {gpus} GPUs is {per_gpu[i]:.1f} W per GPU, "
             f"outside the plausible {MIN_W_PER_GPU:.0f}-{MAX_W_PER_GPU:.0f} W"
         )
+
+
+def check_span(span_s: float, file: str, first_row: int, last_row: int) -> None:
+    """Refuse samples from file row ``first_row`` to ``last_row`` that span ``span_s`` (s) over
+    :data:`MAX_TRACE_S` (the readers call it at every row, so a log is refused where it passes a day).
+
+    :raises TraceError: naming the file, the rows and the span.
+    """
+    if span_s > MAX_TRACE_S:
+        raise TraceError(
+            f"{file}: rows {first_row}-{last_row} span {span_s:.6g} s, longer than the "
+            f"{MAX_TRACE_S:.0f} s a trace may last; is a timestamp wrong or in other units?"
+        )
+
+
+class _LogLines:
+    """The lines of a raw log, read one at a time and refused as soon as the log passes
+    :data:`MAX_LINE_BYTES`, :data:`MAX_LOG_ROWS` or :data:`MAX_LOG_BYTES`: memory stays bounded
+    whatever the file (a FIFO, a device, a log gigabytes long).
+
+    :param path: the log.
+    :param digest: a SHA-256 fed the log's bytes as they are read (one digest over several logs
+        hashes them concatenated in the order read).
+    """
+
+    def __init__(self, path: Path, digest: hashlib._Hash | None = None):
+        self.path = path
+        self.digest = digest
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        """``(row, text)`` of each line, rows from 1, the line end removed.
+
+        :raises TraceError: the file cannot be read, a line is not UTF-8 text, or a limit is
+            passed (naming the file, the row and the limit).
+        """
+        path, size = self.path, 0
+        try:
+            with path.open("rb") as fh:
+                for row in itertools.count(1):
+                    raw = fh.readline(MAX_LINE_BYTES + 1)
+                    if not raw:
+                        return
+                    if len(raw) > MAX_LINE_BYTES:
+                        raise TraceError(
+                            f"{path}: row {row}: longer than {MAX_LINE_BYTES:,} bytes, the longest line a log "
+                            "may have; is it a text log?"
+                        )
+                    if row > MAX_LOG_ROWS:
+                        raise TraceError(
+                            f"{path}: more than {MAX_LOG_ROWS:,} rows, the most a log may have (a day of readings "
+                            "every 10 ms); is it one replica's power log?"
+                        )
+                    size += len(raw)
+                    if size > MAX_LOG_BYTES:
+                        raise TraceError(
+                            f"{path}: row {row}: larger than {MAX_LOG_BYTES:,} bytes, the most a log may hold; "
+                            "is it one replica's power log?"
+                        )
+                    if self.digest is not None:
+                        self.digest.update(raw)
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise TraceError(f"{path}: row {row}: unreadable: not UTF-8 text ({exc.reason})") from None
+                    yield row, text.rstrip("\r\n")
+        except OSError as exc:
+            raise TraceError(f"{path}: unreadable: {exc}") from None
 
 
 def resample(t_s: np.ndarray, power_w: np.ndarray, dt_s: float = DT_S) -> np.ndarray:
@@ -422,21 +503,25 @@ def read_tsv(path: Path, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]
     max_num_seqs num_gpus ...``); every row's num_gpus and max_num_seqs must equal ``gpus``/``batch``.
 
     :return: times (s) and summed power (W), checked by :func:`check_power`.
-    :raises TraceError: naming the file and row of the first problem.
+    :raises TraceError: naming the file and row of the first problem, or the limit
+        (:data:`MAX_LOG_ROWS`, ...) a log passes, as soon as it is read.
     """
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: unreadable: {exc}") from None
-    if not lines:
+    return _read_tsv(_LogLines(path), gpus, batch)
+
+
+def _read_tsv(log: _LogLines, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    path = log.path
+    lines = iter(log)
+    first = next(lines, None)
+    if first is None:
         raise TraceError(f"{path}: empty file")
-    header = lines[0].split("\t")
+    header = first[1].split("\t")
     need = ("relative_time_s", "power_total_W")
     if any(h not in header for h in need):
         raise TraceError(f"{path}: row 1: header must contain {list(need)}, got {header}")
     col = {h: i for i, h in enumerate(header)}
-    t, p = [], []
-    for row_no, line in enumerate(lines[1:], start=2):
+    t, p = array("d"), array("d")
+    for row_no, line in lines:
         if not line.strip():
             continue
         cells = line.split("\t")
@@ -450,6 +535,7 @@ def read_tsv(path: Path, gpus: int, batch: int) -> tuple[np.ndarray, np.ndarray]
                     )
         except (ValueError, IndexError):
             raise TraceError(f"{path}: row {row_no}: cannot read numbers from {line[:80]!r}") from None
+        check_span(t[-1] - t[0], str(path), 2, row_no)
     t_s, p_w = np.array(t), np.array(p)
     check_power(t_s, p_w, gpus, str(path))
     return t_s, p_w
@@ -475,15 +561,23 @@ def read_nvidia_smi(path: Path, gpus: int) -> tuple[np.ndarray, np.ndarray]:
     same timestamp are summed, and each timestamp must have exactly ``gpus`` lines.
 
     :return: times (s, from the first timestamp) and summed power (W), checked.
-    :raises TraceError: naming the file and row of the first problem.
+    :raises TraceError: naming the file and row of the first problem, or the limit
+        (:data:`MAX_LOG_ROWS`, ...) a log passes, as soon as it is read.
     """
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: unreadable: {exc}") from None
-    groups: list[tuple[float, int, list[float]]] = []  # (time, first row, per-GPU watts)
+    return _read_nvidia_smi(_LogLines(path), gpus)
+
+
+def _read_nvidia_smi(log: _LogLines, gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    path = log.path
+    # per timestamp: its time (s), its first row, how many GPU readings and their sum (W)
+    times, first_rows, counts, sums = array("d"), array("q"), array("q"), array("d")
     last_text = None
-    for row_no, line in enumerate(lines, start=1):
+
+    def check_readings() -> None:
+        if counts and counts[-1] != gpus:
+            raise TraceError(f"{path}: row {first_rows[-1]}: timestamp has {counts[-1]} GPU readings, but --gpus {gpus}")
+
+    for row_no, line in log:
         if not line.strip() or line.lower().startswith("timestamp"):
             continue
         cells = [c.strip() for c in line.split(",")]
@@ -492,19 +586,22 @@ def read_nvidia_smi(path: Path, gpus: int) -> tuple[np.ndarray, np.ndarray]:
         try:
             watts = float(cells[1].removesuffix("W").strip())
             if cells[0] != last_text:
-                groups.append((_parse_time(cells[0]), row_no, []))
+                time_s = _parse_time(cells[0])
+                check_readings()
+                times.append(time_s)
+                first_rows.append(row_no)
+                counts.append(0)
+                sums.append(0.0)
                 last_text = cells[0]
         except ValueError:
             raise TraceError(f"{path}: row {row_no}: cannot read timestamp or watts from {line[:80]!r}") from None
-        groups[-1][2].append(watts)
-    if not groups:
+        counts[-1] += 1
+        sums[-1] += watts
+        check_span(times[-1] - times[0], str(path), first_rows[0], row_no)
+    if not times:
         raise TraceError(f"{path}: no samples")
-    for _, row_no, readings in groups:
-        if len(readings) != gpus:
-            raise TraceError(f"{path}: row {row_no}: timestamp has {len(readings)} GPU readings, but --gpus {gpus}")
-    t_s = np.array([g[0] for g in groups])
-    p_w = np.array([sum(g[2]) for g in groups])
-    first_rows = np.array([g[1] for g in groups])
+    check_readings()
+    t_s, p_w = np.array(times), np.array(sums)
     try:
         check_power(t_s, p_w, gpus, str(path), first_row=0)
     except TraceError as exc:
@@ -524,18 +621,15 @@ def _utc_seconds(text: str) -> int:
     return calendar.timegm(datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timetuple())
 
 
-def _read_zeus_log(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _read_zeus_log(log: _LogLines) -> tuple[np.ndarray, np.ndarray]:
     """Times (ns since the epoch, int64) and power (W) of one Zeus log, checked as one GPU."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: unreadable: {exc}") from None
-    if not lines or [c.strip() for c in lines[0].split(",")][:2] != ["Time", "Power"]:
-        raise TraceError(
-            f"{path}: row 1: expected the Zeus header 'Time,Power', got {lines[0][:80] if lines else ''!r}"
-        )
-    t_ns, p_mw = [], []
-    for row_no, line in enumerate(lines[1:], start=2):
+    path = log.path
+    lines = iter(log)
+    first = next(lines, (1, ""))[1]
+    if [c.strip() for c in first.split(",")][:2] != ["Time", "Power"]:
+        raise TraceError(f"{path}: row 1: expected the Zeus header 'Time,Power', got {first[:80]!r}")
+    t_ns, p_mw = array("q"), array("d")
+    for row_no, line in lines:
         cells = line.split(",")
         try:
             whole, _, frac = cells[0].strip().partition(".")
@@ -547,6 +641,7 @@ def _read_zeus_log(path: Path) -> tuple[np.ndarray, np.ndarray]:
             raise TraceError(
                 f"{path}: row {row_no}: expected 'YYYY-MM-DD HH:MM:SS.fffffffff,<milliwatts>', got {line[:80]!r}"
             ) from None
+        check_span((t_ns[-1] - t_ns[0]) / 1e9, str(path), 2, row_no)
     t = np.array(t_ns, dtype=np.int64)
     p_w = np.array(p_mw) / 1000.0
     check_power((t - t[0]) / 1e9 if t.size else t.astype(float), p_w, 1, str(path))
@@ -565,9 +660,15 @@ def read_zeus(paths: Sequence[Path]) -> tuple[np.ndarray, np.ndarray]:
 
     :param paths: one log per GPU of the replica.
     :return: times (s, from the start of the common span) and summed power (W).
-    :raises TraceError: naming the file and row of the first problem, or logs that do not overlap.
+    :raises TraceError: naming the file and row of the first problem, the limit
+        (:data:`MAX_LOG_ROWS`, ...) a log passes as soon as it is read, or logs that do not overlap.
     """
-    logs = [_read_zeus_log(p) for p in paths]
+    return _read_zeus([_LogLines(p) for p in paths])
+
+
+def _read_zeus(logs_in: Sequence[_LogLines]) -> tuple[np.ndarray, np.ndarray]:
+    paths = [log.path for log in logs_in]
+    logs = [_read_zeus_log(log) for log in logs_in]
     start, end = max(t[0] for t, _ in logs), min(t[-1] for t, _ in logs)
     if end <= start:
         names = ", ".join(str(p) for p in paths)
@@ -604,12 +705,14 @@ def import_trace(
     if len(files) != wanted:
         per = f"one log per GPU (--gpus {gpus})" if fmt == "zeus" else "one log"
         raise TraceError(f"format {fmt} takes {per}, got {len(files)}: {[str(f) for f in files]}")
+    digest = hashlib.sha256()  # of the bytes as read: a log is read once (it may be a pipe)
+    logs = [_LogLines(f, digest) for f in files]
     if fmt == "tsv":
-        t_s, p_w = read_tsv(files[0], gpus, batch)
+        t_s, p_w = _read_tsv(logs[0], gpus, batch)
     elif fmt == "nvidia-smi":
-        t_s, p_w = read_nvidia_smi(files[0], gpus)
+        t_s, p_w = _read_nvidia_smi(logs[0], gpus)
     elif fmt == "zeus":
-        t_s, p_w = read_zeus(files)
+        t_s, p_w = _read_zeus(logs)
     else:
         raise TraceError(f"unknown format {fmt!r}; valid: ['tsv', 'nvidia-smi', 'zeus']")
     power = resample(t_s, p_w)
@@ -637,7 +740,7 @@ def import_trace(
         "duration_s": round(power.size * DT_S, 6),
         "mean_power_w": float(power.astype(np.float64).mean()),
         "source": names,
-        "source_sha256": _sha256(*files),
+        "source_sha256": digest.hexdigest(),
     }
     old = configs.get(key)
     cfg = old.model_copy(update=fields) if old is not None else TraceConfig.model_validate(fields)

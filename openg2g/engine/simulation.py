@@ -78,6 +78,8 @@ from openg2g.core.interfaces import (
     RidesThrough,
     ScheduledEvent,
 )
+from openg2g.core.interrupts import one_stop_signal
+from openg2g.core.jsontext import finite_or_none
 from openg2g.core.limits import CAP_CALIBRATED_MIN_W
 from openg2g.core.state import PHASES, DatacenterSeries, DatacenterState, GridState, ModelState, Observation
 from openg2g.core.threads import one_blas_thread
@@ -867,7 +869,11 @@ class Simulation:
     def summary(self, status: str, error: str | None = None) -> dict[str, Any]:
         """The run's summary as written to ``summary.json``: how far it got, each recorder's
         figures, the disturbances, the frequency and the ride-through, the commands, and
-        :attr:`about`."""
+        :attr:`about`.
+
+        A figure that is not a finite number (a plug-in's NaN) is ``None``, named in
+        ``unavailable_figures`` (figure -> why) beside those a recorder names itself, so the
+        summary can always be written as JSON."""
         sim_time = min(self.clock.seconds(self._now), float(self.duration_s)) if self._started else 0.0
         result: dict[str, Any] = {
             "scenario": self.name,
@@ -897,6 +903,10 @@ class Simulation:
         )
         if error:
             result["error"] = error
+        result, non_finite = finite_or_none(result)
+        if non_finite:
+            why = {path: f"not a finite number ({value})" for path, value in non_finite.items()}
+            result["unavailable_figures"] = {**why, **result.get("unavailable_figures", {})}
         return result
 
     def _flush(self, status: str, error: str | None = None) -> dict[str, Any]:
@@ -946,10 +956,12 @@ class Simulation:
         """Run to the end and return the summary; the recorders' files are complete whatever happens.
 
         :raises SimulationError: the run could not continue (summary status ``failed``).
-        :raises KeyboardInterrupt: interrupted (summary status ``interrupted``).
+        :raises KeyboardInterrupt: interrupted (summary status ``interrupted``); stop signals after
+            the first are ignored until the run is closed, so a burst of Ctrl-C cannot cut short
+            the closing the first began.
         """
         self.start()  # a failure here has nothing to save and propagates as it is
-        with self._closing():
+        with one_stop_signal(), self._closing():
             self.run_until(self.duration_s)
         return self._finish()
 

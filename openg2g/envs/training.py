@@ -45,6 +45,7 @@ from openg2g.envs.train_options import TrainOptions, TrainSettings, option_defau
 from openg2g.envs.training_run import (
     BEST_MODEL,
     BEST_VECNORMALIZE,
+    CHECKPOINT_PREFIX,
     EVALUATIONS,
     RUN_FILES,
     VECNORMALIZE,
@@ -52,7 +53,9 @@ from openg2g.envs.training_run import (
     ContinuedCSV,
     Evaluations,
     TrainRecord,
+    check_checkpoint,
     latest_checkpoint,
+    load_checkpoint,
     load_normalization,
     monitor,
     normalization_path,
@@ -465,8 +468,9 @@ def train_policy(
     :param n_envs: parallel environments (subprocesses when > 1).
     :param overrides: scenario ``dotted.key=value`` overrides.
     :param env_config: :class:`EnvConfig` or its fields.
-    :param resume: continue the run in ``out`` from its latest checkpoint (fresh if none): same
-        logs and monitor file, normalization statistics restored, a new segment in ``train.json``.
+    :param resume: continue the run in ``out`` from its latest checkpoint (refused if there is none,
+        or it is damaged): same logs and monitor file, normalization statistics restored, a new
+        segment in ``train.json``.
         Without it, ``out`` must hold no checkpoint (unless ``overwrite``).
     :param checkpoint_every: steps between checkpoints.
     :param overwrite: a fresh run (not ``resume``) into an ``out`` holding one deletes its
@@ -487,8 +491,10 @@ def train_policy(
         ``eval_episodes`` than the env has held-out variations.
     :raises OutputError: ``out`` cannot be written (a full or read-only disk).
     :raises G2GError: a continuous-only algorithm with discrete actions, tensorboard requested but not
-        installed, a fresh run into a folder holding one, a resume whose settings differ from the run's, or an ``init_from`` policy that is continued
-        by a resume or does not fit (other algorithm, spaces or network sizes).
+        installed, a fresh run into a folder holding one, a resume without a checkpoint to continue or
+        from a damaged one (``out`` left as it was), a resume whose settings differ from the run's, or an
+        ``init_from`` policy that is continued by a resume or does not fit (other algorithm, spaces or
+        network sizes).
     :raises TrainingInterrupted: SIGINT or SIGTERM reached this process (main thread only): training
         stopped at the next env step with a checkpoint, the segment marked ``interrupted`` and the
         env workers reaped; a second signal raises ``KeyboardInterrupt`` at once (checkpoint still
@@ -538,7 +544,7 @@ def train_policy(
             vec = _vec_env(factory, n_envs, seed + done_steps, out, start, settings, log)
             try:
                 if start:
-                    model = cls.load(str(start[0]), env=vec, device="cpu")
+                    model = load_checkpoint(cls, start[0], vec)
                     log(f"resuming from {start[0]} ({done_steps} steps)")
                 else:
                     model = _fresh_model(cls, vec, seed, settings, algo, init_from, probe, log)
@@ -809,6 +815,7 @@ def _resume_point(
             f"{out} already holds a training run ({start[0].name}); continue it with --resume or choose another --out"
         )
     if start:
+        check_checkpoint(start[0])  # before anything is written: a damaged one leaves the run as it was
         changed = _differences(_run_fields(read_meta(start[0])), _run_fields(meta))
         if changed:
             raise G2GError(
@@ -819,7 +826,13 @@ def _resume_point(
         if previous is not None:
             _check_same_run(previous, settings_json, out / "train.json")
     elif resume:
-        log(f"no checkpoint in {ckpt_dir}; starting fresh")
+        # starting afresh would write over train.json's record of the earlier segments
+        record = out / "train.json"
+        afresh = f"start afresh with --overwrite (which replaces {record})" if record.exists() else "start without --resume"
+        raise G2GError(
+            f"--resume: no checkpoint to continue from in {ckpt_dir} ({CHECKPOINT_PREFIX}_<N>_steps.zip beside its "
+            f".json); {afresh}"
+        )
     return start
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,7 +56,9 @@ __all__ = [
     "ContinuedCSV",
     "Evaluations",
     "TrainRecord",
+    "check_checkpoint",
     "latest_checkpoint",
+    "load_checkpoint",
     "load_normalization",
     "monitor",
     "normalization_path",
@@ -93,6 +96,41 @@ def latest_checkpoint(folder: Path) -> tuple[Path, int] | None:
             if m and p.with_suffix(".json").is_file() and (best is None or int(m.group(1)) > best[1]):
                 best = (p, int(m.group(1)))
     return best
+
+
+_MOVE_AWAY = "move it away to resume from an earlier checkpoint, or start afresh with --overwrite"
+
+
+def check_checkpoint(path: Path) -> None:
+    """Refuse a checkpoint zip that SB3 could not load: not a whole zip file (cut short by a full
+    disk or a kill), a member whose bytes fail their CRC, or no SB3 ``data`` and ``policy.pth``.
+
+    :raises G2GError: naming the file and what is wrong with it.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad, names = zf.testzip(), set(zf.namelist())
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise G2GError(f"{path}: damaged checkpoint, not a whole zip file ({exc}); {_MOVE_AWAY}") from None
+    except (zlib.error, OSError) as exc:  # a compressed member that does not inflate, a read error
+        raise G2GError(f"{path}: damaged checkpoint, unreadable ({exc}); {_MOVE_AWAY}") from None
+    if bad is not None:
+        raise G2GError(f"{path}: damaged checkpoint, {bad} in it fails its CRC check; {_MOVE_AWAY}")
+    missing = [name for name in ("data", "policy.pth") if name not in names]
+    if missing:
+        raise G2GError(f"{path}: not an SB3 checkpoint (no {', '.join(missing)} in it); {_MOVE_AWAY}")
+
+
+def load_checkpoint(cls: type[BaseAlgorithm], path: Path, env: VecEnv) -> BaseAlgorithm:
+    """The model of checkpoint ``path``, on the CPU, wrapping ``env`` (check the file first with
+    :func:`check_checkpoint`, before anything of the resumed run is written).
+
+    :raises G2GError: naming the file, when SB3 cannot load it.
+    """
+    try:
+        return cls.load(str(path), env=env, device="cpu")
+    except Exception as exc:  # noqa: BLE001 - unpickling and torch raise many kinds
+        raise G2GError(f"{path}: cannot load the checkpoint: {type(exc).__name__}: {exc}; {_MOVE_AWAY}") from None
 
 
 def normalization_path(folder: Path, steps: int) -> Path:

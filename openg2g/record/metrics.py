@@ -36,6 +36,10 @@ Grid steps that did not converge (kept, with ``grid.on_nonconvergence: flag``) h
 they are counted in ``nonconverged_steps`` and add nothing to the violation integral, the time in
 violation, Vmin or Vmax, which then describe the converged steps only. ``openg2g run`` and
 ``compare`` show the count beside them whenever it is not zero.
+
+A model whose trace has no latency data (imported by ``openg2g traces import`` without it) serves
+an unknown (NaN) throughput: the mean throughput and the ITL deadline miss fraction are then
+``None``, and ``unavailable_figures`` names them, with the models that lack the data.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ from openg2g.core.state import BranchSet, DatacenterSeries, GridState
 from openg2g.engine.recording import Recorder
 
 __all__ = ["MetricsRecorder", "RunMetrics", "violation_pu"]
+
+_Figure = float | int | str | dict[str, float] | dict[str, str] | dict[str, dict[str, int]] | None
+"""One entry of :meth:`RunMetrics.summary`: a number, a name, or a dict of them per site, model or figure."""
 
 
 def violation_pu(v_pu: np.ndarray, v_min_pu: float, v_max_pu: float) -> np.ndarray:
@@ -119,6 +126,8 @@ class RunMetrics:
         self.tokens = 0.0
         self.missed_tokens = 0.0
         self.n_batch_changes = 0
+        # (site, model) pairs whose throughput is NaN: no latency data to serve from
+        self._without_throughput: set[tuple[str, str]] = set()
         # per site, steps without supply per step length (s): steps x dt, as the run's steps vary
         self._unsupplied_steps: dict[str, dict[float, int]] = {}
         self._last_batch: dict[tuple[str, str], int] = {}
@@ -239,6 +248,12 @@ class RunMetrics:
                 total += throughput
             self.throughput_time_tok += total * dt_s
             self.datacenter_time_s += dt_s
+        if math.isnan(self.throughput_time_tok):
+            # a model without latency data (a trace imported without it) serves NaN tok/s: name it,
+            # once its NaN has made the throughput and the miss fraction figures that cannot be had
+            self._without_throughput.update(
+                (site, m.model) for site, m in models if np.isnan(m.throughput_tok_s).any()
+            )
         if not models:  # no model serves: the steps still count in the time the mean throughput divides by
             for _ in range(len(block[0])):
                 self.datacenter_time_s += dt_s
@@ -288,14 +303,29 @@ class RunMetrics:
             out.setdefault(site, {})[model] = counts.get((site, model), 0)
         return out
 
-    def summary(self) -> dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None]:
+    def unavailable(self) -> dict[str, str]:
+        """The figures that cannot be computed from what the run served -> why; ``{}`` for most runs.
+
+        A model whose trace carries no latency data (``openg2g traces import`` without an ITL fit
+        or a throughput) serves an unknown throughput, so the run's mean throughput and ITL
+        deadline miss fraction are unknown too.
+        """
+        if not self._without_throughput:
+            return {}
+        names = ", ".join(f"{model} at site {site}" for site, model in sorted(self._without_throughput))
+        why = f"no throughput or ITL data for {names} (a trace imported without latency metadata)"
+        return {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
+
+    def summary(self) -> dict[str, _Figure]:
         """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
         (site -> seconds without supply, 0 for a site that never lost it) and the batch counts per
         model (site -> model -> count): ``batch_changes_by_model``, ``batch_reversals_by_model``
         (changes opposite in direction to the model's previous one), with
         ``max_batch_reversals_per_min`` the most reversals of one model within any 60 s;
-        ``metrics_start_s`` only when > 0."""
-        figures: dict[str, float | int | str | dict[str, float] | dict[str, dict[str, int]] | None] = {
+        ``metrics_start_s`` only when > 0; ``unavailable_figures`` (figure -> why, the figure
+        ``None``) only when :meth:`unavailable` names any."""
+        unavailable = self.unavailable()
+        figures: dict[str, _Figure] = {
             "violation_integral_pu_s": self.violation_integral_pu_s,
             "undervoltage_integral_pu_s": self.undervoltage_integral_pu_s,
             "overvoltage_integral_pu_s": self.overvoltage_integral_pu_s,
@@ -325,6 +355,9 @@ class RunMetrics:
         }
         if self.start_s:
             figures["metrics_start_s"] = self.start_s
+        if unavailable:
+            figures.update(dict.fromkeys(unavailable))
+            figures["unavailable_figures"] = unavailable
         return figures
 
 

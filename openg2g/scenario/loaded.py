@@ -19,7 +19,7 @@ import yaml
 
 from openg2g import __version__
 from openg2g.core.atomic import write_text_atomic
-from openg2g.core.errors import SimulationError
+from openg2g.core.errors import OutputError, SimulationError
 from openg2g.core.interfaces import Controller
 from openg2g.engine.recording import Recorder
 from openg2g.engine.simulation import Components, Scheduled
@@ -205,8 +205,14 @@ def resolved_scenario_text(loaded: LoadedScenario) -> str:
 
 
 def write_resolved_scenario(loaded: LoadedScenario, out_dir: Path) -> Path:
-    """Write :func:`resolved_scenario_text` to ``out_dir/scenario.yaml`` (atomically); returns the path."""
+    """Write :func:`resolved_scenario_text` to ``out_dir/scenario.yaml`` (atomically); returns the path.
+
+    :raises OutputError: it cannot be written (a full or read-only disk).
+    """
     path = Path(out_dir) / RESOLVED_SCENARIO
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, resolved_scenario_text(loaded))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, resolved_scenario_text(loaded))
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc}") from exc
     return path

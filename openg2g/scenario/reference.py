@@ -130,11 +130,14 @@ OUTPUT_FOLDERS = """\
   `OUT/.openg2g.lock`, released by the operating system when the process ends, however it ends). A
   second command into the same folder fails at once, naming the first one's PID.
 - **Whole files or none.** Every file written in one piece (`summary.json`, `scenario.yaml`,
-  policies and checkpoints, the sweep, benchmark and study tables, figures) is written to a hidden
-  temporary file in the folder and renamed over its name, so a crash, a kill or a full disk leaves
-  the previous file. Output tables are parquet parts, each complete. `kill` (SIGTERM) ends a
-  command as Ctrl-C does; a benchmark rewrites its tables after every finished run, so even
-  `kill -9` leaves the tables of the runs that finished.
+  `error.txt`, policies and checkpoints, the sweep, benchmark and study tables, figures) is
+  written to a hidden temporary file in the folder and renamed over its name, so a crash, a kill
+  or a full disk leaves the previous file (a run's `error.txt` a disk cannot take is not written,
+  and stderr says so beside the error). Output tables are parquet parts, each complete. `kill`
+  (SIGTERM) ends a command as Ctrl-C does; the Ctrl-C after the first that stopped a `run` (a
+  burst) are ignored until it has exited, so its summary says `interrupted`; a benchmark rewrites
+  its tables after every finished run, so even `kill -9` leaves the tables of the runs that
+  finished.
 """
 """The scenario reference's section on output folders (``--overwrite``, the lock, atomic writes)."""
 

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from openg2g.core.interrupts import stop_signals_deferred
+from openg2g.core.interrupts import one_stop_signal, stop_signals_deferred
 
 
 class Stopped(Exception):
@@ -51,3 +51,32 @@ def test_without_a_signal_nothing_changes() -> None:
     with stop_signals_deferred():
         result = 2 + 2
     assert result == 4 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_one_stop_signal_delivers_the_first_and_ignores_the_rest_of_a_burst() -> None:
+    steps = []
+    with pytest.raises(KeyboardInterrupt), one_stop_signal():
+        try:
+            signal.raise_signal(signal.SIGINT)
+        finally:  # the closing a stop begins: the rest of the burst must not cut it short
+            for _ in range(3):
+                signal.raise_signal(signal.SIGINT)
+            steps.append("closed")
+    assert steps == ["closed"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_deferred_block_inside_one_stop_signal_is_stopped_once() -> None:
+    steps = []
+    with pytest.raises(KeyboardInterrupt), one_stop_signal():
+        try:
+            with stop_signals_deferred():
+                signal.raise_signal(signal.SIGINT)  # noted
+                signal.raise_signal(signal.SIGINT)  # a user who will not wait: delivered at once
+                steps.append("not reached")
+        finally:
+            with stop_signals_deferred():
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+                steps.append("flushed whole")
+    assert steps == ["flushed whole"]

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openg2g.controllers.curves import LogisticCurve
 from openg2g.core.errors import TraceError
 from openg2g.core.interfaces import StoredCurve
 from openg2g.core.paths import bundled_dir
 from openg2g.datacenter.build import FIT_GRIDS, LEADERBOARD_FILES, build_library, fit_library
 from openg2g.datacenter.fits import logistic
 from openg2g.datacenter.library import TraceConfig, TraceLibrary
-from tests.fit_noise import assert_close_fits
+from tests.fit_noise import assert_same_predictions, library_curves
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 FIT = "0.005,0.9,0.1,0.01,0.1,0.5,0.05"
@@ -89,10 +90,19 @@ def test_committed_library_is_what_the_build_makes(tmp_path: Path) -> None:
         )
     built = json.loads((tmp_path / "traces" / "index.json").read_text())
     committed = json.loads((bundled_dir("traces") / "index.json").read_text())
-    # the curve fits to the host noise of a least-squares fit (tests/fit_noise.py), the rest exactly
+    # the curve fits by what they predict, within the data's scatter (their parameters differ from
+    # host to host: tests/fit_noise.py), the rest exactly
     fits_built, fits_committed = built.pop("curve_fits"), committed.pop("curve_fits")
     assert built == committed, f"traces/index.json {stale}"
-    assert_close_fits(fits_built, fits_committed, "traces/index.json curve_fits")
+    grids = [(f["model"], f["gpus"], tuple(f["batch_sizes"])) for f in fits_committed]
+    assert [(f["model"], f["gpus"], tuple(f["batch_sizes"])) for f in fits_built] == grids, f"traces/index.json {stale}"
+    ours, theirs = TraceLibrary.load(tmp_path / "traces"), TraceLibrary.load(bundled_dir("traces"))
+    for model, gpus, batch_sizes in grids:
+        x, ys, committed_curves = library_curves(theirs, model, gpus, batch_sizes)
+        built_curves = library_curves(ours, model, gpus, batch_sizes)[2]
+        for name, y in ys.items():
+            where = f"traces/index.json curve_fits {model} {batch_sizes} {name}"
+            assert_same_predictions(getattr(committed_curves, name), getattr(built_curves, name), x, y, where)
 
 
 def test_build_stores_curve_fits_of_the_measured_sizes(tmp_path: Path) -> None:
@@ -141,5 +151,11 @@ def test_fit_library_fits_the_measured_sizes_and_the_scenario_grid() -> None:
     fits = fit_library(configs)
     assert [(f.model, f.batch_sizes) for f in fits] == [("M", batches), ("M", FIT_GRIDS[0])]
     for f in fits:
+        grid = np.log2(np.array(f.batch_sizes, dtype=float))
         for name, params in true.items():
-            assert getattr(f, name).logistic == pytest.approx(params, rel=1e-6), (f.batch_sizes, name)
+            fitted = getattr(f, name).logistic
+            assert fitted is not None, (f.batch_sizes, name)
+            # by what the fit predicts (its parameters' last digits vary from host to host):
+            # exact points leave no scatter, so the two curves agree to the solver's own stop
+            exact = LogisticCurve(*params)
+            assert_same_predictions(exact, LogisticCurve(*fitted), grid, exact.value(grid), f"{f.batch_sizes} {name}")

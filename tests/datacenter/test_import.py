@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import itertools
+import json
+import os
+import re
+import threading
+import tracemalloc
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -11,12 +18,14 @@ import pytest
 
 from openg2g.cli.main import main
 from openg2g.core.errors import TraceError
+from openg2g.datacenter import build
 from openg2g.datacenter.build import fit_library, import_trace, resample, write_library
 from openg2g.datacenter.library import TraceLibrary
 
 from .conftest import synthetic_library
 
 HEADER = "timestamp\trelative_time_s\tpower_total_W\tmax_num_seqs\tnum_gpus\tfolder_name\n"
+_M_8_512 = ["--model", "M", "--gpus", "8", "--batch", "512"]
 
 
 def _tsv(path: Path, rows: list[tuple[float, float]], gpus: int = 8, batch: int = 512) -> Path:
@@ -143,6 +152,31 @@ def test_imported_trace_replays_without_latency_data(tmp_path: Path) -> None:
     assert "run.tsv" in (tmp_path / "lib" / "PROVENANCE.md").read_text()
 
 
+
+def test_a_run_on_an_imported_trace_keeps_its_summary_with_the_unknown_figures_null(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace has no ITL or throughput: the run completes and says which figures it lacks and why
+    (its throughput used to be NaN, which summary.json cannot hold: rc 1 after every step)."""
+    import_trace(_tsv(tmp_path / "run.tsv", _good_rows(200)), tmp_path / "lib", "M", 8, 512)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "name: imported\nduration_s: 5\ngrid: {feeder: openg2g-ieee13}\noutputs: {plots: false}\n"
+        "datacenters:\n  - name: dc1\n    bus: '671'\n    traces: lib\n"
+        "    models: [{model: M, gpus_per_replica: 8, replicas: 3, batch_size: 512}]\n"
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["energy_mwh"] > 0
+    assert summary["mean_throughput_tok_s"] is None and summary["itl_deadline_miss_fraction"] is None
+    why = "no throughput or ITL data for M at site dc1 (a trace imported without latency metadata)"
+    assert summary["unavailable_figures"] == {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
+    header, _, row = out.splitlines()[:3]
+    cells = dict(zip(re.split(r"\s{2,}", header.strip()), row.split()))
+    assert cells["throughput (tok/s)"] == cells["ITL misses (%)"] == "n/a"
+    assert f"warning: mean_throughput_tok_s is not available (null in summary.json): {why}" in err
+
 def test_library_files_are_byte_reproducible(tmp_path: Path) -> None:
     src = _tsv(tmp_path / "run.tsv", _good_rows())
     import_trace(src, tmp_path / "a", "M", 8, 512)
@@ -224,6 +258,103 @@ def test_a_log_spanning_a_billion_seconds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=r"z\.csv: rows 2-3 span 1\.00984e\+09 s, longer than the 86400 s"):
         import_trace([zeus], tmp_path / "lib", "M", 1, 64, "zeus")
     assert not (tmp_path / "lib").exists()
+
+
+
+class _Fifo:
+    """A named pipe fed from a thread with the chunks of ``chunks`` (an endless stream, as
+    ``/dev/zero`` or a log still being written is) until the reader closes it; ``written`` counts
+    the bytes the reader took (a pipe holds at most 64 KiB that no one read)."""
+
+    def __init__(self, path: Path, chunks: Iterator[bytes]):
+        os.mkfifo(path)
+        self.path = path
+        self.written = 0
+        self._thread = threading.Thread(target=self._feed, args=(chunks,), daemon=True)
+        self._thread.start()
+
+    def _feed(self, chunks: Iterator[bytes]) -> None:
+        fd = os.open(self.path, os.O_WRONLY)  # waits for the reader
+        try:
+            for chunk in chunks:
+                self.written += os.write(fd, chunk)
+        except BrokenPipeError:  # the reader stopped: what this test wants
+            pass
+        finally:
+            os.close(fd)
+
+    def join(self) -> None:
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the reader never stopped reading"
+
+
+def _rows_forever(step_s: float, header: bool = True) -> Iterator[bytes]:
+    """TSV rows at ``step_s`` apart, 1,000 a chunk, without end (but for a million: a reader that
+    reads to the end must end too, for the test to fail rather than hang before the fix)."""
+    if header:
+        yield HEADER.encode()
+    for start in range(0, 1_000_000, 1000):
+        yield "".join(f"1763561240\t{step_s * i:.3f}\t4000.0\t512\t8\trun\n" for i in range(start, start + 1000)).encode()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_stream_without_line_ends_is_refused_at_its_first_row_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log like /dev/zero: NUL bytes without a line end. It used to be read whole before any check
+    (memory grew without bound); now its first row is refused once past the longest line a log may
+    have, having read 4 KiB of it."""
+    fifo = _Fifo(tmp_path / "zero", itertools.repeat(b"\0" * 65536, 1024))  # 64 MiB, if it were read whole
+    tracemalloc.start()
+    try:
+        code = main(["traces", "import", str(fifo.path), "--library", str(tmp_path / "lib"), *_M_8_512])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    fifo.join()
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: {fifo.path}: row 1: longer than 4,096 bytes, the longest line a log may have; is it a text log?\n"
+    )
+    assert fifo.written < 1 << 20 and peak < 4 << 20
+    assert not (tmp_path / "lib").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_log_with_too_many_rows_is_refused_at_the_limit_without_reading_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build, "MAX_LOG_ROWS", 5000)  # 8.64 million: too slow to write for a test
+    fifo = _Fifo(tmp_path / "rows.tsv", _rows_forever(0.001))
+    with pytest.raises(
+        TraceError,
+        match=rf"^{re.escape(str(fifo.path))}: more than 5,000 rows, the most a log may have \(a day of readings every "
+        r"10 ms\); is it one replica's power log\?$",
+    ):
+        import_trace(fifo.path, tmp_path / "lib", "M", 8, 512)
+    fifo.join()
+    assert fifo.written < 5000 * 40 + (1 << 20)  # the limit's rows, what the pipe held, one chunk
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_log_is_refused_at_the_row_that_passes_a_day_and_at_its_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = _Fifo(tmp_path / "slow.tsv", _rows_forever(1000.0))  # a row every 1,000 s: row 89 is at 87,000 s
+    with pytest.raises(TraceError, match=r"slow\.tsv: rows 2-89 span 87000 s, longer than the 86400 s a trace may last"):
+        import_trace(fifo.path, tmp_path / "lib", "M", 8, 512)
+    fifo.join()
+    monkeypatch.setattr(build, "MAX_LOG_BYTES", 100_000)
+    fifo = _Fifo(tmp_path / "big.tsv", _rows_forever(0.001))
+    with pytest.raises(TraceError, match=r"big\.tsv: row \d+: larger than 100,000 bytes, the most a log may hold"):
+        import_trace(fifo.path, tmp_path / "lib", "M", 8, 512)
+    fifo.join()
+    assert fifo.written < 100_000 + (1 << 20)
+
+
+def test_an_imported_logs_hash_is_that_of_its_bytes(tmp_path: Path) -> None:
+    src = _tsv(tmp_path / "run.tsv", _good_rows())
+    assert import_trace(src, tmp_path / "lib", "M", 8, 512).source_sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
 
 
 @pytest.mark.slow

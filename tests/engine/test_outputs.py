@@ -82,6 +82,41 @@ def test_a_full_disk_fails_the_run_with_all_tables_ending_together(
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+class _NoLatencySite(KilowattSite):
+    """The toy site serving an unknown throughput (NaN), as a trace imported without latency data
+    does; with ``nan_misses`` its throughput is known and its miss fraction is not (a plug-in's NaN)."""
+
+    def __init__(self, nan_misses: bool = False):
+        super().__init__("dc", [])
+        self.nan_misses = nan_misses
+
+    def step(self, t_s: float, dt_s: float) -> DatacenterState:
+        state = super().step(t_s, dt_s)
+        model = state.models["toy"]
+        changes = {"deadline_miss_fraction": np.nan} if self.nan_misses else {"throughput_tok_s": np.nan}
+        return dataclasses.replace(state, models={"toy": dataclasses.replace(model, **changes)})
+
+
+def test_a_model_without_latency_data_leaves_its_figures_null_and_named(tmp_path: Path) -> None:
+    loaded = make_loaded(duration_s=2, outputs={"plots": False, "flush_every_s": 1})
+    summary = Simulation.from_scenario(loaded, tmp_path, components=([_NoLatencySite()], TwoBusGrid([]), [])).run()
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written == summary and written["status"] == "complete"
+    assert written["mean_throughput_tok_s"] is None and written["itl_deadline_miss_fraction"] is None
+    why = "no throughput or ITL data for toy at site dc (a trace imported without latency metadata)"
+    assert written["unavailable_figures"] == {"mean_throughput_tok_s": why, "itl_deadline_miss_fraction": why}
+    assert written["energy_mwh"] > 0  # what can be computed still is
+
+
+def test_any_figure_that_is_not_a_finite_number_is_null_and_named(tmp_path: Path) -> None:
+    loaded = make_loaded(duration_s=2, outputs={"plots": False})
+    sim = Simulation.from_scenario(loaded, tmp_path, components=([_NoLatencySite(nan_misses=True)], TwoBusGrid([]), []))
+    sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["mean_throughput_tok_s"] == pytest.approx(100.0) and summary["itl_deadline_miss_fraction"] is None
+    assert summary["unavailable_figures"] == {"itl_deadline_miss_fraction": "not a finite number (nan)"}
+
+
 class _InterruptedChunk(Mapping):
     """Column chunk whose third column is never delivered: Ctrl-C arrives while it is recorded."""
 
@@ -134,6 +169,31 @@ def test_a_flush_cut_by_ctrl_c_writes_the_rows_it_took(tmp_path: Path, monkeypat
     grid = pd.read_parquet(tmp_path / "grid")
     assert list(grid["t_s"]) == pytest.approx([0.1 * k for k in range(1, 41)])
 
+
+
+def test_a_burst_of_ctrl_c_leaves_the_summary_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C pressed several times at once: the first stops the run, the rest land in its closing
+    (here: while the last rows are written), which used to stop there and leave the summary saying
+    ``running``; they are ignored until the run is closed."""
+    sim = _sim(tmp_path, duration_s=5, flush_every_s=1)
+    flush = outputs.TableRecorder._flush
+    flushes = []
+
+    def burst_at_the_third_flush_and_in_the_closing(self: outputs.TableRecorder) -> None:
+        flushes.append(None)
+        if len(flushes) >= 3:
+            for _ in range(3):
+                signal.raise_signal(signal.SIGINT)
+        flush(self)
+
+    monkeypatch.setattr(outputs.TableRecorder, "_flush", burst_at_the_third_flush_and_in_the_closing)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["error"] == "interrupted by the user (Ctrl-C)"
+    grid = pd.read_parquet(tmp_path / "grid")
+    assert grid["t_s"].iloc[-1] == pytest.approx(summary["sim_time_s"])
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 class _LoadedLineGrid(TwoBusGrid):
     """The two-bus toy feeder with its line reported as a branch: 1 A per 100 W drawn per phase,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -151,6 +153,21 @@ def test_cli_resume_reuses_the_stored_configuration(two_segments, tmp_path):
 
 
 @pytest.mark.slow
+def test_cli_resume_from_a_truncated_checkpoint_says_so_without_a_traceback(two_segments, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(two_segments[0], out)
+    latest = out / "checkpoints" / "model_384_steps.zip"
+    latest.write_bytes(latest.read_bytes()[:3000])
+    record = (out / "train.json").read_bytes()
+    assert _cli_resume(out, "--steps", "512") == 1
+    assert capsys.readouterr().err == (
+        f"error: {latest}: damaged checkpoint, not a whole zip file (File is not a zip file); move it away to "
+        "resume from an earlier checkpoint, or start afresh with --overwrite\n"
+    )
+    assert (out / "train.json").read_bytes() == record
+
+
+@pytest.mark.slow
 def test_cli_resume_names_the_field_that_differs(two_segments, tmp_path, capsys):
     out = tmp_path / "run"
     shutil.copytree(two_segments[0], out)
@@ -164,6 +181,57 @@ def test_cli_resume_without_a_record_needs_a_scenario(tmp_path, capsys):
     assert _cli_resume(tmp_path) == 2
     assert f"error: scenario: missing (--resume found no train.json in {tmp_path})" in capsys.readouterr().err
 
+
+
+def test_resume_without_a_checkpoint_is_refused_and_leaves_train_json_as_it_was(tmp_path):
+    """It used to start from step 0 and write a new train.json over the run's history."""
+    empty = tmp_path / "empty"
+    with pytest.raises(
+        G2GError,
+        match=rf"^--resume: no checkpoint to continue from in {re.escape(str(empty / 'checkpoints'))} "
+        r"\(model_<N>_steps\.zip beside its \.json\); start without --resume$",
+    ):
+        _train(empty, 128, resume=True)
+    assert not (empty / "train.json").exists()
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "train.json").write_text('{"segments": ["the earlier ones"]}')
+    with pytest.raises(G2GError, match=rf"; start afresh with --overwrite \(which replaces {re.escape(str(out))}"):
+        _train(out, 128, resume=True)
+    assert (out / "train.json").read_text() == '{"segments": ["the earlier ones"]}'
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "train.json"]
+
+
+def _checkpoint(folder: Path, steps: int, damage: str) -> Path:
+    """A checkpoint holding SB3's members, cut short (``"cut"``) or with a flipped byte (``"flip"``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"model_{steps}_steps.zip"
+    with zipfile.ZipFile(path, "w") as zf:  # stored: the member's bytes lie in the file as they are
+        zf.writestr("data", json.dumps({"policy_class": "x"}))
+        zf.writestr("policy.pth", bytes(range(256)) * 16)
+    raw = bytearray(path.read_bytes())
+    if damage == "cut":
+        raw = raw[: len(raw) // 2]
+    else:
+        raw[raw.index(bytes(range(256)))] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    path.with_suffix(".json").write_text("{}")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [("cut", r"not a whole zip file \(File is not a zip file\)"), ("flip", r"policy\.pth in it fails its CRC check")],
+)
+def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsys, damage, why):
+    """A checkpoint cut short by a full disk or a kill used to end in SB3's traceback."""
+    out = tmp_path / "run"
+    path = _checkpoint(out / "checkpoints", 128, damage)
+    (out / "train.json").write_text("{}")
+    with pytest.raises(G2GError, match=rf"^{re.escape(str(path))}: damaged checkpoint, {why}; move it away to resume"):
+        _train(out, 256, resume=True)
+    assert (out / "train.json").read_text() == "{}"
+    assert sorted(p.name for p in out.rglob("*")) == ["checkpoints", "model_128_steps.json", "model_128_steps.zip", "train.json"]
 
 @pytest.mark.slow
 def test_a_fresh_run_refuses_a_folder_holding_one(two_segments):
