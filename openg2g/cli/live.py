@@ -31,7 +31,7 @@ def _demo(args: argparse.Namespace) -> int:
     from openg2g.scenario.loader import load_scenario
     from openg2g.scenario.preflight import check_start
 
-    stop_cleanly_on_signals()
+    stop_cleanly_on_signals(once=True)  # a burst of Ctrl-C ends the run once, and the server with it
     url = f"http://127.0.0.1:{args.port or free_port()}"
     plain = load_scenario(DEMO_SCENARIO, args.set)
     endpoints = [
