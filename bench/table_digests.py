@@ -41,10 +41,11 @@ _WALL_CLOCK_KEYS = {"wall_time_s", "scenario_file", "openg2g_version"}
 
 
 def run_scenarios() -> list[str]:
-    """Names of the bundled scenarios that are single runs (sweeps and studies are not)."""
+    """Names of the bundled scenarios that are single runs (sweeps and studies are not), but for
+    the live ones: they measure real servers in real time, so no two runs give the same tables."""
     names = []
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
-        if not path.name.startswith(("sweep_", "study_", "benchmark_")):
+        if not path.name.startswith(("sweep_", "study_", "benchmark_", "live_")):
             names.append(path.stem)
     return names
 

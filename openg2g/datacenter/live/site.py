@@ -310,8 +310,10 @@ class LiveSite(DatacenterBackend):
         """GPU power of real replica ``r`` over ``(a, b]`` (W): measured, or the profile's estimate."""
         if self._sampler is None:
             x, w = lm.profile_w
-            in_flight = lm.loads[r].in_flight.mean(a, b)
-            return float(np.interp(math.log2(max(in_flight, 1.0)), x, w))
+            running = lm.loads[r].in_flight.mean(a, b)
+            if lm.spec.batch_knob.kind == "http":  # the client saturates the server: its own limit runs
+                running = min(running, lm.batch)
+            return float(np.interp(math.log2(max(running, 1.0)), x, w))
         history = self._sampler.history
         return sum(history.mean_w(gpu, a, b) for gpu in lm.spec.endpoints[r].gpus)
 
