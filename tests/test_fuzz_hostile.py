@@ -604,6 +604,21 @@ def _add(text: str, extra: dict[str, str] | None = None, command: str = "validat
     return _dss("Set Voltagebases", f"{text}\nSet Voltagebases", extra, command)
 
 
+def _dss_bytes(data: bytes) -> Make:
+    """A scenario whose feeder file is ``data``, byte for byte."""
+
+    def make(tmp: Path) -> list[str]:
+        path = _dss_scenario(tmp, "")
+        (tmp / "feeder" / "master.dss").write_bytes(data)
+        return ["validate", str(path)]
+
+    return make
+
+
+_DEEP = {f"d{k}.dss": f"Redirect d{k + 1}.dss\n" for k in range(1, 1000)}
+"""Files redirecting one to the next, 1000 deep."""
+
+
 _L2 = "New Line.l2 bus1=b1 bus2=b2 linecode=lc length=0.5 units=km"
 _LD = "New Load.ld1 bus1=b2 phases=3 conn=wye model=1 kv=4.16 kw=300 kvar=100"
 _SRC = "New Circuit.tiny basekv=4.16 pu=1.0 phases=3 bus1=src MVAsc3=2000 MVAsc1=2100"
@@ -684,6 +699,39 @@ DSS_CASES: list[Case] = [
         ),
         ("continuation-first", _dss("Clear\n", "~ kw=1\nClear\n"), ("circuit",)),
         ("empty-file", _dss(TINY_DSS, ""), ("circuit",)),
+        ("export-absolute", _add("Export voltages /tmp/openg2g-fuzz.csv"), ("line 7", "writes the file it names")),
+        ("export-abbreviated", _add("exp v, /tmp/openg2g-fuzz.csv"), ("line 7: exp v, /tmp", "writes the file")),
+        ("save-circuit", _add("Save Circuit dir=/tmp/openg2g-fuzz"), ("line 7", "writes a copy of the circuit")),
+        ("set-datapath", _add("Set DataPath=/tmp"), ("line 7: Set DataPath=/tmp: Datapath moves the folder",)),
+        ("datapath-by-position", _add("Set Bus=b1 /tmp"), ("Datapath (the value '/tmp', by its position)",)),
+        ("solve-datapath", _add("Solve mode=snap datapath=/tmp"), ("Datapath moves the folder",)),
+        ("cd", _add("CD /tmp"), ("line 7: CD /tmp: moves the folder",)),
+        ("doscmd", _add("DOScmd touch /tmp/openg2g-fuzz"), ("runs a shell command",)),
+        ("set-editor", _add("Set Editor=/bin/sh"), ("editor names a program",)),
+        ("command-variable", _add("var @e=export\n@e voltages /tmp/x.csv"), ("line 8", "parser variable")),
+        ("redirect-variable", _add("Redirect @lastfile"), ("line 7", "parser variable")),
+        ("circuit-name-climbs", _dss(_SRC, _SRC.replace("Circuit.tiny", "Circuit.../../x")), ("climbs out",)),
+        (
+            "usermodel-continuation",
+            _add("New Generator.g bus1=b2 kw=10\n~ user=/tmp/evil.so"),
+            ("line 8: ~ user=/tmp/evil.so", "a library OpenDSS would load and run"),
+        ),
+        (
+            "redirect-cycle-behind-cd",
+            _add("cd sub\nRedirect master.dss", {"sub/master.dss": "Redirect master.dss\n"}),
+            ("line 7: cd sub: moves the folder",),
+        ),
+        (
+            "redirect-1000-deep",
+            _add("Redirect d1.dss", {**_DEEP, "d1000.dss": ""}),
+            ("more than 100 deep (d99.dss line 1 opens the next one)",),
+        ),
+        ("binary-garbage", _dss_bytes(bytes(range(256)) * 8), ("line: 1]",)),
+        (
+            "utf16-export",
+            _dss_bytes(b"\xff\xfe" + (TINY_DSS + "Export voltages /tmp/x.csv\n").encode("utf-16-le")),
+            ("line 10", "writes the file it names"),
+        ),
     ]
 ] + [
     Case(
@@ -1338,6 +1386,26 @@ ACCEPTED: list[Case] = [
         "ok:dss-plot-command",
         _add("Plot circuit"),
         accepted="Plot is a display command OpenDSS scripts carry; reading a feeder skips it",
+    ),
+    Case(
+        "ok:dss-reports",
+        _dss("Solve\n", "Solve\nShow voltages\nExport currents\nExport powers kva\n"),
+        accepted="reports the engine writes to its own output folder, the scratch folder deleted after the reading",
+    ),
+    Case(
+        "ok:dss-redirect-sibling",
+        _add("Redirect ../common/codes.dss", {"../common/codes.dss": "New Linecode.lc2 nphases=3 r1=0.2 x1=0.5\n"}),
+        accepted="reading a sibling folder (../common/, as the OpenDSS test collection does) is reading",
+    ),
+    Case(
+        "ok:dss-latin1-name",
+        _dss_bytes(TINY_DSS.encode().replace(b"Load.ld1", b"Load.caf\xe9")),
+        accepted="a file saved as Latin-1: its names are read as Latin-1",
+    ),
+    Case(
+        "ok:dss-wire-size-name",
+        _add("New Linecode.2/0_acsr nphases=3 r1=0.3 x1=0.6"),
+        accepted="a / in a name (a wire size) climbs out of no folder",
     ),
     Case(
         "ok:smi-nounits",

@@ -40,7 +40,9 @@ read only with grid.trust_pickle: true (powerflow --trust-pickle), and a policy 
 objects openg2g does not know (not written by openg2g train) only with trust_pickle: true in the
 rl_policy params (evaluate --trust-pickle), as a pickle runs any code it carries; `train --resume`
 reads the pickled checkpoints in its --out folder. JSON nets are checked before they are read and
-bundled policies load without unpickling. Give those words, and validate or run scenarios and
+bundled policies load without unpickling. A feeder .dss file is an OpenDSS script run in a box: it
+may read files, and a command that would write one, move OpenDSS's folders or load a user-written
+model is refused by name before OpenDSS runs. Give those words, and validate or run scenarios and
 controller files, only for files you trust (see docs/scenario-reference.md)."""
 """Which files can run code: the epilog of ``run``, ``validate``, ``powerflow`` and ``evaluate`` help."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 
 __all__ = [
     "CAP_CALIBRATED_MIN_W",
@@ -12,6 +13,7 @@ __all__ = [
     "MAX_PROCESSES_PER_CPU",
     "MAX_RETRIES",
     "bound_text",
+    "lower_limit",
     "max_processes",
 ]
 
@@ -54,3 +56,13 @@ def bound_text() -> str:
         f"at most {max_processes()} ({MAX_PROCESSES_PER_CPU} per CPU of the {max_processes() // MAX_PROCESSES_PER_CPU} "
         "this process may use; beyond the cores a process only waits its turn and holds memory)"
     )
+
+
+def lower_limit(which: int, bound: int) -> None:
+    """Lower this process's resource limit ``which`` (``resource.RLIMIT_AS``...) to at most
+    ``bound``, soft and hard: a limit already lower stays (a shared cluster's ``ulimit -v``), and the
+    soft limit never rises above the hard one, which an unprivileged process may not raise."""
+    soft, hard = resource.getrlimit(which)
+    hard = bound if hard == resource.RLIM_INFINITY else min(hard, bound)
+    soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+    resource.setrlimit(which, (soft, hard))

@@ -86,6 +86,20 @@ A scenario from someone else is code: read it before you validate or run it.
   `scenario.yaml` names, and never take that file's own `grid.trust_pickle`: a pickle net a run
   names is read only on your word (`openg2g plot --trust-pickle`, `openg2g app --allow-code`,
   `trust_pickle=True`); without it the feeder map and profile are skipped, naming the file.
+- A feeder `.dss` file is an OpenDSS script, which OpenDSS's engine runs command by command, so
+  it runs in a box (`validate`, `powerflow`, `feeders check` and the app alike). It may read any
+  file you can (a `Redirect` or `Compile` to a sibling or absolute path, load shapes, bus
+  coordinates), and what the engine writes by itself (`Show`, `Export` without a file name,
+  `Plot`, a debug trace) goes to a private scratch folder, deleted when the reading ends. It may
+  not write a file it names, move the engine's folders, run a program, load a user-written
+  model's library or hide a command from openg2g's scan: `Export` to a file, `Save`,
+  `Set DataPath`, `CD`, `Compile` inside the files, `AlignFile`, `Distribute`, `Rephase`,
+  `Set CaseName`, `DOScmd`, `Set Editor`, `Set ShowExport`, `NewActor`, `Clone`, `UserModel=`,
+  `ShaftModel=`, `DynaDLL=`, an element name with a `..` path component, a command or file given
+  through a parser variable (`@name`) and a redirect cycle are each refused by name, with the file
+  and line, before the engine runs anything (in any abbreviation OpenDSS takes). The engine runs
+  in a process of its own, with at most 8 GiB of memory (less under a lower `ulimit -v`) for at
+  most 300 s.
 - Everything else is data. A JSON net may name only objects of the packages pandapower itself
   writes (pandapower, pandas, numpy, networkx, geopandas; of builtins complex, tuple, set,
   frozenset), checked before pandapower reads the file. YAML is read with a safe loader (no

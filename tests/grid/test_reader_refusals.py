@@ -11,7 +11,7 @@ import pytest
 
 from openg2g.core.errors import FeederError
 from openg2g.grid.feeder.crosscheck import crosscheck
-from openg2g.grid.feeder.dss_includes import element_definitions
+from openg2g.grid.feeder.dss_includes import scan
 from openg2g.grid.feeder.opendss import read_opendss
 
 HEAD = """\
@@ -81,8 +81,9 @@ def test_every_element_openg2g_cannot_model_is_named_at_once_with_its_file_and_l
 def test_elements_refused_whatever_the_engine_makes_of_them_are_refused_before_it_runs(tmp_path: Path) -> None:
     """An exponential volt-var control, an induction machine, a user-written generator model, a
     load model and a PV system's balanced current, as the files give them: named before the engine
-    starts. Had it run, the redirect of a missing file would be its error, after a year of daily
-    solves."""
+    starts, and after them the lines the scan refuses (the library the engine would load as it read
+    the model, the redirect of a missing file). Had it run, the missing file would be its error,
+    after a year of daily solves."""
     master = _write(
         tmp_path,
         {
@@ -120,6 +121,15 @@ def test_elements_refused_whatever_the_engine_makes_of_them_are_refused_before_i
             "  master.dss line 7: pvsystem.pv: Balanced=Yes (its current from the positive sequence of its voltages) "
             "is not supported"
         ),
+        (
+            f"{master}: openg2g refuses 2 lines of this file, before OpenDSS ran it (a .dss file may read any file, "
+            "not write one, move OpenDSS's folders, run code or hide what it does from the scan):"
+        ),
+        (
+            "  sub/machines.dss line 3: ~ UserModel=mymodel.dll: UserModel=mymodel.dll may name a user-written "
+            "model: a library OpenDSS would load and run"
+        ),
+        f"  master.dss line 8: Redirect not_there.dss: file not found: {tmp_path / 'not_there.dss'}",
     ]
 
 
@@ -138,8 +148,7 @@ def test_what_a_later_command_may_change_is_left_to_the_engine(tmp_path: Path) -
             + "Edit ExpControl.e1 deltaQ_factor=0.3\n",
         },
     )
-    found = element_definitions(master)
-    assert found is not None
+    found = scan(master).definitions
     assert "expcontrol.gone" not in found
     assert {e: d.settled for e, d in found.items() if e.split(".")[0] in ("expcontrol", "invcontrol")} == {
         "expcontrol.e1": False,

@@ -47,7 +47,7 @@ from openg2g.grid.feeder.faults import fault_text
 from openg2g.grid.feeder.library import Feeder, feeder_from_model
 from openg2g.grid.feeder.model import node_number
 from openg2g.grid.feeder.network import Switching, energized, node_index
-from openg2g.grid.feeder.opendss import engine, read_opendss, snapshot_mode
+from openg2g.grid.feeder.opendss import engine, read_opendss, run_in_worker, snapshot_mode
 
 __all__ = [
     "OPENDSS_DOES_NOT_CONVERGE",
@@ -385,10 +385,39 @@ def opendss_solution(
 ) -> OpenDSSSolution:
     """OpenDSS's solution of ``path`` with a datacenter of ``dc_mw`` (MW, balanced, power factor
     ``power_factor``) at ``dc_bus`` (none when None), its controls settled (``static``, in at most
-    ``max_iterations`` solves, the file's ``maxcontroliter`` when None) or held (``off``), to 1e-10.
+    ``max_iterations`` solves, the file's ``maxcontroliter`` when None) or held (``off``), to 1e-10;
+    the engine run as :func:`~openg2g.grid.feeder.opendss.read_opendss` runs it (its own process,
+    the same scan, memory cap and timeout).
 
-    :raises FeederError: OpenDSS does not converge, or its controls do not settle.
+    :raises FeederError: OpenDSS does not converge, its controls do not settle, or the engine
+        refuses the file, crashes or times out.
     """
+    found = run_in_worker(path, _solution, (path, dc_bus, dc_mw, power_factor, controls, max_iterations))
+    return OpenDSSSolution(
+        _volts(found["volts"]),
+        found["v_pu"],
+        found["taps_pu"],
+        found["capacitors"],
+        found["lines"],
+        found["iterations"],
+    )
+
+
+def _volts(pairs: dict[str, list[float]]) -> dict[str, complex]:
+    """Node voltages from the worker's ``{"bus.node": [re, im]}`` (V)."""
+    return {name: complex(re, im) for name, (re, im) in pairs.items()}
+
+
+def _pairs(circuit: Any) -> dict[str, list[float]]:
+    """The circuit's node voltages as ``{"bus.node": [re, im]}`` (V), for JSON."""
+    volts = np.asarray(circuit.AllBusVolts, dtype=float).reshape(-1, 2)
+    return {name.lower(): [float(re), float(im)] for name, (re, im) in zip(circuit.AllNodeNames, volts)}
+
+
+def _solution(
+    path: Path, dc_bus: str | None, dc_mw: float, power_factor: float, controls: Controls, max_iterations: int | None
+) -> dict[str, Any]:
+    """:func:`opendss_solution` in its worker process, as JSON."""
     from dss import DSSException
 
     with engine(path) as ctx:
@@ -408,16 +437,15 @@ def opendss_solution(
             ) from None
         if not circuit.Solution.Converged:
             raise FeederError(f"{path}: OpenDSS {OPENDSS_DOES_NOT_CONVERGE}")
-        volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
         names = [name.lower() for name in circuit.AllNodeNames]
-        return OpenDSSSolution(
-            dict(zip(names, volts)),
-            dict(zip(names, map(float, circuit.AllBusVmagPu))),
-            _winding2_taps(circuit),
-            _capacitor_states(circuit),
-            _line_states(circuit),
-            int(circuit.Solution.ControlIterations) if controls == "static" else None,
-        )
+        return {
+            "volts": _pairs(circuit),
+            "v_pu": dict(zip(names, map(float, circuit.AllBusVmagPu))),
+            "taps_pu": _winding2_taps(circuit),
+            "capacitors": _capacitor_states(circuit),
+            "lines": _line_states(circuit),
+            "iterations": int(circuit.Solution.ControlIterations) if controls == "static" else None,
+        }
 
 
 def _opendss_voltages(
@@ -429,10 +457,25 @@ def _opendss_voltages(
     cases: Sequence[Disturbance],
 ) -> list[dict[str, complex]]:
     """OpenDSS's node voltages (V) ``{"bus.node": V}`` of ``path`` with the datacenter, controls
-    held, undisturbed and then through each case's faults and source setting.
+    held, undisturbed and then through each case's faults and source setting (in the engine's
+    worker process, as :func:`opendss_solution`).
 
-    :raises FeederError: OpenDSS does not converge.
+    :raises FeederError: OpenDSS does not converge, or the engine refuses the file, crashes or
+        times out.
     """
+    found = run_in_worker(path, _disturbed, (path, dc_bus, dc_mw, power_factor, dc_load_model, cases))
+    return [_volts(case) for case in found]
+
+
+def _disturbed(
+    path: Path,
+    dc_bus: str | None,
+    dc_mw: float,
+    power_factor: float,
+    dc_load_model: Literal["constant_power", "opendss"],
+    cases: Sequence[Disturbance],
+) -> list[dict[str, list[float]]]:
+    """:func:`_opendss_voltages` in its worker process, as JSON."""
     with engine(path) as ctx:
         circuit = ctx.ActiveCircuit
         _circuit_with_datacenter(ctx, path, dc_bus, dc_mw, power_factor, dc_load_model)
@@ -448,8 +491,7 @@ def _opendss_voltages(
                     raise FeederError(
                         f"{path}: OpenDSS {OPENDSS_DOES_NOT_CONVERGE} through {'; '.join(map(_describe, case))}"
                     )
-            volts = np.asarray(circuit.AllBusVolts, dtype=float).view(complex)
-            out.append({name.lower(): v for name, v in zip(circuit.AllNodeNames, volts)})
+            out.append(_pairs(circuit))
             for commands in undo:
                 for command in commands:
                     ctx.Text.Command = command

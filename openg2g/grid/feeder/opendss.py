@@ -48,13 +48,27 @@ operates their switches, one with ``controlmode=off`` does not.
 geomagnetic elements; user-written models; generator models 4 to 7; load models 3, 6, 7 and 8;
 a regulator of a transformer it cannot retap, control settings the model has no place for).
 Every such element is named at once, with the file and line that define it
-(:func:`~openg2g.grid.feeder.dss_includes.element_definitions`); when the scan of the files is
+(:attr:`~openg2g.grid.feeder.dss_includes.Scan.definitions`); when the scan of the files is
 sure of an element (nothing later can disable it), the refusal comes before the engine runs the
-file at all, so none of the file's own solves is waited for. Errors of the engine itself (a
-missing redirect, an unknown property) reach the user with the file and the engine's message,
-as a :class:`FeederError`; an OpenDSS warning (a duplicate ``New``, which the engine ignores)
-does not stop the reading: the file is read on past it as OpenDSS does, and the warnings are
-logged.
+file at all, so none of the file's own solves is waited for. Errors of the engine itself (an
+unknown property, a circuit it cannot build) reach the user with the file and the engine's
+message, as a :class:`FeederError`; an OpenDSS warning (a duplicate ``New``, which the engine
+ignores) does not stop the reading: the file is read on past it as OpenDSS does, and the warnings
+are logged.
+
+**What a file may do.** A ``.dss`` file is a script, and the engine runs every command of it. It
+may read any file the user can (a ``Redirect`` to a sibling folder, bus coordinates, load shapes),
+and what the engine writes by itself (``Show``, ``Export`` without a file name, ``Plot``, a debug
+trace) goes to the scratch folder of the process that reads it, removed when the reading ends
+(:func:`run_in_worker`). It may not write a file it names or move the engine's folders (``Export``
+to a file, ``Save``, ``Set DataPath``, ``CD``, ``Compile`` inside the files...), run a program or
+load a user-written model's library (``DOScmd``, ``Set Editor``, ``UserModel=``...), or hide what it
+does from openg2g's scan (a command through a parser variable, a redirect cycle): each is refused
+by name, with its file and line, before the engine runs anything
+(:mod:`~openg2g.grid.feeder.dss_includes` lists them). The engine runs in a worker process with at
+most :data:`READ_MEMORY_BYTES` of memory (or less, where the caller's limit is lower) for at most
+:data:`READ_TIMEOUT_S`: a file that makes it crash or loop is an error naming the file, never a
+crash of openg2g.
 
 The initial state (taps, capacitor and switch states) is the circuit's as the file leaves it,
 after any ``Solve`` it runs; a scenario sets its own taps. The file's ``maxcontroliter`` is kept for
@@ -67,6 +81,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import re
 import resource
 import signal
@@ -81,7 +96,8 @@ from typing import Any
 import numpy as np
 
 from openg2g.core.errors import FeederError
-from openg2g.grid.feeder.dss_includes import Definition, element_definitions, redirect_cycle, shown
+from openg2g.core.limits import lower_limit
+from openg2g.grid.feeder.dss_includes import Definition, Refused, Scan, describe_refused, scan, shown
 from openg2g.grid.feeder.model import (
     DEFAULT_EMERG_AMPS,
     DEFAULT_EMERG_KVA_FACTOR,
@@ -118,6 +134,7 @@ __all__ = [
     "YPRIM_RTOL",
     "engine",
     "read_opendss",
+    "run_in_worker",
     "snapshot_mode",
 ]
 
@@ -127,7 +144,7 @@ READ_TIMEOUT_S = 300.0
 """Longest :func:`read_opendss` lets the engine read a file (s); IEEE 8500 takes about 2 s."""
 
 READ_MEMORY_BYTES = 8 * 1024**3
-"""Address space the engine's worker process may use (bytes)."""
+"""Address space the engine's worker process may use (bytes); a lower limit of the caller stays."""
 
 _WORKER = "import sys; from openg2g.grid.feeder.opendss import main; sys.exit(main())"
 """The worker process's program (``-m`` would run this module a second time beside its package's import)."""
@@ -222,40 +239,49 @@ _SWITCH_STATES = {1: "open", 2: "closed"}
 
 # ----------------------------------------------------------------------------------- engine
 @contextmanager
-def engine(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
-    """A fresh DSS engine context with the circuit at ``path`` read in.
+def engine(path: Path, warnings: list[str] | None = None, found: Scan | None = None) -> Iterator[Any]:
+    """A fresh DSS engine context with the circuit at ``path`` read in, once the files are scanned
+    (:func:`~openg2g.grid.feeder.dss_includes.scan`, or ``found``, the scan already made): no
+    command of them runs when the scan refuses one.
 
     The file is read as ``Redirect`` reads it: the engine steps into the folder of each file it
     reads, so that every relative name resolves beside the file that names it (the commands that
     take a file, ``uuids`` among them, look only in the working folder), and the working folder
-    is restored once it has read them. The engine's data folder is a temporary one of its own:
-    whatever the file or a solve makes the engine write (a regulator's debug trace, an
-    ``Export``) lands there and is deleted, never beside the user's files.
+    is restored once it has read them. The engine's data and output folder is a temporary one of
+    its own: whatever the file or a solve makes the engine write (a ``Show``, a regulator's debug
+    trace) lands there and is deleted, never beside the user's files (in :func:`run_in_worker`'s
+    process, the temporary folder is inside the worker's scratch folder). Its names are read as
+    UTF-8, or as Latin-1 bytes when a file is not UTF-8 (the engine keeps a file's bytes as they
+    are), so no name fails to read.
 
     The engine stops at the first message it gives, a warning included (DSS-Extensions' early
     abort), where OpenDSS reads on past a warning. A file stopped by a warning is read again with
     the engine reading on past its messages (:func:`_read_past_warnings`): its warnings are
     appended to ``warnings``; any other message is still an error.
 
-    :raises FeederError: the engine refuses the file (its message, with the file).
+    :raises FeederError: the scan refuses commands (each named with its file and line), or the
+        engine refuses the file (its message, with the file).
     """
+    found = scan(path) if found is None else found
+    if found.refused:
+        raise FeederError(_commands_refusal(path, found.refused))
     from dss import DSS, DSSException  # the engine's library is loaded only to read a file
 
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="openg2g-opendss-") as scratch:
-        ctx = _new_context(DSS, scratch)
+        ctx = _new_context(DSS, scratch, found.utf8)
         try:
             try:
-                ctx.Text.Command = f'redirect "{path}"'
+                ctx.Text.Command = f'redirect "{_engine_text(ctx, path)}"'
             except DSSException as exc:
                 message = _engine_message(exc)
                 if not _is_warning(message):
                     raise FeederError(f"{path}: OpenDSS: {message}") from None
                 ctx.ClearAll()
-                ctx = _new_context(DSS, scratch)
-                found = _read_past_warnings(ctx, path, Path(scratch), message)
+                ctx = _new_context(DSS, scratch, found.utf8)
+                past = _read_past_warnings(ctx, path, Path(scratch), message)
                 if warnings is not None:
-                    warnings.extend(found)
+                    warnings.extend(past)
             finally:
                 os.chdir(cwd)
             yield ctx
@@ -263,14 +289,35 @@ def engine(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
             ctx.ClearAll()
 
 
-def _new_context(dss: Any, scratch: str) -> Any:
-    """A new engine context with no editor, no forms, and ``scratch`` as its data folder."""
+def _new_context(dss: Any, scratch: str, utf8: bool) -> Any:
+    """A new engine context with no editor, forms or shell commands, ``scratch`` as its data and
+    output folder, its names read as UTF-8 (``utf8``) or as Latin-1 bytes."""
     ctx = dss.NewContext()
     ctx.AllowEditor = False
     ctx.AllowForms = False
+    ctx.AllowDOScmd = False
     ctx.AllowChangeDir = True
+    if not utf8:
+        # DSS-Python decodes the engine's strings with its context's codec (UTF-8, strict): Latin-1
+        # reads any byte, and encodes the names it read back to the same bytes
+        ctx._api_util.codec = "latin-1"
     ctx.DataPath = scratch
     return ctx
+
+
+def _engine_text(ctx: Any, path: Path) -> str:
+    """``path`` as text the engine's codec encodes back to the file system's bytes."""
+    return os.fsencode(path).decode(ctx._api_util.codec)
+
+
+def _commands_refusal(path: Path, refused: list[Refused]) -> str:
+    """The refusal of the commands of ``path``'s files the scan refuses, each with its file and line."""
+    n = len(refused)
+    head = (
+        f"{path}: openg2g refuses {n} line{'s' if n > 1 else ''} of this file, before OpenDSS ran it (a .dss file "
+        "may read any file, not write one, move OpenDSS's folders, run code or hide what it does from the scan):"
+    )
+    return "\n".join([head, *(f"  {line}" for line in describe_refused(refused, path.parent))])
 
 
 def _is_warning(message: str) -> bool:
@@ -290,9 +337,9 @@ def _read_past_warnings(ctx: Any, path: Path, scratch: Path, first: str) -> list
     early = ctx.Error.EarlyAbort  # one setting of the engine's library, for every context
     ctx.Error.EarlyAbort = False
     try:
-        ctx.Text.Command = f'redirect "{path}"'
+        ctx.Text.Command = f'redirect "{_engine_text(ctx, path)}"'
         log = scratch / "openg2g-messages.txt"
-        ctx.Text.Command = f'export errorlog "{log}"'
+        ctx.Text.Command = f'export errorlog "{_engine_text(ctx, log)}"'
     finally:
         ctx.Error.EarlyAbort = early
     messages = [re.sub(r"^\(\d+\)\s*", "", m).strip() for m in log.read_text(errors="replace").splitlines()]
@@ -410,7 +457,7 @@ def _bus_coordinates(ctx: Any, path: Path) -> None:
     for cand in sorted(path.parent.iterdir()):
         low = cand.name.lower()
         if ("busxy" in low and low.endswith(".csv")) or low == "buscoords.dat":
-            ctx.Text.Command = f'BusCoords "{cand}"'
+            ctx.Text.Command = f'BusCoords "{_engine_text(ctx, cand)}"'
             return
 
 
@@ -618,10 +665,11 @@ def _refused_before_reading(definitions: dict[str, Definition]) -> list[tuple[st
 class _Reader:
     """Takes the model out of a compiled, solved circuit (see the module docstring)."""
 
-    def __init__(self, ctx: Any, path: Path) -> None:
+    def __init__(self, ctx: Any, path: Path, definitions: dict[str, Definition]) -> None:
         self.ctx = ctx
         self.circuit = ctx.ActiveCircuit
         self.path = path
+        self.definitions = definitions
         self.frequency_hz = float(self.circuit.Solution.Frequency)
         self.primitives: list[PrimitiveModel] = []
         self.refused: list[tuple[str, str]] = []
@@ -645,7 +693,7 @@ class _Reader:
         """Every refusal so far as one error (:func:`_refusal`), None when there is none."""
         if not self.refused:
             return None
-        return _refusal(self.path, self.refused, element_definitions(self.path))
+        return _refusal(self.path, self.refused, self.definitions)
 
     def check(self, element: str, local: _Local, ours: np.ndarray, what: str) -> None:
         """Refuse ``element`` when ``ours`` is not the engine's ``Yprim`` (folded on ``local``)."""
@@ -1326,23 +1374,43 @@ def _bus_order(
     return [*seen, *(b for b in buses if b not in seen)]
 
 
-def _read(path: Path, name: str | None, warnings: list[str]) -> FeederModel:
-    """:func:`read_opendss` in this process (what its worker process runs); OpenDSS's warnings
-    appended to ``warnings``."""
+def _read(path: Path, name: str | None) -> dict[str, Any]:
+    """:func:`read_opendss` in this process (what its worker process runs): ``{"model": the model as
+    a dict, "warnings": OpenDSS's warnings}``.
+
+    :raises FeederError: as :func:`read_opendss`.
+    """
     from dss import DSSException
 
+    found = scan(path)
+    refused = _refused_before_reading(found.definitions)
+    if refused or found.refused:
+        raise _before_reading(path, refused, found)
+    warnings: list[str] = []
     try:
-        return _read_circuit(path, name, warnings)
+        model = _read_circuit(path, name, warnings, found)
     except DSSException as exc:
         raise FeederError(f"{path}: OpenDSS: {_engine_message(exc)}") from None
+    return {"model": model.to_dict(), "warnings": warnings}
 
 
-def _read_circuit(path: Path, name: str | None, warnings: list[str]) -> FeederModel:
-    with engine(path, warnings) as ctx:
+def _before_reading(path: Path, elements: list[tuple[str, str]], found: Scan) -> FeederError:
+    """The refusal of what the scan refuses before the engine runs: the elements openg2g cannot
+    model (:func:`_refusal`), then the commands, but those on an element's line already named."""
+    if not elements:
+        return FeederError(_commands_refusal(path, found.refused))
+    named = {(d.file, d.line) for element, d in found.definitions.items() if element in dict(elements)}
+    commands = [r for r in found.refused if (r.file, r.line) not in named]
+    text = str(_refusal(path, elements, found.definitions, before=True))
+    return FeederError("\n".join([text, _commands_refusal(path, commands)]) if commands else text)
+
+
+def _read_circuit(path: Path, name: str | None, warnings: list[str], found: Scan) -> FeederModel:
+    with engine(path, warnings, found) as ctx:
         _check_values(ctx.ActiveCircuit, path)
         _solve_snapshot(ctx, path)
         _bus_coordinates(ctx, path)
-        reader = _Reader(ctx, path)
+        reader = _Reader(ctx, path, found.definitions)
         circuit = ctx.ActiveCircuit
         bus_kv, bus_nodes, coords = reader.buses()
         source = reader.sources()
@@ -1395,44 +1463,65 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     """Compile an OpenDSS file (a master and everything it redirects to) with OpenDSS's engine and
     read the circuit into a :class:`FeederModel` (see the module docstring).
 
-    The engine runs in a process of its own (:func:`main`) with at most
-    :data:`READ_MEMORY_BYTES` of memory: a file that makes it crash or loop (a redirect cycle, an
-    element of a million phases) is an error here, never a crash of the caller; and the working
-    folder is untouched (:func:`engine`). Before it runs, the files are scanned
-    (:func:`~openg2g.grid.feeder.dss_includes.element_definitions`): the elements openg2g refuses
-    whatever the engine makes of them are named then, the engine not started. OpenDSS's warnings
-    are logged (this module's logger), each once.
+    The engine runs in a process of its own (:func:`run_in_worker`), under a memory cap and
+    ``timeout_s``: a file that makes it crash or loop is an error here, never a crash of the
+    caller, and what it writes stays in the worker's scratch folder. Before it runs, the files are
+    scanned (:func:`~openg2g.grid.feeder.dss_includes.scan`): the commands that would write a file,
+    move OpenDSS's folders or run code, and the elements openg2g refuses whatever the engine makes
+    of them, are named then, the engine not started. OpenDSS's warnings are logged (this module's
+    logger), each once.
 
     :param path: the ``.dss`` file OpenDSS would compile.
     :param name: feeder name; defaults to the circuit's.
     :param timeout_s: longest the reading may take (s).
-    :raises FeederError: a redirect cycle (:func:`~openg2g.grid.feeder.dss_includes.redirect_cycle`,
-        the chain named), the engine refuses the file (its message), OpenDSS does not solve the
-        circuit, elements openg2g cannot model or whose admittance it would not reproduce to
-        :data:`YPRIM_RTOL` (all of them named, with the file and line that define them), or the
-        engine crashed or timed out.
+    :raises FeederError: the scan refuses the files (a redirect cycle, the chain named; commands
+        and elements, each with its file and line), the engine refuses the file (its message),
+        OpenDSS does not solve the circuit, elements openg2g cannot model or whose admittance it
+        would not reproduce to :data:`YPRIM_RTOL` (all of them named, with the file and line that
+        define them), or the engine crashed or timed out.
     """
     path = Path(path).resolve()
     if not path.is_file():
         raise FeederError(f"OpenDSS file not found: {path}")
-    cycle = redirect_cycle(path)
-    if cycle is not None:  # the engine would recurse until it crashes
-        raise FeederError(f"{path}: redirect cycle: {cycle.describe(path.parent)}")
-    definitions = element_definitions(path)
-    if definitions is not None:
-        refused = _refused_before_reading(definitions)
-        if refused:
-            raise _refusal(path, refused, definitions, before=True)
-    cmd = [sys.executable, "-c", _WORKER, str(path), *([name] if name is not None else [])]
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise FeederError(f"{path}: OpenDSS's engine did not finish reading the file in {timeout_s:g} s") from None
+    read = run_in_worker(path, _read, (path, name), timeout_s)
+    for warning in read["warnings"]:
+        _log.warning("%s: OpenDSS warning, read on past it: %s", path, warning)
+    return FeederModel.from_dict(read["model"])
+
+
+def run_in_worker(
+    path: Path, task: Callable[..., Any], args: tuple[Any, ...], timeout_s: float = READ_TIMEOUT_S
+) -> Any:
+    """``task(*args)`` in a worker process of its own (:func:`main`), for a task that runs OpenDSS's
+    engine on ``path``; its result, which must be JSON, is returned.
+
+    The worker's working folder, and the folder its temporary files go to (``TMPDIR``), is a
+    private scratch folder, removed however the call ends (done, refused, timed out, the worker
+    killed by a signal, a ``KeyboardInterrupt``): nothing the engine writes outlives it. Its
+    address space is at most :data:`READ_MEMORY_BYTES` (or the lower limit the caller already has)
+    and it leaves no core dump; it is killed after ``timeout_s``.
+
+    :raises FeederError: the task's own refusal (its message), the worker did not finish in
+        ``timeout_s``, or it crashed (its exit status or signal, and its last line).
+    """
+    root = str(Path(__file__).resolve().parents[3])  # the folder this openg2g is imported from
+    with tempfile.TemporaryDirectory(prefix="openg2g-opendss-", ignore_cleanup_errors=True) as scratch:
+        env = {**os.environ, "TMPDIR": scratch}
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _WORKER],
+                input=pickle.dumps((task, args)),
+                capture_output=True,
+                timeout=timeout_s,
+                cwd=scratch,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise FeederError(f"{path}: OpenDSS's engine did not finish reading the file in {timeout_s:g} s") from None
     if done.returncode == 0:
-        read = json.loads(done.stdout)
-        for warning in read["warnings"]:
-            _log.warning("%s: OpenDSS warning, read on past it: %s", path, warning)
-        return FeederModel.from_dict(read["model"])
+        return json.loads(done.stdout)
     message = done.stderr.decode(errors="replace").strip()
     if done.returncode == _REFUSED:
         raise FeederError(message)
@@ -1440,20 +1529,20 @@ def read_opendss(path: str | Path, name: str | None = None, timeout_s: float = R
     detail = f": {message.splitlines()[-1]}" if message else ""
     raise FeederError(
         f"{path}: OpenDSS's engine crashed reading the file ({cause}{detail}); the file is likely malformed "
-        "(a redirect cycle, an element of absurd size)"
+        f"(an element of absurd size, past the {READ_MEMORY_BYTES / 1024**3:g} GiB of memory the reading may use)"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The worker of :func:`read_opendss`: ``PATH [NAME]``; the model and OpenDSS's warnings as
-    JSON on stdout (``{"model": ..., "warnings": [...]}``, exit 0) or the refusal on stderr (exit 2)."""
-    args = sys.argv[1:] if argv is None else argv
-    resource.setrlimit(resource.RLIMIT_AS, (READ_MEMORY_BYTES, READ_MEMORY_BYTES))
-    warnings: list[str] = []
+def main() -> int:
+    """The worker of :func:`run_in_worker`: the task and its arguments, pickled, on stdin; its JSON
+    result on stdout (exit 0), or its refusal on stderr (exit :data:`_REFUSED`)."""
+    lower_limit(resource.RLIMIT_AS, READ_MEMORY_BYTES)
+    lower_limit(resource.RLIMIT_CORE, 0)
+    task, args = pickle.loads(sys.stdin.buffer.read())  # written by run_in_worker, in this package
     try:
-        model = _read(Path(args[0]), args[1] if len(args) > 1 else None, warnings)
+        result = task(*args)
     except FeederError as exc:
         print(exc, file=sys.stderr)
         return _REFUSED
-    json.dump({"model": model.to_dict(), "warnings": warnings}, sys.stdout)
+    json.dump(result, sys.stdout)
     return 0
