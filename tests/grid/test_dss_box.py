@@ -21,19 +21,11 @@ from openg2g.core.errors import FeederError
 from openg2g.grid.feeder import opendss
 from openg2g.grid.feeder.opendss import read_opendss
 from tests.grid.conftest import shared_data
+from tests.test_fuzz_hostile import TINY_DSS
 
 REPO = Path(__file__).resolve().parents[2]
 
-TINY = """Clear
-New Circuit.tiny basekv=4.16 pu=1.0 phases=3 bus1=src MVAsc3=2000 MVAsc1=2100
-New Linecode.lc nphases=3 r1=0.3 x1=0.6 r0=0.6 x0=1.2 c1=0 c0=0 units=km
-New Line.l1 bus1=src bus2=b1 linecode=lc length=1 units=km
-New Line.l2 bus1=b1 bus2=b2 linecode=lc length=0.5 units=km
-New Load.ld1 bus1=b2 phases=3 conn=wye model=1 kv=4.16 kw=300 kvar=100
-Set Voltagebases=[4.16]
-Calcvoltagebases
-Solve
-"""
+TINY = TINY_DSS
 """A small feeder OpenDSS solves (lines 1 to 9)."""
 
 
