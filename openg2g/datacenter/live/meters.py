@@ -3,7 +3,8 @@
 Each is a :class:`~openg2g.datacenter.live.power.PowerSource`; :func:`power_source` builds one
 from a scenario's ``power:`` mapping. The meter libraries (``nvidia-ml-py``, ``zeus``) are
 imported when a meter opens, so the platform runs without them (``pip install
-'openg2g-cosim[live]'`` installs both).
+'openg2g-cosim[live]'`` installs nvidia-ml-py; zeus is installed on its own, ``pip install zeus``,
+as its ``amdsmi`` stops Ray from starting on a machine without AMD's library).
 """
 
 from __future__ import annotations
