@@ -122,8 +122,19 @@ class PowerSpec(ConfigModel):
 
 
 class RequestSpec(ConfigModel):
-    """The requests the load generator sends: each replica always has its batch size of them in
-    flight (a closed loop), each one a prompt of the set in turn."""
+    """The requests the load generator sends, each one a prompt of the set in turn: a closed loop
+    (each replica always has its batch size of them in flight) or random arrivals at a rate, queued
+    by openg2g while the batch size are in flight."""
+
+    arrival_rate_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=100_000,
+        description="None: a closed loop, a new request as soon as one ends (the servers always run their "
+        "batch size). A rate: requests arrive at random (Poisson, seeded) at this mean rate per real replica "
+        "(1/s) and wait in openg2g's queue until fewer than the batch size are in flight; one whose stream "
+        "is closed by a lower batch goes back to the queue.",
+    )
 
     prompts: str = Field(
         "bundled",

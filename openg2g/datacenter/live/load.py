@@ -27,6 +27,7 @@ import http.client
 import itertools
 import json
 import math
+import random
 import socket
 import threading
 import time
@@ -203,7 +204,11 @@ def _chunk(line: bytes, api: str) -> tuple[str, bool]:
 
 
 class ReplicaLoad:
-    """The closed loop of streaming requests on one real replica.
+    """The streaming requests on one real replica: a closed loop (a new request as soon as one
+    ends), or requests arriving at random (Poisson, seeded) that wait in a queue here until fewer
+    than ``target`` are in flight. A request whose stream is closed because the batch was lowered
+    goes back to the queue in the second case (as a server preempts it), and is gone in the
+    first (the loop sends another).
 
     :param url: the server's base URL.
     :param model: the model name to ask for (one the server serves).
@@ -213,6 +218,8 @@ class ReplicaLoad:
     :param max_tokens: output tokens per request.
     :param slots: the most requests it may ever keep in flight (the largest batch size).
     :param timeout_s: a stream with no chunk for this long is an error (s).
+    :param arrival_rate_per_s: mean arrivals per second; ``None`` for a closed loop.
+    :param seed: seed of the arrival times.
     """
 
     def __init__(
@@ -224,6 +231,8 @@ class ReplicaLoad:
         max_tokens: int,
         slots: int,
         timeout_s: float,
+        arrival_rate_per_s: float | None = None,
+        seed: int = 0,
     ):
         self.url = url
         self.model = model
@@ -237,10 +246,16 @@ class ReplicaLoad:
         self._stopped = False
         self._cond = threading.Condition()
         self._error: tuple[float, str] | None = None
+        self._rate = arrival_rate_per_s
+        self._seed = seed
+        self.waiting = 0
+        """Requests arrived and not yet sent (always 0 in a closed loop)."""
         self._threads = [
             threading.Thread(target=self._slot, args=(i,), name=f"openg2g-live {url} #{i}", daemon=True)
             for i in range(slots)
         ]
+        if arrival_rate_per_s is not None:
+            self._threads.append(threading.Thread(target=self._arrivals, name=f"openg2g-live {url} arrivals", daemon=True))
 
     def start(self, target: int) -> None:
         """Start the loop with ``target`` requests in flight."""
@@ -273,20 +288,42 @@ class ReplicaLoad:
         if self._error is None and not self._stopped:
             self._error = (time.monotonic(), message)
 
+    def _arrivals(self) -> None:
+        assert self._rate is not None
+        rng = random.Random(self._seed)
+        due = time.monotonic()
+        while True:
+            due += rng.expovariate(self._rate)
+            with self._cond:
+                while not self._stopped and time.monotonic() < due:
+                    self._cond.wait(due - time.monotonic())
+                if self._stopped:
+                    return
+                self.waiting += 1
+                self._cond.notify_all()
+
     def _slot(self, i: int) -> None:
         while True:
             with self._cond:
-                while not self._stopped and i >= self._target:
+                while not self._stopped and (i >= self._target or (self._rate is not None and self.waiting == 0)):
                     self._cond.wait()
                 if self._stopped or self._error is not None:
                     return
+                if self._rate is not None:
+                    self.waiting -= 1
             try:
-                self._request(i)
+                cut = self._request(i)
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self._fail(_describe(exc))
                 return
+            if cut and self._rate is not None:
+                with self._cond:
+                    self.waiting += 1
+                    self._cond.notify_all()
 
-    def _request(self, i: int) -> None:
+    def _request(self, i: int) -> bool:
+        """Send one request and read its stream; True if it was closed before its end (the batch
+        was lowered, or the load stopped)."""
         prompt = self._next_prompt()
         if self._api == "chat":
             path = "/v1/chat/completions"
@@ -303,7 +340,7 @@ class ReplicaLoad:
             if response.status != 200:
                 detail = response.read(2000).decode("utf-8", "replace").strip()
                 self._fail(f"POST {path} answered HTTP {response.status}: {detail[:300]}")
-                return
+                return False
             last: float | None = None
             for line in _lines(response):
                 text, finished = _chunk(line, self._api)
@@ -311,10 +348,13 @@ class ReplicaLoad:
                     now = time.monotonic()
                     self.tokens.add(now, now - last if last is not None else math.nan)
                     last = now
-                if finished or self._stopped or i >= self._target:  # done, or the batch was lowered
-                    return
+                if finished:
+                    return False
+                if self._stopped or i >= self._target:  # the batch was lowered
+                    return True
             if not self._stopped and i < self._target:
                 self._fail(f"POST {path}: the stream broke off before its end (the server closed it)")
+            return False
         finally:
             self.in_flight.change(-1)
             conn.close()

@@ -204,7 +204,17 @@ class LiveSite(DatacenterBackend):
             saturate = m.batch_knob.kind == "http"
             slots = 2 * max(info.batch_sizes) if saturate else max(info.batch_sizes)
             loads = [
-                ReplicaLoad(e.url, m.server_model, next_prompt, r.api, r.max_tokens, slots, r.timeout_s)
+                ReplicaLoad(
+                    e.url,
+                    m.server_model,
+                    next_prompt,
+                    r.api,
+                    r.max_tokens,
+                    slots,
+                    r.timeout_s,
+                    r.arrival_rate_per_s,
+                    int(rng.integers(2**31)),
+                )
                 for e in m.endpoints
             ]
             steps = round(spec.stagger_s / _DELAY_GRID_S)

@@ -147,6 +147,22 @@ def test_batch_size_commands_move_the_requests_in_flight_and_the_measurements(se
 
 @pytest.mark.slow
 @needs_server
+@pytest.mark.parametrize(("rate", "low", "high"), [(0.5, 0.0, 4.0), (500.0, 7.5, 8.5)])
+def test_arrivals_at_a_rate_wait_for_the_batch_size(server: DemoServer, tmp_path: Path, rate, low, high):
+    """0.5 requests/s per replica, each a second or less: far fewer in flight than the batch of 8;
+    500/s: more than 8 streams can serve, so the queue keeps exactly the batch size in flight."""
+    batches = ["datacenters.0.models.0.batch_size=8", "datacenters.0.models.1.batch_size=8"]
+    arrivals = f"datacenters.0.requests.arrival_rate_per_s={rate}"
+    result = run_scenario(load_scenario(SCENARIO, [*_plain(server.url, 8), arrivals, *batches]), tmp_path / "out")
+    assert result.summary["status"] == "complete"
+    models = pd.read_parquet(tmp_path / "out" / "models")
+    in_flight = models[models["t_s"] > 2].groupby("model", observed=True)["in_flight"].mean()
+    assert ((in_flight > low) & (in_flight < high)).all(), in_flight
+    assert models["throughput_tok_s"].sum() > 0
+
+
+@pytest.mark.slow
+@needs_server
 def test_a_model_the_server_does_not_serve_is_named(server: DemoServer, tmp_path: Path):
     loaded = load_scenario(SCENARIO, [*_plain(server.url, 2), "datacenters.0.models.1.served_model=llama-4"])
     with pytest.raises(LiveServerError, match=r"does not serve 'llama-4'; it serves 'openg2g-tiny'"):
