@@ -42,6 +42,7 @@ from openg2g.core.folder_lock import lock_held
 from openg2g.core.state import PHASES
 from openg2g.plot.compare import DEFAULT_METRICS, baseline_deltas, read_summaries
 from openg2g.plot.compare_runs import SERIES, run_series
+from openg2g.plot.extremes import extremes_of
 from openg2g.plot.feeder import edge_segments, layout, worst_bus_voltages
 from openg2g.plot.overview import VIEW_POINTS, Overview
 from openg2g.plot.overview_tables import building, grid_times, overview
@@ -369,7 +370,7 @@ def map_at(
     if rows.empty:
         raise AppError("no feeder map: the run has no grid_voltages table (set outputs.voltages: all)")
     assert run.v_min_pu is not None and run.v_max_pu is not None
-    per_bus = worst_bus_voltages(rows, run.v_min_pu, run.v_max_pu)
+    per_bus = worst_bus_voltages(extremes_of(rows), run.v_min_pu, run.v_max_pu)
     phase_margin = np.fmin(rows["v_pu"] - run.v_min_pu, run.v_max_pu - rows["v_pu"])
     worst = (
         pd.DataFrame(

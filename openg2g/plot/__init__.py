@@ -6,7 +6,8 @@
   :mod:`~openg2g.plot.commands`, :mod:`~openg2g.plot.profile`: regulator taps, branch loading,
   substation P/Q, the command timeline, the voltage profile along the feeder;
 - :mod:`~openg2g.plot.voltages`: per-bus-phase voltage heatmap;
-- :mod:`~openg2g.plot.feeder`: feeder map coloured by voltage;
+- :mod:`~openg2g.plot.feeder`: feeder map coloured by voltage; :mod:`~openg2g.plot.extremes`: each
+  bus-phase's lowest and highest voltage, streamed from a run of any size;
 - :mod:`~openg2g.plot.models`: datacenter power per served model;
 - :mod:`~openg2g.plot.compare`: run summaries side by side, as a table and as bars, and the change
   against a baseline; :mod:`~openg2g.plot.compare_runs`: runs side by side over time;
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         summary_frame,
     )
     from openg2g.plot.compare_runs import plot_run_comparison, run_series
+    from openg2g.plot.extremes import bus_phase_extremes, extremes_of, voltages_at
     from openg2g.plot.feeder import (
         bus_voltages,
         feeder_tables,
@@ -87,6 +89,11 @@ _MODULES = {
     "compare_runs": (
         "plot_run_comparison",
         "run_series",
+    ),
+    "extremes": (
+        "bus_phase_extremes",
+        "extremes_of",
+        "voltages_at",
     ),
     "feeder": (
         "bus_voltages",
@@ -139,9 +146,11 @@ __all__ = [
     "Metric",
     "PlotReport",
     "baseline_deltas",
+    "bus_phase_extremes",
     "bus_voltages",
     "command_series",
     "envelope",
+    "extremes_of",
     "feeder_tables",
     "plot_batch_sizes",
     "plot_branch_loading",
@@ -168,6 +177,7 @@ __all__ = [
     "summary_frame",
     "voltage_matrix",
     "voltage_profile",
+    "voltages_at",
     "worst_branches",
     "worst_bus_voltages",
     "worst_instant",

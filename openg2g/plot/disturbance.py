@@ -44,11 +44,17 @@ def block_fractions(scenario: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _site_share(ride_through: pd.DataFrame, fractions: Mapping[str, float], column: str) -> tuple[np.ndarray, np.ndarray]:
+def _site_share(
+    ride_through: pd.DataFrame, fractions: Mapping[str, float], column: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Per step, the blocks' ``column`` weighted by their fractions (``sum f x / sum f``)."""
     weights = ride_through["block"].astype(str).map(fractions).to_numpy(dtype=float)
     frame = pd.DataFrame(
-        {"t_s": ride_through["t_s"].to_numpy(), "w": weights, "wx": weights * ride_through[column].to_numpy(dtype=float)}
+        {
+            "t_s": ride_through["t_s"].to_numpy(),
+            "w": weights,
+            "wx": weights * ride_through[column].to_numpy(dtype=float),
+        }
     )
     grouped = frame.groupby("t_s", sort=True)[["w", "wx"]].sum()
     return grouped.index.to_numpy(dtype=float), (grouped["wx"] / grouped["w"]).to_numpy()

@@ -3,7 +3,8 @@
 The plot reads two small tables, ``buses`` (``bus``, ``x``, ``y``) and ``edges`` (``from_bus``,
 ``to_bus``, ``kind``), that :func:`feeder_tables` extracts from a loaded feeder (or
 :func:`openg2g.grid.kinds.grid_topology` from any grid), and a voltage per bus that
-:func:`bus_voltages` or :func:`worst_bus_voltages` reduces from a run's ``grid_voltages`` table.
+:func:`bus_voltages` reduces from rows of a run's ``grid_voltages`` table or :func:`worst_bus_voltages`
+from its per-bus-phase extremes (:mod:`openg2g.plot.extremes`).
 Buses without coordinates (a pandapower net without geodata) are placed by a graph layout
 (:func:`layout`) around those that have them.
 """
@@ -256,41 +257,41 @@ def _legend(ax: Axes, kinds: pd.Series, marked: Sequence[str]) -> None:
         ax.legend(handles=handles, loc="best", fontsize=8)
 
 
-def worst_bus_voltages(grid_voltages: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> pd.DataFrame:
-    """Each bus's worst voltage over the run: of its lowest and highest bus-phase values, the one
-    nearer to (or further beyond) its limit.
+def worst_bus_voltages(extremes: pd.DataFrame, v_min_pu: float, v_max_pu: float) -> pd.DataFrame:
+    """Each bus's worst voltage over the run: of its bus-phases' lowest and highest values, the
+    one nearer to (or further beyond) its limit.
 
-    :param grid_voltages: the run's ``grid_voltages`` table (``t_s``, ``bus_phase``, ``v_pu``).
+    :param extremes: each bus-phase's extremes (:data:`openg2g.plot.extremes.EXTREME_COLUMNS`:
+        :func:`~openg2g.plot.extremes.bus_phase_extremes` of a run folder, or
+        :func:`~openg2g.plot.extremes.extremes_of` rows in memory).
     :param v_min_pu: lower voltage limit (pu).
     :param v_max_pu: upper voltage limit (pu).
     :return: frame indexed by bus with ``v_pu`` (pu), ``bus_phase`` and ``t_s`` (s) where it
         occurred, and ``margin_pu`` (pu: distance inside the band, negative outside), in feeder
-        order.
+        order; a tie goes to the lower voltage, then to the bus-phase first in the table.
     """
-    frame = grid_voltages.dropna(subset=["v_pu"])
-    bus_phase = frame["bus_phase"].astype(str)
-    bus = bus_phase.str.rsplit(".", n=1).str[0]
-    groups = frame["v_pu"].groupby(bus.to_numpy(), sort=False)
-    low, high = frame.loc[groups.idxmin()], frame.loc[groups.idxmax()]
-    low_margin = low["v_pu"].to_numpy() - v_min_pu
-    high_margin = v_max_pu - high["v_pu"].to_numpy()
+    frame = extremes.dropna(subset=["v_min_pu"])
+    bus_phase = frame["bus_phase"].astype(str).to_numpy()
+    low_margin = frame["v_min_pu"].to_numpy(dtype=float) - v_min_pu
+    high_margin = v_max_pu - frame["v_max_pu"].to_numpy(dtype=float)
     pick_low = low_margin <= high_margin
-    worst = pd.DataFrame(
+    per_phase = pd.DataFrame(
         {
-            "v_pu": np.where(pick_low, low["v_pu"], high["v_pu"]),
-            "bus_phase": np.where(pick_low, low["bus_phase"].astype(str), high["bus_phase"].astype(str)),
-            "t_s": np.where(pick_low, low["t_s"], high["t_s"]),
+            "bus": pd.Series(bus_phase).str.rsplit(".", n=1).str[0].to_numpy(),
+            "v_pu": np.where(pick_low, frame["v_min_pu"], frame["v_max_pu"]),
+            "bus_phase": bus_phase,
+            "t_s": np.where(pick_low, frame["t_min_s"], frame["t_max_s"]),
             "margin_pu": np.where(pick_low, low_margin, high_margin),
-        },
-        index=pd.Index(list(groups.groups), name="bus"),
+        }
     )
-    return worst
+    worst = per_phase.loc[per_phase.groupby("bus", sort=False)["margin_pu"].idxmin()]
+    return worst.set_index("bus")
 
 
 def plot_worst_voltage_map(
     buses: pd.DataFrame,
     edges: pd.DataFrame,
-    grid_voltages: pd.DataFrame,
+    extremes: pd.DataFrame,
     v_min_pu: float,
     v_max_pu: float,
     sites: Iterable[str] = (),
@@ -301,13 +302,13 @@ def plot_worst_voltage_map(
 
     :param buses: ``bus``, ``x``, ``y`` (NaN coordinates are placed by :func:`layout`).
     :param edges: ``from_bus``, ``to_bus``, ``kind``, ``in_service``.
-    :param grid_voltages: the run's ``grid_voltages`` table.
+    :param extremes: each bus-phase's extremes over the run (:func:`openg2g.plot.extremes.bus_phase_extremes`).
     :param v_min_pu: lower voltage limit (pu), the bottom of the colour scale.
     :param v_max_pu: upper voltage limit (pu), the top of the colour scale.
     :param sites: datacenter buses, ringed.
     :param run: the run's name, in the title.
     """
-    worst = worst_bus_voltages(grid_voltages, v_min_pu, v_max_pu)
+    worst = worst_bus_voltages(extremes, v_min_pu, v_max_pu)
     title = "Worst voltage of each bus over the run"
     if not worst.empty:
         bus = worst["margin_pu"].idxmin()

@@ -29,8 +29,10 @@ from openg2g.grid.topology import Topology
 from openg2g.plot.branches import plot_branch_loading
 from openg2g.plot.commands import plot_command_timeline
 from openg2g.plot.disturbance import disturbance_times, plot_disturbance
+from openg2g.plot.extremes import bus_phase_extremes, voltages_at
 from openg2g.plot.feeder import plot_worst_voltage_map
 from openg2g.plot.overview import scenario_data, scenario_deadlines, scenario_limits
+from openg2g.plot.parts import table_parts
 from openg2g.plot.profile import plot_voltage_profile, voltage_profile, worst_instant
 from openg2g.plot.style import LIMIT_STYLE, PHASE_COLORS, new_figure, styled
 from openg2g.plot.substation import plot_substation_power
@@ -413,37 +415,39 @@ def _commands(run: RunData) -> Figure | str:
         return str(exc)
 
 
-def _voltages_and_topology(run: RunData) -> tuple[pd.DataFrame, Topology] | str:
-    voltages = run.table("grid_voltages")
-    if voltages.empty:
+def _voltage_topology(run: RunData) -> Topology | str:
+    """The run's topology when it recorded every voltage, else why its voltage pictures are missing."""
+    if not table_parts(run.out_dir, "grid_voltages"):
         return "no grid_voltages table (set outputs.voltages: all)"
-    if isinstance(run.topology, str):
-        return run.topology
-    return voltages, run.topology
+    return run.topology
 
 
 def _feeder_map(run: RunData) -> Figure | str:
-    found = _voltages_and_topology(run)
-    if isinstance(found, str):
-        return found
-    voltages, topology = found
+    topology = _voltage_topology(run)
+    if isinstance(topology, str):
+        return topology
     assert run.v_min_pu is not None and run.v_max_pu is not None
     return plot_worst_voltage_map(
-        topology.buses, topology.edges, voltages, run.v_min_pu, run.v_max_pu, run.sites, run.name
+        topology.buses,
+        topology.edges,
+        bus_phase_extremes(run.out_dir),
+        run.v_min_pu,
+        run.v_max_pu,
+        run.sites,
+        run.name,
     )
 
 
 def _voltage_profile(run: RunData) -> Figure | str:
-    found = _voltages_and_topology(run)
-    if isinstance(found, str):
-        return found
-    voltages, topology = found
+    topology = _voltage_topology(run)
+    if isinstance(topology, str):
+        return topology
     assert run.v_min_pu is not None and run.v_max_pu is not None
     try:
         t_s = worst_instant(run.table("grid"), run.v_min_pu, run.v_max_pu)
     except ValueError as exc:
         return str(exc)
-    profile = voltage_profile(voltages, topology, t_s)
+    profile = voltage_profile(voltages_at(run.out_dir, t_s), topology, t_s)
     return plot_voltage_profile(profile, topology, run.v_min_pu, run.v_max_pu, t_s, run.name)
 
 

@@ -21,6 +21,7 @@ from openg2g.cli.main import main
 from openg2g.grid.topology import Topology, distance_from_source_km
 from openg2g.plot.commands import command_series
 from openg2g.plot.compare import baseline_deltas
+from openg2g.plot.extremes import bus_phase_extremes, extremes_of
 from openg2g.plot.feeder import plot_worst_voltage_map, worst_bus_voltages
 from openg2g.plot.overview import OVERVIEW_CACHE
 from openg2g.plot.run import RUN_PLOTS, PlotsInterrupted, RunData, expand_fields, read_table
@@ -106,8 +107,7 @@ def test_openg2g_plot_redraws_a_finished_run(full_run: Path, tmp_path: Path) -> 
 def test_the_feeder_map_colours_the_bus_the_tables_call_worst(full_run: Path) -> None:
     run = RunData(full_run)
     assert isinstance(run.topology, Topology)
-    voltages = run.table("grid_voltages")
-    fig = plot_worst_voltage_map(run.topology.buses, run.topology.edges, voltages, 0.95, 1.05)
+    fig = plot_worst_voltage_map(run.topology.buses, run.topology.edges, bus_phase_extremes(full_run), 0.95, 1.05)
     buses = next(c for c in fig.axes[0].collections if isinstance(c, PathCollection))
     drawn = np.asarray(buses.get_array(), dtype=float)
     names = list(run.topology.buses["bus"])
@@ -128,7 +128,7 @@ def test_worst_bus_voltage_is_the_one_nearer_its_limit() -> None:
             "v_pu": [0.97, 1.00, 1.01, 1.04, 0.94, 0.99],
         }
     )
-    worst = worst_bus_voltages(table, 0.95, 1.05)
+    worst = worst_bus_voltages(extremes_of(table), 0.95, 1.05)
     assert worst.loc["a", "v_pu"] == 1.04 and worst.loc["a", "bus_phase"] == "a.b" and worst.loc["a", "t_s"] == 2.0
     assert worst.loc["b", "v_pu"] == 0.94 and worst.loc["b", "margin_pu"] == pytest.approx(-0.01)
 
