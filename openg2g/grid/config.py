@@ -9,9 +9,9 @@ Read from a scenario's ``grid`` block (:mod:`openg2g.scenario.schema` composes i
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import (
     Field,
@@ -28,6 +28,7 @@ from openg2g.grid.frequency import SystemFrequencySpec
 
 __all__ = [
     "MAX_TAP_STEPS",
+    "PRIMARY_MIN_KV",
     "BranchRatingSpec",
     "ExtraLoadSpec",
     "GridSite",
@@ -37,12 +38,51 @@ __all__ = [
     "SiteConnection",
     "SiteTransformerSpec",
     "StorageSpec",
+    "monitored_at_levels",
     "tan_phi",
     "unknown_site",
 ]
 
 MAX_TAP_STEPS = 32
 """Largest tap step magnitude a scenario may allow (32 x 0.625 % = 20 % on a standard regulator)."""
+
+PRIMARY_MIN_KV = 1.0
+"""Lowest base voltage (kV line to line) of a primary level: ANSI C84.1's line between low voltage
+(customers' 120/240/480 V services) and medium voltage (the feeder a utility holds to its band)."""
+
+
+_Bus = TypeVar("_Bus", str, int)
+"""A bus as a backend names it: a feeder's bus name, a pandapower net's bus index."""
+
+_KV_LEVEL_RTOL = 1e-6
+"""A bus whose base is within this of a level is at that level (bases are rounded by the file)."""
+
+
+def monitored_at_levels(
+    spec: GridSpec,
+    buses: Sequence[_Bus],
+    base_kv: Callable[[_Bus], float],
+    site_buses: Collection[_Bus],
+) -> list[_Bus]:
+    """Of the candidate ``buses`` (``grid.monitored_buses``, or every bus past the substation),
+    the ones whose voltages count for limits, in their order.
+
+    ``grid.monitored_min_kv`` keeps those at that base and above. Without it, and when the
+    candidates are not the scenario's own list, ``monitored_levels: primary`` keeps those at
+    :data:`PRIMARY_MIN_KV` and above, or at the lowest level a datacenter connects at when that
+    is lower (a campus on a 480 V or 400 V network is judged at its own level); when that leaves
+    none (a low-voltage network without sites), every level counts.
+
+    :param base_kv: a bus's base voltage (kV line to line).
+    :param site_buses: the datacenters' buses.
+    """
+    tolerance = 1.0 - _KV_LEVEL_RTOL
+    if spec.monitored_min_kv is not None:
+        return [b for b in buses if base_kv(b) >= spec.monitored_min_kv * tolerance]
+    if spec.monitored_buses or spec.monitored_levels == "all":
+        return list(buses)
+    floor = min([PRIMARY_MIN_KV, *(base_kv(b) for b in site_buses)]) * tolerance
+    return [b for b in buses if base_kv(b) >= floor] or list(buses)
 
 
 class GridSite(Protocol):
@@ -275,6 +315,15 @@ class GridSpec(ConfigModel):
         description=(
             "Of those buses, only the ones whose base voltage is at least this (kV line to line) count for limits: "
             "12.47 keeps a 12.47 kV feeder's primary and leaves out its 120/240 V secondaries; None = every level."
+        ),
+    )
+    monitored_levels: Literal["primary", "all"] = Field(
+        "primary",
+        description=(
+            "Which voltage levels count for limits when neither monitored_buses nor monitored_min_kv is given: "
+            f"primary = buses at {PRIMARY_MIN_KV:g} kV and above (line to line), the levels a planner holds to the "
+            "limits, or from the lowest level a datacenter connects at when that is lower (a network with no bus "
+            "at either monitors every level); all = every level, 120/240 V secondaries included."
         ),
     )
     regulators: dict[Name, RegulatorSpec] = Field(default_factory=dict, description="Bank name -> initial setting.")

@@ -81,7 +81,7 @@ from openg2g.core.state import (
     frozen_array,
 )
 from openg2g.core.threads import with_one_blas_thread
-from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec
+from openg2g.grid.config import BranchRatingSpec, GridSite, GridSpec, monitored_at_levels
 from openg2g.grid.feeder.branches import BranchFlows
 from openg2g.grid.feeder.capacitors import CapacitorControls
 from openg2g.grid.feeder.checks import check_against_feeder
@@ -109,9 +109,6 @@ rebuilt from scratch (each in-place update adds rounding)."""
 
 MAX_CONTROL_ITERATIONS = 10
 """Control iterations at one solve time before a run stops: OpenDSS's default ``maxcontroliter``."""
-
-_KV_LEVEL_RTOL = 1e-6
-"""A bus whose base is within this of ``monitored_min_kv`` is at that level (bases are rounded by the file)."""
 
 _BATCH_COLUMNS = 1024
 """Operating points solved together in one batch call (bounds memory on long batches)."""
@@ -178,18 +175,18 @@ def _with_ratings(feeder: Feeder, ratings: Mapping[str, BranchRatingSpec]) -> Fe
 
 
 def _monitored(
-    feeder: Feeder, buses: Sequence[str] | None, min_kv: float | None, nodes: NodeIndex
+    feeder: Feeder, spec: GridSpec, sites: Sequence[GridSite], nodes: NodeIndex
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """Names ``"<bus>.<phase>"`` and node indices of the monitored bus-phases: those of ``buses``,
-    or of every bus but the source side when ``buses`` is empty, at ``min_kv`` (kV line to line)
-    and above when it is given."""
-    if buses:
-        mon_buses = [b.lower() for b in buses]
+    """Names ``"<bus>.<phase>"`` and node indices of the monitored bus-phases: of ``monitored_buses``,
+    or of every bus but the source side, those at the levels that count
+    (:func:`openg2g.grid.config.monitored_at_levels`)."""
+    if spec.monitored_buses:
+        candidates = [b.lower() for b in spec.monitored_buses]
     else:
         skip = set(feeder.source_side_buses)
-        mon_buses = [b for b in feeder.model.bus_kv if b not in skip]
-    if min_kv is not None:
-        mon_buses = [b for b in mon_buses if feeder.model.bus_kv[b] >= min_kv * (1.0 - _KV_LEVEL_RTOL)]
+        candidates = [b for b in feeder.model.bus_kv if b not in skip]
+    site_buses = {s.bus.lower() for s in sites}
+    mon_buses = monitored_at_levels(spec, candidates, feeder.model.bus_kv.__getitem__, site_buses)
     pairs = [(b, p) for b in mon_buses for p in feeder.bus_phases[b]]
     return tuple(f"{b}.{p}" for b, p in pairs), np.array([nodes.index[bp] for bp in pairs], dtype=np.int64)
 
@@ -254,7 +251,7 @@ class FeederGrid(GridBackend):
         self._flows = BranchFlows(self._model, self._nodes)
         self._batteries = {st.name: Battery.from_spec(st) for st in spec.storage}
         self._injections = Injections(feeder, spec, sites, self._nodes, self._batteries, Path(base_dir))
-        self._bus_phases, self._mon_idx = _monitored(feeder, spec.monitored_buses, spec.monitored_min_kv, self._nodes)
+        self._bus_phases, self._mon_idx = _monitored(feeder, spec, sites, self._nodes)
         self._mon_v_base = self._nodes.v_base_v[self._mon_idx][:, None]
         self._regulators = Regulators(feeder, spec.regulators, self._nodes)
         self._capacitor_controls = (

@@ -73,7 +73,7 @@ from openg2g.core.errors import CommandError, PowerFlowError, ScenarioError
 from openg2g.core.interfaces import GridBackend, RegulatorInfo
 from openg2g.core.state import PHASES, BranchSet, DatacenterState, GridState, column_rows, frozen_array
 from openg2g.core.threads import with_one_blas_thread
-from openg2g.grid.config import GridSite, GridSpec, tan_phi, unknown_site
+from openg2g.grid.config import GridSite, GridSpec, monitored_at_levels, tan_phi, unknown_site
 from openg2g.grid.nets.case import PandapowerCase
 from openg2g.grid.nets.disturbances import NetFault, net_fault, source_magnitude
 from openg2g.grid.nets.lowvoltage import DISTURBANCE_BAND, Band, VoltageDependence, site_band
@@ -256,7 +256,7 @@ class PandapowerGrid(GridBackend):
             self._internal(b)
         self._site_band = {s.name: site_band(s.vminpu, s.vmaxpu) for s in sites if s.load_model != "constant_power"}
         """Site with ``load_model: opendss`` -> its band."""
-        self._bus_phases, monitored = self._monitored(spec.monitored_buses, spec.monitored_min_kv)
+        self._bus_phases, monitored = self._monitored(spec, sites)
         self._monitored_pp = monitored
         self._branches = _branch_set(self.net)
         self._base = topology(self.net, self.case, attach, monitored)
@@ -301,17 +301,19 @@ class PandapowerGrid(GridBackend):
             )
         return k
 
-    def _monitored(self, buses: Sequence[str] | None, min_kv: float | None) -> tuple[tuple[str, ...], list[int]]:
-        """The monitored bus-phases and the pandapower bus of each monitored bus."""
-        if buses:
-            chosen = [self.names.bus(b) for b in buses]
+    def _monitored(self, spec: GridSpec, sites: Sequence[GridSite]) -> tuple[tuple[str, ...], list[int]]:
+        """The monitored bus-phases and the pandapower bus of each monitored bus: of
+        ``monitored_buses``, or of every bus but the external grids', those at the levels that count
+        (:func:`openg2g.grid.config.monitored_at_levels`)."""
+        if spec.monitored_buses:
+            chosen = [self.names.bus(b) for b in spec.monitored_buses]
         else:
             slack = {int(b) for b in self.net.ext_grid.loc[self.net.ext_grid["in_service"].astype(bool), "bus"]}
             chosen = [b for b in self.names.index if b in self.case.pp_bus and b not in slack]
-        if min_kv is not None:
-            chosen = [b for b in chosen if b is not None and self.net.bus.at[b, "vn_kv"] >= min_kv * (1.0 - 1e-6)]
+        known = [b for b in chosen if b is not None]
+        site_buses = {b for b in (self.names.bus(s.bus) for s in sites) if b is not None}
+        picked = monitored_at_levels(spec, known, lambda b: float(self.net.bus.at[b, "vn_kv"]), site_buses)
         label = dict(zip(self.names.index, self.names.names))
-        picked = [b for b in chosen if b is not None]
         bus_phases = tuple(f"{label[b]}.{ph}" for b in picked for ph in PHASES)
         return bus_phases, picked
 
