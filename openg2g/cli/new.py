@@ -57,7 +57,9 @@ def _write_new(files: dict[Path, Path | str]) -> list[Path]:
             target.unlink(missing_ok=True)
             for done in written:
                 done.unlink(missing_ok=True)
-            raise ScenarioError([(str(target), f"cannot write it ({exc.strerror or exc}); nothing was written")]) from None
+            raise ScenarioError(
+                [(str(target), f"cannot write it ({exc.strerror or exc}); nothing was written")]
+            ) from None
         written.append(target)
     return written
 

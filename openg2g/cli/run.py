@@ -54,7 +54,9 @@ def _write_error_file(path: Path, exc: BaseException) -> None:
     try:
         write_text_atomic(path, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     except OSError as write_error:
-        print(f"note: the traceback could not be kept in {path} ({write_error.strerror or write_error})", file=sys.stderr)
+        print(
+            f"note: the traceback could not be kept in {path} ({write_error.strerror or write_error})", file=sys.stderr
+        )
     else:
         print(f"traceback: {path}", file=sys.stderr)
 
@@ -130,8 +132,10 @@ def run_loaded(loaded: LoadedScenario, out: str | None, overwrite: bool, progres
         )
     lag = summary.get("realtime")
     if lag:
-        print(f"real time: {lag['instants']} control instants, behind the wall clock by {lag['lag_mean_s']:.3f} s on "
-              f"average, {lag['lag_max_s']:.3f} s at most")
+        print(
+            f"real time: {lag['instants']} control instants, behind the wall clock by {lag['lag_mean_s']:.3f} s on "
+            f"average, {lag['lag_max_s']:.3f} s at most"
+        )
     print(f"\noutputs: {out_dir}")
     return 0
 

@@ -168,6 +168,9 @@ def _run_folder(args: argparse.Namespace) -> tuple[str | Path, dict[str, Any] | 
 def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from openg2g.envs.rl_extra import require_sb3
+
+    require_sb3("openg2g train")
     from openg2g.envs.config import EnvConfig
     from openg2g.envs.training import TrainingInterrupted, require_tensorboard, train_policy
 

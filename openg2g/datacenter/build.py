@@ -575,7 +575,9 @@ def _read_nvidia_smi(log: _LogLines, gpus: int) -> tuple[np.ndarray, np.ndarray]
 
     def check_readings() -> None:
         if counts and counts[-1] != gpus:
-            raise TraceError(f"{path}: row {first_rows[-1]}: timestamp has {counts[-1]} GPU readings, but --gpus {gpus}")
+            raise TraceError(
+                f"{path}: row {first_rows[-1]}: timestamp has {counts[-1]} GPU readings, but --gpus {gpus}"
+            )
 
     for row_no, line in log:
         if not line.strip() or line.lower().startswith("timestamp"):

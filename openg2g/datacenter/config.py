@@ -15,7 +15,16 @@ from openg2g.core.config import HIDDEN_TAG, MAX_KW, ConfigModel, Name, PowerFact
 from openg2g.core.limits import MAX_DURATION_S
 from openg2g.datacenter.ridethrough import RideThroughSpec
 
-__all__ = ["LIVE_TAG", "PLUGIN_TAG", "REPLAY_TAG", "ModelSpec", "PluginSiteSpec", "SiteSpec", "TrainingSpec", "site_kind"]
+__all__ = [
+    "LIVE_TAG",
+    "PLUGIN_TAG",
+    "REPLAY_TAG",
+    "ModelSpec",
+    "PluginSiteSpec",
+    "SiteSpec",
+    "TrainingSpec",
+    "site_kind",
+]
 
 
 class ModelSpec(ConfigModel):

@@ -90,9 +90,7 @@ class RideThroughSite(DatacenterBackend):
         solve on, and no draw from the next step on; the inner site is not told."""
         self.supplied = supplied
 
-    def observe_grid(
-        self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float | None
-    ) -> None:
+    def observe_grid(self, t_s: float, dt_s: float, v_pu: Sequence[float] | np.ndarray, f_hz: float | None) -> None:
         """A grid solve at ``t_s`` for the step ``(t_s - dt_s, t_s]``: the phase-to-neutral
         voltage magnitudes at the site's bus, a, b, c (pu; read as zeros while the bus has no
         supply), and the system frequency (Hz; ``None`` without a frequency model: the spec's

@@ -51,6 +51,7 @@ from openg2g.core.config import ConfigModel
 from openg2g.core.errors import ControllerError
 from openg2g.core.paths import bundled_policies_dir
 from openg2g.envs.config import EnvConfig
+from openg2g.envs.rl_extra import require_sb3
 from openg2g.envs.safe_pickle import Pickled, load_restricted, rebuild_space
 
 if TYPE_CHECKING:
@@ -107,7 +108,9 @@ def algo_class(algo: str) -> type[BaseAlgorithm]:
     """The SB3 class of an algorithm name.
 
     :raises ControllerError: an unknown name (the message lists the valid ones).
+    :raises G2GError: stable-baselines3 is not installed (:func:`~openg2g.envs.rl_extra.require_sb3`).
     """
+    require_sb3(f"an SB3 policy ({algo})")
     import stable_baselines3 as sb3
 
     classes: dict[str, type[BaseAlgorithm]] = {

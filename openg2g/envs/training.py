@@ -828,7 +828,9 @@ def _resume_point(
     elif resume:
         # starting afresh would write over train.json's record of the earlier segments
         record = out / "train.json"
-        afresh = f"start afresh with --overwrite (which replaces {record})" if record.exists() else "start without --resume"
+        afresh = (
+            f"start afresh with --overwrite (which replaces {record})" if record.exists() else "start without --resume"
+        )
         raise G2GError(
             f"--resume: no checkpoint to continue from in {ckpt_dir} ({CHECKPOINT_PREFIX}_<N>_steps.zip beside its "
             f".json); {afresh}"

@@ -251,9 +251,7 @@ class RunMetrics:
         if math.isnan(self.throughput_time_tok):
             # a model without latency data (a trace imported without it) serves NaN tok/s: name it,
             # once its NaN has made the throughput and the miss fraction figures that cannot be had
-            self._without_throughput.update(
-                (site, m.model) for site, m in models if np.isnan(m.throughput_tok_s).any()
-            )
+            self._without_throughput.update((site, m.model) for site, m in models if np.isnan(m.throughput_tok_s).any())
         if not models:  # no model serves: the steps still count in the time the mean throughput divides by
             for _ in range(len(block[0])):
                 self.datacenter_time_s += dt_s

@@ -109,7 +109,9 @@ class TableRecorder(Recorder):
 
     writes = True
 
-    def __init__(self, out_dir: Path | str, all_voltages: bool = False, all_branches: bool = False, overview: bool = True):
+    def __init__(
+        self, out_dir: Path | str, all_voltages: bool = False, all_branches: bool = False, overview: bool = True
+    ):
         super().__init__()
         self.out_dir = Path(out_dir)
         self._all_voltages = all_voltages
@@ -175,7 +177,9 @@ class TableRecorder(Recorder):
         )
         self.frequency = TableWriter(out_dir / "frequency") if frequency else None
         self.ride_through = (
-            TableWriter(out_dir / "ride_through", dictionary_columns=("site", "block", "mode")) if ride_through else None
+            TableWriter(out_dir / "ride_through", dictionary_columns=("site", "block", "mode"))
+            if ride_through
+            else None
         )
         self.commands = TableWriter(out_dir / "commands", dictionary_columns=("source", "command"))
         self.events = TableWriter(out_dir / "events", dictionary_columns=("command",))

@@ -42,6 +42,7 @@ __all__ = [
     "check_components",
 ]
 
+
 class ScenarioSource(Protocol):
     """What building reads of a loaded scenario (:class:`openg2g.scenario.loaded.LoadedScenario`)."""
 

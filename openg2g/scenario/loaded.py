@@ -80,7 +80,9 @@ class LoadedScenario:
         ]
         scheduled += controllers[len(sc.controllers) :]
         disturbances = (
-            plan_disturbances(sc.disturbances, sc.periods.grid_s, sc.duration_s) if sc.disturbances is not None else None
+            plan_disturbances(sc.disturbances, sc.periods.grid_s, sc.duration_s)
+            if sc.disturbances is not None
+            else None
         )
         frequency = None
         if sc.grid.frequency is not None:

@@ -301,7 +301,9 @@ def toy_scenario(duration_s: float = 60, training: bool = True, overrides: Seque
 
 def toy_components(loaded: LoadedScenario) -> tuple[list[DatacenterBackend], GridBackend, list[Controller]]:
     """Build toy components for a (toy) scenario; its controllers are not built."""
-    sites: list[DatacenterBackend] = [ToySite(spec) for spec in loaded.scenario.datacenters if isinstance(spec, SiteSpec)]
+    sites: list[DatacenterBackend] = [
+        ToySite(spec) for spec in loaded.scenario.datacenters if isinstance(spec, SiteSpec)
+    ]
     if len(sites) < len(loaded.scenario.datacenters):
         raise ScenarioError([("datacenters", "the toy components model replay sites only (no kind: plug-in)")])
     spec = loaded.scenario.grid

@@ -102,7 +102,9 @@ class PowerSpec(ConfigModel):
     url: str | None = Field(None, description="source zeusd: host:port or http://host:port of the daemon.")
     path: str | None = Field(None, description="source file: the CSV log, relative to the scenario file.")
     interval_s: float = Field(0.1, ge=0.01, le=10, description="How often the meter is read (s).")
-    stale_s: float = Field(5.0, ge=0.1, le=600, description="A GPU without a new sample for this long stops the run (s).")
+    stale_s: float = Field(
+        5.0, ge=0.1, le=600, description="A GPU without a new sample for this long stops the run (s)."
+    )
 
     @model_validator(mode="after")
     def _keys(self) -> PowerSpec:
@@ -139,7 +141,7 @@ class RequestSpec(ConfigModel):
     prompts: str = Field(
         "bundled",
         description="bundled (openg2g's own short prompts) or a text file relative to the scenario: one "
-        "prompt per line, or a .jsonl file of {\"prompt\": ...} objects.",
+        'prompt per line, or a .jsonl file of {"prompt": ...} objects.',
     )
     api: Literal["chat", "completions"] = Field(
         "chat", description="The OpenAI API used: /v1/chat/completions or /v1/completions."

@@ -183,7 +183,9 @@ class DemoServer:
                         self._first_request(deadline)
                         return self
                 if time.monotonic() > deadline:
-                    raise G2GError(f"transformers serve did not list {self.name} within {self._timeout_s:g} s ({self.log})")
+                    raise G2GError(
+                        f"transformers serve did not list {self.name} within {self._timeout_s:g} s ({self.log})"
+                    )
                 time.sleep(0.25)
         except BaseException:
             self.stop()
@@ -215,7 +217,5 @@ class DemoServer:
             self.process.kill()
             self.process.wait()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()

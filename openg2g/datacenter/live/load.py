@@ -37,7 +37,16 @@ from dataclasses import dataclass
 
 from openg2g.core.errors import SimulationError
 
-__all__ = ["InFlightLog", "LiveServerError", "ReplicaLoad", "TokenLog", "Tokens", "post_batch_limit", "prompt_cycle", "served_models"]
+__all__ = [
+    "InFlightLog",
+    "LiveServerError",
+    "ReplicaLoad",
+    "TokenLog",
+    "Tokens",
+    "post_batch_limit",
+    "prompt_cycle",
+    "served_models",
+]
 
 _CONNECT_TIMEOUT_S = 5.0
 _KEEP_S = 900.0
@@ -82,7 +91,9 @@ def served_models(url: str, timeout_s: float = _CONNECT_TIMEOUT_S) -> list[str]:
     try:
         return [str(m["id"]) for m in json.loads(body)["data"]]
     except (ValueError, KeyError, TypeError):
-        raise LiveServerError(f"the server at {url} is not OpenAI-compatible: GET /v1/models gave no model list") from None
+        raise LiveServerError(
+            f"the server at {url} is not OpenAI-compatible: GET /v1/models gave no model list"
+        ) from None
 
 
 def post_batch_limit(url: str, path: str, batch: int, timeout_s: float = _CONNECT_TIMEOUT_S) -> None:
@@ -255,7 +266,9 @@ class ReplicaLoad:
             for i in range(slots)
         ]
         if arrival_rate_per_s is not None:
-            self._threads.append(threading.Thread(target=self._arrivals, name=f"openg2g-live {url} arrivals", daemon=True))
+            self._threads.append(
+                threading.Thread(target=self._arrivals, name=f"openg2g-live {url} arrivals", daemon=True)
+            )
 
     def start(self, target: int) -> None:
         """Start the loop with ``target`` requests in flight."""

@@ -101,7 +101,9 @@ def load_prompts(source: str, base_dir: Path) -> list[str]:
             try:
                 prompt = json.loads(line)["prompt"]
             except (ValueError, KeyError, TypeError):
-                raise ScenarioError([(f"{path}:{number}", 'requests.prompts: need a JSON object with "prompt"')]) from None
+                raise ScenarioError(
+                    [(f"{path}:{number}", 'requests.prompts: need a JSON object with "prompt"')]
+                ) from None
             if not isinstance(prompt, str) or not prompt:
                 raise ScenarioError([(f"{path}:{number}", 'requests.prompts: "prompt" must be a non-empty string')])
             prompts.append(prompt)
@@ -334,7 +336,9 @@ class LiveSite(DatacenterBackend):
         on_phase = np.zeros((k, 3))
         deadline = lm.spec.itl_deadline_s
         # the simulated replicas by (real replica, delay): each pair's window is measured once
-        pairs, which = np.unique(np.stack([lm.real, np.rint(lm.delay_s / _DELAY_GRID_S)], axis=1), axis=0, return_inverse=True)
+        pairs, which = np.unique(
+            np.stack([lm.real, np.rint(lm.delay_s / _DELAY_GRID_S)], axis=1), axis=0, return_inverse=True
+        )
         which = which.reshape(-1)
         for i, b in enumerate(ends):
             a = b - dt_s
