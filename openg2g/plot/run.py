@@ -544,8 +544,8 @@ def plot_run(
 ) -> PlotReport:
     """Write every figure of :data:`RUN_PLOTS` the run has the data for, as PNGs in ``out_dir``.
 
-    A figure without its data is skipped with the reason; one whose drawing fails is reported
-    with its error and the others are still drawn. Titles name the run (its scenario's name).
+    A figure without its data is skipped with the reason; one whose drawing fails (out of memory
+    included) is reported with its error and the others are still drawn. Titles name the run (its scenario's name).
 
     :param out_dir: the run folder (tables, ``scenario.yaml``).
     :param v_min_pu: lower voltage limit (pu); ``None`` reads it from the run's ``scenario.yaml``.
@@ -565,6 +565,10 @@ def plot_run(
                     report.skipped[name] = fig
                     continue
                 save_png(fig, run.out_dir / name)
+            except MemoryError:
+                # the run's tables are complete and the other figures may fit: say which, go on
+                report.failed[name] = "MemoryError: out of memory while drawing it"
+                continue
             except (G2GError, ValueError, KeyError, OSError) as exc:
                 report.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue

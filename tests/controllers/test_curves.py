@@ -93,7 +93,6 @@ def test_stored_fits_are_the_run_time_fit() -> None:
             assert_same_predictions(getattr(curves, name), fit_curve(x, y), x, y, f"{model} {batch_sizes} {name}")
 
 
-
 def test_fits_are_compared_by_what_they_predict_not_by_their_parameters() -> None:
     """Llama-3.1-405B's power on the scenarios' grid, whose refit on an AVX-512 Xeon moved k by 1.1e-6
     relative: a refit of the means perturbed at 1e-10 (host noise) moves a parameter as much,
@@ -113,6 +112,7 @@ def test_fits_are_compared_by_what_they_predict_not_by_their_parameters() -> Non
     changed[3] += 0.01 * math.sqrt(residuals @ residuals / (y.size - 4))
     with pytest.raises(AssertionError, match=r"changed mean: the fits predict .* apart at x = "):
         assert_same_predictions(stored, fit_curve(x, changed), x, y, "changed mean")
+
 
 def test_stored_fits_are_used_only_for_their_own_batch_sizes() -> None:
     info = toy_model()

@@ -152,7 +152,6 @@ def test_imported_trace_replays_without_latency_data(tmp_path: Path) -> None:
     assert "run.tsv" in (tmp_path / "lib" / "PROVENANCE.md").read_text()
 
 
-
 def test_a_run_on_an_imported_trace_keeps_its_summary_with_the_unknown_figures_null(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -176,6 +175,7 @@ def test_a_run_on_an_imported_trace_keeps_its_summary_with_the_unknown_figures_n
     cells = dict(zip(re.split(r"\s{2,}", header.strip()), row.split()))
     assert cells["throughput (tok/s)"] == cells["ITL misses (%)"] == "n/a"
     assert f"warning: mean_throughput_tok_s is not available (null in summary.json): {why}" in err
+
 
 def test_library_files_are_byte_reproducible(tmp_path: Path) -> None:
     src = _tsv(tmp_path / "run.tsv", _good_rows())
@@ -260,7 +260,6 @@ def test_a_log_spanning_a_billion_seconds_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "lib").exists()
 
 
-
 class _Fifo:
     """A named pipe fed from a thread with the chunks of ``chunks`` (an endless stream, as
     ``/dev/zero`` or a log still being written is) until the reader closes it; ``written`` counts
@@ -294,7 +293,9 @@ def _rows_forever(step_s: float, header: bool = True) -> Iterator[bytes]:
     if header:
         yield HEADER.encode()
     for start in range(0, 1_000_000, 1000):
-        yield "".join(f"1763561240\t{step_s * i:.3f}\t4000.0\t512\t8\trun\n" for i in range(start, start + 1000)).encode()
+        yield "".join(
+            f"1763561240\t{step_s * i:.3f}\t4000.0\t512\t8\trun\n" for i in range(start, start + 1000)
+        ).encode()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
@@ -341,7 +342,9 @@ def test_a_log_is_refused_at_the_row_that_passes_a_day_and_at_its_size_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fifo = _Fifo(tmp_path / "slow.tsv", _rows_forever(1000.0))  # a row every 1,000 s: row 89 is at 87,000 s
-    with pytest.raises(TraceError, match=r"slow\.tsv: rows 2-89 span 87000 s, longer than the 86400 s a trace may last"):
+    with pytest.raises(
+        TraceError, match=r"slow\.tsv: rows 2-89 span 87000 s, longer than the 86400 s a trace may last"
+    ):
         import_trace(fifo.path, tmp_path / "lib", "M", 8, 512)
     fifo.join()
     monkeypatch.setattr(build, "MAX_LOG_BYTES", 100_000)
@@ -354,7 +357,9 @@ def test_a_log_is_refused_at_the_row_that_passes_a_day_and_at_its_size_limit(
 
 def test_an_imported_logs_hash_is_that_of_its_bytes(tmp_path: Path) -> None:
     src = _tsv(tmp_path / "run.tsv", _good_rows())
-    assert import_trace(src, tmp_path / "lib", "M", 8, 512).source_sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert (
+        import_trace(src, tmp_path / "lib", "M", 8, 512).source_sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
+    )
 
 
 @pytest.mark.slow

@@ -170,7 +170,6 @@ def test_a_flush_cut_by_ctrl_c_writes_the_rows_it_took(tmp_path: Path, monkeypat
     assert list(grid["t_s"]) == pytest.approx([0.1 * k for k in range(1, 41)])
 
 
-
 def test_a_burst_of_ctrl_c_leaves_the_summary_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C pressed several times at once: the first stops the run, the rest land in its closing
     (here: while the last rows are written), which used to stop there and leave the summary saying
@@ -194,6 +193,7 @@ def test_a_burst_of_ctrl_c_leaves_the_summary_interrupted(tmp_path: Path, monkey
     grid = pd.read_parquet(tmp_path / "grid")
     assert grid["t_s"].iloc[-1] == pytest.approx(summary["sim_time_s"])
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
 
 class _LoadedLineGrid(TwoBusGrid):
     """The two-bus toy feeder with its line reported as a branch: 1 A per 100 W drawn per phase,
@@ -228,7 +228,9 @@ def test_branch_loading_table_and_summary(tmp_path: Path, flush_every_s: float) 
     flush blocks; the table (opt-in) has one row per step and conductor."""
     outputs = {"plots": False, "flush_every_s": flush_every_s, "branches": "all"}
     loaded = make_loaded(duration_s=5, outputs=outputs)
-    summary = Simulation.from_scenario(loaded, tmp_path, components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])).run()
+    summary = Simulation.from_scenario(
+        loaded, tmp_path, components=([KilowattSite("dc", [])], _LoadedLineGrid([]), [])
+    ).run()
     assert summary["max_loading_pct"] == 125.0
     assert summary["max_loading_branch"] == "line.feed"
     assert summary["overload_integral_pct_s"] == pytest.approx(125.0, rel=1e-12)

@@ -23,7 +23,9 @@ def log() -> list:
 
 def _sim(log, out_dir=None, **overrides):
     """A simulation of the toy scenario without controllers."""
-    return Simulation.from_scenario(make_loaded(**overrides), out_dir, components=([KilowattSite("dc", log)], TwoBusGrid(log), []))
+    return Simulation.from_scenario(
+        make_loaded(**overrides), out_dir, components=([KilowattSite("dc", log)], TwoBusGrid(log), [])
+    )
 
 
 def test_fraction_gcd_and_clock_are_exact():
@@ -53,7 +55,9 @@ def test_order_within_one_instant(log):
 def test_two_controllers_run_in_listed_order(log):
     first, second = ScriptedController(log, name="first"), ScriptedController(log, name="second")
     loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
-    Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])).run()
+    Simulation.from_scenario(
+        loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])
+    ).run()
     names = [e[2] for e in log if e[0] == "control"]
     assert names == ["first", "second"] * 5
 
@@ -188,7 +192,9 @@ def test_controller_returning_garbage_is_named(log):
             return ["set batch to 8"]
 
     loaded = make_loaded(controllers=[{"kind": "bad"}])
-    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Bad(log, name="bad")]))
+    sim = Simulation.from_scenario(
+        loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [Bad(log, name="bad")])
+    )
     with pytest.raises(ControllerError, match="controller 'bad' returned 'set batch to 8'"):
         sim.run()
 
@@ -237,7 +243,9 @@ def test_external_driving_matches_sensitivity(log):
 
 def test_controllers_beyond_the_scenario_list_run_every_control_period(log, tmp_path):
     extra = ScriptedController(log, name="notebook")
-    sim = Simulation.from_scenario(make_loaded(), str(tmp_path), components=([KilowattSite("dc", log)], TwoBusGrid(log), [extra]))
+    sim = Simulation.from_scenario(
+        make_loaded(), str(tmp_path), components=([KilowattSite("dc", log)], TwoBusGrid(log), [extra])
+    )
     sim.run()
     assert [e[1] for e in log if e[0] == "control"] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert (tmp_path / "summary.json").exists()
@@ -249,7 +257,9 @@ def test_a_second_controller_writing_a_setting_stops_the_run(log):
     first = ScriptedController(log, {1.0: [SetTaps(bank="reg1", taps=(1, 1, 1))]}, name="first")
     second = ScriptedController(log, {3.0: [SetTaps(bank="reg1", taps=(2, 2, 2))]}, name="second")
     loaded = make_loaded(controllers=[{"kind": "a"}, {"kind": "b"}])
-    sim = Simulation.from_scenario(loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second]))
+    sim = Simulation.from_scenario(
+        loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [first, second])
+    )
     with pytest.raises(
         SimulationError,
         match=r"t=3 s: .*controllers\.1 \('second'\) writes regulator of bank 'reg1', "

@@ -182,7 +182,6 @@ def test_cli_resume_without_a_record_needs_a_scenario(tmp_path, capsys):
     assert f"error: scenario: missing (--resume found no train.json in {tmp_path})" in capsys.readouterr().err
 
 
-
 def test_resume_without_a_checkpoint_is_refused_and_leaves_train_json_as_it_was(tmp_path):
     """It used to start from step 0 and write a new train.json over the run's history."""
     empty = tmp_path / "empty"
@@ -231,7 +230,13 @@ def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, capsys,
     with pytest.raises(G2GError, match=rf"^{re.escape(str(path))}: damaged checkpoint, {why}; move it away to resume"):
         _train(out, 256, resume=True)
     assert (out / "train.json").read_text() == "{}"
-    assert sorted(p.name for p in out.rglob("*")) == ["checkpoints", "model_128_steps.json", "model_128_steps.zip", "train.json"]
+    assert sorted(p.name for p in out.rglob("*")) == [
+        "checkpoints",
+        "model_128_steps.json",
+        "model_128_steps.zip",
+        "train.json",
+    ]
+
 
 @pytest.mark.slow
 def test_a_fresh_run_refuses_a_folder_holding_one(two_segments):

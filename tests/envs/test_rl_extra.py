@@ -28,7 +28,9 @@ def test_train_without_the_rl_extra_says_how_to_install_it(without_sb3: None, tm
 
 
 @pytest.mark.slow
-def test_the_rl_controller_without_the_extra_stops_with_the_install_line(without_sb3: None, tmp_path: Path, capsys) -> None:
+def test_the_rl_controller_without_the_extra_stops_with_the_install_line(
+    without_sb3: None, tmp_path: Path, capsys
+) -> None:
     code = main(["run", "ieee13_rl", "--set", "duration_s=2", "--out", str(tmp_path / "r"), "--no-progress"])
     err = capsys.readouterr().err
     assert code != 0 and "openg2g-cosim[rl]" in err and "Traceback" not in err

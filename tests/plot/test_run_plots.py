@@ -170,6 +170,21 @@ def test_cli_run_says_the_run_completed_when_ctrl_c_hits_the_plots(tmp_path: Pat
     assert "interrupted while drawing the plots; the run is complete" in err and "written: none" in err
 
 
+def test_a_figure_out_of_memory_is_reported_and_the_run_completes_with_the_others(tmp_path: Path, monkeypatch) -> None:
+    from openg2g.plot import run as plot_run_module
+
+    def out_of_memory(run: RunData) -> Figure:
+        raise MemoryError
+
+    monkeypatch.setitem(plot_run_module.RUN_PLOTS, "feeder_map.png", out_of_memory)
+    out = tmp_path / "run"
+    run_scenario("ieee13_none", out, ["duration_s=2", "events=[]", "outputs.voltages=all"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "complete"
+    assert summary["plots"]["failed"] == {"feeder_map.png": "MemoryError: out of memory while drawing it"}
+    assert "voltage_profile.png" in summary["plots"]["written"]  # drawn after the one that failed
+
+
 # --------------------------------------------------------------------------- thinning
 def test_envelope_keeps_every_extreme_and_thins_to_the_budget() -> None:
     t = np.arange(10_000) * 0.1

@@ -75,7 +75,9 @@ def test_a_scenario_check_does_not_contact_the_servers():
 
 
 def test_a_live_site_takes_batch_sizes_only_and_only_measured_ones():
-    loaded = load_scenario(SCENARIO, ["events=[{t_s: 5, command: set_replicas, site: dc1, model: Llama-3.1-8B, replicas: 10}]"])
+    loaded = load_scenario(
+        SCENARIO, ["events=[{t_s: 5, command: set_replicas, site: dc1, model: Llama-3.1-8B, replicas: 10}]"]
+    )
     with pytest.raises(ScenarioError, match="takes set_batch_size only, not SetReplicas"):
         check_start(loaded)
     loaded = load_scenario(
@@ -88,7 +90,7 @@ def test_a_live_site_takes_batch_sizes_only_and_only_measured_ones():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ('datacenters.0.power={source: nvml}', "power source nvml needs the 1 GPU id"),
+        ("datacenters.0.power={source: nvml}", "power source nvml needs the 1 GPU id"),
         ("datacenters.0.models.0.replicas=0", "0 simulated replicas cannot stand on 1 real ones"),
         ("datacenters.0.training={gpus: 8, start_s: 0, end_s: 10}", "training is for a replay site"),
         ('datacenters.0.models.0.endpoints=[{url: "127.0.0.1:8000"}]', "need an http:// or https:// URL"),
