@@ -10,15 +10,20 @@ Writes ``MODEL.json`` beside the zip (the env settings ``kind: rl_policy`` and `
 read; see ``docs/rl.md``) after checking that the scenario, with those settings, gives the model's
 observation and action spaces; a difference is named (shape, bounds, number of actions).
 ``--vecnormalize`` names the ``VecNormalize`` statistics the model was trained with (stored relative
-to the JSON file), or ``none``: needed for a model trained under ``VecNormalize``, since the zip does
-not say whether it normalized observations or rewards only. Nothing in the zip or the statistics is
-unpickled.
+to the JSON file), or ``none`` (raw observations). Without it, a ``vecnormalize.pkl`` beside the zip
+(or in rl-zoo's folder named after it) is taken; else raw observations, unless a PPO or A2C zip
+shows it was trained under ``VecNormalize`` (then the statistics, or ``none`` for rewards only,
+are asked for). A SAC, TD3 or DQN zip cannot show it: give ``--vecnormalize`` for one trained on
+normalized observations. The
+algorithm is read from the zip (sb3-contrib's MaskablePPO deploys as PPO). Nothing in the zip or
+the statistics is unpickled.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from openg2g.cli.train import parse_env_settings
 from openg2g.core.errors import ControllerError
@@ -43,7 +48,16 @@ def _wrap(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"settings: {written}")
+    print(f"observations: {_normalization(written)}")
     return 0
+
+
+def _normalization(settings: Path) -> str:
+    """What the written settings say the policy's observations are, for the terminal."""
+    from openg2g.envs.policy import read_meta
+
+    stats = read_meta(settings).vecnormalize
+    return f"normalized by {settings.parent / stats}" if stats is not None else "raw (no VecNormalize statistics)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     wrap.add_argument(
         "--vecnormalize",
         metavar="PATH|none",
-        help="its VecNormalize statistics (vecnormalize.pkl), or none; needed if trained under VecNormalize",
+        help="its VecNormalize statistics (vecnormalize.pkl), or none (default: a vecnormalize.pkl beside the zip)",
     )
     wrap.add_argument("--algo", help="SB3 algorithm: ppo, a2c, sac, td3 or dqn (default: read from the zip)")
     wrap.add_argument("--force", action="store_true", help="replace an existing MODEL.json")

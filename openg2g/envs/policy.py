@@ -70,6 +70,8 @@ __all__ = [
     "policy_paths",
     "resolve_policy",
     "save_policy",
+    "statistics_beside",
+    "trained_in_vecnormalize",
     "wrap_policy",
 ]
 
@@ -268,11 +270,27 @@ def _zip_spaces(zip_path: Path, data: dict[str, Any]) -> tuple[Any, Any]:
     return found[0], found[1]
 
 
+_CONTRIB_POLICIES = {
+    # MaskablePPO's policy is PPO's actor-critic network with masks applied when sampling: the
+    # weights load into PPO's, and the env's layout remaps what a mask would forbid anyway
+    "sb3_contrib.common.maskable.policies": "ppo",
+}
+"""sb3-contrib policy modules whose zips load as one of :data:`DEPLOY_ALGOS`."""
+
+_STATEFUL_POLICIES = {
+    "sb3_contrib.common.recurrent.policies": (
+        "RecurrentPPO, whose LSTM state is carried from step to step, which the rl_policy controller does not do"
+    ),
+}
+"""sb3-contrib policy modules the controller cannot deploy, and why."""
+
+
 def _infer_algo(zip_path: Path, data: dict[str, Any]) -> str:
     """The algorithm that saved a zip: from its policy class's module, PPO and A2C (which share
-    ``ActorCriticPolicy``) told apart by PPO's ``n_epochs``.
+    ``ActorCriticPolicy``) told apart by PPO's ``n_epochs``; sb3-contrib's MaskablePPO as PPO.
 
-    :raises ControllerError: a policy class of none of :data:`DEPLOY_ALGOS`.
+    :raises ControllerError: a policy class of none of :data:`DEPLOY_ALGOS` (a RecurrentPPO zip
+        says why it cannot be deployed).
     """
     policy_class = data.get("policy_class")
     module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
@@ -281,9 +299,13 @@ def _infer_algo(zip_path: Path, data: dict[str, Any]) -> str:
             return algo
     if module == "stable_baselines3.common.policies":
         return "ppo" if "n_epochs" in data else "a2c"
+    if module in _CONTRIB_POLICIES:
+        return _CONTRIB_POLICIES[module]
+    if module in _STATEFUL_POLICIES:
+        raise ControllerError(f"{zip_path}: a policy of {_STATEFUL_POLICIES[module]}")
     raise ControllerError(
         f"{zip_path}: cannot tell its algorithm (policy class module {module!r}); openg2g loads "
-        f"{', '.join(DEPLOY_ALGOS)}: write its settings with openg2g policy wrap --algo"
+        f"{', '.join(DEPLOY_ALGOS)} and sb3-contrib's MaskablePPO: write its settings with openg2g policy wrap --algo"
     )
 
 
@@ -423,11 +445,46 @@ def read_vecnormalize(path: str | Path, observation_space: spaces.Space) -> ObsN
     return ObsNormalization(mean, var, epsilon, clip_obs, path)
 
 
-def trained_under_vecnormalize(zip_path: Path) -> bool:
-    """Whether the model in the zip was trained in a ``VecNormalize`` wrapper: SB3 then keeps the
-    unnormalized observations beside the ones the model saw (``_last_original_obs``), else null.
-    It does not record whether the wrapper normalized observations or only rewards."""
+def trained_in_vecnormalize(zip_path: Path, algo: str) -> bool | None:
+    """Whether the model in the zip was trained in SB3's ``VecNormalize`` wrapper, where the zip
+    can say: an on-policy model (PPO, A2C) keeps the observations from before the wrapper
+    (``_last_original_obs``) only when trained in it. An off-policy model (SAC, TD3, DQN) keeps
+    them always, so its zip cannot say: ``None``. Neither says whether the wrapper normalized the
+    observations or only the rewards.
+
+    :param algo: the zip's algorithm (one of :data:`DEPLOY_ALGOS`).
+    """
+    if algo not in ("ppo", "a2c"):
+        return None
     return _zip_data(zip_path).get("_last_original_obs") is not None
+
+
+def statistics_beside(zip_path: Path) -> Path | None:
+    """``VecNormalize`` statistics saved beside a zip: ``vecnormalize.pkl`` in its folder, or in the
+    folder named after it (rl-zoo's ``logs/ALGO/ENV_1/ENV/vecnormalize.pkl`` beside ``ENV.zip``)."""
+    for candidate in (zip_path.parent / "vecnormalize.pkl", zip_path.parent / zip_path.stem / "vecnormalize.pkl"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _default_statistics(zip_path: Path, algo: str, ask: str) -> str:
+    """The statistics a zip given without any is deployed with: those saved beside it, else
+    ``"none"`` (raw observations) unless the zip shows it was trained in ``VecNormalize``.
+
+    :param ask: how the caller names the missing setting, for the message.
+    :raises ControllerError: the zip was trained in ``VecNormalize`` and no statistics are beside it.
+    """
+    found = statistics_beside(zip_path)
+    if found is not None:
+        return str(found)
+    if trained_in_vecnormalize(zip_path, algo):
+        raise ControllerError(
+            f"{zip_path} was trained under SB3's VecNormalize (it keeps the observations from before the wrapper) "
+            f"and no vecnormalize.pkl is beside it: give the statistics ({ask} path/to/vecnormalize.pkl), or "
+            f"{ask} none if it normalized rewards only"
+        )
+    return "none"
 
 
 def observation_normalization(
@@ -437,21 +494,21 @@ def observation_normalization(
 
     :param given: ``vecnormalize`` of the ``rl_policy`` params: a path to the statistics, ``"none"``
         (raw observations), or None: what the policy's JSON file says (:attr:`PolicyMeta.vecnormalize`),
-        and without one, raw observations for a zip trained without ``VecNormalize``.
-    :raises ControllerError: None given for a zip trained under ``VecNormalize`` with no JSON file
-        beside it, or statistics that cannot be read or do not fit (:func:`read_vecnormalize`).
+        and without one, the statistics saved beside the zip (:func:`statistics_beside`), else raw
+        observations unless the zip shows it was trained in ``VecNormalize`` (:func:`trained_in_vecnormalize`).
+    :raises ControllerError: None given for a zip trained in ``VecNormalize`` with neither a JSON
+        file nor statistics beside it, or statistics that cannot be read or do not fit
+        (:func:`read_vecnormalize`).
     """
     _, json_path = policy_paths(zip_path)
     if given is None and json_path.is_file():
         saved = read_meta(zip_path).vecnormalize
         given = str(json_path.parent / saved) if saved is not None else "none"
-    if given is None and trained_under_vecnormalize(zip_path):
-        raise ControllerError(
-            f"{zip_path} was trained under SB3's VecNormalize (the zip keeps the original observations beside the "
-            "normalized ones) and the zip does not say whether observations were normalized: give the statistics "
-            "(rl_policy param vecnormalize: path/to/vecnormalize.pkl), or vecnormalize: none if only rewards were"
+    if given is None:
+        given = _default_statistics(
+            zip_path, _infer_algo(zip_path, _zip_data(zip_path)), "rl_policy param vecnormalize:"
         )
-    if given is None or given == "none":
+    if given == "none":
         return None
     return read_vecnormalize(given, observation_space)
 
@@ -471,7 +528,9 @@ def wrap_policy(
     :param scenario: scenario path, bundled name or ``"toy"``, with ``overrides``.
     :param env_config: :class:`EnvConfig` fields; ``action`` defaults to the zip's kind of action.
     :param vecnormalize: the ``VecNormalize`` statistics the model was trained with, or ``"none"``;
-        needed for a zip trained under ``VecNormalize``. Stored relative to the settings file.
+        ``None``: those saved beside the zip (:func:`statistics_beside`), else raw observations unless
+        the zip shows it was trained in ``VecNormalize``. Stored relative to the settings file, and
+        not at all when they normalized rewards only.
     :param algo: one of :data:`DEPLOY_ALGOS`; default inferred from the zip.
     :param force: replace an existing settings file.
     :return: the settings file's path.
@@ -501,14 +560,10 @@ def wrap_policy(
         layout.check_spaces(observation_space, action_space, f"policy {zip_path}")
     finally:
         env.close()
-    if vecnormalize is None and trained_under_vecnormalize(zip_path):
-        raise ControllerError(
-            f"{zip_path} was trained under SB3's VecNormalize: give --vecnormalize path/to/vecnormalize.pkl, or "
-            "--vecnormalize none if it normalized rewards only"
-        )
+    if vecnormalize is None:
+        vecnormalize = _default_statistics(zip_path, algo, "--vecnormalize")
     stored = None
-    if vecnormalize not in (None, "none"):
-        read_vecnormalize(vecnormalize, observation_space)
+    if vecnormalize != "none" and read_vecnormalize(vecnormalize, observation_space) is not None:
         stored = os.path.relpath(Path(vecnormalize).resolve(), json_path.resolve().parent)
     timesteps = data.get("num_timesteps")
     meta = PolicyMeta(

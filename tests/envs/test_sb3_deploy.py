@@ -71,8 +71,10 @@ def test_deployed_actions_are_the_models_on_normalized_observations(sb3_model):
 
 
 @pytest.mark.slow
-def test_missing_statistics_are_refused(sb3_model):
-    zip_path, _ = sb3_model
+def test_missing_statistics_are_refused(sb3_model, tmp_path):
+    source_zip, _ = sb3_model
+    zip_path = tmp_path / "ppo.zip"  # away from the vecnormalize.pkl saved beside it
+    zip_path.write_bytes(source_zip.read_bytes())
     env = make_toy_env(duration_s=DURATION_S, variations=None)
     env.reset(seed=0)
     with pytest.raises(ControllerError, match="trained under SB3's VecNormalize") as exc:
@@ -136,8 +138,8 @@ def test_policy_wrap_writes_settings_that_rl_policy_runs(sb3_model, tmp_path, ca
     zip_path.parent.mkdir()
     zip_path.write_bytes(source_zip.read_bytes())
     wrap = ["policy", "wrap", str(zip_path), "--scenario", "toy", "--set", f"duration_s={DURATION_S}"]
-    assert main(wrap) == 2  # trained under VecNormalize: the statistics (or none) must be named
-    assert "give --vecnormalize" in capsys.readouterr().err
+    assert main(wrap) == 2  # trained under VecNormalize, no statistics beside it: they (or none) must be named
+    assert "give the statistics (--vecnormalize path/to/vecnormalize.pkl)" in capsys.readouterr().err
     assert main([*wrap, "--vecnormalize", str(stats_path)]) == 0
     settings = json.loads(zip_path.with_suffix(".json").read_text())
     assert settings["algo"] == "ppo" and settings["env"]["action"] == "discrete"
@@ -169,3 +171,78 @@ def test_policy_wrap_writes_settings_that_rl_policy_runs(sb3_model, tmp_path, ca
         runs[label] = summary
     assert runs["wrapped"] == runs["named"]
     assert runs["wrapped"] != runs["raw"]
+
+
+def _box_toy() -> gym.Env:
+    return make_toy_env(duration_s=DURATION_S, action="box")
+
+
+def _wrap(zip_path: Path, *extra: str) -> list[str]:
+    return ["policy", "wrap", str(zip_path), "--scenario", "toy", "--set", f"duration_s={DURATION_S}", *extra]
+
+
+@pytest.mark.slow
+def test_a_plain_sac_model_wraps_on_raw_observations_without_being_told(tmp_path, capsys):
+    from stable_baselines3 import SAC
+
+    model = SAC("MlpPolicy", DummyVecEnv([_box_toy]), learning_starts=10, seed=0, device="cpu")
+    model.learn(64)  # SAC keeps _last_original_obs whether or not it ran under VecNormalize
+    model.save(tmp_path / "sac.zip")
+    assert main(_wrap(tmp_path / "sac.zip", "--env", "action=box")) == 0
+    assert "observations: raw" in capsys.readouterr().out
+    settings = json.loads((tmp_path / "sac.json").read_text())
+    assert settings["algo"] == "sac" and settings["vecnormalize"] is None
+
+
+@pytest.mark.slow
+def test_statistics_saved_beside_the_zip_are_taken(sb3_model, tmp_path, capsys):
+    source_zip, stats_path = sb3_model
+    rl_zoo = tmp_path / "logs" / "ppo" / "Toy_1"  # rl-zoo's layout: ENV.zip beside ENV/vecnormalize.pkl
+    (rl_zoo / "Toy").mkdir(parents=True)
+    (rl_zoo / "Toy.zip").write_bytes(source_zip.read_bytes())
+    (rl_zoo / "Toy" / "vecnormalize.pkl").write_bytes(stats_path.read_bytes())
+    assert main(_wrap(rl_zoo / "Toy.zip")) == 0
+    assert f"observations: normalized by {rl_zoo / 'Toy' / 'vecnormalize.pkl'}" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_ppo_that_normalized_rewards_only_takes_raw_observations(tmp_path, capsys):
+    vec = VecNormalize(DummyVecEnv([_toy]), norm_obs=False, norm_reward=True)
+    PPO("MlpPolicy", vec, n_steps=64, batch_size=32, seed=0, device="cpu").learn(64).save(tmp_path / "ppo.zip")
+    assert main(_wrap(tmp_path / "ppo.zip")) == 2  # the zip shows the wrapper, not what it normalized
+    assert "none if it normalized rewards only" in capsys.readouterr().err
+    vec.save(str(tmp_path / "vecnormalize.pkl"))  # its statistics beside it say: rewards only
+    assert main(_wrap(tmp_path / "ppo.zip")) == 0
+    assert "observations: raw" in capsys.readouterr().out
+    assert json.loads((tmp_path / "ppo.json").read_text())["vecnormalize"] is None
+
+
+@pytest.mark.slow
+def test_maskable_ppo_deploys_as_its_own_network_without_algo(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO("MlpPolicy", DummyVecEnv([_toy]), n_steps=64, batch_size=32, seed=0, device="cpu")
+    model.learn(64)
+    model.save(tmp_path / "maskable.zip")
+    assert main(_wrap(tmp_path / "maskable.zip")) == 0
+    assert json.loads((tmp_path / "maskable.json").read_text())["algo"] == "ppo"
+    controller = _controller(policy=str(tmp_path / "maskable.zip"))
+    env = make_toy_env(duration_s=DURATION_S, variations=None)
+    obs, _ = env.reset(seed=0)
+    controller.reset(env.context, 0)
+    for step in range(10):
+        action = model.predict(obs, deterministic=True, action_masks=env.action_masks())[0]
+        observed = env.sim.observation()
+        assert controller.step(observed) == env.layout.commands(action, observed), f"step {step}"
+        obs, *_ = env.step(action)
+
+
+@pytest.mark.slow
+def test_a_recurrent_ppo_zip_is_refused_with_why(tmp_path, capsys):
+    from sb3_contrib import RecurrentPPO
+
+    RecurrentPPO("MlpLstmPolicy", DummyVecEnv([_toy]), n_steps=32, batch_size=32, seed=0, device="cpu").save(
+        tmp_path / "lstm.zip"
+    )
+    assert main(_wrap(tmp_path / "lstm.zip")) == 2
+    assert "RecurrentPPO, whose LSTM state is carried from step to step" in capsys.readouterr().err
