@@ -150,6 +150,16 @@ class SiteSpec(VoltageDependence):
         description="Replicas per model whose ITL is sampled each step (all when fewer): fewer make the "
         "reported ITL and throughput noisier and the run faster; deadline misses are analytic, unaffected.",
     )
+    itl_statistics: Literal["sampled", "analytic"] = Field(
+        "sampled",
+        description=(
+            "sampled: each step's ITL and throughput from itl_samples replicas' draws of the measured ITL "
+            "mixtures, with the noise a fleet's per-second telemetry has (the default: the reference figures "
+            "are computed so); analytic: their expected values, no draws: ITL the token-weighted mean of the "
+            "blend's configurations (sum of weight x mean ITL), throughput the replicas' expected tokens, the "
+            "limit of sampled as itl_samples grows, and faster."
+        ),
+    )
 
     layout: Literal["packed", "pool"] = Field(
         "packed",
@@ -205,6 +215,7 @@ class SiteSpec(VoltageDependence):
         for name, default in (
             ("kind", "replay"),
             ("itl_samples", ITL_SAMPLES),
+            ("itl_statistics", "sampled"),
             ("layout", "packed"),
             ("pool_replicas", None),
             ("whole_servers", False),

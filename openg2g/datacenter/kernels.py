@@ -8,7 +8,8 @@ configuration's ITL sample, its inverse, the sum of the inverses over the replic
 per-step blends of concurrency and deadline tails. :func:`add_table_rows`, :func:`add_replica_power`
 and :func:`replica_phase_sums` are the phase power of a model
 (:meth:`ReplayDatacenter._phase_power <openg2g.datacenter.replay.ReplayDatacenter>`): from its
-phase tables after a ramp, replica by replica during one.
+phase tables after a ramp, replica by replica during one. :func:`blend_inverse_itl` integrates a
+blend's expected inverse ITL (the analytic ``itl_statistics``).
 
 Each float comes from the same IEEE operations in the same order as the numpy expressions the
 model was first written in, so the figures are the same bit for bit: the exponential is the C
@@ -40,6 +41,7 @@ __all__ = [
     "THRESHOLDS",
     "add_replica_power",
     "add_table_rows",
+    "blend_inverse_itl",
     "pairwise_sum",
     "replica_phase_sums",
     "serve_model",
@@ -273,6 +275,30 @@ def serve_model(
             itl_s[t] = np.nan
             throughput_tok_s[t] = 0.0
             miss[t] = 0.0
+
+
+@numba.njit(cache=True)
+def blend_inverse_itl(
+    weights: np.ndarray, capped: np.ndarray, mass: np.ndarray, inverse: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``E[1 / ITL]`` of a blend per step by quadrature (:func:`openg2g.datacenter.serving.expected_inverse_itl`):
+    ``inverse[t] = sum_{j, n} mass[j, n] / sum_c weights[c, t] * capped[c, j, n]``.
+
+    :param weights: per configuration its weight at each step, ``(configurations, steps)``.
+    :param capped: per configuration, ``u`` interval and normal node, its capped ITL sample (s).
+    :param mass: probability of each (interval, node).
+    :param inverse: per step, written (1/s).
+    """
+    n_configs, intervals, nodes = capped.shape
+    for t in range(inverse.size):
+        total = 0.0
+        for j in range(intervals):
+            for n in range(nodes):
+                itl = 0.0
+                for c in range(n_configs):
+                    itl += weights[c, t] * capped[c, j, n]
+                total += mass[j, n] / itl
+        inverse[t] = total
 
 
 # ---------------------------------------------------------------- a site's phase power

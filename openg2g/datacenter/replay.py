@@ -39,7 +39,10 @@ replica's tokens in the step are ``c * dt / ITL`` with ``c`` its effective numbe
 sequences, anchored so that the expected tokens per second equal the leaderboard's measured output
 throughput at that (model, GPUs, batch): ``c = throughput_tok_s * mean_itl_s``. The model's ITL is
 the token-weighted mean over the sampled replicas (an estimate of the measured per-token mean
-ITL); its throughput ``replicas * mean(c / ITL)``. The deadline-miss fraction is computed
+ITL); its throughput ``replicas * mean(c / ITL)``. ``itl_statistics: analytic`` reports instead
+their limit over many replicas, with no draw (:func:`openg2g.datacenter.serving.expected_figures`):
+the per-token mean ITL and the measured throughput for one configuration, the blend's
+``E[1 / ITL]`` integrated in a transition. The deadline-miss fraction is computed
 analytically, not sampled: the fraction of tokens over the deadline is ``1 - F(deadline / s)``
 with ``F`` the mixture CDF and ``s`` the power-cap slowdown, blended by token share in transitions.
 
@@ -689,7 +692,7 @@ class ReplayDatacenter(DatacenterBackend):
                     self.spec.itl_samples,
                 )
             )
-        figures = dict(zip(power_w, serve_block(inputs, k)))
+        figures = dict(zip(power_w, serve_block(inputs, k, self.spec.itl_statistics == "analytic")))
         models: dict[str, ModelSeries] = {}
         for m in self._models.values():
             replicas = counts[m.name][0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from openg2g.datacenter import TraceLibrary
 from openg2g.datacenter.library import TimeWeightedSampler, time_weighted_sampler
@@ -163,3 +164,41 @@ def test_blend_is_its_terms_added_in_order(library: TraceLibrary) -> None:
     np.testing.assert_array_equal(itl, replicas / inv_sum)
     np.testing.assert_array_equal(tput, replicas * conc * inv_sum / replicas)
     np.testing.assert_array_equal(miss, sum((s / total * c.tail for s, (_, c) in zip(shares, blend)), np.zeros(k)))
+
+
+def test_analytic_figures_of_one_configuration_are_its_mean_itl_and_measured_rate(library: TraceLibrary) -> None:
+    """The expected figures of one configuration: the mixture's per-token mean ITL under the cap,
+    and replicas x the leaderboard's tokens per second slowed by the cap, with no draw taken."""
+    meta = library.config("Llama-3.1-8B", 1, 128)
+    assert meta.mean_itl_s is not None and meta.throughput_tok_s is not None
+    c = _constants(library, "Llama-3.1-8B", 1, 128, 1.07)
+    k = 5
+    replicas = np.array([0.0, 0.5, 600.0, 600.0, 599.25])
+    n_on = np.ceil(replicas).astype(np.int64)
+    uniform, normal = np.random.default_rng(1), np.random.default_rng(2)
+    m = ServingInput(uniform, normal, 600, replicas, n_on, 0, [(np.ones(k), c)], True)
+    ((itl, tput, miss),) = serve_block([m], k, analytic=True)
+    assert np.isnan(itl[0]) and tput[0] == 0.0 and miss[0] == 0.0  # no replica runs yet
+    np.testing.assert_allclose(itl[1:], meta.mean_itl_s * 1.07, rtol=1e-15)
+    np.testing.assert_allclose(tput[1:], replicas[1:] * meta.throughput_tok_s / 1.07, rtol=1e-14)
+    np.testing.assert_array_equal(miss[1:], c.tail)
+    assert uniform.random() == np.random.default_rng(1).random()  # the streams did not advance
+    assert normal.standard_normal() == np.random.default_rng(2).standard_normal()
+
+
+def test_analytic_figures_are_the_limit_of_the_sampled_ones_in_a_blend(library: TraceLibrary) -> None:
+    """Over many replicas and steps the sampled ITL and throughput of a steady blend of two batch
+    sizes tend to the analytic ones (integrated over the draws the blend's terms share)."""
+    k, n = 400, 2000
+    blend = [
+        (np.full(k, 0.4), _constants(library, "Llama-3.1-70B", 4, 64, 1.0)),
+        (np.full(k, 0.6), _constants(library, "Llama-3.1-70B", 4, 256, 1.0)),
+    ]
+    m = ServingInput(
+        np.random.default_rng(3), np.random.default_rng(4), n, np.full(k, float(n)), np.full(k, n), n, blend, True, n
+    )
+    ((itl_s, tput_s, miss_s),) = serve_block([m], k)
+    ((itl_a, tput_a, miss_a),) = serve_block([m], k, analytic=True)
+    assert np.mean(itl_s) == pytest.approx(itl_a[0], rel=0.01)
+    assert np.mean(tput_s) == pytest.approx(tput_a[0], rel=0.01)
+    np.testing.assert_allclose(miss_s, miss_a, rtol=1e-12)  # the same analytic tails
