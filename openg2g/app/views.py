@@ -42,7 +42,7 @@ from openg2g.app.studies import (
 from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
-from openg2g.plot.feeder import HIGHLIGHT_COLOR
+from openg2g.plot.feeder import EDGE_STYLE, HIGHLIGHT_COLOR
 from openg2g.plot.overview import Panel
 from openg2g.plot.style import PHASE_COLORS, VOLTAGE_CMAP
 from openg2g.plot.timeline import Marks
@@ -90,8 +90,8 @@ CURSOR_COLOR = "#e7298a"
 EVENT_COLOR = "#7f7f7f"
 TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
 LIMIT_COLOR = "#d62728"
-EDGE_COLORS = {"line": "#525252", "switch": "#525252", "transformer": "#8c6d31"}
-EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash"}
+EDGE_COLORS = {str(kind): str(style["colors"]) for kind, style in EDGE_STYLE.items()}
+EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash", "regulator": "dashdot", "reactor": "solid"}
 
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}

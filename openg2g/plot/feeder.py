@@ -42,6 +42,8 @@ EDGE_STYLE: dict[str, dict[str, object]] = {
     "line": {"colors": "#525252", "linewidths": 1.6, "linestyles": "solid"},
     "switch": {"colors": "#525252", "linewidths": 1.0, "linestyles": "dotted"},
     "transformer": {"colors": "#8c6d31", "linewidths": 2.2, "linestyles": "dashed"},
+    "regulator": {"colors": "#6a3d9a", "linewidths": 2.2, "linestyles": "dashdot"},
+    "reactor": {"colors": "#d95f02", "linewidths": 2.6, "linestyles": "solid"},
 }
 """How each kind of branch is drawn."""
 
@@ -49,9 +51,9 @@ EDGE_STYLE: dict[str, dict[str, object]] = {
 def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The drawing tables of a feeder (from :func:`openg2g.grid.feeder.library.load_feeder`).
 
-    :return: ``buses`` (``bus``, ``x``, ``y``, ``phases``; buses without coordinates are left out)
-        and ``edges`` (``name``, ``from_bus``, ``to_bus``, ``kind`` in line/switch/transformer,
-        ``in_service``, ``length_km``; regulator banks of single-phase units appear once).
+    :return: ``buses`` (:data:`openg2g.grid.topology.BUS_COLUMNS`; buses without coordinates are
+        left out) and ``edges`` (:data:`openg2g.grid.topology.EDGE_COLUMNS`; regulator banks of
+        single-phase units appear once).
     """
     from openg2g.grid.topology import feeder_topology
 

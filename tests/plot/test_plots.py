@@ -152,9 +152,9 @@ def test_feeder_tables_of_a_bundled_feeder():
 
     buses, edges = feeder_tables(load_feeder("ieee13"))
     assert {"671", "652", "sourcebus"} <= set(buses["bus"])
-    assert set(edges["kind"]) == {"line", "switch", "transformer"}
+    assert set(edges["kind"]) == {"line", "switch", "transformer", "regulator"}
     # the three single-phase regulator units of one bank are one branch
-    assert (edges["name"] == "reg1").sum() == 1
+    assert edges.loc[edges["name"] == "reg1", "kind"].tolist() == ["regulator"]
     assert set(edges["from_bus"]) | set(edges["to_bus"]) <= set(buses["bus"])
 
 
