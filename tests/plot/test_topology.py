@@ -117,3 +117,42 @@ def test_ckt5_has_a_distance_past_its_series_reactor() -> None:
     distance = distance_from_source_km(topology)
     assert (topology.edges["kind"] == "reactor").sum() == 1
     assert distance.notna().all() and 5.0 < distance.max() < 5.5
+
+
+@pytest.mark.slow
+def test_a_pandapower_nets_switches_and_three_winding_transformers_are_branches() -> None:
+    import pandapower as pp
+
+    from openg2g.grid.topology import net_topology
+
+    net = pp.create_empty_network()
+    hv, mv, lv, a, b, c, d = (
+        pp.create_bus(net, kv, name=n)
+        for n, kv in [("hv", 110), ("mv", 20), ("lv", 10), ("a", 20), ("b", 20), ("c", 20), ("d", 20)]
+    )
+    pp.create_ext_grid(net, hv)
+    pp.create_transformer3w(net, hv, mv, lv, std_type="63/25/38 MVA 110/20/10 kV")
+    pp.create_switch(net, mv, a, et="b", closed=True)
+    cable = {"r_ohm_per_km": 0.125, "x_ohm_per_km": 0.1, "c_nf_per_km": 0.0, "max_i_ka": 0.4}
+    pp.create_line_from_parameters(net, a, b, length_km=1.5, **cable)
+    bc = pp.create_line_from_parameters(net, b, c, length_km=2.0, **cable)
+    pp.create_switch(net, c, bc, et="l", closed=False)
+    pp.create_impedance(net, b, d, rft_pu=0.01, xft_pu=0.02, sn_mva=10)
+    topology = net_topology(net)
+    assert topology.source == "hv"
+    assert topology.buses.set_index("bus")["kv"].to_dict() == {
+        "hv": 110,
+        "mv": 20,
+        "lv": 10,
+        "a": 20,
+        "b": 20,
+        "c": 20,
+        "d": 20,
+    }
+    edges = topology.edges
+    assert sorted(edges["kind"]) == ["line", "line", "reactor", "switch", "transformer", "transformer"]
+    live = edges.set_index(["from_bus", "to_bus"])["in_service"]
+    assert not live[("b", "c")] and live[("a", "b")]  # the open line switch cuts b-c
+    distance = distance_from_source_km(topology)
+    assert distance["lv"] == pytest.approx(0.0, abs=1e-9) and distance["b"] == pytest.approx(1.5)
+    assert distance["d"] == pytest.approx(1.5) and np.isnan(distance["c"])
