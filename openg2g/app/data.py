@@ -287,12 +287,12 @@ class RunStore:
         return building(resolve_run(self.root, run_id))
 
     def positions(self, run: RunData) -> dict[str, tuple[float, float]] | None:
-        """Bus -> drawing position of an open run's feeder, laid out once (a graph layout of a
-        net without coordinates takes seconds); ``None`` when the run has no readable topology."""
+        """Bus -> drawing position of an open run's feeder, laid out once
+        (:func:`openg2g.plot.feeder.layout`); ``None`` when the run has no readable topology."""
         if isinstance(run.topology, str):
             return None
         if run.out_dir not in self._positions:
-            self._positions[run.out_dir] = layout(run.topology.buses, run.topology.edges)
+            self._positions[run.out_dir] = layout(run.topology.buses, run.topology.edges, run.topology.source)
         return self._positions[run.out_dir]
 
 
@@ -383,7 +383,7 @@ def map_at(
     profile = voltage_profile(rows, topology, step)
     live = topology.edges[topology.edges["in_service"].astype(bool)]
     if positions is None:
-        positions = layout(topology.buses, topology.edges)
+        positions = layout(topology.buses, topology.edges, topology.source)
     return MapState(
         t_s=step,
         positions=positions,

@@ -42,9 +42,9 @@ from openg2g.app.studies import (
 from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
-from openg2g.plot.feeder import HIGHLIGHT_COLOR
+from openg2g.plot.feeder import EDGE_STYLE, HIGHLIGHT_COLOR
 from openg2g.plot.overview import Panel
-from openg2g.plot.style import PHASE_COLORS, VOLTAGE_CMAP
+from openg2g.plot.style import PHASE_COLORS, voltage_colorscale, voltage_norm
 from openg2g.plot.timeline import Marks
 
 __all__ = [
@@ -90,8 +90,8 @@ CURSOR_COLOR = "#e7298a"
 EVENT_COLOR = "#7f7f7f"
 TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
 LIMIT_COLOR = "#d62728"
-EDGE_COLORS = {"line": "#525252", "switch": "#525252", "transformer": "#8c6d31"}
-EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash"}
+EDGE_COLORS = {str(kind): str(style["colors"]) for kind, style in EDGE_STYLE.items()}
+EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash", "regulator": "dashdot", "reactor": "solid"}
 
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
@@ -580,7 +580,7 @@ class BusColors:
 
     :param values: bus -> value (buses without one are drawn by ``missing``).
     :param hover: bus -> text after the bus name on hover.
-    :param colorscale: a plotly colour scale name.
+    :param colorscale: a plotly colour scale: a name, or ``(position, colour)`` stops.
     :param cmin: the scale's low end, in the values' unit.
     :param cmax: the scale's high end.
     :param unit: the colour bar's title.
@@ -593,7 +593,7 @@ class BusColors:
 
     values: dict[str, float]
     hover: dict[str, str]
-    colorscale: str
+    colorscale: str | list[tuple[float, str]]
     cmin: float
     cmax: float
     unit: str
@@ -693,18 +693,22 @@ def bus_map_figure(
 
 def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -> go.Figure:
     """The feeder at one grid step, each bus coloured by its worst bus-phase voltage (the colour
-    scale spans the limits), datacenter buses ringed, per-phase values on hover."""
+    scale of the run plots, :func:`openg2g.plot.style.voltage_norm`: light inside the limits,
+    saturated beyond them, out to the step's extremes), datacenter buses ringed, per-phase values
+    on hover."""
     phases: dict[str, list[str]] = {}
     for bus_phase, v_pu in state.bus_phase_v_pu.items():
         bus, phase = bus_phase.rsplit(".", 1)
         phases.setdefault(bus, []).append(f"{phase} {v_pu:.4f}")
     hover = {b: ", ".join(texts) + " pu" for b, texts in phases.items()}
+    norm = voltage_norm(list(state.bus_v_pu.values()), v_min_pu, v_max_pu)
+    volts, _ = norm.knots()
     colors = BusColors(
         values=state.bus_v_pu,
         hover=hover,
-        colorscale=VOLTAGE_CMAP,
-        cmin=v_min_pu,
-        cmax=v_max_pu,
+        colorscale=voltage_colorscale(norm),
+        cmin=volts[0],
+        cmax=volts[-1],
         unit="pu",
         name="bus voltage",
     )

@@ -11,6 +11,7 @@ Buses without coordinates (a pandapower net without geodata) are placed by a gra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -21,7 +22,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
+from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_colorbar, voltage_norm
 from openg2g.plot.timeline import titled
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "edge_segments",
     "feeder_tables",
     "layout",
+    "marker_scale",
     "plot_feeder_map",
     "plot_worst_voltage_map",
     "worst_bus_voltages",
@@ -42,6 +44,8 @@ EDGE_STYLE: dict[str, dict[str, object]] = {
     "line": {"colors": "#525252", "linewidths": 1.6, "linestyles": "solid"},
     "switch": {"colors": "#525252", "linewidths": 1.0, "linestyles": "dotted"},
     "transformer": {"colors": "#8c6d31", "linewidths": 2.2, "linestyles": "dashed"},
+    "regulator": {"colors": "#6a3d9a", "linewidths": 2.2, "linestyles": "dashdot"},
+    "reactor": {"colors": "#d95f02", "linewidths": 2.6, "linestyles": "solid"},
 }
 """How each kind of branch is drawn."""
 
@@ -49,9 +53,9 @@ EDGE_STYLE: dict[str, dict[str, object]] = {
 def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The drawing tables of a feeder (from :func:`openg2g.grid.feeder.library.load_feeder`).
 
-    :return: ``buses`` (``bus``, ``x``, ``y``, ``phases``; buses without coordinates are left out)
-        and ``edges`` (``name``, ``from_bus``, ``to_bus``, ``kind`` in line/switch/transformer,
-        ``in_service``, ``length_km``; regulator banks of single-phase units appear once).
+    :return: ``buses`` (:data:`openg2g.grid.topology.BUS_COLUMNS`; buses without coordinates are
+        left out) and ``edges`` (:data:`openg2g.grid.topology.EDGE_COLUMNS`; regulator banks of
+        single-phase units appear once).
     """
     from openg2g.grid.topology import feeder_topology
 
@@ -60,34 +64,20 @@ def feeder_tables(feeder: Feeder) -> tuple[pd.DataFrame, pd.DataFrame]:
     return buses, topology.edges
 
 
-def layout(buses: pd.DataFrame, edges: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """Bus -> drawing position: a bus's own coordinates, else a place found by a graph layout.
-
-    With no coordinates at all the buses get a Kamada-Kawai layout (a spring layout above 300
-    buses, where Kamada-Kawai's cost grows with the square); with some, the others are placed by a
-    spring layout that holds the known ones fixed. Seeded, so a run always gets the same picture.
+def layout(buses: pd.DataFrame, edges: pd.DataFrame, source: str | None = None) -> dict[str, tuple[float, float]]:
+    """Bus -> drawing position: a bus's own coordinates, else a place found from the topology
+    (:func:`openg2g.plot.placement.place_buses`: between the buses with coordinates it lies
+    between, fanned out from the one it hangs off, or a tidy tree from ``source`` where a part of
+    the grid has none). Deterministic, linear in the number of buses.
 
     :param buses: ``bus``, ``x``, ``y`` (NaN where unknown).
     :param edges: ``from_bus``, ``to_bus``.
+    :param source: the bus the grid is fed from (:attr:`openg2g.grid.topology.Topology.source`);
+        ``None``: the first bus.
     """
-    known = {
-        str(r.bus): (float(r.x), float(r.y))
-        for r in buses.itertuples(index=False)
-        if np.isfinite(float(r.x)) and np.isfinite(float(r.y))
-    }
-    names = [str(b) for b in buses["bus"]]
-    if len(known) == len(names):
-        return known
-    import networkx as nx
+    from openg2g.plot.placement import place_buses
 
-    graph = nx.Graph()
-    graph.add_nodes_from(names)
-    graph.add_edges_from((str(a), str(b)) for a, b in zip(edges["from_bus"], edges["to_bus"]))
-    if not known:
-        placed = nx.kamada_kawai_layout(graph) if len(names) <= 300 else nx.spring_layout(graph, seed=0)
-    else:
-        placed = nx.spring_layout(graph, pos=known, fixed=list(known), seed=0)
-    return {b: (float(placed[b][0]), float(placed[b][1])) for b in names}
+    return place_buses(buses, edges, source)
 
 
 def bus_voltages(
@@ -115,6 +105,15 @@ def bus_voltages(
     return frame.groupby(bus.to_numpy())["v_pu"].agg(how).rename("v_pu")
 
 
+def marker_scale(n_buses: int) -> tuple[float, float]:
+    """How big a map of ``n_buses`` draws its buses and branches, so 3,000-10,000 buses stay
+    apart: a bus's marker area (pt², 70 up to 430 buses, then falling as one over the count, to 5)
+    and a factor on the branch widths of :data:`EDGE_STYLE` (1 up to 300 buses, then one over the
+    square root of the count, to 0.25)."""
+    n = max(n_buses, 1)
+    return float(np.clip(30_000 / n, 5.0, 70.0)), float(np.clip(math.sqrt(300 / n), 0.25, 1.0))
+
+
 def plot_feeder_map(
     buses: pd.DataFrame,
     edges: pd.DataFrame,
@@ -127,46 +126,54 @@ def plot_feeder_map(
 ) -> Figure:
     """The feeder drawn at its bus coordinates, each bus coloured by its voltage.
 
+    Buses without coordinates are placed from the topology (:func:`layout`) and the figure says
+    how many. The colour scale (:func:`openg2g.plot.style.voltage_norm`) is centred on the band
+    between the limits, which are marked on the colour bar, and reaches the data's extremes
+    beyond them in saturated colours; the buses furthest from the band's centre are drawn on top.
+
     :param buses: ``bus``, ``x``, ``y`` (see :func:`feeder_tables`; NaN coordinates are placed by
         :func:`layout`).
-    :param edges: ``from_bus``, ``to_bus`` and optionally ``kind`` (line/switch/transformer) and
+    :param edges: ``from_bus``, ``to_bus`` and optionally ``kind`` (:data:`EDGE_STYLE`'s) and
         ``in_service`` (out-of-service branches are drawn faint).
     :param voltages: bus -> voltage (pu), e.g. from :func:`bus_voltages`; buses without a value are
         grey. ``None`` draws the topology only.
-    :param v_min_pu: bottom of the colour scale (pu); ``None`` uses the data's minimum.
-    :param v_max_pu: top of the colour scale (pu); ``None`` uses the data's maximum.
+    :param v_min_pu: lower limit (pu), at a fixed point of the colour scale; ``None`` uses the
+        data's minimum.
+    :param v_max_pu: upper limit (pu); ``None`` uses the data's maximum.
     :param highlight: buses to ring and name in the legend (datacenter sites).
     :param labels: write bus names (default: when the feeder has at most 60 buses).
     :param title: axes title.
     :return: figure with the map axes (and a colour-bar axes when ``voltages`` is given).
     """
     xy = layout(buses, edges)
+    names = list(xy)
+    area, width = marker_scale(len(names))
+    outline = 0.5 if len(names) <= 500 else 0.0  # at a few points across, an outline would hide the colour
     with styled(**{"axes.grid": False}):
-        fig = new_figure(figsize=(8, 7))
+        fig = new_figure(figsize=(8, 7) if len(names) <= 500 else (10, 9))
         ax = fig.axes[0]
-        kinds = _draw_edges(ax, edges, xy)
-        names = list(xy)
+        kinds = _draw_edges(ax, edges, xy, width)
         x = np.array([xy[b][0] for b in names])
         y = np.array([xy[b][1] for b in names])
         if voltages is not None:
             v = np.array([float(voltages.get(b, np.nan)) for b in names])
             norm = voltage_norm(v, v_min_pu, v_max_pu)
+            on_top = np.argsort(np.nan_to_num(np.abs(np.ma.filled(norm(v), np.nan) - 0.5), nan=-1.0), kind="stable")
             sc = ax.scatter(
-                x,
-                y,
-                c=v,
+                x[on_top],
+                y[on_top],
+                c=v[on_top],
                 cmap=voltage_cmap(),
                 norm=norm,
-                s=70,
+                s=area,
                 edgecolors="k",
-                linewidths=0.5,
+                linewidths=outline,
                 zorder=2,
                 plotnonfinite=True,
             )
-            extend = "both" if v_min_pu is not None and v_max_pu is not None else "neither"
-            fig.colorbar(sc, ax=ax, label="voltage (pu)", extend=extend, shrink=0.8)
+            voltage_colorbar(fig, ax, sc, norm, v_min_pu is not None and v_max_pu is not None)
         else:
-            ax.scatter(x, y, c="#969696", s=40, edgecolors="k", linewidths=0.5, zorder=2)
+            ax.scatter(x, y, c="#969696", s=area * 0.6, edgecolors="k", linewidths=outline, zorder=2)
         marked = [b for b in highlight if b in xy]
         if marked:
             ax.scatter(
@@ -182,6 +189,18 @@ def plot_feeder_map(
         if labels if labels is not None else len(names) <= 60:
             for b, bx, by in zip(names, x, y):
                 ax.annotate(b, (bx, by), textcoords="offset points", xytext=(5, 5), fontsize=7, zorder=4)
+        placed = int(
+            (~(np.isfinite(buses["x"].to_numpy(dtype=float)) & np.isfinite(buses["y"].to_numpy(dtype=float)))).sum()
+        )
+        if placed:
+            ax.text(
+                0.0,
+                0.0,
+                f"{placed:,} of {len(names):,} buses placed from the topology (the file gives them no coordinates)",
+                transform=ax.transAxes,
+                fontsize=8,
+                color="#525252",
+            )
         ax.set_aspect("equal", adjustable="datalim")
         ax.autoscale_view()
         ax.set_xticks([])
@@ -198,12 +217,14 @@ HIGHLIGHT_COLOR = "#e7298a"
 """Ring colour of highlighted (datacenter) buses."""
 
 
-def _draw_edges(ax: Axes, edges: pd.DataFrame, xy: Mapping[str, tuple[float, float]]) -> pd.Series:
-    """Draw the branches between buses that have coordinates, faint when out of service; returns
-    each branch's kind (``line`` when ``edges`` has no ``kind`` column)."""
+def _draw_edges(ax: Axes, edges: pd.DataFrame, xy: Mapping[str, tuple[float, float]], width: float = 1.0) -> pd.Series:
+    """Draw the branches between buses that have coordinates, faint when out of service, their
+    widths times ``width``; returns each branch's kind (``line`` when ``edges`` has no ``kind``
+    column)."""
     for (kind, live), segs in edge_segments(edges, xy).items():
         label = kind if live else f"{kind} (open)"
-        ax.add_collection(LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=label, **EDGE_STYLE[kind]))
+        style = {**EDGE_STYLE[kind], "linewidths": float(EDGE_STYLE[kind]["linewidths"]) * width}  # type: ignore[arg-type]
+        ax.add_collection(LineCollection(segs, zorder=1, alpha=1.0 if live else 0.25, label=label, **style))
     return edges["kind"] if "kind" in edges else pd.Series("line", index=edges.index)
 
 
@@ -312,7 +333,9 @@ def plot_worst_voltage_map(
     title = "Worst voltage of each bus over the run"
     if not worst.empty:
         bus = worst["margin_pu"].idxmin()
-        title += f"\nworst: {worst.at[bus, 'bus_phase']} {worst.at[bus, 'v_pu']:.4f} pu at t={worst.at[bus, 't_s']:g} s"
+        kv = _bus_kv(buses).get(str(bus), math.nan)
+        level = f" ({kv:.4g} kV)" if math.isfinite(kv) else ""
+        title += f"\nworst: {worst.at[bus, 'bus_phase']}{level} {worst.at[bus, 'v_pu']:.4f} pu at t={worst.at[bus, 't_s']:g} s"
     return plot_feeder_map(
         buses,
         edges,
@@ -322,3 +345,10 @@ def plot_worst_voltage_map(
         highlight=sites,
         title=titled(run, title),
     )
+
+
+def _bus_kv(buses: pd.DataFrame) -> dict[str, float]:
+    """Bus -> base voltage (kV line to line) from the ``kv`` column; empty without one."""
+    if "kv" not in buses:
+        return {}
+    return dict(zip(buses["bus"].astype(str), buses["kv"].to_numpy(dtype=float)))

@@ -3,6 +3,8 @@
 Each bus-phase's voltage is drawn against the bus's distance from the source along the
 in-service branches (km of line, :func:`openg2g.grid.topology.distance_from_source_km`), each
 branch a segment between its two buses per phase they share, as in OpenDSS's profile plot. The
+figure says how many bus-phases it leaves out for want of a path distance, and how many lines
+were given without a length unit (counted as km, as OpenDSS does). The
 instant is the grid step whose lowest or highest bus-phase voltage comes nearest to (or goes
 furthest beyond) its limit (:func:`worst_instant`), read from the ``grid`` table.
 """
@@ -111,7 +113,22 @@ def plot_voltage_profile(
         ax.axhline(v_min_pu, **LIMIT_STYLE, label=f"limits {v_min_pu:g}/{v_max_pu:g} pu")
         ax.axhline(v_max_pu, **LIMIT_STYLE)
         ax.autoscale_view()
-        ax.set_xlabel("distance from the source along the feeder (km of line)")
+        missing = int(profile["distance_km"].isna().sum())
+        if missing:
+            ax.text(
+                0.5,
+                0.02 if missing < len(profile) else 0.5,
+                f"{missing:,} of {len(profile):,} bus-phases have no path distance from the source and are not drawn",
+                transform=ax.transAxes,
+                ha="center",
+                fontsize=8,
+                color="#b30000",
+            )
+        unitless = int(live["unit_unknown"].astype(bool).sum()) if "unit_unknown" in live else 0
+        ax.set_xlabel(
+            "distance from the source along the feeder (km of line"
+            + (f"; {unitless:,} lines given without a unit counted as km, as OpenDSS does)" if unitless else ")")
+        )
         ax.set_ylabel("voltage (pu)")
         ax.set_title(titled(run, f"Voltage profile at the worst instant, t={t_s:g} s"))
         ax.legend(loc="best", fontsize=8)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_norm
+from openg2g.plot.style import new_figure, styled, voltage_cmap, voltage_colorbar, voltage_norm
 
 __all__ = ["plot_voltage_heatmap", "voltage_matrix"]
 
@@ -105,7 +105,6 @@ def plot_voltage_heatmap(
         if len(wide) < n_times:
             title += f" ({agg} over bins of {int(np.ceil(n_times / len(wide)))} grid steps)"
         ax.set_title(title)
-        extend = "both" if v_min_pu is not None and v_max_pu is not None else "neither"
-        fig.colorbar(mesh, ax=ax, label="voltage (pu)", extend=extend)
+        voltage_colorbar(fig, ax, mesh, norm, v_min_pu is not None and v_max_pu is not None)
         fig.tight_layout()
     return fig

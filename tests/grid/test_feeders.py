@@ -84,14 +84,18 @@ def test_bundled_artifacts_are_standard_json(name: str) -> None:
 
 
 def test_a_length_without_unit_is_null_in_the_file_and_nan_in_the_model() -> None:
-    """IEEE 13's switch 671692 is given without ``units``: its length is unknown, not 0."""
+    """IEEE 13's switch 671692 is given without ``units``: its length in km is unknown, not 0; the
+    file's number (OpenDSS's 0.001 of a switch) is kept apart, and a line of known unit has none."""
     data = json.loads((DATA_DIR / "ieee13.json").read_text())
     [switch] = [ln for ln in data["feeder"]["lines"] if ln["name"] == "671692"]
-    assert switch["length_km"] is None
+    assert switch["length_km"] is None and switch["length_unitless"] == 0.001
     model = FeederModel.from_dict(data["feeder"])
     [line] = [ln for ln in model.lines if ln.name == "671692"]
-    assert np.isnan(line.length_km)
-    assert [ln["length_km"] for ln in model.to_dict()["lines"] if ln["name"] == "671692"] == [None]
+    assert np.isnan(line.length_km) and line.length_unitless == 0.001
+    [written] = [ln for ln in model.to_dict()["lines"] if ln["name"] == "671692"]
+    assert written["length_km"] is None and written["length_unitless"] == 0.001
+    [other] = [ln for ln in model.to_dict()["lines"] if ln["name"] == "650632"]
+    assert other["length_km"] == pytest.approx(2000 * 0.3048e-3) and "length_unitless" not in other
 
 
 def test_load_feeder_returns_independent_copies() -> None:

@@ -73,7 +73,10 @@ def test_heatmap_has_one_cell_per_step_and_bus_phase_and_limit_colorbar():
     meshes = [c for c in ax.collections if isinstance(c, QuadMesh)]
     assert len(meshes) == 1
     assert meshes[0].get_array().shape == (len(BUS_PHASES), 4)
-    assert (meshes[0].norm.vmin, meshes[0].norm.vmax) == (0.95, 1.05)
+    norm = meshes[0].norm
+    assert (norm.v_min_pu, norm.v_max_pu) == (0.95, 1.05)
+    # the data's lowest (0.947 pu) is below the band, the scale reaches a quarter band beyond each limit
+    assert (norm.vmin, norm.vmax) == pytest.approx((0.925, 1.075))
     (cbar_ax,) = _colorbar_axes(fig)
     assert cbar_ax.get_ylabel() == "voltage (pu)"
     assert [t.get_text() for t in ax.get_yticklabels()] == BUS_PHASES
@@ -85,8 +88,8 @@ def test_heatmap_has_one_cell_per_step_and_bus_phase_and_limit_colorbar():
 def test_heatmap_without_limits_spans_the_data():
     fig = plot_voltage_heatmap(_voltages(n_steps=3))
     mesh = next(c for c in fig.axes[0].collections if isinstance(c, QuadMesh))
-    assert mesh.norm.vmin == pytest.approx(1.0 - 0.05 - 0.002)
-    assert mesh.norm.vmax == pytest.approx(1.0)
+    assert mesh.norm.v_min_pu == pytest.approx(1.0 - 0.05 - 0.002)
+    assert mesh.norm.v_max_pu == pytest.approx(1.0)
 
 
 def test_heatmap_bins_long_runs_and_says_so():
@@ -120,7 +123,7 @@ def test_bus_voltages_takes_the_worst_phase_over_time_or_at_an_instant():
 
 
 def test_feeder_map_colours_buses_by_voltage_and_draws_each_branch_kind():
-    volts = {"650": 1.02, "671": 0.96, "652": 0.94}  # src has none: drawn grey
+    volts = {"650": 0.96, "671": 1.02, "652": 0.94}  # src has none: drawn grey
     fig = plot_feeder_map(BUSES, EDGES, volts, v_min_pu=0.95, v_max_pu=1.05, highlight=["671"])
     ax = fig.axes[0]
     lines = [c for c in ax.collections if isinstance(c, LineCollection)]
@@ -128,9 +131,11 @@ def test_feeder_map_colours_buses_by_voltage_and_draws_each_branch_kind():
     assert next(c for c in lines if c.get_label() == "switch (open)").get_alpha() == pytest.approx(0.25)
     points = [c for c in ax.collections if isinstance(c, PathCollection)]
     buses, ring = points
+    # drawn the missing first, then by distance from the band's centre: 671, 650, then 652 on top
     values = np.asarray(buses.get_array(), dtype=float)
     assert np.isnan(values[0]) and values[1:] == pytest.approx([1.02, 0.96, 0.94])
-    assert (buses.norm.vmin, buses.norm.vmax) == (0.95, 1.05)
+    assert buses.get_offsets().tolist() == [[0.0, 3.0], [0.0, 1.0], [0.0, 2.0], [1.0, 1.0]]
+    assert (buses.norm.v_min_pu, buses.norm.v_max_pu) == (0.95, 1.05)
     assert ring.get_offsets().tolist() == [[0.0, 1.0]]
     assert len(_colorbar_axes(fig)) == 1
     assert {t.get_text() for t in ax.texts} == {"src", "650", "671", "652"}
@@ -152,9 +157,9 @@ def test_feeder_tables_of_a_bundled_feeder():
 
     buses, edges = feeder_tables(load_feeder("ieee13"))
     assert {"671", "652", "sourcebus"} <= set(buses["bus"])
-    assert set(edges["kind"]) == {"line", "switch", "transformer"}
+    assert set(edges["kind"]) == {"line", "switch", "transformer", "regulator"}
     # the three single-phase regulator units of one bank are one branch
-    assert (edges["name"] == "reg1").sum() == 1
+    assert edges.loc[edges["name"] == "reg1", "kind"].tolist() == ["regulator"]
     assert set(edges["from_bus"]) | set(edges["to_bus"]) <= set(buses["bus"])
 
 
@@ -296,3 +301,63 @@ def test_latency_plot_draws_each_models_deadline(tmp_path):
     model_a = next(line for line in ax.get_lines() if line.get_label() == "dc1/A")
     assert dashed[0].get_color() == model_a.get_color() and "deadline" in dashed[0].get_label()
     assert itl_deadlines(tmp_path / "elsewhere") == {}
+
+
+# --------------------------------------------------------------------------- voltage colours
+def _colour(v: float, norm) -> np.ndarray:
+    """The RGB colour (0-1 channels) a voltage gets under ``norm``."""
+    from openg2g.plot.style import voltage_cmap
+
+    return np.asarray(voltage_cmap()(norm(v))[:3])
+
+
+def _rgb_distance(a: float, b: float, norm) -> float:
+    return float(np.linalg.norm(_colour(a, norm) - _colour(b, norm)))
+
+
+def test_a_bus_just_outside_a_limit_is_coloured_unlike_one_just_inside():
+    from openg2g.plot.style import LIMIT_POINTS, voltage_norm
+
+    norm = voltage_norm([0.90, 1.0, 1.08], 0.95, 1.05)
+    assert norm([0.90, 0.95, 1.0, 1.05, 1.08]).tolist() == pytest.approx(
+        [0.0, *LIMIT_POINTS[:1], 0.5, LIMIT_POINTS[1], 1.0]
+    )
+    # across each limit the colour jumps (RGB distance on 0-1 channels; the whole cube's diagonal is 1.73)
+    assert _rgb_distance(0.9499, 0.9501, norm) > 0.4
+    assert _rgb_distance(1.0499, 1.0501, norm) > 0.4
+    assert _rgb_distance(0.93, 0.951, norm) > 0.4
+    # beyond a limit the scale goes on to the data's extreme: 0.90 is not drawn as 0.9499
+    assert _rgb_distance(0.90, 0.9499, norm) > 0.2
+    assert norm.inverse(norm(0.93)) == pytest.approx(0.93)
+
+
+def test_the_voltage_scale_reaches_past_limits_the_data_stays_inside():
+    from openg2g.plot.style import voltage_norm
+
+    norm = voltage_norm([0.97, 1.01], 0.95, 1.05)
+    assert (norm.vmin, norm.v_min_pu, norm.v_max_pu, norm.vmax) == pytest.approx((0.925, 0.95, 1.05, 1.075))
+
+
+def test_the_apps_colour_scale_gives_the_plots_colours():
+    from matplotlib.colors import to_rgb
+
+    from openg2g.plot.style import VOLTAGE_STOPS, voltage_colorscale, voltage_norm
+
+    norm = voltage_norm([0.90, 1.0], 0.95, 1.05)
+    scale = voltage_colorscale(norm)
+    assert [c for _, c in scale] == [c for _, c in VOLTAGE_STOPS]
+    # plotly's stops are linear in pu from vmin: the lower limit's stop at (0.95 - 0.90) / (1.075 - 0.90)
+    assert scale[1][0] == pytest.approx(0.05 / 0.175) and scale[2][0] == scale[1][0]
+    assert to_rgb(scale[2][1]) == pytest.approx(_colour(0.95, norm), abs=0.01)
+
+
+def test_the_map_says_how_many_buses_it_placed_and_names_the_worst_with_its_kv():
+    from openg2g.plot import plot_worst_voltage_map
+    from openg2g.plot.extremes import extremes_of
+
+    buses = BUSES.assign(kv=[115.0, 4.16, 4.16, 0.48], x=[np.nan, 0.0, 0.0, 1.0])
+    table = pd.DataFrame({"t_s": [0.5, 0.5, 1.0], "bus_phase": ["650.a", "652.a", "652.a"], "v_pu": [1.0, 0.96, 0.93]})
+    fig = plot_worst_voltage_map(buses, EDGES, extremes_of(table), 0.95, 1.05)
+    ax = fig.axes[0]
+    assert "worst: 652.a (0.48 kV) 0.9300 pu at t=1 s" in ax.get_title()
+    assert any(t.get_text().startswith("1 of 4 buses placed from the topology") for t in ax.texts)

@@ -121,6 +121,9 @@ class LineModel:
     :param b_us: total shunt susceptance matrix of the whole line (microsiemens), n x n.
     :param length_km: length (km), informational (the matrices already hold it); NaN where the
         file gives the length without a unit (OpenDSS ``units=none``), written as ``null``.
+    :param length_unitless: the file's length where it gives no unit (``units=none``), in the unit
+        the line's impedances per length were written in, which OpenDSS's ``Bus.Distance`` counts as
+        km; ``None`` where the unit is known (then left out of the file).
     :param switch: True for a switch (a near-zero impedance link).
     :param in_service: False when open.
     :param norm_amps: normal current rating of each conductor (A), from the line's or its
@@ -143,6 +146,7 @@ class LineModel:
     in_service: bool = True
     norm_amps: float | None = None
     emerg_amps: float | None = None
+    length_unitless: float | None = None
 
     def ratings_a(self) -> tuple[float, float]:
         """Normal and emergency ratings (A per conductor), OpenDSS's defaults where the file sets none."""
@@ -644,6 +648,8 @@ class FeederModel:
         for line in data["lines"]:  # standard JSON has no NaN
             if not math.isfinite(line["length_km"]):
                 line["length_km"] = None
+            if line["length_unitless"] is None:  # a line of known unit writes as it did before the field
+                del line["length_unitless"]
         return data
 
     @classmethod

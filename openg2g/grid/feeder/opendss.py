@@ -855,6 +855,7 @@ class _Reader:
         x = np.asarray(lines.Xmatrix, dtype=float).reshape(n, n) * length
         b_us = w * np.asarray(lines.Cmatrix, dtype=float).reshape(n, n) * 1e-3 * length
         norm, emerg = float(lines.NormAmps), float(lines.EmergAmps)
+        units = int(lines.Units)
         line = LineModel(
             name=name,
             bus1=bus1,
@@ -864,11 +865,12 @@ class _Reader:
             r_ohm=r.tolist(),
             x_ohm=x.tolist(),
             b_us=b_us.tolist(),
-            length_km=length * _UNIT_M.get(int(lines.Units), math.nan) / 1000.0,
+            length_km=length * _UNIT_M.get(units, math.nan) / 1000.0,
             switch=bool(lines.IsSwitch),
             in_service=bool(e.Enabled) and not any(opened),
             norm_amps=None if norm == DEFAULT_NORM_AMPS or norm <= 0 else norm,
             emerg_amps=None if emerg == DEFAULT_EMERG_AMPS or emerg <= 0 else emerg,
+            length_unitless=length if units == 0 else None,
         )
         if line.in_service:
             local = _Local(_terminals(self.circuit))
