@@ -17,6 +17,8 @@ import yaml
 
 from openg2g.benchmark.spec import load_suite
 from openg2g.cli.main import build_parser, main
+from openg2g.core.errors import ScenarioError
+from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.load import load_study
 from openg2g.sweep.spec import SweepError, load_sweep
 from tests.scenario.test_validation import BASE
@@ -62,6 +64,51 @@ def test_an_unknown_name_says_where_it_was_looked_for(tmp_path, monkeypatch, cap
     ]
     assert main(["sweep", "sweep_nowhere", "--out", "x"]) == 2
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_a_folder_named_like_a_bundled_file_does_not_hide_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name in ("ieee13_none", "sweep_ieee13_taps", "study_ieee13_siting", "benchmark_ieee"):
+        (tmp_path / name).mkdir()
+    assert resolve_scenario_path("ieee13_none") == SCENARIOS / "ieee13_none.yaml"
+    assert load_sweep("sweep_ieee13_taps").path == SCENARIOS / "sweep_ieee13_taps.yaml"
+    assert load_suite("benchmark_ieee", check=False).path == SCENARIOS / "benchmark_ieee.yaml"
+    assert load_study("study_ieee13_siting").path == SCENARIOS / "study_ieee13_siting.yaml"
+    assert main(["validate", "ieee13_none"]) == 0
+    assert capsys.readouterr().out.startswith(f"{SCENARIOS / 'ieee13_none.yaml'}: ok (ieee13_none")
+    # the run reads the bundled file (the folder has none) and writes into --out, not the folder
+    short = ["--set", "duration_s=2", "--set", "outputs.plots=false", "--no-progress"]
+    assert main(["run", "ieee13_none", "--out", "out", *short]) == 0
+    assert (tmp_path / "out" / "summary.json").is_file() and not any((tmp_path / "ieee13_none").iterdir())
+
+
+def test_the_folder_itself_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ieee13_none").mkdir()
+    assert main(["validate", "./ieee13_none"]) == 2
+    said = capsys.readouterr().err
+    assert f"error: ./ieee13_none: {tmp_path / 'ieee13_none'} is a folder, not a scenario file" in said
+
+
+def test_a_file_here_named_like_a_bundled_file_is_taken_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ieee13_none").write_text((SCENARIOS / "ieee13_none.yaml").read_text())
+    assert resolve_scenario_path("ieee13_none") == Path("ieee13_none")
+    assert resolve_scenario_path("ieee13_none") == Path("ieee13_none")
+    # said once, however often the name is resolved
+    assert capsys.readouterr().err == (
+        f"note: ieee13_none is the file {tmp_path / 'ieee13_none'}, not the bundled scenario of that name "
+        f"(give its path for that one: {SCENARIOS / 'ieee13_none.yaml'})\n"
+    )
+
+
+def test_a_bundled_name_given_with_yaml_says_the_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError) as info:
+        resolve_scenario_path("ieee13_none.yaml")
+    said = f"no scenario file {tmp_path / 'ieee13_none.yaml'} (the bundled scenario of that name is ieee13_none, without"
+    assert info.value.problems == [("ieee13_none.yaml", f"{said} .yaml)")]
 
 
 # ------------------------------------------------------------------ plain-text help
