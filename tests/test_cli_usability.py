@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ import yaml
 
 from openg2g.benchmark.spec import load_suite
 from openg2g.cli.main import build_parser, main
+from openg2g.cli.scenarios import first_sentence, scenario_rows
 from openg2g.core.errors import ScenarioError
 from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.load import load_study
@@ -109,6 +111,64 @@ def test_a_bundled_name_given_with_yaml_says_the_name(tmp_path, monkeypatch):
         resolve_scenario_path("ieee13_none.yaml")
     said = f"no scenario file {tmp_path / 'ieee13_none.yaml'} (the bundled scenario of that name is ieee13_none, without"
     assert info.value.problems == [("ieee13_none.yaml", f"{said} .yaml)")]
+
+
+# ------------------------------------------------------------------ scenarios list
+
+
+def test_scenarios_list_names_each_bundled_file_with_its_kind_feeder_and_sites():
+    rows = {row["name"]: row for row in scenario_rows()}
+    assert sorted(rows) == sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    assert rows["ieee13_none"] == {
+        "name": "ieee13_none",
+        "kind": "scenario",
+        "feeder": "openg2g-ieee13",
+        "sites": ["dc1@671"],
+        "duration_s": 3600.0,
+        "description": "IEEE 13 (openg2g variant), one 7,200-GPU site at bus 671 serving five LLMs plus a 1,000 s "
+        "training job, inference ramping to 50% at 2500-3000 s, scheduled tap changes at 1500 s and 3300 s; no "
+        "controller (the baseline).",
+    }
+    # a sweep's base with its set applied (duration_s=30); a study's own duration_s (60)
+    assert (rows["sweep_ieee13_taps"]["kind"], rows["sweep_ieee13_taps"]["duration_s"]) == ("sweep", 30.0)
+    assert rows["sweep_ieee13_taps"]["feeder"] == "openg2g-ieee13"
+    assert (rows["study_ieee13_siting"]["kind"], rows["study_ieee13_siting"]["duration_s"]) == ("study", 60.0)
+    assert rows["study_ieee13_siting"]["description"] == "Where on IEEE 13 should the reference 7,200-GPU site go?"
+    assert rows["benchmark_ieee"]["kind"] == "benchmark suite"
+    assert rows["benchmark_ieee"]["feeder"] == "openg2g-ieee13, openg2g-ieee34, openg2g-ieee123"
+    assert rows["cigre_mv_ofo"]["feeder"] == "pandapower:create_cigre_network_mv"
+    assert rows["live_ieee13_ofo"]["sites"] == ["dc1@671 (live)"]
+
+
+def test_scenarios_list_is_the_same_each_time_as_a_table_and_as_json(capsys):
+    assert main(["scenarios", "list"]) == 0
+    first = capsys.readouterr().out
+    assert main(["scenarios", "list"]) == 0
+    assert capsys.readouterr().out == first
+    header, *lines = first.splitlines()
+    assert header.split()[:5] == ["name", "kind", "feeder", "sites", "duration"]
+    assert [line.split()[0] for line in lines] == sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    assert main(["scenarios", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == scenario_rows()
+
+
+def test_scenarios_list_runs_no_code_a_file_names(tmp_path):
+    (tmp_path / "boom.py").write_text("raise SystemExit('imported')\n")
+    data = {**copy.deepcopy(BASE), "controllers": [{"kind": "boom.py:Boom", "name": "boom"}]}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(data))
+    assert [row["name"] for row in scenario_rows(tmp_path)] == ["mine"]
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Limits 0.95-1.05 pu. Then more.", "Limits 0.95-1.05 pu."),
+        ("Where should it go? Each bus alone.", "Where should it go?"),
+        ("No full stop\n  over two lines", "No full stop over two lines"),
+    ],
+)
+def test_a_description_is_shown_by_its_first_sentence(text, first):
+    assert first_sentence(text) == first
 
 
 # ------------------------------------------------------------------ plain-text help

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "powerflow",
     "feeders",
     "traces",
+    "scenarios",
     "train",
     "evaluate",
     "policy",

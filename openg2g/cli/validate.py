@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.core.errors import ScenarioError
 
-__all__ = ["file_kind", "register"]
+__all__ = ["data_kind", "file_kind", "register"]
 
 
 def file_kind(name: str) -> str:
-    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
-    suite: a ``suite:`` or ``cases:`` key) or ``scenario``.
+    """The kind of the file ``name`` (:func:`data_kind`).
 
     ``name`` is a path or a bundled file's name (``benchmark_ieee``), resolved as every command
     resolves it. A name that resolves to nothing, or an unreadable file, counts as a scenario (the
@@ -37,6 +38,12 @@ def file_kind(name: str) -> str:
         data = read_yaml_mapping(resolve_scenario_path(name))
     except ScenarioError:
         return "scenario"
+    return data_kind(data)
+
+
+def data_kind(data: Mapping[str, Any]) -> str:
+    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
+    suite: a ``suite:`` or ``cases:`` key) or ``scenario``, of a file's top-level mapping."""
     if "study" in data:
         return "study"
     if "suite" in data or "cases" in data:
