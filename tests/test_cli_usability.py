@@ -20,6 +20,7 @@ from openg2g.benchmark.spec import load_suite
 from openg2g.cli.main import build_parser, main
 from openg2g.cli.scenarios import first_sentence, scenario_rows
 from openg2g.core.errors import ScenarioError
+from openg2g.datacenter.library import TraceLibrary
 from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.load import load_study
 from openg2g.sweep.spec import SweepError, load_sweep
@@ -82,6 +83,8 @@ def test_a_folder_named_like_a_bundled_file_does_not_hide_it(tmp_path, monkeypat
     # the run reads the bundled file (the folder has none) and writes into --out, not the folder
     short = ["--set", "duration_s=2", "--set", "outputs.plots=false", "--no-progress"]
     assert main(["run", "ieee13_none", "--out", "out", *short]) == 0
+    # the run starts by saying what the site is (on stderr: stdout is the summary table's)
+    assert capsys.readouterr().err.startswith("site dc1 at bus 671: 7,200 GPUs (4,800 serving, 2,400 training), peak")
     assert (tmp_path / "out" / "summary.json").is_file() and not any((tmp_path / "ieee13_none").iterdir())
 
 
@@ -111,6 +114,27 @@ def test_a_bundled_name_given_with_yaml_says_the_name(tmp_path, monkeypatch):
         resolve_scenario_path("ieee13_none.yaml")
     said = f"no scenario file {tmp_path / 'ieee13_none.yaml'} (the bundled scenario of that name is ieee13_none, without"
     assert info.value.problems == [("ieee13_none.yaml", f"{said} .yaml)")]
+
+
+# ------------------------------------------------------------------ a site's size before a run
+
+
+def test_validate_says_each_sites_gpus_and_peak_power(tmp_path, capsys):
+    path = tmp_path / "sized.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    assert main(["validate", str(path)]) == 0
+    # by hand from the bundled traces: 100 x Llama-3.1-8B (1 GPU) and 20 x Llama-3.1-70B (4 GPUs), each
+    # replica at its trace's highest sample over the measured batch sizes, PUE 1, 100 kW a phase base load
+    library = TraceLibrary.load()
+    peak_w = sum(
+        replicas * max(library.power(model, gpus, b).max() for b in library.batch_sizes(model, gpus))
+        for model, gpus, replicas in (("Llama-3.1-8B", 1, 100), ("Llama-3.1-70B", 4, 20))
+    )
+    peak_w += 3 * 100e3
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"  site dc1 at bus 671: 180 GPUs, peak about {peak_w / 1e3:,.0f} kW (an estimate from the traces' "
+        "per-batch peaks: every replica at its trace's highest sample over its batch sizes)"
+    )
 
 
 # ------------------------------------------------------------------ scenarios list

@@ -3,7 +3,8 @@
 A scenario is checked as ``openg2g run`` would check it and more: the schema, the feeder and the
 trace library, then its components are built and started (controllers check their parameters
 against the feeder, the sites and the trace library) and every event is fired on them, so an
-event that would be rejected mid-run is reported now. A sweep file (``parameters:``) is checked
+event that would be rejected mid-run is reported now. A valid scenario's sites are listed with
+their GPUs and their peak power, estimated from the traces' per-batch peaks. A sweep file (``parameters:``) is checked
 with its first run in full (base scenario, fixed overrides, first point) and its size bounded;
 the other points are checked as they run. A study file (``study:``) is checked with its base
 scenario under the study's overrides (a load-loss study with each of its ride-through settings).
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from openg2g.cli.run import SCENARIO_IS_CODE
+from openg2g.cli.run import SCENARIO_IS_CODE, site_lines
 from openg2g.core.errors import ScenarioError
 
 __all__ = ["data_kind", "file_kind", "register"]
@@ -59,7 +60,8 @@ def _scenario(name: str, overrides: list[str]) -> str:
 
     loaded = load_scenario(name, overrides)
     check_start(loaded)
-    return f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})"
+    ok = f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})"
+    return "\n".join([ok, *(f"  {line}" for line in site_lines(loaded))])
 
 
 def _sweep(name: str, overrides: list[str]) -> str:
