@@ -195,6 +195,43 @@ def test_a_description_is_shown_by_its_first_sentence(text, first):
     assert first_sentence(text) == first
 
 
+# ------------------------------------------------------------------ plot errors
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (MemoryError(), "out of memory drawing the plots from the run's tables; a run with --set outputs.voltages"),
+        (RuntimeError("boom"), "drawing the plots failed: RuntimeError: boom (openg2g --traceback plot ... prints"),
+    ],
+    ids=["memory", "other"],
+)
+def test_a_plot_that_cannot_be_drawn_is_one_line(tmp_path, monkeypatch, capsys, error, said):
+    (tmp_path / "summary.json").write_text("{}")
+
+    def draw(run):  # type: ignore[no-untyped-def]
+        raise error
+
+    monkeypatch.setattr("openg2g.plot.run.RUN_PLOTS", {"feeder_map.png": draw})
+    assert main(["plot", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path}: {said}") and len(err.splitlines()) == 1
+    assert main(["--traceback", "plot", str(tmp_path)]) == 1
+    assert f"{type(error).__name__}" in capsys.readouterr().err.split("Traceback")[1]  # where, when asked
+
+
+def test_memory_running_out_in_any_command_is_one_line(monkeypatch, capsys):
+    def exhausted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise MemoryError
+
+    monkeypatch.setattr("openg2g.scenario.loader.load_scenario", exhausted)
+    assert main(["run", "ieee13_none"]) == 1
+    assert capsys.readouterr().err == (
+        "error: openg2g run ran out of memory (a large feeder's per-bus tables: --set outputs.voltages=envelope "
+        "keeps only their per-step envelope)\n"
+    )
+
+
 # ------------------------------------------------------------------ plain-text help
 
 
