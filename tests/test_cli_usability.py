@@ -83,8 +83,8 @@ def test_a_folder_named_like_a_bundled_file_does_not_hide_it(tmp_path, monkeypat
     # the run reads the bundled file (the folder has none) and writes into --out, not the folder
     short = ["--set", "duration_s=2", "--set", "outputs.plots=false", "--no-progress"]
     assert main(["run", "ieee13_none", "--out", "out", *short]) == 0
-    # the run starts by saying what the site is (on stderr: stdout is the summary table's)
-    assert capsys.readouterr().err.startswith("site dc1 at bus 671: 7,200 GPUs (4,800 serving, 2,400 training), peak")
+    # the run starts by saying what the site is
+    assert capsys.readouterr().out.startswith("site dc1 at bus 671: 7,200 GPUs (4,800 serving, 2,400 training), peak")
     assert (tmp_path / "out" / "summary.json").is_file() and not any((tmp_path / "ieee13_none").iterdir())
 
 

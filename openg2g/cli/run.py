@@ -2,7 +2,7 @@
 
 Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
 events included) and the output folder is checked writable; each site's GPUs and estimated
-peak power are said on stderr (as ``validate`` says them). The folder keeps the scenario as
+peak power are printed first (as ``validate`` prints them), the summary table after the run. The folder keeps the scenario as
 run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``,
 and, when an error stops the run, its full traceback (``error.txt``, written whole or, on a disk
 that cannot take it, not at all, which stderr then says). Ctrl-C or SIGTERM stops the run with its
@@ -106,10 +106,8 @@ def _run(args: argparse.Namespace) -> int:
     stop_cleanly_on_signals(once=True)
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
-    # what the feeder is about to carry, said before the run takes its time; on stderr with the
-    # progress bar, leaving stdout to the summary table
-    for line in site_lines(loaded):
-        print(line, file=sys.stderr)
+    for line in site_lines(loaded):  # what the feeder is about to carry, before the run takes its time
+        print(line, flush=True)
     return run_loaded(loaded, args.out, args.overwrite, progress=not args.no_progress)
 
 

@@ -71,7 +71,7 @@ def resolve_scenario_path(
     one_part = not any(sep in str(name_or_path) for sep in {"/", os.sep})
     bare = one_part and path.suffix == ""
     bundled = folder / f"{path.name}.yaml" if bare else None
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file, or a pipe or device read as one
         if bundled is not None and bundled.is_file() and path.resolve() != bundled.resolve():
             _note_once(
                 f"note: {name_or_path} is the file {path.resolve()}, not the bundled {kind} of that name "
