@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,19 @@ def test_new_scenario_names_the_bundled_scenarios(tmp_path, capsys, name, reason
     assert not any(tmp_path.iterdir())
 
 
+def _generated_tests(folder: Path) -> subprocess.CompletedProcess[str]:
+    """The generated tests run as a user runs them: pytest in that folder, this checkout's openg2g."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_volt_guard.py"],
+        check=False,
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 @pytest.mark.slow
 def test_a_new_controller_validates_and_its_tests_pass(tmp_path, capsys):
     assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 0
@@ -79,18 +93,48 @@ def test_a_new_controller_validates_and_its_tests_pass(tmp_path, capsys):
     ]
     assert main(["validate", str(tmp_path / "volt_guard.yaml")]) == 0
     assert "volt_guard.yaml: ok (volt_guard" in capsys.readouterr().out
-    # the generated tests run as a user runs them: pytest in that folder, this checkout's openg2g
-    tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_volt_guard.py"],
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert tests.returncode == 0 and "3 passed" in tests.stdout, tests.stdout + tests.stderr
+    tests = _generated_tests(tmp_path)
+    assert tests.returncode == 0 and "4 passed" in tests.stdout, tests.stdout + tests.stderr
     assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 2  # a second time: nothing overwritten
+
+
+_STEP = re.compile(r"(    def step\(self, observation: Observation\) -> list\[Command\]:\n        \"\"\".*?\"\"\"\n).*", re.DOTALL)
+_SMALLEST = """        return [
+            SetBatchSize(site=site, model=model, batch_size=self.context.sites[site].models[model].batch_sizes[0])
+            for site, model in self._models
+        ]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace("if v_low_pu < floor_pu:", "if v_low_pu < floor_pu + 0.02:"),
+        lambda text: _STEP.sub(lambda found: found.group(1) + _SMALLEST, text),
+    ],
+    ids=["another-threshold", "always-the-smallest-batch"],
+)
+def test_the_generated_tests_hold_when_the_rule_is_changed(tmp_path, capsys, edit):
+    assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 0
+    source = tmp_path / "volt_guard.py"
+    edited = edit(source.read_text())
+    assert edited != source.read_text()
+    source.write_text(edited)
+    tests = _generated_tests(tmp_path)
+    assert tests.returncode == 0 and "4 passed" in tests.stdout, tests.stdout + tests.stderr
+
+
+@pytest.mark.slow
+def test_the_generated_tests_fail_on_a_command_the_sites_cannot_take(tmp_path, capsys):
+    assert main(["new", "controller", "volt_guard", str(tmp_path)]) == 0
+    source = tmp_path / "volt_guard.py"
+    source.write_text(source.read_text().replace("batch_size=sizes[target]", "batch_size=sizes[target] + 1"))
+    tests = _generated_tests(tmp_path)
+    assert tests.returncode == 1, tests.stdout + tests.stderr
+    # batch 128 - 1 step = 96, plus one: no measured size, named by the contract test
+    assert "SetBatchSize(site='dc1', model='Llama-3.1-8B', batch_size=97): 97 is not one of" in tests.stdout
+    assert "2 failed, 2 passed" in tests.stdout
 
 
 @pytest.mark.parametrize("name", ["VoltGuard", "volt-guard", "2guard", "../guard"])

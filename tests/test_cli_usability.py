@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,10 @@ import yaml
 
 from openg2g.benchmark.spec import load_suite
 from openg2g.cli.main import build_parser, main
+from openg2g.cli.scenarios import first_sentence, scenario_rows
+from openg2g.core.errors import ScenarioError
+from openg2g.datacenter.library import TraceLibrary
+from openg2g.scenario.loader import resolve_scenario_path
 from openg2g.studies.load import load_study
 from openg2g.sweep.spec import SweepError, load_sweep
 from tests.scenario.test_validation import BASE
@@ -62,6 +67,169 @@ def test_an_unknown_name_says_where_it_was_looked_for(tmp_path, monkeypatch, cap
     ]
     assert main(["sweep", "sweep_nowhere", "--out", "x"]) == 2
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_a_folder_named_like_a_bundled_file_does_not_hide_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name in ("ieee13_none", "sweep_ieee13_taps", "study_ieee13_siting", "benchmark_ieee"):
+        (tmp_path / name).mkdir()
+    assert resolve_scenario_path("ieee13_none") == SCENARIOS / "ieee13_none.yaml"
+    assert load_sweep("sweep_ieee13_taps").path == SCENARIOS / "sweep_ieee13_taps.yaml"
+    assert load_suite("benchmark_ieee", check=False).path == SCENARIOS / "benchmark_ieee.yaml"
+    assert load_study("study_ieee13_siting").path == SCENARIOS / "study_ieee13_siting.yaml"
+    assert main(["validate", "ieee13_none"]) == 0
+    assert capsys.readouterr().out.startswith(f"{SCENARIOS / 'ieee13_none.yaml'}: ok (ieee13_none")
+    # the run reads the bundled file (the folder has none) and writes into --out, not the folder
+    short = ["--set", "duration_s=2", "--set", "outputs.plots=false", "--no-progress"]
+    assert main(["run", "ieee13_none", "--out", "out", *short]) == 0
+    # the run starts by saying what the site is
+    assert capsys.readouterr().out.startswith("site dc1 at bus 671: 7,200 GPUs (4,800 serving, 2,400 training), peak")
+    assert (tmp_path / "out" / "summary.json").is_file() and not any((tmp_path / "ieee13_none").iterdir())
+
+
+def test_the_folder_itself_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ieee13_none").mkdir()
+    assert main(["validate", "./ieee13_none"]) == 2
+    said = capsys.readouterr().err
+    assert f"error: ./ieee13_none: {tmp_path / 'ieee13_none'} is a folder, not a scenario file" in said
+
+
+def test_a_file_here_named_like_a_bundled_file_is_taken_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ieee13_none").write_text((SCENARIOS / "ieee13_none.yaml").read_text())
+    assert resolve_scenario_path("ieee13_none") == Path("ieee13_none")
+    assert resolve_scenario_path("ieee13_none") == Path("ieee13_none")
+    # said once, however often the name is resolved
+    assert capsys.readouterr().err == (
+        f"note: ieee13_none is the file {tmp_path / 'ieee13_none'}, not the bundled scenario of that name "
+        f"(give its path for that one: {SCENARIOS / 'ieee13_none.yaml'})\n"
+    )
+
+
+def test_a_bundled_name_given_with_yaml_says_the_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError) as info:
+        resolve_scenario_path("ieee13_none.yaml")
+    said = f"no scenario file {tmp_path / 'ieee13_none.yaml'} (the bundled scenario of that name is ieee13_none, without"
+    assert info.value.problems == [("ieee13_none.yaml", f"{said} .yaml)")]
+
+
+# ------------------------------------------------------------------ a site's size before a run
+
+
+def test_validate_says_each_sites_gpus_and_peak_power(tmp_path, capsys):
+    path = tmp_path / "sized.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    assert main(["validate", str(path)]) == 0
+    # by hand from the bundled traces: 100 x Llama-3.1-8B (1 GPU) and 20 x Llama-3.1-70B (4 GPUs), each
+    # replica at its trace's highest sample over the measured batch sizes, PUE 1, 100 kW a phase base load
+    library = TraceLibrary.load()
+    peak_w = sum(
+        replicas * max(library.power(model, gpus, b).max() for b in library.batch_sizes(model, gpus))
+        for model, gpus, replicas in (("Llama-3.1-8B", 1, 100), ("Llama-3.1-70B", 4, 20))
+    )
+    peak_w += 3 * 100e3
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"  site dc1 at bus 671: 180 GPUs, peak about {peak_w / 1e3:,.0f} kW (an estimate from the traces' "
+        "per-batch peaks: every replica at its trace's highest sample over its batch sizes)"
+    )
+
+
+# ------------------------------------------------------------------ scenarios list
+
+
+def test_scenarios_list_names_each_bundled_file_with_its_kind_feeder_and_sites():
+    rows = {row["name"]: row for row in scenario_rows()}
+    assert sorted(rows) == sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    assert rows["ieee13_none"] == {
+        "name": "ieee13_none",
+        "kind": "scenario",
+        "feeder": "openg2g-ieee13",
+        "sites": ["dc1@671"],
+        "duration_s": 3600.0,
+        "description": "IEEE 13 (openg2g variant), one 7,200-GPU site at bus 671 serving five LLMs plus a 1,000 s "
+        "training job, inference ramping to 50% at 2500-3000 s, scheduled tap changes at 1500 s and 3300 s; no "
+        "controller (the baseline).",
+    }
+    # a sweep's base with its set applied (duration_s=30); a study's own duration_s (60)
+    assert (rows["sweep_ieee13_taps"]["kind"], rows["sweep_ieee13_taps"]["duration_s"]) == ("sweep", 30.0)
+    assert rows["sweep_ieee13_taps"]["feeder"] == "openg2g-ieee13"
+    assert (rows["study_ieee13_siting"]["kind"], rows["study_ieee13_siting"]["duration_s"]) == ("study", 60.0)
+    assert rows["study_ieee13_siting"]["description"] == "Where on IEEE 13 should the reference 7,200-GPU site go?"
+    assert rows["benchmark_ieee"]["kind"] == "benchmark suite"
+    assert rows["benchmark_ieee"]["feeder"] == "openg2g-ieee13, openg2g-ieee34, openg2g-ieee123"
+    assert rows["cigre_mv_ofo"]["feeder"] == "pandapower:create_cigre_network_mv"
+    assert rows["live_ieee13_ofo"]["sites"] == ["dc1@671 (live)"]
+
+
+def test_scenarios_list_is_the_same_each_time_as_a_table_and_as_json(capsys):
+    assert main(["scenarios", "list"]) == 0
+    first = capsys.readouterr().out
+    assert main(["scenarios", "list"]) == 0
+    assert capsys.readouterr().out == first
+    header, *lines = first.splitlines()
+    assert header.split()[:5] == ["name", "kind", "feeder", "sites", "duration"]
+    assert [line.split()[0] for line in lines] == sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    assert main(["scenarios", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == scenario_rows()
+
+
+def test_scenarios_list_runs_no_code_a_file_names(tmp_path):
+    (tmp_path / "boom.py").write_text("raise SystemExit('imported')\n")
+    data = {**copy.deepcopy(BASE), "controllers": [{"kind": "boom.py:Boom", "name": "boom"}]}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(data))
+    assert [row["name"] for row in scenario_rows(tmp_path)] == ["mine"]
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("Limits 0.95-1.05 pu. Then more.", "Limits 0.95-1.05 pu."),
+        ("Where should it go? Each bus alone.", "Where should it go?"),
+        ("No full stop\n  over two lines", "No full stop over two lines"),
+    ],
+)
+def test_a_description_is_shown_by_its_first_sentence(text, first):
+    assert first_sentence(text) == first
+
+
+# ------------------------------------------------------------------ plot errors
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (MemoryError(), "out of memory drawing the plots from the run's tables; a run with --set outputs.voltages"),
+        (RuntimeError("boom"), "drawing the plots failed: RuntimeError: boom (openg2g --traceback plot ... prints"),
+    ],
+    ids=["memory", "other"],
+)
+def test_a_plot_that_cannot_be_drawn_is_one_line(tmp_path, monkeypatch, capsys, error, said):
+    (tmp_path / "summary.json").write_text("{}")
+
+    def draw(run):  # type: ignore[no-untyped-def]
+        raise error
+
+    monkeypatch.setattr("openg2g.plot.run.RUN_PLOTS", {"feeder_map.png": draw})
+    assert main(["plot", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path}: {said}") and len(err.splitlines()) == 1
+    assert main(["--traceback", "plot", str(tmp_path)]) == 1
+    assert f"{type(error).__name__}" in capsys.readouterr().err.split("Traceback")[1]  # where, when asked
+
+
+def test_memory_running_out_in_any_command_is_one_line(monkeypatch, capsys):
+    def exhausted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise MemoryError
+
+    monkeypatch.setattr("openg2g.scenario.loader.load_scenario", exhausted)
+    assert main(["run", "ieee13_none"]) == 1
+    assert capsys.readouterr().err == (
+        "error: openg2g run ran out of memory (a large feeder's per-bus tables: --set outputs.voltages=envelope "
+        "keeps only their per-step envelope)\n"
+    )
 
 
 # ------------------------------------------------------------------ plain-text help

@@ -98,7 +98,7 @@ def test_steps_that_did_not_converge_are_shown(tmp_path, capsys):
     args += ["--set", "datacenters.0.base_load_kw_per_phase=100000", "--set", "outputs.plots=false"]
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
-    header, _, row = captured.out.splitlines()[:3]
+    header, _, row = captured.out.splitlines()[1:4]  # after the site's line
     assert "non-conv. steps" in header and row.split()[7] == "20"
     assert "20 of 20 grid steps did not converge" in captured.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -152,7 +152,7 @@ def test_power_caps_below_the_calibrated_range_are_flagged(tmp_path, capsys):
     args += ["--set", f"events={json.dumps(events)}", "--out", str(tmp_path / "out")]
     assert main(args) == 0
     captured = capsys.readouterr()
-    header, _, row = captured.out.splitlines()[:3]
+    header, _, row = captured.out.splitlines()[1:4]  # after the site's line
     assert header.split()[-4:] == ["caps", "<", "602", "W"] and row.split()[-1] == "2"
     assert "2 power-cap commands went below 602 W per GPU (lowest 250 W)" in captured.err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "powerflow",
     "feeders",
     "traces",
+    "scenarios",
     "train",
     "evaluate",
     "policy",
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and turn platform errors into one clear message.
 
     Exit status 2 for an input that is wrong (a scenario, sweep or option), 1 for any other
-    platform error; ``--traceback`` prints the traceback of either too. A stop signal that reaches
+    platform error and for memory running out; ``--traceback`` prints the traceback of each too. A stop signal that reaches
     no command's own handling (Ctrl-C while the modules load or the scenario is read) ends with one
     line and status 130.
 
@@ -99,6 +100,15 @@ def _dispatch(argv: Sequence[str] | None) -> int:
                 print(f"error: {loc}: {msg}", file=sys.stderr)
             return 2
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:
+        if args.traceback:
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        print(
+            f"error: openg2g {args.command} ran out of memory (a large feeder's per-bus tables: "
+            "--set outputs.voltages=envelope keeps only their per-step envelope)",
+            file=sys.stderr,
+        )
         return 1
     except BrokenPipeError:
         # the reader went away (`openg2g ... | head`): not an error of ours, and nothing left to say

@@ -8,8 +8,10 @@ controllers and policies named by their bundled name stay names: they come with 
 
 ``new controller NAME [DIR]`` writes a controller to make your own: NAME.py (a class following the
 stock controllers' interface, docs/controllers.md), NAME.yaml (a scenario running it on the IEEE 13
-feeder) and test_NAME.py (pytest tests of it: its rule on the analytic toy case, and the scenario
-run for 10 s).
+feeder) and test_NAME.py (pytest tests of the contract every controller keeps with the engine,
+on 10 s of that scenario: well-formed commands naming what the sites have, the same commands for
+the same observations and after a reset, no failure on a failed power flow; they hold as the rule
+is changed).
 
 Neither overwrites a file: when one of the files exists, nothing is written. Each prints the
 files it wrote.

@@ -9,6 +9,9 @@ Reading a run folder runs nothing it names: a pickle net (grid.pandapower ending
 .pickle) is read only with --trust-pickle, whatever the folder's own grid.trust_pickle says (a
 run folder may come from anyone); without it the feeder map and voltage profile are skipped,
 naming the file.
+
+A failure that stops the drawing (memory running out on a large feeder's tables, a table no
+figure can be drawn from) is one line naming the folder, and exit status 1.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import argparse
 from pathlib import Path
 
 from openg2g.cli.table import print_plot_report
+from openg2g.core.errors import G2GError
 
 __all__ = ["register"]
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from openg2g.core.errors import G2GError
     from openg2g.plot.run import PlotsInterrupted, plot_run  # matplotlib only when plotting
 
     out_dir = Path(args.run_dir)
@@ -33,6 +36,19 @@ def _plot(args: argparse.Namespace) -> int:
     except PlotsInterrupted as exc:
         print_plot_report(exc.report.as_summary())
         return 130
+    except MemoryError as exc:
+        raise G2GError(
+            f"{out_dir}: out of memory drawing the plots from the run's tables; a run with "
+            "--set outputs.voltages=envelope keeps only the per-step voltage envelope, which draws in little "
+            "memory (without the feeder map and voltage profile)"
+        ) from exc
+    except G2GError:
+        raise
+    except Exception as exc:  # a table no figure can be drawn from: one line, not a traceback
+        raise G2GError(
+            f"{out_dir}: drawing the plots failed: {type(exc).__name__}: {exc} "
+            "(openg2g --traceback plot ... prints where)"
+        ) from exc
     print_plot_report(report.as_summary())
     return 1 if report.failed else 0
 

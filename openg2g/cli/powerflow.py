@@ -13,10 +13,11 @@ and the taps, capacitor and switch states solved at.
 ``--json`` prints one object: ``feeder``, ``kind`` (``feeder`` or ``pandapower net``), ``solver``,
 ``controls`` (``static`` or ``off``), ``control_iterations`` (the solves of the settle, OpenDSS's
 control iterations; ``null`` with controls off), ``taps`` (bank -> per-phase tap steps),
-``capacitors`` (name -> closed), ``switches`` (each line a SwtControl operates -> closed) and
+``capacitors`` (name -> closed), ``switches`` (each line a SwtControl operates -> closed),
 ``v_pu`` (``"<bus>.<node>"`` -> voltage magnitude in pu of the bus's base, to 9 decimals, for every
 node of the feeder, source side and neutrals included: node ``a``/``b``/``c`` is OpenDSS's 1/2/3,
-a neutral keeps its number, ``"n3.4"``).
+a neutral keeps its number, ``"n3.4"``) and ``bus_kv`` (bus -> its base voltage, kV line to line,
+as the table's ``kV`` column).
 
 ``--fault "bus1=671.1 phases=1 r=0.01"`` (repeatable) solves through faults, given by OpenDSS's
 own ``Fault`` properties ``bus1``, ``bus2``, ``phases`` and ``r`` (:mod:`openg2g.grid.feeder.faults`),
@@ -153,6 +154,20 @@ class _Result:
     iterations: int | None
     capacitors: dict[str, bool]
     switches: dict[str, bool]
+    bus_kv: dict[str, float]
+
+
+def _bus_kv(grid: GridBackend) -> dict[str, float]:
+    """Bus -> its line-to-line base voltage (kV): the feeder model's (a feeder, an asymmetric
+    net), or a balanced pandapower net's ``vn_kv``."""
+    from openg2g.grid.feeder.backend import FeederGrid
+    from openg2g.grid.nets.balanced import PandapowerGrid
+
+    if isinstance(grid, FeederGrid):
+        return dict(grid.feeder.model.bus_kv)
+    if isinstance(grid, PandapowerGrid):
+        return {label: float(grid.net.bus.at[i, "vn_kv"]) for i, label in zip(grid.names.index, grid.names.names)}
+    return {}
 
 
 def _solve(
@@ -178,7 +193,8 @@ def _solve(
     if not isinstance(grid, FeederGrid):  # a balanced net: no controls, every bus monitored
         place_faults()
         state = grid.solve(0.0, loads, 0.0)
-        return _Result(state, {bp: float(v) for bp, v in zip(state.bus_phases, state.v_pu)}, "off", None, {}, {})
+        v_pu = {bp: float(v) for bp, v in zip(state.bus_phases, state.v_pu)}
+        return _Result(state, v_pu, "off", None, {}, {}, _bus_kv(grid))
     iterations = None
     if args.controls == "static":
         settled = grid.settle(0.0, loads, args.max_control_iterations)
@@ -199,6 +215,7 @@ def _solve(
         iterations,
         dict(solution.switching.capacitors),
         switches,
+        _bus_kv(grid),
     )
 
 
@@ -259,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             "capacitors": result.capacitors,
             "switches": result.switches,
             "v_pu": {node: round(v, _JSON_DIGITS) for node, v in result.v_pu.items()},
+            "bus_kv": result.bus_kv,
         }
         print(json_text(out, "powerflow --json", indent=None))
         return 0
@@ -272,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
         print("capacitors: " + ", ".join(f"{n} {'closed' if c else 'open'}" for n, c in result.capacitors.items()))
     if result.switches:
         print("switches: " + ", ".join(f"{n} {'closed' if c else 'open'}" for n, c in result.switches.items()))
-    _print_voltages(result.v_pu)
+    _print_voltages(result.v_pu, result.bus_kv)
     print(
         f"substation P = {state.p_sub_w.sum() / 1e3:.1f} kW (a/b/c "
         + "/".join(f"{x / 1e3:.1f}" for x in state.p_sub_w)
@@ -294,8 +312,9 @@ def _controls_text(result: _Result, feeder: bool) -> str:
     return "controls off: the taps, capacitor and switch states the file leaves (OpenDSS's controlmode=off)"
 
 
-def _print_voltages(v_pu: dict[str, float]) -> None:
-    """Every node's voltage, a row per bus: phases a, b, c, then any other node (a neutral) by number."""
+def _print_voltages(v_pu: dict[str, float], bus_kv: dict[str, float]) -> None:
+    """Every node's voltage, a row per bus: its base voltage (kV line to line), phases a, b, c, then
+    any other node (a neutral) by number."""
     from openg2g.core.state import PHASES
 
     by_bus: dict[str, dict[str, float]] = {}
@@ -304,11 +323,13 @@ def _print_voltages(v_pu: dict[str, float]) -> None:
         by_bus.setdefault(bus, {})[label] = v
     others = any(set(nodes) - set(PHASES) for nodes in by_bus.values())
     width = max([10, *(len(b) for b in by_bus)])
-    print(f"{'bus':>{width}s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}" + ("  other nodes (pu)" if others else ""))
+    header = f"{'bus':>{width}s} {'kV':>7s} {'Va pu':>8s} {'Vb pu':>8s} {'Vc pu':>8s}"
+    print(header + ("  other nodes (pu)" if others else ""))
     for bus, v_by_node in by_bus.items():
+        kv = f"{bus_kv[bus]:7.3f}" if bus in bus_kv else f"{'-':>7s}"
         cells = [f"{v_by_node[p]:8.4f}" if p in v_by_node else f"{'-':>8s}" for p in PHASES]
         rest = "  ".join(f"{label}={v:.4f}" for label, v in v_by_node.items() if label not in PHASES)
-        print(f"{bus:>{width}s} " + " ".join(cells) + (f"  {rest}" if rest else ""))
+        print(f"{bus:>{width}s} {kv} " + " ".join(cells) + (f"  {rest}" if rest else ""))
 
 
 def _print_worst_branches(state: GridState) -> None:

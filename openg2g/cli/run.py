@@ -1,7 +1,8 @@
 """``openg2g run SCENARIO``: run a scenario file, write outputs, print the summary table.
 
 Before the run starts, the scenario is validated as ``openg2g validate`` does (controllers and
-events included) and the output folder is checked writable. The folder keeps the scenario as
+events included) and the output folder is checked writable; each site's GPUs and estimated
+peak power are printed first (as ``validate`` prints them), the summary table after the run. The folder keeps the scenario as
 run (``scenario.yaml``: overrides applied, paths absolute) beside the tables and ``summary.json``,
 and, when an error stops the run, its full traceback (``error.txt``, written whole or, on a disk
 that cannot take it, not at all, which stderr then says). Ctrl-C or SIGTERM stops the run with its
@@ -27,7 +28,7 @@ from openg2g.core.atomic import write_text_atomic
 if TYPE_CHECKING:
     from openg2g.scenario.loaded import LoadedScenario
 
-__all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register", "run_loaded"]
+__all__ = ["ERROR_FILE", "SCENARIO_IS_CODE", "register", "run_loaded", "site_lines"]
 
 ERROR_FILE = "error.txt"
 """File of a run's folder holding the traceback of the error that stopped the run (written
@@ -61,6 +62,44 @@ def _write_error_file(path: Path, exc: BaseException) -> None:
         print(f"traceback: {path}", file=sys.stderr)
 
 
+def _power_text(power_w: float) -> str:
+    """A facility power for a sentence: MW to one decimal from 1 MW, else whole kW."""
+    return f"{power_w / 1e6:,.1f} MW" if power_w >= 1e6 else f"{power_w / 1e3:,.0f} kW"
+
+
+def site_lines(loaded: LoadedScenario) -> list[str]:
+    """One line per datacenter site of a checked scenario, as ``validate`` and ``run`` print them:
+    its bus, its GPUs (serving and training) and its peak facility power, estimated from the traces'
+    per-batch peaks (:meth:`~openg2g.datacenter.replay.ReplayDatacenter.peak_estimate`); a live
+    site's figures are those of its simulated replicas, a plug-in site says what it is."""
+    from openg2g.datacenter.live.site import LiveSite
+    from openg2g.datacenter.replay import ReplayDatacenter
+    from openg2g.datacenter.ridethrough_site import RideThroughSite
+    from openg2g.scenario.build import build_sites
+
+    lines = []
+    for spec, site in zip(loaded.scenario.datacenters, build_sites(loaded)):
+        where = f"site {spec.name} at bus {spec.bus}"
+        if isinstance(site, RideThroughSite):  # its UPS chargers draw only after a ride-through
+            site = site.inner
+        if isinstance(site, LiveSite):
+            where += " (live: its simulated replicas)"
+            site = site.stand_in()
+        if not isinstance(site, ReplayDatacenter):
+            kind = getattr(spec, "kind", type(site).__name__)
+            lines.append(f"{where}: a plug-in backend ({kind}), no estimate of its power")
+            continue
+        peak = site.peak_estimate()
+        gpus = f"{peak.serving_gpus + peak.training_gpus:,} GPUs"
+        if peak.training_gpus:
+            gpus += f" ({peak.serving_gpus:,} serving, {peak.training_gpus:,} training)"
+        lines.append(
+            f"{where}: {gpus}, peak about {_power_text(peak.peak_w)} (an estimate from the traces' per-batch "
+            "peaks: every replica at its trace's highest sample over its batch sizes)"
+        )
+    return lines
+
+
 def _run(args: argparse.Namespace) -> int:
     # imported here, not at the top: `openg2g --help` and the other commands need none of this
     from openg2g.scenario.loader import load_scenario
@@ -69,6 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     stop_cleanly_on_signals(once=True)
     loaded = load_scenario(args.scenario, args.set)
     check_start(loaded)  # a bad controller parameter or event fails now, not hours into the run
+    for line in site_lines(loaded):  # what the feeder is about to carry, before the run takes its time
+        print(line, flush=True)
     return run_loaded(loaded, args.out, args.overwrite, progress=not args.no_progress)
 
 

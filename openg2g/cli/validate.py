@@ -3,7 +3,8 @@
 A scenario is checked as ``openg2g run`` would check it and more: the schema, the feeder and the
 trace library, then its components are built and started (controllers check their parameters
 against the feeder, the sites and the trace library) and every event is fired on them, so an
-event that would be rejected mid-run is reported now. A sweep file (``parameters:``) is checked
+event that would be rejected mid-run is reported now. A valid scenario's sites are listed with
+their GPUs and their peak power, estimated from the traces' per-batch peaks. A sweep file (``parameters:``) is checked
 with its first run in full (base scenario, fixed overrides, first point) and its size bounded;
 the other points are checked as they run. A study file (``study:``) is checked with its base
 scenario under the study's overrides (a load-loss study with each of its ride-through settings).
@@ -16,16 +17,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from typing import Any
 
-from openg2g.cli.run import SCENARIO_IS_CODE
+from openg2g.cli.run import SCENARIO_IS_CODE, site_lines
 from openg2g.core.errors import ScenarioError
 
-__all__ = ["file_kind", "register"]
+__all__ = ["data_kind", "file_kind", "register"]
 
 
 def file_kind(name: str) -> str:
-    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
-    suite: a ``suite:`` or ``cases:`` key) or ``scenario``.
+    """The kind of the file ``name`` (:func:`data_kind`).
 
     ``name`` is a path or a bundled file's name (``benchmark_ieee``), resolved as every command
     resolves it. A name that resolves to nothing, or an unreadable file, counts as a scenario (the
@@ -37,6 +39,12 @@ def file_kind(name: str) -> str:
         data = read_yaml_mapping(resolve_scenario_path(name))
     except ScenarioError:
         return "scenario"
+    return data_kind(data)
+
+
+def data_kind(data: Mapping[str, Any]) -> str:
+    """``sweep`` (a ``parameters:`` section), ``study`` (a ``study:`` key), ``suite`` (a benchmark
+    suite: a ``suite:`` or ``cases:`` key) or ``scenario``, of a file's top-level mapping."""
     if "study" in data:
         return "study"
     if "suite" in data or "cases" in data:
@@ -52,7 +60,8 @@ def _scenario(name: str, overrides: list[str]) -> str:
 
     loaded = load_scenario(name, overrides)
     check_start(loaded)
-    return f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})"
+    ok = f"{loaded.path}: ok ({loaded.scenario.name}, sha256 {loaded.sha256[:12]})"
+    return "\n".join([ok, *(f"  {line}" for line in site_lines(loaded))])
 
 
 def _sweep(name: str, overrides: list[str]) -> str:

@@ -123,6 +123,7 @@ __all__ = [
     "ITL_SAMPLES",
     "LOOP_FADE_S",
     "ReplayDatacenter",
+    "SitePeak",
     "loop_trace",
     "repeat_trace",
     "scaled_replicas",
@@ -484,6 +485,20 @@ def _blends(models: list[_Model], t_s: np.ndarray, ones: dict) -> list[list[tupl
     return blends
 
 
+@dataclass(frozen=True)
+class SitePeak:
+    """An estimate of a site's largest facility power (:meth:`ReplayDatacenter.peak_estimate`).
+
+    :param serving_gpus: GPUs of the inference replicas the site starts with.
+    :param training_gpus: GPUs of its training job (0 without one).
+    :param peak_w: the estimated peak facility power, all phases (W).
+    """
+
+    serving_gpus: int
+    training_gpus: int
+    peak_w: float
+
+
 class ReplayDatacenter(DatacenterBackend):
     """A datacenter site replaying measured per-replica power traces (see the module docstring).
 
@@ -706,7 +721,7 @@ class ReplayDatacenter(DatacenterBackend):
             train_w = self._training.power_w(sample_idx * dt_lib).mean(axis=1)
             it_phase_w += train_w[:, None] * self._training_share
         if self._online:
-            p_w = self.spec.pue * it_phase_w + self._base_w
+            p_w = self._facility_w(it_phase_w)
         else:
             p_w = np.zeros((k, 3))
             train_w = np.zeros(k)
@@ -727,6 +742,34 @@ class ReplayDatacenter(DatacenterBackend):
         for total_w in series.power_w.tolist():
             self.energy_j += total_w * dt_s
         return series
+
+    def _facility_w(self, it_phase_w: np.ndarray) -> np.ndarray:
+        """Facility power per phase (W) of the GPU power per phase ``it_phase_w`` (W): PUE and the
+        base load (the module docstring's **Facility**)."""
+        return self.spec.pue * it_phase_w + self._base_w
+
+    def peak_estimate(self) -> SitePeak:
+        """The site's facility power were every replica it starts with at the highest sample of its
+        model's library trace over the batch sizes the site allows, and the training job at its
+        peak: an estimate from the traces' per-batch peaks, an upper bound of what a run without
+        replica or training changes draws (replicas are desynchronized, so they rarely peak
+        together), before any power cap.
+        """
+        it_w = 0.0
+        for m in self._models.values():
+            # not always the largest batch's: a small batch's trace can hold the highest prefill spike
+            peak_w = max(float(self.library.power(m.name, m.gpus, b).max()) for b in m.batch_sizes)
+            it_w += float(m.powered(float(m.configured))) * peak_w
+        info = self.info().training
+        it_w += info.peak_power_w if info is not None else 0.0
+        # the facility model is per phase and linear: any split of the GPU power over the phases
+        # gives the same total
+        facility_w = float(self._facility_w(np.full(3, it_w / 3.0)).sum())
+        return SitePeak(
+            serving_gpus=sum(m.configured * m.gpus for m in self._models.values()),
+            training_gpus=info.gpus if info is not None else 0,
+            peak_w=facility_w,
+        )
 
     def _phase_power(
         self,

@@ -39,6 +39,7 @@ __all__ = [
     "ScenarioSource",
     "build_components",
     "build_plugin_site",
+    "build_sites",
     "check_components",
 ]
 
@@ -208,6 +209,14 @@ class ComponentBuilder:
         self._sites[key] = site
         while len(self._sites) > self._max_sites:
             self._sites.popitem(last=False)
+
+
+def build_sites(loaded: ScenarioSource) -> list[DatacenterBackend]:
+    """Build the datacenter sites of a validated scenario alone (no grid, no controllers), as
+    :func:`build_components` builds them."""
+    builder = ComponentBuilder()
+    with one_blas_thread():
+        return [builder._site(loaded, i) for i in range(len(loaded.scenario.datacenters))]
 
 
 def build_components(loaded: ScenarioSource) -> Components:

@@ -14,8 +14,11 @@ What is read is bounded: YAML aliases may not expand a file (or a ``--set`` valu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,22 +54,45 @@ def resolve_scenario_path(
     """A file path as given, or the name of a bundled file (``ieee13_ofo``, ``sweep_ieee13_taps``,
     ``benchmark_ieee``, ``study_ieee13_siting``): how every command resolves what it is given to read.
 
+    An existing file is that file. A bare name (no ``/``, no suffix) is otherwise the bundled file
+    of that name, even where the working folder holds a folder of that name (``mkdir ieee13_none``
+    does not hide the bundled scenario; ``./ieee13_none`` names the folder, and is refused as not a
+    file). A bare name that is both a file here and a bundled name is the file here, with a note on
+    stderr giving the bundled one's path.
+
     :param kind: what the file is, for the message (``"scenario"``, ``"sweep"``).
     :param error: error class raised with ``[(location, message)]``.
-    :raises G2GError: (of class ``error``) neither a file nor a bundled name; the message says
-        where it looked.
+    :raises G2GError: (of class ``error``) neither a file nor a bundled name, or a folder; the
+        message says where it looked.
     """
     path = Path(name_or_path)
-    if path.exists():
+    folder = bundled_dir("scenarios")
+    # the text, not the path: Path("./ieee13_none") drops the "./" that says "the one here"
+    one_part = not any(sep in str(name_or_path) for sep in {"/", os.sep})
+    bare = one_part and path.suffix == ""
+    bundled = folder / f"{path.name}.yaml" if bare else None
+    if path.exists() and not path.is_dir():  # a file, or a pipe or device read as one
+        if bundled is not None and bundled.is_file() and path.resolve() != bundled.resolve():
+            _note_once(
+                f"note: {name_or_path} is the file {path.resolve()}, not the bundled {kind} of that name "
+                f"(give its path for that one: {bundled})"
+            )
         return path
-    missing = f"no {kind} file {path.resolve()}"
-    if path.suffix == "" and len(path.parts) == 1:  # a bare name may be a bundled file's
-        folder = bundled_dir("scenarios")
-        bundled = folder / f"{path.name}.yaml"
-        if bundled.exists():
-            return bundled
+    if bundled is not None and bundled.is_file():
+        return bundled
+    missing = f"{path.resolve()} is a folder, not a {kind} file" if path.is_dir() else f"no {kind} file {path.resolve()}"
+    if bundled is not None:
         missing += f", nor a bundled {path.name}.yaml in {folder}"
+    elif one_part and path.suffix == ".yaml" and (folder / path.name).is_file():
+        missing += f" (the bundled {kind} of that name is {path.stem}, without .yaml)"
     raise error([(str(name_or_path), missing)])
+
+
+@functools.cache
+def _note_once(text: str) -> None:
+    """Print ``text`` on stderr the first time it is asked for: a command resolves one name more
+    than once (``validate`` to learn the file's kind, then to check it)."""
+    print(text, file=sys.stderr)
 
 
 def apply_override(data: dict[str, Any], assignment: str, source: str) -> None:

@@ -441,3 +441,38 @@ def test_sites_of_one_library_share_their_looped_traces(library: TraceLibrary) -
     assert first._models["Llama-3.1-8B"].configs[128].spectra  # filled by the first site's tables
     # the same seed and the training job idle in both: the same power from the shared spectra
     np.testing.assert_array_equal(later.step_block(times, 0.1).p_w, power)
+
+
+def _spiky_site(tmp_path: Path, batch_sizes: list[int] | None) -> ReplayDatacenter:
+    """10 replicas of a 2-GPU model whose batch-8 trace holds one 700 W spike (a prefill) over 400 W
+    and whose batch-16 trace peaks at 680 W; PUE 1.2, 5 kW a phase of base load and a constant
+    600 W-per-GPU training job on 8 GPUs."""
+    spike = np.full(100, 400.0)
+    spike[37] = 700.0
+    lib = synthetic_library(
+        tmp_path, {("Spiky", 2, 8): spike, ("Spiky", 2, 16): np.r_[np.full(79, 650.0), 680.0]}
+    )
+    flat = {"high_w_per_gpu": 600, "low_w_per_gpu": 600, "noise_w": 0, "dips_per_s": 0, "smoothing_s": 0}
+    spec = site_spec(
+        [{"model": "Spiky", "gpus_per_replica": 2, "replicas": 10, "batch_size": 16, "batch_sizes": batch_sizes}],
+        pue=1.2,
+        base_load_kw_per_phase=5.0,
+        training={"gpus": 8, "start_s": 0.0, "end_s": 100.0, "ramp_s": 0, "peak_w_per_gpu": None, **flat},
+    )
+    return ReplayDatacenter.from_spec(spec, lib)
+
+
+@pytest.mark.parametrize(
+    ("batch_sizes", "replica_peak_w"),
+    [(None, 700.0), ([16], 680.0)],  # the highest sample over the sizes the site may use
+    ids=["both-sizes", "batch-16-only"],
+)
+def test_the_peak_estimate_is_every_replica_at_its_traces_peak(tmp_path: Path, batch_sizes, replica_peak_w) -> None:
+    dc = _spiky_site(tmp_path, batch_sizes)
+    peak = dc.peak_estimate()
+    assert (peak.serving_gpus, peak.training_gpus) == (20, 8)
+    # by hand: PUE x (10 replicas x their peak + 8 training GPUs x 600 W) + 3 phases x 5 kW
+    assert peak.peak_w == pytest.approx(1.2 * (10 * replica_peak_w + 8 * 600.0) + 3 * 5000.0, rel=1e-12)
+    dc.reset(0)
+    drawn_w = max(s.power_w for s in _run(dc, 0.0, 20.0))
+    assert drawn_w <= peak.peak_w  # replicas desynchronized: the run stays under the estimate

@@ -68,6 +68,25 @@ def test_powerflow_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "taps: reg1=[10, 8, 11] (held)" in out
 
 
+def test_powerflow_gives_each_bus_its_base_kv(capsys: pytest.CaptureFixture[str]) -> None:
+    """IEEE 13: the 4.16 kV feeder, the 115 kV source side and the 0.48 kV secondary of XFM1 (634)."""
+    assert run(["powerflow", "ieee13"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["bus"] == "kV"
+    assert (rows["671"], rows["634"], rows["sourcebus"]) == ("4.160", "0.480", "115.000")
+    assert run(["powerflow", "ieee13", "--json"]) == 0
+    bus_kv = json.loads(capsys.readouterr().out)["bus_kv"]
+    assert (bus_kv["671"], bus_kv["634"], bus_kv["sourcebus"]) == pytest.approx((4.16, 0.48, 115.0))
+    assert list(bus_kv) == list(load_feeder("ieee13").model.bus_phases)  # every bus, in the table's order
+
+
+@pytest.mark.slow
+def test_powerflow_gives_a_pandapower_nets_vn_kv(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["powerflow", "create_cigre_network_mv", "--json"]) == 0
+    bus_kv = json.loads(capsys.readouterr().out)["bus_kv"]
+    assert (bus_kv["Bus 0"], bus_kv["Bus 14"]) == (110.0, 20.0)  # the HV grid side and feeder 2's end
+
+
 @pytest.mark.parametrize(
     "argv,needle",
     [

@@ -46,7 +46,7 @@ def test_table_names_the_faults(capsys: pytest.CaptureFixture[str]) -> None:
     assert "faults: fault1 bus1=671 phases=3" in lines
     assert lines[0].startswith("feeder ieee13 (exact); controls static")
     row = next(line.split() for line in lines if line.split()[:1] == ["671"])
-    assert all(float(v) < 1e-3 for v in row[1:])
+    assert row[1] == "4.160" and all(float(v) < 1e-3 for v in row[2:])  # its base kV, then phases a, b, c
 
 
 @pytest.mark.parametrize(
