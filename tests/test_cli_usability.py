@@ -209,15 +209,28 @@ def test_a_description_is_shown_by_its_first_sentence(text, first):
 def test_a_plot_that_cannot_be_drawn_is_one_line(tmp_path, monkeypatch, capsys, error, said):
     (tmp_path / "summary.json").write_text("{}")
 
-    def draw(run):  # type: ignore[no-untyped-def]
-        raise error
+    def plot_run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise error  # outside any one figure (reading the run's tables)
 
-    monkeypatch.setattr("openg2g.plot.run.RUN_PLOTS", {"feeder_map.png": draw})
+    monkeypatch.setattr("openg2g.plot.run.plot_run", plot_run)
     assert main(["plot", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path}: {said}") and len(err.splitlines()) == 1
     assert main(["--traceback", "plot", str(tmp_path)]) == 1
     assert f"{type(error).__name__}" in capsys.readouterr().err.split("Traceback")[1]  # where, when asked
+
+
+def test_one_figure_out_of_memory_is_a_warning_and_the_others_are_drawn(tmp_path, monkeypatch, capsys):
+    (tmp_path / "summary.json").write_text("{}")
+
+    def draw(run):  # type: ignore[no-untyped-def]
+        raise MemoryError
+
+    monkeypatch.setattr("openg2g.plot.run.RUN_PLOTS", {"feeder_map.png": draw, "taps.png": lambda run: "no taps"})
+    assert main(["plot", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "plot feeder_map.png failed: MemoryError: out of memory while drawing it" in err
+    assert "--set outputs.voltages=envelope" in err and "Traceback" not in err
 
 
 def test_memory_running_out_in_any_command_is_one_line(monkeypatch, capsys):

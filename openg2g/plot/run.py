@@ -567,7 +567,10 @@ def plot_run(
                 save_png(fig, run.out_dir / name)
             except MemoryError:
                 # the run's tables are complete and the other figures may fit: say which, go on
-                report.failed[name] = "MemoryError: out of memory while drawing it"
+                report.failed[name] = (
+                    "MemoryError: out of memory while drawing it (a run with --set outputs.voltages=envelope "
+                    "records only the per-step voltage envelope)"
+                )
                 continue
             except (G2GError, ValueError, KeyError, OSError) as exc:
                 report.failed[name] = f"{type(exc).__name__}: {exc}"

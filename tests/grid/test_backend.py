@@ -405,9 +405,9 @@ def test_ganged_bank_takes_one_tap() -> None:
 
 
 def test_monitored_min_kv_leaves_out_lower_voltage_levels() -> None:
-    """IEEE 13's only 480 V bus (634, behind XFM1) is monitored by default and not at 4.16 kV and up;
-    every 4.16 kV bus-phase stays."""
-    every = FeederGrid.from_spec(GridSpec(feeder="ieee13"), [], Path(".")).bus_phases()
+    """IEEE 13's only 480 V bus (634, behind XFM1) is monitored at every level and not at 4.16 kV
+    and up; every 4.16 kV bus-phase stays."""
+    every = FeederGrid.from_spec(GridSpec(feeder="ieee13", monitored_levels="all"), [], Path(".")).bus_phases()
     primary = FeederGrid.from_spec(GridSpec(feeder="ieee13", monitored_min_kv=4.16), [], Path(".")).bus_phases()
     assert {bp.split(".")[0] for bp in set(every) - set(primary)} == {"634"}
     assert primary == tuple(bp for bp in every if not bp.startswith("634."))

@@ -52,7 +52,7 @@ PUBLISHED_PU = {
 
 @pytest.fixture(scope="module")
 def state():
-    spec = GridSpec(feeder="ieee13", regulators={"reg1": RegulatorSpec(taps=[10, 8, 11])})
+    spec = GridSpec(feeder="ieee13", monitored_levels="all", regulators={"reg1": RegulatorSpec(taps=[10, 8, 11])})
     return FeederGrid.from_spec(spec, [], Path(".")).solve(0.0, {}, 1.0)
 
 
