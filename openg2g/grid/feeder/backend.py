@@ -478,9 +478,10 @@ class FeederGrid(GridBackend):
         voltage-regulating generators' reactive power solved too where the feeder has any
         (:mod:`~openg2g.grid.feeder.regulated`): the solution and the branch scales it holds."""
         net = self._compile()
+        tol_pu = self.spec.tolerance_pu
         if self._regulated is None or not isinstance(net, PowerFlowNetwork):
-            return net.solve(scale, s_pq, u_init=u_init), scale
-        return self._regulated.solve(net, scale, s_pq, u_init=u_init)
+            return net.solve(scale, s_pq, tol_pu, u_init=u_init), scale
+        return self._regulated.solve(net, scale, s_pq, tol_pu, u_init=u_init)
 
     def _branch_results(self, sol: Solution) -> tuple[np.ndarray, np.ndarray]:
         """Conductor currents (A) and branch loading (%) of every column of ``sol``, at the taps
@@ -909,7 +910,7 @@ class FeederGrid(GridBackend):
             s_pq = self._injections.s_pq([0.0], [{}])
             scale = self._branch_scale()
             if self._regulated is not None:  # the point where the generators hold their voltage
-                scale = self._regulated.solve(net, scale, s_pq)[1]
+                scale = self._regulated.solve(net, scale, s_pq, self.spec.tolerance_pu)[1]
             loads = (scale, s_pq)
         if self._point is None or not self._point.holds(net, loads):
             sites = {

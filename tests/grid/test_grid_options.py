@@ -1,5 +1,5 @@
-"""Which bus-phases count for the voltage limits by default: the primary levels, a site's own bus,
-and every level on a low-voltage network."""
+"""Grid options with known answers: which bus-phases count for the voltage limits by default (the
+primary levels, a site's own level, every level on a low-voltage network), and the solve tolerance."""
 
 from __future__ import annotations
 
@@ -52,3 +52,18 @@ def test_a_campus_on_a_400_v_net_is_judged_at_its_own_level() -> None:
         build_grid(GridSpec(pandapower="create_cigre_network_lv"), [SiteConnection("dc", "Bus R0")]).bus_phases()
     )
     assert mv == {"Bus R0", "Bus I0", "Bus C0"}
+
+
+def test_a_looser_tolerance_stops_earlier_within_it() -> None:
+    from openg2g.core.state import DatacenterState
+
+    def voltages(tolerance_pu: float) -> dict[str, float]:
+        grid = build_grid(GridSpec(feeder="ieee13", tolerance_pu=tolerance_pu), [SiteConnection("dc", "671")])
+        load = DatacenterState("dc", 1.0, (1.2e6, 1.2e6, 1.2e6), (4e5, 4e5, 4e5), {})
+        state = grid.solve(1.0, {"dc": load}, 1.0)
+        return {bp: state.voltage(bp) for bp in grid.bus_phases()}
+
+    tight, loose = voltages(1e-10), voltages(1e-4)
+    worst = max(abs(tight[bp] - loose[bp]) for bp in tight)
+    assert 0 < worst < 1e-4  # it stopped earlier, within its tolerance of the converged answer
+    assert "tolerance_pu" not in GridSpec(feeder="ieee13").model_dump()  # the default hashes as before
