@@ -51,6 +51,23 @@ the target is that larger value while the zone is above ``v_max`` and the model'
 (token-weighted, as ``summary.json`` counts) is within ``miss_fraction_budget`` (``B > eps``): the
 run's miss budget, unspent while batches sat low or at ``eps < B``, goes where it lowers the violation.
 
+**Switching.** Each change costs ``w_s`` (``switching_weight``), and three rules bound how often
+a model's batch may change, so a period-2 cycle cannot run however the costs fall: after a change
+the model is held ``D = min_dwell_s`` (its one option is the size last sent, which under a command
+delay is still in flight), unless a zone voltage is beyond a limit by more than
+``dwell_override_pu``, and then only moves that relieve it are added (smaller batches below
+``v_min``, larger above ``v_max``); and a model that changed ``K = max_changes_per_min`` times in
+the last 60 s is held, emergencies included, until the oldest change is 60 s old, so no model
+changes more than ``K`` times in any 60 s (``summary.json``'s ``max_batch_changes_per_min``).
+Without them the bundled hours were period-2 cycles: the latency guard integrates the miss
+fraction, so a model whose larger size misses more than ``eps`` and whose smaller one misses less
+alternated between them every 1-2 s (Llama-3.1-8B 256 <-> 512 on ieee13), and the training
+job's swings did the same to Llama-3.1-70B (32 <-> 8), up to 28-45 changes of one model in a
+minute. With ``D = 4 s`` and ``K = 8`` (``w_s = 1e-3``: 0.1% of the fleet's throughput for one
+step) the fixed-tap hour's violation rose 5% (0.166 -> 0.174 pu.s; 0.172 -> 0.159 with a 2 s
+delay) at equal throughput; the guard still alternates a model between two sizes, at the pace
+the dwell and the budget allow (``bench/switching.py`` prints the table).
+
 **Thermal limits** (``thermal: true``, off by default): the constrained branches' loading
 (``thermal_branches``, all when not given; % of the normal rating) is predicted like the voltages,
 ``L_bk = L_b + f^L_bk + sum_c gl_cb a_ck dW_c`` over the same response channels ``c`` (fills, cuts,
@@ -92,6 +109,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import deque
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -121,6 +139,9 @@ _MAX_CUTS = 40
 
 _CUT_TOLERANCE = 1e-12
 """A combination whose cost bound is within this of the best score cannot beat it by more."""
+
+_WINDOW_S = 60.0
+"""The window of ``max_changes_per_min`` (s), as ``summary.json`` counts ``max_batch_changes_per_min``."""
 
 _NEGLIGIBLE_SIGMAS = 8.0
 """A bus-phase farther than this many sigmas inside both limits at every step adds < 1e-16 sigma."""
@@ -386,7 +407,37 @@ class MPCController(ConfiguredController):
             1000.0, ge=0, description="w_v: cost per pu.s of expected violation summed over bus-phases."
         )
         throughput_weight: float = Field(1.0, ge=0, description="w_T: cost per unit of the fleet's throughput.")
-        switching_weight: float = Field(1e-4, ge=0, description="w_s: cost per batch change.")
+        switching_weight: float = Field(
+            1e-3,
+            ge=0,
+            description=(
+                "w_s: cost per batch change (cost units: 1e-3 is 0.1% of the fleet's throughput for one step)."
+            ),
+        )
+        min_dwell_s: float = Field(
+            4.0,
+            ge=0,
+            description=(
+                "D: a model's batch is held at least this long after a change (s) but in an emergency "
+                "(dwell_override_pu), so a period-2 cycle takes 2 D at least; 0 = no dwell."
+            ),
+        )
+        max_changes_per_min: int = Field(
+            8,
+            gt=0,
+            description=(
+                "K: a model whose batch changed K times in the last 60 s is held until the oldest change is 60 s "
+                "old, emergencies included: no model changes more than K times in any 60 s."
+            ),
+        )
+        dwell_override_pu: float = Field(
+            0.005,
+            ge=0,
+            description=(
+                "Emergency: while a zone voltage is beyond a limit by more than this (pu), a held model may "
+                "move in the direction that relieves it (smaller batches below v_min, larger above v_max)."
+            ),
+        )
         margin_pu: float = Field(0.0, ge=0, description="Aim this far inside the voltage limits (pu).")
         voltage_noise_pu: float = Field(
             5e-4, gt=0, description="sigma_0: standard deviation of the voltage error besides training (pu)."
@@ -452,6 +503,8 @@ class MPCController(ConfiguredController):
         self._t_now = np.full(len(self._keys), np.nan)  # replica token rate at this step (tok/s)
         self._dev_cut = np.full(len(self._keys), np.nan)  # p - P(batch in force) at the last cut (W)
         self._t_cut = np.full(len(self._keys), np.nan)  # time of the last cut (s)
+        self._t_sent = np.full(len(self._keys), -np.inf)  # time of the last change sent (s)
+        self._changes_s: list[deque[float]] = [deque() for _ in self._keys]  # changes sent in the last 60 s
         self._t_obs_s = 0.0  # time of the observation being planned from (s)
         self._cut_itl = np.full(len(self._keys), np.nan)  # library ITL the last cut drains at; NaN: no cut
         alpha = 1.0 - math.exp(-context.dt_s / cfg.noise_filter_s)
@@ -510,6 +563,15 @@ class MPCController(ConfiguredController):
             return eps
         return relief
 
+    def _relief(self, v_pu: np.ndarray, observation: Observation) -> tuple[bool, bool]:
+        """Whether a model held by the dwell may cut (a zone voltage more than ``dwell_override_pu``
+        below ``v_min``) and fill (as far above ``v_max``): only the moves that relieve the violation."""
+        margin = self.config.dwell_override_pu
+        finite = v_pu[np.isfinite(v_pu)]
+        if not finite.size:
+            return False, False
+        return bool(finite.min() < observation.v_min_pu - margin), bool(finite.max() > observation.v_max_pu + margin)
+
     def _observe_models(self, observation: Observation) -> None:
         """Each model's batch in force, active replicas and replica power and throughput this step."""
         self._t_obs_s = observation.t_s
@@ -526,14 +588,17 @@ class MPCController(ConfiguredController):
             self._p_now[i] = p if math.isfinite(p) else self._library(i, "power_w", b_now)
             self._t_now[i] = t if math.isfinite(t) else self._library(i, "throughput_tok_s", b_now)
 
-    def _options(self, latency_ok: list[np.ndarray], progress: np.ndarray) -> tuple[ModelOptions, ...]:
+    def _options(
+        self, latency_ok: list[np.ndarray], progress: np.ndarray, relief: tuple[bool, bool]
+    ) -> tuple[ModelOptions, ...]:
         """Each model's allowed sizes with their power changes and values; ``progress`` (shape
         ``(3, M)``): the horizon's mean of the fill, cut and under-way responses (the token rate
-        follows a batch change as the power does, so a slow cut also costs its tokens slowly)."""
+        follows a batch change as the power does, so a slow cut also costs its tokens slowly);
+        ``relief``: whether a held model may cut and fill (:meth:`_relief`)."""
         cfg = self.config
         tol = 1e-9
         out = []
-        for i, ((site, _), info) in enumerate(zip(self._keys, self._infos)):
+        for i, ((site, model), info) in enumerate(zip(self._keys, self._infos)):
             b_now, n, t_now = int(self._b_now[i]), self._n_now[i], self._t_now[i]
             sizes = np.asarray(info.batch_sizes)
             reach = np.abs(np.log2(sizes) - math.log2(b_now)) <= cfg.max_move_log2 + tol
@@ -541,6 +606,17 @@ class MPCController(ConfiguredController):
             if not ok.any():  # nothing reachable meets the bound: the smallest reachable size
                 ok = np.zeros(sizes.size, dtype=bool)
                 ok[np.flatnonzero(reach)[0] if reach.any() else 0] = True
+            sent = self._sent[(site, model)]
+            recent = self._changes_s[i]
+            while recent and recent[0] <= self._t_obs_s - _WINDOW_S + tol:
+                recent.popleft()
+            if len(recent) >= cfg.max_changes_per_min:  # the budget is spent: no exception
+                ok = sizes == sent
+            elif self._t_obs_s - self._t_sent[i] < cfg.min_dwell_s - tol:
+                # held: the size last sent (still in flight under a command delay), or a move that
+                # relieves a violation beyond the override margin
+                ok &= (relief[0] & (sizes < sent)) | (relief[1] & (sizes > sent))
+                ok |= sizes == sent
             batches = sizes[ok]
             share = np.select([batches > b_now, batches < b_now], progress[:2, i], progress[2, i])
             tokens = n * (t_now + (np.asarray(info.throughput_tok_s, dtype=float)[ok] - t_now) * share)
@@ -584,13 +660,14 @@ class MPCController(ConfiguredController):
         latency_ok = self._latency_ok(observation)
         self._observe_models(observation)
         self._learn_drain()
+        relief = self._relief(v, observation)
         fall_k = self._fall_response(k * dt, np.array([self._itl_in_force(i) for i in range(len(self._keys))]))
         # a cut under way drains at the pace of the batch it left; after a fill (or none) power and
         # tokens settle within tau_up
         cutting = np.isfinite(self._cut_itl)
         drain_k = np.where(cutting[:, None], self._fall_response(k * dt, np.where(cutting, self._cut_itl, 0.0)), rise_k)
         progress = np.stack([np.full(len(self._keys), rise_k.mean()), fall_k.mean(axis=1), drain_k.mean(axis=1)])
-        options = self._options(latency_ok, progress)
+        options = self._options(latency_ok, progress, relief)
         prob = MPCProblem(
             base=base,
             sigma=np.sqrt(var),
@@ -670,6 +747,8 @@ class MPCController(ConfiguredController):
                 self._cut_itl[i] = self._library(i, "itl_s", old) if b < old else math.nan
                 self._dev_cut[i] = self._p_now[i] - self._library(i, "power_w", b)
                 self._t_cut[i] = self._t_obs_s
+                self._t_sent[i] = self._t_obs_s
+                self._changes_s[i].append(self._t_obs_s)
         return out
 
     def actuators(self) -> tuple[Actuator, ...]:

@@ -2,8 +2,9 @@
 
 Control law (positional form, sampling period ``T = dt_s``, measurement ``y``, setpoint ``r``)::
 
-    e_k = r - y_k                   for substation_power, site_power (too much power -> e < 0)
-    e_k = y_k - r                   for worst_undervoltage           (voltage too low -> e < 0)
+    e'_k = r - y_k                  for substation_power, site_power (too much power -> e < 0)
+    e'_k = y_k - r                  for worst_undervoltage           (voltage too low -> e < 0)
+    e_k = sign(e'_k) max(|e'_k| - delta, 0)             (deadband delta: no action within it)
 
     P_k = Kp e_k
     D_k = a D_{k-1} - s Kd (1 - a) (y_k - y_{k-1}) / T,   a = tau_d / (tau_d + T)
@@ -12,11 +13,25 @@ Control law (positional form, sampling period ``T = dt_s``, measurement ``y``, s
     I_{k+1} = I_k + Ki T e_k + Kt T (u_k - v_k)          (anti_windup = back_calculation)
     I_{k+1} = I_k + Ki T e_k   unless u_k is saturated and e_k pushes further into the limit
                                                          (anti_windup = clamping)
+    I_{k+1} <- clip(I_{k+1}, u_min - u_0, u_max - u_0)   (both: the integral alone stays in range)
 
 with ``s = +1`` for power measurements and ``s = -1`` for voltage (so the derivative acts on the
 measurement with the sign of the error: no derivative kick on setpoint changes). With this sign
 convention ``e > 0`` always means "the load may grow", so positive gains are correct for every
 measurement/actuator pair: a higher output is a higher power cap or a larger batch.
+
+**No limit cycles.** Back-calculation alone leaves the integral beyond the limit by
+``(Ki T - Kp) e`` when ``Ki T > Kp`` (as on ieee13, ``Ki T = 10``, ``Kp = 2``), so the output stays
+pinned for steps after the error changes sign; the integral's clip keeps ``u_0 + I`` within the
+limits, so with ``Kp > 0`` the output leaves a limit at the first sample whose error points back.
+A batch-size output is projected onto discrete sizes: when the setpoint lies between two of them
+an integrator alternates between them forever (a quantization limit cycle: on the fixed-tap hour
+all five models moved together 11 times in one minute). The deadband ``delta`` (in the
+measurement's unit) stops the integral once the error is within it; with ``2 delta`` larger than
+the measurement's change for one size step, a size exists whose error is inside the band and the
+loop rests there. At bus 671 one size step of all five models (1/6 of the level) moves 652.a by
+``|g| / 6 ~ 0.0038`` pu, so the default for ``worst_undervoltage`` is ``delta = 0.002`` pu; power
+measurements default to no deadband.
 
 Measured variable ``y``:
 
@@ -65,6 +80,9 @@ from .curves import log2_bounds, project_batch
 
 __all__ = ["DiscretePID", "PIDController"]
 
+_VOLTAGE_DEADBAND_PU = 0.002
+"""Default deadband of ``worst_undervoltage`` (pu): over half of one size step's effect on ieee13."""
+
 
 @dataclass
 class DiscretePID:
@@ -80,6 +98,7 @@ class DiscretePID:
     :param kt_per_s: back-calculation tracking gain (1/s); ``None`` = ``1 / T`` (reset in one step).
     :param derivative_tau_s: first-order filter time constant of the derivative (s); 0 = none.
     :param measurement_sign: ``+1`` when ``e = r - y``, ``-1`` when ``e = y - r``.
+    :param deadband: errors within ``+-deadband`` count as 0, larger ones less it (measurement units).
     """
 
     kp: float
@@ -92,6 +111,7 @@ class DiscretePID:
     kt_per_s: float | None = None
     derivative_tau_s: float = 0.0
     measurement_sign: float = 1.0
+    deadband: float = 0.0
     integral: float = field(default=0.0, init=False)
     derivative: float = field(default=0.0, init=False)
     _y_prev: float | None = field(default=None, init=False)
@@ -106,7 +126,8 @@ class DiscretePID:
         """One sample: returns the saturated output ``u_k`` and advances the integrator."""
         if dt_s <= 0:
             raise ValueError(f"dt_s must be > 0, got {dt_s}")
-        e = self.measurement_sign * (setpoint - measurement)
+        raw = self.measurement_sign * (setpoint - measurement)
+        e = math.copysign(max(abs(raw) - self.deadband, 0.0), raw)
         if self._y_prev is not None and self.kd != 0.0:
             a = self.derivative_tau_s / (self.derivative_tau_s + dt_s)
             dy = (measurement - self._y_prev) / dt_s
@@ -121,6 +142,8 @@ class DiscretePID:
             pushes_out = (v > self.u_max and e > 0) or (v < self.u_min and e < 0)
             if not pushes_out:
                 self.integral += self.ki * dt_s * e
+        # no wind-up beyond the limits in either mode, so the output leaves a limit without delay
+        self.integral = min(max(self.integral, self.u_min - self.u0), self.u_max - self.u0)
         return u
 
 
@@ -144,7 +167,18 @@ class PIDController(ConfiguredController):
         ki_per_s: float = Field(0.0, ge=0, description="Integral gain (output unit per measurement unit per s).")
         kd_s: float = Field(0.0, ge=0, description="Derivative gain (output unit per measurement unit times s).")
         derivative_tau_s: float = Field(0.0, ge=0, description="Derivative low-pass time constant (s).")
-        anti_windup: Literal["back_calculation", "clamping"] = Field("back_calculation")
+        anti_windup: Literal["back_calculation", "clamping"] = Field(
+            "back_calculation",
+            description="How the integral stops winding at an output limit (with either, u_0 + I stays within them).",
+        )
+        deadband: float | None = Field(
+            None,
+            ge=0,
+            description=(
+                "delta: errors within +-delta count as 0 (measurement unit: pu or W), so a batch-size output rests "
+                "between two sizes; None = 0.002 pu for worst_undervoltage, 0 W for the powers."
+            ),
+        )
         tracking_gain_per_s: float | None = Field(
             None, gt=0, description="Back-calculation gain Kt (1/s); None = 1/period (reset in one step)."
         )
@@ -168,6 +202,12 @@ class PIDController(ConfiguredController):
             if self.actuator == "power_cap" and lo <= 0:
                 raise ValueError(f"power_cap output_min must be > 0 W, got {lo}")
             return self
+
+        def deadband_value(self) -> float:
+            """``deadband`` with the measurement's default filled in (pu or W)."""
+            if self.deadband is not None:
+                return self.deadband
+            return _VOLTAGE_DEADBAND_PU if self.measurement == "worst_undervoltage" else 0.0
 
         def limits(self) -> tuple[float, float]:
             """``(output_min, output_max)`` with the actuator's defaults filled in."""
@@ -195,6 +235,7 @@ class PIDController(ConfiguredController):
             kt_per_s=cfg.tracking_gain_per_s,
             derivative_tau_s=cfg.derivative_tau_s,
             measurement_sign=sign,
+            deadband=cfg.deadband_value(),
         )
         self.pid.reset()
         self._sent_cap: float | None = None

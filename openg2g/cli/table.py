@@ -33,6 +33,8 @@ SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_throughput_tok_s", "throughput (tok/s)", "{:,.0f}"),
     ("itl_deadline_miss_fraction", "ITL misses (%)", "{:.2%}"),
     ("n_batch_changes", "batch changes", "{:d}"),
+    ("n_batch_reversals", "reversals", "{:d}"),
+    ("max_batch_changes_per_min", "max changes/min", "{:d}"),
     ("energy_mwh", "energy (MWh)", "{:.3f}"),
     ("wall_time_s", "wall (s)", "{:.1f}"),
 )

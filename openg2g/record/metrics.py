@@ -14,7 +14,11 @@ Definitions (``dt`` is the component's own period):
 - unsupplied time (s, per site) = datacenter steps during which the site's bus had no supply,
   times ``dt``. Such steps add no energy and no tokens: the mean throughput counts them as 0 tok/s,
   the ITL deadline miss fraction leaves them out (neither missed nor met);
-- batch changes = number of times any (site, model) batch size changed between samples;
+- batch changes = number of times any (site, model) batch size changed between samples; a
+  reversal is a change opposite in direction to the model's previous one; the most changes (or
+  reversals) per minute = the largest number of one model's changes (reversals) at times within
+  less than 60 s of each other (``[t, t + 60)``), over the run's models and windows: a model that
+  alternates 32 <-> 8 every second shows 60 changes and 59 reversals a minute;
 - tap changes = regulator tap operations: per bank and phase, the number of steps the tap moved
   between consecutive grid steps (a move from 10 to 16 on one phase counts 6, as six operations
   of a step-by-step regulator; the taps in force at the start count nothing).
@@ -80,6 +84,21 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return np.nan_to_num(x, nan=0.0)
 
 
+_TIME_TOLERANCE_S = 1e-6
+"""Two event times closer than this are the same time (s)."""
+
+
+def _in_last_minute(recent_s: collections.deque[float], t_s: float) -> int:
+    """Add an event at ``t_s`` (s, not before the last one) to ``recent_s`` and drop those 60 s or
+    more before it; returns how many are left: the events in the minute up to ``t_s``. Times are
+    multiples of a step (``1281 * 0.1 - 681 * 0.1`` is ``59.999999999999986``): within ``_TIME_TOLERANCE_S`` of 60 s
+    counts as 60 s."""
+    recent_s.append(t_s)
+    while t_s - recent_s[0] >= 60.0 - _TIME_TOLERANCE_S:
+        recent_s.popleft()
+    return len(recent_s)
+
+
 class RunMetrics:
     """Accumulates the summary figures of one run.
 
@@ -134,7 +153,9 @@ class RunMetrics:
         self._batch_changes: dict[tuple[str, str], int] = {}
         self._batch_reversals: dict[tuple[str, str], int] = {}
         self._last_direction: dict[tuple[str, str], int] = {}
+        self._recent_changes_s: dict[tuple[str, str], collections.deque[float]] = {}
         self._recent_reversals_s: dict[tuple[str, str], collections.deque[float]] = {}
+        self._max_changes_per_min: dict[tuple[str, str], int] = {}
         self.max_batch_reversals_per_min = 0
         self.n_tap_changes = 0
         self._last_taps: Mapping[str, Sequence[int]] | None = None
@@ -277,9 +298,12 @@ class RunMetrics:
             if before == after:
                 continue
             changes += 1
+            t_s = times_s[offset + i]
+            in_minute = _in_last_minute(self._recent_changes_s.setdefault(key, collections.deque()), t_s)
+            self._max_changes_per_min[key] = max(self._max_changes_per_min.get(key, 0), in_minute)
             direction = 1 if after > before else -1
             if self._last_direction.get(key, direction) != direction:
-                self._count_reversal(key, times_s[offset + i])
+                self._count_reversal(key, t_s)
             self._last_direction[key] = direction
         self._batch_changes[key] = self._batch_changes.get(key, 0) + changes
         return changes
@@ -288,11 +312,13 @@ class RunMetrics:
         """A change opposite to the model's previous one at ``t_s`` (s); keeps the largest number of
         one model's reversals within any 60 s."""
         self._batch_reversals[key] = self._batch_reversals.get(key, 0) + 1
-        recent = self._recent_reversals_s.setdefault(key, collections.deque())
-        recent.append(t_s)
-        while t_s - recent[0] >= 60.0:
-            recent.popleft()
-        self.max_batch_reversals_per_min = max(self.max_batch_reversals_per_min, len(recent))
+        in_minute = _in_last_minute(self._recent_reversals_s.setdefault(key, collections.deque()), t_s)
+        self.max_batch_reversals_per_min = max(self.max_batch_reversals_per_min, in_minute)
+
+    @property
+    def max_batch_changes_per_min(self) -> int:
+        """The most changes of one model's batch at times within less than 60 s of each other."""
+        return max(self._max_changes_per_min.values(), default=0)
 
     def _by_site(self, counts: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
         """``{site: {model: count}}`` for every model accounted, 0 where none were counted."""
@@ -318,8 +344,10 @@ class RunMetrics:
         """The figures as a dict with unit-suffixed keys, flat but for ``site_unsupplied_s``
         (site -> seconds without supply, 0 for a site that never lost it) and the batch counts per
         model (site -> model -> count): ``batch_changes_by_model``, ``batch_reversals_by_model``
-        (changes opposite in direction to the model's previous one), with
-        ``max_batch_reversals_per_min`` the most reversals of one model within any 60 s;
+        (changes opposite in direction to the model's previous one) and
+        ``max_batch_changes_per_min_by_model`` (the most changes within any 60 s), with
+        ``n_batch_reversals`` the reversals of all models, ``max_batch_changes_per_min`` and
+        ``max_batch_reversals_per_min`` the most changes and reversals of one model within any 60 s;
         ``metrics_start_s`` only when > 0; ``unavailable_figures`` (figure -> why, the figure
         ``None``) only when :meth:`unavailable` names any."""
         unavailable = self.unavailable()
@@ -343,6 +371,9 @@ class RunMetrics:
             "n_batch_changes": self.n_batch_changes,
             "batch_changes_by_model": self._by_site(self._batch_changes),
             "batch_reversals_by_model": self._by_site(self._batch_reversals),
+            "n_batch_reversals": sum(self._batch_reversals.values()),
+            "max_batch_changes_per_min": self.max_batch_changes_per_min,
+            "max_batch_changes_per_min_by_model": self._by_site(self._max_changes_per_min),
             "max_batch_reversals_per_min": self.max_batch_reversals_per_min,
             "n_tap_changes": self.n_tap_changes,
             "grid_steps": self.grid_steps,

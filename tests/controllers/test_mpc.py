@@ -289,3 +289,65 @@ def test_bad_params():
         MPCController.Config(horizon_steps=0)
     with pytest.raises(ValidationError, match="voltage_noise_pu"):
         MPCController.Config(voltage_noise_pu=0.0)
+
+
+def _guard_plant(cfg: MPCController.Config, steps: int) -> list[int]:
+    """Closed loop on a model whose batch 128 misses half its tokens and 64 none (no voltage
+    limit near): the latency guard alone decides. Returns the times (s) of the changes sent."""
+    info = toy_model("m1", batch_sizes=(8, 16, 32, 64, 128), itl_deadline_s=0.04)
+    ctx = make_context([info])
+    ctrl = MPCController(cfg)
+    ctrl.reset(ctx, 0)
+    batch, changes = 128, []
+    for t in range(steps):
+        obs = make_observation(ctx, 1.0, t_s=float(t), batches={"m1": batch})
+        state = obs.datacenters["dc1"].models["m1"]
+        miss = replace(state, deadline_miss_fraction=0.5 if batch == 128 else 0.0)
+        obs = replace(obs, datacenters={"dc1": replace(obs.datacenters["dc1"], models={"m1": miss})})
+        for c in ctrl.step(obs):
+            batch = c.batch_size
+            changes.append(t)
+    return changes
+
+
+def test_latency_guard_cycles_every_step_without_dwell_and_not_with_it():
+    """The guard integrates misses at 0.03 a step (excess saturated at +-1): 128 needs a guard of
+    ITL(128) / deadline = 0.9475, so from 1.0 the guard falls to 0.97 (t = 0, 128 kept), 0.94 (t = 1:
+    cut to 64), rises to 0.97 (t = 2: 128 again), falls to 0.94 (t = 3: cut)...: a period-2 cycle.
+    With a 4 s dwell each size is held 4 s (the guard moves 0.12 meanwhile): changes at 1, 5, 9, ...
+    every 4 s, and the budget of 8 changes in 60 s holds the model at 128 from the eighth (t = 29, a
+    fill) until the first leaves the window (t = 61: the cut); the guard, at its floor by then, takes
+    30 steps to climb back, so nothing follows within 66 s."""
+    free = MPCController.Config(miss_fraction_target=0.04, miss_adapt_gain=0.03, min_dwell_s=0, max_changes_per_min=60)
+    assert _guard_plant(free, 60) == list(range(1, 60))
+    dwell = free.model_copy(update={"min_dwell_s": 4.0, "max_changes_per_min": 100})
+    assert _guard_plant(dwell, 60) == list(range(1, 60, 4))
+    default = free.model_copy(update={"min_dwell_s": 4.0, "max_changes_per_min": 8})
+    assert _guard_plant(default, 66) == [*range(1, 30, 4), 61]
+
+
+def _held_options(v_pu: float, changes: int = 1, budget: int = 8) -> np.ndarray:
+    """The batches open to a model 1 s after the last of its ``changes`` cuts from 64 to 32 (10 s
+    apart, the last at 60 s), at zone voltage ``v_pu``, with a budget of ``budget`` changes in 60 s;
+    default dwell (4 s) and override (0.005 pu)."""
+    info = toy_model("m1", batch_sizes=SIZES, initial_batch_size=64, itl_deadline_s=None)
+    ctx = make_context([info])
+    ctrl = MPCController(MPCController.Config(max_changes_per_min=budget))
+    ctrl.reset(ctx, 0)
+    for k in range(changes):
+        ctrl._sent[("dc1", "m1")] = 64
+        prob = ctrl.problem(make_observation(ctx, 0.9, t_s=60.0 - 10.0 * (changes - 1 - k), batches={"m1": 64}))
+        ctrl.batch_commands(prob, np.array([list(prob.options[0].batches).index(32)]))
+    return ctrl.problem(make_observation(ctx, v_pu, t_s=61.0, batches={"m1": 32})).options[0].batches
+
+
+def test_dwell_holds_a_model_but_for_relief_beyond_the_margin_and_the_budget_holds_it_always():
+    # within the override margin (0.95 - 0.947 < 0.005) or in the band: only the batch sent
+    np.testing.assert_array_equal(_held_options(0.947), [32])
+    np.testing.assert_array_equal(_held_options(1.0), [32])
+    # 0.006 beyond a limit: the moves that relieve it (cuts below v_min, fills above v_max)
+    np.testing.assert_array_equal(_held_options(0.944), [8, 16, 32])
+    np.testing.assert_array_equal(_held_options(1.056), [32, 64, 128])
+    # the budget (2 changes in 60 s, both spent) admits no emergency
+    np.testing.assert_array_equal(_held_options(0.9, changes=2, budget=2), [32])
+    np.testing.assert_array_equal(_held_options(0.9, changes=2, budget=3), [8, 16, 32])

@@ -60,6 +60,44 @@ def test_anti_windup_leaves_saturation_at_once(mode):
     # without anti-windup the integral would be ~1000 and u would stay at 1 for ~1000 steps
 
 
+@pytest.mark.parametrize("mode", ["back_calculation", "clamping"])
+def test_output_leaves_the_limit_at_the_first_error_of_the_other_sign(mode):
+    """The ieee13 gains (Kp = 2, Ki T = 10 > Kp) on a voltage loop (e = y - r), u_0 = 0.5, limits
+    [0, 2/3]. With e = +0.01: u = 0.52 (I -> 0.1), 0.62 (I -> 0.2), then v = 0.72 saturates; back-
+    calculation would leave I = u - u_0 - Kp e + Ki T e = 0.2467, clamping I = 0.2, both more than
+    u_max - u_0 = 1/6, where the clip holds it. At the first error of the other sign (e = -0.001),
+    u = 0.5 - 0.002 + 1/6 < 2/3 at once (unclipped back-calculation: 0.745, still pinned)."""
+    pid = DiscretePID(kp=2.0, ki=10.0, kd=0.0, u_min=0.0, u_max=2 / 3, u0=0.5, anti_windup=mode, measurement_sign=-1.0)
+    outputs = [pid.update(0.955, 0.965, 1.0) for _ in range(5)]
+    assert outputs == pytest.approx([0.52, 0.62, 2 / 3, 2 / 3, 2 / 3], abs=1e-12)
+    assert pid.integral == pytest.approx(1 / 6, abs=1e-12)
+    assert pid.update(0.955, 0.954, 1.0) == pytest.approx(0.5 - 0.002 + 1 / 6, abs=1e-12)
+
+
+def test_errors_inside_the_deadband_do_nothing_and_larger_ones_count_less_it():
+    """Deadband 0.002 pu around the 0.955 setpoint: at 0.9535 (error -0.0015) the output is u_0 and
+    the integral stays 0; at 0.952 the error counts as -0.001: u = 0.5 + 2 (-0.001), I = 10 (-0.001);
+    back inside the band the output holds at u_0 + I = 0.49."""
+    pid = DiscretePID(kp=2.0, ki=10.0, kd=0.0, u_min=0.0, u_max=1.0, u0=0.5, measurement_sign=-1.0, deadband=0.002)
+    assert pid.update(0.955, 0.9535, 1.0) == 0.5 and pid.integral == 0.0
+    assert pid.update(0.955, 0.952, 1.0) == pytest.approx(0.498, abs=1e-12)
+    assert pid.integral == pytest.approx(-0.01, abs=1e-12)
+    assert pid.update(0.955, 0.9565, 1.0) == pytest.approx(0.49, abs=1e-12)
+
+
+def test_batch_sizes_rest_while_the_voltage_is_inside_the_default_deadband():
+    ctx = make_context([toy_model("m1"), toy_model("m2")])  # both at 128: the output starts at their level
+    ctrl = PIDController(PIDController.Config(setpoint=0.955, kp=2.0, ki_per_s=10.0, actuator="batch_size"))
+    ctrl.reset(ctx, 0)
+    assert ctrl.pid.deadband == 0.002  # worst_undervoltage's default
+    for k, v in enumerate([0.9535, 0.9565, 0.9531, 0.9569]):  # noise within +-0.002 pu: no command
+        assert ctrl.step(make_observation(ctx, v, t_s=float(k))) == []
+    # 0.008 beyond the band: the level falls by Kp 0.008 = 0.016 (less than half of a size's 1/6),
+    # then by 0.016 + Ki T 0.008 = 0.096: both models cut from 128 to 64
+    assert ctrl.step(make_observation(ctx, 0.945, t_s=4.0)) == []
+    assert {c.batch_size for c in ctrl.step(make_observation(ctx, 0.945, t_s=5.0))} == {64}
+
+
 def test_derivative_acts_on_measurement_not_setpoint():
     pid = DiscretePID(kp=0.0, ki=0.0, kd=1.0, u_min=-10, u_max=10, u0=0.5)
     assert pid.update(0.0, 1.0, 1.0) == 0.5
@@ -98,3 +136,5 @@ def test_bad_params_name_the_field():
         PIDController.Config(setpoint=0.96, kp=1.0, output_max=2.0)
     with pytest.raises(ValidationError, match="measurement"):
         PIDController.Config(setpoint=0.96, kp=1.0, measurement="frequency")
+    with pytest.raises(ValidationError, match="deadband"):
+        PIDController.Config(setpoint=0.96, kp=1.0, deadband=-0.001)

@@ -69,4 +69,20 @@ def test_batch_changes_and_reversals_per_model_by_hand() -> None:
     assert s["batch_changes_by_model"] == {"dc1": {"a": 6, "b": 0}}
     assert s["batch_reversals_by_model"] == {"dc1": {"a": 3, "b": 0}}
     # 2 s is more than 60 s before 70 s: at most 2 reversals (70, 72 s) within one minute
-    assert s["max_batch_reversals_per_min"] == 2
+    assert s["max_batch_reversals_per_min"] == 2 and s["n_batch_reversals"] == 3
+    # changes at 1, 2, 3 s, then at 70, 71, 72 s: 3 in any minute (1 s and 70 s are 69 s apart)
+    assert s["max_batch_changes_per_min"] == 3
+    assert s["max_batch_changes_per_min_by_model"] == {"dc1": {"a": 3, "b": 0}}
+
+
+def test_changes_per_minute_window_is_half_open() -> None:
+    m = RunMetrics(0.95, 1.05)
+    # changes at 1, 2 and 61 s: 61 - 1 = 60 s drops the first (window [t - 60, t) excluded), so 2
+    m.add_datacenter_block([_site_block([0.0, 1.0, 2.0, 60.0, 61.0], {"a": [8, 16, 32, 32, 64]})], 1.0)
+    s = m.summary()
+    assert s["max_batch_changes_per_min"] == 2 and s["n_batch_reversals"] == 0
+    # steps of 0.1 s: 1281 x 0.1 - 681 x 0.1 falls short of 60 by float rounding, still 60 s apart
+    m = RunMetrics(0.95, 1.05)
+    times = [k * 0.1 for k in (680, 681, 1280, 1281)]
+    m.add_datacenter_block([_site_block(times, {"a": [8, 16, 16, 32]})], 0.1)
+    assert m.summary()["max_batch_changes_per_min"] == 1
