@@ -31,10 +31,10 @@ from openg2g.cli.outdir import add_overwrite_option, prepare_out_dir, stop_clean
 from openg2g.cli.run import SCENARIO_IS_CODE
 from openg2g.cli.table import format_table
 from openg2g.core.errors import G2GError, ScenarioError
-from openg2g.scenario.loader import LoadedScenario, load_scenario
 
-if TYPE_CHECKING:  # the RL stack (gymnasium, torch) loads only when the command runs
+if TYPE_CHECKING:  # the RL stack (gymnasium, torch) and the scenario stack load only when the command runs
     from openg2g.envs.policy import PolicyMeta
+    from openg2g.scenario.loader import LoadedScenario
 
 __all__ = ["evaluate_policy", "policy_controller_spec", "register"]
 
@@ -54,6 +54,7 @@ def held_out_variations(loaded: LoadedScenario, meta: PolicyMeta, n: int) -> lis
     so variation ``k`` here is the env's ``reset(options={"eval_index": k})``.
     """
     from openg2g.envs.variations import ScenarioGenerator
+    from openg2g.scenario.loader import LoadedScenario
 
     sc = loaded.scenario
     steps = meta.env.episode_steps
@@ -91,6 +92,7 @@ def evaluate_policy(
     from openg2g.engine.simulation import Simulation
     from openg2g.envs.policy import load_policy, resolve_policy
     from openg2g.envs.spaces import SpaceLayout
+    from openg2g.scenario.loader import LoadedScenario, load_scenario
     from openg2g.scenario.run import run_scenario
     from openg2g.scenario.schema import ControllerSpec
 

@@ -44,7 +44,6 @@ from typing import Any, get_args
 from openg2g.cli.outdir import prepare_out_dir
 from openg2g.core.errors import G2GError, ScenarioError
 from openg2g.envs.train_options import TrainOptions
-from openg2g.scenario.loader import apply_override
 
 __all__ = ["parse_env_settings", "register"]
 
@@ -54,6 +53,8 @@ def parse_env_settings(assignments: list[str], base: Mapping[str, Any] | None = 
 
     :param base: settings the assignments are applied over (a copy is changed), e.g. a resumed run's.
     """
+    from openg2g.scenario.loader import apply_override
+
     data: dict[str, Any] = copy.deepcopy(dict(base or {}))
     for assignment in assignments:
         try:

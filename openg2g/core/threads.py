@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-import scipy.linalg  # noqa: F401  (loads scipy's own BLAS, so the controller below sees it too)
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["one_blas_thread", "with_one_blas_thread"]
@@ -44,6 +43,10 @@ def one_blas_thread() -> Iterator[None]:
         yield
         return
     if _BLAS is None:  # inspecting the loaded libraries is the slow part (about 1 ms)
+        # scipy's own BLAS must be loaded to be found; imported here, not with this module, so
+        # that what only decorates a solve (the schema's grid settings) loads no scipy
+        import scipy.linalg  # noqa: F401
+
         _BLAS = ThreadpoolController().select(user_api="blas").lib_controllers
     previous = [lib.get_num_threads() for lib in _BLAS]
     for lib in _BLAS:

@@ -7,8 +7,13 @@
 - :mod:`~openg2g.datacenter.training`: the parameterized training-job power model.
 """
 
-from openg2g.datacenter.library import TraceConfig, TraceLibrary
-from openg2g.datacenter.replay import ReplayDatacenter
-from openg2g.datacenter.validate import validate_site
+from openg2g.core.lazy import lazy_exports
 
 __all__ = ["ReplayDatacenter", "TraceConfig", "TraceLibrary", "validate_site"]
+
+# Lazy, so that the site settings of a scenario file (``openg2g.datacenter.config``, read by the
+# schema) do not load the trace library and the replay with numpy and scipy.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"library": ("TraceConfig", "TraceLibrary"), "replay": ("ReplayDatacenter",), "validate": ("validate_site",)},
+)

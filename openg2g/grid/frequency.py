@@ -76,7 +76,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import scipy.linalg
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from openg2g.core.config import ConfigModel
@@ -316,6 +315,8 @@ class SystemFrequency:
             if len(self._cache) >= self._CACHE_SIZE:
                 # recomputing gives the same bits, so dropping the cache changes no result
                 self._cache.clear()
+            import scipy.linalg  # here, so that the model's settings (the scenario schema) load no scipy
+
             e = scipy.linalg.expm(self._aug * dt_s)
             n = self._a.shape[0]
             hit = (e[:n, :n].copy(), e[:n, n].copy())
@@ -377,6 +378,8 @@ class SystemFrequency:
 
     def _at(self, x: np.ndarray, u: float, tau: float) -> np.ndarray:
         # an instant inside a step: not cached, as such instants are not repeated
+        import scipy.linalg
+
         e = scipy.linalg.expm(self._aug * tau)
         n = self._a.shape[0]
         return e[:n, :n] @ x + e[:n, n] * u
