@@ -109,7 +109,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import deque
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -120,6 +119,7 @@ from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 from ._base import ConfiguredController
+from ._budget import ChangeBudget
 from ._forecast import TrainingEstimate, scheduled_tap_shift
 from ._response import DrainTime
 from ._sites import active_replicas, model_actuators, phase_share, site_models
@@ -139,9 +139,6 @@ _MAX_CUTS = 40
 
 _CUT_TOLERANCE = 1e-12
 """A combination whose cost bound is within this of the best score cannot beat it by more."""
-
-_WINDOW_S = 60.0
-"""The window of ``max_changes_per_min`` (s), as ``summary.json`` counts ``max_batch_changes_per_min``."""
 
 _NEGLIGIBLE_SIGMAS = 8.0
 """A bus-phase farther than this many sigmas inside both limits at every step adds < 1e-16 sigma."""
@@ -504,7 +501,7 @@ class MPCController(ConfiguredController):
         self._dev_cut = np.full(len(self._keys), np.nan)  # p - P(batch in force) at the last cut (W)
         self._t_cut = np.full(len(self._keys), np.nan)  # time of the last cut (s)
         self._t_sent = np.full(len(self._keys), -np.inf)  # time of the last change sent (s)
-        self._changes_s: list[deque[float]] = [deque() for _ in self._keys]  # changes sent in the last 60 s
+        self._budget = ChangeBudget(self.config.max_changes_per_min)  # changes sent in the last 60 s
         self._t_obs_s = 0.0  # time of the observation being planned from (s)
         self._cut_itl = np.full(len(self._keys), np.nan)  # library ITL the last cut drains at; NaN: no cut
         alpha = 1.0 - math.exp(-context.dt_s / cfg.noise_filter_s)
@@ -607,10 +604,7 @@ class MPCController(ConfiguredController):
                 ok = np.zeros(sizes.size, dtype=bool)
                 ok[np.flatnonzero(reach)[0] if reach.any() else 0] = True
             sent = self._sent[(site, model)]
-            recent = self._changes_s[i]
-            while recent and recent[0] <= self._t_obs_s - _WINDOW_S + tol:
-                recent.popleft()
-            if len(recent) >= cfg.max_changes_per_min:  # the budget is spent: no exception
+            if not self._budget.allows(i, self._t_obs_s):  # the budget is spent: no exception
                 ok = sizes == sent
             elif self._t_obs_s - self._t_sent[i] < cfg.min_dwell_s - tol:
                 # held: the size last sent (still in flight under a command delay), or a move that
@@ -748,7 +742,7 @@ class MPCController(ConfiguredController):
                 self._dev_cut[i] = self._p_now[i] - self._library(i, "power_w", b)
                 self._t_cut[i] = self._t_obs_s
                 self._t_sent[i] = self._t_obs_s
-                self._changes_s[i].append(self._t_obs_s)
+                self._budget.spend(i, self._t_obs_s)
         return out
 
     def actuators(self) -> tuple[Actuator, ...]:

@@ -61,7 +61,8 @@ pure primal-dual loop (a double integrator through the grid). ``H_s`` is
 ``observation.voltage_sensitivity(site)`` restricted to the zone (pu per W of per-phase active
 power), ``e_s`` the site's measured phase shares, and ``P_i``, ``l_i``, ``T_i`` the logistic fits
 of per-replica GPU power, ITL and throughput against ``log2(batch)`` (:mod:`openg2g.controllers.curves`).
-A :class:`SetBatchSize` is sent only when ``b_i`` changes (past the hysteresis). A run's
+A :class:`SetBatchSize` is sent only when ``b_i`` changes (past the hysteresis), and at most
+``max_changes_per_min`` times per model in any 60 s (:mod:`controllers._budget`). A run's
 ``summary.json`` counts each model's changes and reversals (``batch_changes_by_model``,
 ``batch_reversals_by_model``, ``max_batch_reversals_per_min``).
 
@@ -105,6 +106,7 @@ from openg2g.core.interfaces import ControlContext
 from openg2g.core.state import Observation
 
 from ._base import ConfiguredController
+from ._budget import ChangeBudget
 from ._sites import active_replicas, model_actuators, phase_share, site_models
 from ._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
 from ._voltage import SensitivityCache
@@ -163,6 +165,12 @@ class OFOController(ConfiguredController):
             description="r: largest change of a model's x per second (log2 batch per s, e.g. 1: one doubling or "
             "halving per second); None: unbounded.",
         )
+        max_changes_per_min: int | None = Field(
+            10,
+            gt=0,
+            description="K: a model whose batch changed K times in the last 60 s keeps it until the oldest change "
+            "is 60 s old (its x goes on integrating); None: no budget.",
+        )
         thermal_dual_step: float = Field(1.0, ge=0, description="rho_th: thermal dual step (per unit loading/limit).")
         thermal_weight: float = Field(
             300.0, ge=0, description="k_th: scale of the thermal price in the primal gradient (1)."
@@ -185,6 +193,7 @@ class OFOController(ConfiguredController):
         self.x: dict[tuple[str, str], float] = {}
         self._x_hi: dict[tuple[str, str], float] = {}
         self._sent: dict[tuple[str, str], int] = {}
+        self._budget = ChangeBudget(self.config.max_changes_per_min)
         for key in self._keys:
             info = context.sites[key[0]].models[key[1]]
             c = self.curves[key]
@@ -377,8 +386,13 @@ class OFOController(ConfiguredController):
             self._x_prev[key] = self.x[key]
             self.x[key] = x_new
             b = project_batch(x_new, info.batch_sizes)
-            if b != self._sent[key] and self._beyond_hysteresis(x_new, b, self._sent[key]):
+            if (
+                b != self._sent[key]
+                and self._beyond_hysteresis(x_new, b, self._sent[key])
+                and self._budget.allows(key, observation.t_s)
+            ):
                 self._sent[key] = b
+                self._budget.spend(key, observation.t_s)
                 out.append(SetBatchSize(site=site, model=model, batch_size=b))
         self._steps += 1
         return out

@@ -24,6 +24,7 @@ from openg2g.core.interfaces import ControlContext, ModelInfo
 from openg2g.core.state import ModelState, Observation
 
 from ._base import ConfiguredController, ControllerConfig
+from ._budget import ChangeBudget
 from ._sites import model_actuators, site_models
 from .curves import step_batch
 
@@ -50,6 +51,9 @@ class RuleBasedController(ConfiguredController):
             1.0, gt=0, description="Fraction of the ITL deadline that stepping up must respect (1 = the deadline)."
         )
         hold_s: float = Field(5.0, ge=0, description="Minimum time between two changes of one model (s).")
+        max_changes_per_min: int | None = Field(
+            10, gt=0, description="At most this many changes of one model in any 60 s; None: no budget."
+        )
         restore_to_initial: bool = Field(
             True, description="On margin, step up only as far as the initial batch size (else up to the largest)."
         )
@@ -68,6 +72,7 @@ class RuleBasedController(ConfiguredController):
     def reset(self, context: ControlContext, seed: int) -> None:
         super().reset(context, seed)
         self._last_change_s: dict[tuple[str, str], float] = {}
+        self._budget = ChangeBudget(self.config.max_changes_per_min)
         self._batch: dict[tuple[str, str], int] = {
             (s, m): info.initial_batch_size for s in self._sites for m, info in context.sites[s].models.items()
         }
@@ -101,6 +106,8 @@ class RuleBasedController(ConfiguredController):
                 key = (site, model)
                 if observation.t_s - self._last_change_s.get(key, -float("inf")) < cfg.hold_s - 1e-9:
                     continue
+                if not self._budget.allows(key, observation.t_s):
+                    continue
                 state = dc.models.get(model) if dc is not None else None
                 current = state.batch_size if state is not None else self._batch[key]
                 late = (
@@ -124,4 +131,5 @@ class RuleBasedController(ConfiguredController):
                     out.append(SetBatchSize(site=site, model=model, batch_size=target))
                     self._batch[key] = target
                     self._last_change_s[key] = observation.t_s
+                    self._budget.spend(key, observation.t_s)
         return out

@@ -44,6 +44,30 @@ def test_rule_based_overvoltage_steps_up_and_hold_time_is_respected():
     assert [c.batch_size for c in ctrl.step(make_observation(ctx, 1.06, t_s=5, batches={"m1": 128}))] == [256]
 
 
+def test_rule_based_changes_a_model_at_most_its_budget_in_any_60_s():
+    ctx = make_context([toy_model("m1", initial_batch_size=64)])
+    ctrl = _rule(ctx, hold_s=0.0, max_changes_per_min=2)
+    batch, sent = 64, []
+    for t in range(62):  # under-voltage all along: a step down asked for every second
+        for c in ctrl.step(make_observation(ctx, 0.94, t_s=t, batches={"m1": batch})):
+            batch = c.batch_size
+            sent.append((t, batch))
+    # two changes, then held until the first is 60 s old, then the next
+    assert sent == [(0, 32), (1, 16), (60, 8)]  # 8: the smallest measured size
+
+
+def test_change_budget_window():
+    from openg2g.controllers._budget import ChangeBudget
+
+    budget = ChangeBudget(3)
+    for t in (0.0, 0.1, 30.0):
+        assert budget.allows("m", t)
+        budget.spend("m", t)
+    assert not budget.allows("m", 59.9) and budget.allows("other", 59.9)
+    assert budget.allows("m", 60.0)  # the change at 0 s is 60 s old: out of the window, as the summary counts
+    assert ChangeBudget(None).allows("m", 0.0)
+
+
 def test_rule_based_latency_guard():
     info = toy_model("m1", initial_batch_size=256, itl_deadline_s=0.06)
     ctx = make_context([info])
