@@ -477,11 +477,15 @@ def series_figure(
     """
     keys: list[str] = []
     labels: dict[str, Panel] = {}
+    categories: dict[str, dict[str, int]] = {}
     for _, panels, _ in runs:
         for p in panels:
             if p.key not in labels:
                 keys.append(p.key)
                 labels[p.key] = p
+            names = categories.setdefault(p.key, {})
+            for name in p.categories:
+                names.setdefault(name, len(names))
     if not keys:
         return empty_figure("the selected runs have no tables yet")
     layout: dict[str, Any] = json.loads(_subplots_layout(len(keys)))
@@ -505,8 +509,15 @@ def series_figure(
                     "yaxis": _axis("y", row),
                 }
                 if line.dash == "markers":
+                    # each run indexes its own actuators: placed on the rows of every open run's actuators
+                    text = [p.categories[int(i)] for i in line.y]
                     trace["hovertemplate"] = f"{prefix}{line.name}: %{{text}}<br>t=%{{x:g}} s<extra></extra>"
-                    trace.update(mode="markers", marker={"size": 6}, text=[p.categories[int(i)] for i in line.y])
+                    trace.update(
+                        mode="markers",
+                        marker={"size": 6},
+                        text=text,
+                        y=_array([categories[p.key][name] for name in text]),
+                    )
                 else:
                     style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
                     if line.color:
@@ -534,10 +545,9 @@ def series_figure(
         yaxis["title"] = {"font": {"size": 10}, "text": panel.ylabel}
         if panel.log2:
             yaxis.update(type="log", dtick=math.log10(2))
-        if panel.categories:
-            yaxis.update(
-                tickfont={"size": 8}, tickvals=list(range(len(panel.categories))), ticktext=list(panel.categories)
-            )
+        if categories[key]:
+            rows = list(categories[key])
+            yaxis.update(tickfont={"size": 8}, tickvals=list(range(len(rows))), ticktext=rows)
     marks, notes = _series_marks(runs[0][2], len(keys))
     # the cursor is always the first shape, so that moving it patches shapes[0]
     cursor = cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}

@@ -62,6 +62,12 @@ def siting_server(siting_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def commands_server(commands_dir: Path) -> Iterator[str]:
+    with _serve(commands_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
@@ -263,3 +269,36 @@ def test_the_leaderboard_sorts_and_opens_a_run(studies_page: Any) -> None:
         "document.querySelector('#map-run').innerText.includes('bench/runs/t13-v0-pid')", timeout=60_000
     )
     page.wait_for_selector("#series-graph .scatterlayer .trace", timeout=60_000)
+
+
+SERIES_GD = "document.querySelector('#series-graph .js-plotly-plot')"
+
+MISLABELLED_COMMANDS = f"""() => {{
+    const gd = {SERIES_GD};
+    const wrong = [];
+    for (const trace of gd._fullData) {{
+        if (trace.mode !== 'markers') continue;
+        const axis = gd._fullLayout['yaxis' + trace.yaxis.slice(1)];
+        for (let i = 0; i < trace.text.length; i++) {{
+            const label = axis.ticktext[axis.tickvals.indexOf(trace.y[i])];
+            if (label !== trace.text[i]) wrong.push(trace.name + ': ' + trace.text[i] + ' drawn as ' + label);
+        }}
+    }}
+    return wrong;
+}}"""
+
+
+def _runs_drawn(page: Any, *run_ids: str) -> None:
+    """Wait until the time series draw a line of each of ``run_ids`` (named ``<run>: <line>``)."""
+    drawn = " && ".join(f"{SERIES_GD}._fullData.some(t => t.name.startsWith('{r}: '))" for r in run_ids)
+    page.wait_for_function(f"{SERIES_GD} && {SERIES_GD}._fullData && {drawn}", timeout=60_000)
+
+
+def test_two_runs_name_each_command_by_its_own_actuator(browser: Any, commands_server: str) -> None:
+    with _open(browser, commands_server) as page:
+        _select(page, "ieee13_taps")  # its tap change first: the commands axis once took only its names
+        _select(page, "ieee13_ofo")
+        _runs_drawn(page, "ieee13_taps", "ieee13_ofo")
+        markers = page.evaluate(f"{SERIES_GD}._fullData.filter(t => t.mode === 'markers').map(t => t.name)")
+        assert {"ieee13_taps: event", "ieee13_ofo: ofo"} <= set(markers)
+        assert page.evaluate(MISLABELLED_COMMANDS) == []
