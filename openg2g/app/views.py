@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 from _plotly_utils.utils import to_typed_array_spec
 from dash import dcc, html
@@ -43,7 +44,7 @@ from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
 from openg2g.plot.feeder import EDGE_STYLE, HIGHLIGHT_COLOR
-from openg2g.plot.overview import Panel
+from openg2g.plot.overview import Panel, deadline_of
 from openg2g.plot.style import PHASE_COLORS, voltage_colorscale, voltage_norm
 from openg2g.plot.timeline import Marks
 
@@ -60,6 +61,7 @@ __all__ = [
     "hosting_table",
     "jobs_list",
     "leaderboard_table",
+    "line_colors",
     "load_loss_bars_figure",
     "load_loss_frequency_figure",
     "load_loss_table",
@@ -92,6 +94,12 @@ TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
 LIMIT_COLOR = "#d62728"
 EDGE_COLORS = {str(kind): str(style["colors"]) for kind, style in EDGE_STYLE.items()}
 EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash", "regulator": "dashdot", "reactor": "solid"}
+
+MODEL_PANELS = ("batch", "itl", "throughput")
+"""The time panels with one line per model (named ``site/model``), each model in its own colour."""
+
+LINE_COLORS = tuple(plotly.colors.qualitative.Dark24)
+"""The colours of the models in the time panels and of the runs in Compare, in order."""
 
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
@@ -411,6 +419,17 @@ def _array(values: Any) -> Any:
     return to_typed_array_spec(np.asarray(values))
 
 
+def line_colors(names: Sequence[str]) -> dict[str, str]:
+    """Name -> colour of :data:`LINE_COLORS`, in the order of ``names`` (cycling past the last)."""
+    return {name: LINE_COLORS[k % len(LINE_COLORS)] for k, name in enumerate(names)}
+
+
+def _legend(row: int) -> str:
+    """Plotly's name of the legend beside panel ``row`` (``legend``, ``legend2``...): one legend per
+    panel, so that each names the lines drawn beside it."""
+    return "legend" if row == 1 else f"legend{row}"
+
+
 def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The shapes (a training span shaded, an event a dotted line, on every panel) and the
     annotations (an event's name) of a run's marks."""
@@ -466,7 +485,8 @@ def series_figure(
     t_range: tuple[float, float] | None = None,
 ) -> dict[str, Any] | go.Figure:
     """The open runs over time: one panel per quantity any run has, all on one time axis (zooming
-    one zooms all), the runs told apart by line dash when more than one is open.
+    one zooms all), the runs told apart by line dash when more than one is open; a legend beside each
+    panel, each model in one colour across the model panels, its ITL deadline dashed in that colour.
 
     Built as plotly's figure dictionary, not through ``plotly.graph_objects``: validating each of
     a few hundred properties took most of a second per draw, and the figure is the same.
@@ -488,6 +508,9 @@ def series_figure(
                 names.setdefault(name, len(names))
     if not keys:
         return empty_figure("the selected runs have no tables yet")
+    model_color = line_colors(
+        sorted({line.name for _, panels, _ in runs for p in panels if p.key in MODEL_PANELS for line in p.lines})
+    )
     layout: dict[str, Any] = json.loads(_subplots_layout(len(keys)))
     data: list[dict[str, Any]] = []
     levels: list[dict[str, Any]] = []
@@ -499,9 +522,9 @@ def series_figure(
             for line in p.lines:
                 trace: dict[str, Any] = {
                     "hovertemplate": f"{prefix}{line.name}<br>t=%{{x:g}} s<br>%{{y:.4g}}<extra></extra>",
-                    "legendgroup": f"{run_id}/{p.key}",
+                    "legendgroup": f"{run_id}/{line.name}",  # a model hidden in one panel is hidden in all
                     "name": prefix + line.name,
-                    "showlegend": False,
+                    "legend": _legend(row),
                     "x": _array(line.t_s),
                     "y": _array(line.y),
                     "type": "scatter",
@@ -520,15 +543,22 @@ def series_figure(
                     )
                 else:
                     style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
-                    if line.color:
-                        style["color"] = line.color
+                    color = model_color.get(line.name, "") if p.key in MODEL_PANELS else line.color
+                    if color:
+                        style["color"] = color
                     if line.step:
                         style["shape"] = "hv"
                     trace.update(mode="lines", line=style)
                 data.append(trace)
             levels += [
                 {
-                    "line": {"color": LIMIT_COLOR, "dash": "dash", "width": 1},
+                    # a deadline in its model's colour, every other level (limits, ratings) red
+                    "line": {
+                        "color": model_color.get(deadline_of(label) or "", LIMIT_COLOR),
+                        "dash": "dash",
+                        "width": 1,
+                    },
+                    "name": label,
                     "type": "line",
                     "x0": 0,
                     "x1": 1,
@@ -537,7 +567,7 @@ def series_figure(
                     "y1": value,
                     "yref": _axis("y", row),
                 }
-                for value, _label in p.levels
+                for value, label in p.levels
             ]
     for row, key in enumerate(keys, start=1):
         panel = labels[key]
@@ -548,6 +578,9 @@ def series_figure(
         if categories[key]:
             rows = list(categories[key])
             yaxis.update(tickfont={"size": 8}, tickvals=list(range(len(rows))), ticktext=rows)
+    for row in range(1, len(keys) + 1):
+        domain = layout[f"yaxis{row if row > 1 else ''}"]["domain"]
+        layout[_legend(row)] = {"x": 1.01, "xanchor": "left", "y": domain[1], "yanchor": "top", "font": {"size": 9}}
     marks, notes = _series_marks(runs[0][2], len(keys))
     # the cursor is always the first shape, so that moving it patches shapes[0]
     cursor = cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}
@@ -557,6 +590,7 @@ def series_figure(
     layout.update(
         margin={"l": 70, "r": 20, "t": 20, "b": 40},
         height=150 * len(keys) + 80,
+        showlegend=True,
         hovermode="closest",
         uirevision="series",
     )
@@ -803,11 +837,14 @@ def compare_table(comparison: Comparison) -> html.Table:
 
 
 def compare_figure(comparison: Comparison) -> go.Figure:
-    """The runs over time, one panel per quantity, the baseline in black."""
+    """The runs over time, one panel per quantity, the baseline in black, each other run in one
+    colour across the panels."""
     keys = [k for k in SERIES if k in comparison.curves]
     if not keys:
         return empty_figure("no run has a grid, datacenter or models table")
     fig = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.03)
+    others = [label for label in comparison.summaries.index if label != comparison.baseline]
+    run_color = line_colors([str(label) for label in others])
     for row, key in enumerate(keys, start=1):
         for label, (t, y) in comparison.curves[key].items():
             base = label == comparison.baseline
@@ -819,7 +856,7 @@ def compare_figure(comparison: Comparison) -> go.Figure:
                     name=f"{label} (baseline)" if base else label,
                     legendgroup=label,
                     showlegend=row == 1,
-                    line={"color": "black", "width": 1.5} if base else {"width": 1},
+                    line={"color": "black", "width": 1.5} if base else {"color": run_color.get(str(label)), "width": 1},
                 ),
                 row=row,
                 col=1,

@@ -302,3 +302,50 @@ def test_two_runs_name_each_command_by_its_own_actuator(browser: Any, commands_s
         markers = page.evaluate(f"{SERIES_GD}._fullData.filter(t => t.mode === 'markers').map(t => t.name)")
         assert {"ieee13_taps: event", "ieee13_ofo: ofo"} <= set(markers)
         assert page.evaluate(MISLABELLED_COMMANDS) == []
+
+
+MODEL_COLORS = f"""() => {{
+    const gd = {SERIES_GD};
+    const panel = {{}};
+    gd._fullLayout._subplots.yaxis.forEach((id, k) => {{ panel[id] = gd._fullLayout['yaxis' + (k ? k + 1 : '')].title.text; }});
+    const lines = gd._fullData.filter(t => t.name.startsWith('dc1/')).map(t => [panel[t.yaxis], t.name, t.line.color]);
+    const deadlines = gd._fullLayout.shapes.filter(s => (s.name || '').startsWith('deadline '))
+        .map(s => [s.name.slice(9), s.line.color, s.line.dash]);
+    return {{lines, deadlines}};
+}}"""
+
+
+def test_every_line_is_named_and_each_model_keeps_its_colour(page: Any) -> None:
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#series-graph .legend .traces", timeout=60_000)
+    drawn = page.evaluate(MODEL_COLORS)
+    colors: dict[str, set[str]] = {}
+    for _panel, model, color in drawn["lines"]:
+        colors.setdefault(model, set()).add(color)
+    assert len(colors) == 5 and len({p for p, _, _ in drawn["lines"]}) == 3  # five models in three panels
+    assert all(len(c) == 1 for c in colors.values()), colors  # one colour per model across the panels
+    assert len({next(iter(c)) for c in colors.values()}) == 5  # and no two models alike
+    assert sorted(m for m, _, _ in drawn["deadlines"]) == sorted(colors)
+    for model, color, dash in drawn["deadlines"]:
+        assert dash == "dash" and {color} == colors[model]  # each deadline dashed in its model's colour
+    legends = page.locator("#series-graph .infolayer > g[class^=legend]")  # legend, legend2...
+    assert legends.count() == page.evaluate(f"{SERIES_GD}._fullLayout._subplots.yaxis.length")  # one per panel
+    text = " ".join(legends.all_text_contents())
+    assert all(model in text for model in colors) and "lowest bus-phase" in text
+
+
+def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
+    _select(page, "ieee13_none")
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#compare-rows", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#compare-graph .js-plotly-plot')._fullData.length >= 4", timeout=60_000
+    )
+    traces = page.evaluate(
+        "document.querySelector('#compare-graph .js-plotly-plot')._fullData.map(t => [t.legendgroup, t.line.color])"
+    )
+    colors: dict[str, set[str]] = {}
+    for run_id, color in traces:
+        colors.setdefault(run_id, set()).add(color)
+    assert set(colors) == {"ieee13_none", "ieee13_ofo"}
+    assert all(len(c) == 1 for c in colors.values()), colors
