@@ -101,6 +101,7 @@ class RunEntry:
     :param sim_time_s: simulated time reached (s).
     :param duration_s: the scenario's duration (s).
     :param figures: :data:`KEY_FIGURES` that the summary has, as numbers.
+    :param error: why the run failed or stopped, as its summary says (``""`` when it says nothing).
     """
 
     run_id: str
@@ -109,6 +110,7 @@ class RunEntry:
     sim_time_s: float
     duration_s: float
     figures: dict[str, float] = field(default_factory=dict)
+    error: str = ""
 
 
 def _number(value: Any) -> float:
@@ -135,6 +137,7 @@ def _entry(root: Path, folder: Path) -> RunEntry:
         _number(summary.get("sim_time_s")),
         _number(summary.get("duration_s")),
         figures,
+        str(summary.get("error") or ""),
     )
 
 

@@ -124,16 +124,32 @@ def _fmt(value: float, scale: float = 1.0) -> str:
     return "" if value is None or not math.isfinite(value) else f"{value * scale:.4g}"
 
 
+ENDED_EARLY = ("failed", "interrupted", "stopped")
+"""Statuses of a run that ended before its duration: its progress and figures are not the run's."""
+
+
 def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
-    """Rows of the runs table: run id, status, scenario, progress and the key figures."""
+    """Rows of the runs table: run id, status, scenario, progress, the key figures and why a run
+    ended early; a run that failed shows its status where its progress was and no figures (a
+    run that collapsed at 0.1 s has a violation integral of 0 over what it ran, not a good run)."""
     rows = []
     for e in entries:
-        row: dict[str, Any] = {"id": e.run_id, "run": e.run_id, "status": e.status, "scenario": e.scenario}
+        row: dict[str, Any] = {
+            "id": e.run_id,
+            "run": e.run_id,
+            "status": e.status,
+            "scenario": e.scenario,
+            "reason": e.error,
+        }
+        early = e.status in ENDED_EARLY
         done = e.sim_time_s / e.duration_s if e.duration_s and math.isfinite(e.duration_s) else math.nan
-        row["progress"] = f"{100 * done:.0f}%" if math.isfinite(done) else ""
+        if early:
+            row["progress"] = e.status
+        else:
+            row["progress"] = f"{100 * done:.0f}%" if math.isfinite(done) else ""
         for key in KEY_FIGURES:
             meta = METRICS.get(key, Metric(key))
-            row[key] = _fmt(e.figures.get(key, math.nan), meta.scale)
+            row[key] = "" if early else _fmt(e.figures.get(key, math.nan), meta.scale)
         rows.append(row)
     return rows
 
@@ -141,6 +157,7 @@ def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
 def _runs_table() -> DataTable:
     names = {n: n for n in ("run", "status", "scenario", "progress")}
     names.update({k: METRICS.get(k, Metric(k)).label for k in KEY_FIGURES})
+    names["reason"] = "why it ended early"
     columns: list[Any] = [{"name": label, "id": key} for key, label in names.items()]
     return DataTable(
         id="runs-table",
@@ -151,6 +168,9 @@ def _runs_table() -> DataTable:
         sort_action="native",
         page_size=15,
         style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
+        style_cell_conditional=[
+            {"if": {"column_id": "reason"}, "whiteSpace": "normal", "maxWidth": "320px", "color": MESSAGE["color"]}
+        ],
         style_header={"fontWeight": "bold"},
     )
 

@@ -67,6 +67,31 @@ def commands_server(commands_dir: Path) -> Iterator[str]:
         yield url
 
 
+COLLAPSE = "PowerFlowError: the power flow did not converge at t = 0.1 s (voltage collapse)"
+
+
+@pytest.fixture(scope="module")
+def failed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app over a folder of one failed run: its summary as a run that collapsed at 0.1 s
+    writes it (every figure over the 0.1 s it ran, the reason in ``error``)."""
+    import json
+
+    root = tmp_path_factory.mktemp("failed")
+    (root / "collapsed").mkdir()
+    summary = {
+        "status": "failed",
+        "scenario": "ieee13_none",
+        "sim_time_s": 20.0,
+        "duration_s": 20.0,
+        "violation_integral_pu_s": 0.0,
+        "v_min_pu": 0.98,
+        "error": COLLAPSE,
+    }
+    (root / "collapsed" / "summary.json").write_text(json.dumps(summary))
+    with _serve(root) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
@@ -349,3 +374,13 @@ def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
         colors.setdefault(run_id, set()).add(color)
     assert set(colors) == {"ieee13_none", "ieee13_ofo"}
     assert all(len(c) == 1 for c in colors.values()), colors
+
+
+def test_a_failed_run_shows_its_status_and_reason(browser: Any, failed_server: str) -> None:
+    with _open(browser, failed_server) as page:
+        headers = page.locator("#runs-table th").all_inner_texts()
+        cells = page.locator("#runs-table tr", has_text="collapsed").locator("td").all_inner_texts()
+        row = dict(zip(headers[-len(cells) :], cells))
+        assert row["status"] == "failed" and row["progress"] == "failed"  # not 100 %
+        assert row["voltage violation integral (pu·s)"] == ""  # not 0 over the 0.1 s it ran
+        assert row["why it ended early"] == COLLAPSE
