@@ -442,16 +442,21 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
         def open_run(cell: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
             if not cell or cell.get("column_id") != "run":
                 return no_update, no_update, no_update
-            run_id = str(cell.get("row_id") or "")
-            ids = [r["id"] for r in runs or []]
-            if run_id not in ids:
-                return no_update, no_update, f"no run folder {run_id!r} in the runs view"
-            rows = sorted({*(selected or []), ids.index(run_id)})
-            # both: a selection set by a callback does not update the table's derived ids, which the views follow
-            return rows, [ids[k] for k in rows], ""
+            return _tick(str(cell.get("row_id") or ""), runs, selected)
 
     open_run_from("lb-cases", "lb-message")
     open_run_from("ll-table", "ll-message")
+
+
+def _tick(run_id: str, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> tuple[Any, Any, str]:
+    """The runs table's ``(selected_rows, selected_row_ids, message)`` with ``run_id`` ticked as
+    well (its row id is the run id); unchanged, and a message, for a run not in the table."""
+    ids = [r["id"] for r in runs or []]
+    if run_id not in ids:
+        return no_update, no_update, f"no run folder {run_id!r} in the runs view"
+    rows = sorted({*(selected or []), ids.index(run_id)})
+    # both: a selection set by a callback does not update the table's derived ids, which the views follow
+    return rows, [ids[k] for k in rows], ""
 
 
 FORM_FIELDS = (
@@ -588,17 +593,20 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         return _shown(build, lambda _text: empty)
 
     @app.callback(
+        Output("wi-status", "children", allow_duplicate=True),
         Output("wi-errors", "children", allow_duplicate=True),
         Input("wi-run", "n_clicks"),
         *form_state,
         prevent_initial_call=True,
     )
     def submit(_: int, *fields: Any) -> Any:
-        def build() -> str:
-            job = queue.submit(_whatif(fields), allow_code)
-            return f"queued as #{job.job_id}: {job.run_id}"
+        """A what-if queued is news (the status line), one refused an error (the message line)."""
 
-        return _shown(build, lambda text: text)
+        def build() -> tuple[str, str]:
+            job = queue.submit(_whatif(fields), allow_code)
+            return f"queued as #{job.job_id}: {job.run_id}", ""
+
+        return _shown(build, lambda text: ("", text))
 
     @app.callback(
         Output("wi-yaml", "data"),
@@ -629,7 +637,7 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         return views.jobs_list(jobs), signature
 
     @app.callback(
-        Output("wi-errors", "children", allow_duplicate=True),
+        Output("wi-status", "children", allow_duplicate=True),
         Input({"type": "wi-cancel", "index": ALL}, "n_clicks"),
         prevent_initial_call=True,
     )
@@ -640,3 +648,19 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         if not ctx.triggered or not ctx.triggered[0]["value"]:
             return no_update  # a list redrawn with fresh buttons, not a click
         return _shown(lambda: f"cancelled #{queue.cancel(int(trigger['index'])).job_id}", lambda text: text)
+
+    @app.callback(
+        Output("runs-table", "selected_rows", allow_duplicate=True),
+        Output("runs-table", "selected_row_ids", allow_duplicate=True),
+        Output("wi-errors", "children", allow_duplicate=True),
+        Input({"type": "wi-open", "index": ALL}, "n_clicks"),
+        State("runs-table", "data"),
+        State("runs-table", "selected_rows"),
+        prevent_initial_call=True,
+    )
+    def open_finished(clicks: list[int], runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
+        """A finished what-if's ``open`` ticks its run in the runs view."""
+        trigger = ctx.triggered_id
+        if not isinstance(trigger, dict) or not ctx.triggered or not ctx.triggered[0]["value"]:
+            return no_update, no_update, no_update  # a list redrawn with fresh buttons, not a click
+        return _tick(str(trigger["index"]), runs, selected)

@@ -103,6 +103,8 @@ LINE_COLORS = tuple(plotly.colors.qualitative.Dark24)
 
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
+STATUS: dict[str, Any] = {**MESSAGE, "color": "#555"}
+"""A status line: news (a run queued), not an error."""
 
 
 def empty_figure(text: str = "") -> go.Figure:
@@ -379,6 +381,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 ),
                 dcc.Download(id="wi-yaml"),
                 dcc.Store(id="wi-jobs-seen"),
+                html.Div(id="wi-status", role="status", style=STATUS),
                 html.Div(id="wi-errors", role="alert", style=MESSAGE),
                 html.Div(id="wi-jobs"),
             ),
@@ -889,7 +892,7 @@ def compare_figure(comparison: Comparison) -> go.Figure:
 
 def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
     """The what-if runs: ``(job id, run id, state, progress 0-1, message)`` each, a cancel button
-    on those queued or running."""
+    on those queued or running, an ``open`` button (ticking its run) on those complete."""
     items = []
     for job_id, run_id, state, done, message in jobs:
         parts: list[Any] = [f"#{job_id} {run_id}: {state}"]
@@ -901,6 +904,10 @@ def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
                 html.Button(
                     "cancel", id={"type": "wi-cancel", "index": job_id}, n_clicks=0, style={"marginLeft": "8px"}
                 )
+            )
+        if state == "complete":
+            parts.append(
+                html.Button("open", id={"type": "wi-open", "index": run_id}, n_clicks=0, style={"marginLeft": "8px"})
             )
         if message:
             parts.append(html.Div(message, style=MESSAGE))

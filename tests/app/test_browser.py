@@ -204,15 +204,18 @@ def test_a_what_if_with_a_bad_bus_then_a_good_one(page: Any, runs_dir: Path) -> 
     page.fill("#wi-bus", "675")
     page.locator("#wi-bus").press("Tab")
     page.click("#wi-run")
-    page.wait_for_function("document.querySelector('#wi-errors').innerText.startsWith('queued as')", timeout=60_000)
+    page.wait_for_function("document.querySelector('#wi-status').innerText.startsWith('queued as')", timeout=60_000)
+    assert page.locator("#wi-errors").inner_text() == ""  # news, not an error: not in the red message line
+    assert page.evaluate("getComputedStyle(document.querySelector('#wi-status')).color") != "rgb(179, 0, 0)"
     page.wait_for_selector("#wi-job-items .job-complete", timeout=240_000)
     row = page.locator("#runs-table tr", has_text="whatif/ieee13_none-001")
     row.wait_for(timeout=30_000)
     assert "complete" in row.inner_text()
     summary = (runs_dir / "whatif" / "ieee13_none-001" / "summary.json").read_text()
     assert '"duration_s": 2.0' in summary
-    _select(page, "whatif/ieee13_none-001")
+    page.locator("#wi-job-items .job-complete button", has_text="open").click()  # the finished run's link
     page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    assert "whatif/ieee13_none-001" in page.locator("#map-run").inner_text()
     assert "datacenter 675" in page.locator("#map-graph .legend").text_content()
 
 
