@@ -116,19 +116,20 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
     @app.callback(
         Output("runs-table", "data"),
         Output("runs-table", "selected_rows"),
+        Output("runs-hint", "children"),
         Input("runs-refresh", "n_intervals"),
         State("runs-table", "data"),
         State("runs-table", "selected_row_ids"),
         State("runs-table", "selected_rows"),
     )
     def refresh_runs(_: Any, old: list[dict[str, Any]] | None, ids: list[str] | None, rows: list[int] | None) -> Any:
-        data = views.runs_rows(list_runs(root))
-        if data == old:
-            return no_update, no_update
+        data = views.runs_rows(list_runs(root), [e.study_id for e in list_studies(root)])
+        if data == old and data:  # an empty folder keeps answering: the hint is its first paint
+            return no_update, no_update, no_update
         # selection follows the runs, not the row numbers, when a new run joins the list
         index = {r["id"]: k for k, r in enumerate(data)}
         selected = [index[i] for i in ids or [] if i in index]
-        return data, (no_update if selected == (rows or []) else selected)
+        return data, (no_update if selected == (rows or []) else selected), views.runs_hint(len(data), str(root))
 
     @app.callback(
         Output("map-run", "options"),

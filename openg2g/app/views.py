@@ -68,6 +68,8 @@ __all__ = [
     "map_figure",
     "page",
     "profile_figure",
+    "run_group",
+    "runs_hint",
     "runs_rows",
     "series_figure",
     "siting_figure",
@@ -130,14 +132,35 @@ ENDED_EARLY = ("failed", "interrupted", "stopped")
 """Statuses of a run that ended before its duration: its progress and figures are not the run's."""
 
 
-def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
-    """Rows of the runs table: run id, status, scenario, progress, the key figures and why a run
-    ended early; a run that failed shows its status where its progress was and no figures (a
-    run that collapsed at 0.1 s has a violation integral of 0 over what it ran, not a good run)."""
+RUN_GROUPS = ("run", "what-if", "study")
+"""The runs table's groups, in the table's order: a planner's own runs first, then the app's
+what-ifs (``whatif/``), then the runs of the studies in the folder (often hundreds)."""
+
+WHATIF_FOLDER = "whatif/"
+"""Where the app writes its what-if runs, under the runs folder."""
+
+
+def run_group(run_id: str, studies: Sequence[str]) -> str:
+    """The :data:`RUN_GROUPS` entry of a run: ``study`` inside a study's folder (``"."``: the runs
+    folder is the study), ``what-if`` under ``whatif/``, else ``run``."""
+    if any(s == "." or run_id.startswith(f"{s}/") for s in studies):
+        return "study"
+    return "what-if" if run_id.startswith(WHATIF_FOLDER) else "run"
+
+
+def runs_rows(entries: Sequence[RunEntry], studies: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Rows of the runs table, grouped (:data:`RUN_GROUPS`), by run id within a group: group, run
+    id, status, scenario, progress, the key figures and why a run ended early; a run that failed
+    shows its status where its progress was and no figures (a run that collapsed at 0.1 s has a
+    violation integral of 0 over what it ran, not a good run).
+
+    :param studies: the study folders' ids (:func:`openg2g.app.studies.list_studies`).
+    """
     rows = []
-    for e in entries:
+    for e in sorted(entries, key=lambda e: (RUN_GROUPS.index(run_group(e.run_id, studies)), e.run_id)):
         row: dict[str, Any] = {
             "id": e.run_id,
+            "group": run_group(e.run_id, studies),
             "run": e.run_id,
             "status": e.status,
             "scenario": e.scenario,
@@ -156,8 +179,18 @@ def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
     return rows
 
 
+def runs_hint(n_runs: int, runs_dir: str) -> str:
+    """What the runs section says above its table: how to make a run while the folder has none."""
+    if n_runs:
+        return ""
+    return (
+        f"no runs in {runs_dir} yet: make one with `openg2g run ieee13_ofo --out {runs_dir}/ieee13_ofo` "
+        "(it appears here within two seconds), or start a what-if below"
+    )
+
+
 def _runs_table() -> DataTable:
-    names = {n: n for n in ("run", "status", "scenario", "progress")}
+    names = {n: n for n in ("group", "run", "status", "scenario", "progress")}
     names.update({k: METRICS.get(k, Metric(k)).label for k in KEY_FIGURES})
     names["reason"] = "why it ended early"
     columns: list[Any] = [{"name": label, "id": key} for key, label in names.items()]
@@ -168,6 +201,8 @@ def _runs_table() -> DataTable:
         row_selectable="multi",
         selected_rows=[],
         sort_action="native",
+        filter_action="native",  # a box under each header: text in it keeps the rows that contain it
+        filter_options={"case": "insensitive", "placeholder_text": "filter"},
         page_size=15,
         style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
         style_cell_conditional=[
@@ -325,7 +360,11 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             dcc.Interval(id="runs-refresh", interval=2000),
             _section(
                 "Runs",
-                html.Div("Select one run to open it, two or more to compare them."),
+                html.Div(
+                    "Select one run to open it, two or more to compare them; type in a column's "
+                    "filter box to keep the rows that contain the text (e.g. run in group)."
+                ),
+                html.Div(id="runs-hint", role="status", style=STATUS),
                 _runs_table(),
                 id="runs",
             ),

@@ -93,6 +93,12 @@ def failed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve(tmp_path_factory.mktemp("empty")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
@@ -381,9 +387,30 @@ def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
 
 def test_a_failed_run_shows_its_status_and_reason(browser: Any, failed_server: str) -> None:
     with _open(browser, failed_server) as page:
-        headers = page.locator("#runs-table th").all_inner_texts()
+        headers = page.locator("#runs-table th.dash-header").all_inner_texts()
         cells = page.locator("#runs-table tr", has_text="collapsed").locator("td").all_inner_texts()
-        row = dict(zip(headers[-len(cells) :], cells))
+        row = dict(zip(reversed(headers), reversed(cells)))  # from the right: the first cell is the tick box
         assert row["status"] == "failed" and row["progress"] == "failed"  # not 100 %
         assert row["voltage violation integral (pu·s)"] == ""  # not 0 over the 0.1 s it ran
         assert row["why it ended early"] == COLLAPSE
+
+
+def test_an_empty_folder_says_how_to_make_a_run(browser: Any, empty_server: str) -> None:
+    page = browser.new_page()
+    page.goto(empty_server)
+    hint = "document.querySelector('#runs-hint')"
+    page.wait_for_function(f"{hint} && {hint}.innerText.includes('openg2g run')", timeout=60_000)
+    assert "openg2g run ieee13_ofo --out" in page.locator("#runs-hint").inner_text()
+    page.close()
+
+
+def test_the_filter_keeps_the_runs_that_match(page: Any) -> None:
+    assert page.locator("#runs-table tbody tr", has_text="ieee13_none").count() == 1
+    box = page.locator("#runs-table th.dash-filter[data-dash-column=run] input[type=text]")
+    box.fill("OFO")
+    box.press("Enter")
+    page.wait_for_function(
+        "!Array.from(document.querySelectorAll('#runs-table tbody tr')).some(r => r.innerText.includes('ieee13_none'))",
+        timeout=30_000,
+    )
+    assert page.locator("#runs-table tbody tr", has_text="ieee13_ofo").count() == 1
