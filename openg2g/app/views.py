@@ -103,10 +103,54 @@ MODEL_PANELS = ("batch", "itl", "throughput")
 LINE_COLORS = tuple(plotly.colors.qualitative.Dark24)
 """The colours of the models in the time panels and of the runs in Compare, in order."""
 
+ROW: dict[str, Any] = {"display": "flex", "flexWrap": "wrap", "gap": "8px", "alignItems": "center"}
+"""A row of controls, wrapping onto more lines on a narrow screen (a phone: 390 px)."""
+PANELS: dict[str, Any] = {"display": "flex", "flexWrap": "wrap"}
+"""Figures side by side, one above the other where the screen is too narrow for both."""
+CHOICE: dict[str, Any] = {"width": "360px", "maxWidth": "calc(100vw - 80px)"}
+"""A dropdown: 360 px, narrower on a phone."""
+
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
 STATUS: dict[str, Any] = {**MESSAGE, "color": "#555"}
 """A status line: news (a run queued), not an error."""
+
+
+INDEX = """<!DOCTYPE html>
+<html lang="en">
+    <head>
+        {%metas%}
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+            <script>
+            // the table's tick boxes and the slider are drawn by their components without a name:
+            // named here for screen readers, again whenever the table or the slider is redrawn
+            new MutationObserver(() => {
+                for (const row of document.querySelectorAll("#runs-table tbody tr")) {
+                    const box = row.querySelector("input[type=checkbox]");
+                    const run = row.querySelector("td[data-dash-column=run]");
+                    const name = run ? "select run " + run.innerText : "";
+                    if (box && name && box.getAttribute("aria-label") !== name) box.setAttribute("aria-label", name);
+                }
+                for (const el of document.querySelectorAll("#time-slider [role=slider], #time-slider input")) {
+                    if (!el.getAttribute("aria-label")) el.setAttribute("aria-label", "time of the run (s)");
+                }
+            }).observe(document.body, {subtree: true, childList: true, characterData: true});
+            </script>
+        </footer>
+    </body>
+</html>"""
+"""The page's HTML around the app: Dash's own, with the page's language, a viewport for phones
+and the names of the components' unnamed inputs."""
 
 
 def empty_figure(text: str = "") -> go.Figure:
@@ -204,6 +248,7 @@ def _runs_table() -> DataTable:
         filter_action="native",  # a box under each header: text in it keeps the rows that contain it
         filter_options={"case": "insensitive", "placeholder_text": "filter"},
         page_size=15,
+        style_table={"overflowX": "auto"},  # a narrow screen scrolls the table, not the page
         style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
         style_cell_conditional=[
             {"if": {"column_id": "reason"}, "whiteSpace": "normal", "maxWidth": "320px", "color": MESSAGE["color"]}
@@ -256,15 +301,15 @@ def _study_map_section(title: str, prefix: str, kind: str, section_id: str) -> h
         title,
         html.Div(
             [
-                html.Label(["study ", dcc.Dropdown(id=f"{prefix}-study", clearable=False, style={"width": "360px"})]),
+                html.Label(["study ", dcc.Dropdown(id=f"{prefix}-study", clearable=False, style=CHOICE)]),
                 html.Label(
                     [
                         "controller ",
-                        dcc.Dropdown(id=f"{prefix}-controller", clearable=False, style={"width": "200px"}),
+                        dcc.Dropdown(id=f"{prefix}-controller", clearable=False, style={**CHOICE, "width": "200px"}),
                     ]
                 ),
             ],
-            style={"display": "flex", "gap": "8px", "alignItems": "center"},
+            style=ROW,
         ),
         html.Div(id=f"{prefix}-message", role="alert", style=MESSAGE),
         dcc.Graph(id=f"{prefix}-map", figure=empty_figure(NO_STUDY[kind]), config={"displaylogo": False}),
@@ -278,7 +323,7 @@ def _load_loss_section() -> html.Section:
     (``ll-bars``), the frequency against the MW lost (``ll-frequency``) and the table (``ll-table``)."""
     return _section(
         "Load loss",
-        html.Label(["study ", dcc.Dropdown(id="ll-study", clearable=False, style={"width": "360px"})]),
+        html.Label(["study ", dcc.Dropdown(id="ll-study", clearable=False, style=CHOICE)]),
         html.Div(id="ll-message", role="alert", style=MESSAGE),
         html.Div(id="ll-note", style={"color": "#555", "margin": "4px 0"}),
         html.Div(
@@ -287,11 +332,13 @@ def _load_loss_section() -> html.Section:
                     id="ll-bars",
                     figure=empty_figure(NO_STUDY[LOAD_LOSS]),
                     config={"displaylogo": False},
-                    style={"flex": "1"},
+                    style={"flex": "1 1 320px"},
                 ),
-                dcc.Graph(id="ll-frequency", figure=empty_figure(), config={"displaylogo": False}, style={"flex": "1"}),
+                dcc.Graph(
+                    id="ll-frequency", figure=empty_figure(), config={"displaylogo": False}, style={"flex": "1 1 320px"}
+                ),
             ],
-            style={"display": "flex"},
+            style=PANELS,
         ),
         _table("ll-table", markdown_options={"link_target": "_self"}),
         id="load-loss",
@@ -301,7 +348,7 @@ def _load_loss_section() -> html.Section:
 def _leaderboard_section() -> html.Section:
     return _section(
         "Leaderboard",
-        html.Label(["benchmark ", dcc.Dropdown(id="lb-study", clearable=False, style={"width": "360px"})]),
+        html.Label(["benchmark ", dcc.Dropdown(id="lb-study", clearable=False, style=CHOICE)]),
         html.Div(id="lb-message", role="alert", style=MESSAGE),
         html.Div(id="lb-note", style={"color": "#555", "margin": "4px 0"}),
         _table("lb-table"),
@@ -379,27 +426,27 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 "Feeder",
                 html.Div(
                     [
-                        html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style={"width": "360px"})]),
+                        html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style=CHOICE)]),
                         html.Button("play", id="play", n_clicks=0),
                         html.Span(id="time-label", style={"marginLeft": "12px", "fontWeight": "bold"}),
                     ],
-                    style={"display": "flex", "gap": "8px", "alignItems": "center"},
+                    style=ROW,
                 ),
                 dcc.Slider(id="time-slider", min=0, max=0, step=1, value=0, marks=None, updatemode="mouseup"),
                 dcc.Interval(id="play-tick", interval=700, disabled=True),
                 html.Div(id="map-message", role="alert", style=MESSAGE),
                 html.Div(
                     [
-                        dcc.Graph(id="map-graph", figure=empty_figure(), style={"flex": "3"}),
-                        html.Div([html.H4("worst bus-phases"), html.Div(id="worst-list")], style={"flex": "1"}),
+                        dcc.Graph(id="map-graph", figure=empty_figure(), style={"flex": "3 1 320px"}),
+                        html.Div([html.H4("worst bus-phases"), html.Div(id="worst-list")], style={"flex": "1 1 200px"}),
                     ],
-                    style={"display": "flex"},
+                    style=PANELS,
                 ),
                 dcc.Graph(id="profile-graph", figure=empty_figure()),
             ),
             _section(
                 "Compare",
-                html.Label(["baseline ", dcc.Dropdown(id="baseline", clearable=False, style={"width": "360px"})]),
+                html.Label(["baseline ", dcc.Dropdown(id="baseline", clearable=False, style=CHOICE)]),
                 html.Div(id="compare-message", role="alert", style=MESSAGE),
                 html.Div(id="compare-table"),
                 dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
@@ -416,7 +463,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                         html.Button("run", id="wi-run", n_clicks=0),
                         html.Button("download YAML", id="wi-download", n_clicks=0),
                     ],
-                    style={"display": "flex", "gap": "8px", "margin": "6px 0"},
+                    style={**ROW, "margin": "6px 0"},
                 ),
                 dcc.Download(id="wi-yaml"),
                 dcc.Store(id="wi-jobs-seen"),

@@ -414,3 +414,29 @@ def test_the_filter_keeps_the_runs_that_match(page: Any) -> None:
         timeout=30_000,
     )
     assert page.locator("#runs-table tbody tr", has_text="ieee13_ofo").count() == 1
+
+
+UNNAMED = """() => Array.from(document.querySelectorAll("input[type=checkbox], [role=slider], #time-slider input"))
+    .filter(el => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") || el.closest("label")
+        || (el.id && document.querySelector(`label[for="${el.id}"]`))))
+    .map(el => el.outerHTML.slice(0, 120))"""
+
+
+def test_the_page_names_its_language_and_every_box_and_slider(page: Any) -> None:
+    assert page.evaluate("document.documentElement.lang") == "en"
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    page.wait_for_function(f"({UNNAMED})().length === 0", timeout=10_000)
+    box = page.locator("#runs-table tr", has_text="ieee13_ofo").locator("input[type=checkbox]")
+    assert box.get_attribute("aria-label") == "select run ieee13_ofo"
+
+
+def test_the_page_fits_a_phone(browser: Any, server: str) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(server)
+    page.wait_for_selector("#runs-table td", timeout=60_000)
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide on a 390 px screen"
+    page.close()
