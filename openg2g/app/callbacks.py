@@ -29,6 +29,7 @@ from openg2g.app.studies import (
     HOSTING,
     LOAD_LOSS,
     SITING,
+    HostingMap,
     hosting_map,
     list_studies,
     read_leaderboard,
@@ -367,7 +368,9 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
                 shown = build_map(root, study_id, chosen, *feeder_of(study_id, kind))
                 columns, rows = table(shown)
                 rows = sort_rows(rows, sort_by or [])
-                return figure(shown), columns, rows, list(shown.controllers), shown.controller, ""
+                # a hosting study bounded before any site is placed says so, as its command warned
+                warning = shown.warning if isinstance(shown, HostingMap) else ""
+                return figure(shown), columns, rows, list(shown.controllers), shown.controller, warning
 
             return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
 

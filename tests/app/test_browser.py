@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import socket
 import threading
@@ -135,9 +136,15 @@ def studies_page(browser: Any, studies_server: str) -> Iterator[Any]:
         yield page
 
 
+def _row(page: Any, run_id: str) -> Any:
+    """The runs table's row of ``run_id`` (its run cell exactly: ``ieee13_none`` is not
+    ``whatif/ieee13_none-001``)."""
+    cell = page.locator("td[data-dash-column=run]", has_text=re.compile(f"^{re.escape(run_id)}$"))
+    return page.locator("#runs-table tbody tr", has=cell)
+
+
 def _select(page: Any, run_id: str) -> None:
-    row = page.locator("#runs-table tr", has_text=run_id)
-    row.locator("input[type=checkbox]").check()
+    _row(page, run_id).locator("input[type=checkbox]").check()
 
 
 def _not_blank(png: bytes) -> bool:
@@ -265,6 +272,8 @@ def test_the_hosting_capacity_view(studies_page: Any) -> None:
         "hosting: hosting capacity with controller none (MW peak)"
     )
     assert "infeasible" in page.locator("#hc-map .legend").text_content()
+    # the feeder without the site is over-voltage already (conftest's HOSTING_ARGS): said as the CLI says it
+    assert "the feeder without the site already breaks overvoltage" in page.locator("#hc-message").inner_text()
     rows = {r.split("\t")[0]: r.split("\t") for r in page.locator("#hc-table tbody tr").all_inner_texts()[1:]}
     assert rows["634"][1] == "infeasible" and rows["634"][2] == ""  # no MW where none is hosted
     assert rows["675"][1] == "hosted" and float(rows["675"][2]) > 0
@@ -388,7 +397,7 @@ def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
 def test_a_failed_run_shows_its_status_and_reason(browser: Any, failed_server: str) -> None:
     with _open(browser, failed_server) as page:
         headers = page.locator("#runs-table th.dash-header").all_inner_texts()
-        cells = page.locator("#runs-table tr", has_text="collapsed").locator("td").all_inner_texts()
+        cells = _row(page, "collapsed").locator("td").all_inner_texts()
         row = dict(zip(reversed(headers), reversed(cells)))  # from the right: the first cell is the tick box
         assert row["status"] == "failed" and row["progress"] == "failed"  # not 100 %
         assert row["voltage violation integral (pu·s)"] == ""  # not 0 over the 0.1 s it ran
@@ -405,7 +414,7 @@ def test_an_empty_folder_says_how_to_make_a_run(browser: Any, empty_server: str)
 
 
 def test_the_filter_keeps_the_runs_that_match(page: Any) -> None:
-    assert page.locator("#runs-table tbody tr", has_text="ieee13_none").count() == 1
+    assert _row(page, "ieee13_none").count() == 1
     box = page.locator("#runs-table th.dash-filter[data-dash-column=run] input[type=text]")
     box.fill("OFO")
     box.press("Enter")
@@ -413,7 +422,7 @@ def test_the_filter_keeps_the_runs_that_match(page: Any) -> None:
         "!Array.from(document.querySelectorAll('#runs-table tbody tr')).some(r => r.innerText.includes('ieee13_none'))",
         timeout=30_000,
     )
-    assert page.locator("#runs-table tbody tr", has_text="ieee13_ofo").count() == 1
+    assert _row(page, "ieee13_ofo").count() == 1
 
 
 UNNAMED = """() => Array.from(document.querySelectorAll("input[type=checkbox], [role=slider], #time-slider input"))
@@ -427,7 +436,7 @@ def test_the_page_names_its_language_and_every_box_and_slider(page: Any) -> None
     _select(page, "ieee13_ofo")
     page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
     page.wait_for_function(f"({UNNAMED})().length === 0", timeout=10_000)
-    box = page.locator("#runs-table tr", has_text="ieee13_ofo").locator("input[type=checkbox]")
+    box = _row(page, "ieee13_ofo").locator("input[type=checkbox]")
     assert box.get_attribute("aria-label") == "select run ieee13_ofo"
 
 
