@@ -302,7 +302,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
         def build() -> Any:
             comparison = compare(root, ids, str(baseline))
-            return views.compare_table(comparison), views.compare_figure(comparison), ""
+            return views.compare_table(comparison), views.compare_figure(comparison), views.compare_warning(comparison)
 
         return _shown(build, lambda text: (None, views.empty_figure(), text))
 

@@ -56,6 +56,7 @@ __all__ = [
     "cases_table",
     "compare_figure",
     "compare_table",
+    "compare_warning",
     "empty_figure",
     "hosting_figure",
     "hosting_table",
@@ -925,7 +926,9 @@ def worst_list(state: MapState) -> html.Ol:
 
 
 def compare_table(comparison: Comparison) -> html.Table:
-    """The compared figures per run, with the change against the baseline (difference and %)."""
+    """The compared figures per run, with the change against the baseline (difference and %; no
+    change for a run of another length than the baseline's, :func:`compare_warning`)."""
+    unlike = comparison.unlike_baseline()
     keys = list(comparison.summaries.columns)
     header = html.Tr([html.Th("run"), *(html.Th(METRICS.get(k, Metric(k)).label) for k in keys)])
     rows = []
@@ -935,7 +938,7 @@ def compare_table(comparison: Comparison) -> html.Table:
             meta = METRICS.get(key, Metric(key))
             value = summary[key]
             text = _fmt(float(value), meta.scale) if isinstance(value, (int, float)) else ""
-            if label != comparison.baseline and label in comparison.deltas.index:
+            if label != comparison.baseline and label in comparison.deltas.index and label not in unlike:
                 delta = float(comparison.deltas.at[label, key])
                 pct = float(comparison.deltas.at[label, f"{key}_pct"])
                 if math.isfinite(delta):
@@ -943,6 +946,20 @@ def compare_table(comparison: Comparison) -> html.Table:
             cells.append(html.Td(text))
         rows.append(html.Tr(cells))
     return html.Table([html.Thead(header), html.Tbody(rows)], id="compare-rows", style={"fontSize": "13px"})
+
+
+def compare_warning(comparison: Comparison) -> str:
+    """What Compare says when runs cover other lengths of time than the baseline (``""`` when
+    none does): their changes would read the length (a 5 s run against a 20 s one: -75 % of
+    everything summed over time), so none is shown."""
+    unlike = comparison.unlike_baseline()
+    if not unlike:
+        return ""
+    lengths = ", ".join(f"{label} {comparison.lengths_s[label]:g} s" for label in unlike)
+    return (
+        f"runs of another length than the baseline {comparison.baseline} "
+        f"({comparison.lengths_s[comparison.baseline]:g} s): {lengths}; their changes are not shown"
+    )
 
 
 def compare_figure(comparison: Comparison) -> go.Figure:

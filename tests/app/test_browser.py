@@ -449,3 +449,15 @@ def test_the_page_fits_a_phone(browser: Any, server: str) -> None:
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width} px wide on a 390 px screen"
     page.close()
+
+
+def test_comparing_runs_of_other_lengths_warns(browser: Any, commands_server: str) -> None:
+    with _open(browser, commands_server) as page:
+        _select(page, "ieee13_ofo")  # 20 s, the baseline: the first ticked
+        _select(page, "ieee13_taps")  # 5 s
+        page.wait_for_selector("#compare-rows", timeout=60_000)
+        warning = page.locator("#compare-message")
+        warning.filter(has_text="another length").wait_for(timeout=30_000)
+        assert "ieee13_none 5 s" in warning.inner_text()  # the tap run, labelled by its scenario
+        row = page.locator("#compare-rows tr", has_text="ieee13_none").inner_text()
+        assert "%" not in row  # no change read from the length
