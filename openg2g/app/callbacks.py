@@ -29,6 +29,7 @@ from openg2g.app.studies import (
     HOSTING,
     LOAD_LOSS,
     SITING,
+    HostingMap,
     hosting_map,
     list_studies,
     read_leaderboard,
@@ -116,19 +117,20 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
     @app.callback(
         Output("runs-table", "data"),
         Output("runs-table", "selected_rows"),
+        Output("runs-hint", "children"),
         Input("runs-refresh", "n_intervals"),
         State("runs-table", "data"),
         State("runs-table", "selected_row_ids"),
         State("runs-table", "selected_rows"),
     )
     def refresh_runs(_: Any, old: list[dict[str, Any]] | None, ids: list[str] | None, rows: list[int] | None) -> Any:
-        data = views.runs_rows(list_runs(root))
-        if data == old:
-            return no_update, no_update
+        data = views.runs_rows(list_runs(root), [e.study_id for e in list_studies(root)])
+        if data == old and data:  # an empty folder keeps answering: the hint is its first paint
+            return no_update, no_update, no_update
         # selection follows the runs, not the row numbers, when a new run joins the list
         index = {r["id"]: k for k, r in enumerate(data)}
         selected = [index[i] for i in ids or [] if i in index]
-        return data, (no_update if selected == (rows or []) else selected)
+        return data, (no_update if selected == (rows or []) else selected), views.runs_hint(len(data), str(root))
 
     @app.callback(
         Output("map-run", "options"),
@@ -300,7 +302,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
         def build() -> Any:
             comparison = compare(root, ids, str(baseline))
-            return views.compare_table(comparison), views.compare_figure(comparison), ""
+            return views.compare_table(comparison), views.compare_figure(comparison), views.compare_warning(comparison)
 
         return _shown(build, lambda text: (None, views.empty_figure(), text))
 
@@ -366,7 +368,9 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
                 shown = build_map(root, study_id, chosen, *feeder_of(study_id, kind))
                 columns, rows = table(shown)
                 rows = sort_rows(rows, sort_by or [])
-                return figure(shown), columns, rows, list(shown.controllers), shown.controller, ""
+                # a hosting study bounded before any site is placed says so, as its command warned
+                warning = shown.warning if isinstance(shown, HostingMap) else ""
+                return figure(shown), columns, rows, list(shown.controllers), shown.controller, warning
 
             return _shown(build, lambda text: (views.empty_figure(), [], [], [], None, text))
 
@@ -442,16 +446,21 @@ def _register_studies(app: dash.Dash, store: RunStore) -> None:
         def open_run(cell: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
             if not cell or cell.get("column_id") != "run":
                 return no_update, no_update, no_update
-            run_id = str(cell.get("row_id") or "")
-            ids = [r["id"] for r in runs or []]
-            if run_id not in ids:
-                return no_update, no_update, f"no run folder {run_id!r} in the runs view"
-            rows = sorted({*(selected or []), ids.index(run_id)})
-            # both: a selection set by a callback does not update the table's derived ids, which the views follow
-            return rows, [ids[k] for k in rows], ""
+            return _tick(str(cell.get("row_id") or ""), runs, selected)
 
     open_run_from("lb-cases", "lb-message")
     open_run_from("ll-table", "ll-message")
+
+
+def _tick(run_id: str, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> tuple[Any, Any, str]:
+    """The runs table's ``(selected_rows, selected_row_ids, message)`` with ``run_id`` ticked as
+    well (its row id is the run id); unchanged, and a message, for a run not in the table."""
+    ids = [r["id"] for r in runs or []]
+    if run_id not in ids:
+        return no_update, no_update, f"no run folder {run_id!r} in the runs view"
+    rows = sorted({*(selected or []), ids.index(run_id)})
+    # both: a selection set by a callback does not update the table's derived ids, which the views follow
+    return rows, [ids[k] for k in rows], ""
 
 
 FORM_FIELDS = (
@@ -588,17 +597,20 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         return _shown(build, lambda _text: empty)
 
     @app.callback(
+        Output("wi-status", "children", allow_duplicate=True),
         Output("wi-errors", "children", allow_duplicate=True),
         Input("wi-run", "n_clicks"),
         *form_state,
         prevent_initial_call=True,
     )
     def submit(_: int, *fields: Any) -> Any:
-        def build() -> str:
-            job = queue.submit(_whatif(fields), allow_code)
-            return f"queued as #{job.job_id}: {job.run_id}"
+        """A what-if queued is news (the status line), one refused an error (the message line)."""
 
-        return _shown(build, lambda text: text)
+        def build() -> tuple[str, str]:
+            job = queue.submit(_whatif(fields), allow_code)
+            return f"queued as #{job.job_id}: {job.run_id}", ""
+
+        return _shown(build, lambda text: ("", text))
 
     @app.callback(
         Output("wi-yaml", "data"),
@@ -629,7 +641,7 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         return views.jobs_list(jobs), signature
 
     @app.callback(
-        Output("wi-errors", "children", allow_duplicate=True),
+        Output("wi-status", "children", allow_duplicate=True),
         Input({"type": "wi-cancel", "index": ALL}, "n_clicks"),
         prevent_initial_call=True,
     )
@@ -640,3 +652,19 @@ def _register_whatif(app: dash.Dash, queue: RunQueue, allow_code: bool) -> None:
         if not ctx.triggered or not ctx.triggered[0]["value"]:
             return no_update  # a list redrawn with fresh buttons, not a click
         return _shown(lambda: f"cancelled #{queue.cancel(int(trigger['index'])).job_id}", lambda text: text)
+
+    @app.callback(
+        Output("runs-table", "selected_rows", allow_duplicate=True),
+        Output("runs-table", "selected_row_ids", allow_duplicate=True),
+        Output("wi-errors", "children", allow_duplicate=True),
+        Input({"type": "wi-open", "index": ALL}, "n_clicks"),
+        State("runs-table", "data"),
+        State("runs-table", "selected_rows"),
+        prevent_initial_call=True,
+    )
+    def open_finished(clicks: list[int], runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
+        """A finished what-if's ``open`` ticks its run in the runs view."""
+        trigger = ctx.triggered_id
+        if not isinstance(trigger, dict) or not ctx.triggered or not ctx.triggered[0]["value"]:
+            return no_update, no_update, no_update  # a list redrawn with fresh buttons, not a click
+        return _tick(str(trigger["index"]), runs, selected)

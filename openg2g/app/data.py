@@ -101,6 +101,7 @@ class RunEntry:
     :param sim_time_s: simulated time reached (s).
     :param duration_s: the scenario's duration (s).
     :param figures: :data:`KEY_FIGURES` that the summary has, as numbers.
+    :param error: why the run failed or stopped, as its summary says (``""`` when it says nothing).
     """
 
     run_id: str
@@ -109,6 +110,7 @@ class RunEntry:
     sim_time_s: float
     duration_s: float
     figures: dict[str, float] = field(default_factory=dict)
+    error: str = ""
 
 
 def _number(value: Any) -> float:
@@ -135,6 +137,7 @@ def _entry(root: Path, folder: Path) -> RunEntry:
         _number(summary.get("sim_time_s")),
         _number(summary.get("duration_s")),
         figures,
+        str(summary.get("error") or ""),
     )
 
 
@@ -410,6 +413,7 @@ class Comparison:
     :param deltas: each run's change against the baseline (:func:`openg2g.plot.compare.baseline_deltas`).
     :param curves: quantity -> run label -> thinned ``(t_s, values)`` in the quantity's display unit.
     :param baseline: the baseline's label.
+    :param lengths_s: run label -> the simulated time it covers (s; NaN where its summary says none).
     """
 
     labels: dict[str, str]
@@ -417,6 +421,20 @@ class Comparison:
     deltas: pd.DataFrame
     curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]
     baseline: str
+    lengths_s: dict[str, float] = field(default_factory=dict)
+
+    def unlike_baseline(self) -> list[str]:
+        """The runs (labels) that cover another length of time than the baseline: their totals
+        (tap operations, violation integral) differ by the length, not by the control."""
+        base = self.lengths_s.get(self.baseline, math.nan)
+        return [
+            label
+            for label, length in self.lengths_s.items()
+            if label != self.baseline
+            and math.isfinite(base)
+            and math.isfinite(length)
+            and not math.isclose(length, base)
+        ]
 
 
 def compare(root: Path, run_ids: list[str], baseline_id: str, points: int = VIEW_POINTS) -> Comparison:
@@ -442,4 +460,5 @@ def compare(root: Path, run_ids: list[str], baseline_id: str, points: int = VIEW
             curves.setdefault(key, {})[labels[run_id]] = envelope(
                 curve.index.to_numpy(dtype=float), curve.to_numpy(dtype=float) * scale, points
             )
-    return Comparison(labels, frame, deltas, curves, labels[baseline_id])
+    lengths = {label: _number(summary.get("sim_time_s")) for label, summary in rows}
+    return Comparison(labels, frame, deltas, curves, labels[baseline_id], lengths)

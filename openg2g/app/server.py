@@ -64,6 +64,7 @@ def create_app(
         serve_locally=True,
         suppress_callback_exceptions=True,  # the what-if's model inputs are made by a callback
     )
+    app.index_string = views.INDEX
     app.layout = views.page(bundled_scenarios(), controller_choices(allow_code), allow_code, str(root))
     store = RunStore(root, trust_pickle=allow_code)
     queue = RunQueue(root, max_running=max_running, max_queued=max_queued)

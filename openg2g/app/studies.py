@@ -39,6 +39,7 @@ import pandas as pd
 from openg2g.app.data import AppError, folder_inside, folders_under, is_run, resolve_run
 from openg2g.plot.feeder import edge_segments
 from openg2g.plot.run import RunData
+from openg2g.studies.hosting import baseline_warnings
 
 __all__ = [
     "BENCHMARK",
@@ -253,7 +254,14 @@ class StudyMap:
 
 @dataclass(frozen=True)
 class HostingMap(StudyMap):
-    """One controller's hosting capacity on the feeder; ``rows`` are :func:`hosting_rows`."""
+    """One controller's hosting capacity on the feeder; ``rows`` are :func:`hosting_rows`.
+
+    :param warning: why the controller's capacity is bounded before any site is placed (the
+        feeder without it already breaks a limit, as ``openg2g study hosting-capacity`` warns), or
+        ``""``.
+    """
+
+    warning: str = ""
 
     def capacity_mw(self) -> dict[str, float]:
         """Bus -> hosted MW (peak) of the buses where some size is hosted."""
@@ -300,8 +308,10 @@ def hosting_map(
     :raises AppError: not a hosting study, a controller it does not have, or a run without a
         readable feeder.
     """
-    rows = hosting_rows(pd.read_parquet(resolve_study(root, study_id, HOSTING) / "hosting_capacity.parquet"))
-    return HostingMap(**_study_map(root, study_id, f"hosting study {study_id!r}", rows, controller, run, positions))
+    table = pd.read_parquet(resolve_study(root, study_id, HOSTING) / "hosting_capacity.parquet")
+    fields = _study_map(root, study_id, f"hosting study {study_id!r}", hosting_rows(table), controller, run, positions)
+    warnings = baseline_warnings(table) if "baseline_limits" in table else {}
+    return HostingMap(**fields, warning=warnings.get(fields["controller"], ""))
 
 
 def _study_map(

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 from _plotly_utils.utils import to_typed_array_spec
 from dash import dcc, html
@@ -43,7 +44,7 @@ from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
 from openg2g.plot.feeder import EDGE_STYLE, HIGHLIGHT_COLOR
-from openg2g.plot.overview import Panel
+from openg2g.plot.overview import Panel, deadline_of
 from openg2g.plot.style import PHASE_COLORS, voltage_colorscale, voltage_norm
 from openg2g.plot.timeline import Marks
 
@@ -55,17 +56,21 @@ __all__ = [
     "cases_table",
     "compare_figure",
     "compare_table",
+    "compare_warning",
     "empty_figure",
     "hosting_figure",
     "hosting_table",
     "jobs_list",
     "leaderboard_table",
+    "line_colors",
     "load_loss_bars_figure",
     "load_loss_frequency_figure",
     "load_loss_table",
     "map_figure",
     "page",
     "profile_figure",
+    "run_group",
+    "runs_hint",
     "runs_rows",
     "series_figure",
     "siting_figure",
@@ -93,8 +98,60 @@ LIMIT_COLOR = "#d62728"
 EDGE_COLORS = {str(kind): str(style["colors"]) for kind, style in EDGE_STYLE.items()}
 EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash", "regulator": "dashdot", "reactor": "solid"}
 
+MODEL_PANELS = ("batch", "itl", "throughput")
+"""The time panels with one line per model (named ``site/model``), each model in its own colour."""
+
+LINE_COLORS = tuple(plotly.colors.qualitative.Dark24)
+"""The colours of the models in the time panels and of the runs in Compare, in order."""
+
+ROW: dict[str, Any] = {"display": "flex", "flexWrap": "wrap", "gap": "8px", "alignItems": "center"}
+"""A row of controls, wrapping onto more lines on a narrow screen (a phone: 390 px)."""
+PANELS: dict[str, Any] = {"display": "flex", "flexWrap": "wrap"}
+"""Figures side by side, one above the other where the screen is too narrow for both."""
+CHOICE: dict[str, Any] = {"width": "360px", "maxWidth": "calc(100vw - 80px)"}
+"""A dropdown: 360 px, narrower on a phone."""
+
 BOX: dict[str, Any] = {"border": "1px solid #ddd", "borderRadius": "4px", "padding": "8px", "margin": "8px 0"}
 MESSAGE: dict[str, Any] = {"color": "#b30000", "whiteSpace": "pre-wrap", "margin": "4px 0"}
+STATUS: dict[str, Any] = {**MESSAGE, "color": "#555"}
+"""A status line: news (a run queued), not an error."""
+
+
+INDEX = """<!DOCTYPE html>
+<html lang="en">
+    <head>
+        {%metas%}
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+            <script>
+            // the table's tick boxes and the slider are drawn by their components without a name:
+            // named here for screen readers, again whenever the table or the slider is redrawn
+            new MutationObserver(() => {
+                for (const row of document.querySelectorAll("#runs-table tbody tr")) {
+                    const box = row.querySelector("input[type=checkbox]");
+                    const run = row.querySelector("td[data-dash-column=run]");
+                    const name = run ? "select run " + run.innerText : "";
+                    if (box && name && box.getAttribute("aria-label") !== name) box.setAttribute("aria-label", name);
+                }
+                for (const el of document.querySelectorAll("#time-slider [role=slider], #time-slider input")) {
+                    if (!el.getAttribute("aria-label")) el.setAttribute("aria-label", "time of the run (s)");
+                }
+            }).observe(document.body, {subtree: true, childList: true, characterData: true});
+            </script>
+        </footer>
+    </body>
+</html>"""
+"""The page's HTML around the app: Dash's own, with the page's language, a viewport for phones
+and the names of the components' unnamed inputs."""
 
 
 def empty_figure(text: str = "") -> go.Figure:
@@ -116,23 +173,71 @@ def _fmt(value: float, scale: float = 1.0) -> str:
     return "" if value is None or not math.isfinite(value) else f"{value * scale:.4g}"
 
 
-def runs_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
-    """Rows of the runs table: run id, status, scenario, progress and the key figures."""
+ENDED_EARLY = ("failed", "interrupted", "stopped")
+"""Statuses of a run that ended before its duration: its progress and figures are not the run's."""
+
+
+RUN_GROUPS = ("run", "what-if", "study")
+"""The runs table's groups, in the table's order: a planner's own runs first, then the app's
+what-ifs (``whatif/``), then the runs of the studies in the folder (often hundreds)."""
+
+WHATIF_FOLDER = "whatif/"
+"""Where the app writes its what-if runs, under the runs folder."""
+
+
+def run_group(run_id: str, studies: Sequence[str]) -> str:
+    """The :data:`RUN_GROUPS` entry of a run: ``study`` inside a study's folder (``"."``: the runs
+    folder is the study), ``what-if`` under ``whatif/``, else ``run``."""
+    if any(s == "." or run_id.startswith(f"{s}/") for s in studies):
+        return "study"
+    return "what-if" if run_id.startswith(WHATIF_FOLDER) else "run"
+
+
+def runs_rows(entries: Sequence[RunEntry], studies: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Rows of the runs table, grouped (:data:`RUN_GROUPS`), by run id within a group: group, run
+    id, status, scenario, progress, the key figures and why a run ended early; a run that failed
+    shows its status where its progress was and no figures (a run that collapsed at 0.1 s has a
+    violation integral of 0 over what it ran, not a good run).
+
+    :param studies: the study folders' ids (:func:`openg2g.app.studies.list_studies`).
+    """
     rows = []
-    for e in entries:
-        row: dict[str, Any] = {"id": e.run_id, "run": e.run_id, "status": e.status, "scenario": e.scenario}
+    for e in sorted(entries, key=lambda e: (RUN_GROUPS.index(run_group(e.run_id, studies)), e.run_id)):
+        row: dict[str, Any] = {
+            "id": e.run_id,
+            "group": run_group(e.run_id, studies),
+            "run": e.run_id,
+            "status": e.status,
+            "scenario": e.scenario,
+            "reason": e.error,
+        }
+        early = e.status in ENDED_EARLY
         done = e.sim_time_s / e.duration_s if e.duration_s and math.isfinite(e.duration_s) else math.nan
-        row["progress"] = f"{100 * done:.0f}%" if math.isfinite(done) else ""
+        if early:
+            row["progress"] = e.status
+        else:
+            row["progress"] = f"{100 * done:.0f}%" if math.isfinite(done) else ""
         for key in KEY_FIGURES:
             meta = METRICS.get(key, Metric(key))
-            row[key] = _fmt(e.figures.get(key, math.nan), meta.scale)
+            row[key] = "" if early else _fmt(e.figures.get(key, math.nan), meta.scale)
         rows.append(row)
     return rows
 
 
+def runs_hint(n_runs: int, runs_dir: str) -> str:
+    """What the runs section says above its table: how to make a run while the folder has none."""
+    if n_runs:
+        return ""
+    return (
+        f"no runs in {runs_dir} yet: make one with `openg2g run ieee13_ofo --out {runs_dir}/ieee13_ofo` "
+        "(it appears here within two seconds), or start a what-if below"
+    )
+
+
 def _runs_table() -> DataTable:
-    names = {n: n for n in ("run", "status", "scenario", "progress")}
+    names = {n: n for n in ("group", "run", "status", "scenario", "progress")}
     names.update({k: METRICS.get(k, Metric(k)).label for k in KEY_FIGURES})
+    names["reason"] = "why it ended early"
     columns: list[Any] = [{"name": label, "id": key} for key, label in names.items()]
     return DataTable(
         id="runs-table",
@@ -141,8 +246,14 @@ def _runs_table() -> DataTable:
         row_selectable="multi",
         selected_rows=[],
         sort_action="native",
+        filter_action="native",  # a box under each header: text in it keeps the rows that contain it
+        filter_options={"case": "insensitive", "placeholder_text": "filter"},
         page_size=15,
+        style_table={"overflowX": "auto"},  # a narrow screen scrolls the table, not the page
         style_cell={"fontFamily": "sans-serif", "fontSize": "13px", "textAlign": "left", "padding": "2px 6px"},
+        style_cell_conditional=[
+            {"if": {"column_id": "reason"}, "whiteSpace": "normal", "maxWidth": "320px", "color": MESSAGE["color"]}
+        ],
         style_header={"fontWeight": "bold"},
     )
 
@@ -191,15 +302,15 @@ def _study_map_section(title: str, prefix: str, kind: str, section_id: str) -> h
         title,
         html.Div(
             [
-                html.Label(["study ", dcc.Dropdown(id=f"{prefix}-study", clearable=False, style={"width": "360px"})]),
+                html.Label(["study ", dcc.Dropdown(id=f"{prefix}-study", clearable=False, style=CHOICE)]),
                 html.Label(
                     [
                         "controller ",
-                        dcc.Dropdown(id=f"{prefix}-controller", clearable=False, style={"width": "200px"}),
+                        dcc.Dropdown(id=f"{prefix}-controller", clearable=False, style={**CHOICE, "width": "200px"}),
                     ]
                 ),
             ],
-            style={"display": "flex", "gap": "8px", "alignItems": "center"},
+            style=ROW,
         ),
         html.Div(id=f"{prefix}-message", role="alert", style=MESSAGE),
         dcc.Graph(id=f"{prefix}-map", figure=empty_figure(NO_STUDY[kind]), config={"displaylogo": False}),
@@ -213,7 +324,7 @@ def _load_loss_section() -> html.Section:
     (``ll-bars``), the frequency against the MW lost (``ll-frequency``) and the table (``ll-table``)."""
     return _section(
         "Load loss",
-        html.Label(["study ", dcc.Dropdown(id="ll-study", clearable=False, style={"width": "360px"})]),
+        html.Label(["study ", dcc.Dropdown(id="ll-study", clearable=False, style=CHOICE)]),
         html.Div(id="ll-message", role="alert", style=MESSAGE),
         html.Div(id="ll-note", style={"color": "#555", "margin": "4px 0"}),
         html.Div(
@@ -222,11 +333,13 @@ def _load_loss_section() -> html.Section:
                     id="ll-bars",
                     figure=empty_figure(NO_STUDY[LOAD_LOSS]),
                     config={"displaylogo": False},
-                    style={"flex": "1"},
+                    style={"flex": "1 1 320px"},
                 ),
-                dcc.Graph(id="ll-frequency", figure=empty_figure(), config={"displaylogo": False}, style={"flex": "1"}),
+                dcc.Graph(
+                    id="ll-frequency", figure=empty_figure(), config={"displaylogo": False}, style={"flex": "1 1 320px"}
+                ),
             ],
-            style={"display": "flex"},
+            style=PANELS,
         ),
         _table("ll-table", markdown_options={"link_target": "_self"}),
         id="load-loss",
@@ -236,7 +349,7 @@ def _load_loss_section() -> html.Section:
 def _leaderboard_section() -> html.Section:
     return _section(
         "Leaderboard",
-        html.Label(["benchmark ", dcc.Dropdown(id="lb-study", clearable=False, style={"width": "360px"})]),
+        html.Label(["benchmark ", dcc.Dropdown(id="lb-study", clearable=False, style=CHOICE)]),
         html.Div(id="lb-message", role="alert", style=MESSAGE),
         html.Div(id="lb-note", style={"color": "#555", "margin": "4px 0"}),
         _table("lb-table"),
@@ -295,7 +408,11 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             dcc.Interval(id="runs-refresh", interval=2000),
             _section(
                 "Runs",
-                html.Div("Select one run to open it, two or more to compare them."),
+                html.Div(
+                    "Select one run to open it, two or more to compare them; type in a column's "
+                    "filter box to keep the rows that contain the text (e.g. run in group)."
+                ),
+                html.Div(id="runs-hint", role="status", style=STATUS),
                 _runs_table(),
                 id="runs",
             ),
@@ -310,27 +427,27 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 "Feeder",
                 html.Div(
                     [
-                        html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style={"width": "360px"})]),
+                        html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style=CHOICE)]),
                         html.Button("play", id="play", n_clicks=0),
                         html.Span(id="time-label", style={"marginLeft": "12px", "fontWeight": "bold"}),
                     ],
-                    style={"display": "flex", "gap": "8px", "alignItems": "center"},
+                    style=ROW,
                 ),
                 dcc.Slider(id="time-slider", min=0, max=0, step=1, value=0, marks=None, updatemode="mouseup"),
                 dcc.Interval(id="play-tick", interval=700, disabled=True),
                 html.Div(id="map-message", role="alert", style=MESSAGE),
                 html.Div(
                     [
-                        dcc.Graph(id="map-graph", figure=empty_figure(), style={"flex": "3"}),
-                        html.Div([html.H4("worst bus-phases"), html.Div(id="worst-list")], style={"flex": "1"}),
+                        dcc.Graph(id="map-graph", figure=empty_figure(), style={"flex": "3 1 320px"}),
+                        html.Div([html.H4("worst bus-phases"), html.Div(id="worst-list")], style={"flex": "1 1 200px"}),
                     ],
-                    style={"display": "flex"},
+                    style=PANELS,
                 ),
                 dcc.Graph(id="profile-graph", figure=empty_figure()),
             ),
             _section(
                 "Compare",
-                html.Label(["baseline ", dcc.Dropdown(id="baseline", clearable=False, style={"width": "360px"})]),
+                html.Label(["baseline ", dcc.Dropdown(id="baseline", clearable=False, style=CHOICE)]),
                 html.Div(id="compare-message", role="alert", style=MESSAGE),
                 html.Div(id="compare-table"),
                 dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
@@ -347,10 +464,11 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                         html.Button("run", id="wi-run", n_clicks=0),
                         html.Button("download YAML", id="wi-download", n_clicks=0),
                     ],
-                    style={"display": "flex", "gap": "8px", "margin": "6px 0"},
+                    style={**ROW, "margin": "6px 0"},
                 ),
                 dcc.Download(id="wi-yaml"),
                 dcc.Store(id="wi-jobs-seen"),
+                html.Div(id="wi-status", role="status", style=STATUS),
                 html.Div(id="wi-errors", role="alert", style=MESSAGE),
                 html.Div(id="wi-jobs"),
             ),
@@ -411,6 +529,17 @@ def _array(values: Any) -> Any:
     return to_typed_array_spec(np.asarray(values))
 
 
+def line_colors(names: Sequence[str]) -> dict[str, str]:
+    """Name -> colour of :data:`LINE_COLORS`, in the order of ``names`` (cycling past the last)."""
+    return {name: LINE_COLORS[k % len(LINE_COLORS)] for k, name in enumerate(names)}
+
+
+def _legend(row: int) -> str:
+    """Plotly's name of the legend beside panel ``row`` (``legend``, ``legend2``...): one legend per
+    panel, so that each names the lines drawn beside it."""
+    return "legend" if row == 1 else f"legend{row}"
+
+
 def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The shapes (a training span shaded, an event a dotted line, on every panel) and the
     annotations (an event's name) of a run's marks."""
@@ -466,7 +595,8 @@ def series_figure(
     t_range: tuple[float, float] | None = None,
 ) -> dict[str, Any] | go.Figure:
     """The open runs over time: one panel per quantity any run has, all on one time axis (zooming
-    one zooms all), the runs told apart by line dash when more than one is open.
+    one zooms all), the runs told apart by line dash when more than one is open; a legend beside each
+    panel, each model in one colour across the model panels, its ITL deadline dashed in that colour.
 
     Built as plotly's figure dictionary, not through ``plotly.graph_objects``: validating each of
     a few hundred properties took most of a second per draw, and the figure is the same.
@@ -477,13 +607,20 @@ def series_figure(
     """
     keys: list[str] = []
     labels: dict[str, Panel] = {}
+    categories: dict[str, dict[str, int]] = {}
     for _, panels, _ in runs:
         for p in panels:
             if p.key not in labels:
                 keys.append(p.key)
                 labels[p.key] = p
+            names = categories.setdefault(p.key, {})
+            for name in p.categories:
+                names.setdefault(name, len(names))
     if not keys:
         return empty_figure("the selected runs have no tables yet")
+    model_color = line_colors(
+        sorted({line.name for _, panels, _ in runs for p in panels if p.key in MODEL_PANELS for line in p.lines})
+    )
     layout: dict[str, Any] = json.loads(_subplots_layout(len(keys)))
     data: list[dict[str, Any]] = []
     levels: list[dict[str, Any]] = []
@@ -495,9 +632,9 @@ def series_figure(
             for line in p.lines:
                 trace: dict[str, Any] = {
                     "hovertemplate": f"{prefix}{line.name}<br>t=%{{x:g}} s<br>%{{y:.4g}}<extra></extra>",
-                    "legendgroup": f"{run_id}/{p.key}",
+                    "legendgroup": f"{run_id}/{line.name}",  # a model hidden in one panel is hidden in all
                     "name": prefix + line.name,
-                    "showlegend": False,
+                    "legend": _legend(row),
                     "x": _array(line.t_s),
                     "y": _array(line.y),
                     "type": "scatter",
@@ -505,19 +642,33 @@ def series_figure(
                     "yaxis": _axis("y", row),
                 }
                 if line.dash == "markers":
+                    # each run indexes its own actuators: placed on the rows of every open run's actuators
+                    text = [p.categories[int(i)] for i in line.y]
                     trace["hovertemplate"] = f"{prefix}{line.name}: %{{text}}<br>t=%{{x:g}} s<extra></extra>"
-                    trace.update(mode="markers", marker={"size": 6}, text=[p.categories[int(i)] for i in line.y])
+                    trace.update(
+                        mode="markers",
+                        marker={"size": 6},
+                        text=text,
+                        y=_array([categories[p.key][name] for name in text]),
+                    )
                 else:
                     style: dict[str, Any] = {"width": 1, "dash": line.dash if k == 0 else dashes[k % len(dashes)]}
-                    if line.color:
-                        style["color"] = line.color
+                    color = model_color.get(line.name, "") if p.key in MODEL_PANELS else line.color
+                    if color:
+                        style["color"] = color
                     if line.step:
                         style["shape"] = "hv"
                     trace.update(mode="lines", line=style)
                 data.append(trace)
             levels += [
                 {
-                    "line": {"color": LIMIT_COLOR, "dash": "dash", "width": 1},
+                    # a deadline in its model's colour, every other level (limits, ratings) red
+                    "line": {
+                        "color": model_color.get(deadline_of(label) or "", LIMIT_COLOR),
+                        "dash": "dash",
+                        "width": 1,
+                    },
+                    "name": label,
                     "type": "line",
                     "x0": 0,
                     "x1": 1,
@@ -526,7 +677,7 @@ def series_figure(
                     "y1": value,
                     "yref": _axis("y", row),
                 }
-                for value, _label in p.levels
+                for value, label in p.levels
             ]
     for row, key in enumerate(keys, start=1):
         panel = labels[key]
@@ -534,10 +685,12 @@ def series_figure(
         yaxis["title"] = {"font": {"size": 10}, "text": panel.ylabel}
         if panel.log2:
             yaxis.update(type="log", dtick=math.log10(2))
-        if panel.categories:
-            yaxis.update(
-                tickfont={"size": 8}, tickvals=list(range(len(panel.categories))), ticktext=list(panel.categories)
-            )
+        if categories[key]:
+            rows = list(categories[key])
+            yaxis.update(tickfont={"size": 8}, tickvals=list(range(len(rows))), ticktext=rows)
+    for row in range(1, len(keys) + 1):
+        domain = layout[f"yaxis{row if row > 1 else ''}"]["domain"]
+        layout[_legend(row)] = {"x": 1.01, "xanchor": "left", "y": domain[1], "yanchor": "top", "font": {"size": 9}}
     marks, notes = _series_marks(runs[0][2], len(keys))
     # the cursor is always the first shape, so that moving it patches shapes[0]
     cursor = cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}
@@ -547,6 +700,7 @@ def series_figure(
     layout.update(
         margin={"l": 70, "r": 20, "t": 20, "b": 40},
         height=150 * len(keys) + 80,
+        showlegend=True,
         hovermode="closest",
         uirevision="series",
     )
@@ -772,7 +926,9 @@ def worst_list(state: MapState) -> html.Ol:
 
 
 def compare_table(comparison: Comparison) -> html.Table:
-    """The compared figures per run, with the change against the baseline (difference and %)."""
+    """The compared figures per run, with the change against the baseline (difference and %; no
+    change for a run of another length than the baseline's, :func:`compare_warning`)."""
+    unlike = comparison.unlike_baseline()
     keys = list(comparison.summaries.columns)
     header = html.Tr([html.Th("run"), *(html.Th(METRICS.get(k, Metric(k)).label) for k in keys)])
     rows = []
@@ -782,7 +938,7 @@ def compare_table(comparison: Comparison) -> html.Table:
             meta = METRICS.get(key, Metric(key))
             value = summary[key]
             text = _fmt(float(value), meta.scale) if isinstance(value, (int, float)) else ""
-            if label != comparison.baseline and label in comparison.deltas.index:
+            if label != comparison.baseline and label in comparison.deltas.index and label not in unlike:
                 delta = float(comparison.deltas.at[label, key])
                 pct = float(comparison.deltas.at[label, f"{key}_pct"])
                 if math.isfinite(delta):
@@ -792,12 +948,29 @@ def compare_table(comparison: Comparison) -> html.Table:
     return html.Table([html.Thead(header), html.Tbody(rows)], id="compare-rows", style={"fontSize": "13px"})
 
 
+def compare_warning(comparison: Comparison) -> str:
+    """What Compare says when runs cover other lengths of time than the baseline (``""`` when
+    none does): their changes would read the length (a 5 s run against a 20 s one: -75 % of
+    everything summed over time), so none is shown."""
+    unlike = comparison.unlike_baseline()
+    if not unlike:
+        return ""
+    lengths = ", ".join(f"{label} {comparison.lengths_s[label]:g} s" for label in unlike)
+    return (
+        f"runs of another length than the baseline {comparison.baseline} "
+        f"({comparison.lengths_s[comparison.baseline]:g} s): {lengths}; their changes are not shown"
+    )
+
+
 def compare_figure(comparison: Comparison) -> go.Figure:
-    """The runs over time, one panel per quantity, the baseline in black."""
+    """The runs over time, one panel per quantity, the baseline in black, each other run in one
+    colour across the panels."""
     keys = [k for k in SERIES if k in comparison.curves]
     if not keys:
         return empty_figure("no run has a grid, datacenter or models table")
     fig = make_subplots(rows=len(keys), cols=1, shared_xaxes=True, vertical_spacing=0.03)
+    others = [label for label in comparison.summaries.index if label != comparison.baseline]
+    run_color = line_colors([str(label) for label in others])
     for row, key in enumerate(keys, start=1):
         for label, (t, y) in comparison.curves[key].items():
             base = label == comparison.baseline
@@ -809,7 +982,7 @@ def compare_figure(comparison: Comparison) -> go.Figure:
                     name=f"{label} (baseline)" if base else label,
                     legendgroup=label,
                     showlegend=row == 1,
-                    line={"color": "black", "width": 1.5} if base else {"width": 1},
+                    line={"color": "black", "width": 1.5} if base else {"color": run_color.get(str(label)), "width": 1},
                 ),
                 row=row,
                 col=1,
@@ -822,7 +995,7 @@ def compare_figure(comparison: Comparison) -> go.Figure:
 
 def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
     """The what-if runs: ``(job id, run id, state, progress 0-1, message)`` each, a cancel button
-    on those queued or running."""
+    on those queued or running, an ``open`` button (ticking its run) on those complete."""
     items = []
     for job_id, run_id, state, done, message in jobs:
         parts: list[Any] = [f"#{job_id} {run_id}: {state}"]
@@ -834,6 +1007,10 @@ def jobs_list(jobs: Sequence[tuple[int, str, str, float, str]]) -> html.Ul:
                 html.Button(
                     "cancel", id={"type": "wi-cancel", "index": job_id}, n_clicks=0, style={"marginLeft": "8px"}
                 )
+            )
+        if state == "complete":
+            parts.append(
+                html.Button("open", id={"type": "wi-open", "index": run_id}, n_clicks=0, style={"marginLeft": "8px"})
             )
         if message:
             parts.append(html.Div(message, style=MESSAGE))

@@ -210,20 +210,10 @@ def _hosting(args: argparse.Namespace) -> int:
 
 def _warn_baseline(table: pd.DataFrame) -> None:
     """A warning per controller whose feeder, without the site, already breaks a limit."""
-    for _, row in table.drop_duplicates("controller").iterrows():
-        if not row["baseline_limits"]:
-            continue
-        verdict = (
-            "no size is hosted"
-            if set(row["baseline_limits"].split("+")) - {"overvoltage"}
-            else "a site too small to pull the voltages down is not hosted (see min_peak_mw)"
-        )
-        print(
-            f"warning: controller {row['controller']}: the feeder without the site already breaks "
-            f"{row['baseline_limits']} (at {row['baseline_element']}; violation integral "
-            f"{row['baseline_violation_pu_s']:.4g} pu.s): {verdict}",
-            file=sys.stderr,
-        )
+    from openg2g.studies.hosting import baseline_warnings
+
+    for text in baseline_warnings(table).values():
+        print(f"warning: {text}", file=sys.stderr)
 
 
 def _siting(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ from openg2g.plot.timeline import (
 )
 
 __all__ = [
+    "DEADLINE",
     "OVERVIEW_CACHE",
     "OVERVIEW_TABLES",
     "VIEW_POINTS",
@@ -63,6 +64,7 @@ __all__ = [
     "TableLines",
     "assemble_panels",
     "command_rows",
+    "deadline_of",
     "loading_line",
     "overview_stamp",
     "read_overview",
@@ -272,6 +274,16 @@ class PanelLines:
         }
 
 
+DEADLINE = "deadline "
+"""How an ITL panel's level names its model's deadline: ``deadline site/model``."""
+
+
+def deadline_of(label: str) -> str | None:
+    """The ``site/model`` (a model line's name) whose ITL deadline a panel level labelled
+    ``label`` is, ``None`` for any other level."""
+    return label.removeprefix(DEADLINE) if label.startswith(DEADLINE) else None
+
+
 def assemble_panels(
     lines: PanelLines,
     deadlines: Mapping[tuple[str, str], float],
@@ -299,7 +311,7 @@ def assemble_panels(
         panels.append(Panel("dc_power", "datacenter P (MW)", dc))
     models = lines.tables["models"].lines()
     if models:
-        levels = tuple((d * 1e3, f"deadline {s}/{m}") for (s, m), d in deadlines.items())
+        levels = tuple((d * 1e3, f"{DEADLINE}{s}/{m}") for (s, m), d in deadlines.items())
         panels.append(Panel("batch", "batch size", models[0::3], log2=True))
         panels.append(Panel("itl", "ITL (ms)", models[1::3], levels=levels))
         panels.append(Panel("throughput", "throughput (M tok/s)", models[2::3]))

@@ -19,6 +19,22 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def commands_dir(runs_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs folder of two runs whose commands name different actuators: ``ieee13_taps`` (no
+    control, 5 s, one tap change of reg1 at 2 s) and a copy of ``runs_dir``'s ``ieee13_ofo`` (OFO's
+    batch sizes)."""
+    import shutil
+
+    from openg2g.scenario.run import run_scenario
+
+    root = tmp_path_factory.mktemp("commands")
+    taps = "events=[{t_s: 2, command: set_taps, bank: reg1, taps: [15, 6, 16]}]"
+    run_scenario("ieee13_none", out_dir=root / "ieee13_taps", overrides=["duration_s=5", "outputs.plots=false", taps])
+    shutil.copytree(runs_dir / "ieee13_ofo", root / "ieee13_ofo")
+    return root
+
+
 # ieee13 at the scenario's own taps [14, 6, 15], tolerance 0, 3 s runs, voltage envelopes only:
 # without a site the feeder is over-voltage (632.c), so a small site is not hosted either; 675 and
 # 692 host a range of sizes, at 634 under-voltage sets in below the over-voltage floor (no size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import socket
 import threading
@@ -62,6 +63,43 @@ def siting_server(siting_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def commands_server(commands_dir: Path) -> Iterator[str]:
+    with _serve(commands_dir) as url:
+        yield url
+
+
+COLLAPSE = "PowerFlowError: the power flow did not converge at t = 0.1 s (voltage collapse)"
+
+
+@pytest.fixture(scope="module")
+def failed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app over a folder of one failed run: its summary as a run that collapsed at 0.1 s
+    writes it (every figure over the 0.1 s it ran, the reason in ``error``)."""
+    import json
+
+    root = tmp_path_factory.mktemp("failed")
+    (root / "collapsed").mkdir()
+    summary = {
+        "status": "failed",
+        "scenario": "ieee13_none",
+        "sim_time_s": 20.0,
+        "duration_s": 20.0,
+        "violation_integral_pu_s": 0.0,
+        "v_min_pu": 0.98,
+        "error": COLLAPSE,
+    }
+    (root / "collapsed" / "summary.json").write_text(json.dumps(summary))
+    with _serve(root) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve(tmp_path_factory.mktemp("empty")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
@@ -98,9 +136,15 @@ def studies_page(browser: Any, studies_server: str) -> Iterator[Any]:
         yield page
 
 
+def _row(page: Any, run_id: str) -> Any:
+    """The runs table's row of ``run_id`` (its run cell exactly: ``ieee13_none`` is not
+    ``whatif/ieee13_none-001``)."""
+    cell = page.locator("td[data-dash-column=run]", has_text=re.compile(f"^{re.escape(run_id)}$"))
+    return page.locator("#runs-table tbody tr", has=cell)
+
+
 def _select(page: Any, run_id: str) -> None:
-    row = page.locator("#runs-table tr", has_text=run_id)
-    row.locator("input[type=checkbox]").check()
+    _row(page, run_id).locator("input[type=checkbox]").check()
 
 
 def _not_blank(png: bytes) -> bool:
@@ -173,15 +217,18 @@ def test_a_what_if_with_a_bad_bus_then_a_good_one(page: Any, runs_dir: Path) -> 
     page.fill("#wi-bus", "675")
     page.locator("#wi-bus").press("Tab")
     page.click("#wi-run")
-    page.wait_for_function("document.querySelector('#wi-errors').innerText.startsWith('queued as')", timeout=60_000)
+    page.wait_for_function("document.querySelector('#wi-status').innerText.startsWith('queued as')", timeout=60_000)
+    assert page.locator("#wi-errors").inner_text() == ""  # news, not an error: not in the red message line
+    assert page.evaluate("getComputedStyle(document.querySelector('#wi-status')).color") != "rgb(179, 0, 0)"
     page.wait_for_selector("#wi-job-items .job-complete", timeout=240_000)
     row = page.locator("#runs-table tr", has_text="whatif/ieee13_none-001")
     row.wait_for(timeout=30_000)
     assert "complete" in row.inner_text()
     summary = (runs_dir / "whatif" / "ieee13_none-001" / "summary.json").read_text()
     assert '"duration_s": 2.0' in summary
-    _select(page, "whatif/ieee13_none-001")
+    page.locator("#wi-job-items .job-complete button", has_text="open").click()  # the finished run's link
     page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    assert "whatif/ieee13_none-001" in page.locator("#map-run").inner_text()
     assert "datacenter 675" in page.locator("#map-graph .legend").text_content()
 
 
@@ -225,6 +272,8 @@ def test_the_hosting_capacity_view(studies_page: Any) -> None:
         "hosting: hosting capacity with controller none (MW peak)"
     )
     assert "infeasible" in page.locator("#hc-map .legend").text_content()
+    # the feeder without the site is over-voltage already (conftest's HOSTING_ARGS): said as the CLI says it
+    assert "the feeder without the site already breaks overvoltage" in page.locator("#hc-message").inner_text()
     rows = {r.split("\t")[0]: r.split("\t") for r in page.locator("#hc-table tbody tr").all_inner_texts()[1:]}
     assert rows["634"][1] == "infeasible" and rows["634"][2] == ""  # no MW where none is hosted
     assert rows["675"][1] == "hosted" and float(rows["675"][2]) > 0
@@ -263,3 +312,152 @@ def test_the_leaderboard_sorts_and_opens_a_run(studies_page: Any) -> None:
         "document.querySelector('#map-run').innerText.includes('bench/runs/t13-v0-pid')", timeout=60_000
     )
     page.wait_for_selector("#series-graph .scatterlayer .trace", timeout=60_000)
+
+
+SERIES_GD = "document.querySelector('#series-graph .js-plotly-plot')"
+
+MISLABELLED_COMMANDS = f"""() => {{
+    const gd = {SERIES_GD};
+    const wrong = [];
+    for (const trace of gd._fullData) {{
+        if (trace.mode !== 'markers') continue;
+        const axis = gd._fullLayout['yaxis' + trace.yaxis.slice(1)];
+        for (let i = 0; i < trace.text.length; i++) {{
+            const label = axis.ticktext[axis.tickvals.indexOf(trace.y[i])];
+            if (label !== trace.text[i]) wrong.push(trace.name + ': ' + trace.text[i] + ' drawn as ' + label);
+        }}
+    }}
+    return wrong;
+}}"""
+
+
+def _runs_drawn(page: Any, *run_ids: str) -> None:
+    """Wait until the time series draw a line of each of ``run_ids`` (named ``<run>: <line>``)."""
+    drawn = " && ".join(f"{SERIES_GD}._fullData.some(t => t.name.startsWith('{r}: '))" for r in run_ids)
+    page.wait_for_function(f"{SERIES_GD} && {SERIES_GD}._fullData && {drawn}", timeout=60_000)
+
+
+def test_two_runs_name_each_command_by_its_own_actuator(browser: Any, commands_server: str) -> None:
+    with _open(browser, commands_server) as page:
+        _select(page, "ieee13_taps")  # its tap change first: the commands axis once took only its names
+        _select(page, "ieee13_ofo")
+        _runs_drawn(page, "ieee13_taps", "ieee13_ofo")
+        markers = page.evaluate(f"{SERIES_GD}._fullData.filter(t => t.mode === 'markers').map(t => t.name)")
+        assert {"ieee13_taps: event", "ieee13_ofo: ofo"} <= set(markers)
+        assert page.evaluate(MISLABELLED_COMMANDS) == []
+
+
+MODEL_COLORS = f"""() => {{
+    const gd = {SERIES_GD};
+    const panel = {{}};
+    gd._fullLayout._subplots.yaxis.forEach((id, k) => {{ panel[id] = gd._fullLayout['yaxis' + (k ? k + 1 : '')].title.text; }});
+    const lines = gd._fullData.filter(t => t.name.startsWith('dc1/')).map(t => [panel[t.yaxis], t.name, t.line.color]);
+    const deadlines = gd._fullLayout.shapes.filter(s => (s.name || '').startsWith('deadline '))
+        .map(s => [s.name.slice(9), s.line.color, s.line.dash]);
+    return {{lines, deadlines}};
+}}"""
+
+
+def test_every_line_is_named_and_each_model_keeps_its_colour(page: Any) -> None:
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#series-graph .legend .traces", timeout=60_000)
+    drawn = page.evaluate(MODEL_COLORS)
+    colors: dict[str, set[str]] = {}
+    for _panel, model, color in drawn["lines"]:
+        colors.setdefault(model, set()).add(color)
+    assert len(colors) == 5 and len({p for p, _, _ in drawn["lines"]}) == 3  # five models in three panels
+    assert all(len(c) == 1 for c in colors.values()), colors  # one colour per model across the panels
+    assert len({next(iter(c)) for c in colors.values()}) == 5  # and no two models alike
+    assert sorted(m for m, _, _ in drawn["deadlines"]) == sorted(colors)
+    for model, color, dash in drawn["deadlines"]:
+        assert dash == "dash" and {color} == colors[model]  # each deadline dashed in its model's colour
+    legends = page.locator("#series-graph .infolayer > g[class^=legend]")  # legend, legend2...
+    assert legends.count() == page.evaluate(f"{SERIES_GD}._fullLayout._subplots.yaxis.length")  # one per panel
+    text = " ".join(legends.all_text_contents())
+    assert all(model in text for model in colors) and "lowest bus-phase" in text
+
+
+def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
+    _select(page, "ieee13_none")
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#compare-rows", timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#compare-graph .js-plotly-plot')._fullData.length >= 4", timeout=60_000
+    )
+    traces = page.evaluate(
+        "document.querySelector('#compare-graph .js-plotly-plot')._fullData.map(t => [t.legendgroup, t.line.color])"
+    )
+    colors: dict[str, set[str]] = {}
+    for run_id, color in traces:
+        colors.setdefault(run_id, set()).add(color)
+    assert set(colors) == {"ieee13_none", "ieee13_ofo"}
+    assert all(len(c) == 1 for c in colors.values()), colors
+
+
+def test_a_failed_run_shows_its_status_and_reason(browser: Any, failed_server: str) -> None:
+    with _open(browser, failed_server) as page:
+        headers = page.locator("#runs-table th.dash-header").all_inner_texts()
+        cells = _row(page, "collapsed").locator("td").all_inner_texts()
+        row = dict(zip(reversed(headers), reversed(cells)))  # from the right: the first cell is the tick box
+        assert row["status"] == "failed" and row["progress"] == "failed"  # not 100 %
+        assert row["voltage violation integral (pu·s)"] == ""  # not 0 over the 0.1 s it ran
+        assert row["why it ended early"] == COLLAPSE
+
+
+def test_an_empty_folder_says_how_to_make_a_run(browser: Any, empty_server: str) -> None:
+    page = browser.new_page()
+    page.goto(empty_server)
+    hint = "document.querySelector('#runs-hint')"
+    page.wait_for_function(f"{hint} && {hint}.innerText.includes('openg2g run')", timeout=60_000)
+    assert "openg2g run ieee13_ofo --out" in page.locator("#runs-hint").inner_text()
+    page.close()
+
+
+def test_the_filter_keeps_the_runs_that_match(page: Any) -> None:
+    assert _row(page, "ieee13_none").count() == 1
+    box = page.locator("#runs-table th.dash-filter[data-dash-column=run] input[type=text]")
+    box.fill("OFO")
+    box.press("Enter")
+    page.wait_for_function(
+        "!Array.from(document.querySelectorAll('#runs-table tbody tr')).some(r => r.innerText.includes('ieee13_none'))",
+        timeout=30_000,
+    )
+    assert _row(page, "ieee13_ofo").count() == 1
+
+
+UNNAMED = """() => Array.from(document.querySelectorAll("input[type=checkbox], [role=slider], #time-slider input"))
+    .filter(el => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") || el.closest("label")
+        || (el.id && document.querySelector(`label[for="${el.id}"]`))))
+    .map(el => el.outerHTML.slice(0, 120))"""
+
+
+def test_the_page_names_its_language_and_every_box_and_slider(page: Any) -> None:
+    assert page.evaluate("document.documentElement.lang") == "en"
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    page.wait_for_function(f"({UNNAMED})().length === 0", timeout=10_000)
+    box = _row(page, "ieee13_ofo").locator("input[type=checkbox]")
+    assert box.get_attribute("aria-label") == "select run ieee13_ofo"
+
+
+def test_the_page_fits_a_phone(browser: Any, server: str) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(server)
+    page.wait_for_selector("#runs-table td", timeout=60_000)
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide on a 390 px screen"
+    page.close()
+
+
+def test_comparing_runs_of_other_lengths_warns(browser: Any, commands_server: str) -> None:
+    with _open(browser, commands_server) as page:
+        _select(page, "ieee13_ofo")  # 20 s, the baseline: the first ticked
+        _select(page, "ieee13_taps")  # 5 s
+        page.wait_for_selector("#compare-rows", timeout=60_000)
+        warning = page.locator("#compare-message")
+        warning.filter(has_text="another length").wait_for(timeout=30_000)
+        assert "ieee13_none 5 s" in warning.inner_text()  # the tap run, labelled by its scenario
+        row = page.locator("#compare-rows tr", has_text="ieee13_none").inner_text()
+        assert "%" not in row  # no change read from the length

@@ -390,3 +390,21 @@ def test_the_server_serves_only_files_of_the_runs_folder(runs_dir: Path) -> None
         assert b"root:" not in response.data and b"react-entry-point" in response.data
     finally:
         queue.close()
+
+
+def test_the_runs_table_lists_own_runs_then_what_ifs_then_study_runs() -> None:
+    from openg2g.app.data import RunEntry
+    from openg2g.app.views import runs_rows
+
+    entries = [
+        RunEntry(run_id, "complete", "ieee13_none", 1.0, 1.0)
+        for run_id in ("bench/runs/a", "whatif/ieee13_none-001", "mine", "aaa/b", "hosting/675-1")
+    ]
+    rows = runs_rows(entries, ["bench", "hosting"])
+    assert [(r["group"], r["run"]) for r in rows] == [
+        ("run", "aaa/b"),
+        ("run", "mine"),
+        ("what-if", "whatif/ieee13_none-001"),
+        ("study", "bench/runs/a"),
+        ("study", "hosting/675-1"),
+    ]

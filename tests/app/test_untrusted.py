@@ -59,10 +59,10 @@ def submit_request(app: dash.Dash, values: dict[str, Any]) -> dict[str, Any]:
             )
         else:
             state.append({"id": name, "property": "value", "value": value})
-    out_id, prop = output.split(".", 1)
+    outputs = [dict(zip(("id", "property"), o.split(".", 1))) for o in output.strip(".").split("...")]
     return {
         "output": output,
-        "outputs": {"id": out_id, "property": prop},
+        "outputs": outputs,
         "inputs": [{"id": "wi-run", "property": "n_clicks", "value": 1}],
         "changedPropIds": ["wi-run.n_clicks"],
         "state": state,
@@ -70,10 +70,12 @@ def submit_request(app: dash.Dash, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def submitted(client: Any, app: dash.Dash, values: dict[str, Any]) -> str:
-    """The message line after submitting ``values``; the answer must be a 200."""
+    """The status line after submitting ``values`` (the run queued) or else the message line
+    (why not); the answer must be a 200."""
     response = client.post("/_dash-update-component", json=submit_request(app, {**FORM, **values}))
     assert response.status_code == 200, response.data[:300]
-    return str(response.get_json()["response"]["wi-errors"]["children"])
+    lines = response.get_json()["response"]
+    return str(lines["wi-status"]["children"] or lines["wi-errors"]["children"])
 
 
 @pytest.fixture
@@ -219,7 +221,7 @@ def test_sigterm_to_the_app_ends_its_running_what_if(tmp_path: Path) -> None:
         body = json.dumps(submit_request(same_app, {**FORM, "wi-duration": 3600})).encode()
         request = urllib.request.Request(url + "/_dash-update-component", body, {"Content-Type": "application/json"})
         answer = json.loads(urllib.request.urlopen(request, timeout=60).read())
-        assert answer["response"]["wi-errors"]["children"] == "queued as #1: whatif/ieee13_none-001"
+        assert answer["response"]["wi-status"]["children"] == "queued as #1: whatif/ieee13_none-001"
         run = root / "whatif" / "ieee13_none-001"
         for _ in range(1200):  # the run writes its first summary within 120 s
             if (run / "summary.json").is_file() and lock_held(run) is True:
