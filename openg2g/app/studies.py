@@ -38,8 +38,8 @@ import pandas as pd
 
 from openg2g.app.data import AppError, folder_inside, folders_under, is_run, resolve_run
 from openg2g.plot.feeder import edge_segments
+from openg2g.plot.hosting import baseline_warnings
 from openg2g.plot.run import RunData
-from openg2g.studies.hosting import baseline_warnings
 
 __all__ = [
     "BENCHMARK",

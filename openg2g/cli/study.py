@@ -210,7 +210,7 @@ def _hosting(args: argparse.Namespace) -> int:
 
 def _warn_baseline(table: pd.DataFrame) -> None:
     """A warning per controller whose feeder, without the site, already breaks a limit."""
-    from openg2g.studies.hosting import baseline_warnings
+    from openg2g.plot.hosting import baseline_warnings
 
     for text in baseline_warnings(table).values():
         print(f"warning: {text}", file=sys.stderr)
