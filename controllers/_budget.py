@@ -1,9 +1,9 @@
 """A per-model budget of batch changes in any 60 s, shared by the controllers that enforce one.
 
 A fleet that resizes a model's batch every second is not deployable; the summary counts the most
-changes of one model in any 60 s (``max_batch_changes_per_min``, :mod:`openg2g.record.metrics`),
-and a controller with a budget of ``K`` never exceeds it: a model that changed ``K`` times in the
-last 60 s is held until the oldest of those is 60 s old.
+changes of one model in any 60 s (``max_batch_changes_per_min``, :mod:`openg2g.record.metrics`,
+the window of :mod:`openg2g.core.minute`), and a controller with a budget of ``K`` never exceeds
+it: a model that changed ``K`` times in the last 60 s is held until the oldest of those is 60 s old.
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable
 
-__all__ = ["WINDOW_S", "ChangeBudget"]
+from openg2g.core.minute import in_last_minute
 
-WINDOW_S = 60.0
-"""The budget's window (s), as ``summary.json`` counts ``max_batch_changes_per_min``."""
-
-_TOL_S = 1e-9
-"""Times this close are one instant (control times are sums of float periods)."""
+__all__ = ["ChangeBudget"]
 
 
 class ChangeBudget:
-    """At most ``limit`` changes of each key within any :data:`WINDOW_S`.
+    """At most ``limit`` changes of each key within any 60 s.
 
     :param limit: changes allowed per window; ``None``: no budget.
     """
@@ -34,10 +30,7 @@ class ChangeBudget:
         """Whether ``key`` may change at ``t_s`` (s) within its budget."""
         if self.limit is None:
             return True
-        recent = self._times.setdefault(key, deque())
-        while recent and recent[0] <= t_s - WINDOW_S + _TOL_S:
-            recent.popleft()
-        return len(recent) < self.limit
+        return in_last_minute(self._times.setdefault(key, deque()), t_s) < self.limit
 
     def spend(self, key: Hashable, t_s: float) -> None:
         """Record a change of ``key`` at ``t_s`` (s)."""

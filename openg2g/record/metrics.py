@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from openg2g.core.minute import in_last_minute
 from openg2g.core.state import BranchSet, DatacenterSeries, GridState
 from openg2g.engine.recording import Recorder
 
@@ -84,19 +85,11 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return np.nan_to_num(x, nan=0.0)
 
 
-_TIME_TOLERANCE_S = 1e-6
-"""Two event times closer than this are the same time (s)."""
-
-
-def _in_last_minute(recent_s: collections.deque[float], t_s: float) -> int:
-    """Add an event at ``t_s`` (s, not before the last one) to ``recent_s`` and drop those 60 s or
-    more before it; returns how many are left: the events in the minute up to ``t_s``. Times are
-    multiples of a step (``1281 * 0.1 - 681 * 0.1`` is ``59.999999999999986``): within ``_TIME_TOLERANCE_S`` of 60 s
-    counts as 60 s."""
+def _counted(recent_s: collections.deque[float], t_s: float) -> int:
+    """Add an event at ``t_s`` (s, not before the last one) to ``recent_s``: the events in the
+    minute up to it, itself included (:func:`openg2g.core.minute.in_last_minute`)."""
     recent_s.append(t_s)
-    while t_s - recent_s[0] >= 60.0 - _TIME_TOLERANCE_S:
-        recent_s.popleft()
-    return len(recent_s)
+    return in_last_minute(recent_s, t_s)
 
 
 class RunMetrics:
@@ -299,7 +292,7 @@ class RunMetrics:
                 continue
             changes += 1
             t_s = times_s[offset + i]
-            in_minute = _in_last_minute(self._recent_changes_s.setdefault(key, collections.deque()), t_s)
+            in_minute = _counted(self._recent_changes_s.setdefault(key, collections.deque()), t_s)
             self._max_changes_per_min[key] = max(self._max_changes_per_min.get(key, 0), in_minute)
             direction = 1 if after > before else -1
             if self._last_direction.get(key, direction) != direction:
@@ -312,7 +305,7 @@ class RunMetrics:
         """A change opposite to the model's previous one at ``t_s`` (s); keeps the largest number of
         one model's reversals within any 60 s."""
         self._batch_reversals[key] = self._batch_reversals.get(key, 0) + 1
-        in_minute = _in_last_minute(self._recent_reversals_s.setdefault(key, collections.deque()), t_s)
+        in_minute = _counted(self._recent_reversals_s.setdefault(key, collections.deque()), t_s)
         self.max_batch_reversals_per_min = max(self.max_batch_reversals_per_min, in_minute)
 
     @property
