@@ -73,10 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         (:func:`_end_process`). Given ``argv`` (a caller in Python), the signal handlers in place
         before are restored when the command ends, and ``main`` returns.
     """
-    with contextlib.nullcontext() if argv is None else stop_handlers_restored():
-        code = _stoppable(argv)
-        if code > 128:  # 128 + a signal's number: the command stopped on SIGINT or SIGTERM
-            ignore_stop_signals()
+    # the try is the first statement: a Ctrl-C that comes as the command starts lands inside it
+    try:
+        with contextlib.nullcontext() if argv is None else stop_handlers_restored():
+            code = _stoppable(argv)
+            if code > 128:  # 128 + a signal's number: the command stopped on SIGINT or SIGTERM
+                ignore_stop_signals()
+    except KeyboardInterrupt as exc:
+        code = _interrupted(exc)
     if argv is None:
         _end_process(code)
     return code
@@ -109,9 +113,14 @@ def _stoppable(argv: Sequence[str] | None) -> int:
     try:
         return _dispatch(argv)
     except KeyboardInterrupt as exc:
-        ignore_stop_signals()  # the rest of a burst must not cut this message
-        print(str(exc) or "interrupted by the user (Ctrl-C)", file=sys.stderr)
-        return 130
+        return _interrupted(exc)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Say a stop signal in one line; status 130."""
+    ignore_stop_signals()  # the rest of a burst must not cut this message
+    print(str(exc) or "interrupted by the user (Ctrl-C)", file=sys.stderr)
+    return 130
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
