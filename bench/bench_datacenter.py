@@ -5,6 +5,10 @@ reference site (IEEE 13 bus 671: five models, 2,400-GPU training job) and for a 
 inference GPUs in the same model mix scaled up, stepped in blocks of ``--block-s`` seconds (as the
 engine does between control steps; 0.1 = one step per call). A batch change half-way makes one
 transition. Run: ``python bench/bench_datacenter.py [--steps N] [--block-s 1 60]``.
+
+``--ramp-gpus N`` adds a site of N inference GPUs (the same mix, default 1,000,000) for
+``--ramp-steps`` (default one hour) in blocks of 60 s, twice: as it is, and with inference scaled
+to half over 300 s half-way (a ``SetInferenceScale`` ramp, 3,000 steps of changing replica counts).
 """
 
 from __future__ import annotations
@@ -71,12 +75,39 @@ def bench(spec: SiteSpec, library: TraceLibrary, steps: int, block_s: float) -> 
     )
 
 
+def bench_ramp(library: TraceLibrary, gpus: int, steps: int) -> None:
+    """Time ``steps`` of a ``gpus``-GPU site in 60-s blocks, without and with a 300-s ramp to half."""
+    from openg2g.core.commands import SetInferenceScale
+
+    spec = site(gpus / 4_800, f"{gpus / 1e6:g}M-GPU")
+    for ramp in (False, True):
+        dc = ReplayDatacenter.from_spec(spec, library)
+        dc.reset(0)
+        per_block = round(60.0 / DT_S)
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for first in range(1, steps + 1, per_block):
+            if ramp and first <= steps // 2 < first + per_block:
+                dc.apply(SetInferenceScale(site=spec.name, fraction=0.5, ramp_s=300.0), (first - 1) * DT_S)
+            dc.step_block(np.arange(first, min(first + per_block, steps + 1)) * DT_S, DT_S)
+        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        print(
+            f"{spec.name:>10}: {steps * DT_S:g} s simulated, {'a 300-s ramp to half' if ramp else 'no ramp':>20} | "
+            f"{wall_s:6.2f} s wall, {cpu_s:6.2f} s CPU"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=6000, help="steps to time per site (default 6000 = 10 min)")
-    parser.add_argument("--block-s", type=float, nargs="+", default=[0.1, 1.0, 60.0], help="block lengths (s)")
+    parser.add_argument(
+        "--block-s", type=float, nargs="*", default=[0.1, 1.0, 60.0], help="block lengths (s; none: only the ramp)"
+    )
+    parser.add_argument("--ramp-gpus", type=int, default=0, help="also time a ramp on a site this large (0: not)")
+    parser.add_argument("--ramp-steps", type=int, default=36000, help="steps of the ramp site (default an hour)")
     args = parser.parse_args()
     library = TraceLibrary.load()
+    if args.ramp_gpus:
+        bench_ramp(library, args.ramp_gpus, args.ramp_steps)
     for block_s in args.block_s:
         bench(site(1.0, "reference"), library, args.steps, block_s)
         bench(site(100_000 / 4_800, "100k-GPU"), library, args.steps, block_s)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from openg2g.datacenter.kernels import add_replica_power, add_table_rows, replica_phase_sums
+from openg2g.datacenter.kernels import add_offset_power, add_replica_power, add_table_rows, replica_phase_sums
 
 
 class _Ramp(NamedTuple):
@@ -142,6 +142,67 @@ def test_replica_power_is_numpys_bit_for_bit() -> None:
         ramp = _Ramp(blend, sample_idx, replicas, phase, width, slots, clip_w)
         expected, got = _numpy_direct(ramp), _kernel_direct(ramp)
         assert got.tobytes() == expected.tobytes(), case
+
+
+def _kernel_by_offset(ramp: _Ramp) -> np.ndarray:
+    """The same summed by trace offset (:func:`add_offset_power`)."""
+    blend, sample_idx, replicas, phase, _, slots, clip_w = ramp
+    n_on = np.minimum(np.ceil(replicas - 1e-9), slots).astype(np.int64)
+    phase_w = np.zeros((sample_idx.shape[0], 3))
+    for doubled_w, offsets, w in blend:
+        add_offset_power(
+            phase_w,
+            doubled_w,
+            offsets,
+            phase,
+            sample_idx,
+            doubled_w.size // 2,
+            w,
+            np.nan if clip_w is None else clip_w,
+            replicas,
+            n_on,
+        )
+    return phase_w
+
+
+def test_power_by_offset_by_hand() -> None:
+    """The three replicas of :func:`test_replica_power_by_hand` (offsets 0, 1, 3 on phases a, b, a)
+    and a fourth at offset 1 on phase a, at sample 5 (trace sample 1): at 3.5 replicas the fourth
+    runs at half power, the histogram holding offset 1 on b and offsets 0 and 3 on a; then down to
+    1.5 (the histogram emptied again) and 0."""
+    trace = np.array([10.0, 20.0, 30.0, 40.0])
+    doubled = np.concatenate([trace, trace])
+    offsets, phase = np.array([0, 1, 3, 1]), np.array([0, 1, 0, 0])
+    phase_w = np.zeros((3, 3))
+    replicas = np.array([3.5, 1.5, 0.0])
+    n_on = np.array([4, 2, 0])
+    add_offset_power(phase_w, doubled, offsets, phase, np.array([[5], [5], [5]]), 4, np.ones(3), np.nan, replicas, n_on)
+    np.testing.assert_array_equal(phase_w, [[20.0 + 10.0 + 0.5 * 30.0, 30.0, 0.0], [20.0, 0.5 * 30.0, 0.0], [0.0] * 3])
+
+
+def test_power_by_offset_is_the_replica_sum_to_rounding() -> None:
+    """Ramps of up to 20,000 replicas up and down within a block (the histogram following both
+    ways), blends of one to three configurations, one or three samples per step, capped or not:
+    by offset equals replica by replica to 1e-12 of the power."""
+    rng = np.random.default_rng(12)
+    for case in range(24):
+        slots = int(rng.integers(1, 20_000))
+        width = int(rng.integers(1, slots + 1))
+        n_sub = int(rng.choice([1, 3]))
+        k = 12
+        phase = rng.integers(0, 3, size=slots)
+        replicas = rng.uniform(0.0, width, size=k)
+        replicas[0], replicas[1] = float(width), 0.0
+        replicas[2:5] = np.floor(replicas[2:5])  # whole counts: no fractional replica
+        sample_idx = rng.integers(0, 10**6, size=(k, 1)) + np.arange(1 - n_sub, 1)
+        blend = []
+        for _ in range(int(rng.integers(1, 4))):
+            length = int(rng.integers(100, 2000))
+            trace = rng.lognormal(6.0, 0.5, length)
+            blend.append((np.concatenate([trace, trace]), rng.integers(0, length, size=slots), rng.random(k)))
+        ramp = _Ramp(blend, sample_idx, replicas, phase, width, slots, None if case % 2 else 500.0)
+        expected = _kernel_direct(ramp)
+        np.testing.assert_allclose(_kernel_by_offset(ramp), expected, rtol=1e-12, atol=1e-9, err_msg=str(case))
 
 
 def test_more_running_replicas_than_columns_is_refused() -> None:

@@ -18,7 +18,7 @@ from openg2g.core.commands import (
     ShiftReplicas,
 )
 from openg2g.core.errors import CommandError, TraceError
-from openg2g.core.state import DatacenterState
+from openg2g.core.state import DatacenterSeries, DatacenterState
 from openg2g.datacenter import ReplayDatacenter, TraceLibrary, validate_site
 from openg2g.datacenter.replay import loop_trace
 
@@ -373,6 +373,32 @@ def test_steady_power_tables_equal_replica_sums(library: TraceLibrary) -> None:
     assert tables.models["Llama-3.1-8B"].replicas[0] == 441
     after_reset = site(0.0, seeds=(4, 11)).step_block(times, 0.1)
     np.testing.assert_array_equal(after_reset.p_w, tables.p_w)
+
+
+def test_a_ramp_by_offset_equals_the_replica_sums(library: TraceLibrary, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large site's ramp is summed by trace offset (``_BY_OFFSET``): forced on for every model of
+    the reference site (a ramp down and one up within the block, a capped model, a transition of
+    batch weights), it gives the replica-by-replica power to rounding."""
+    from openg2g.datacenter import replay
+
+    def run(by_offset: int) -> tuple[DatacenterSeries, DatacenterSeries]:
+        monkeypatch.setattr(replay, "_BY_OFFSET", by_offset)
+        dc = ReplayDatacenter.from_spec(reference_spec(), library)
+        dc.reset(5)
+        dc.apply(SetPowerCap("dc1", 330.0, "Llama-3.1-70B"), 0.0)
+        dc.apply(SetBatchSize("dc1", "Qwen3-30B-A3B", 64), 0.0)
+        dc.apply(SetInferenceScale("dc1", 0.4, ramp_s=6.0), 0.0)
+        first = dc.step_block(np.round(np.arange(1, 81) * 0.1, 10), 0.1)
+        dc.apply(SetInferenceScale("dc1", 0.9, ramp_s=5.0), 8.0)
+        second = dc.step_block(np.round(np.arange(81, 201) * 0.1, 10), 0.1)
+        return first, second
+
+    for by_replica, by_offset in zip(run(10**9), run(0)):
+        np.testing.assert_allclose(by_offset.p_w, by_replica.p_w, rtol=1e-12)
+        for name, model in by_replica.models.items():
+            np.testing.assert_allclose(by_offset.models[name].power_w, model.power_w, rtol=1e-12)
+            np.testing.assert_array_equal(by_offset.models[name].replicas, model.replicas)
+        assert not np.array_equal(by_offset.p_w[:, 0], by_offset.p_w[0, 0])  # the ramp moved the power
 
 
 def test_itl_samples_changes_only_the_sampled_figures(library: TraceLibrary) -> None:
