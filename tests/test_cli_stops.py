@@ -146,3 +146,33 @@ def test_a_command_run_from_python_leaves_the_signal_handlers_as_it_found_them(t
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert main(["run", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def _load_hit_by_ctrl_c(name: str, overrides: object = ()) -> None:
+    """Loading the scenario as Ctrl-C lands in code that turns exceptions into its own (pydantic-core
+    building a model's validator as the scenario modules are imported reports a ``SchemaError``)."""
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt as exc:
+        raise RuntimeError(f'Error building "model" validator:\n  KeyboardInterrupt: {exc}') from None
+
+
+def test_a_ctrl_c_that_became_another_error_ends_as_a_ctrl_c(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from openg2g.scenario import loader
+
+    monkeypatch.setattr(loader, "load_scenario", _load_hit_by_ctrl_c)
+    assert main(["run", "ieee13_none", "--out", str(tmp_path / "out"), "--no-progress"]) == 130
+    assert capsys.readouterr().err == CTRL_C
+
+
+def test_the_same_error_without_a_signal_is_not_taken_for_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openg2g.scenario import loader
+
+    def broken(name: str, overrides: object = ()) -> None:
+        raise RuntimeError('Error building "model" validator')
+
+    monkeypatch.setattr(loader, "load_scenario", broken)
+    with pytest.raises(RuntimeError, match="validator"):
+        main(["run", "ieee13_none", "--out", str(tmp_path / "out"), "--no-progress"])

@@ -84,7 +84,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``app`` sub-command."""
     p = subparsers.add_parser(
         "app",
-        help="local web app: runs over time, the feeder map, comparisons, hosting capacity, siting, leaderboard, what-if runs",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

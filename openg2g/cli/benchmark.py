@@ -82,7 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``benchmark`` sub-command."""
     p = subparsers.add_parser(
         "benchmark",
-        help="compare controllers over a suite of cases",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

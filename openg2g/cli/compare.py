@@ -65,7 +65,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``compare`` sub-command."""
     p = subparsers.add_parser(
         "compare",
-        help="compare run summaries side by side",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

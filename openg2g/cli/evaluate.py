@@ -161,7 +161,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` sub-command."""
     p = subparsers.add_parser(
         "evaluate",
-        help="run scenarios with a trained RL policy as controller",
         description=__doc__,
         epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -76,10 +76,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``feeders list`` / ``feeders build --source DIR`` / ``feeders check FILE [--dc BUS=MW]
     [--controls static|off]``."""
-    p = subparsers.add_parser(
-        "feeders",
-        help="list bundled feeders, rebuild them from OpenDSS sources, or check an OpenDSS file against OpenDSS",
-    )
+    p = subparsers.add_parser("feeders")
     p.add_argument("action", choices=["list", "build", "check"], nargs="?", default="list")
     p.add_argument("file", nargs="?", help="check: the OpenDSS file")
     p.add_argument("--source", help="build: the source data folder (shared/data)")

@@ -84,7 +84,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``live demo`` and ``live check``."""
     p = subparsers.add_parser(
         "live",
-        help="hardware in the loop: run against real inference servers (live demo, live check URL)",
         description=__doc__,
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -10,40 +10,57 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from openg2g import __version__
 from openg2g.cli.helptext import plain_help
 from openg2g.core.errors import G2GError, ScenarioError
-from openg2g.core.interrupts import ignore_stop_signals, stop_handlers_restored
+from openg2g.core.interrupts import (
+    dropped_stops_raised,
+    ignore_stop_signals,
+    stop_handlers_restored,
+    stop_signals_watched,
+)
 
 __all__ = ["build_parser", "main"]
 
-# Each module has register(subparsers), in the order shown by --help.
-_COMMAND_MODULES = (
-    "run",
-    "validate",
-    "new",
-    "compare",
-    "plot",
-    "schema",
-    "powerflow",
-    "feeders",
-    "traces",
-    "scenarios",
-    "train",
-    "evaluate",
-    "policy",
-    "sweep",
-    "study",
-    "benchmark",
-    "live",
-    "app",
-)
+_COMMANDS = {
+    "run": "run a scenario file",
+    "validate": "validate scenario, sweep, study and benchmark suite files",
+    "new": "start a scenario or a controller of your own",
+    "compare": "compare run summaries side by side",
+    "plot": "draw a finished run's plots from its tables",
+    "schema": "print the scenario file reference",
+    "powerflow": "one power flow on a feeder, with an optional datacenter load",
+    "feeders": "list bundled feeders, rebuild them from OpenDSS sources, or check an OpenDSS file against OpenDSS",
+    "traces": "list, build and import power-trace libraries",
+    "scenarios": "list the bundled scenario, sweep, study and suite files",
+    "train": "train an RL policy on a scenario",
+    "evaluate": "run scenarios with a trained RL policy as controller",
+    "policy": "prepare an SB3 model trained elsewhere for rl_policy (policy wrap)",
+    "sweep": "run a parameter sweep over a scenario",
+    "study": "hosting capacity, siting, PV placement and load-loss studies",
+    "benchmark": "compare controllers over a suite of cases",
+    "live": "hardware in the loop: run against real inference servers (live demo, live check URL)",
+    "app": "local web app: runs over time, the feeder map, comparisons, hosting capacity, siting, leaderboard, what-if runs",
+}
+"""Each command, in the order ``--help`` lists them, with the line it shows there: ``openg2g.cli.<name>``
+has ``register(subparsers)``, which adds the command's parser (its options, description, function)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every sub-command."""
+class _Commands(argparse._SubParsersAction):
+    """The sub-commands' action: a command's parser gets its ``--help`` line from :data:`_COMMANDS`."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("help", _COMMANDS[name])
+        return super().add_parser(name, **kwargs)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command; given ``command``, with only that one's options
+    (the others by name and help line), so that a command imports only its own module (and
+    ``openg2g --help``, with ``command`` ``""``, none: no pydantic, numpy or gymnasium, some 0.5 s)."""
     parser = argparse.ArgumentParser(prog="openg2g", description="Datacenter-grid co-simulation.")
     parser.add_argument("--version", action="version", version=f"openg2g {__version__}")
     parser.add_argument(
@@ -51,11 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="on an error, print Python's full traceback before the message (give it before the command)",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMAND_MODULES:
-        importlib.import_module(f"openg2g.cli.{name}").register(subparsers)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, action=_Commands)
+    for name in _COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(f"openg2g.cli.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name)
     plain_help(parser)  # the descriptions are module docstrings, written in reST
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The command an ``openg2g`` command line names: its first word that is not an option (the
+    top-level options take no value); ``""`` when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit status 2 for an input that is wrong (a scenario, sweep or option), 1 for any other
     platform error and for memory running out; ``--traceback`` prints the traceback of each too. A stop signal that reaches
     no command's own handling (Ctrl-C while the modules load or the scenario is read) ends with one
-    line and status 130.
+    line and status 130, also one that Python would drop, raised in a finalizer or a weakref
+    callback (:func:`~openg2g.core.interrupts.dropped_stops_raised`), or one that became another
+    error on its way (:func:`~openg2g.core.interrupts.stop_signals_watched`).
 
     :param argv: the command line; ``None``: the process's own (``sys.argv[1:]``), as the
         ``openg2g`` command runs it. The process then ends with the command, so once the command
@@ -75,8 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     # the try is the first statement: a Ctrl-C that comes as the command starts lands inside it
     try:
-        with contextlib.nullcontext() if argv is None else stop_handlers_restored():
-            code = _stoppable(argv)
+        with (
+            dropped_stops_raised(),
+            stop_signals_watched() as stopped,
+            contextlib.nullcontext() if argv is None else stop_handlers_restored(),
+        ):
+            code = _stoppable(argv, stopped)
             if code > 128:  # 128 + a signal's number: the command stopped on SIGINT or SIGTERM
                 ignore_stop_signals()
     except KeyboardInterrupt as exc:
@@ -108,12 +140,18 @@ def _end_process(code: int) -> None:
     os._exit(code)
 
 
-def _stoppable(argv: Sequence[str] | None) -> int:
-    """:func:`_dispatch`, a stop signal that reaches here said in one line (status 130)."""
+def _stoppable(argv: Sequence[str] | None, stopped: Callable[[], bool]) -> int:
+    """:func:`_dispatch`, a stop signal that reaches here said in one line (status 130); also an
+    unexpected error once ``stopped()`` says a stop signal came: the error the signal's
+    ``KeyboardInterrupt`` became in code that turns exceptions into its own."""
     try:
         return _dispatch(argv)
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
+    except Exception:
+        if not stopped():
+            raise
+        return _interrupted(KeyboardInterrupt())
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
@@ -125,7 +163,7 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
 
 def _dispatch(argv: Sequence[str] | None) -> int:
     """Parse and run the command; a platform error is one message and status 2 or 1."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(_command_of(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except G2GError as exc:

@@ -147,7 +147,7 @@ def _new(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``new`` sub-command with ``scenario`` and ``controller``."""
-    p = subparsers.add_parser("new", help="start a scenario or a controller of your own", description=__doc__)
+    p = subparsers.add_parser("new", description=__doc__)
     sub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
     s = sub.add_parser("scenario", help="copy a bundled scenario and the files it reads", description=__doc__)
     s.add_argument("name", metavar="FROM_BUNDLED", help="bundled scenario name (e.g. ieee13_ofo)")

@@ -57,7 +57,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``plot`` sub-command."""
     p = subparsers.add_parser(
         "plot",
-        help="draw a finished run's plots from its tables",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -64,7 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``policy`` sub-command (``policy wrap``)."""
     p = subparsers.add_parser(
         "policy",
-        help="prepare an SB3 model trained elsewhere for rl_policy (policy wrap)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

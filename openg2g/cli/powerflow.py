@@ -359,9 +359,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     [--max-control-iterations N] [--fault PROPS] [--json] [--solver ...]``."""
     from openg2g.cli.run import SCENARIO_IS_CODE
 
-    p = subparsers.add_parser(
-        "powerflow", help="one power flow on a feeder, with an optional datacenter load", epilog=SCENARIO_IS_CODE
-    )
+    p = subparsers.add_parser("powerflow", epilog=SCENARIO_IS_CODE)
     p.add_argument(
         "feeder",
         help=(

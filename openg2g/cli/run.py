@@ -185,7 +185,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
     p = subparsers.add_parser(
         "run",
-        help="run a scenario file",
         description=__doc__,
         epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -96,7 +96,9 @@ def _row(path: Path) -> dict[str, Any]:
         return row
     scenario = _based(path, data) if kind in ("sweep", "study") else data
     row.update(feeder=_feeder(scenario), sites=_sites(scenario))
-    row["duration_s"] = _duration_s(data) if kind == "study" and _duration_s(data) is not None else _duration_s(scenario)
+    row["duration_s"] = (
+        _duration_s(data) if kind == "study" and _duration_s(data) is not None else _duration_s(scenario)
+    )
     return row
 
 
@@ -138,9 +140,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``scenarios`` sub-command group (``list``)."""
-    p = subparsers.add_parser(
-        "scenarios", help="list the bundled scenario, sweep, study and suite files", description=__doc__
-    )
+    p = subparsers.add_parser("scenarios", description=__doc__)
     sub = p.add_subparsers(dest="scenarios_command", metavar="ACTION", required=True)
     lst = sub.add_parser("list", help="one row per bundled file: kind, feeder, sites, duration, description")
     lst.add_argument("--json", action="store_true", help="print a JSON list instead of a table")

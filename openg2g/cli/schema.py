@@ -16,5 +16,5 @@ def _schema(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``schema`` sub-command."""
-    p = subparsers.add_parser("schema", help="print the scenario file reference", description=__doc__)
+    p = subparsers.add_parser("schema", description=__doc__)
     p.set_defaults(func=_schema)

@@ -423,9 +423,7 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``study`` sub-command with ``hosting-capacity``, ``siting``, ``pv-placement`` and ``load-loss``."""
-    p = subparsers.add_parser(
-        "study", help="hosting capacity, siting, PV placement and load-loss studies", description=__doc__
-    )
+    p = subparsers.add_parser("study", description=__doc__)
     sub = p.add_subparsers(dest="study", metavar="STUDY", required=True)
 
     h = sub.add_parser("hosting-capacity", help="largest datacenter each bus hosts", description=__doc__)

@@ -102,7 +102,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``sweep`` sub-command."""
-    p = subparsers.add_parser("sweep", help="run a parameter sweep over a scenario", description=__doc__)
+    p = subparsers.add_parser("sweep", description=__doc__)
     p.add_argument("sweep", help="sweep YAML file, or a bundled sweep's name (e.g. sweep_ieee13_taps)")
     p.add_argument("--out", required=True, help="output folder (reused to resume)")
     p.add_argument(

@@ -24,7 +24,7 @@ __all__ = ["register"]
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``traces`` sub-command group (``list``, ``build``, ``import``)."""
-    p = subparsers.add_parser("traces", help="list, build and import power-trace libraries", description=__doc__)
+    p = subparsers.add_parser("traces", description=__doc__)
     sub = p.add_subparsers(dest="traces_command", metavar="ACTION", required=True)
 
     lst = sub.add_parser("list", help="list the configurations of a trace library")

@@ -230,7 +230,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``train`` sub-command."""
     p = subparsers.add_parser(
         "train",
-        help="train an RL policy on a scenario",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -135,7 +135,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``validate`` sub-command."""
     p = subparsers.add_parser(
         "validate",
-        help="validate scenario, sweep, study and benchmark suite files",
         description=__doc__,
         epilog=SCENARIO_IS_CODE,
         formatter_class=argparse.RawDescriptionHelpFormatter,

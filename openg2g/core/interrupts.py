@@ -12,18 +12,38 @@ its last rows and a summary saying ``interrupted``) and leave the summary saying
 :func:`one_stop_signal` delivers the first signal inside its block and ignores the rest until the
 block ends; :func:`ignore_stop_signals` ignores every one from then on, for a command that is
 ending anyway.
+
+A signal's ``KeyboardInterrupt`` is raised wherever the main thread is, and Python drops an
+exception raised in a finalizer or a weakref callback (``Exception ignored in ...`` on stderr):
+importlib's module-lock callback runs after each import, so a Ctrl-C while the modules load was
+lost about once in 150 tries, and the command ran to its end. :func:`dropped_stops_raised` raises
+such an interrupt again in the code that was running. Code that turns exceptions into its own can
+turn it into another error (pydantic-core building a model's validator as an import defines the
+model reports a ``SchemaError``): :func:`stop_signals_watched` says whether a stop signal came, so
+that the error can be reported as the stop it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "ignore_stop_signals", "one_stop_signal", "stop_handlers_restored", "stop_signals_deferred"]
+__all__ = [
+    "STOP_SIGNALS",
+    "dropped_stops_raised",
+    "ignore_stop_signals",
+    "one_stop_signal",
+    "stop_handlers_restored",
+    "stop_signals_deferred",
+    "stop_signals_watched",
+]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals a user or a scheduler stops a command with."""
@@ -118,6 +138,96 @@ def stop_handlers_restored() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def dropped_stops_raised() -> Iterator[None]:
+    """Inside the block, a ``KeyboardInterrupt`` that Python drops (raised in a finalizer or a
+    weakref callback, where it cannot propagate) is raised again, the same exception, a
+    millisecond later in the main thread: in the code that was running when the callback ran, so
+    the stop reaches whatever handles it there; unless stop signals are ignored by then
+    (:func:`ignore_stop_signals`: the command is ending anyway). Every other dropped exception is
+    reported as before. Main thread only: elsewhere the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    reported = sys.unraisablehook
+    in_hook = False
+
+    def raise_again(unraisable: Any) -> None:
+        nonlocal in_hook
+        exc = unraisable.exc_value
+        if not isinstance(exc, KeyboardInterrupt) or threading.current_thread() is not threading.main_thread():
+            reported(unraisable)
+            return
+        handler = signal.getsignal(signal.SIGINT)
+        if handler == signal.SIG_IGN:
+            return
+
+        def deliver(signum: int, frame: FrameType | None) -> None:
+            if in_hook:  # an exception raised in the hook is dropped too: once it has returned
+                _signal_main_thread_soon()
+                return
+            signal.signal(signal.SIGINT, handler)
+            raise exc
+
+        in_hook = True
+        try:
+            signal.signal(signal.SIGINT, deliver)
+            # a real signal from another thread, not one sent here: Python would run its handler
+            # before this hook returns; and a real one also ends a blocking wait (a read, a sleep)
+            _signal_main_thread_soon()
+        finally:
+            in_hook = False
+
+    sys.unraisablehook = raise_again
+    try:
+        yield
+    finally:
+        sys.unraisablehook = reported
+
+
+@contextmanager
+def stop_signals_watched() -> Iterator[Callable[[], bool]]:
+    """Watch for SIGINT and SIGTERM in the block, whatever their handlers and the code they land in
+    make of them: the callable given says whether one has arrived so far.
+
+    Python's signal handling writes each signal that has a Python handler to its wakeup file
+    (:func:`signal.set_wakeup_fd`); the block sets one of its own. An asyncio event loop started in
+    the block sets another, and the signals after it are then not seen. Main thread only:
+    elsewhere the callable says ``False``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    arrived: set[int] = set()
+
+    def stopped() -> bool:
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(read_fd, 512):
+                arrived.update(chunk)
+        return any(s in arrived for s in STOP_SIGNALS)
+
+    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    try:
+        yield stopped
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _signal_main_thread_soon() -> None:
+    """Send SIGINT to the main thread in a millisecond, from a helper thread."""
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(0.001, signal.pthread_kill, (main, signal.SIGINT))
+    timer.daemon = True
+    timer.start()
 
 
 def ignore_stop_signals() -> None:
