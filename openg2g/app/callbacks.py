@@ -38,6 +38,15 @@ from openg2g.app.studies import (
     sort_rows,
     study_run,
 )
+from openg2g.app.timeline import (
+    link_search,
+    nearest_step,
+    next_play_time,
+    read_link,
+    slider_settings,
+    stepped,
+    worst_step,
+)
 from openg2g.app.whatif import (
     KEEP,
     RunQueue,
@@ -147,13 +156,19 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         keep_base = baseline if baseline in ids else (ids[0] if ids else None)
         return ids, keep, ids, keep_base
 
-    def _time(run_id: str | None, index: int | None) -> float | None:
+    def _times(run_id: str | None) -> Any:
+        """The run's grid step times (s); ``None`` for no run or one without a grid step yet."""
         if not run_id:
             return None
         times = store.overview(store.get(run_id)).grid_times_s
-        if times.size == 0:
+        return times if times.size else None
+
+    def _time(run_id: str | None, value_s: float | None) -> float | None:
+        """The time (s) of the run's grid step nearest to the slider's ``value_s`` (s)."""
+        times = _times(run_id)
+        if times is None:
             return None
-        return float(times[min(max(int(index or 0), 0), times.size - 1)])
+        return float(times[nearest_step(times, float(value_s or 0.0))])
 
     @app.callback(
         Output("series-graph", "figure"),
@@ -164,14 +179,14 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         State("map-run", "value"),
         running=POLL_OVERVIEW,
     )
-    def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, index: int, run_id: str | None) -> Any:
+    def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, value_s: float, run_id: str | None) -> Any:
         if not ids:
             return views.empty_figure("select a run above"), ""
         cursor_run = run_id if run_id in ids else ids[0]
         if ctx.triggered_id == "time-slider":  # only the cursor moves: the lines stay in the browser
 
             def move() -> Any:
-                t_s = _time(cursor_run, index)
+                t_s = _time(cursor_run, value_s)
                 if t_s is None:
                     return no_update, no_update
                 cursor = Patch()
@@ -191,7 +206,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
                 whole = store.overview(run)  # the first paint reads only this file beside the run
                 panels = whole.panels if t_range is None else run_panels(run, t_range)
                 runs.append((rid, panels, run_marks_in(whole.marks, t_range)))
-            return views.series_figure(runs, _time(cursor_run, index), t_range), ""
+            return views.series_figure(runs, _time(cursor_run, value_s), t_range), ""
 
         return _shown(build, lambda text: (views.empty_figure(), text))
 
@@ -215,42 +230,56 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         return "; ".join(shown)
 
     @app.callback(
+        Output("time-slider", "min"),
         Output("time-slider", "max"),
+        Output("time-slider", "step"),
         Output("time-slider", "value"),
         Output("time-slider", "marks"),
+        Output("link-request", "data", allow_duplicate=True),
         Input("map-run", "value"),
+        State("link-request", "data"),
         running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
+        prevent_initial_call="initial_duplicate",
     )
-    def slider_for_run(run_id: str | None) -> Any:
+    def slider_for_run(run_id: str | None, link: dict[str, Any] | None) -> Any:
+        # a link's time is taken by its run's slider, once: the link is then spent
+        linked = link is not None and link.get("run") == run_id
+        link_t = link.get("t") if link is not None and linked else None
+        spent = None if linked else no_update
         if not run_id:
-            return 0, 0, None
+            return 0, 0, None, 0, None, spent
 
         def build() -> Any:
-            times = store.overview(store.get(run_id)).grid_times_s
+            run = store.get(run_id)
+            overview = store.overview(run)
+            times = overview.grid_times_s
             if times.size == 0:
-                return 0, 0, None
-            last = times.size - 1
-            return last, 0, {0: f"{times[0]:g} s", last: f"{times[-1]:g} s"}
+                return 0, 0, None, 0, None, spent
+            assert run.v_min_pu is not None and run.v_max_pu is not None
+            at = slider_settings(times, worst_step(overview, run.v_min_pu, run.v_max_pu))
+            start = times[0] if link_t is None else times[nearest_step(times, float(link_t))]
+            return at.minimum, at.maximum, at.step, float(start), at.marks, spent
 
-        return _shown(build, lambda _text: (0, 0, None))
+        return _shown(build, lambda _text: (0, 0, None, 0, None, spent))
 
     @app.callback(
         Output("map-graph", "figure"),
         Output("profile-graph", "figure"),
         Output("worst-list", "children"),
         Output("time-label", "children"),
+        Output("view-link", "href"),
         Output("map-message", "children"),
         Input("time-slider", "value"),
         Input("map-run", "value"),
         prevent_initial_call=True,
     )
-    def draw_map(index: int | None, run_id: str | None) -> Any:
+    def draw_map(value_s: float | None, run_id: str | None) -> Any:
         if not run_id:
-            return views.empty_figure(), views.empty_figure(), None, "", ""
+            return views.empty_figure(), views.empty_figure(), None, "", "", ""
 
         def build() -> Any:
             run = store.get(run_id)
-            t_s = _time(run_id, index)
+            t_s = _time(run_id, value_s)
             if t_s is None:
                 raise AppError(f"run {run_id!r} has no grid steps yet")
             assert run.v_min_pu is not None and run.v_max_pu is not None
@@ -260,10 +289,56 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
                 views.profile_figure(state, run.v_min_pu, run.v_max_pu),
                 views.worst_list(state),
                 f"t = {state.t_s:g} s",
+                link_search(run_id, state.t_s),
                 "",
             )
 
-        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", text))
+        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", "", text))
+
+    # the address bar follows the view without a page load or a history entry per slider move
+    app.clientside_callback(
+        """function(href) {
+            const url = new URL(window.location.href);
+            url.search = href || "";
+            window.history.replaceState(window.history.state, "", url);
+            return href ? url.href : "";
+        }""",
+        Output("view-link", "title"),
+        Input("view-link", "href"),
+    )
+
+    @app.callback(
+        Output("link-request", "data"),
+        Output("link-message", "children"),
+        Input("url", "search"),
+    )
+    def read_page_link(search: str | None) -> Any:
+        # the page's own address: read as the page opens (the view then rewrites it in place)
+        try:
+            found = read_link(search)
+        except ValueError as exc:
+            return None, str(exc)
+        if found is None:
+            return None, no_update
+        return {"run": found[0], "t": found[1]}, no_update
+
+    @app.callback(
+        Output("runs-table", "selected_rows", allow_duplicate=True),
+        Output("runs-table", "selected_row_ids", allow_duplicate=True),
+        Output("link-message", "children", allow_duplicate=True),
+        Output("link-request", "data", allow_duplicate=True),
+        Input("link-request", "data"),
+        Input("runs-table", "data"),
+        State("runs-table", "selected_rows"),
+        prevent_initial_call=True,
+    )
+    def follow_link(link: dict[str, Any] | None, runs: list[dict[str, Any]] | None, selected: list[int] | None) -> Any:
+        if link is None or not runs:  # no link, or the runs not listed yet
+            return no_update, no_update, no_update, no_update
+        rows, ids, text = _tick(str(link["run"]), runs, selected)
+        if text:
+            return no_update, no_update, f"the link's {text}", None
+        return rows, ids, no_update, no_update
 
     @app.callback(
         Output("play-tick", "disabled"),
@@ -279,14 +354,39 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("time-slider", "value", allow_duplicate=True),
         Input("play-tick", "n_intervals"),
         State("time-slider", "value"),
-        State("time-slider", "max"),
+        State("play-speed", "value"),
+        State("map-run", "value"),
         prevent_initial_call=True,
     )
-    def play(_: int, index: int | None, last: int | None) -> Any:
-        if not last:
-            return no_update
-        step = max(1, int(last) // 100)  # a run plays in about 100 frames, whatever its length
-        return (int(index or 0) + step) % (int(last) + 1)
+    def play(_: int, value_s: float | None, speed: str, run_id: str | None) -> Any:
+        def build() -> Any:
+            times = _times(run_id)
+            return no_update if times is None else next_play_time(times, float(value_s or 0.0), speed)
+
+        return _shown(build, lambda _text: no_update)
+
+    @app.callback(
+        Output("time-slider", "value", allow_duplicate=True),
+        Input("step-back", "n_clicks"),
+        Input("step-next", "n_clicks"),
+        Input("jump-worst", "n_clicks"),
+        State("time-slider", "value"),
+        State("map-run", "value"),
+        prevent_initial_call=True,
+    )
+    def move_time(_back: int, _next: int, _worst: int, value_s: float | None, run_id: str | None) -> Any:
+        def build() -> Any:
+            times = _times(run_id)
+            if times is None:
+                return no_update
+            if ctx.triggered_id == "jump-worst":
+                run = store.get(run_id or "")
+                assert run.v_min_pu is not None and run.v_max_pu is not None
+                worst = worst_step(store.overview(run), run.v_min_pu, run.v_max_pu)
+                return no_update if worst is None else worst
+            return stepped(times, float(value_s or 0.0), -1 if ctx.triggered_id == "step-back" else 1)
+
+        return _shown(build, lambda _text: no_update)
 
     @app.callback(
         Output("compare-table", "children"),

@@ -40,6 +40,7 @@ from openg2g.app.studies import (
     LoadLossStudy,
     SitingMap,
 )
+from openg2g.app.timeline import FIT, PLAY_TICK_S, SPEEDS
 from openg2g.app.whatif import KEEP
 from openg2g.plot.compare import METRICS, Metric
 from openg2g.plot.compare_runs import SERIES
@@ -406,6 +407,8 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             html.H2("openg2g runs"),
             html.Div(f"runs folder: {runs_dir}", style={"color": "#555"}),
             dcc.Interval(id="runs-refresh", interval=2000),
+            dcc.Location(id="url", refresh=False),
+            dcc.Store(id="link-request"),
             _section(
                 "Runs",
                 html.Div(
@@ -428,13 +431,35 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(
                     [
                         html.Label(["run ", dcc.Dropdown(id="map-run", clearable=False, style=CHOICE)]),
+                        html.Button("◀ previous", id="step-back", n_clicks=0, title="the grid step before"),
                         html.Button("play", id="play", n_clicks=0),
+                        html.Button("next ▶", id="step-next", n_clicks=0, title="the grid step after"),
+                        html.Button(
+                            "worst step",
+                            id="jump-worst",
+                            n_clicks=0,
+                            title="the grid step nearest to or furthest beyond a voltage limit",
+                        ),
+                        html.Label(
+                            [
+                                "speed ",
+                                dcc.Dropdown(
+                                    id="play-speed",
+                                    options=[{"label": label, "value": value} for value, label in SPEEDS.items()],
+                                    value=FIT,
+                                    clearable=False,
+                                    style={"width": "220px"},
+                                ),
+                            ]
+                        ),
                         html.Span(id="time-label", style={"marginLeft": "12px", "fontWeight": "bold"}),
+                        html.A("link to this run and time", id="view-link", href="", style={"marginLeft": "12px"}),
                     ],
                     style=ROW,
                 ),
-                dcc.Slider(id="time-slider", min=0, max=0, step=1, value=0, marks=None, updatemode="mouseup"),
-                dcc.Interval(id="play-tick", interval=700, disabled=True),
+                html.Div(id="link-message", role="alert", style=MESSAGE),
+                dcc.Slider(id="time-slider", min=0, max=0, value=0, marks=None, updatemode="mouseup"),
+                dcc.Interval(id="play-tick", interval=round(PLAY_TICK_S * 1000), disabled=True),
                 html.Div(id="map-message", role="alert", style=MESSAGE),
                 html.Div(
                     [
@@ -777,6 +802,30 @@ def bus_map_figure(
         fig.add_trace(_edge_trace(kind, live, segs))
     names = list(positions)
     known = [b for b in names if b in colors.values and math.isfinite(colors.values[b])]
+    has_value = set(known)
+    # the buses without a value first: drawn under the coloured ones, which hover then finds
+    reasons: dict[str, list[str]] = {}
+    for b in names:
+        if b not in has_value:
+            reasons.setdefault(colors.missing.get(b, colors.missing_default), []).append(b)
+    for k, (reason, buses) in enumerate(reasons.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=[positions[b][0] for b in buses],
+                y=[positions[b][1] for b in buses],
+                mode="markers",
+                text=buses,
+                customdata=[colors.hover.get(b, "") for b in buses],
+                hovertemplate=f"bus %{{text}}: {reason}<br>%{{customdata}}<extra></extra>",
+                marker={
+                    "size": 7 if reason == colors.missing_default else 11,
+                    "symbol": MISSING_SYMBOLS[k % len(MISSING_SYMBOLS)],
+                    "color": "#d9d9d9" if reason == colors.missing_default else "#737373",
+                    "line": {"color": "black", "width": 0.5},
+                },
+                name=reason,
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=[positions[b][0] for b in known],
@@ -799,28 +848,6 @@ def bus_map_figure(
             name=colors.name,
         )
     )
-    reasons: dict[str, list[str]] = {}
-    for b in names:
-        if b not in known:
-            reasons.setdefault(colors.missing.get(b, colors.missing_default), []).append(b)
-    for k, (reason, buses) in enumerate(reasons.items()):
-        fig.add_trace(
-            go.Scatter(
-                x=[positions[b][0] for b in buses],
-                y=[positions[b][1] for b in buses],
-                mode="markers",
-                text=buses,
-                customdata=[colors.hover.get(b, "") for b in buses],
-                hovertemplate=f"bus %{{text}}: {reason}<br>%{{customdata}}<extra></extra>",
-                marker={
-                    "size": 7 if reason == colors.missing_default else 11,
-                    "symbol": MISSING_SYMBOLS[k % len(MISSING_SYMBOLS)],
-                    "color": "#d9d9d9" if reason == colors.missing_default else "#737373",
-                    "line": {"color": "black", "width": 0.5},
-                },
-                name=reason,
-            )
-        )
     ringed = [b for b in sites if b in positions]
     if ringed:
         fig.add_trace(
@@ -848,7 +875,8 @@ def bus_map_figure(
 def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -> go.Figure:
     """The feeder at one grid step, each bus coloured by its worst bus-phase voltage (the colour
     scale of the run plots, :func:`openg2g.plot.style.voltage_norm`: light inside the limits,
-    saturated beyond them, out to the step's extremes), datacenter buses ringed, per-phase values
+    saturated beyond them, out to the step's extremes), a bus beyond a limit also ringed in the
+    limit colour (named with the count in the legend), datacenter buses ringed, per-phase values
     on hover."""
     phases: dict[str, list[str]] = {}
     for bus_phase, v_pu in state.bus_phase_v_pu.items():
@@ -866,9 +894,28 @@ def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -
         unit="pu",
         name="bus voltage",
     )
-    return bus_map_figure(
+    fig = bus_map_figure(
         state.positions, state.segments, colors, state.sites, f"{run_id}: voltage at t = {state.t_s:g} s", run_id
     )
+    beyond = {
+        b: f"{v:.4f} pu, {'below' if v < v_min_pu else 'above'} {v_min_pu if v < v_min_pu else v_max_pu:g}"
+        for b, v in state.bus_v_pu.items()
+        if b in state.positions and (v < v_min_pu or v > v_max_pu)
+    }
+    if beyond:
+        fig.add_trace(
+            go.Scatter(
+                x=[state.positions[b][0] for b in beyond],
+                y=[state.positions[b][1] for b in beyond],
+                mode="markers",
+                text=list(beyond),
+                customdata=list(beyond.values()),
+                hovertemplate="bus %{text}: beyond a limit<br>%{customdata}<extra></extra>",
+                marker={"size": 19, "symbol": "circle-open", "color": LIMIT_COLOR, "line": {"width": 3}},
+                name=f"beyond a limit ({len(beyond)} bus{'es' if len(beyond) > 1 else ''})",
+            )
+        )
+    return fig
 
 
 def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figure:

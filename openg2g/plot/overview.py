@@ -51,6 +51,8 @@ from openg2g.plot.timeline import (
 
 __all__ = [
     "DEADLINE",
+    "HIGHEST_V",
+    "LOWEST_V",
     "OVERVIEW_CACHE",
     "OVERVIEW_TABLES",
     "VIEW_POINTS",
@@ -237,11 +239,18 @@ _PER_MODEL = [
 ]
 
 
+LOWEST_V = "lowest bus-phase"
+"""The voltage panel's line of each grid step's lowest bus-phase voltage (pu)."""
+
+HIGHEST_V = "highest bus-phase"
+"""The voltage panel's line of each grid step's highest bus-phase voltage (pu)."""
+
+
 def _grid_specs(banks: Mapping[str, Mapping[str, str]]) -> list[LineSpec]:
     return (
         [
-            LineSpec("lowest bus-phase", "v_min_pu", color="#08519c"),
-            LineSpec("highest bus-phase", "v_max_pu", color="#6baed6"),
+            LineSpec(LOWEST_V, "v_min_pu", color="#08519c"),
+            LineSpec(HIGHEST_V, "v_max_pu", color="#6baed6"),
         ]
         + [LineSpec(f"P {ph}", f"p_sub_{ph}_w", _mw, color=PHASE_COLORS[ph]) for ph in PHASES]
         + [LineSpec(f"Q {ph}", f"q_sub_{ph}_var", _mw, color=PHASE_COLORS[ph], dash="dot") for ph in PHASES]

@@ -179,9 +179,9 @@ def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     before = page.locator("#map-graph .scatterlayer").inner_html()
     assert _not_blank(page.screenshot(full_page=True))
     _shot(page.locator("#runs"), "runs")
-    # type a step index into the slider's own input: step 150 is t = 15.1 s
+    # type a time into the slider's own input, in seconds
     box = page.locator("#time-slider input")
-    box.fill("150")
+    box.fill("15.1")
     box.press("Tab")  # the slider takes a typed value when the box loses focus
     page.wait_for_function("document.querySelector('#time-label').innerText === 't = 15.1 s'", timeout=60_000)
     page.wait_for_function(f"{CURSOR_X} === 15.1", timeout=60_000)
@@ -190,6 +190,106 @@ def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     assert page.locator("#worst-items li").count() == 8
     assert page.locator("#profile-graph .gtitle").text_content() == "voltage profile at t = 15.1 s"
     _shot(page.locator("section", has=page.locator("#map-graph")), "map")
+
+
+TIME_LABEL = "document.querySelector('#time-label').innerText"
+
+
+def _at(page: Any, t_s: str) -> None:
+    """Wait until the feeder view shows the grid step at ``t_s`` (its label, e.g. ``15.1``)."""
+    page.wait_for_function(f"{TIME_LABEL} === 't = {t_s} s'", timeout=60_000)
+
+
+def test_previous_next_and_the_worst_step(page: Any, runs_dir: Path) -> None:
+    """The buttons move one grid step (held at the ends) and to the step nearest to or beyond a
+    limit, found here from the run's own grid table."""
+    import pandas as pd
+
+    grid = pd.read_parquet(runs_dir / "ieee13_none" / "grid")
+    margin = np.fmin(grid["v_min_pu"] - 0.95, 1.05 - grid["v_max_pu"])
+    worst = float(grid["t_s"].to_numpy()[int(np.argmin(margin.to_numpy()))])
+    _select(page, "ieee13_none")
+    _at(page, "0.1")
+    page.click("#step-next")
+    _at(page, "0.2")
+    page.click("#step-back")
+    page.click("#step-back")  # held at the first step
+    _at(page, "0.1")
+    page.click("#jump-worst")
+    _at(page, f"{worst:g}")
+    assert page.locator("#time-slider", has_text="worst").count() == 1  # the slider marks it
+    page.click("#step-next")
+    _at(page, f"{worst + 0.1:g}")
+
+
+def test_playback_at_ten_times_real_time(page: Any) -> None:
+    """At 10x each frame (0.7 s) moves 7 s of the 20 s run: 0.1, 7.1, 14.1, the last step, then
+    the first again; every label seen is one of those."""
+    _select(page, "ieee13_ofo")
+    _at(page, "0.1")
+    page.evaluate(
+        """() => { window.seen = new Set();
+        new MutationObserver(() => window.seen.add(document.querySelector('#time-label').innerText))
+            .observe(document.querySelector('#time-label'), {subtree: true, childList: true, characterData: true}); }"""
+    )
+    page.locator("#play-speed").click()
+    page.get_by_text("10x", exact=True).click()
+    page.click("#play")
+    page.wait_for_function("window.seen.has('t = 14.1 s')", timeout=60_000)
+    page.click("#play")  # pause
+    seen = set(page.evaluate("() => Array.from(window.seen)"))
+    assert {"t = 7.1 s", "t = 14.1 s"} <= seen <= {f"t = {t} s" for t in ("0.1", "7.1", "14.1", "20")}, seen
+
+
+def test_a_link_opens_the_run_at_its_time_and_follows_the_view(browser: Any, server: str) -> None:
+    with _open(browser, f"{server}/?run=ieee13_ofo&t=12.34") as page:
+        _at(page, "12.3")  # the grid step nearest to the link's time
+        assert _row(page, "ieee13_ofo").locator("input[type=checkbox]").is_checked()
+        page.click("#step-next")
+        _at(page, "12.4")
+        page.wait_for_function("window.location.search === '?run=ieee13_ofo&t=12.4'", timeout=60_000)
+        assert page.locator("#view-link").get_attribute("href") == "?run=ieee13_ofo&t=12.4"
+    with _open(browser, f"{server}/?run=no_such_run&t=3") as page:
+        message = page.locator("#link-message")
+        message.filter(has_text="no run folder").wait_for(timeout=60_000)
+        assert message.inner_text() == "the link's no run folder 'no_such_run' in the runs view"
+    with _open(browser, f"{server}/?run=ieee13_ofo&t=soon") as page:
+        page.locator("#link-message", has_text="not a number").wait_for(timeout=60_000)
+
+
+@pytest.fixture(scope="module")
+def tight_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The app over one 3 s ieee13 run under an upper limit of 1.02 pu, which buses near the
+    substation pass."""
+    from openg2g.scenario.run import run_scenario
+
+    root = tmp_path_factory.mktemp("tight")
+    run_scenario(
+        "ieee13_none", out_dir=root / "tight", overrides=["duration_s=3", "outputs.plots=false", "grid.v_max_pu=1.02"]
+    )
+    with _serve(root) as url:
+        yield url, root / "tight"
+
+
+def test_a_bus_beyond_a_limit_is_ringed_and_counted(browser: Any, tight_server: tuple[str, Path]) -> None:
+    import pandas as pd
+
+    url, run = tight_server
+    rows = pd.read_parquet(run / "grid_voltages")
+    first = rows[rows["t_s"] == rows["t_s"].min()]
+    beyond = first[(first["v_pu"] > 1.02) | (first["v_pu"] < 0.95)]
+    buses = sorted({bp.rsplit(".", 1)[0] for bp in beyond["bus_phase"]})
+    assert len(buses) >= 2, "the case must put buses beyond the limit"
+    with _open(browser, url) as page:
+        _select(page, "tight")
+        page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+        legend = page.locator("#map-graph .legendtext", has_text="beyond a limit")
+        assert legend.text_content() == f"beyond a limit ({len(buses)} buses)"
+        ringed = page.evaluate(
+            """() => document.querySelector('#map-graph .js-plotly-plot').data
+                .find(t => (t.name || '').startsWith('beyond a limit')).text"""
+        )
+        assert sorted(ringed) == buses
 
 
 def test_compare_two_runs(page: Any) -> None:
