@@ -16,7 +16,10 @@ each for a ``cold`` server (a new process: nothing read yet; the run's overview 
 branch-loading figures computed unless the run folder already keeps them: ``--cold-cache``
 removes them first), ``warm`` (the page loaded again in the same server) and ``restarted`` (a
 new server: the overview read from beside the run). Then the what-if round trip: a 60 s ``ieee13_none`` what-if submitted
-from the form to its feeder map drawn, and the server's peak resident memory (``VmHWM``).
+from the form to its feeder map drawn, and the server's peak resident memory (``VmHWM``). Last,
+the slider: for each ``--slider-cases`` run, the seconds from a click on ``next ▶`` to the feeder
+map and the voltage profile titled with the next grid step's time (median and worst of
+``--moves`` moves, after the first map of the run is drawn).
 
 The runs (``--prepare`` makes them under ``--runs``, default ``runs/bench_app``):
 
@@ -24,6 +27,8 @@ The runs (``--prepare`` makes them under ``--runs``, default ``runs/bench_app``)
   ``outputs.branches=all``;
 - ``ieee123_<N>s``: ``openg2g run ieee123_ref_none`` for ``--ieee123-s`` seconds (253 bus-phases,
   0.1 s), PNGs off, ``outputs.branches=all``;
+- ``ieee8500_60s``: ``openg2g run ieee8500_none`` for 60 s with every bus-phase recorded
+  (``outputs.voltages=all``, the primary's 12.47 kV buses, the scenario's monitoring), PNGs off;
 - ``SIZE-FIXTURE-ieee123-day-tiled``: NOT a simulation result. The tables of the ieee123 run
   repeated in time (copy ``k`` shifted by ``k`` times its duration) up to 86,400 s, so the viewer
   meets a day's table sizes (864,000 grid steps; 218 million ``grid_voltages`` rows). A day of
@@ -57,6 +62,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 DAY_S = 86400.0
 FIXTURE = "SIZE-FIXTURE-ieee123-day-tiled"
+EIGHT_5 = "ieee8500_60s"
+MAP_DRAWN = "#map-graph .gtitle"
+"""The feeder map's title, drawn with the map (its buses are SVG points or, on a large feeder, WebGL)."""
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TIME_COLUMNS = ("t_s", "t_effective_s")
 """The time columns shifted when the tables are tiled."""
@@ -74,6 +82,10 @@ def prepare(runs: Path, ieee123_s: float) -> None:
     source = runs / f"ieee123_{ieee123_s:g}s"
     _openg2g("run", "ieee123_ref_none", "--out", str(source), "--set", f"duration_s={ieee123_s:g}", *common)
     tile(source, runs / FIXTURE, DAY_S)
+    _openg2g(
+        "run", "ieee8500_none", "--out", str(runs / EIGHT_5), "--set", "duration_s=60", "--set", "outputs.voltages=all",
+        "--set", "outputs.plots=false", "--no-progress", "--overwrite",
+    )  # fmt: skip
 
 
 def _tile_table(table_dir: Path, dest: Path, copies: int, span_s: float, until_s: float) -> None:
@@ -183,7 +195,7 @@ def first_paint(browser: Any, server: Server, run_id: str) -> dict[str, float]:
     page.locator("#runs-table tr", has_text=run_id).locator("input[type=checkbox]").check()
     page.wait_for_selector("#series-graph .main-svg .scatterlayer .trace", timeout=600_000)
     t_series = time.perf_counter() - tick
-    page.wait_for_selector("#map-graph .main-svg .scatterlayer .point", timeout=600_000)
+    page.locator(MAP_DRAWN, has_text="voltage at t =").wait_for(timeout=600_000)
     t_map = time.perf_counter() - tick
     page.close()
     first = t_page + max(t_series, t_map)
@@ -205,10 +217,32 @@ def whatif_round_trip(browser: Any, url: str) -> dict[str, float]:
     row = page.locator("#runs-table tr", has_text="whatif/ieee13_none-")
     row.wait_for(timeout=60_000)
     row.locator("input[type=checkbox]").check()
-    page.wait_for_selector("#map-graph .main-svg .scatterlayer .point", timeout=300_000)
+    page.locator(MAP_DRAWN, has_text="voltage at t =").wait_for(timeout=300_000)
     t_shown = time.perf_counter() - start
     page.close()
     return {"run finished": t_done, "map drawn": t_shown}
+
+
+def slider_moves(browser: Any, url: str, run_id: str, moves: int) -> list[float]:
+    """Seconds from a click on ``next ▶`` to the map and the profile at the next grid step, for
+    ``moves`` moves from the run's first step."""
+    page = browser.new_page(viewport={"width": 1300, "height": 1800})
+    page.goto(url)
+    page.wait_for_selector("#runs-table td", timeout=300_000)
+    page.locator("#runs-table tr", has_text=run_id).locator("input[type=checkbox]").check()
+    page.locator(MAP_DRAWN, has_text="voltage at t =").wait_for(timeout=600_000)
+    taken = []
+    for _ in range(moves):
+        label = page.locator("#time-label").inner_text()  # "t = 0.1 s"
+        start = time.perf_counter()
+        page.click("#step-next")
+        page.wait_for_function(f"document.querySelector('#time-label').innerText !== {label!r}", timeout=600_000)
+        t_s = page.locator("#time-label").inner_text().split()[2]
+        for title in (f"{run_id}: voltage at t = {t_s} s", f"voltage profile at t = {t_s} s"):
+            page.locator(".gtitle", has_text=title).wait_for(timeout=600_000)
+        taken.append(time.perf_counter() - start)
+    page.close()
+    return taken
 
 
 def main() -> None:
@@ -217,8 +251,10 @@ def main() -> None:
     parser.add_argument("--prepare", action="store_true", help="run the scenarios and tile the fixture first")
     parser.add_argument("--ieee123-s", type=float, default=10800.0, help="ieee123 run length to tile (s)")
     parser.add_argument("--tile-from", type=Path, help="tile this existing ieee123 run (with --prepare)")
-    parser.add_argument("--cases", nargs="+", default=["ieee13_fixedtap_ofo", FIXTURE], help="run ids to open")
+    parser.add_argument("--cases", nargs="*", default=["ieee13_fixedtap_ofo", FIXTURE], help="run ids to open")
     parser.add_argument("--no-whatif", action="store_true", help="skip the what-if round trip")
+    parser.add_argument("--slider-cases", nargs="*", default=[EIGHT_5], help="run ids whose slider is moved")
+    parser.add_argument("--moves", type=int, default=7, help="slider moves per run")
     parser.add_argument(
         "--cold-cache", action="store_true", help="remove the runs' overview and branch-loading caches first"
     )
@@ -265,6 +301,13 @@ def main() -> None:
                 print("what-if 60 s ieee13_none         " + "  ".join(f"{k} {v:6.2f} s" for k, v in trip.items()))
             finally:
                 print(f"what-if server peak RSS {server.close():.0f} MB")
+        for run_id in (r for r in args.slider_cases if (runs / r).is_dir()):
+            server = Server(runs)
+            try:
+                taken = sorted(slider_moves(browser, server.url, run_id, args.moves))
+                print(f"{run_id:34s} slider move  median {taken[len(taken) // 2]:6.2f} s  worst {taken[-1]:6.2f} s")
+            finally:
+                server.close()
         browser.close()
     shutil.rmtree(whatif_root, ignore_errors=True)
 

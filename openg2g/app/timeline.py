@@ -106,13 +106,16 @@ def slider_settings(times_s: np.ndarray, worst_s: float | None) -> SliderSetting
     first, last = float(times_s[0]), float(times_s[-1])
     gaps = np.diff(times_s)
     gaps = gaps[gaps > 0]
-    step = float(gaps.min()) if gaps.size else 1.0
+    # to nine significant digits: the slider rounds its values to the step's decimals, so a step of
+    # 0.1 keeps a typed 15.1 as 15.1, where the float difference 0.09999999999999964 showed 15.0999
+    step = float(f"{gaps.min():.9g}") if gaps.size else 1.0
     marks: dict[float, str | dict[str, object]] = {first: f"{first:g} s", last: f"{last:g} s"}
     if last > first:
         interval = _round_interval(last - first)
         for k in range(math.ceil(first / interval), math.floor(last / interval) + 1):
             t = k * interval
-            if min(t - first, last - t) > interval / 3:  # not on top of an end's label
+            near = [first, last] if worst_s is None else [first, last, worst_s]
+            if min(abs(t - other) for other in near) > interval / 3:  # not on top of another label
                 marks[t] = f"{t:g} s"
     if worst_s is not None:
         marks[worst_s] = {"label": "worst", "style": {"color": "#b30000", "fontWeight": "bold"}}

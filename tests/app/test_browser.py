@@ -290,6 +290,7 @@ def test_a_bus_beyond_a_limit_is_ringed_and_counted(browser: Any, tight_server: 
                 .find(t => (t.name || '').startsWith('beyond a limit')).text"""
         )
         assert sorted(ringed) == buses
+        _shot(page.locator("section", has=page.locator("#map-graph")), "limits")
 
 
 def test_compare_two_runs(page: Any) -> None:

@@ -43,19 +43,23 @@ def test_the_slider_runs_in_seconds_with_round_marks_and_the_worst_step() -> Non
     times = np.arange(1, 3601) * 1.0  # an hour at 1 s
     at = slider_settings(times, worst_s=1234.0)
     assert (at.minimum, at.maximum, at.step) == (1.0, 3600.0, 1.0)
-    # 3599 s / 6 = 600 s, the clock's 10 minutes: 600 to 3000 s between the ends (3600 s is the last step's)
+    # 3599 s / 6 = 600 s, the clock's 10 minutes: 600 to 3000 s between the ends (3600 s is the last
+    # step's), but not 1200 s, under the worst step's label
     assert at.marks == {
         1.0: "1 s",
         600.0: "600 s",
-        1200.0: "1200 s",
         1234.0: {"label": "worst", "style": {"color": "#b30000", "fontWeight": "bold"}},
         1800.0: "1800 s",
         2400.0: "2400 s",
         3000.0: "3000 s",
         3600.0: "3600 s",
     }
+    near_a_mark = slider_settings(times, worst_s=1790.0)  # 1800 s would be under "worst"
+    assert list(near_a_mark.marks) == [1.0, 600.0, 1200.0, 1790.0, 2400.0, 3000.0, 3600.0]
+    tenths = slider_settings(np.arange(1, 201) * 0.1, worst_s=None)
+    assert tenths.step == 0.1  # not the float difference of two steps (0.09999999999999964)
     fault = slider_settings(FAULT, worst_s=None)
-    assert fault.step == pytest.approx(1 / 60)  # fine enough to reach every one-cycle step
+    assert fault.step == 0.0166666667  # fine enough to reach every one-cycle step of an hour
     assert fault.marks == {1.0: "1 s", 2.0: "2 s", 3.0: "3 s", 4.0: "4 s", 5.0: "5 s", 6.0: "6 s", 7.0: "7 s"}
     day = slider_settings(np.arange(0, 86401) * 1.0, worst_s=None)
     assert list(day.marks) == [0.0, 21600.0, 43200.0, 64800.0, 86400.0]  # 6 h apart
