@@ -163,6 +163,11 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         times = store.overview(store.get(run_id)).grid_times_s
         return times if times.size else None
 
+    def _worst_time(run: RunData) -> float | None:
+        """The time (s) of the run's worst grid step (:func:`~openg2g.app.timeline.worst_step`)."""
+        assert run.v_min_pu is not None and run.v_max_pu is not None
+        return worst_step(store.overview(run), run.v_min_pu, run.v_max_pu)
+
     def _time(run_id: str | None, value_s: float | None) -> float | None:
         """The time (s) of the run's grid step nearest to the slider's ``value_s`` (s)."""
         times = _times(run_id)
@@ -251,12 +256,10 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
         def build() -> Any:
             run = store.get(run_id)
-            overview = store.overview(run)
-            times = overview.grid_times_s
+            times = store.overview(run).grid_times_s
             if times.size == 0:
                 return 0, 0, None, 0, None, spent
-            assert run.v_min_pu is not None and run.v_max_pu is not None
-            at = slider_settings(times, worst_step(overview, run.v_min_pu, run.v_max_pu))
+            at = slider_settings(times, _worst_time(run))
             start = times[0] if link_t is None else times[nearest_step(times, float(link_t))]
             return at.minimum, at.maximum, at.step, float(start), at.marks, spent
 
@@ -380,9 +383,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             if times is None:
                 return no_update
             if ctx.triggered_id == "jump-worst":
-                run = store.get(run_id or "")
-                assert run.v_min_pu is not None and run.v_max_pu is not None
-                worst = worst_step(store.overview(run), run.v_min_pu, run.v_max_pu)
+                worst = _worst_time(store.get(run_id or ""))
                 return no_update if worst is None else worst
             return stepped(times, float(value_s or 0.0), -1 if ctx.triggered_id == "step-back" else 1)
 
