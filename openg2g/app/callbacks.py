@@ -272,13 +272,15 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("time-label", "children"),
         Output("view-link", "href"),
         Output("map-message", "children"),
+        Output("map-drawn", "data"),
         Input("time-slider", "value"),
         Input("map-run", "value"),
+        State("map-drawn", "data"),
         prevent_initial_call=True,
     )
-    def draw_map(value_s: float | None, run_id: str | None) -> Any:
+    def draw_map(value_s: float | None, run_id: str | None, drawn: str | None) -> Any:
         if not run_id:
-            return views.empty_figure(), views.empty_figure(), None, "", "", ""
+            return views.empty_figure(), views.empty_figure(), None, "", "", "", None
 
         def build() -> Any:
             run = store.get(run_id)
@@ -287,16 +289,23 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
                 raise AppError(f"run {run_id!r} has no grid steps yet")
             assert run.v_min_pu is not None and run.v_max_pu is not None
             state = map_at(run, t_s, store.positions(run), times=store.overview(run).grid_times_s)
+            feeder = views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id)
+            profile = views.profile_figure(state, run.v_min_pu, run.v_max_pu)
+            key = f"{run_id}/{state.drawing_key()}"
+            if key == drawn:  # the browser holds this run's traces: only the step's values travel
+                feeder = views.time_patch(feeder, views.MAP_VARYING)
+                profile = views.time_patch(profile, views.PROFILE_VARYING)
             return (
-                views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id),
-                views.profile_figure(state, run.v_min_pu, run.v_max_pu),
+                feeder,
+                profile,
                 views.worst_list(state),
                 f"t = {state.t_s:g} s",
                 link_search(run_id, state.t_s),
                 "",
+                key,
             )
 
-        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", "", text))
+        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", "", text, None))
 
     # the address bar follows the view without a page load or a history entry per slider move
     app.clientside_callback(

@@ -25,6 +25,7 @@ it (listed as ``outside``), and nothing it names is imported or unpickled (a pic
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
@@ -337,6 +338,14 @@ class MapState:
     profile: pd.DataFrame
     profile_segments: dict[str, list[list[tuple[float, float]]]]
     sites: tuple[str, ...]
+
+    def drawing_key(self) -> str:
+        """A digest of the step's bus-phases in their order and which of them have a value: two
+        steps of a run with equal keys draw the same traces with the same points (only values
+        differ), so the browser's figures of one need only their values patched to show the other."""
+        digest = hashlib.blake2b("\n".join(self.bus_phase_v_pu).encode(), digest_size=16)
+        digest.update(np.isfinite(np.fromiter(self.bus_phase_v_pu.values(), dtype=float)).tobytes())
+        return digest.hexdigest()
 
 
 def map_at(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 from _plotly_utils.utils import to_typed_array_spec
-from dash import dcc, html
+from dash import Patch, dcc, html
 from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
@@ -460,6 +460,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="link-message", role="alert", style=MESSAGE),
                 dcc.Slider(id="time-slider", min=0, max=0, value=0, marks=None, updatemode="mouseup"),
                 dcc.Interval(id="play-tick", interval=round(PLAY_TICK_S * 1000), disabled=True),
+                dcc.Store(id="map-drawn"),  # which run and traces the map and profile hold (MapState.drawing_key)
                 html.Div(id="map-message", role="alert", style=MESSAGE),
                 html.Div(
                     [
@@ -752,9 +753,9 @@ def _segments_xy(segments: list[list[tuple[float, float]]]) -> tuple[np.ndarray,
     return ends[:, :, 0].ravel(), ends[:, :, 1].ravel()
 
 
-def _edge_trace(kind: str, live: bool, segments: list[list[tuple[float, float]]]) -> go.Scatter:
+def _edge_trace(kind: str, live: bool, segments: list[list[tuple[float, float]]], gl: bool) -> go.Scatter:
     x, y = _segments_xy(segments)
-    return go.Scatter(
+    return (go.Scattergl if gl else go.Scatter)(
         x=x,
         y=y,
         mode="lines",
@@ -794,12 +795,14 @@ class BusColors:
 
 
 GL_POINTS = 1000
-"""Markers in a plot beyond which it draws them with WebGL (plotly's ``scattergl``): as SVG, the
-ieee8500 map's 3,700 buses and its profile took the browser about 3 s per time moved."""
+"""Markers in a plot beyond which it draws them, and its lines, with WebGL (plotly's ``scattergl``):
+as SVG, the ieee8500 map's 3,700 buses and its profile took the browser about 3 s per time moved;
+with SVG lines under WebGL markers, a change of colours redrew the lines (0.2-0.3 s a figure),
+all in WebGL 0.02-0.04 s."""
 
 
 def points_trace(count: int) -> type[go.Scatter | go.Scattergl]:
-    """The trace class for ``count`` markers: SVG up to :data:`GL_POINTS`, WebGL beyond."""
+    """The trace class for a plot of ``count`` markers: SVG up to :data:`GL_POINTS`, WebGL beyond."""
     return go.Scattergl if count > GL_POINTS else go.Scatter
 
 
@@ -820,11 +823,11 @@ def bus_map_figure(
     no value), the buses ``sites`` ringed (named ``ringed_as`` and the buses in the legend: the
     datacenter buses of a run, the best placement of a siting study)."""
     fig = go.Figure()
-    for (kind, live), segs in segments.items():
-        fig.add_trace(_edge_trace(kind, live, segs))
     names = list(positions)
-    known = [b for b in names if b in colors.values and math.isfinite(colors.values[b])]
     points = points_trace(len(names))
+    for (kind, live), segs in segments.items():
+        fig.add_trace(_edge_trace(kind, live, segs, points is go.Scattergl))
+    known = [b for b in names if b in colors.values and math.isfinite(colors.values[b])]
     has_value = set(known)
     # the buses without a value first: drawn under the coloured ones, which hover then finds
     reasons: dict[str, list[str]] = {}
@@ -861,6 +864,7 @@ def bus_map_figure(
             textfont={"size": 9},
             customdata=[colors.hover.get(b, "") for b in known],
             hovertemplate="bus %{text}<br>%{customdata}<extra></extra>",
+            uid="buses",
             marker={
                 "size": 12,
                 "color": np.array([colors.values[b] for b in known], dtype=float),
@@ -927,36 +931,71 @@ def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -
         for b, v in state.bus_v_pu.items()
         if b in state.positions and (v < v_min_pu or v > v_max_pu)
     }
-    if beyond:
-        fig.add_trace(
-            points_trace(len(state.positions))(
-                x=[state.positions[b][0] for b in beyond],
-                y=[state.positions[b][1] for b in beyond],
-                mode="markers",
-                text=list(beyond),
-                customdata=list(beyond.values()),
-                hovertemplate="bus %{text}: beyond a limit<br>%{customdata}<extra></extra>",
-                marker={"size": 19, "symbol": "circle-open", "color": LIMIT_COLOR, "line": {"width": 3}},
-                name=f"beyond a limit ({len(beyond)} bus{'es' if len(beyond) > 1 else ''})",
-            )
+    x, y = _coordinates(state.positions, list(beyond))
+    # drawn at every step, empty inside the limits, so that every step of a run has the same traces
+    fig.add_trace(
+        points_trace(len(state.positions))(
+            x=x,
+            y=y,
+            mode="markers",
+            text=list(beyond),
+            customdata=list(beyond.values()),
+            hovertemplate="bus %{text}: beyond a limit<br>%{customdata}<extra></extra>",
+            marker={"size": 19, "symbol": "circle-open", "color": LIMIT_COLOR, "line": {"width": 3}},
+            name=f"beyond a limit ({len(beyond)} bus{'es' if len(beyond) > 1 else ''})",
+            showlegend=bool(beyond),
+            uid="beyond",
         )
+    )
     return fig
+
+
+MAP_VARYING = {"buses": ("marker", "customdata"), "beyond": ("x", "y", "text", "customdata", "name", "showlegend")}
+"""What changes from one step of a run to the next on its feeder map (trace ``uid`` -> its
+properties): the buses' colours, scale and hover values, and the ring of buses beyond a limit."""
+
+PROFILE_VARYING = {f"{kind} {ph}": ("y",) for ph in PHASE_COLORS for kind in ("branches", "buses")}
+"""What changes from one step of a run to the next on its voltage profile: the voltages."""
+
+
+def time_patch(fig: go.Figure, varying: Mapping[str, Sequence[str]]) -> Patch:
+    """The patch that turns a figure of the same run at another step, with the same traces
+    (:meth:`~openg2g.app.data.MapState.drawing_key`), into ``fig``: the properties ``varying``
+    names (trace ``uid`` -> top-level properties) and the title. The rest (branches, positions,
+    axes, zoom) stays in the browser: on ieee8500 a move then sends about a tenth of the figures
+    and the browser redraws instead of drawing anew."""
+    patch = Patch()
+    for i, trace in enumerate(fig.to_plotly_json()["data"]):
+        for prop in varying.get(trace.get("uid", ""), ()):
+            patch["data"][i][prop] = trace.get(prop)
+    patch["layout"]["title"]["text"] = fig.layout.title.text
+    return patch
 
 
 def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figure:
     """Voltage per phase against the distance from the source at the map's time, branches as
     segments, the limits dashed."""
     fig = go.Figure()
+    placed = state.profile[state.profile["distance_km"].notna()]
+    points = points_trace(len(placed))
     for ph, color in PHASE_COLORS.items():
-        rows = state.profile[(state.profile["phase"] == ph) & state.profile["distance_km"].notna()]
+        rows = placed[placed["phase"] == ph]
         if rows.empty:
             continue
         x, y = _segments_xy(state.profile_segments.get(ph, []))
         fig.add_trace(
-            go.Scatter(x=x, y=y, mode="lines", line={"color": color, "width": 1}, hoverinfo="skip", showlegend=False)
+            points(
+                x=x,
+                y=y,
+                mode="lines",
+                line={"color": color, "width": 1},
+                hoverinfo="skip",
+                showlegend=False,
+                uid=f"branches {ph}",
+            )
         )
         fig.add_trace(
-            points_trace(len(rows))(
+            points(
                 x=rows["distance_km"],
                 y=rows["v_pu"],
                 mode="markers",
@@ -964,6 +1003,7 @@ def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figu
                 text=rows["bus"],
                 name=f"phase {ph}",
                 hovertemplate="%{text}." + ph + "<br>%{x:.3f} km<br>%{y:.4f} pu<extra></extra>",
+                uid=f"buses {ph}",
             )
         )
     for value in (v_min_pu, v_max_pu):

@@ -222,6 +222,38 @@ def test_previous_next_and_the_worst_step(page: Any, runs_dir: Path) -> None:
     _at(page, f"{worst + 0.1:g}")
 
 
+MAP_DATA = "document.querySelector('#map-graph .js-plotly-plot').data"
+
+
+def test_a_move_patches_the_map_and_a_new_run_draws_anew(page: Any, runs_dir: Path) -> None:
+    """A move within a run sends only the step's values: the browser keeps the branches' trace
+    (the same object) and the buses take the new step's voltages; another run is drawn whole."""
+    import pandas as pd
+
+    _select(page, "ieee13_ofo")
+    _at(page, "0.1")
+    page.evaluate(f"() => {{ window.branches = {MAP_DATA}[0]; }}")
+    page.click("#step-next")
+    _at(page, "0.2")
+    page.locator("#map-graph .gtitle", has_text="t = 0.2 s").wait_for(timeout=60_000)
+    assert page.evaluate(f"() => {MAP_DATA}[0] === window.branches")  # patched, not redrawn
+    shown = page.evaluate(
+        f"""() => {{ const t = {MAP_DATA}.find(t => t.uid === 'buses');
+            return [t.text, t.customdata]; }}"""
+    )
+    rows = pd.read_parquet(runs_dir / "ieee13_ofo" / "grid_voltages")
+    step = rows[np.isclose(rows["t_s"], 0.2)].set_index("bus_phase")["v_pu"]
+    for bus, hover in zip(*shown):
+        for part in hover.removesuffix(" pu").split(", "):
+            phase, v_pu = part.split()
+            assert float(v_pu) == pytest.approx(step[f"{bus}.{phase}"], abs=5e-5), (bus, part)
+    _select(page, "ieee13_none")
+    page.locator("#map-run").click()
+    page.get_by_role("option", name="ieee13_none").click()
+    page.locator("#map-graph .gtitle", has_text="ieee13_none: voltage at").wait_for(timeout=60_000)
+    assert not page.evaluate(f"() => {MAP_DATA}[0] === window.branches")
+
+
 def test_playback_at_ten_times_real_time(page: Any) -> None:
     """At 10x each frame (0.7 s) moves 7 s of the 20 s run: 0.1, 7.1, 14.1, the last step, then
     the first again; every label seen is one of those."""

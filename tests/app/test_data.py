@@ -287,6 +287,22 @@ def test_the_map_at_t_shows_exactly_the_grid_voltages_rows_at_t(runs_dir: Path) 
     assert profile.to_dict() == state.bus_phase_v_pu
 
 
+def test_two_steps_share_a_drawing_key_until_a_bus_phase_loses_its_value(runs_dir: Path) -> None:
+    """The key says when one step's figures can be patched into another's: the same bus-phases
+    in the same order, each with a value or without one in both."""
+    from dataclasses import replace
+
+    store = RunStore(runs_dir)
+    run = store.get("ieee13_none")
+    first, later = map_at(run, 0.1), map_at(run, 12.3)
+    assert first.bus_phase_v_pu != later.bus_phase_v_pu
+    assert first.drawing_key() == later.drawing_key()
+    dead = dict(later.bus_phase_v_pu, **{"671.a": float("nan")})
+    assert replace(later, bus_phase_v_pu=dead).drawing_key() != first.drawing_key()
+    fewer = {k: v for k, v in later.bus_phase_v_pu.items() if k != "671.a"}
+    assert replace(later, bus_phase_v_pu=fewer).drawing_key() != first.drawing_key()
+
+
 def test_a_time_before_the_first_grid_step_is_a_clear_error(runs_dir: Path) -> None:
     run = RunStore(runs_dir).get("ieee13_none")
     with pytest.raises(AppError, match=r"no grid step at or before t = 0.05 s \(the first is 0.1 s\)"):
