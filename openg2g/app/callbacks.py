@@ -19,6 +19,7 @@ from openg2g.app import views
 from openg2g.app.data import (
     AppError,
     RunStore,
+    bus_voltages,
     compare,
     list_runs,
     map_at,
@@ -105,6 +106,14 @@ def x_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None | str
     if "0" in ends and "1" in ends:
         return (ends["0"], ends["1"])
     return "same"
+
+
+def clicked_bus(click: dict[str, Any] | None) -> str | None:
+    """The bus of a click on a feeder map (``clickData``: every bus marker's ``text`` is its bus),
+    ``None`` for a click on nothing named."""
+    points = (click or {}).get("points") or []
+    text = points[0].get("text") if points else None
+    return str(text) if text else None
 
 
 def _shown(fn: Callable[[], T], fallback: Callable[[str], T]) -> T:
@@ -306,6 +315,41 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             )
 
         return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", "", text, None))
+
+    @app.callback(
+        Output("bus-graph", "figure"),
+        Output("bus-message", "children"),
+        Output("bus-chosen", "data"),
+        Input("map-graph", "clickData"),
+        Input("map-run", "value"),
+        Input("time-slider", "value"),
+        State("bus-chosen", "data"),
+        prevent_initial_call=True,
+    )
+    def draw_bus(click: dict[str, Any] | None, run_id: str | None, value_s: float | None, chosen: Any) -> Any:
+        if ctx.triggered_id == "map-run" or not run_id:  # another run: its buses are chosen anew
+            return views.empty_figure(views.BUS_HINT), "", None
+        if ctx.triggered_id == "time-slider":
+            if not chosen or chosen.get("run") != run_id:
+                return no_update, no_update, no_update
+
+            def move() -> Any:
+                cursor = Patch()
+                cursor["layout"]["shapes"][0] = views.cursor_shape(_time(run_id, value_s) or 0.0)
+                return cursor, "", no_update
+
+            return _shown(move, lambda text: (no_update, text, no_update))
+        bus = clicked_bus(click)
+        if bus is None:
+            return no_update, no_update, no_update
+
+        def build() -> Any:
+            run = store.get(run_id)
+            assert run.v_min_pu is not None and run.v_max_pu is not None
+            figure = views.bus_figure(bus_voltages(run, bus), run.v_min_pu, run.v_max_pu, _time(run_id, value_s))
+            return figure, "", {"run": run_id, "bus": bus}
+
+        return _shown(build, lambda text: (views.empty_figure(views.BUS_HINT), text, None))
 
     # the address bar follows the view without a page load or a history entry per slider move
     app.clientside_callback(

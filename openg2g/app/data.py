@@ -413,6 +413,74 @@ def map_at(
 
 
 @dataclass(frozen=True)
+class BusVoltages:
+    """One bus's voltages over a run (the feeder view's chart of a bus clicked on the map).
+
+    :param bus: the bus.
+    :param phases: phase -> ``(t_s, v_pu)``, thinned to :data:`~openg2g.plot.overview.VIEW_POINTS`
+        without losing an extreme (:func:`~openg2g.plot.timeline.envelope`).
+    :param steps: grid steps recorded for the bus.
+    :param steps_beyond: of those, the steps at which a phase is beyond a limit.
+    :param seconds_beyond: ``steps_beyond`` times the grid step (s).
+    :param worst_t_s: the time of the bus-phase voltage nearest to or furthest beyond a limit (s).
+    :param worst_v_pu: that voltage (pu).
+    :param worst_phase: its phase.
+    """
+
+    bus: str
+    phases: dict[str, tuple[np.ndarray, np.ndarray]]
+    steps: int
+    steps_beyond: int
+    seconds_beyond: float
+    worst_t_s: float
+    worst_v_pu: float
+    worst_phase: str
+
+
+def bus_voltages(run: RunData, bus: str) -> BusVoltages:
+    """Every recorded voltage of ``bus`` (each phase), counted against the run's limits.
+
+    Reads the bus's rows of ``grid_voltages`` (a filter on ``bus_phase``: every part is scanned).
+
+    :raises AppError: the run has no ``grid_voltages`` or does not record ``bus``.
+    """
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    names = [f"{bus}.{ph}" for ph in PHASES]
+    rows = read_parts(
+        table_parts(run.out_dir, "grid_voltages"),
+        columns=["t_s", "bus_phase", "v_pu"],
+        filters=[("bus_phase", "in", names)],
+    )
+    if rows.empty:
+        raise AppError(f"bus {bus!r} has no recorded voltage in this run (not monitored, or no grid_voltages table)")
+    rows = rows.assign(bus_phase=rows["bus_phase"].astype(str)).sort_values("t_s", kind="stable")
+    t = rows["t_s"].to_numpy(dtype=float)
+    v = rows["v_pu"].to_numpy(dtype=float)
+    margin = np.fmin(v - run.v_min_pu, run.v_max_pu - v)
+    if not np.isfinite(margin).any():
+        raise AppError(f"bus {bus!r} has no voltage with a value in this run")
+    steps = np.unique(t)
+    beyond = np.unique(t[margin < 0])
+    step_s = float(np.median(np.diff(steps))) if steps.size > 1 else 0.0
+    worst = int(np.nanargmin(margin))
+    phases = {}
+    for name in names:
+        mine = (rows["bus_phase"] == name).to_numpy()
+        if mine.any():
+            phases[name.rsplit(".", 1)[1]] = envelope(t[mine], v[mine], VIEW_POINTS)
+    return BusVoltages(
+        bus=bus,
+        phases=phases,
+        steps=int(steps.size),
+        steps_beyond=int(beyond.size),
+        seconds_beyond=beyond.size * step_s,
+        worst_t_s=float(t[worst]),
+        worst_v_pu=float(v[worst]),
+        worst_phase=str(rows["bus_phase"].iloc[worst]).rsplit(".", 1)[1],
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Runs side by side.
 

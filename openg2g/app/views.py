@@ -27,7 +27,7 @@ from dash import Patch, dcc, html
 from dash.dash_table.DataTable import DataTable
 from plotly.subplots import make_subplots
 
-from openg2g.app.data import KEY_FIGURES, Comparison, MapState, RunEntry
+from openg2g.app.data import KEY_FIGURES, BusVoltages, Comparison, MapState, RunEntry
 from openg2g.app.studies import (
     BENCHMARK,
     HOSTED,
@@ -470,6 +470,9 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                     style=PANELS,
                 ),
                 dcc.Graph(id="profile-graph", figure=empty_figure()),
+                html.Div(id="bus-message", role="alert", style=MESSAGE),
+                dcc.Store(id="bus-chosen"),  # the run and bus the bus chart shows
+                dcc.Graph(id="bus-graph", figure=empty_figure(BUS_HINT)),
             ),
             _section(
                 "Compare",
@@ -883,6 +886,7 @@ def bus_map_figure(
             points(
                 x=[positions[b][0] for b in ringed],
                 y=[positions[b][1] for b in ringed],
+                text=ringed,  # a click on the ring chooses its bus
                 mode="markers",
                 marker={"size": 24, "symbol": "circle-open", "color": HIGHLIGHT_COLOR, "line": {"width": 2.5}},
                 name=f"{ringed_as} " + ", ".join(ringed),
@@ -1015,6 +1019,44 @@ def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figu
         height=360,
         margin={"l": 60, "r": 20, "t": 40, "b": 40},
         uirevision="profile",
+    )
+    return fig
+
+
+BUS_HINT = "click a bus on the map: its voltage per phase over the run"
+
+
+def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float, t_s: float | None) -> go.Figure:
+    """One bus's voltage per phase over the run, the limits dashed, the slider's time as the
+    cursor, and in the title how long it spent beyond a limit and its worst voltage."""
+    cursor = cursor_shape(t_s) if t_s is not None else {**cursor_shape(0.0), "visible": False}
+    fig = go.Figure(layout={"shapes": [cursor]})  # the first shape: a slider move patches it
+    for ph, (t, v) in series.phases.items():
+        fig.add_trace(
+            go.Scatter(
+                x=_array(t),
+                y=_array(v),
+                mode="lines",
+                name=f"phase {ph}",
+                line={"color": PHASE_COLORS[ph], "width": 1.2},
+                hovertemplate=f"{series.bus}.{ph}<br>%{{x:g}} s<br>%{{y:.4f}} pu<extra></extra>",
+            )
+        )
+    for value in (v_min_pu, v_max_pu):
+        fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1})
+    beyond = (
+        f"beyond a limit at {series.steps_beyond:,} of {series.steps:,} grid steps ({series.seconds_beyond:g} s)"
+        if series.steps_beyond
+        else f"inside the limits at all {series.steps:,} grid steps"
+    )
+    worst = f"worst {series.bus}.{series.worst_phase} {series.worst_v_pu:.4f} pu at t = {series.worst_t_s:g} s"
+    fig.update_layout(
+        title={"text": f"bus {series.bus}: {beyond}; {worst}", "font": {"size": 13}},
+        xaxis_title="time (s)",
+        yaxis_title="voltage (pu)",
+        height=300,
+        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        uirevision=series.bus,
     )
     return fig
 

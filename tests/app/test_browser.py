@@ -254,6 +254,48 @@ def test_a_move_patches_the_map_and_a_new_run_draws_anew(page: Any, runs_dir: Pa
     assert not page.evaluate(f"() => {MAP_DATA}[0] === window.branches")
 
 
+def _click_bus(page: Any, bus: str) -> None:
+    """A real mouse click on ``bus``'s marker on the feeder map (its position from the plot's axes)."""
+    page.locator("#map-graph").scroll_into_view_if_needed()
+    x, y = page.evaluate(
+        f"""() => {{ const gd = document.querySelector('#map-graph .js-plotly-plot');
+            const t = gd._fullData.find(t => t.uid === 'buses');
+            const j = Array.from(t.text).indexOf({bus!r});
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+            return [r.x + xa._offset + xa.l2p(t.x[j]), r.y + ya._offset + ya.l2p(t.y[j])]; }}"""
+    )
+    page.mouse.click(x, y)
+
+
+def test_a_bus_clicked_on_the_map_shows_its_voltage_over_the_run(page: Any, runs_dir: Path) -> None:
+    import pandas as pd
+
+    _select(page, "ieee13_ofo")
+    _at(page, "0.1")
+    page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+    _click_bus(page, "675")
+    title = page.locator("#bus-graph .gtitle")
+    title.filter(has_text="bus 675").wait_for(timeout=60_000)
+    from openg2g.app.data import RunStore
+
+    run = RunStore(runs_dir).get("ieee13_ofo")
+    rows = pd.read_parquet(runs_dir / "ieee13_ofo" / "grid_voltages")
+    mine = rows[rows["bus_phase"].astype(str).str.startswith("675.")]
+    margin = np.fmin(mine["v_pu"] - run.v_min_pu, run.v_max_pu - mine["v_pu"]).to_numpy()
+    steps, beyond = mine["t_s"].nunique(), mine["t_s"][margin < 0].nunique()
+    worst = mine.iloc[int(np.argmin(margin))]
+    counted = f"beyond a limit at {beyond:,} of {steps:,}" if beyond else f"inside the limits at all {steps:,}"
+    assert title.text_content().startswith(f"bus 675: {counted} grid steps")
+    assert title.text_content().endswith(f"worst {worst['bus_phase']} {worst['v_pu']:.4f} pu at t = {worst['t_s']:g} s")
+    names = page.evaluate("() => document.querySelector('#bus-graph .js-plotly-plot').data.map(t => t.name)")
+    assert names == ["phase a", "phase b", "phase c"]
+    bus_cursor = "document.querySelector('#bus-graph .js-plotly-plot').layout.shapes[0].x0"
+    page.wait_for_function(f"{bus_cursor} === 0.1", timeout=60_000)
+    page.click("#step-next")
+    page.wait_for_function(f"{bus_cursor} === 0.2", timeout=60_000)  # the cursor follows the slider
+    _shot(page.locator("#bus-graph"), "bus")
+
+
 def test_playback_at_ten_times_real_time(page: Any) -> None:
     """At 10x each frame (0.7 s) moves 7 s of the 20 s run: 0.1, 7.1, 14.1, the last step, then
     the first again; every label seen is one of those."""

@@ -303,6 +303,36 @@ def test_two_steps_share_a_drawing_key_until_a_bus_phase_loses_its_value(runs_di
     assert replace(later, bus_phase_v_pu=fewer).drawing_key() != first.drawing_key()
 
 
+def test_a_bus_over_the_run_counts_its_steps_beyond_a_limit(runs_dir: Path) -> None:
+    """Counted by hand from grid_voltages under a tightened upper limit that bus 675 crosses at
+    some steps and not at others."""
+    from dataclasses import replace
+
+    from openg2g.app.data import bus_voltages
+
+    run = RunStore(runs_dir).get("ieee13_none")
+    volts = read_table(run.out_dir, "grid_voltages")
+    mine = volts[volts["bus_phase"].astype(str).str.startswith("675.")]
+    limit = float(mine.groupby("t_s")["v_pu"].max().median())  # half the steps go above it
+    tight = replace(run, v_max_pu=limit)
+    series = bus_voltages(tight, "675")
+    per_step = mine.groupby("t_s")["v_pu"].agg(["min", "max"])
+    beyond = int(((per_step["max"] > limit) | (per_step["min"] < run.v_min_pu)).sum())
+    assert 0 < beyond < len(per_step)
+    assert (series.steps, series.steps_beyond) == (len(per_step), beyond)
+    assert series.seconds_beyond == pytest.approx(beyond * 0.1)
+    assert sorted(series.phases) == ["a", "b", "c"]
+    t_a, v_a = series.phases["a"]
+    a = mine[mine["bus_phase"].astype(str) == "675.a"].sort_values("t_s")
+    assert len(a) <= 1600 or len(t_a) <= 1600  # thinned for the browser when long
+    assert np.nanmax(v_a) == a["v_pu"].max() and np.nanmin(v_a) == a["v_pu"].min()  # no extreme lost
+    margin = np.fmin(mine["v_pu"] - run.v_min_pu, limit - mine["v_pu"])
+    worst = mine.iloc[int(np.argmin(margin.to_numpy()))]
+    assert (series.worst_t_s, series.worst_v_pu) == (worst["t_s"], worst["v_pu"])
+    with pytest.raises(AppError, match="bus 'nowhere' has no recorded voltage"):
+        bus_voltages(run, "nowhere")
+
+
 def test_a_time_before_the_first_grid_step_is_a_clear_error(runs_dir: Path) -> None:
     run = RunStore(runs_dir).get("ieee13_none")
     with pytest.raises(AppError, match=r"no grid step at or before t = 0.05 s \(the first is 0.1 s\)"):
