@@ -307,7 +307,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             return (
                 feeder,
                 profile,
-                views.worst_list(state),
+                [views.worst_list(state), views.loading_list(state)],
                 f"t = {state.t_s:g} s",
                 link_search(run_id, state.t_s),
                 "",

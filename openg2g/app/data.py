@@ -312,6 +312,10 @@ def run_marks_in(marks: Marks, t_range: tuple[float, float] | None = None) -> Ma
     )
 
 
+LOADING_COLUMNS = ("branch", "from_bus", "to_bus", "loading_pct", "rating_default")
+"""The columns of :attr:`MapState.loading`."""
+
+
 @dataclass(frozen=True)
 class MapState:
     """The feeder at one grid step.
@@ -327,6 +331,13 @@ class MapState:
     :param profile: :func:`openg2g.plot.profile.voltage_profile` at the step.
     :param profile_segments: phase -> branch segments ``[(km, pu), (km, pu)]`` of the profile.
     :param sites: the datacenter buses.
+    :param loading: the step's branch loading where the run records it (``outputs.branches:
+        all``), one row per branch drawn on the map: ``branch`` (as in ``grid_branches``),
+        ``from_bus``, ``to_bus`` and ``loading_pct`` (its most loaded terminal and phase, % of the
+        normal rating) and ``rating_default`` (that rating is OpenDSS's default, the feeder
+        giving none), most loaded first; empty without a ``grid_branches`` table.
+    :param unplaced: branches of the step's ``grid_branches`` rows that match no branch of the
+        map (a regulator bank recorded per phase, e.g. ``transformer.reg1a``).
     """
 
     t_s: float
@@ -338,14 +349,70 @@ class MapState:
     profile: pd.DataFrame
     profile_segments: dict[str, list[list[tuple[float, float]]]]
     sites: tuple[str, ...]
+    loading: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(LOADING_COLUMNS)))
+    unplaced: tuple[str, ...] = ()
 
     def drawing_key(self) -> str:
-        """A digest of the step's bus-phases in their order and which of them have a value: two
-        steps of a run with equal keys draw the same traces with the same points (only values
-        differ), so the browser's figures of one need only their values patched to show the other."""
+        """A digest of the step's bus-phases in their order, which of them have a value and
+        whether branch loading is drawn: two steps of a run with equal keys draw the same traces
+        (only values differ), so the browser's figures of one need only their values patched to
+        show the other."""
         digest = hashlib.blake2b("\n".join(self.bus_phase_v_pu).encode(), digest_size=16)
         digest.update(np.isfinite(np.fromiter(self.bus_phase_v_pu.values(), dtype=float)).tobytes())
+        digest.update(b"loading" if len(self.loading) else b"")
         return digest.hexdigest()
+
+
+def loading_at(run: RunData, step: float, edges: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The branch loading of grid step ``step`` (s) on the map's branches (:attr:`MapState.loading`)
+    and the recorded branches that match none (:attr:`MapState.unplaced`).
+
+    A recorded branch ``kind.name`` is the map's branch of that ``name`` (a switch the grid
+    models as a line included); ``kind.<name><phase>`` with no such branch is one phase of the
+    map's regulator ``name`` (a bank recorded per phase: ``transformer.reg1a`` of ``reg1``),
+    which shows its most loaded phase.
+    """
+    rows = read_parts(
+        table_parts(run.out_dir, "grid_branches", (step, step)),
+        columns=["branch", "loading_pct", "rating_default"],
+        filters=[("t_s", "==", step)],
+    )
+    if rows.empty:
+        return pd.DataFrame(columns=list(LOADING_COLUMNS)), ()
+    per_branch = rows.assign(branch=rows["branch"].astype(str)).groupby("branch", sort=False)
+    most, default = per_branch["loading_pct"].max(), per_branch["rating_default"].any()
+    by_name = edges.assign(name=edges["name"].astype(str)).drop_duplicates("name").set_index("name")
+    regulators = set(by_name.index[by_name["kind"] == "regulator"]) if "kind" in by_name else set()
+    names = most.index.str.split(".", n=1).str[-1]
+    banked = np.array([n[:-1] in regulators and n[-1:] in PHASES for n in names], dtype=bool)
+    exact = names.isin(by_name.index)
+    edge = np.where(exact, names, np.where(banked, names.str[:-1], ""))
+    placed = edge != ""
+    label = np.where(exact, most.index, np.char.add("regulator.", edge.astype(str)))  # a bank by its regulator
+    grouped = (
+        pd.DataFrame(
+            {
+                "edge": edge,
+                "branch": label,
+                "loading_pct": most.to_numpy(dtype=float),
+                "rating_default": default.to_numpy(dtype=bool),
+            }
+        )[placed]
+        .groupby("edge", sort=False)
+        .agg(branch=("branch", "first"), loading_pct=("loading_pct", "max"), rating_default=("rating_default", "any"))
+    )
+    ends = by_name.loc[grouped.index, ["from_bus", "to_bus"]].astype(str)
+    frame = pd.DataFrame(
+        {
+            "branch": grouped["branch"].to_numpy(),
+            "from_bus": ends["from_bus"].to_numpy(),
+            "to_bus": ends["to_bus"].to_numpy(),
+            "loading_pct": grouped["loading_pct"].to_numpy(dtype=float),
+            "rating_default": grouped["rating_default"].to_numpy(dtype=bool),
+        }
+    )
+    frame = frame.sort_values("loading_pct", ascending=False, kind="stable").reset_index(drop=True)
+    return frame, tuple(most.index[~placed])
 
 
 def map_at(
@@ -396,6 +463,7 @@ def map_at(
     live = topology.edges[topology.edges["in_service"].astype(bool)]
     if positions is None:
         positions = layout(topology.buses, topology.edges, topology.source)
+    loading, unplaced = loading_at(run, step, topology.edges)
     return MapState(
         t_s=step,
         positions=positions,
@@ -409,6 +477,8 @@ def map_at(
             for ph in PHASES
         },
         sites=tuple(run.sites),
+        loading=loading,
+        unplaced=unplaced,
     )
 
 

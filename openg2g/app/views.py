@@ -821,15 +821,18 @@ def bus_map_figure(
     title: str,
     uirevision: str,
     ringed_as: str = "datacenter",
+    overlays: Sequence[Any] = (),
 ) -> go.Figure:
     """A feeder map: its branches, each bus coloured by ``colors`` (grey with a reason where it has
     no value), the buses ``sites`` ringed (named ``ringed_as`` and the buses in the legend: the
-    datacenter buses of a run, the best placement of a siting study)."""
+    datacenter buses of a run, the best placement of a siting study); ``overlays`` (traces) drawn
+    over the branches and under the buses."""
     fig = go.Figure()
     names = list(positions)
     points = points_trace(len(names))
     for (kind, live), segs in segments.items():
         fig.add_trace(_edge_trace(kind, live, segs, points is go.Scattergl))
+    fig.add_traces(list(overlays))
     known = [b for b in names if b in colors.values and math.isfinite(colors.values[b])]
     has_value = set(known)
     # the buses without a value first: drawn under the coloured ones, which hover then finds
@@ -928,7 +931,13 @@ def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -
         name="bus voltage",
     )
     fig = bus_map_figure(
-        state.positions, state.segments, colors, state.sites, f"{run_id}: voltage at t = {state.t_s:g} s", run_id
+        state.positions,
+        state.segments,
+        colors,
+        state.sites,
+        f"{run_id}: voltage at t = {state.t_s:g} s",
+        run_id,
+        overlays=loading_traces(state),
     )
     beyond = {
         b: f"{v:.4f} pu, {'below' if v < v_min_pu else 'above'} {v_min_pu if v < v_min_pu else v_max_pu:g}"
@@ -954,9 +963,60 @@ def map_figure(state: MapState, v_min_pu: float, v_max_pu: float, run_id: str) -
     return fig
 
 
-MAP_VARYING = {"buses": ("marker", "customdata"), "beyond": ("x", "y", "text", "customdata", "name", "showlegend")}
+LOADING_BINS = (
+    (0.0, 50.0, "#dadaeb", 1.5),
+    (50.0, 80.0, "#9e9ac8", 3.0),
+    (80.0, 100.0, "#6a51a3", 4.5),
+    (100.0, math.inf, "#3f007d", 7.0),
+)
+"""Branch loading on the feeder map (% of the normal rating): ``(from, to, colour, line width)``,
+purples so that no loading reads as a voltage colour, wider as it rises."""
+
+
+def _loading_label(low: float, high: float) -> str:
+    return f"over {low:g} %" if math.isinf(high) else f"{low:g}-{high:g} %"
+
+
+def loading_traces(state: MapState) -> list[go.Scatter | go.Scattergl]:
+    """The step's branch loading over the map's branches, one line trace per band of
+    :data:`LOADING_BINS` (every band drawn, empty ones out of the legend, so that every step of a
+    run has the same traces); none for a run without branch loading."""
+    if state.loading.empty:
+        return []
+    drawn = state.loading[
+        state.loading["from_bus"].isin(state.positions) & state.loading["to_bus"].isin(state.positions)
+    ]
+    pct = drawn["loading_pct"].to_numpy(dtype=float)
+    line = points_trace(len(state.positions))
+    traces = []
+    for k, (low, high, color, width) in enumerate(LOADING_BINS):
+        band = drawn[(pct >= low) & (pct < high)]
+        x, y = _segments_xy(
+            [[state.positions[a], state.positions[b]] for a, b in zip(band["from_bus"], band["to_bus"])]
+        )
+        traces.append(
+            line(
+                x=x,
+                y=y,
+                mode="lines",
+                line={"color": color, "width": width},
+                name=f"loading {_loading_label(low, high)} ({len(band)})",
+                showlegend=not band.empty,
+                hoverinfo="skip",
+                uid=f"loading {k}",
+            )
+        )
+    return traces
+
+
+MAP_VARYING = {
+    "buses": ("marker", "customdata"),
+    "beyond": ("x", "y", "text", "customdata", "name", "showlegend"),
+    **{f"loading {k}": ("x", "y", "name", "showlegend") for k in range(len(LOADING_BINS))},
+}
 """What changes from one step of a run to the next on its feeder map (trace ``uid`` -> its
-properties): the buses' colours, scale and hover values, and the ring of buses beyond a limit."""
+properties): the buses' colours, scale and hover values, the ring of buses beyond a limit and
+the branches in each loading band."""
 
 PROFILE_VARYING = {f"{kind} {ph}": ("y",) for ph in PHASE_COLORS for kind in ("branches", "buses")}
 """What changes from one step of a run to the next on its voltage profile: the voltages."""
@@ -1059,6 +1119,25 @@ def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float, t_s: float
         uirevision=series.bus,
     )
     return fig
+
+
+def loading_list(state: MapState, count: int = 5) -> html.Div | None:
+    """The ``count`` most loaded branches at the map's time (``None`` for a run without branch
+    loading), and the recorded branches the map has no place for."""
+    if state.loading.empty and not state.unplaced:
+        return None
+    items = [
+        html.Li(
+            f"{r.branch} ({r.from_bus} - {r.to_bus}): {r.loading_pct:.1f} %"
+            + (" of the default rating" if r.rating_default else ""),
+            style={"color": "#3f007d", "fontWeight": "bold"} if r.loading_pct >= 100.0 else {},
+        )
+        for r in state.loading.head(count).itertuples(index=False)
+    ]
+    children: list[Any] = [html.H4("most loaded branches (% of rating)"), html.Ol(items, id="loaded-items")]
+    if state.unplaced:
+        children.append(html.P(f"not on the map: {', '.join(state.unplaced)}", style={"fontSize": "12px"}))
+    return html.Div(children)
 
 
 def worst_list(state: MapState) -> html.Ol:

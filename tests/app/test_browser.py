@@ -334,12 +334,14 @@ def test_a_link_opens_the_run_at_its_time_and_follows_the_view(browser: Any, ser
 @pytest.fixture(scope="module")
 def tight_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The app over one 3 s ieee13 run under an upper limit of 1.02 pu, which buses near the
-    substation pass."""
+    substation pass, its branch loading recorded."""
     from openg2g.scenario.run import run_scenario
 
     root = tmp_path_factory.mktemp("tight")
     run_scenario(
-        "ieee13_none", out_dir=root / "tight", overrides=["duration_s=3", "outputs.plots=false", "grid.v_max_pu=1.02"]
+        "ieee13_none",
+        out_dir=root / "tight",
+        overrides=["duration_s=3", "outputs.plots=false", "grid.v_max_pu=1.02", "outputs.branches=all"],
     )
     with _serve(root) as url:
         yield url, root / "tight"
@@ -365,6 +367,36 @@ def test_a_bus_beyond_a_limit_is_ringed_and_counted(browser: Any, tight_server: 
         )
         assert sorted(ringed) == buses
         _shot(page.locator("section", has=page.locator("#map-graph")), "limits")
+
+
+def test_the_map_draws_each_branch_in_its_loading_band(browser: Any, tight_server: tuple[str, Path]) -> None:
+    """The bands' counts and the most loaded branch, from the first step's grid_branches rows
+    (a branch's most loaded terminal and phase; the regulator bank's three phases are one branch)."""
+    import pandas as pd
+
+    from openg2g.app.views import LOADING_BINS
+
+    url, run = tight_server
+    rows = pd.read_parquet(run / "grid_branches")
+    first = rows[rows["t_s"] == rows["t_s"].min()].assign(branch=lambda r: r["branch"].astype(str))
+    assert first[first["branch"] == "line.650632"]["rating_default"].all()
+    first = first.assign(branch=first["branch"].str.replace(r"^transformer\.reg1[abc]$", "regulator.reg1", regex=True))
+    most = first.groupby("branch")["loading_pct"].max()
+    expected = {}
+    for low, high, _, _ in LOADING_BINS:
+        n = int(((most >= low) & (most < high)).sum())
+        if n:
+            label = f"over {low:g} %" if high == float("inf") else f"{low:g}-{high:g} %"
+            expected[f"loading {label} ({n})"] = n
+    assert sum(expected.values()) == len(most) == 15  # every ieee13 branch on the map
+    with _open(browser, url) as page:
+        _select(page, "tight")
+        page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
+        shown = page.locator("#map-graph .legendtext", has_text="loading").all_text_contents()
+        assert sorted(shown) == sorted(expected)
+        top = page.locator("#loaded-items li").first.inner_text()
+        assert top == f"{most.idxmax()} (rg60 - 632): {most.max():.1f} % of the default rating"  # 400 A
+        _shot(page.locator("section", has=page.locator("#map-graph")), "loading")
 
 
 def test_compare_two_runs(page: Any) -> None:

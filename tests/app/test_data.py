@@ -333,6 +333,30 @@ def test_a_bus_over_the_run_counts_its_steps_beyond_a_limit(runs_dir: Path) -> N
         bus_voltages(run, "nowhere")
 
 
+def test_branch_loading_is_placed_on_the_map_branch_of_its_name(tmp_path: Path, runs_dir: Path) -> None:
+    """Each recorded branch's most loaded terminal and phase, on the map's branch of its name: the
+    switch the grid models as a line, the regulator bank recorded per phase as one regulator."""
+    from openg2g.scenario.run import run_scenario
+
+    run_scenario(
+        "ieee13_none", out_dir=tmp_path / "r", overrides=["duration_s=1", "outputs.plots=false", "outputs.branches=all"]
+    )
+    run = RunStore(tmp_path).get("r")
+    rows = read_table(run.out_dir, "grid_branches")
+    step = rows[rows["t_s"] == 0.5].assign(branch=lambda r: r["branch"].astype(str))
+    state = map_at(run, 0.5)
+    loading = state.loading.set_index("branch")
+    assert state.unplaced == ()
+    assert loading.loc["line.671692", ["from_bus", "to_bus"]].tolist() == ["671", "692"]  # a switch on the map
+    assert loading.loc["line.650632", "loading_pct"] == step[step["branch"] == "line.650632"]["loading_pct"].max()
+    bank = step[step["branch"].str.match(r"transformer\.reg1[abc]")]
+    assert bank["branch"].nunique() == 3
+    assert loading.loc["regulator.reg1", "loading_pct"] == bank["loading_pct"].max()
+    assert list(state.loading["loading_pct"]) == sorted(state.loading["loading_pct"], reverse=True)
+    unrecorded = map_at(RunStore(runs_dir).get("ieee13_none"), 0.5)  # outputs.branches: none
+    assert unrecorded.loading.empty and unrecorded.unplaced == ()
+
+
 def test_a_time_before_the_first_grid_step_is_a_clear_error(runs_dir: Path) -> None:
     run = RunStore(runs_dir).get("ieee13_none")
     with pytest.raises(AppError, match=r"no grid step at or before t = 0.05 s \(the first is 0.1 s\)"):
