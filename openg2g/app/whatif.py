@@ -437,6 +437,20 @@ def _policy_code(params: dict[str, Any]) -> list[str]:
     ]
 
 
+PROGRESS_FLUSHES = 50
+"""Writes of a what-if's tables at least (each writes ``summary.json``, which its progress is read
+from): its progress moves in steps of 2 % of its time, not from 0 to 100 % at the end of a run
+shorter than the default 60 s between writes."""
+
+
+def progress_flush_s(loaded: LoadedScenario) -> float:
+    """The simulated seconds between a what-if's writes: the scenario's ``outputs.flush_every_s``
+    or less, :data:`PROGRESS_FLUSHES` per run, never below one grid step (results do not depend on
+    it; the tables only come in more parts)."""
+    sc = loaded.scenario
+    return min(float(sc.outputs.flush_every_s), max(float(sc.periods.grid_s), float(sc.duration_s) / PROGRESS_FLUSHES))
+
+
 def check(whatif: WhatIf, allow_code: bool) -> LoadedScenario:
     """Validate a what-if as ``openg2g run`` would before running it.
 
@@ -540,12 +554,13 @@ class RunQueue:
         """
         with self._lock:  # before the seconds of validation, and again once they are over
             self._refuse_when_full()
-        check(whatif, allow_code)
+        loaded = check(whatif, allow_code)
         with self._lock:
             self._refuse_when_full()
             run_id = self._folder_name(whatif.scenario)
             args = [sys.executable, "-m", "openg2g", "run", str(_bundled(whatif.scenario))]
-            for assignment in overrides(whatif):
+            # first, so that a flush_every_s of the what-if's own lines (--allow-code) stands
+            for assignment in [f"outputs.flush_every_s={progress_flush_s(loaded)!r}", *overrides(whatif)]:
                 args += ["--set", assignment]
             args += ["--out", str(self.root / run_id), "--no-progress"]
             job = Job(len(self._jobs) + 1, run_id, args)

@@ -159,6 +159,22 @@ def test_a_policy_with_observation_terms_from_elsewhere_needs_allow_code(tmp_pat
     check(whatif("openg2g.envs.terms:TimeSinceTapChange"), allow_code=False)
 
 
+def test_a_what_if_writes_its_tables_fifty_times_a_run(tmp_path: Path) -> None:
+    """Each write updates summary.json, which the form's progress reads: 2 % steps of a minute
+    (not 0 then 100 %), a grid step at the least, the scenario's 60 s at the most."""
+    from openg2g.app.whatif import check, progress_flush_s
+    from openg2g.scenario.run import run_scenario
+
+    minute = check(WhatIf("ieee13_none", duration_s=60.0), allow_code=False)
+    assert progress_flush_s(minute) == 1.2
+    assert progress_flush_s(check(WhatIf("ieee13_none", duration_s=1.0), allow_code=False)) == 0.1  # a grid step
+    day = check(WhatIf("ieee13_none", duration_s=86400.0), allow_code=False)
+    assert progress_flush_s(day) == 60.0  # the scenario's own
+    flush = f"outputs.flush_every_s={progress_flush_s(minute)!r}"
+    run_scenario("ieee13_none", tmp_path / "r", overrides=[flush, *overrides(WhatIf("ieee13_none", duration_s=60.0))])
+    assert len(list((tmp_path / "r" / "grid").glob("part-*.parquet"))) == 50
+
+
 @pytest.mark.slow
 def test_the_queue_runs_one_at_a_time_and_cancels(tmp_path: Path) -> None:
     queue = RunQueue(tmp_path, max_running=1, poll_s=0.1)
@@ -184,6 +200,8 @@ def test_the_queue_runs_one_at_a_time_and_cancels(tmp_path: Path) -> None:
         }
         summary = json.loads((tmp_path / short.run_id / "summary.json").read_text())
         assert summary["status"] == "complete" and summary["sim_time_s"] == 1.0
+        # asked to write its tables at every grid step of its second (50 writes would be 0.02 s apart)
+        assert "outputs.flush_every_s=0.1" in short.args
         assert not (tmp_path / dropped.run_id).exists()
     finally:
         queue.close()
