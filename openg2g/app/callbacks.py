@@ -8,6 +8,7 @@ of Python's traceback reaches the page (the app runs with Dash's debug mode off)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -108,6 +109,11 @@ def x_range(relayout: dict[str, Any] | None) -> tuple[float, float] | None | str
     return "same"
 
 
+def _only(prop_id: str) -> bool:
+    """Whether ``prop_id`` (``"component-id.property"``) alone triggered the running callback."""
+    return set(ctx.triggered_prop_ids) == {prop_id}
+
+
 def clicked_bus(click: dict[str, Any] | None) -> str | None:
     """The bus of a click on a feeder map (``clickData``: every bus marker's ``text`` is its bus),
     ``None`` for a click on nothing named."""
@@ -151,6 +157,20 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         return data, (no_update if selected == (rows or []) else selected), views.runs_hint(len(data), str(root))
 
     @app.callback(
+        Output("runs-revision", "data"),
+        Input("runs-table", "data"),
+        Input("runs-table", "selected_row_ids"),
+        State("runs-revision", "data"),
+    )
+    def follow_runs(rows: list[dict[str, Any]] | None, ids: list[str] | None, held: str | None) -> Any:
+        # the ticked runs' rows as the table last read them: a running run's progress, or its end,
+        # changes them, and the views drawn from it are drawn again
+        ticked = set(ids or [])
+        revision = json.dumps([r for r in rows or [] if r.get("id") in ticked], sort_keys=True, default=str)
+        # a new tick always answers: the views waiting on this store would not draw on no_update
+        return no_update if revision == held and _only("runs-table.data") else revision
+
+    @app.callback(
         Output("map-run", "options"),
         Output("map-run", "value"),
         Output("baseline", "options"),
@@ -190,14 +210,17 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Input("runs-table", "selected_row_ids"),
         Input("series-graph", "relayoutData"),
         Input("time-slider", "value"),
+        Input("runs-revision", "data"),
         State("map-run", "value"),
         running=POLL_OVERVIEW,
     )
-    def draw_series(ids: list[str] | None, relayout: dict[str, Any] | None, value_s: float, run_id: str | None) -> Any:
+    def draw_series(
+        ids: list[str] | None, relayout: dict[str, Any] | None, value_s: float, _revision: Any, run_id: str | None
+    ) -> Any:
         if not ids:
             return views.empty_figure("select a run above"), ""
         cursor_run = run_id if run_id in ids else ids[0]
-        if ctx.triggered_id == "time-slider":  # only the cursor moves: the lines stay in the browser
+        if _only("time-slider.value"):  # only the cursor moves: the lines stay in the browser
 
             def move() -> Any:
                 t_s = _time(cursor_run, value_s)
@@ -251,11 +274,13 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("time-slider", "marks"),
         Output("link-request", "data", allow_duplicate=True),
         Input("map-run", "value"),
+        Input("runs-revision", "data"),
         State("link-request", "data"),
+        State("time-slider", "value"),
         running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
         prevent_initial_call="initial_duplicate",
     )
-    def slider_for_run(run_id: str | None, link: dict[str, Any] | None) -> Any:
+    def slider_for_run(run_id: str | None, _revision: Any, link: dict[str, Any] | None, value_s: float | None) -> Any:
         # a link's time is taken by its run's slider, once: the link is then spent
         linked = link is not None and link.get("run") == run_id
         link_t = link.get("t") if link is not None and linked else None
@@ -269,6 +294,8 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             if times.size == 0:
                 return 0, 0, None, 0, None, spent
             at = slider_settings(times, _worst_time(run))
+            if _only("runs-revision.data"):  # the run grew: the slider stays where it is
+                return at.minimum, at.maximum, at.step, no_update, at.marks, spent
             start = times[0] if link_t is None else times[nearest_step(times, float(link_t))]
             return at.minimum, at.maximum, at.step, float(start), at.marks, spent
 
@@ -448,8 +475,9 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("compare-message", "children"),
         Input("runs-table", "selected_row_ids"),
         Input("baseline", "value"),
+        Input("runs-revision", "data"),
     )
-    def draw_compare(ids: list[str] | None, baseline: str | None) -> Any:
+    def draw_compare(ids: list[str] | None, baseline: str | None, _revision: Any) -> Any:
         ids = list(ids or [])
         if len(ids) < 2 or baseline not in ids:
             return None, views.empty_figure("select two or more runs"), ""

@@ -407,6 +407,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
             html.H2("openg2g runs"),
             html.Div(f"runs folder: {runs_dir}", style={"color": "#555"}),
             dcc.Interval(id="runs-refresh", interval=2000),
+            dcc.Store(id="runs-revision"),  # the ticked runs' rows: a running run's views follow it
             dcc.Location(id="url", refresh=False),
             dcc.Store(id="link-request"),
             _section(

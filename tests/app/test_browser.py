@@ -399,6 +399,40 @@ def test_the_map_draws_each_branch_in_its_loading_band(browser: Any, tight_serve
         _shot(page.locator("section", has=page.locator("#map-graph")), "loading")
 
 
+SERIES_END = """() => { const t = document.querySelector('#series-graph .js-plotly-plot')._fullData[0];
+    return t && t.x && t.x.length ? Math.max(...Array.from(t.x)) : 0; }"""
+SLIDER_END = "() => Number(document.querySelector('#time-slider [role=slider]').getAttribute('aria-valuemax'))"
+
+
+def test_a_running_run_is_followed_once_ticked(browser: Any, tmp_path: Path) -> None:
+    """A real run writing its tables (every 900 s simulated) while the page shows it: its panels
+    and the slider grow with it, without ticking it again."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "live"
+    cmd = [sys.executable, "-m", "openg2g", "run", "ieee13_ofo", "--out", str(run), "--no-progress"]
+    cmd += ["--set", "duration_s=14400", "--set", "outputs.plots=false", "--set", "outputs.flush_every_s=900"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "grid").is_dir() or not any((run / "grid").glob("part-*.parquet")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not write its first part"
+            time.sleep(0.2)
+        with _serve(tmp_path) as url, _open(browser, url) as page:
+            _select(page, "live")
+            page.wait_for_function(f"({SERIES_END})() > 0", timeout=60_000)
+            first, slider = page.evaluate(SERIES_END), page.evaluate(SLIDER_END)
+            page.wait_for_function(f"({SERIES_END})() > {first} + 900", timeout=120_000)
+            page.wait_for_function(f"({SLIDER_END})() > {slider}", timeout=60_000)
+            assert json.loads((run / "summary.json").read_text())["status"] in ("running", "complete")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def test_compare_two_runs(page: Any) -> None:
     _select(page, "ieee13_none")
     _select(page, "ieee13_ofo")
