@@ -616,6 +616,7 @@ def test_every_line_is_named_and_each_model_keeps_its_colour(page: Any) -> None:
     assert legends.count() == page.evaluate(f"{SERIES_GD}._fullLayout._subplots.yaxis.length")  # one per panel
     text = " ".join(legends.all_text_contents())
     assert all(model in text for model in colors) and "lowest bus-phase" in text
+    _shot(page.locator("section", has=page.locator("#series-graph")), "series")
 
 
 def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
