@@ -49,6 +49,7 @@ from openg2g.app.timeline import (
     stepped,
     worst_step,
 )
+from openg2g.app.tour import TOUR, tour_move
 from openg2g.app.whatif import (
     KEEP,
     RunQueue,
@@ -377,6 +378,44 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             return figure, "", {"run": run_id, "bus": bus}
 
         return _shown(build, lambda text: (views.empty_figure(views.BUS_HINT), text, None))
+
+    @app.callback(
+        Output("tour", "hidden"),
+        Output("tour-title", "children"),
+        Output("tour-text", "children"),
+        Output("tour-step", "data"),
+        Input("tour-start", "n_clicks"),
+        Input("tour-next", "n_clicks"),
+        Input("tour-back", "n_clicks"),
+        Input("tour-close", "n_clicks"),
+        State("tour-step", "data"),
+        prevent_initial_call=True,
+    )
+    def tour(*clicks_and_step: Any) -> Any:
+        held = clicks_and_step[-1]
+        step = tour_move(str(ctx.triggered_id).removeprefix("tour-"), held["step"] if held else None)
+        if step is None:
+            return True, "", "", None
+        stop = TOUR[step]
+        return False, f"{step + 1} of {len(TOUR)}: {stop.title}", stop.text, {"step": step, "section": stop.section}
+
+    # the tour's stop scrolled to and outlined, the outline taken off the stop before
+    app.clientside_callback(
+        """function(at) {
+            document.querySelectorAll('.tour-here').forEach(el => {
+                el.classList.remove('tour-here'); el.style.outline = ''; });
+            if (!at) { return ''; }
+            const el = document.getElementById(at.section);
+            if (el) {
+                el.classList.add('tour-here');
+                el.style.outline = '3px solid #e7298a';
+                el.scrollIntoView({block: 'start'});
+            }
+            return at.section;
+        }""",
+        Output("tour-at", "children"),
+        Input("tour-step", "data"),
+    )
 
     # the address bar follows the view without a page load or a history entry per slider move
     app.clientside_callback(

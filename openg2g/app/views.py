@@ -360,6 +360,40 @@ def _leaderboard_section() -> html.Section:
     )
 
 
+def _tour_panel() -> html.Div:
+    """The guided tour's panel (:mod:`openg2g.app.tour`), fixed at the window's bottom right,
+    hidden until the tour starts."""
+    buttons = [
+        html.Button(label, id=f"tour-{action}", n_clicks=0, style={"marginRight": "6px"})
+        for action, label in (("back", "◀ back"), ("next", "next ▶"), ("close", "close"))
+    ]
+    return html.Div(
+        [
+            html.H4(id="tour-title", style={"margin": "0 0 4px"}),
+            html.P(id="tour-text", style={"margin": "0 0 8px"}),
+            html.Div(buttons),
+            dcc.Store(id="tour-step"),
+            html.Div(id="tour-at", hidden=True),  # the section outlined (the browser's answer)
+        ],
+        id="tour",
+        role="dialog",
+        **{"aria-label": "guided tour"},  # type: ignore[arg-type]  # dash takes aria-* as keywords
+        hidden=True,
+        style={
+            "position": "fixed",
+            "right": "12px",
+            "bottom": "12px",
+            "maxWidth": "min(360px, calc(100vw - 24px))",
+            "background": "white",
+            "border": "2px solid #e7298a",
+            "borderRadius": "6px",
+            "padding": "10px",
+            "boxShadow": "0 2px 10px rgba(0, 0, 0, 0.25)",
+            "zIndex": 1000,
+        },
+    )
+
+
 def _first_choice(scenarios: Sequence[str]) -> str | None:
     """The what-if form's starting scenario: the IEEE 13 case without control, the README's first."""
     return "ieee13_none" if "ieee13_none" in scenarios else (scenarios[0] if scenarios else None)
@@ -405,7 +439,13 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
     return html.Div(
         [
             html.H2("openg2g runs"),
-            html.Div(f"runs folder: {runs_dir}", style={"color": "#555"}),
+            html.Div(
+                [
+                    html.Span(f"runs folder: {runs_dir}", style={"color": "#555"}),
+                    html.Button("guided tour", id="tour-start", n_clicks=0, style={"marginLeft": "12px"}),
+                ]
+            ),
+            _tour_panel(),
             dcc.Interval(id="runs-refresh", interval=2000),
             dcc.Store(id="runs-revision"),  # the ticked runs' rows: a running run's views follow it
             dcc.Location(id="url", refresh=False),
@@ -426,6 +466,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="overview-status", role="status", style={"color": "#555"}),
                 dcc.Interval(id="overview-tick", interval=400, disabled=True),
                 dcc.Graph(id="series-graph", figure=empty_figure("select a run above"), config={"displaylogo": False}),
+                id="series",
             ),
             _section(
                 "Feeder",
@@ -474,6 +515,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="bus-message", role="alert", style=MESSAGE),
                 dcc.Store(id="bus-chosen"),  # the run and bus the bus chart shows
                 dcc.Graph(id="bus-graph", figure=empty_figure(BUS_HINT)),
+                id="feeder",
             ),
             _section(
                 "Compare",
@@ -481,6 +523,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="compare-message", role="alert", style=MESSAGE),
                 html.Div(id="compare-table"),
                 dcc.Graph(id="compare-graph", figure=empty_figure("select two or more runs")),
+                id="compare",
             ),
             _study_map_section("Hosting capacity", "hc", HOSTING, "hosting"),
             _study_map_section("Siting", "st", SITING, "siting"),
@@ -501,6 +544,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 html.Div(id="wi-status", role="status", style=STATUS),
                 html.Div(id="wi-errors", role="alert", style=MESSAGE),
                 html.Div(id="wi-jobs"),
+                id="whatif",
             ),
         ],
         style={"fontFamily": "sans-serif", "maxWidth": "1300px", "margin": "0 auto", "padding": "0 12px"},

@@ -433,6 +433,24 @@ def test_a_running_run_is_followed_once_ticked(browser: Any, tmp_path: Path) -> 
         proc.wait(timeout=60)
 
 
+def test_the_guided_tour_visits_each_view_in_turn(page: Any) -> None:
+    from openg2g.app.tour import TOUR
+
+    dialog = page.get_by_role("dialog", name="guided tour")
+    assert not dialog.is_visible()
+    page.click("#tour-start")
+    for k, stop in enumerate(TOUR):
+        page.locator("#tour-title", has_text=f"{k + 1} of {len(TOUR)}: {stop.title}").wait_for(timeout=60_000)
+        assert dialog.is_visible()
+        page.wait_for_function(f"document.getElementById('{stop.section}').classList.contains('tour-here')")
+        assert page.locator(".tour-here").count() == 1  # only the view the tour is at
+        if k == 2:
+            _shot(page.locator("#tour"), "tour")
+        page.click("#tour-next")
+    dialog.wait_for(state="hidden", timeout=60_000)
+    assert page.locator(".tour-here").count() == 0
+
+
 def test_compare_two_runs(page: Any) -> None:
     _select(page, "ieee13_none")
     _select(page, "ieee13_ofo")
