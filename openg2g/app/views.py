@@ -1115,15 +1115,29 @@ def profile_figure(state: MapState, v_min_pu: float, v_max_pu: float) -> go.Figu
                 uid=f"buses {ph}",
             )
         )
-    for value in (v_min_pu, v_max_pu):
+    return _voltage_plot(
+        fig,
+        (v_min_pu, v_max_pu),
+        f"voltage profile at t = {state.t_s:g} s",
+        "distance from the source along the feeder (km)",
+        360,
+        "profile",
+    )
+
+
+def _voltage_plot(
+    fig: go.Figure, limits_pu: tuple[float, float], title: str, x_title: str, height: int, uirevision: str
+) -> go.Figure:
+    """``fig`` as a voltage plot: the limits (pu) dashed, its title, axes and size."""
+    for value in limits_pu:
         fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1})
     fig.update_layout(
-        title={"text": f"voltage profile at t = {state.t_s:g} s", "font": {"size": 13}},
-        xaxis_title="distance from the source along the feeder (km)",
+        title={"text": title, "font": {"size": 13}},
+        xaxis_title=x_title,
         yaxis_title="voltage (pu)",
-        height=360,
+        height=height,
         margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        uirevision="profile",
+        uirevision=uirevision,
     )
     return fig
 
@@ -1147,23 +1161,13 @@ def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float, t_s: float
                 hovertemplate=f"{series.bus}.{ph}<br>%{{x:g}} s<br>%{{y:.4f}} pu<extra></extra>",
             )
         )
-    for value in (v_min_pu, v_max_pu):
-        fig.add_hline(y=value, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1})
     beyond = (
         f"beyond a limit at {series.steps_beyond:,} of {series.steps:,} grid steps ({series.seconds_beyond:g} s)"
         if series.steps_beyond
         else f"inside the limits at all {series.steps:,} grid steps"
     )
     worst = f"worst {series.bus}.{series.worst_phase} {series.worst_v_pu:.4f} pu at t = {series.worst_t_s:g} s"
-    fig.update_layout(
-        title={"text": f"bus {series.bus}: {beyond}; {worst}", "font": {"size": 13}},
-        xaxis_title="time (s)",
-        yaxis_title="voltage (pu)",
-        height=300,
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        uirevision=series.bus,
-    )
-    return fig
+    return _voltage_plot(fig, (v_min_pu, v_max_pu), f"bus {series.bus}: {beyond}; {worst}", "time (s)", 300, series.bus)
 
 
 def loading_list(state: MapState, count: int = 5) -> html.Div | None:
