@@ -346,27 +346,18 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
 
     @app.callback(
         Output("bus-graph", "figure"),
+        Output("bus-graph", "style"),
         Output("bus-message", "children"),
         Output("bus-chosen", "data"),
         Input("map-graph", "clickData"),
         Input("map-run", "value"),
-        Input("time-slider", "value"),
-        State("bus-chosen", "data"),
+        State("time-slider", "value"),
         prevent_initial_call=True,
     )
-    def draw_bus(click: dict[str, Any] | None, run_id: str | None, value_s: float | None, chosen: Any) -> Any:
-        if ctx.triggered_id == "map-run" or not run_id:  # another run: its buses are chosen anew
-            return views.empty_figure(views.BUS_HINT), "", None
-        if ctx.triggered_id == "time-slider":
-            if not chosen or chosen.get("run") != run_id:
-                return no_update, no_update, no_update
-
-            def move() -> Any:
-                cursor = Patch()
-                cursor["layout"]["shapes"][0] = views.cursor_shape(_time(run_id, value_s) or 0.0)
-                return cursor, "", no_update
-
-            return _shown(move, lambda text: (no_update, text, no_update))
+    def draw_bus(click: dict[str, Any] | None, run_id: str | None, value_s: float | None) -> Any:
+        # another run: its buses are chosen anew (the chart hidden till then: a plot less to paint per move)
+        if ctx.triggered_id == "map-run" or not run_id:
+            return views.empty_figure(), views.HIDDEN, "", None
         bus = clicked_bus(click)
         if bus is None:
             return no_update, no_update, no_update
@@ -375,9 +366,9 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
             run = store.get(run_id)
             assert run.v_min_pu is not None and run.v_max_pu is not None
             figure = views.bus_figure(bus_voltages(run, bus), run.v_min_pu, run.v_max_pu, _time(run_id, value_s))
-            return figure, "", {"run": run_id, "bus": bus}
+            return figure, {}, "", {"run": run_id, "bus": bus}
 
-        return _shown(build, lambda text: (views.empty_figure(views.BUS_HINT), text, None))
+        return _shown(build, lambda text: (views.empty_figure(), views.HIDDEN, text, None))
 
     @app.callback(
         Output("tour", "hidden"),
@@ -415,6 +406,21 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         }""",
         Output("tour-at", "children"),
         Input("tour-step", "data"),
+    )
+
+    # a bus's chart follows the slider in the browser: a slider move asks the server nothing more
+    app.clientside_callback(
+        """function(value, chosen) {
+            const gd = document.querySelector('#bus-graph .js-plotly-plot');
+            if (chosen && gd && gd.layout && gd.layout.shapes && gd.layout.shapes.length) {
+                Plotly.relayout(gd, {'shapes[0].x0': value, 'shapes[0].x1': value, 'shapes[0].visible': true});
+            }
+            return window.dash_clientside.no_update;
+        }""",
+        Output("bus-cursor-at", "children"),
+        Input("time-slider", "value"),
+        State("bus-chosen", "data"),
+        prevent_initial_call=True,
     )
 
     # the address bar follows the view without a page load or a history entry per slider move

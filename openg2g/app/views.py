@@ -514,7 +514,9 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 dcc.Graph(id="profile-graph", figure=empty_figure()),
                 html.Div(id="bus-message", role="alert", style=MESSAGE),
                 dcc.Store(id="bus-chosen"),  # the run and bus the bus chart shows
-                dcc.Graph(id="bus-graph", figure=empty_figure(BUS_HINT)),
+                html.Div(id="bus-cursor-at", hidden=True),  # the clientside cursor's (empty) answer
+                html.Div(BUS_HINT, style={"color": "#555"}),
+                dcc.Graph(id="bus-graph", figure=empty_figure(), style=HIDDEN),
                 id="feeder",
             ),
             _section(
@@ -1142,7 +1144,10 @@ def _voltage_plot(
     return fig
 
 
-BUS_HINT = "click a bus on the map: its voltage per phase over the run"
+BUS_HINT = "click a bus on the map: its voltage per phase over the run, charted here"
+
+HIDDEN = {"display": "none"}
+"""The style of a plot not drawn yet (the bus chart before a bus is clicked)."""
 
 
 def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float, t_s: float | None) -> go.Figure:
