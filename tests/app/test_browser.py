@@ -557,6 +557,22 @@ def test_the_siting_view(browser: Any, siting_server: str, siting_dir: Path) -> 
         _shot(page.locator("#siting"), "siting")
 
 
+def test_the_load_loss_view(browser: Any, load_loss_dir: Path) -> None:
+    """The study's settings in the bars and the table as its load_loss.parquet holds them."""
+    import pandas as pd
+
+    table = pd.read_parquet(load_loss_dir / "ll" / "load_loss.parquet")
+    with _serve(load_loss_dir) as url, _open(browser, url) as page:
+        page.wait_for_selector("#ll-bars .scatterlayer, #ll-bars .barlayer .trace", timeout=60_000)
+        bars = page.evaluate(
+            "() => document.querySelector('#ll-bars .js-plotly-plot').data.find(t => t.name === 'lost at once').y"
+        )
+        assert list(bars) == table["load_lost_mw"].tolist()
+        rows = [r.split("\t") for r in page.locator("#ll-table tbody tr").all_inner_texts()[1:]]
+        assert [r[0] for r in rows] == ["whole", "half", "stays"]
+        _shot(page.locator("#load-loss"), "load-loss")
+
+
 def test_the_leaderboard_sorts_and_opens_a_run(studies_page: Any) -> None:
     page = studies_page
     page.wait_for_selector("#lb-table tbody td", timeout=60_000)
