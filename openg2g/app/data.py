@@ -415,6 +415,12 @@ def loading_at(run: RunData, step: float, edges: pd.DataFrame) -> tuple[pd.DataF
     return frame, tuple(most.index[~placed])
 
 
+def band_margin(run: RunData, v_pu: Any) -> Any:
+    """How far each voltage (pu) lies inside the run's limits (pu): negative beyond one, NaN for NaN."""
+    assert run.v_min_pu is not None and run.v_max_pu is not None
+    return np.fmin(v_pu - run.v_min_pu, run.v_max_pu - v_pu)
+
+
 def map_at(
     run: RunData,
     t_s: float,
@@ -450,7 +456,7 @@ def map_at(
         raise AppError("no feeder map: the run has no grid_voltages table (set outputs.voltages: all)")
     assert run.v_min_pu is not None and run.v_max_pu is not None
     per_bus = worst_bus_voltages(extremes_of(rows), run.v_min_pu, run.v_max_pu)
-    phase_margin = np.fmin(rows["v_pu"] - run.v_min_pu, run.v_max_pu - rows["v_pu"])
+    phase_margin = band_margin(run, rows["v_pu"])
     worst = (
         pd.DataFrame(
             {"bus_phase": rows["bus_phase"].astype(str), "v_pu": rows["v_pu"].astype(float), "margin_pu": phase_margin}
@@ -526,7 +532,7 @@ def bus_voltages(run: RunData, bus: str) -> BusVoltages:
     rows = rows.assign(bus_phase=rows["bus_phase"].astype(str)).sort_values("t_s", kind="stable")
     t = rows["t_s"].to_numpy(dtype=float)
     v = rows["v_pu"].to_numpy(dtype=float)
-    margin = np.fmin(v - run.v_min_pu, run.v_max_pu - v)
+    margin = band_margin(run, v)
     if not np.isfinite(margin).any():
         raise AppError(f"bus {bus!r} has no voltage with a value in this run")
     steps = np.unique(t)
