@@ -95,6 +95,9 @@ CURSOR_COLOR = "#e7298a"
 
 EVENT_COLOR = "#7f7f7f"
 TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
+EVENT_NAMES = 40
+"""The most events named on the time panels: more names overlap into an unreadable band (and
+plotly measures each), so beyond it the events are drawn as lines only and counted above the panels."""
 LIMIT_COLOR = "#d62728"
 EDGE_COLORS = {str(kind): str(style["colors"]) for kind, style in EDGE_STYLE.items()}
 EDGE_DASH = {"line": "solid", "switch": "dot", "transformer": "dash", "regulator": "dashdot", "reactor": "solid"}
@@ -135,18 +138,39 @@ INDEX = """<!DOCTYPE html>
             {%renderer%}
             <script>
             // the table's tick boxes and the slider are drawn by their components without a name:
-            // named here for screen readers, again whenever the table or the slider is redrawn
+            // named here for screen readers, again whenever the table or the slider is redrawn (any
+            // change to the page, plotly's drawing too: so the names are read as text, which needs
+            // no layout, not as innerText, which would lay the page out in the middle of a drawing)
             new MutationObserver(() => {
                 for (const row of document.querySelectorAll("#runs-table tbody tr")) {
                     const box = row.querySelector("input[type=checkbox]");
                     const run = row.querySelector("td[data-dash-column=run]");
-                    const name = run ? "select run " + run.innerText : "";
+                    const name = run ? "select run " + run.textContent.trim() : "";
                     if (box && name && box.getAttribute("aria-label") !== name) box.setAttribute("aria-label", name);
                 }
                 for (const el of document.querySelectorAll("#time-slider [role=slider], #time-slider input")) {
                     if (!el.getAttribute("aria-label")) el.setAttribute("aria-label", "time of the run (s)");
                 }
             }).observe(document.body, {subtree: true, childList: true, characterData: true});
+            // Dash's graphs ask plotly to fit their box again whenever the box changes size, and a
+            // new figure of another height changes it: plotly then draws the figure a second time
+            // at the size it has just drawn (a quarter of a second for a run's time panels). A
+            // resize to the size already drawn (within plotly's own 1 px) is skipped; a real one
+            // (the window resized) is drawn.
+            (function skipSameSizeResize() {
+                if (!window.Plotly) return setTimeout(skipSameSizeResize, 20);
+                const resize = Plotly.Plots.resize;
+                Plotly.Plots.resize = function (gd) {
+                    const el = typeof gd === "string" ? document.getElementById(gd) : gd;
+                    const drawn = el && el._fullLayout;
+                    if (drawn) {
+                        const box = window.getComputedStyle(el);
+                        const same = (a, b) => Math.abs(parseFloat(a) - b) <= 1;
+                        if (same(box.width, drawn.width) && same(box.height, drawn.height)) return Promise.resolve(el);
+                    }
+                    return resize.call(this, gd);
+                };
+            })();
             </script>
         </footer>
     </body>
@@ -616,9 +640,32 @@ def _legend(row: int) -> str:
     return "legend" if row == 1 else f"legend{row}"
 
 
+def _series_margin(names: Sequence[str], categories: Sequence[str]) -> dict[str, Any]:
+    """The time panels' margins (px), wide enough for the longest tick label of a panel of named
+    rows (``categories``, 8 px text) on the left and the longest legend entry (``names``, 9 px) on
+    the right, and fixed (``autoexpand`` off).
+
+    Fixed because plotly draws a figure whose labels may push its margins twice, measuring the
+    labels in between: two thirds of a second more for a run's panels in Chromium. The widths
+    are an upper estimate of the labels' average character width (4.6 and 5.3 px), so a label
+    fits, a little room to spare."""
+    longest_row = max(map(len, categories), default=0)
+    longest_name = max(map(len, names), default=0)
+    return {
+        "l": max(70, 40 + math.ceil(4.6 * longest_row)),
+        "r": 75 + math.ceil(5.3 * longest_name),
+        "t": 20,
+        "b": 40,
+        "autoexpand": False,
+    }
+
+
 def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The shapes (a training span shaded, an event a dotted line, on every panel) and the
-    annotations (an event's name) of a run's marks."""
+    """The shapes (a training span shaded on every panel, an event a dotted line down the whole
+    figure) and the annotations (an event's name, up to :data:`EVENT_NAMES` events) of a run's marks.
+
+    An event is one line across every panel, not one per panel: plotly draws and lays out each
+    shape on its own, and a day's run with a few hundred events took seconds to draw that way."""
     shapes: list[dict[str, Any]] = []
     for start, end, _label in marks.spans:
         shapes += [
@@ -636,32 +683,38 @@ def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[d
             }
             for row in range(1, rows + 1)
         ]
-    notes: list[dict[str, Any]] = []
-    for t, label in marks.events:
-        shapes += [
-            {
-                "line": {"color": EVENT_COLOR, "dash": "dot", "width": 1},
-                "type": "line",
-                "x0": t,
-                "x1": t,
-                "xref": _axis("x", row),
-                "y0": 0,
-                "y1": 1,
-                "yref": f"{_axis('y', row)} domain",
-            }
-            for row in range(1, rows + 1)
-        ]
-        notes.append(
+    shapes += [
+        {
+            "line": {"color": EVENT_COLOR, "dash": "dot", "width": 1},
+            "type": "line",
+            "x0": t,
+            "x1": t,
+            "xref": "x",
+            "y0": 0,
+            "y1": 1,
+            "yref": "paper",
+        }
+        for t, _label in marks.events
+    ]
+    if len(marks.events) > EVENT_NAMES:
+        count = f"{len(marks.events)} events (dotted lines; names drawn for up to {EVENT_NAMES})"
+        return shapes, [
             {
                 "font": {"size": 9},
                 "showarrow": False,
-                "text": label,
-                "textangle": -90,
-                "x": t,
+                "text": count,
+                "x": 0,
+                "xref": "paper",
+                "xanchor": "left",
                 "y": 1.0,
+                "yanchor": "bottom",
                 "yref": "paper",
             }
-        )
+        ]
+    notes = [
+        {"font": {"size": 9}, "showarrow": False, "text": label, "textangle": -90, "x": t, "y": 1.0, "yref": "paper"}
+        for t, label in marks.events
+    ]
     return shapes, notes
 
 
@@ -774,7 +827,7 @@ def series_figure(
     if notes:
         layout["annotations"] = notes
     layout.update(
-        margin={"l": 70, "r": 20, "t": 20, "b": 40},
+        margin=_series_margin([str(t["name"]) for t in data], [c for key in keys for c in categories[key]]),
         height=150 * len(keys) + 80,
         showlegend=True,
         hovermode="closest",

@@ -650,7 +650,35 @@ def test_every_line_is_named_and_each_model_keeps_its_colour(page: Any) -> None:
     assert legends.count() == page.evaluate(f"{SERIES_GD}._fullLayout._subplots.yaxis.length")  # one per panel
     text = " ".join(legends.all_text_contents())
     assert all(model in text for model in colors) and "lowest bus-phase" in text
+    # the margins are fixed (drawn once): every legend entry and row name fits inside the figure
+    assert page.evaluate(LABELS_OUTSIDE) == []
     _shot(page.locator("section", has=page.locator("#series-graph")), "series")
+
+
+LABELS_OUTSIDE = f"""() => {{
+    const figure = {SERIES_GD}.querySelector('.main-svg').getBoundingClientRect();
+    return [...{SERIES_GD}.querySelectorAll('.legendtext, .ytick text')]
+        .filter(t => {{ const b = t.getBoundingClientRect(); return b.left < figure.left || b.right > figure.right; }})
+        .map(t => t.textContent);
+}}"""
+"""The legend entries and tick labels of the time panels that reach past the figure's edges."""
+
+COUNT_DRAWS = f"() => {{ window.draws = 0; {SERIES_GD}.on('plotly_afterplot', () => window.draws++); }}"
+
+
+def test_a_redraw_at_the_drawn_size_is_skipped_and_a_new_width_drawn(page: Any) -> None:
+    _select(page, "ieee13_ofo")
+    page.wait_for_selector("#series-graph .legend .traces", timeout=60_000)
+    page.evaluate(COUNT_DRAWS)
+    width = page.evaluate(f"{SERIES_GD}._fullLayout.width")
+    # what Dash's graph asks whenever its box changes size (a new figure of another height does)
+    page.evaluate(f"Plotly.Plots.resize({SERIES_GD})")
+    page.wait_for_timeout(500)  # plotly's own resize waits 100 ms before it draws
+    assert page.evaluate("window.draws") == 0
+    page.set_viewport_size({"width": 900, "height": 1000})
+    page.wait_for_function(f"{SERIES_GD}._fullLayout.width < {width}", timeout=60_000)
+    assert page.evaluate("window.draws") >= 1
+    assert page.evaluate(LABELS_OUTSIDE) == []
 
 
 def test_compare_keeps_each_run_in_one_colour(page: Any) -> None:
