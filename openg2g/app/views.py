@@ -596,19 +596,14 @@ def model_inputs(models: Sequence[tuple[str, int, int]]) -> list[Any]:
     return rows
 
 
+def _time_line(t_s: float, line: dict[str, Any]) -> dict[str, Any]:
+    """A vertical line at ``t_s`` (s) down the whole figure, across every panel."""
+    return {"type": "line", "xref": "x", "yref": "paper", "x0": t_s, "x1": t_s, "y0": 0, "y1": 1, "line": line}
+
+
 def cursor_shape(t_s: float) -> dict[str, Any]:
     """The time cursor: a vertical line across every panel at ``t_s`` (s)."""
-    return {
-        "type": "line",
-        "name": "cursor",
-        "xref": "x",
-        "yref": "paper",
-        "x0": t_s,
-        "x1": t_s,
-        "y0": 0,
-        "y1": 1,
-        "line": {"color": CURSOR_COLOR, "width": 2},
-    }
+    return {**_time_line(t_s, {"color": CURSOR_COLOR, "width": 2}), "name": "cursor"}
 
 
 @lru_cache(maxsize=16)
@@ -683,19 +678,7 @@ def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[d
             }
             for row in range(1, rows + 1)
         ]
-    shapes += [
-        {
-            "line": {"color": EVENT_COLOR, "dash": "dot", "width": 1},
-            "type": "line",
-            "x0": t,
-            "x1": t,
-            "xref": "x",
-            "y0": 0,
-            "y1": 1,
-            "yref": "paper",
-        }
-        for t, _label in marks.events
-    ]
+    shapes += [_time_line(t, {"color": EVENT_COLOR, "dash": "dot", "width": 1}) for t, _label in marks.events]
     if len(marks.events) > EVENT_NAMES:
         count = f"{len(marks.events)} events (dotted lines; names drawn for up to {EVENT_NAMES})"
         return shapes, [
