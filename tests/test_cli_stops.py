@@ -26,8 +26,19 @@ CTRL_C = "interrupted by the user (Ctrl-C)\n"
 
 def _openg2g(*args: str, **kwargs: object) -> subprocess.Popen[str]:
     """``openg2g ARGS`` in a subprocess, as the installed command runs it (this checkout's code);
-    it prints ``main`` on stdout as it enters :func:`~openg2g.cli.main.main`."""
-    command = "import sys; from openg2g.cli.main import main; print('main', flush=True); sys.exit(main())"
+    it prints ``main`` on stdout once :func:`~openg2g.cli.main.main` has taken the stop signals and
+    starts the command (a signal sent before that, in Python's start-up or the entry point's call,
+    is outside openg2g's reach and would end in Python's own traceback)."""
+    command = (
+        "import sys\n"
+        "import openg2g.cli.main as cli\n"
+        "command = cli._stoppable\n"
+        "def started(*args):\n"
+        "    print('main', flush=True)\n"
+        "    return command(*args)\n"
+        "cli._stoppable = started\n"
+        "sys.exit(cli.main())\n"
+    )
     return subprocess.Popen(
         [sys.executable, "-c", command, *args],
         cwd=REPO,
