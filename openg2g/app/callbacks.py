@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import dash
-from dash import ALL, Input, Output, Patch, State, ctx, no_update
+from dash import ALL, Input, Output, State, ctx, no_update
 
 from openg2g.app import views
 from openg2g.app.data import (
@@ -198,40 +198,19 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         assert run.v_min_pu is not None and run.v_max_pu is not None
         return worst_step(store.overview(run), run.v_min_pu, run.v_max_pu)
 
-    def _time(run_id: str | None, value_s: float | None) -> float | None:
-        """The time (s) of the run's grid step nearest to the slider's ``value_s`` (s)."""
-        times = _times(run_id)
-        if times is None:
-            return None
-        return float(times[nearest_step(times, float(value_s or 0.0))])
-
     @app.callback(
         Output("series-graph", "figure"),
         Output("series-message", "children"),
-        Input("runs-table", "selected_row_ids"),
-        Input("series-graph", "relayoutData"),
-        Input("time-slider", "value"),
         Input("runs-revision", "data"),
-        State("map-run", "value"),
+        Input("series-graph", "relayoutData"),
+        State("runs-table", "selected_row_ids"),
         running=POLL_OVERVIEW,
     )
-    def draw_series(
-        ids: list[str] | None, relayout: dict[str, Any] | None, value_s: float, _revision: Any, run_id: str | None
-    ) -> Any:
+    def draw_series(_revision: Any, relayout: dict[str, Any] | None, ids: list[str] | None) -> Any:
+        # not waiting for the slider (its cursor is the page's): asked with the map, a round trip
+        # sooner than after the slider
         if not ids:
             return views.empty_figure("select a run above"), ""
-        cursor_run = run_id if run_id in ids else ids[0]
-        if _only("time-slider.value"):  # only the cursor moves: the lines stay in the browser
-
-            def move() -> Any:
-                t_s = _time(cursor_run, value_s)
-                if t_s is None:
-                    return no_update, no_update
-                cursor = Patch()
-                cursor["layout"]["shapes"][0] = views.cursor_shape(t_s)
-                return cursor, ""
-
-            return _shown(move, lambda text: (no_update, text))
         zoom = x_range(relayout) if ctx.triggered_id == "series-graph" else None
         if zoom == "same":
             return no_update, no_update
@@ -244,7 +223,7 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
                 whole = store.overview(run)  # the first paint reads only this file beside the run
                 panels = whole.panels if t_range is None else run_panels(run, t_range)
                 runs.append((rid, panels, run_marks_in(whole.marks, t_range)))
-            return views.series_figure(runs, _time(cursor_run, value_s), t_range), ""
+            return views.series_figure(runs, t_range), ""
 
         return _shown(build, lambda text: (views.empty_figure(), text))
 
@@ -267,6 +246,30 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
                 shown.append(views.building_text(run_id, *progress))
         return "; ".join(shown)
 
+    def _start(run_id: str, times: Any, link: dict[str, Any] | None) -> float:
+        """Where the slider of a newly chosen run starts (s): the grid step nearest the page
+        link's time when the link names this run, else the run's first step."""
+        link_t = link.get("t") if link is not None and link.get("run") == run_id else None
+        return float(times[0] if link_t is None else times[nearest_step(times, float(link_t))])
+
+    MAP_NONE = (views.empty_figure(), views.empty_figure(), None, "", "", "", None)
+    SLIDER_NONE = (0, 0, None, 0, None)
+
+    def _map_outputs(run_id: str, run: RunData, t_s: float, drawn: str | None) -> tuple[Any, ...]:
+        """The feeder map, profile, worst and loading lists, time label, link, message and
+        drawing key of ``run_id`` at its grid step ``t_s`` (s); only the step's values when the
+        browser holds the run's traces (``drawn``)."""
+        assert run.v_min_pu is not None and run.v_max_pu is not None
+        state = map_at(run, t_s, store.positions(run), times=store.overview(run).grid_times_s)
+        feeder = views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id)
+        profile = views.profile_figure(state, run.v_min_pu, run.v_max_pu)
+        key = f"{run_id}/{state.drawing_key()}"
+        if key == drawn:  # the browser holds this run's traces: only the step's values travel
+            feeder = views.time_patch(feeder, views.MAP_VARYING)
+            profile = views.time_patch(profile, views.PROFILE_VARYING)
+        lists = [views.worst_list(state), views.loading_list(state)]
+        return feeder, profile, lists, f"t = {state.t_s:g} s", link_search(run_id, state.t_s), "", key
+
     @app.callback(
         Output("time-slider", "min"),
         Output("time-slider", "max"),
@@ -274,35 +277,6 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("time-slider", "value"),
         Output("time-slider", "marks"),
         Output("link-request", "data", allow_duplicate=True),
-        Input("map-run", "value"),
-        Input("runs-revision", "data"),
-        State("link-request", "data"),
-        State("time-slider", "value"),
-        running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
-        prevent_initial_call="initial_duplicate",
-    )
-    def slider_for_run(run_id: str | None, _revision: Any, link: dict[str, Any] | None, value_s: float | None) -> Any:
-        # a link's time is taken by its run's slider, once: the link is then spent
-        linked = link is not None and link.get("run") == run_id
-        link_t = link.get("t") if link is not None and linked else None
-        spent = None if linked else no_update
-        if not run_id:
-            return 0, 0, None, 0, None, spent
-
-        def build() -> Any:
-            run = store.get(run_id)
-            times = store.overview(run).grid_times_s
-            if times.size == 0:
-                return 0, 0, None, 0, None, spent
-            at = slider_settings(times, _worst_time(run))
-            if _only("runs-revision.data"):  # the run grew: the slider stays where it is
-                return at.minimum, at.maximum, at.step, no_update, at.marks, spent
-            start = times[0] if link_t is None else times[nearest_step(times, float(link_t))]
-            return at.minimum, at.maximum, at.step, float(start), at.marks, spent
-
-        return _shown(build, lambda _text: (0, 0, None, 0, None, spent))
-
-    @app.callback(
         Output("map-graph", "figure"),
         Output("profile-graph", "figure"),
         Output("worst-list", "children"),
@@ -310,54 +284,58 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Output("view-link", "href"),
         Output("map-message", "children"),
         Output("map-drawn", "data"),
-        Input("time-slider", "value"),
         Input("map-run", "value"),
+        Input("runs-revision", "data"),
+        Input("time-slider", "value"),
+        State("link-request", "data"),
         State("map-drawn", "data"),
-        prevent_initial_call=True,
+        running=POLL_OVERVIEW,  # the first to ask for a newly selected run's overview
+        prevent_initial_call="initial_duplicate",
     )
-    def draw_map(value_s: float | None, run_id: str | None, drawn: str | None) -> Any:
+    def slider_and_map(
+        run_id: str | None, _revision: Any, value_s: float | None, link: dict[str, Any] | None, drawn: str | None
+    ) -> Any:
+        # one callback, so that a newly chosen run's map is asked with its slider, not after it
+        moved = _only("time-slider.value")  # the slider moved within the run: only the map follows
+        grown = _only("runs-revision.data")  # the run grew: the slider's range follows, it stays put
+        # a link's time is taken by its run's slider, once: the link is then spent
+        spent = None if link is not None and link.get("run") == run_id and not moved else no_update
+        keep = (no_update,) * len(SLIDER_NONE)
+        hold = (no_update,) * len(MAP_NONE)
         if not run_id:
-            return views.empty_figure(), views.empty_figure(), None, "", "", "", None
+            return (*SLIDER_NONE, spent, *(MAP_NONE if drawn is not None else hold))
 
         def build() -> Any:
             run = store.get(run_id)
-            t_s = _time(run_id, value_s)
-            if t_s is None:
+            times = store.overview(run).grid_times_s
+            if times.size == 0:
                 raise AppError(f"run {run_id!r} has no grid steps yet")
-            assert run.v_min_pu is not None and run.v_max_pu is not None
-            state = map_at(run, t_s, store.positions(run), times=store.overview(run).grid_times_s)
-            feeder = views.map_figure(state, run.v_min_pu, run.v_max_pu, run_id)
-            profile = views.profile_figure(state, run.v_min_pu, run.v_max_pu)
-            key = f"{run_id}/{state.drawing_key()}"
-            if key == drawn:  # the browser holds this run's traces: only the step's values travel
-                feeder = views.time_patch(feeder, views.MAP_VARYING)
-                profile = views.time_patch(profile, views.PROFILE_VARYING)
-            return (
-                feeder,
-                profile,
-                [views.worst_list(state), views.loading_list(state)],
-                f"t = {state.t_s:g} s",
-                link_search(run_id, state.t_s),
-                "",
-                key,
-            )
+            if moved:
+                t_s = float(times[nearest_step(times, float(value_s or 0.0))])
+                return (*keep, spent, *_map_outputs(run_id, run, t_s, drawn))
+            at = slider_settings(times, _worst_time(run))
+            if grown:
+                return at.minimum, at.maximum, at.step, no_update, at.marks, spent, *hold
+            start = _start(run_id, times, link)
+            return at.minimum, at.maximum, at.step, start, at.marks, spent, *_map_outputs(run_id, run, start, drawn)
 
-        return _shown(build, lambda text: (views.empty_figure(), views.empty_figure(), None, "", "", text, None))
+        def failed(text: str) -> Any:
+            return (*(keep if moved else SLIDER_NONE), spent, *MAP_NONE[:5], text, None)
+
+        return _shown(build, failed)
 
     @app.callback(
         Output("bus-graph", "figure"),
         Output("bus-graph", "style"),
         Output("bus-message", "children"),
-        Output("bus-chosen", "data"),
         Input("map-graph", "clickData"),
         Input("map-run", "value"),
-        State("time-slider", "value"),
         prevent_initial_call=True,
     )
-    def draw_bus(click: dict[str, Any] | None, run_id: str | None, value_s: float | None) -> Any:
+    def draw_bus(click: dict[str, Any] | None, run_id: str | None) -> Any:
         # another run: its buses are chosen anew (the chart hidden till then: a plot less to paint per move)
         if ctx.triggered_id == "map-run" or not run_id:
-            return views.empty_figure(), views.HIDDEN, "", None
+            return views.empty_figure(), views.HIDDEN, ""
         bus = clicked_bus(click)
         if bus is None:
             return no_update, no_update, no_update
@@ -365,10 +343,9 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         def build() -> Any:
             run = store.get(run_id)
             assert run.v_min_pu is not None and run.v_max_pu is not None
-            figure = views.bus_figure(bus_voltages(run, bus), run.v_min_pu, run.v_max_pu, _time(run_id, value_s))
-            return figure, {}, "", {"run": run_id, "bus": bus}
+            return views.bus_figure(bus_voltages(run, bus), run.v_min_pu, run.v_max_pu), {}, ""
 
-        return _shown(build, lambda text: (views.empty_figure(), views.HIDDEN, text, None))
+        return _shown(build, lambda text: (views.empty_figure(), views.HIDDEN, text))
 
     @app.callback(
         Output("tour", "hidden"),
@@ -408,18 +385,15 @@ def register(app: dash.Dash, store: RunStore, queue: RunQueue, allow_code: bool)
         Input("tour-step", "data"),
     )
 
-    # a bus's chart follows the slider in the browser: a slider move asks the server nothing more
+    # the time panels' and a bus chart's cursors follow the slider in the browser
     app.clientside_callback(
-        """function(value, chosen) {
-            const gd = document.querySelector('#bus-graph .js-plotly-plot');
-            if (chosen && gd && gd.layout && gd.layout.shapes && gd.layout.shapes.length) {
-                Plotly.relayout(gd, {'shapes[0].x0': value, 'shapes[0].x1': value, 'shapes[0].visible': true});
-            }
+        """function(value) {
+            window.timeCursor('series-graph', value);
+            window.timeCursor('bus-graph', value);
             return window.dash_clientside.no_update;
         }""",
-        Output("bus-cursor-at", "children"),
+        Output("cursor-at", "children"),
         Input("time-slider", "value"),
-        State("bus-chosen", "data"),
         prevent_initial_call=True,
     )
 

@@ -91,7 +91,7 @@ CAPACITY_SCALE = "Viridis"
 """Colour scale of the hosting-capacity map (MW)."""
 
 CURSOR_COLOR = "#e7298a"
-"""Colour of the time cursor on the time series (the slider's time)."""
+"""Colour of the time cursor on the time panels and a bus's chart (the slider's time)."""
 
 EVENT_COLOR = "#7f7f7f"
 TRAINING_COLOR = "rgba(253, 180, 98, 0.25)"
@@ -152,6 +152,47 @@ INDEX = """<!DOCTYPE html>
                     if (!el.getAttribute("aria-label")) el.setAttribute("aria-label", "time of the run (s)");
                 }
             }).observe(document.body, {subtree: true, childList: true, characterData: true});
+            // the slider's time on the time panels and a bus's chart: a line over the plot, not a
+            // plotly shape (a shape moved makes Dash's graph hand plotly the whole figure again: a
+            // quarter of a second on a day's panels for each slider move), placed again after each
+            // drawing, zoom or resize; data-t holds the time it shows, empty while hidden
+            window.timeCursor = (function () {
+                const at = {};
+                function place(gd) {
+                    const box = gd.querySelector(".svg-container");
+                    if (!box) return;
+                    let line = box.querySelector(":scope > .time-cursor");
+                    if (!line) {
+                        line = document.createElement("div");
+                        line.className = "time-cursor";
+                        line.style.cssText = "position: absolute; width: 2px; pointer-events: none; background: CURSOR_COLOR";
+                        box.appendChild(line);
+                    }
+                    const t = at[gd.parentElement.id];
+                    const drawn = gd._fullLayout;
+                    const xa = drawn && drawn.xaxis;
+                    const range = xa && xa.range ? [Math.min(...xa.range), Math.max(...xa.range)] : null;
+                    const shown = typeof t === "number" && range && xa.visible !== false && gd.data && gd.data.length > 0
+                        && t >= range[0] && t <= range[1];
+                    line.style.display = shown ? "" : "none";
+                    line.dataset.t = shown ? String(t) : "";
+                    if (shown) {
+                        line.style.left = (xa._offset + xa.l2p(t) - 1) + "px";
+                        line.style.top = drawn._size.t + "px";
+                        line.style.height = drawn._size.h + "px";
+                    }
+                }
+                return function (graphId, t) {
+                    at[graphId] = t;
+                    const gd = document.querySelector("#" + graphId + " .js-plotly-plot");
+                    if (!gd || !gd.on) return;
+                    if (!gd.timeCursorBound) {
+                        gd.timeCursorBound = true;
+                        for (const drawing of ["plotly_afterplot", "plotly_relayout"]) gd.on(drawing, () => place(gd));
+                    }
+                    place(gd);
+                };
+            })();
             // Dash's graphs ask plotly to fit their box again whenever the box changes size, and a
             // new figure of another height changes it: plotly then draws the figure a second time
             // at the size it has just drawn (a quarter of a second for a run's time panels). A
@@ -174,9 +215,9 @@ INDEX = """<!DOCTYPE html>
             </script>
         </footer>
     </body>
-</html>"""
+</html>""".replace("CURSOR_COLOR", CURSOR_COLOR)
 """The page's HTML around the app: Dash's own, with the page's language, a viewport for phones
-and the names of the components' unnamed inputs."""
+the names of the components' unnamed inputs and the time cursor."""
 
 
 def empty_figure(text: str = "") -> go.Figure:
@@ -537,8 +578,7 @@ def page(scenarios: Sequence[str], controllers: Sequence[str], allow_code: bool,
                 ),
                 dcc.Graph(id="profile-graph", figure=empty_figure()),
                 html.Div(id="bus-message", role="alert", style=MESSAGE),
-                dcc.Store(id="bus-chosen"),  # the run and bus the bus chart shows
-                html.Div(id="bus-cursor-at", hidden=True),  # the clientside cursor's (empty) answer
+                html.Div(id="cursor-at", hidden=True),  # the clientside cursors' (empty) answer
                 html.Div(BUS_HINT, style={"color": "#555"}),
                 dcc.Graph(id="bus-graph", figure=empty_figure(), style=HIDDEN),
                 id="feeder",
@@ -599,11 +639,6 @@ def model_inputs(models: Sequence[tuple[str, int, int]]) -> list[Any]:
 def _time_line(t_s: float, line: dict[str, Any]) -> dict[str, Any]:
     """A vertical line at ``t_s`` (s) down the whole figure, across every panel."""
     return {"type": "line", "xref": "x", "yref": "paper", "x0": t_s, "x1": t_s, "y0": 0, "y1": 1, "line": line}
-
-
-def cursor_shape(t_s: float) -> dict[str, Any]:
-    """The time cursor: a vertical line across every panel at ``t_s`` (s)."""
-    return {**_time_line(t_s, {"color": CURSOR_COLOR, "width": 2}), "name": "cursor"}
 
 
 @lru_cache(maxsize=16)
@@ -703,7 +738,6 @@ def _series_marks(marks: Marks, rows: int) -> tuple[list[dict[str, Any]], list[d
 
 def series_figure(
     runs: Sequence[tuple[str, list[Panel], Marks]],
-    cursor_s: float | None,
     t_range: tuple[float, float] | None = None,
 ) -> dict[str, Any] | go.Figure:
     """The open runs over time: one panel per quantity any run has, all on one time axis (zooming
@@ -713,8 +747,9 @@ def series_figure(
     Built as plotly's figure dictionary, not through ``plotly.graph_objects``: validating each of
     a few hundred properties took most of a second per draw, and the figure is the same.
 
+    The slider's time is drawn over it by the page (:data:`INDEX`'s ``timeCursor``), not in it.
+
     :param runs: ``(run id, panels, marks)`` per open run; the first run's marks are drawn.
-    :param cursor_s: the slider's time (s), drawn as the first shape; ``None`` for none.
     :param t_range: the zoomed range (s) to keep.
     """
     keys: list[str] = []
@@ -804,9 +839,7 @@ def series_figure(
         domain = layout[f"yaxis{row if row > 1 else ''}"]["domain"]
         layout[_legend(row)] = {"x": 1.01, "xanchor": "left", "y": domain[1], "yanchor": "top", "font": {"size": 9}}
     marks, notes = _series_marks(runs[0][2], len(keys))
-    # the cursor is always the first shape, so that moving it patches shapes[0]
-    cursor = cursor_shape(cursor_s) if cursor_s is not None else {**cursor_shape(0.0), "visible": False}
-    layout["shapes"] = [cursor, *levels, *marks]
+    layout["shapes"] = [*levels, *marks]
     if notes:
         layout["annotations"] = notes
     layout.update(
@@ -1186,11 +1219,11 @@ HIDDEN = {"display": "none"}
 """The style of a plot not drawn yet (the bus chart before a bus is clicked)."""
 
 
-def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float, t_s: float | None) -> go.Figure:
-    """One bus's voltage per phase over the run, the limits dashed, the slider's time as the
-    cursor, and in the title how long it spent beyond a limit and its worst voltage."""
-    cursor = cursor_shape(t_s) if t_s is not None else {**cursor_shape(0.0), "visible": False}
-    fig = go.Figure(layout={"shapes": [cursor]})  # the first shape: a slider move patches it
+def bus_figure(series: BusVoltages, v_min_pu: float, v_max_pu: float) -> go.Figure:
+    """One bus's voltage per phase over the run, the limits dashed, and in the title how long it
+    spent beyond a limit and its worst voltage (the slider's time drawn over it by the page, as on
+    the time panels)."""
+    fig = go.Figure()
     for ph, (t, v) in series.phases.items():
         fig.add_trace(
             go.Scatter(

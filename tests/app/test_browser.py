@@ -167,13 +167,25 @@ def _shot(target: Any, name: str) -> None:
         image.save(Path(SHOTS) / f"app-{name}.png", optimize=True)
 
 
-CURSOR_X = "document.querySelector('#series-graph .js-plotly-plot').layout.shapes[0].x0"
+def _cursor(graph: str) -> str:
+    """The time (s) the page's cursor line shows over ``graph`` (NaN while it is hidden)."""
+    return f"parseFloat(document.querySelector('#{graph} .time-cursor')?.dataset.t)"
+
+
+CURSOR_X = _cursor("series-graph")
+SERIES_GD = "document.querySelector('#series-graph .js-plotly-plot')"
+CURSOR_PLACED = f"""() => {{ const gd = {SERIES_GD};
+    const line = gd.querySelector('.time-cursor'), xa = gd._fullLayout.xaxis, size = gd._fullLayout._size;
+    return [parseFloat(line.style.left) - (xa._offset + xa.l2p(Number(line.dataset.t)) - 1),
+            parseFloat(line.style.top) - size.t, parseFloat(line.style.height) - size.h]; }}"""
+"""How far (px) the cursor line is from where the panels' own axis puts its time, top and height."""
 
 
 def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     _select(page, "ieee13_ofo")
     page.wait_for_selector("#map-graph .scatterlayer .point", timeout=60_000)
     page.wait_for_function(f"{CURSOR_X} === 0.1", timeout=60_000)
+    page.evaluate(f"() => {{ window.panelDraws = 0; {SERIES_GD}.on('plotly_afterplot', () => window.panelDraws++); }}")
     title = page.locator("#map-graph .gtitle")
     assert title.text_content() == "ieee13_ofo: voltage at t = 0.1 s"
     before = page.locator("#map-graph .scatterlayer").inner_html()
@@ -185,11 +197,16 @@ def test_open_a_run_and_move_the_slider(page: Any, tmp_path: Path) -> None:
     box.press("Tab")  # the slider takes a typed value when the box loses focus
     page.wait_for_function("document.querySelector('#time-label').innerText === 't = 15.1 s'", timeout=60_000)
     page.wait_for_function(f"{CURSOR_X} === 15.1", timeout=60_000)
+    assert page.evaluate(CURSOR_PLACED) == pytest.approx([0, 0, 0], abs=0.01)
+    assert page.evaluate("window.panelDraws") == 0  # the cursor is the page's line: the panels are not drawn again
     assert title.text_content() == "ieee13_ofo: voltage at t = 15.1 s"
     assert page.locator("#map-graph .scatterlayer").inner_html() != before  # colours changed with the voltages
     assert page.locator("#worst-items li").count() == 8
     assert page.locator("#profile-graph .gtitle").text_content() == "voltage profile at t = 15.1 s"
     _shot(page.locator("section", has=page.locator("#map-graph")), "map")
+    page.set_viewport_size({"width": 900, "height": 1400})  # the panels drawn anew at another width
+    page.wait_for_function(f"{SERIES_GD}._fullLayout.width < 1000", timeout=60_000)
+    assert page.evaluate(CURSOR_PLACED) == pytest.approx([0, 0, 0], abs=0.01)  # placed again on the new axis
 
 
 TIME_LABEL = "document.querySelector('#time-label').innerText"
@@ -289,7 +306,7 @@ def test_a_bus_clicked_on_the_map_shows_its_voltage_over_the_run(page: Any, runs
     assert title.text_content().endswith(f"worst {worst['bus_phase']} {worst['v_pu']:.4f} pu at t = {worst['t_s']:g} s")
     names = page.evaluate("() => document.querySelector('#bus-graph .js-plotly-plot').data.map(t => t.name)")
     assert names == ["phase a", "phase b", "phase c"]
-    bus_cursor = "document.querySelector('#bus-graph .js-plotly-plot').layout.shapes[0].x0"
+    bus_cursor = _cursor("bus-graph")
     page.wait_for_function(f"{bus_cursor} === 0.1", timeout=60_000)
     page.click("#step-next")
     page.wait_for_function(f"{bus_cursor} === 0.2", timeout=60_000)  # the cursor follows the slider
@@ -318,9 +335,11 @@ def test_playback_at_ten_times_real_time(page: Any) -> None:
 def test_a_link_opens_the_run_at_its_time_and_follows_the_view(browser: Any, server: str) -> None:
     with _open(browser, f"{server}/?run=ieee13_ofo&t=12.34") as page:
         _at(page, "12.3")  # the grid step nearest to the link's time
+        page.wait_for_function(f"Math.abs({CURSOR_X} - 12.3) < 1e-9", timeout=60_000)  # and the panels' cursor
         assert _row(page, "ieee13_ofo").locator("input[type=checkbox]").is_checked()
         page.click("#step-next")
         _at(page, "12.4")
+        page.wait_for_function(f"Math.abs({CURSOR_X} - 12.4) < 1e-9", timeout=60_000)
         page.wait_for_function("window.location.search === '?run=ieee13_ofo&t=12.4'", timeout=60_000)
         assert page.locator("#view-link").get_attribute("href") == "?run=ieee13_ofo&t=12.4"
     with _open(browser, f"{server}/?run=no_such_run&t=3") as page:

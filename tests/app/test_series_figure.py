@@ -29,7 +29,7 @@ def _figure(events: int, spans: int = 0) -> dict:
         events=tuple((float(k), f"event {k}") for k in range(events)),
         spans=tuple((float(k), k + 0.5, "training") for k in range(spans)),
     )
-    figure = views.series_figure([("run", PANELS, marks)], cursor_s=10.0)
+    figure = views.series_figure([("run", PANELS, marks)])
     assert isinstance(figure, dict)
     return figure
 
@@ -43,7 +43,6 @@ def test_each_event_is_one_line_down_every_panel_and_named_above() -> None:
     ]
     spans = [s for s in layout["shapes"] if s["type"] == "rect"]
     assert [s["yref"] for s in spans] == ["y domain", "y2 domain", "y3 domain"]  # a span shaded in each panel
-    assert layout["shapes"][0]["name"] == "cursor" and layout["shapes"][0]["x0"] == 10.0
     assert [a["text"] for a in layout["annotations"]] == ["event 0", "event 1", "event 2"]
 
 
@@ -64,5 +63,5 @@ def test_the_margins_are_fixed_and_grow_with_the_longest_labels() -> None:
     longest_name = len("lowest bus-phase")
     assert margin["l"] == 40 + int(np.ceil(4.6 * longest_row))
     assert margin["r"] == 75 + int(np.ceil(5.3 * longest_name))
-    short = views.series_figure([("run", PANELS[:1], Marks())], cursor_s=None)
+    short = views.series_figure([("run", PANELS[:1], Marks())])
     assert isinstance(short, dict) and short["layout"]["margin"]["l"] == 70  # never under the axis title's room
