@@ -216,7 +216,7 @@ INDEX = """<!DOCTYPE html>
         </footer>
     </body>
 </html>""".replace("CURSOR_COLOR", CURSOR_COLOR)
-"""The page's HTML around the app: Dash's own, with the page's language, a viewport for phones
+"""The page's HTML around the app: Dash's own, with the page's language, a viewport for phones,
 the names of the components' unnamed inputs and the time cursor."""
 
 
