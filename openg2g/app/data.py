@@ -256,6 +256,7 @@ class RunStore:
         self._runs: OrderedDict[str, tuple[float, RunData]] = OrderedDict()
         self._positions: dict[Path, dict[str, tuple[float, float]]] = {}
         self._overviews: dict[Path, tuple[RunData, Overview]] = {}
+        self._computing: dict[Path, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunData:
@@ -273,17 +274,22 @@ class RunStore:
                 _, (_, dropped) = self._runs.popitem(last=False)
                 self._positions.pop(dropped.out_dir, None)
                 self._overviews.pop(dropped.out_dir, None)
+                self._computing.pop(dropped.out_dir, None)
             return held[1]
 
     def overview(self, run: RunData) -> Overview:
         """:func:`openg2g.plot.overview_tables.overview` of an open run, asked of the files once per
         :class:`RunData` (which :meth:`get` renews when the run's summary changes), not at each
         slider step."""
-        held = self._overviews.get(run.out_dir)
-        if held is None or held[0] is not run:
-            held = (run, overview(run))
-            self._overviews[run.out_dir] = held
-        return held[1]
+        with self._lock:
+            computing = self._computing.setdefault(run.out_dir, threading.Lock())
+        # one reader per run: the panels and the map ask for it at once when a run is ticked
+        with computing:
+            held = self._overviews.get(run.out_dir)
+            if held is None or held[0] is not run:
+                held = (run, overview(run))
+                self._overviews[run.out_dir] = held
+            return held[1]
 
     def building(self, run_id: str) -> tuple[int, int] | None:
         """``(parts read, parts)`` of the overview being computed for ``run_id``

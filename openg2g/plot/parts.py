@@ -15,6 +15,7 @@ without pandas: only :func:`read_parts` loads it.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,11 +37,17 @@ PartsKey = tuple[tuple[str, int, int], ...]
 
 
 def parts_key(table_dir: Path) -> PartsKey:
-    """The parts of the table in ``table_dir`` (:data:`PartsKey`), by name."""
+    """The parts of the table in ``table_dir`` (:data:`PartsKey`), by name.
+
+    Listed with :func:`os.scandir` and sorted as names: a day's run has 1,440 parts a table, and
+    globbing and sorting them as paths took 15-20 ms a table, each time a reader asks."""
     found = []
-    for path in sorted(table_dir.glob("part-*.parquet")):
-        stat = path.stat()
-        found.append((path.name, stat.st_mtime_ns, stat.st_size))
+    with os.scandir(table_dir) as entries:
+        for entry in entries:
+            if entry.name.startswith("part-") and entry.name.endswith(".parquet"):
+                stat = entry.stat()
+                found.append((entry.name, stat.st_mtime_ns, stat.st_size))
+    found.sort()
     return tuple(found)
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -110,6 +111,31 @@ def test_the_overview_is_computed_again_when_a_part_changes(tmp_path: Path) -> N
     again = overview(RunData(tmp_path)).panels[0].lines[0]
     assert again.t_s[-1] == 400.0 and again.y.max() == 9.0
     assert pd.read_parquet(tmp_path / OVERVIEW_CACHE)["t_s"].max() == 400.0
+
+
+def test_the_panels_and_the_map_asking_at_once_read_the_overview_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "r").mkdir()
+    _run_in_parts(tmp_path / "r", [1001, 2502])
+    computed: list[Path] = []
+
+    def slow_overview(run: RunData) -> Overview:
+        computed.append(run.out_dir)
+        time.sleep(0.2)  # the second caller arrives while the first reads
+        return overview(run)
+
+    monkeypatch.setattr("openg2g.app.data.overview", slow_overview)
+    store = RunStore(tmp_path)
+    run = store.get("r")
+    found: list[Overview] = []
+    callers = [threading.Thread(target=lambda: found.append(store.overview(run))) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert computed == [run.out_dir] and found[0] is found[1]
+    assert store.overview(store.get("r")) is found[0]  # the run unchanged: kept
 
 
 def test_the_page_says_how_far_an_overview_being_built_is(tmp_path: Path) -> None:
