@@ -39,6 +39,7 @@ __all__ = [
     "LogisticCurve",
     "ModelCurves",
     "PchipCurve",
+    "SecantCurve",
     "fit_curve",
     "log2_bounds",
     "project_batch",
@@ -172,6 +173,44 @@ class PchipCurve(Curve):
         return self._evaluate(self._curvature_rows, x)
 
 
+@dataclass(frozen=True)
+class SecantCurve(Curve):
+    """The broken line through measured points, continued beyond the ends by the end segments.
+
+    For a quantity whose means a smooth fit would bend away from where it matters: the fraction of
+    tokens over a deadline is ~0 up to some batch size and then rises steeply, so a PCHIP through it
+    leans on the neighbouring flat points (its end slope can be ~0 where the fraction rises fastest).
+    The slope of a segment is its secant; a point that ends a segment takes the segment above it
+    (the last point, the last segment).
+
+    :param x: the points' abscissae (log2 batch), ascending.
+    :param y: the points' values.
+    """
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+    def _segment(self, x: float) -> int:
+        return min(max(bisect.bisect_right(self.x, x) - 1, 0), len(self.x) - 2)
+
+    def _secant(self, i: int) -> float:
+        return (self.y[i + 1] - self.y[i]) / (self.x[i + 1] - self.x[i])
+
+    def value(self, x: float | np.ndarray) -> np.ndarray | float:
+        if np.ndim(x) == 0:
+            i = self._segment(float(x))
+            return self.y[i] + self._secant(i) * (float(x) - self.x[i])
+        return np.array([self.value(float(v)) for v in np.asarray(x, dtype=float)])
+
+    def slope(self, x: float | np.ndarray) -> np.ndarray | float:
+        if np.ndim(x) == 0:
+            return self._secant(self._segment(float(x)))
+        return np.array([self.slope(float(v)) for v in np.asarray(x, dtype=float)])
+
+    def curvature(self, x: float | np.ndarray) -> np.ndarray | float:
+        return 0.0 if np.ndim(x) == 0 else np.zeros(np.shape(x))
+
+
 def fit_curve(x: Sequence[float], y: Sequence[float], *, max_relative_error: float = MAX_RELATIVE_ERROR) -> Curve:
     """Fit a logistic to ``(x, y)``; fall back to PCHIP when the fit is poor or impossible.
 
@@ -213,6 +252,9 @@ class ModelCurves:
     :param power_w: GPU power per replica.
     :param itl_s: mean inter-token latency.
     :param throughput_tok_s: output throughput per replica.
+    :param miss_fraction: fraction of tokens over the ITL deadline (:class:`SecantCurve` through the
+        site's steady-state fractions, made non-decreasing in batch: a larger batch never shortens
+        the tail, a dip is the measurement's noise); ``None`` when the site cannot tell.
     """
 
     model: str
@@ -220,6 +262,7 @@ class ModelCurves:
     power_w: Curve
     itl_s: Curve
     throughput_tok_s: Curve
+    miss_fraction: Curve | None = None
 
     @classmethod
     def from_model_info(cls, info: ModelInfo) -> ModelCurves:
@@ -236,7 +279,12 @@ class ModelCurves:
             curves = [_curve(*_points(x, y), p) for y, p in zip(ys, params)]
         else:
             curves = [_fit_cached(x, y) for y in ys]
-        return cls(info.model, batch_sizes, *curves)
+        miss = None
+        if len(info.miss_fraction) == len(batch_sizes) and len(batch_sizes) >= 2:
+            xa, ya = _points(x, info.miss_fraction)
+            miss = SecantCurve(tuple(xa.tolist()), tuple(np.maximum.accumulate(ya).tolist()))
+        power, itl, throughput = curves
+        return cls(info.model, batch_sizes, power, itl, throughput, miss)
 
     @property
     def x_min(self) -> float:

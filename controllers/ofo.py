@@ -29,6 +29,48 @@ n_i (``[.]_+ = max(., 0)``)::
     x_i     <- Proj_[log2 b_i^min, log2 b_i^ceil] (x_i + sat_{r dt}(-g_i / max(1/rho_x, h_i)))
     b_i     =  measured batch size nearest 2^x_i (log2 distance), with hysteresis h
 
+Three options change those terms (each off by default; ``ieee13_fixedtap_ofo``, ``ieee34_ref_ofo``
+and ``ieee123_ref_ofo`` turn on the last two):
+
+- ``throughput_objective: log_total`` values the log of the controlled models' total tokens,
+  ``-w_T n_i T_i'(x_i) / sum_j n_j T_j(x_j)``: a model pulls by its share of the tokens, not as
+  one of K equals;
+- ``latency_gradient: miss_fraction`` (with ``latency_signal: miss_fraction``) prices the chance
+  constraint along its own slope, ``mu_i m_i'(x_i) / eps``, ``m_i`` the broken line through the
+  site's steady-state miss fractions per batch size (``ModelCurves.miss_fraction``). The mean ITL
+  is a poor proxy at the top of the grid: Qwen3-30B-A3B's mean ITL rises 13% from batch 256 to
+  512 (the PCHIP's end slope is 0.0002 s per log2 step) while its misses rise from 5.4% to 17%, so
+  with the ITL's slope no latency price, however large, moved it off 512;
+- ``voltage_margin_sigmas: z`` enforces ``v_min + z s_j`` and ``v_max - z s_j``, ``s_j^2`` the
+  running mean (half-life ``voltage_margin_halflife_s``) of the squared change between control
+  steps of the voltage moved by the part of the sites' draw this controller does not set,
+  ``sum_s H_s (u_s(k) - u_s(k-1))`` (``u_s``: the site's power less its controlled models'): the
+  integral action settles *on* a limit, so a draw that moves faster than the control period (a
+  training job's power noise: ~0.003 pu a second at 671 on the fixed-tap hour) puts the feeder
+  beyond it about half the time; the margin vanishes where that draw is steady. Two other
+  estimates were measured and dropped. From the voltage readings: the same on the hour (0.168
+  pu.s at 8.03 M tok/s), but a meter's error of 0.005 pu (``controllers[*].voltage_noise_pu``)
+  widened it to ~0.01 pu and cost 45% of the tokens (this one: 0.107 pu.s at +1.8%). From the
+  sites' whole draw: 0.170 pu.s at 8.03 M tok/s, but the controller's own moves widen it, and
+  under a 2 s command delay ``ieee34_ref_ofo`` left 2.14 pu.s (this one: 1.05).
+
+On the fixed-tap ieee13 hour these took the violation from 0.879 to 0.198 pu.s (2.36% -> 0.53% of
+the no-control 37.22 pu.s) and the throughput from 7.53 to 8.05 M tok/s (-1.5% -> +5.4% against no
+control), with ``w_T = 1.5`` and ``eps = 0.04`` (fleet misses 2.5%, the worst model 3.4%); with the
+same settings ``ieee34_ref_ofo`` 0.0987 -> 0.0501 pu.s at 10.83 -> 12.04 M tok/s and
+``ieee123_ref_ofo`` 20.57 -> 20.45 pu.s at 1.004 -> 1.061 M tok/s. Under a 2 s command delay the
+fixed-tap hour gains too (0.930 -> 0.232 pu.s) but ``ieee34_ref_ofo`` loses (0.737 -> 1.054 pu.s,
+at 10.65 -> 11.47 M tok/s): its over-voltage at the regulator's output in the first 20 minutes
+and the latency budgets pull against each other, and the delay makes that a slow oscillation. Measured one at a time there
+(the margin then from the readings): the miss-fraction slope alone (the earlier ``w_T`` 1 and
+``eps`` 0.025) 0.886 pu.s at 7.80 M tok/s; with the margin too, ``z`` = 1 and 1.5, 0.329 and
+0.119 pu.s at 7.53 and 7.33 M tok/s; then ``eps`` 0.04 and ``w_T`` 1.5 buy the throughput back.
+``log_total`` in place of the per-model logs traded along a worse front (``w_T`` 10, ``z`` 1,
+``eps`` 0.04: 0.500 pu.s at 8.18 M tok/s). The latency price's alternation between two measured
+sizes remains (Llama-3.1-70B: 174 changes, 165 of them reversals, at most 6 a minute): where
+``eps`` lies between two sizes' miss fractions, time-sharing between them is how the constraint
+is met.
+
 Stability of the primal step. The step ``-rho_x g_i`` is a discrete integrator around the balance of
 the prices, with loop gain ``rho_x h_i``; ``h_i`` grows with the prices (``mu_i l_i''``, the voltage
 price times ``P_i''``), and once ``rho_x h_i > 2`` x flips across the balance every step (a
@@ -99,7 +141,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from openg2g.core.commands import Actuator, Command, SetBatchSize
 from openg2g.core.interfaces import ControlContext
@@ -138,13 +180,34 @@ class OFOController(ConfiguredController):
         latency_signal: Literal["mean_itl", "miss_fraction"] = Field(
             "mean_itl", description="Latency constraint: mean ITL <= deadline, or deadline-miss fraction <= target."
         )
+        latency_gradient: Literal["mean_itl", "miss_fraction"] = Field(
+            "mean_itl",
+            description="What the latency price moves along: the mean ITL's slope over the deadline, or (with "
+            "latency_signal miss_fraction) the miss fraction's own slope over its target, from the site's "
+            "steady-state fractions per batch size (the mean ITL's slope only where the site gives none).",
+        )
         miss_fraction_target: float = Field(
             0.01, gt=0, lt=1, description="epsilon: largest fraction of tokens over the deadline (miss_fraction)."
         )
-        throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput (per model).")
+        throughput_weight: float = Field(1.0, ge=0, description="w_T: weight of log throughput.")
+        throughput_objective: Literal["log_per_model", "log_total"] = Field(
+            "log_per_model",
+            description="The throughput valued: the sum of each model's log throughput (proportionally fair: "
+            "a model's relative loss costs the same whatever its size), or the log of the controlled "
+            "models' total tokens per second (a token is a token: the fleet's total output).",
+        )
         switching_weight: float = Field(0.0, ge=0, description="gamma: damping of x changes between steps.")
         v_min_pu: float | None = Field(None, gt=0, description="Lower limit to enforce (pu); None = the scenario's.")
         v_max_pu: float | None = Field(None, gt=0, description="Upper limit to enforce (pu); None = the scenario's.")
+        voltage_margin_sigmas: float = Field(
+            0.0,
+            ge=0,
+            description="z: keep each bus-phase z times the recent step-to-step spread of the voltage the sites' "
+            "own draw moves inside the limits (a chance constraint; 0: the limits themselves).",
+        )
+        voltage_margin_halflife_s: float = Field(
+            60.0, gt=0, description="Half-life of the voltage spread's running estimate (s)."
+        )
         batch_ceiling: Literal["measured_max", "initial"] = Field(
             "measured_max", description="Largest batch OFO may choose: the largest measured, or the initial one."
         )
@@ -179,6 +242,14 @@ class OFOController(ConfiguredController):
             10.0, ge=0, description="kappa_th: weight of the present overload added to the thermal duals (1)."
         )
 
+        @model_validator(mode="after")
+        def _gradient_of_the_signal(self) -> OFOController.Config:
+            if self.latency_gradient == "miss_fraction" and self.latency_signal != "miss_fraction":
+                raise ValueError(
+                    "latency_gradient 'miss_fraction' prices the miss fraction: it needs latency_signal 'miss_fraction'"
+                )
+            return self
+
     config: Config
 
     # -- setup -------------------------------------------------------------------------------
@@ -205,6 +276,9 @@ class OFOController(ConfiguredController):
         self.lam_over = np.zeros(self._zone.size)
         self._under = np.zeros(self._zone.size)
         self._over = np.zeros(self._zone.size)
+        self._p_last: dict[str, np.ndarray] | None = None
+        self._spread2 = np.zeros(self._zone.size)
+        self._spread_keep = 0.5 ** (context.dt_s / cfg.voltage_margin_halflife_s)
         self.mu: dict[tuple[str, str], float] = {key: 0.0 for key in self._keys}
         self._sens = SensitivityCache(self._zone, cfg.sensitivity_every_steps)
         rows = thermal_rows(context, cfg.thermal_branches, controller=self.name) if cfg.thermal else np.zeros(0, int)
@@ -214,6 +288,7 @@ class OFOController(ConfiguredController):
         self._loading_sens = LoadingSensitivityCache(rows, cfg.sensitivity_every_steps)
         self._steps = 0
         self._eta: tuple[np.ndarray, bool] | None = None
+        self._total: float | None = None
         self._zeta: tuple[np.ndarray, bool] | None = None
         self._responses: dict[tuple[int, str], tuple[tuple[int, int], Observation, np.ndarray]] = {}
 
@@ -223,8 +298,9 @@ class OFOController(ConfiguredController):
         """Projected dual ascent on the voltage and latency constraints (first three equations)."""
         cfg = self.config
         v = np.asarray(observation.grid.v_pu, dtype=float)[self._zone]
-        v_min = observation.v_min_pu if cfg.v_min_pu is None else cfg.v_min_pu
-        v_max = observation.v_max_pu if cfg.v_max_pu is None else cfg.v_max_pu
+        margin = self.voltage_margin(observation)
+        v_min = (observation.v_min_pu if cfg.v_min_pu is None else cfg.v_min_pu) + margin
+        v_max = (observation.v_max_pu if cfg.v_max_pu is None else cfg.v_max_pu) - margin
         self._under = np.maximum(v_min - v, 0.0)
         self._over = np.maximum(v - v_max, 0.0)
         d_under = cfg.voltage_dual_step * (v_min - v)
@@ -240,6 +316,7 @@ class OFOController(ConfiguredController):
         self.lam_under = np.maximum(self.lam_under + d_under, 0.0)
         self.lam_over = np.maximum(self.lam_over + d_over, 0.0)
         self._eta = None  # the voltage price of these duals, computed once for all models (gradient)
+        self._total = None
         if self._thermal_rows.size:
             self._update_thermal_duals(observation, at_floor and cfg.dual_anti_windup)
         for site, model in self._keys:
@@ -255,6 +332,44 @@ class OFOController(ConfiguredController):
             excess = min(max(excess, -1.0), 1.0)
             self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * excess, 0.0)
 
+    def voltage_margin(self, observation: Observation) -> np.ndarray:
+        """``z s_j``: each zone bus-phase's margin (pu), where ``s_j^2`` is the running mean of the
+        squared change, between control steps, of the voltage that the part of the sites' draw this
+        controller does not set moves: ``sum_s H_s (u_s(k) - u_s(k-1))``, ``u_s`` a site's
+        per-phase power less its controlled models' (:meth:`_site_power`).
+
+        Why: a loop with integral action settles *on* a limit, so a draw that moves faster than the
+        control period (a training job's power noise) puts about half the voltages beyond it; the
+        margin is a chance constraint sized by that motion. It is taken from the sites' power, not
+        from the voltage readings, so that a meter's error (which integral action averages out)
+        does not widen it, and without the controlled models' power, so that the controller's own
+        moves (which land late under a delay) do not."""
+        zeros = np.zeros(self._zone.size)
+        if self.config.voltage_margin_sigmas == 0.0:
+            return zeros
+        power = {site: self._site_power(observation, site) for site in self._sites}
+        if self._p_last is not None:
+            step = zeros
+            for site, p in power.items():
+                change = p - self._p_last[site]
+                if np.all(np.isfinite(change)) and np.any(change != 0.0):
+                    step = step + self._sens.get(observation, site, self._steps) @ change
+            self._spread2 = self._spread_keep * self._spread2 + (1.0 - self._spread_keep) * step * step
+        self._p_last = power
+        return self.config.voltage_margin_sigmas * np.sqrt(self._spread2)
+
+    def _site_power(self, observation: Observation, site: str) -> np.ndarray:
+        """The part of a site's per-phase active power (W) that this controller does not set: the
+        facility's measured draw less its controlled models' (their GPU power times the PUE, shared
+        over the phases as the whole draw is); 0 where the site reports none."""
+        state = observation.datacenters.get(site)
+        if state is None:
+            return np.zeros(3)
+        p = np.asarray(state.p_w, dtype=float)
+        own = sum(state.models[m].power_w for s, m in self._keys if s == site and m in state.models)
+        total = float(p.sum())
+        return p - p * (self.context.sites[site].pue * own / total) if total > 0 else p
+
     def _update_thermal_duals(self, observation: Observation, hold: bool) -> None:
         """Projected dual ascent on the thermal constraints (``nu``); ``hold``: clip the increments
         at 0 (every batch at its lower bound). A step without branch results leaves them as they are."""
@@ -268,10 +383,24 @@ class OFOController(ConfiguredController):
         self._overload = np.maximum(excess, 0.0)
         self._zeta = None  # the thermal price of these duals, computed once for all models (gradient)
 
+    def _replicas(self, observation: Observation, site: str, model: str) -> float:
+        """``n_i``: the model's active replicas at its site."""
+        info = self.context.sites[site].models[model]
+        return active_replicas(observation.datacenters.get(site), model, info.replicas)
+
+    def _total_throughput(self, observation: Observation) -> float:
+        """``sum_j n_j T_j(x_j)``: the controlled models' tokens per second by the curves at the present
+        ``x`` (computed once a step)."""
+        if self._total is None:
+            self._total = sum(
+                self._replicas(observation, *key) * float(self.curves[key].throughput_tok_s.value(self.x[key]))
+                for key in self._keys
+            )
+        return self._total
+
     def _power_slope_w(self, observation: Observation, site: str, model: str) -> float:
         """``pue_s n_i P_i'(x_i)``: the site's power per unit log2 batch of the model (W)."""
-        info = self.context.sites[site].models[model]
-        n = active_replicas(observation.datacenters.get(site), model, info.replicas)
+        n = self._replicas(observation, site, model)
         return self.context.sites[site].pue * n * float(self.curves[(site, model)].power_w.slope(self.x[(site, model)]))
 
     def voltage_slope(self, observation: Observation, site: str, model: str) -> np.ndarray:
@@ -312,12 +441,16 @@ class OFOController(ConfiguredController):
         info = self.context.sites[site].models[model]
         c = self.curves[key]
         x = self.x[key]
-        t_now = float(c.throughput_tok_s.value(x))
         g = h = 0.0
-        if t_now > 0:
-            t_rel = float(c.throughput_tok_s.slope(x)) / t_now
+        if cfg.throughput_objective == "log_per_model":
+            scale = float(c.throughput_tok_s.value(x))
+        else:
+            n = self._replicas(observation, site, model)
+            scale = self._total_throughput(observation) / n if n > 0 else 0.0
+        if scale > 0 and math.isfinite(scale):
+            t_rel = float(c.throughput_tok_s.slope(x)) / scale
             g -= cfg.throughput_weight * t_rel
-            h -= cfg.throughput_weight * (float(c.throughput_tok_s.curvature(x)) / t_now - t_rel * t_rel)
+            h -= cfg.throughput_weight * (float(c.throughput_tok_s.curvature(x)) / scale - t_rel * t_rel)
         if self._eta is None:
             eta = self.lam_over - self.lam_under + cfg.voltage_proportional_gain * (self._over - self._under)
             self._eta = (eta, bool(np.any(eta != 0.0)))
@@ -342,8 +475,13 @@ class OFOController(ConfiguredController):
                 self._power_bend(x, key) * float(zeta @ dl) + cfg.thermal_proportional_gain * float(over @ over)
             )
         if info.itl_deadline_s is not None:
-            g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s
-            h += self.mu[key] * float(c.itl_s.curvature(x)) / info.itl_deadline_s
+            miss = c.miss_fraction if cfg.latency_gradient == "miss_fraction" else None
+            if miss is not None:
+                g += self.mu[key] * float(miss.slope(x)) / cfg.miss_fraction_target
+                h += self.mu[key] * float(miss.curvature(x)) / cfg.miss_fraction_target
+            else:
+                g += self.mu[key] * float(c.itl_s.slope(x)) / info.itl_deadline_s
+                h += self.mu[key] * float(c.itl_s.curvature(x)) / info.itl_deadline_s
         g += cfg.switching_weight * (x - self._x_prev[key])
         h += cfg.switching_weight
         return g, h

@@ -3,13 +3,14 @@ headline IEEE 13 case: taps fixed at 14/6/15 for the hour (``ieee13_fixedtap_*``
 
 The study's published figures (its quickstart, ``run_ofo.py --system ieee13``): no control
 31.28 pu.s of violation over 993.8 s, lowest voltage 0.9353 pu; OFO 0.0989 pu.s at 0.6 %
-throughput loss and 1.11 % ITL misses. docs/reference-study.md explains the remaining differences.
+throughput loss and 1.11 % ITL misses (0.354 pu.s at +1.9 % when its code runs here). docs/reference-study.md explains the remaining differences.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from openg2g.scenario.run import run_scenario
@@ -25,8 +26,12 @@ FAST = ["outputs.plots=false", "outputs.voltages=envelope"]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
-    out = tmp_path_factory.mktemp("parity")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("parity")
+
+
+@pytest.fixture(scope="module")
+def runs(out: Path) -> dict[str, dict[str, float]]:
     cases = {
         "none_opendss": ("ieee13_fixedtap_none", OPENDSS_CONVENTION),
         "none": ("ieee13_fixedtap_none", []),
@@ -48,11 +53,20 @@ def test_constant_power_sits_deeper_than_model_one(runs: dict[str, dict[str, flo
     assert runs["none"]["v_min_pu"] < runs["none_opendss"]["v_min_pu"]
 
 
-def test_ofo_removes_the_violation_at_little_cost(runs: dict[str, dict[str, float]]) -> None:
+def test_ofo_leaves_less_than_the_studys_residual_at_more_throughput(
+    runs: dict[str, dict[str, float]], out: Path
+) -> None:
+    """The study's OFO, its code run here, leaves 1.13% of its own no-control violation (0.354 of
+    31.30 pu.s) at +1.9% throughput; ours must do as well against ours, each model's ITL misses
+    within 5% of its tokens."""
     base, ofo = runs["none"], runs["ofo"]
-    assert ofo["violation_integral_pu_s"] <= 0.05 * base["violation_integral_pu_s"]
-    assert ofo["mean_throughput_tok_s"] >= 0.98 * base["mean_throughput_tok_s"]
-    assert ofo["itl_deadline_miss_fraction"] <= 0.02
+    assert ofo["violation_integral_pu_s"] <= 0.0113 * base["violation_integral_pu_s"]
+    assert ofo["mean_throughput_tok_s"] >= 1.019 * base["mean_throughput_tok_s"]
+    models = pd.read_parquet(out / "ofo" / "models", columns=["model", "throughput_tok_s", "deadline_miss_fraction"])
+    missed = (
+        (models["throughput_tok_s"] * models["deadline_miss_fraction"]).groupby(models["model"], observed=True).sum()
+    )
+    assert (missed / models.groupby("model", observed=True)["throughput_tok_s"].sum()).max() <= 0.05
 
 
 STUDY_FILES = Path(__file__).resolve().parents[1] / "scenarios" / "study"

@@ -25,6 +25,14 @@ class ControllerSpec(ConfigModel):
     name: Name | None = Field(None, description="Label in outputs; defaults to kind.")
     period_s: Seconds | None = Field(None, description="Own period (s); default periods.control_s.")
     delay_s: Seconds = Field(Fraction(0), description="Communication delay before its commands take effect (s).")
+    voltage_noise_pu: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Standard deviation of the error on each bus-phase voltage it reads (pu; a new Gaussian "
+        "draw each step, from the run's seed; the recorded voltages stay exact); 0: exact readings.",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="Validated by the controller's own Config.")
 
     @field_validator("delay_s")

@@ -89,6 +89,7 @@ from openg2g.engine.disturbances import DisturbancePlan
 from openg2g.engine.load_loss import LoadLoss
 from openg2g.engine.periods import Periods
 from openg2g.engine.recording import Recorder
+from openg2g.engine.sensors import noisy_voltages, sensor_rng
 from openg2g.engine.timeline import Timeline
 
 __all__ = ["Priority", "ScenarioParts", "Scheduled", "Simulation"]
@@ -130,11 +131,14 @@ class Scheduled:
     :param period_s: how often it observes and commands (s); ``None``: the simulation's
         ``periods.control_s``.
     :param delay_s: from a command's issue to its effect (s).
+    :param voltage_noise_pu: standard deviation of the error on each bus-phase voltage it reads
+        (pu; :mod:`openg2g.engine.sensors`); 0: the grid's solution itself.
     """
 
     controller: Controller
     period_s: Fraction | float | None = None
     delay_s: Fraction | float = 0
+    voltage_noise_pu: float = 0.0
 
 
 Components = tuple[Sequence[DatacenterBackend], GridBackend, Sequence[Controller]]
@@ -157,11 +161,21 @@ class _Scheduled:
     period_ticks: int
     delay_ticks: int
     index: int
+    voltage_noise_pu: float = 0.0
+    sensor: np.random.Generator | None = None
 
 
 def _exact(t_s: Fraction | float) -> Fraction:
     """A time as an exact rational: a float as it is written (0.1 is 1/10)."""
     return t_s if isinstance(t_s, Fraction) else Fraction(str(t_s))
+
+
+def _noise(sigma_pu: float) -> float:
+    """A controller's sensor error as :class:`Scheduled` gives it, checked: finite and >= 0 (pu)."""
+    sigma = float(sigma_pu)
+    if not (math.isfinite(sigma) and sigma >= 0.0):
+        raise SimulationError(f"Scheduled.voltage_noise_pu must be a finite number >= 0 (pu), got {sigma_pu!r}")
+    return sigma
 
 
 _BLOCK_CELLS = 1_000_000
@@ -292,7 +306,7 @@ class Simulation:
         self._control_ticks = self.clock.ticks(periods.control_s)
         self._flush_ticks = max(self._grid_ticks, self._grid_ticks * round(flush_every_s / float(periods.grid_s)))
         self._controllers = [
-            _Scheduled(slot.controller, self.clock.ticks(p), self.clock.ticks(d), i)
+            _Scheduled(slot.controller, self.clock.ticks(p), self.clock.ticks(d), i, _noise(slot.voltage_noise_pu))
             for i, (slot, p, d) in enumerate(zip(slots, controller_periods, controller_delays))
         ]
         # (ticks, order, command, the disturbance it carries out or None for a scheduled event)
@@ -390,6 +404,7 @@ class Simulation:
         self.grid.reset(self.seed)
         for sched in self._controllers:
             sched.controller.reset(self.context(self.clock.seconds(sched.period_ticks)), self.seed)
+            sched.sensor = sensor_rng(self.seed, sched.index) if sched.voltage_noise_pu > 0 else None
         self._owners = ActuatorOwners()
         conflicts = claim_declared(self._owners, [s.controller for s in self._controllers])
         if conflicts:
@@ -660,6 +675,8 @@ class Simulation:
         while True:
             yield _Wake(self.env, sched.period_ticks, Priority.CONTROL + sched.index)
             observation = self.observation()
+            if sched.sensor is not None:
+                observation = noisy_voltages(observation, sched.sensor, sched.voltage_noise_pu)
             try:
                 commands = sched.controller.step(observation)
             except Exception as exc:  # controller code (a user's too) may fail in any way

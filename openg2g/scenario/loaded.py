@@ -76,7 +76,8 @@ class LoadedScenario:
                 f"the scenario lists {len(sc.controllers)} controllers but {len(controllers)} were given"
             )
         scheduled: list[Controller | Scheduled] = [
-            Scheduled(c, spec.period_s, spec.delay_s) for c, spec in zip(controllers, sc.controllers)
+            Scheduled(c, spec.period_s, spec.delay_s, spec.voltage_noise_pu)
+            for c, spec in zip(controllers, sc.controllers)
         ]
         scheduled += controllers[len(sc.controllers) :]
         disturbances = (

@@ -13,6 +13,7 @@ from openg2g.controllers.curves import (
     LogisticCurve,
     ModelCurves,
     PchipCurve,
+    SecantCurve,
     fit_curve,
     project_batch,
     step_batch,
@@ -167,3 +168,16 @@ def test_one_point_evaluates_to_the_array_evaluation_bit_for_bit(curve: Curve) -
         as_array = np.asarray(getattr(curve, method)(x))
         one_by_one = np.array([getattr(curve, method)(float(xi)) for xi in x])
         assert as_array.tobytes() == one_by_one.tobytes(), method
+
+
+def test_the_secant_curve_is_the_broken_line_through_its_points():
+    """Between points the line's value and its segment's slope; beyond the ends the end segments
+    continued; a point ends one segment and takes the next one's slope; no curvature."""
+    curve = SecantCurve((3.0, 4.0, 6.0), (0.0, 0.01, 0.11))
+    assert curve.value(3.5) == pytest.approx(0.005)
+    assert curve.value(5.0) == pytest.approx(0.06)
+    assert curve.value(7.0) == pytest.approx(0.16) and curve.value(2.0) == pytest.approx(-0.01)
+    assert curve.slope(4.0) == pytest.approx(0.05) and curve.slope(6.0) == pytest.approx(0.05)
+    assert curve.slope(3.0) == pytest.approx(0.01)
+    np.testing.assert_allclose(curve.slope(np.array([3.5, 5.0])), [0.01, 0.05])
+    assert curve.curvature(5.0) == 0.0

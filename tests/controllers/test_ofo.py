@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -170,3 +171,77 @@ def test_bad_params():
     for bad in (0.0, -1.0):
         with pytest.raises(ValidationError, match="max_batch_rate_log2_per_s"):
             OFOController.Config(max_batch_rate_log2_per_s=bad)
+
+
+def _with_misses(info, fractions):
+    return dataclasses.replace(info, miss_fraction=tuple(fractions))
+
+
+def test_the_miss_fraction_priced_along_its_own_slope():
+    """With ``latency_gradient: miss_fraction`` the latency price is ``mu m'(x) / eps``, ``m'`` the
+    secant of the measured fractions (made non-decreasing) around x; by default the mean ITL's."""
+    info = _with_misses(toy_model(itl_deadline_s=0.1), [0.0, 0.002, 0.001, 0.004, 0.01, 0.06, 0.18])
+    ctx = make_context([info])
+    obs = make_observation(ctx, 1.0)
+    x = math.log2(128)
+    for gradient in ("mean_itl", "miss_fraction"):
+        ctrl = _ofo(ctx, throughput_weight=0.0, latency_signal="miss_fraction", latency_gradient=gradient)
+        ctrl.mu[("dc1", "m1")] = 3.0
+        c = ctrl.curves[("dc1", "m1")]
+        # 128 -> 256: (0.06 - 0.01) per log2 step over eps = 0.01; else the ITL's slope over 0.1 s
+        expected = 3.0 * 0.05 / 0.01 if gradient == "miss_fraction" else 3.0 * c.itl_s.slope(x) / 0.1
+        assert ctrl.gradient(obs, "dc1", "m1") == pytest.approx(expected, rel=1e-12)
+    # the dip at 32 is the measurement's noise: 16 -> 32 is flat, not falling
+    assert c.miss_fraction is not None and c.miss_fraction.slope(math.log2(16)) == 0.0
+    assert c.miss_fraction.slope(math.log2(512)) == pytest.approx(0.12)  # the last point: the last segment
+    with pytest.raises(ValidationError, match="latency_signal"):
+        OFOController.Config(latency_gradient="miss_fraction")
+
+
+def _with_site_step(observation, dp_w: float):
+    """``observation`` with site dc1 drawing ``dp_w`` more on each phase (a training job's step)."""
+    state = observation.datacenters["dc1"]
+    stepped = dataclasses.replace(state, p_w=state.p_w + dp_w)
+    return dataclasses.replace(observation, datacenters={"dc1": stepped})
+
+
+def test_the_voltage_margin_is_z_times_the_running_spread_of_the_uncontrolled_draws_voltage_steps():
+    """The site's draw beyond its controlled models rises by dp (W per phase) between two steps,
+    which moves every bus-phase by H dp = -K 3 dp (pu); s^2 = (1 - k) (K 3 dp)^2 with
+    k = 0.5^(dt / half-life), and the limit enforced is 0.95 + z s, so 0.951 pu is priced as an
+    under-voltage. The controller's own models changing their draw (a batch change), or readings
+    that move while the draw does not (a meter's error), leave it at 0."""
+    ctx = make_context([toy_model()])
+    params = {"voltage_margin_sigmas": 2.0, "voltage_margin_halflife_s": 10.0, "voltage_dual_step": 1.0}
+    ctrl = _ofo(ctx, **params)
+    ctrl.update_duals(make_observation(ctx, 1.0))
+    np.testing.assert_array_equal(ctrl.lam_under, 0.0)
+    dp = 200_000.0
+    margin = 2.0 * math.sqrt((1.0 - 0.5 ** (1.0 / 10.0)) * (K_PU_PER_W * 3 * dp) ** 2)
+    low = [0.951, 1.0, 1.0, 1.0, 1.0, 1.0]
+    ctrl.update_duals(_with_site_step(make_observation(ctx, low), dp))
+    assert margin > 0.002
+    assert ctrl.lam_under[0] == pytest.approx(0.95 + margin - 0.951, rel=1e-9)
+    np.testing.assert_array_equal(ctrl.lam_under[1:], 0.0)
+    still = _ofo(ctx, **params)
+    for v, batch in ((1.0, 128), (low, 64), ([0.97, 1.01, 0.99, 1.0, 1.0, 1.0], 8), (low, 512)):
+        still.update_duals(make_observation(ctx, v, batches={"m1": batch}))
+    np.testing.assert_array_equal(still.lam_under, 0.0)
+
+
+def test_log_total_throughput_weighs_a_model_by_its_share_of_the_tokens():
+    """``log_total``: ``-w n_i T_i'(x_i) / sum_j n_j T_j(x_j)``; a model with 3 times the replicas
+    pulls 3 times as hard, where ``log_per_model`` gives both ``-w T'/T``."""
+    big, small = toy_model("big", replicas=300), toy_model("small", replicas=100)
+    ctx = make_context([big, small])
+    obs = make_observation(ctx, 1.0)
+    ctrl = _ofo(ctx, throughput_weight=2.0, throughput_objective="log_total", latency_dual_step=0.0)
+    c = ctrl.curves[("dc1", "big")]
+    x = math.log2(128)
+    total = 400 * c.throughput_tok_s.value(x)
+    assert ctrl.gradient(obs, "dc1", "big") == pytest.approx(-2.0 * 300 * c.throughput_tok_s.slope(x) / total)
+    assert ctrl.gradient(obs, "dc1", "small") == pytest.approx(-2.0 * 100 * c.throughput_tok_s.slope(x) / total)
+    fair = _ofo(ctx, throughput_weight=2.0, latency_dual_step=0.0)
+    per_model = -2.0 * c.throughput_tok_s.slope(x) / c.throughput_tok_s.value(x)
+    assert fair.gradient(obs, "dc1", "big") == pytest.approx(per_model)
+    assert fair.gradient(obs, "dc1", "small") == pytest.approx(per_model)

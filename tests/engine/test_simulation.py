@@ -267,3 +267,33 @@ def test_a_second_controller_writing_a_setting_stops_the_run(log):
     ):
         sim.run()
     assert [e[2].taps for e in log if e[0] == "apply"] == [(1, 1, 1)]  # the second never took effect
+
+
+def _observed_voltages(log, duration_s: int, **spec) -> tuple[np.ndarray, np.ndarray]:
+    """What two controllers read each step (the first with ``spec``, the second exactly) over a
+    toy run: arrays of shape (steps, bus-phases)."""
+    noisy, exact = ScriptedController(log, name="noisy"), ScriptedController(log, name="exact")
+    loaded = make_loaded(duration_s=duration_s, controllers=[{"kind": "noisy", **spec}, {"kind": "exact"}])
+    Simulation.from_scenario(
+        loaded, None, components=([KilowattSite("dc", log)], TwoBusGrid(log), [noisy, exact])
+    ).run()
+    read = np.array([o.grid.v_pu for o in noisy.observations])
+    true = np.array([o.grid.v_pu for o in exact.observations])
+    return read, true
+
+
+def test_a_controllers_voltage_noise_is_its_own_seeded_gaussian_error(log):
+    """``voltage_noise_pu: 0.01``: the first controller reads the solution plus an error of mean 0
+    and standard deviation 0.01 pu (3,000 draws: within 5 standard errors), the same draws on a
+    rerun; the second, listed without it, reads the solution itself."""
+    read, true = _observed_voltages(log, 1000, voltage_noise_pu=0.01)
+    error = (read - true).ravel()
+    assert error.size == 3000 and np.all(error != 0.0)
+    assert abs(error.mean()) < 5 * 0.01 / np.sqrt(error.size)
+    assert error.std() == pytest.approx(0.01, rel=5 * np.sqrt(0.5 / error.size))
+    again, _ = _observed_voltages([], 1000, voltage_noise_pu=0.01)
+    np.testing.assert_array_equal(again, read)
+    exact, true_again = _observed_voltages([], 20)
+    np.testing.assert_array_equal(exact, true_again)
+    with pytest.raises(ValueError, match="voltage_noise_pu"):
+        make_loaded(controllers=[{"kind": "noisy", "voltage_noise_pu": -0.01}])
