@@ -20,8 +20,9 @@ to the scenario file's own data:
 Prints one Markdown table: per controller and variant the violation integral (pu.s), the
 throughput against the same variant without control, the worst model's ITL misses (% of its
 tokens) and the most batch changes of one model in any 60 s. Runs go two at a time
-(``--workers``); ``--duration-s`` shortens them (the fault is then at the middle of the run).
-Asserts nothing: ``python bench/robustness.py [--workers 2] [--json rows.json]``.
+(``--workers``); ``--duration-s`` shortens them (the fault is then at the middle of the run);
+``--only`` picks controllers. Asserts nothing: ``python bench/robustness.py [--workers 2]
+[--only pid ofo] [--json rows.json]``.
 """
 
 from __future__ import annotations
@@ -158,20 +159,21 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=3600.0, help="run length (s)")
     parser.add_argument("--workers", type=int, default=2, help="runs at once")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--only", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS), help="controllers to run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        jobs = [(c, v) for c in ("none", *CONTROLLERS) for v in VARIANTS]
+        jobs = [(c, v) for c in ("none", *args.only) for v in VARIANTS]
         paths = {job: variant_file(*job, args.duration_s, folder) for job in jobs}
         with ThreadPoolExecutor(args.workers) as pool:
             after = fault_start(args.duration_s) + SETTLED_S
             futures = {job: pool.submit(run, paths[job], folder / "runs" / paths[job].stem, after) for job in jobs}
             results = {job: future.result() for job, future in futures.items()}
-    rows = [_row(c, v, results[(c, v)], results[("none", v)]) for c in CONTROLLERS for v in VARIANTS]
+    rows = [_row(c, v, results[(c, v)], results[("none", v)]) for c in args.only for v in VARIANTS]
     print(f"| controller | {' | '.join(VARIANTS)} |")
     print(f"|---|{'---|' * len(VARIANTS)}")
     print(f"| none | {' | '.join(_violation(results[('none', v)], v) for v in VARIANTS)} |")
-    for controller in CONTROLLERS:
+    for controller in args.only:
         cells = [_cell(results[(controller, v)], row, v) for v, row in zip(VARIANTS, rows_of(rows, controller))]
         print(f"| {controller} | {' | '.join(cells)} |")
     if args.json is not None:

@@ -95,8 +95,11 @@ midpoint by ``h / 2`` (9% in batch) each way.
 
 With ``dual_anti_windup`` (default) the voltage duals integrate conditionally: while every ``x_i``
 sits at its lower bound the undervoltage increments are clipped at 0 (and the overvoltage ones
-while every ``x_i`` sits at its ceiling), so a violation batch control cannot remove does not wind
-the price up for the time after it. ``u_j = [v_min - v_j]_+`` and ``o_j = [v_j - v_max]_+`` are
+while every ``x_i`` sits at its ceiling), and both while the grid carries none of the sites' load
+(every site out, or every ride-through block on its UPS), so a violation batch control cannot
+remove does not wind the price up for the time after it. (Without the last: a fault at 675 with
+the campus's four halls on UPS from 1500 s, taps fixed, left an over-voltage price that drove every
+model to batch 512 when the halls returned, at 10-17% misses; ``bench/robustness.py``.) ``u_j = [v_min - v_j]_+`` and ``o_j = [v_j - v_max]_+`` are
 the present violations: ``kappa > 0`` adds the gradient of a quadratic penalty (an
 augmented-Lagrangian term) that acts at once while the duals integrate; it speeds up and damps the
 pure primal-dual loop (a double integrator through the grid). ``H_s`` is
@@ -151,7 +154,7 @@ from ._base import ConfiguredController
 from ._budget import ChangeBudget
 from ._sites import active_replicas, model_actuators, phase_share, site_models
 from ._thermal import LoadingSensitivityCache, ThermalParams, branch_loading, thermal_rows
-from ._voltage import SensitivityCache
+from ._voltage import SensitivityCache, grid_share
 from .curves import ModelCurves, project_batch
 
 __all__ = ["OFOController"]
@@ -305,13 +308,15 @@ class OFOController(ConfiguredController):
         self._over = np.maximum(v - v_max, 0.0)
         d_under = cfg.voltage_dual_step * (v_min - v)
         d_over = cfg.voltage_dual_step * (v - v_max)
-        at_floor = all(self.x[k] <= self.curves[k].x_min + 1e-9 for k in self._keys)
+        detached = self._detached(observation)
+        at_floor = detached or all(self.x[k] <= self.curves[k].x_min + 1e-9 for k in self._keys)
         if cfg.dual_anti_windup:
             # conditional integration: a price stops rising once every batch is already at the bound
-            # it pushes toward (the violation is then beyond what batch control can fix)
+            # it pushes toward, or the grid carries none of the sites' load (the violation is then
+            # beyond what batch control can fix)
             if at_floor:
                 d_under = np.minimum(d_under, 0.0)
-            if all(self.x[k] >= self._x_hi[k] - 1e-9 for k in self._keys):
+            if detached or all(self.x[k] >= self._x_hi[k] - 1e-9 for k in self._keys):
                 d_over = np.minimum(d_over, 0.0)
         self.lam_under = np.maximum(self.lam_under + d_under, 0.0)
         self.lam_over = np.maximum(self.lam_over + d_over, 0.0)
@@ -331,6 +336,15 @@ class OFOController(ConfiguredController):
                 excess = state.deadline_miss_fraction / cfg.miss_fraction_target - 1.0
             excess = min(max(excess, -1.0), 1.0)
             self.mu[(site, model)] = max(self.mu[(site, model)] + cfg.latency_dual_step * excess, 0.0)
+
+    def _detached(self, observation: Observation) -> bool:
+        """Whether the grid carries none of the controlled sites' load now (each out, cut off, or
+        with every ride-through block on its UPS): batch sizes then move no grid power."""
+        for site in self._sites:
+            state = observation.datacenters.get(site)
+            if state is not None and state.online and state.supplied and grid_share(observation, site) > 0.0:
+                return False
+        return True
 
     def voltage_margin(self, observation: Observation) -> np.ndarray:
         """``z s_j``: each zone bus-phase's margin (pu), where ``s_j^2`` is the running mean of the

@@ -31,7 +31,11 @@ measurement's unit) stops the integral once the error is within it; with ``2 del
 the measurement's change for one size step, a size exists whose error is inside the band and the
 loop rests there. At bus 671 one size step of all five models (1/6 of the level) moves 652.a by
 ``|g| / 6 ~ 0.0038`` pu, so the default for ``worst_undervoltage`` is ``delta = 0.002`` pu; power
-measurements default to no deadband.
+measurements default to no deadband. A meter's error larger than the deadband brings the
+alternation back (0.005 pu on the fixed-tap hour: all five models 14 times in one minute,
+``bench/robustness.py``), so a batch-size output also has the change budget of OFO and the
+rule-based controller (``max_changes_per_min``, :mod:`controllers._budget`): a model that changed
+``K`` times in the last 60 s keeps its size while the level goes on.
 
 Measured variable ``y``:
 
@@ -75,6 +79,7 @@ from openg2g.core.limits import CAP_MAX_W, CAP_MIN_W
 from openg2g.core.state import Observation
 
 from ._base import ConfiguredController, ControllerConfig
+from ._budget import ChangeBudget
 from ._sites import model_actuators, site_models
 from .curves import log2_bounds, project_batch
 
@@ -191,6 +196,12 @@ class PIDController(ConfiguredController):
             description=f"Upper output limit: W per GPU for power_cap (default {CAP_MAX_W:g}), level for batch_size (1).",
         )
         power_cap_resolution_w: float = Field(5.0, ge=0, description="Smallest cap change worth a command (W).")
+        max_changes_per_min: int | None = Field(
+            10,
+            gt=0,
+            description="batch_size: a model whose batch changed K times in the last 60 s keeps it until the "
+            "oldest change is 60 s old; None: no budget.",
+        )
 
         @model_validator(mode="after")
         def _limits(self) -> PIDController.Config:
@@ -239,6 +250,7 @@ class PIDController(ConfiguredController):
         )
         self.pid.reset()
         self._sent_cap: float | None = None
+        self._budget = ChangeBudget(cfg.max_changes_per_min)
         self._sent_batch: dict[tuple[str, str], int] = {
             (s, m): context.sites[s].models[m].initial_batch_size for s, m in site_models(context, self._sites)
         }
@@ -270,9 +282,9 @@ class PIDController(ConfiguredController):
     def step(self, observation: Observation) -> list[Command]:
         y = self.measure(observation)
         u = self.pid.update(self.config.setpoint, y, self.context.dt_s)
-        return self._actuate(u)
+        return self._actuate(u, observation.t_s)
 
-    def _actuate(self, u: float) -> list[Command]:
+    def _actuate(self, u: float, t_s: float) -> list[Command]:
         cfg = self.config
         out: list[Command] = []
         if cfg.actuator == "power_cap":
@@ -284,7 +296,9 @@ class PIDController(ConfiguredController):
             for model, info in self.context.sites[s].models.items():
                 lo, hi = log2_bounds(info.batch_sizes)
                 b = project_batch(lo + u * (hi - lo), info.batch_sizes)
-                if b != self._sent_batch[(s, model)]:
-                    self._sent_batch[(s, model)] = b
+                key = (s, model)
+                if b != self._sent_batch[key] and self._budget.allows(key, t_s):
+                    self._sent_batch[key] = b
+                    self._budget.spend(key, t_s)
                     out.append(SetBatchSize(site=s, model=model, batch_size=b))
         return out

@@ -245,3 +245,18 @@ def test_log_total_throughput_weighs_a_model_by_its_share_of_the_tokens():
     per_model = -2.0 * c.throughput_tok_s.slope(x) / c.throughput_tok_s.value(x)
     assert fair.gradient(obs, "dc1", "big") == pytest.approx(per_model)
     assert fair.gradient(obs, "dc1", "small") == pytest.approx(per_model)
+
+
+def test_voltage_prices_hold_while_the_grid_carries_none_of_the_sites_load():
+    """With the site out (or every hall on its UPS) batch sizes move no grid power: an under- or
+    over-voltage then does not raise its price (anti-windup), and does again once the site is back."""
+    ctx = make_context([toy_model()])
+    ctrl = _ofo(ctx, voltage_dual_step=1.0)
+    for v in (0.93, 1.07):
+        obs = make_observation(ctx, v)
+        out = dataclasses.replace(obs.datacenters["dc1"], online=False)
+        ctrl.update_duals(dataclasses.replace(obs, datacenters={"dc1": out}))
+    np.testing.assert_array_equal(ctrl.lam_under, 0.0)
+    np.testing.assert_array_equal(ctrl.lam_over, 0.0)
+    ctrl.update_duals(make_observation(ctx, 0.93))
+    np.testing.assert_allclose(ctrl.lam_under, 0.02, rtol=1e-12)

@@ -98,6 +98,28 @@ def test_batch_sizes_rest_while_the_voltage_is_inside_the_default_deadband():
     assert {c.batch_size for c in ctrl.step(make_observation(ctx, 0.945, t_s=5.0))} == {64}
 
 
+@pytest.mark.parametrize("budget", [3, None])
+def test_a_models_batch_changes_at_most_the_budget_in_any_60_s(budget):
+    """A P-only loop on readings that swing 0.03 pu either side of the setpoint every second (a
+    meter's error beyond the deadband) flips the level across a size boundary each step; a budget of
+    3 lets the flips at 0, 1 and 2 s through and then holds the size of 2 s (the low one) until the
+    change at 0 s is more than 60 s old: at 60 s the level asks for that size anyway, at 61 s for
+    the other, which goes. Without a budget every one of the 62 flips goes out."""
+    ctx = make_context([toy_model("m1")])
+    cfg = PIDController.Config(setpoint=0.955, kp=5.0, actuator="batch_size", max_changes_per_min=budget)
+    ctrl = PIDController(cfg)
+    ctrl.reset(ctx, 0)
+    sent = []
+    for k in range(62):
+        v = 0.955 - 0.03 if k % 2 == 0 else 0.955 + 0.03
+        sent += [(k, c.batch_size) for c in ctrl.step(make_observation(ctx, v, t_s=float(k)))]
+    times = [k for k, _ in sent]
+    if budget is None:
+        assert len(sent) == 62
+    else:
+        assert times == [0, 1, 2, 61]
+
+
 def test_derivative_acts_on_measurement_not_setpoint():
     pid = DiscretePID(kp=0.0, ki=0.0, kd=1.0, u_min=-10, u_max=10, u0=0.5)
     assert pid.update(0.0, 1.0, 1.0) == 0.5
