@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from openg2g.core.config import ConfigModel, Name, Seconds, check_run_time
 
@@ -34,6 +34,14 @@ class ControllerSpec(ConfigModel):
         "draw each step, from the run's seed; the recorded voltages stay exact); 0: exact readings.",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Validated by the controller's own Config.")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a controller with exact readings dumps (and hashes) as it did before sensor noise existed
+        data: dict[str, Any] = handler(self)
+        if self.voltage_noise_pu == 0.0:
+            data.pop("voltage_noise_pu", None)
+        return data
 
     @field_validator("delay_s")
     @classmethod

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from openg2g.control.config import ControllerSpec
 from openg2g.core.commands import SetBatchSize, SetTaps
 from openg2g.core.errors import CommandError, ControllerError, SimulationError
 from openg2g.engine.clock import Clock, fraction_gcd
@@ -297,3 +298,10 @@ def test_a_controllers_voltage_noise_is_its_own_seeded_gaussian_error(log):
     np.testing.assert_array_equal(exact, true_again)
     with pytest.raises(ValueError, match="voltage_noise_pu"):
         make_loaded(controllers=[{"kind": "noisy", "voltage_noise_pu": -0.01}])
+
+
+def test_a_controller_with_exact_readings_dumps_and_hashes_as_before():
+    """``voltage_noise_pu`` at its default 0 is left out of the dump (and so of the scenario's
+    SHA-256 in ``summary.json``); a value given is kept."""
+    assert "voltage_noise_pu" not in ControllerSpec(kind="ofo").model_dump()
+    assert ControllerSpec(kind="ofo", voltage_noise_pu=0.004).model_dump()["voltage_noise_pu"] == 0.004
